@@ -1,0 +1,41 @@
+# cloudseed: two commands set everything up on a fresh machine.
+#   make run   - create .venv, install, migrate the embedded SQLite databases, serve
+#   make test  - create .venv with the test extras and run the whole suite
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+DATA_DIR ?= ./var
+PYTEST_ARGS ?=
+
+.PHONY: help run test venv test-venv lint bench clean
+
+help:  ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+
+venv: $(BIN)/python  ## create the venv and install cloudseed
+	$(BIN)/pip install --quiet -e .
+
+test-venv: $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[test]'
+
+run: venv  ## migrate the embedded SQLite databases and serve (compute API on 127.0.0.1:8774)
+	$(BIN)/cloudseed --data-dir $(DATA_DIR) db sync
+	$(BIN)/cloudseed --data-dir $(DATA_DIR) serve
+
+test: test-venv  ## run the whole test suite (SQLite; PostgreSQL and MariaDB where reachable)
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint:  ## ruff and mypy
+	$(BIN)/pip install --quiet ruff mypy
+	$(BIN)/ruff check src tests bench
+	$(BIN)/mypy src
+
+bench: test-venv  ## key pair benchmarks; results go to docs/benchmarks.md
+	$(BIN)/python bench/keypairs.py --write docs/benchmarks.md
+
+clean:  ## remove the venv and local data
+	rm -rf $(VENV) $(DATA_DIR) .pytest_cache .hypothesis

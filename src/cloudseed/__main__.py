@@ -1,0 +1,3 @@
+from cloudseed.cli import main
+
+main()

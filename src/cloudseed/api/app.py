@@ -1,0 +1,113 @@
+"""The compute API application factory."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from cloudseed.api import versions
+from cloudseed.api.auth import KeystoneMiddleware, NoAuthMiddleware
+from cloudseed.api.edge import ComputeEdge
+from cloudseed.api.errors import MethodNotAllowed, ResourceNotFound
+from cloudseed.api.faults import fault_parts
+from cloudseed.api.links import base_url
+from cloudseed.db.engines import Database
+from cloudseed.errors import CloudseedError
+from cloudseed.settings import Settings
+from cloudseed.types import ASGIApp
+
+PUBLIC_PATHS = frozenset({"/", "/v2.1", "/v2.1/", "/healthz"})
+
+
+@dataclass(frozen=True)
+class ApiState:
+    """What every request handler may use; built once in the lifespan."""
+
+    settings: Settings
+    api_db: Database
+
+
+def api_state(request: Request) -> ApiState:
+    state: ApiState = request.state.cloudseed
+    return state
+
+
+def create_api_app(settings: Settings, *, api_db: Database | None = None) -> ASGIApp:
+    """The compute API. ``api_db`` is opened from settings in the lifespan when not given."""
+    from cloudseed.keypairs.api import routes as keypair_routes
+
+    @asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncIterator[dict[str, Any]]:
+        db = api_db or Database.connect("api", settings.api_database_url)
+        try:
+            yield {"cloudseed": ApiState(settings=settings, api_db=db)}
+        finally:
+            if api_db is None:
+                db.dispose()
+
+    def is_public(path: str) -> bool:
+        return path in PUBLIC_PATHS
+
+    if settings.api.auth_strategy == "keystone":
+        auth = Middleware(KeystoneMiddleware, is_public=is_public,
+                          options=settings.passthrough.get("keystone_authtoken", {}))
+    else:
+        auth = Middleware(NoAuthMiddleware, is_public=is_public)
+
+    prefix = settings.api.compute_link_prefix
+
+    async def root(request: Request) -> Response:
+        return JSONResponse(versions.versions_document(base_url(request, prefix)))
+
+    async def v21(request: Request) -> Response:
+        return JSONResponse(versions.version_document(base_url(request, prefix)))
+
+    routes = [
+        Route("/", root, methods=["GET"]),
+        Route("/v2.1", v21, methods=["GET"]),
+        Route("/v2.1/", v21, methods=["GET"]),
+        Route("/healthz", healthz, methods=["GET"]),
+        *keypair_routes,
+    ]
+    app = Starlette(routes=routes, lifespan=lifespan, middleware=[auth],
+                    exception_handlers={HTTPException: _http_exception,
+                                        CloudseedError: _fault, Exception: _fault})
+    return ComputeEdge(app)
+
+
+async def healthz(request: Request) -> Response:
+    """200 when the API database answers; 503 otherwise (for load balancers)."""
+    from starlette.concurrency import run_in_threadpool
+    from sqlalchemy import text
+
+    db = api_state(request).api_db
+
+    def ping() -> None:
+        with db.read() as session:
+            session.execute(text("SELECT 1"))
+
+    try:
+        await run_in_threadpool(ping)
+    except Exception:
+        return JSONResponse({"status": "unavailable", "database": "unreachable"}, 503)
+    return JSONResponse({"status": "ok"})
+
+
+async def _fault(_request: Request, exc: Exception) -> Response:
+    status, headers, body = fault_parts(exc)
+    return Response(body, status_code=status, headers=dict(headers))
+
+
+async def _http_exception(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    mapped = MethodNotAllowed() if exc.status_code == 405 else ResourceNotFound()
+    return await _fault(request, mapped)

@@ -1,0 +1,135 @@
+"""Authentication for the compute API, as pure ASGI middleware.
+
+Both strategies put a ``RequestContext`` in ``scope["cloudseed.context"]``; routes never look
+at credentials themselves.
+
+- ``noauth2`` (development): ``X-Auth-Token: <user_id>:<project_id>`` is believed as it stands;
+  a token without ``:`` is both user and project. The user ``admin`` is an administrator.
+- ``keystone``: keystonemiddleware's ``auth_token`` validates the token against Keystone (its
+  options come from ``[keystone_authtoken]``), and we read the identity it vouches for.
+  keystonemiddleware is WSGI and blocking, so it runs in a worker thread around a tiny WSGI app
+  that only records what it was handed.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import anyio.to_thread
+
+from cloudseed.api.context import RequestContext
+from cloudseed.api.errors import NotAuthenticated
+from cloudseed.types import ASGIApp, Receive, Scope, Send
+
+CONTEXT_KEY = "cloudseed.context"
+REQUEST_ID_KEY = "cloudseed.request_id"
+ADMIN_ROLES = frozenset({"admin", "member", "reader"})
+USER_ROLES = frozenset({"member", "reader"})
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope["headers"]:
+        if key == name:
+            return str(value.decode("latin-1"))
+    return None
+
+
+class NoAuthMiddleware:
+    def __init__(self, app: ASGIApp, *, is_public: Callable[[str], bool]) -> None:
+        self.app = app
+        self.is_public = is_public
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and not self.is_public(scope["path"]):
+            token = _header(scope, b"x-auth-token")
+            if not token or not token.strip():
+                raise NotAuthenticated()
+            user_id, _, project_id = token.strip().partition(":")
+            scope[CONTEXT_KEY] = RequestContext(
+                user_id=user_id, project_id=project_id or user_id,
+                roles=ADMIN_ROLES if user_id == "admin" else USER_ROLES,
+                request_id=scope.get(REQUEST_ID_KEY, ""))
+        await self.app(scope, receive, send)
+
+
+class KeystoneMiddleware:
+    def __init__(self, app: ASGIApp, *, is_public: Callable[[str], bool],
+                 options: Mapping[str, str]) -> None:
+        # Imported here: keystonemiddleware pulls in oslo.* and is only needed for this strategy.
+        from keystonemiddleware import auth_token
+
+        self.app = app
+        self.is_public = is_public
+        self.auth = auth_token.AuthProtocol(_record_identity, dict(options))
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or self.is_public(scope["path"]):
+            await self.app(scope, receive, send)
+            return
+        outcome = await anyio.to_thread.run_sync(self._validate, _wsgi_environ(scope))
+        if isinstance(outcome, RequestContext):
+            scope[CONTEXT_KEY] = RequestContext(
+                user_id=outcome.user_id, project_id=outcome.project_id,
+                roles=outcome.roles, request_id=scope.get(REQUEST_ID_KEY, ""))
+            await self.app(scope, receive, send)
+            return
+        status, headers, body = outcome  # keystonemiddleware's own refusal, passed through
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    def _validate(self, environ: dict[str, Any]) -> RequestContext | tuple[int, list[Any], bytes]:
+        started: dict[str, Any] = {}
+
+        def start_response(status: str, headers: list[tuple[str, str]],
+                           exc_info: Any = None) -> Callable[[bytes], None]:
+            started["status"] = int(status.split(" ", 1)[0])
+            started["headers"] = [(k.lower().encode(), v.encode()) for k, v in headers]
+            return lambda _data: None
+
+        body = b"".join(self.auth(environ, start_response))
+        identity = environ.get("cloudseed.identity")
+        if identity is not None:
+            return identity  # type: ignore[no-any-return]
+        return started["status"], started["headers"], body
+
+
+def _record_identity(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
+    """The WSGI app keystonemiddleware calls once it accepted the token."""
+    if environ.get("HTTP_X_IDENTITY_STATUS") == "Confirmed":
+        roles = frozenset(r.strip() for r in environ.get("HTTP_X_ROLES", "").split(",")
+                          if r.strip())
+        environ["cloudseed.identity"] = RequestContext(
+            user_id=environ.get("HTTP_X_USER_ID", ""),
+            project_id=environ.get("HTTP_X_PROJECT_ID", ""), roles=roles, request_id="")
+        start_response("204 No Content", [])
+        return []
+    start_response("401 Unauthorized", [("Content-Type", "application/json")])
+    return [b'{"unauthorized": {"code": 401, "message": "Authentication required"}}']
+
+
+def _wsgi_environ(scope: Scope) -> dict[str, Any]:
+    server = scope.get("server") or ("localhost", 80)
+    environ: dict[str, Any] = {
+        "REQUEST_METHOD": scope["method"],
+        "SCRIPT_NAME": "",
+        "PATH_INFO": scope["path"],
+        "QUERY_STRING": scope.get("query_string", b"").decode("latin-1"),
+        "SERVER_NAME": server[0],
+        "SERVER_PORT": str(server[1]),
+        "SERVER_PROTOCOL": "HTTP/1.1",
+        "wsgi.url_scheme": scope.get("scheme", "http"),
+        "wsgi.input": io.BytesIO(),
+        "wsgi.errors": io.StringIO(),
+        "wsgi.version": (1, 0),
+        "wsgi.multithread": True,
+        "wsgi.multiprocess": True,
+        "wsgi.run_once": False,
+    }
+    for key, value in scope["headers"]:
+        name = key.decode("latin-1").upper().replace("-", "_")
+        if name not in ("CONTENT_TYPE", "CONTENT_LENGTH"):
+            name = f"HTTP_{name}"
+        environ[name] = value.decode("latin-1")
+    return environ

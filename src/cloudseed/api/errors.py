@@ -1,0 +1,69 @@
+"""Errors that only exist at the HTTP edge of the compute API.
+
+    InvalidInput ─┬─ MalformedRequestBody     not JSON                        (400)
+                  ├─ ValidationFailed         JSON Schema said no             (400)
+                  └─ InvalidAPIVersionString  bad microversion header         (400)
+    CloudseedError ┬ UnsupportedAPIVersion    microversion out of range       (406)
+                   ├ NotAuthenticated         no or bad credentials           (401)
+                   ├ MethodNotAllowed                                          (405)
+                   ├ RequestTooLarge          body over max_request_body_size (413)
+                   └ UnsupportedMediaType     Content-Type not JSON           (415)
+    Forbidden ──── PolicyNotAuthorized        policy rule denied the action   (403)
+    NotFound ───── ResourceNotFound           no such URL                     (404)
+"""
+
+from __future__ import annotations
+
+from cloudseed.errors import CloudseedError, Forbidden, InvalidInput, NotFound
+
+
+class MalformedRequestBody(InvalidInput):
+    def __init__(self) -> None:
+        super().__init__("Malformed request body")
+
+
+class ValidationFailed(InvalidInput):
+    pass
+
+
+class InvalidAPIVersionString(InvalidInput):
+    def __init__(self, version: str) -> None:
+        super().__init__(f"API Version String {version} is of invalid format. Must be of "
+                         "format MajorNum.MinorNum.")
+
+
+class UnsupportedAPIVersion(CloudseedError):
+    def __init__(self, *, requested: str, minimum: str, maximum: str) -> None:
+        super().__init__(f"Version {requested} is not supported by the API. Minimum is "
+                         f"{minimum} and maximum is {maximum}.")
+
+
+class NotAuthenticated(CloudseedError):
+    def __init__(self, message: str = "Authentication required") -> None:
+        super().__init__(message)
+
+
+class MethodNotAllowed(CloudseedError):
+    def __init__(self) -> None:
+        super().__init__("The method is not allowed for the requested URL.")
+
+
+class RequestTooLarge(CloudseedError):
+    def __init__(self) -> None:
+        super().__init__("Request is too large.")
+
+
+class UnsupportedMediaType(CloudseedError):
+    def __init__(self) -> None:
+        super().__init__("Unsupported Content-Type")
+
+
+class PolicyNotAuthorized(Forbidden):
+    def __init__(self, action: str) -> None:
+        super().__init__(f"Policy doesn't allow {action} to be performed.")
+        self.action = action
+
+
+class ResourceNotFound(NotFound):
+    def __init__(self) -> None:
+        super().__init__("The resource could not be found.")

@@ -1,0 +1,81 @@
+"""The one place where errors become HTTP: status code and Nova's fault body.
+
+Nova's body is ``{"<faultName>": {"code": N, "message": "..."}}``; clients (openstacksdk,
+tempest) read ``message`` from it, so every error path of the compute API goes through
+``fault_response``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+from cloudseed.api import errors as edge
+from cloudseed.errors import (
+    CloudseedError,
+    Conflict,
+    Forbidden,
+    InvalidInput,
+    NotFound,
+    ServiceUnavailable,
+)
+
+log = logging.getLogger(__name__)
+
+# Most specific first: the first class an error is an instance of decides.
+STATUS_BY_ERROR: tuple[tuple[type[CloudseedError], int], ...] = (
+    (edge.UnsupportedAPIVersion, 406),
+    (edge.NotAuthenticated, 401),
+    (edge.MethodNotAllowed, 405),
+    (edge.RequestTooLarge, 413),
+    (edge.UnsupportedMediaType, 415),
+    (InvalidInput, 400),
+    (Forbidden, 403),
+    (NotFound, 404),
+    (Conflict, 409),
+    (ServiceUnavailable, 503),
+)
+
+# Nova's names (nova/api/openstack/wsgi.py Fault); anything else is "computeFault".
+FAULT_NAMES = {
+    400: "badRequest",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "itemNotFound",
+    405: "badMethod",
+    409: "conflictingRequest",
+    413: "overLimit",
+    415: "badMediaType",
+    429: "overLimit",
+    501: "notImplemented",
+    503: "serviceUnavailable",
+}
+
+INTERNAL_ERROR_MESSAGE = ("Unexpected API Error. Please report this at the cloudseed issue "
+                          "tracker and attach the cloudseed API log if possible.")
+
+
+def status_for(exc: BaseException) -> int:
+    for cls, status in STATUS_BY_ERROR:
+        if isinstance(exc, cls):
+            return status
+    return 500
+
+
+def fault_body(status: int, message: str) -> bytes:
+    name = FAULT_NAMES.get(status, "computeFault")
+    return json.dumps({name: {"code": status, "message": message}}).encode()
+
+
+def fault_parts(exc: BaseException) -> tuple[int, list[tuple[str, str]], bytes]:
+    """Status, headers and body for an error; unexpected errors are logged, not shown."""
+    status = status_for(exc)
+    if isinstance(exc, CloudseedError) and status != 500:
+        message = exc.message
+    else:
+        log.error("unexpected error in the compute API", exc_info=exc)
+        message = INTERNAL_ERROR_MESSAGE
+    headers = [("Content-Type", "application/json; charset=UTF-8")]
+    if status == 401:
+        headers.append(("WWW-Authenticate", "Keystone uri=''"))
+    return status, headers, fault_body(status, message)

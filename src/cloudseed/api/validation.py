@@ -1,0 +1,126 @@
+"""Request bodies and query strings: read, parse and check them against JSON Schema the way
+Nova does, so clients get Nova's messages.
+
+Nova validates with jsonschema's Draft 2020-12 validator and reports the best-matching error as
+"Invalid input for field/attribute <name>. Value: <value>. <reason>" (query strings: "Invalid
+input for query parameters ..."), or the bare reason when the error is at the top level.
+"""
+
+from __future__ import annotations
+
+import json
+import unicodedata
+from collections.abc import Mapping
+from typing import Any
+
+import jsonschema
+from starlette.requests import Request
+
+from cloudseed.api.errors import (
+    MalformedRequestBody,
+    RequestTooLarge,
+    UnsupportedMediaType,
+    ValidationFailed,
+)
+
+JSON_TYPES = ("application/json", "application/vnd.openstack.compute+json")
+
+
+class InvalidName(Exception):
+    """Raised by the ``name`` format check; its message is Nova's whole fault message."""
+
+
+FORMAT_CHECKER = jsonschema.FormatChecker()
+NAME_REASON = "printable characters. Can not start or end with whitespace."
+
+
+def _is_printable(char: str) -> bool:
+    # Nova's rule: no "other" (control, format, unassigned) and no separator but plain spaces.
+    category = unicodedata.category(char)
+    return not category.startswith("C") and (not category.startswith("Z") or category == "Zs")
+
+
+@FORMAT_CHECKER.checks("name", raises=InvalidName)
+def _check_name(instance: object) -> bool:
+    if not isinstance(instance, str):
+        return True  # the "type" keyword reports it
+    if instance and (instance[0].isspace() or instance[-1].isspace()
+                     or not all(_is_printable(c) for c in instance)):
+        raise InvalidName(f"An invalid 'name' value was provided. The name must be: "
+                          f"{NAME_REASON}")
+    return True
+
+
+# Schemas are module-level constants; keeping the schema in the value pins its id.
+_VALIDATORS: dict[int, tuple[Mapping[str, Any], jsonschema.Draft202012Validator]] = {}
+
+
+def _validator(schema: Mapping[str, Any]) -> jsonschema.Draft202012Validator:
+    entry = _VALIDATORS.get(id(schema))
+    if entry is None:
+        entry = (schema, jsonschema.Draft202012Validator(schema, format_checker=FORMAT_CHECKER))
+        _VALIDATORS[id(schema)] = entry
+    return entry[1]
+
+
+def validate(schema: Mapping[str, Any], instance: Any, *, query: bool = False) -> None:
+    validator = _validator(schema)
+    error = jsonschema.exceptions.best_match(validator.iter_errors(instance))
+    if error is None:
+        return
+    if isinstance(error.cause, InvalidName):
+        raise ValidationFailed(str(error.cause))
+    if error.path:
+        if query:
+            detail = (f"Invalid input for query parameters {error.path[0]}. "
+                      f"Value: {_show(error.instance)}. {error.message}")
+        else:
+            detail = (f"Invalid input for field/attribute {error.path[-1]}. "
+                      f"Value: {_show(error.instance)}. {error.message}")
+    else:
+        detail = error.message
+    raise ValidationFailed(detail)
+
+
+def _show(value: Any) -> str:
+    # Nova formats the value with Python's %s; None, True and dicts print the Python way.
+    return str(value)
+
+
+async def read_json(request: Request, *, max_size: int) -> Any:
+    """The request body as JSON, enforcing size and Content-Type like Nova.
+
+    Nova treats a missing, empty or text/plain Content-Type as JSON (many clients send none),
+    and refuses anything else that is not a JSON type with 415.
+    """
+    content_type = request.headers.get("content-type")
+    if content_type is not None:
+        media_type = content_type.split(";", 1)[0].strip().lower()
+        if media_type not in ("", "text/plain", *JSON_TYPES):
+            raise UnsupportedMediaType()
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > max_size:
+        raise RequestTooLarge()
+    chunks = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > max_size:
+            raise RequestTooLarge()
+        chunks.append(chunk)
+    body = b"".join(chunks)
+    if not body.strip():
+        return {}
+    try:
+        return json.loads(body)
+    except (ValueError, RecursionError) as exc:
+        raise MalformedRequestBody() from exc
+
+
+def query_lists(request: Request) -> dict[str, list[str]]:
+    """The query string as Nova's schemas expect it: every parameter a list of values."""
+    result: dict[str, list[str]] = {}
+    for key, value in request.query_params.multi_items():
+        result.setdefault(key, []).append(value)
+    return result
+

@@ -1,0 +1,132 @@
+"""Engines and sessions for the API database and each cell database.
+
+SQLite is the embedded default, so it gets the settings that make it a good server database:
+WAL (readers never block the writer), a busy timeout instead of instant "database is locked",
+foreign keys on, and ``BEGIN IMMEDIATE`` for every transaction so two writers queue at the start
+instead of failing when the second one tries to upgrade its read lock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError
+from sqlalchemy.orm import Session, sessionmaker
+
+from cloudseed.errors import ConfigError, DatabaseUnavailable
+
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+
+
+def make_engine(url: str, *, pool_size: int = 10) -> Engine:
+    """An engine for ``url`` with the settings cloudseed relies on for that backend."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError as exc:
+        raise ConfigError(f"invalid database URL {url!r}: {exc}") from exc
+    backend = parsed.get_backend_name()
+    kwargs: dict[str, Any] = {}
+    if backend == "sqlite":
+        if parsed.database and parsed.database != ":memory:":
+            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+        kwargs["connect_args"] = {"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000}
+    elif backend == "postgresql":
+        if parsed.drivername == "postgresql":
+            parsed = parsed.set(drivername="postgresql+psycopg")
+        kwargs.update(pool_size=pool_size, pool_pre_ping=True)
+    elif backend in ("mysql", "mariadb"):
+        if "+" not in parsed.drivername:
+            parsed = parsed.set(drivername=f"{backend}+pymysql")
+        parsed = parsed.update_query_dict({"charset": "utf8mb4"})
+        kwargs.update(pool_size=pool_size, pool_pre_ping=True, pool_recycle=3600)
+    else:
+        raise ConfigError(f"unsupported database {backend!r} in {url!r}: use sqlite, "
+                          "postgresql or mysql/mariadb")
+    try:
+        engine = create_engine(parsed, **kwargs)
+    except (ArgumentError, ImportError) as exc:
+        raise ConfigError(f"cannot use database URL {url!r}: {exc}") from exc
+    if backend == "sqlite":
+        _configure_sqlite(engine)
+    return engine
+
+
+def _configure_sqlite(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        # Let SQLAlchemy, not the sqlite3 module, decide when transactions begin.
+        dbapi_conn.isolation_level = None
+        cursor = dbapi_conn.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Any) -> None:
+        # Readers take no lock in WAL; writers queue up front (see the module docstring).
+        if conn.get_execution_options().get(READ_ONLY_OPTION):
+            conn.exec_driver_sql("BEGIN")
+        else:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+READ_ONLY_OPTION = "cloudseed_read_only"
+
+
+@dataclass(frozen=True)
+class Database:
+    """One database: its engine, and session factories for writing and for reading."""
+
+    name: str
+    url: str
+    engine: Engine
+    writer: sessionmaker[Session]
+    reader: sessionmaker[Session]
+
+    @classmethod
+    def connect(cls, name: str, url: str) -> Database:
+        engine = make_engine(url)
+        return cls(name=name, url=url, engine=engine,
+                   writer=sessionmaker(engine, expire_on_commit=False),
+                   reader=sessionmaker(engine.execution_options(**{READ_ONLY_OPTION: True}),
+                                       expire_on_commit=False))
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+    @contextmanager
+    def write(self) -> Iterator[Session]:
+        """One unit of work: committed on success, rolled back on any error."""
+        with _translate_outages(), self.writer.begin() as session:
+            yield session
+
+    @contextmanager
+    def read(self) -> Iterator[Session]:
+        with _translate_outages(), self.reader.begin() as session:
+            yield session
+
+
+@contextmanager
+def _translate_outages() -> Iterator[None]:
+    """Outages become DatabaseUnavailable, so the edge answers 503 rather than 500."""
+    try:
+        yield
+    except OperationalError as exc:
+        if exc.connection_invalidated or _is_connect_error(exc):
+            raise DatabaseUnavailable() from exc
+        raise
+
+
+def _is_connect_error(exc: DBAPIError) -> bool:
+    text = str(exc.orig).lower()
+    return any(s in text for s in ("connection refused", "could not connect",
+                                   "can't connect", "server has gone away",
+                                   "lost connection", "unable to open database"))

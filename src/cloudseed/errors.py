@@ -1,0 +1,63 @@
+"""The root of every error cloudseed raises on purpose.
+
+Domain packages subclass one of the families below in their own ``errors.py``;
+nothing here knows about HTTP. The compute API maps each family to a status
+code and Nova's fault name in one table (``cloudseed.api._faults``), and the
+CLI prints the same messages, so the tree is the contract between them::
+
+    CloudseedError                 message for humans, context as attributes
+    ├── InvalidInput               the request itself is wrong          (400)
+    ├── Forbidden                  not allowed for this caller          (403)
+    │   └── QuotaExceeded          a limit would be passed              (403)
+    ├── NotFound                   the thing does not exist (for you)   (404)
+    ├── Conflict                   the current state does not allow it  (409)
+    ├── ServiceUnavailable         a backend we depend on is down       (503)
+    │   └── DatabaseUnavailable
+    └── ConfigError                settings are invalid; start-up stops
+"""
+
+from __future__ import annotations
+
+
+class CloudseedError(Exception):
+    """Base class; ``message`` is what an API client or CLI user reads."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class InvalidInput(CloudseedError):
+    pass
+
+
+class Forbidden(CloudseedError):
+    pass
+
+
+class QuotaExceeded(Forbidden):
+    def __init__(self, message: str, *, resource: str, limit: int) -> None:
+        super().__init__(message)
+        self.resource = resource
+        self.limit = limit
+
+
+class NotFound(CloudseedError):
+    pass
+
+
+class Conflict(CloudseedError):
+    pass
+
+
+class ServiceUnavailable(CloudseedError):
+    pass
+
+
+class DatabaseUnavailable(ServiceUnavailable):
+    def __init__(self, message: str = "The database is unavailable; try again later.") -> None:
+        super().__init__(message)
+
+
+class ConfigError(CloudseedError):
+    pass

@@ -1,0 +1,149 @@
+"""``/v2.1/os-keypairs`` routes: list, show, create/import, delete, for every microversion.
+
+Policy is checked here (the service layer knows nothing of callers); the database work runs in
+a worker thread inside one transaction.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from cloudseed.api.app import api_state
+from cloudseed.api.links import next_link
+from cloudseed.api.microversions import APIVersion
+from cloudseed.api.policy import authorize_owner_or_admin
+from cloudseed.api.requests import context_of, version_of
+from cloudseed.api.validation import query_lists, read_json, validate
+from cloudseed.keypairs import schemas, service, views
+
+V2_2, V2_10, V2_35, V2_75, V2_92 = (APIVersion(2, n) for n in (2, 10, 35, 75, 92))
+POLICY = "os_compute_api:os-keypairs:{}"
+
+
+def _target_user(request: Request, query: dict[str, list[str]]) -> str:
+    """The user whose key pairs are meant: ``?user_id=`` from 2.10 (first value), else the
+    caller. An empty value means the caller, as in Nova."""
+    if version_of(request) >= V2_10 and query.get("user_id"):
+        return query["user_id"][0] or context_of(request).user_id
+    return context_of(request).user_id
+
+
+def _check_query(request: Request, *, index: bool) -> dict[str, list[str]]:
+    version = version_of(request)
+    query = query_lists(request)
+    if version >= V2_75:
+        schema = schemas.INDEX_QUERY_V275 if index else schemas.QUERY_V275
+    elif index and version >= V2_35:
+        schema = schemas.INDEX_QUERY_V235
+    elif version >= V2_10:
+        schema = schemas.QUERY_V210
+    else:
+        schema = schemas.QUERY_ANY
+    validate(schema, query, query=True)
+    return query
+
+
+async def index(request: Request) -> Response:
+    version, query = version_of(request), _check_query(request, index=True)
+    user_id = _target_user(request, query)
+    authorize_owner_or_admin(context_of(request), POLICY.format("index"), target_user_id=user_id)
+    state = api_state(request)
+    max_limit = state.settings.api.max_limit
+    limit: int | None = None
+    marker: str | None = None
+    if version >= V2_35:
+        # Like webob's MultiDict, a repeated limit or marker means its last value.
+        limit = min(max_limit, int(query["limit"][-1])) if "limit" in query else max_limit
+        marker = query["marker"][-1] if "marker" in query else None
+
+    def run() -> list[Any]:
+        with state.api_db.read() as session:
+            return service.list_keypairs(session, user_id=user_id, limit=limit, marker=marker)
+
+    keypairs = await run_in_threadpool(run)
+    body: dict[str, Any] = {"keypairs": [views.index_item(k, version) for k in keypairs]}
+    if limit and len(keypairs) == limit:
+        body["keypairs_links"] = [{"rel": "next", "href": next_link(
+            request, state.settings.api.compute_link_prefix, request.url.path, query,
+            keypairs[-1].name)}]
+    return JSONResponse(body)
+
+
+async def create(request: Request) -> Response:
+    version, context, state = version_of(request), context_of(request), api_state(request)
+    body = await read_json(request, max_size=state.settings.oslo_middleware.max_request_body_size)
+    if version >= V2_92:
+        schema = schemas.CREATE_V292
+    elif version >= V2_10:
+        schema = schemas.CREATE_V210
+    elif version >= V2_2:
+        schema = schemas.CREATE_V22
+    else:
+        schema = schemas.CREATE_V21
+    validate(schema, body)
+    params = body["keypair"]
+    user_id = params.get("user_id") or context.user_id
+    authorize_owner_or_admin(context, POLICY.format("create"), target_user_id=user_id)
+    quota = service.Quota(default=state.settings.quota.key_pairs,
+                          recheck=state.settings.quota.recheck_quota,
+                          project_id=context.project_id)
+    key_type = params.get("type", "ssh")
+
+    def run() -> tuple[Any, str | None]:
+        with state.api_db.write() as session:
+            if "public_key" in params:
+                return service.import_keypair(
+                    session, user_id=user_id, name=params["name"],
+                    public_key=params["public_key"], key_type=key_type, quota=quota), None
+            return service.generate_keypair(
+                session, user_id=user_id, name=params["name"], key_type=key_type,
+                algorithm=state.settings.api.keypair_generation_algorithm, quota=quota)
+
+    keypair, private_key = await run_in_threadpool(run)
+    return JSONResponse(views.created(keypair, version, private_key),
+                        status_code=201 if version >= V2_2 else 200)
+
+
+async def show(request: Request) -> Response:
+    version, query = version_of(request), _check_query(request, index=False)
+    user_id = _target_user(request, query)
+    authorize_owner_or_admin(context_of(request), POLICY.format("show"), target_user_id=user_id)
+    state, name = api_state(request), request.path_params["name"]
+
+    def run() -> Any:
+        with state.api_db.read() as session:
+            return service.get_keypair(session, user_id=user_id, name=name)
+
+    return JSONResponse(views.shown(await run_in_threadpool(run), version))
+
+
+async def delete(request: Request) -> Response:
+    version, query = version_of(request), _check_query(request, index=False)
+    user_id = _target_user(request, query)
+    authorize_owner_or_admin(context_of(request), POLICY.format("delete"), target_user_id=user_id)
+    state, name = api_state(request), request.path_params["name"]
+
+    def run() -> None:
+        with state.api_db.write() as session:
+            service.delete_keypair(session, user_id=user_id, name=name)
+
+    await run_in_threadpool(run)
+    return Response(status_code=204 if version >= V2_2 else 202)
+
+
+# Nova also answers under /v2.1/{project_id}/..., which old service catalogs still use.
+routes = [
+    route
+    for prefix in ("/v2.1", "/v2.1/{project_id}")
+    for route in (
+        Route(f"{prefix}/os-keypairs", index, methods=["GET"]),
+        Route(f"{prefix}/os-keypairs", create, methods=["POST"]),
+        Route(f"{prefix}/os-keypairs/{{name}}", show, methods=["GET"]),
+        Route(f"{prefix}/os-keypairs/{{name}}", delete, methods=["DELETE"]),
+    )
+]

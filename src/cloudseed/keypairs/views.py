@@ -1,0 +1,51 @@
+"""Response bodies for os-keypairs, per microversion (Nova's view builder, field for field).
+
+Below 2.105 the bodies are exactly Nova's, because strict clients (tempest) reject extra fields.
+From 2.105, cloudseed adds ``fingerprint_sha256`` (OpenSSH's ``SHA256:...`` form).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cloudseed.api.microversions import APIVersion
+from cloudseed.keypairs.models import KeyPair
+
+V2_2 = APIVersion(2, 2)
+SHA256_FIELD_SINCE = APIVersion(2, 105)
+
+
+def _common(keypair: KeyPair, version: APIVersion) -> dict[str, Any]:
+    body: dict[str, Any] = {"name": keypair.name, "public_key": keypair.public_key,
+                            "fingerprint": keypair.fingerprint}
+    if version >= V2_2:
+        body["type"] = keypair.type
+    if version >= SHA256_FIELD_SINCE:
+        body["fingerprint_sha256"] = keypair.fingerprint_sha256
+    return body
+
+
+def index_item(keypair: KeyPair, version: APIVersion) -> dict[str, Any]:
+    return {"keypair": _common(keypair, version)}
+
+
+def created(keypair: KeyPair, version: APIVersion, private_key: str | None) -> dict[str, Any]:
+    body = _common(keypair, version)
+    body["user_id"] = keypair.user_id
+    if private_key is not None:
+        body["private_key"] = private_key
+    return {"keypair": body}
+
+
+def shown(keypair: KeyPair, version: APIVersion) -> dict[str, Any]:
+    body = _common(keypair, version)
+    body.update({
+        "user_id": keypair.user_id,
+        # Key pairs are deleted for real; Nova still reports these fixed values.
+        "deleted": False,
+        "deleted_at": None,
+        "created_at": keypair.created_at.isoformat(),
+        "updated_at": keypair.updated_at.isoformat() if keypair.updated_at else None,
+        "id": keypair.id,
+    })
+    return {"keypair": body}

@@ -1,0 +1,134 @@
+"""``cloudseed serve``: bind the listening sockets, then serve every HTTP app from one or more
+worker processes.
+
+The parent binds the sockets before forking, so all workers accept on the same sockets and the
+kernel spreads connections between them. SIGTERM or SIGINT to the parent stops the workers
+gracefully (in-flight requests finish) and the parent exits 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import multiprocessing
+import os
+import signal
+import socket
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from types import FrameType
+
+import uvicorn
+
+from cloudseed.settings import Settings
+from cloudseed.types import ASGIApp
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Listener:
+    name: str
+    host: str
+    port: int
+    factory: Callable[[Settings], ASGIApp]
+
+
+def listeners(settings: Settings) -> list[Listener]:
+    from cloudseed.api.app import create_api_app
+
+    d = settings.default
+    return [Listener("compute API", d.osapi_compute_listen, d.osapi_compute_listen_port,
+                     create_api_app)]
+
+
+def bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+class _Server(uvicorn.Server):
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        # Several servers share one process; signals are handled once for all of them.
+        yield
+
+
+async def serve_sockets(settings: Settings, bound: list[tuple[Listener, socket.socket]]) -> None:
+    """Serve each listener's app on its socket in this process until told to stop."""
+    servers = []
+    for listener, sock in bound:
+        config = uvicorn.Config(listener.factory(settings), lifespan="on", access_log=False,
+                                log_config=None, server_header=False, date_header=True,
+                                timeout_graceful_shutdown=30)
+        servers.append((_Server(config), sock))
+
+    def stop() -> None:
+        for server, _ in servers:
+            server.should_exit = True
+
+    loop = asyncio.get_running_loop()
+    with contextlib.suppress(ValueError, RuntimeError):  # not in the main thread (tests)
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop)
+    await asyncio.gather(*(server.serve(sockets=[sock]) for server, sock in servers))
+
+
+def _worker(settings: Settings, bound: list[tuple[Listener, socket.socket]]) -> None:
+    asyncio.run(serve_sockets(settings, bound))
+
+
+def run(settings: Settings) -> None:
+    """Bind, then serve in this process (one worker) or in ``workers`` forked processes."""
+    bound = [(listener, bind(listener.host, listener.port)) for listener in listeners(settings)]
+    for listener, sock in bound:
+        host, port = sock.getsockname()[:2]
+        log.info("%s listening on http://%s:%d", listener.name,
+                 f"[{host}]" if ":" in host else host, port)
+    if settings.default.workers == 1:
+        _worker(settings, bound)
+        return
+    _supervise(settings, bound)
+
+
+def _supervise(settings: Settings, bound: list[tuple[Listener, socket.socket]]) -> None:
+    context = multiprocessing.get_context("fork")
+    stopping = False
+
+    def start() -> multiprocessing.process.BaseProcess:
+        process = context.Process(target=_worker, args=(settings, bound), daemon=False)
+        process.start()
+        return process
+
+    def on_signal(_sig: int, _frame: FrameType | None) -> None:
+        nonlocal stopping
+        stopping = True
+
+    workers = [start() for _ in range(settings.default.workers)]
+    log.info("started %d workers: %s", len(workers), ", ".join(str(w.pid) for w in workers))
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        while not stopping:
+            for i, worker in enumerate(workers):
+                worker.join(timeout=0.2)
+                if not stopping and worker.exitcode is not None:
+                    log.error("worker %s exited with %s; starting another", worker.pid,
+                              worker.exitcode)
+                    workers[i] = start()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        for worker in workers:
+            if worker.is_alive() and worker.pid is not None:
+                os.kill(worker.pid, signal.SIGTERM)
+        for worker in workers:
+            worker.join(timeout=35)
+            if worker.is_alive():
+                worker.kill()
+        log.info("all workers stopped")

@@ -1,0 +1,302 @@
+"""One typed settings object, built once at start-up and passed to the app factories.
+
+Precedence, lowest first: defaults < config file < ``CLOUDSEED_*`` environment < command-line
+flags. The config file is an INI file laid out like ``nova.conf``: where Nova has an option for
+the same thing, the section, name and meaning are Nova's, so an operator can carry a nova.conf
+over. Each option is declared once, as a dataclass field with its default and help text
+(``option()``); ``docs/configuration.md`` is checked against this registry by a test.
+
+Environment variables are ``CLOUDSEED_<SECTION>__<NAME>`` (``CLOUDSEED_API__MAX_LIMIT``), and
+``CLOUDSEED_<NAME>`` for the ``[DEFAULT]`` section (``CLOUDSEED_STATE_PATH``).
+
+Nothing else in cloudseed reads the environment or a config file, and nothing reads settings at
+import time.
+"""
+
+from __future__ import annotations
+
+import configparser
+import dataclasses
+import os
+import types
+import typing
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from cloudseed.errors import ConfigError
+
+ENV_PREFIX = "CLOUDSEED_"
+# Environment variables with our prefix that are not settings.
+NON_SETTING_ENV = frozenset({"CLOUDSEED_CONFIG", "CLOUDSEED_REQUIRE_DBS"})
+# Sections handed to a library as they are; their option names are the library's business.
+PASSTHROUGH_SECTIONS = frozenset({"keystone_authtoken"})
+
+
+def option(default: Any, help: str, *, choices: tuple[str, ...] = (), minimum: int | None = None,
+           secret: bool = False) -> Any:
+    """Declare a setting: its default, its help text and the checks on its value."""
+    return field(default=default, metadata={
+        "help": help, "choices": choices, "minimum": minimum, "secret": secret})
+
+
+@dataclass(frozen=True)
+class DefaultSection:
+    """``[DEFAULT]``: where things live and which sockets are served."""
+
+    state_path: str = option(
+        "./var", "Directory for cloudseed's own files: the embedded SQLite databases and, "
+        "later, config drives (Nova's state_path). Relative paths are taken from the "
+        "working directory.")
+    osapi_compute_listen: str = option(
+        "127.0.0.1", "Address the compute API listens on.")
+    osapi_compute_listen_port: int = option(
+        8774, "Port the compute API listens on (0 picks a free one).", minimum=0)
+    metadata_listen: str = option(
+        "127.0.0.1", "Address the metadata service listens on.")
+    metadata_listen_port: int = option(
+        8775, "Port the metadata service listens on (0 picks a free one).", minimum=0)
+    workers: int = option(
+        1, "Worker processes serving both HTTP apps (Nova has osapi_compute_workers and "
+        "metadata_workers; cloudseed's workers serve both).", minimum=1)
+    log_level: str = option(
+        "info", "Log level.", choices=("debug", "info", "warning", "error"))
+
+
+@dataclass(frozen=True)
+class ApiSection:
+    """``[api]``: the compute API's behaviour."""
+
+    auth_strategy: str = option(
+        "noauth2", "How API requests are authenticated. 'keystone' validates tokens against "
+        "Keystone (configure [keystone_authtoken]); 'noauth2' trusts an "
+        "'X-Auth-Token: <user_id>:<project_id>' header and is for development only: the user "
+        "'admin' is an administrator.", choices=("noauth2", "keystone"))
+    max_limit: int = option(
+        1000, "The most items a collection returns in one response.", minimum=0)
+    compute_link_prefix: str = option(
+        "", "Replaces scheme, host and port (and prefixes the path) of links in responses, "
+        "for deployments behind a proxy. Empty means links use the request's own URL.")
+    keypair_generation_algorithm: str = option(
+        "rsa", "Key type generated when a client asks the server to generate a key pair "
+        "(microversions below 2.92): 'rsa' (2048 bits, as Nova) or 'ed25519'. cloudseed's own "
+        "option.", choices=("rsa", "ed25519"))
+
+
+@dataclass(frozen=True)
+class QuotaSection:
+    """``[quota]``: default limits; per-project and per-user overrides live in the API DB."""
+
+    key_pairs: int = option(
+        100, "Key pairs each user may have (-1 for unlimited).", minimum=-1)
+    recheck_quota: bool = option(
+        True, "Count again after creating, and undo the creation if concurrent requests "
+        "pushed the user over the limit.")
+
+
+@dataclass(frozen=True)
+class ApiDatabaseSection:
+    """``[api_database]``: the global database (key pairs, cell and instance mappings, quotas)."""
+
+    connection: str = option(
+        "", "SQLAlchemy URL of the API database. Empty means SQLite at "
+        "<state_path>/cloudseed_api.sqlite.", secret=True)
+
+
+@dataclass(frozen=True)
+class DatabaseSection:
+    """``[database]``: the default cell's database (instances); more cells are registered
+    in the API database's cell mappings."""
+
+    connection: str = option(
+        "", "SQLAlchemy URL of the default cell's database. Empty means SQLite at "
+        "<state_path>/cloudseed_cell1.sqlite.", secret=True)
+
+
+@dataclass(frozen=True)
+class OsloMiddlewareSection:
+    """``[oslo_middleware]``: request limits (Nova applies them through oslo.middleware)."""
+
+    max_request_body_size: int = option(
+        114688, "Largest request body accepted, in bytes; larger ones get 413.", minimum=1)
+
+
+@dataclass(frozen=True)
+class Settings:
+    default: DefaultSection = field(default_factory=DefaultSection)
+    api: ApiSection = field(default_factory=ApiSection)
+    quota: QuotaSection = field(default_factory=QuotaSection)
+    api_database: ApiDatabaseSection = field(default_factory=ApiDatabaseSection)
+    database: DatabaseSection = field(default_factory=DatabaseSection)
+    oslo_middleware: OsloMiddlewareSection = field(default_factory=OsloMiddlewareSection)
+    # [keystone_authtoken] and other pass-through sections, exactly as written.
+    passthrough: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    # What was reported while loading (unknown options); logged by whoever starts the service.
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def state_dir(self) -> Path:
+        return Path(self.default.state_path)
+
+    @property
+    def api_database_url(self) -> str:
+        return self.api_database.connection or _sqlite_url(self.state_dir / "cloudseed_api.sqlite")
+
+    @property
+    def cell_database_url(self) -> str:
+        return self.database.connection or _sqlite_url(self.state_dir / "cloudseed_cell1.sqlite")
+
+
+def _sqlite_url(path: Path) -> str:
+    return f"sqlite:///{path}"
+
+
+# The INI section name for each attribute of Settings.
+SECTIONS: dict[str, str] = {
+    "default": "DEFAULT",
+    "api": "api",
+    "quota": "quota",
+    "api_database": "api_database",
+    "database": "database",
+    "oslo_middleware": "oslo_middleware",
+}
+
+
+@dataclass(frozen=True)
+class OptionInfo:
+    section: str
+    name: str
+    type: type
+    default: Any
+    help: str
+    choices: tuple[str, ...]
+    minimum: int | None
+    secret: bool
+
+    @property
+    def env_var(self) -> str:
+        if self.section == "DEFAULT":
+            return f"{ENV_PREFIX}{self.name.upper()}"
+        return f"{ENV_PREFIX}{self.section.upper()}__{self.name.upper()}"
+
+
+def all_options() -> Iterator[OptionInfo]:
+    """Every registered option, in declaration order."""
+    hints = typing.get_type_hints(Settings)
+    for attr, section in SECTIONS.items():
+        section_cls = hints[attr]
+        field_types = typing.get_type_hints(section_cls)
+        for f in dataclasses.fields(section_cls):
+            yield OptionInfo(section=section, name=f.name, type=field_types[f.name],
+                             default=f.default, help=f.metadata["help"],
+                             choices=f.metadata["choices"], minimum=f.metadata["minimum"],
+                             secret=f.metadata["secret"])
+
+
+def load_settings(*, config_file: str | os.PathLike[str] | None = None,
+                  environ: Mapping[str, str] | None = None,
+                  overrides: Mapping[tuple[str, str], Any] | None = None) -> Settings:
+    """Build Settings from defaults, the config file, the environment and explicit overrides.
+
+    ``overrides`` are the command-line flags, keyed by (INI section, option name).
+    ``config_file`` falls back to ``CLOUDSEED_CONFIG`` from ``environ``.
+    Raises ConfigError for an unreadable file or an invalid value; unknown options become
+    ``Settings.warnings``.
+    """
+    environ = os.environ if environ is None else environ
+    config_file = config_file or environ.get("CLOUDSEED_CONFIG") or None
+    options = {(o.section, o.name): o for o in all_options()}
+    raw: dict[tuple[str, str], tuple[Any, str]] = {}  # value, where it came from
+    warnings: list[str] = []
+    passthrough: dict[str, dict[str, str]] = {}
+
+    if config_file is not None:
+        parser = _read_ini(Path(config_file))
+        for section in ["DEFAULT", *parser.sections()]:
+            items = (parser.defaults() if section == "DEFAULT"
+                     else {k: v for k, v in parser.items(section, raw=True)
+                           if k not in parser.defaults()})
+            if section in PASSTHROUGH_SECTIONS:
+                passthrough[section] = dict(items)
+                continue
+            for name, value in items.items():
+                if (section, name) in options:
+                    raw[(section, name)] = (value, f"{config_file} [{section}] {name}")
+                else:
+                    warnings.append(f"unknown option [{section}] {name} in {config_file} "
+                                    "(ignored)")
+
+    by_env = {o.env_var: key for key, o in options.items()}
+    for var, value in environ.items():
+        if not var.startswith(ENV_PREFIX) or var in NON_SETTING_ENV:
+            continue
+        if var in by_env:
+            raw[by_env[var]] = (value, f"environment variable {var}")
+        else:
+            warnings.append(f"unknown environment variable {var} (ignored)")
+
+    for key, value in (overrides or {}).items():
+        if key not in options:
+            raise ConfigError(f"unknown option [{key[0]}] {key[1]}")
+        if value is not None:
+            raw[key] = (value, f"command-line option for [{key[0]}] {key[1]}")
+
+    sections: dict[str, dict[str, Any]] = {attr: {} for attr in SECTIONS}
+    attr_of = {section: attr for attr, section in SECTIONS.items()}
+    for key, (value, origin) in raw.items():
+        sections[attr_of[key[0]]][key[1]] = _cast(options[key], value, origin)
+
+    hints = typing.get_type_hints(Settings)
+    built = {attr: hints[attr](**values) for attr, values in sections.items()}
+    return Settings(**built, passthrough=passthrough, warnings=tuple(warnings))
+
+
+def _read_ini(path: Path) -> configparser.RawConfigParser:
+    # Interpolation off: a password with '%' in it must mean itself.
+    parser = configparser.RawConfigParser(strict=True)
+    try:
+        with path.open(encoding="utf-8") as fh:
+            parser.read_file(fh)
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from exc
+    except (configparser.Error, UnicodeDecodeError) as exc:
+        raise ConfigError(f"config file {path} is not a valid INI file: {exc}") from exc
+    return parser
+
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+def _cast(opt: OptionInfo, value: Any, origin: str) -> Any:
+    """Turn a raw value into the option's type, or stop with a message naming its origin."""
+    target = opt.type
+    if isinstance(target, types.UnionType) or typing.get_origin(target) is Literal:
+        raise AssertionError(f"unsupported option type for {opt.name}")  # pragma: no cover
+    try:
+        if target is bool:
+            if isinstance(value, bool):
+                result: Any = value
+            elif str(value).strip().lower() in _TRUE:
+                result = True
+            elif str(value).strip().lower() in _FALSE:
+                result = False
+            else:
+                raise ValueError("expected true or false")
+        elif target is int:
+            if isinstance(value, bool):
+                raise ValueError("expected an integer")
+            result = int(str(value).strip(), 10) if not isinstance(value, int) else value
+        else:
+            result = str(value).strip()
+    except ValueError as exc:
+        raise ConfigError(f"invalid value {value!r} for [{opt.section}] {opt.name} "
+                          f"(from {origin}): {exc}") from exc
+    if opt.choices and result not in opt.choices:
+        raise ConfigError(f"invalid value {value!r} for [{opt.section}] {opt.name} "
+                          f"(from {origin}): must be one of {', '.join(opt.choices)}")
+    if opt.minimum is not None and result < opt.minimum:
+        raise ConfigError(f"invalid value {value!r} for [{opt.section}] {opt.name} "
+                          f"(from {origin}): must be at least {opt.minimum}")
+    return result
