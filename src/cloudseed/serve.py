@@ -60,8 +60,10 @@ class _Server(uvicorn.Server):
         yield
 
 
-async def serve_sockets(settings: Settings, bound: list[tuple[Listener, socket.socket]]) -> None:
-    """Serve each listener's app on its socket in this process until told to stop."""
+async def serve_sockets(settings: Settings, bound: list[tuple[Listener, socket.socket]], *,
+                        stop_event: asyncio.Event | None = None) -> None:
+    """Serve each listener's app on its socket in this process until SIGTERM/SIGINT, or until
+    ``stop_event`` is set (for embedding, e.g. in tests)."""
     servers = []
     for listener, sock in bound:
         config = uvicorn.Config(listener.factory(settings), lifespan="on", access_log=False,
@@ -77,7 +79,15 @@ async def serve_sockets(settings: Settings, bound: list[tuple[Listener, socket.s
     with contextlib.suppress(ValueError, RuntimeError):  # not in the main thread (tests)
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop)
+    if stop_event is not None:
+        async def watch() -> None:
+            await stop_event.wait()
+            stop()
+
+        watcher = asyncio.ensure_future(watch())
     await asyncio.gather(*(server.serve(sockets=[sock]) for server, sock in servers))
+    if stop_event is not None:
+        watcher.cancel()
 
 
 def _worker(settings: Settings, bound: list[tuple[Listener, socket.socket]]) -> None:

@@ -28,8 +28,10 @@ from typing import Any, Literal
 from cloudseed.errors import ConfigError
 
 ENV_PREFIX = "CLOUDSEED_"
-# Environment variables with our prefix that are not settings.
+# Environment variables with our prefix that are not settings (the test suite's own start
+# with CLOUDSEED_TEST_).
 NON_SETTING_ENV = frozenset({"CLOUDSEED_CONFIG", "CLOUDSEED_REQUIRE_DBS"})
+NON_SETTING_ENV_PREFIX = "CLOUDSEED_TEST_"
 # Sections handed to a library as they are; their option names are the library's business.
 PASSTHROUGH_SECTIONS = frozenset({"keystone_authtoken"})
 
@@ -229,7 +231,8 @@ def load_settings(*, config_file: str | os.PathLike[str] | None = None,
 
     by_env = {o.env_var: key for key, o in options.items()}
     for var, value in environ.items():
-        if not var.startswith(ENV_PREFIX) or var in NON_SETTING_ENV:
+        if (not var.startswith(ENV_PREFIX) or var in NON_SETTING_ENV
+                or var.startswith(NON_SETTING_ENV_PREFIX)):
             continue
         if var in by_env:
             raw[by_env[var]] = (value, f"environment variable {var}")

@@ -1,0 +1,94 @@
+"""Fixtures shared by the whole suite.
+
+``backend`` runs a test once per database backend (SQLite, PostgreSQL, MariaDB); ``settings``
+points at a migrated scratch database of that backend; ``api`` is an httpx client for a real
+compute API server on a random loopback port, with the tables emptied before each test.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from sqlalchemy import delete
+
+from cloudseed.db import migrate
+from cloudseed.db.base import ApiBase
+from cloudseed.db.engines import Database
+from cloudseed.settings import Settings, load_settings
+from tests.support import databases
+from tests.support.server import running_api
+
+
+@pytest.fixture(scope="session")
+def session_tmp() -> Iterator[Path]:
+    with tempfile.TemporaryDirectory(prefix="cloudseed-tests-") as tmp:
+        yield Path(tmp)
+
+
+@pytest.fixture(scope="session", params=databases.BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture(scope="session")
+def database_url(backend: str, session_tmp: Path) -> Iterator[str]:
+    try:
+        with databases.scratch_database(backend, str(session_tmp)) as url:
+            yield url
+    except databases.Unavailable as exc:
+        if databases.required():
+            pytest.fail(f"CLOUDSEED_REQUIRE_DBS=1 but {exc}")
+        pytest.skip(str(exc))
+
+
+def make_settings(database_url: str, state_path: Path, **env: str) -> Settings:
+    environ = {"CLOUDSEED_API_DATABASE__CONNECTION": database_url,
+               "CLOUDSEED_DATABASE__CONNECTION": database_url,
+               "CLOUDSEED_STATE_PATH": str(state_path)}
+    environ.update(env)
+    return load_settings(environ=environ)
+
+
+@pytest.fixture(scope="session")
+def migrated_settings(database_url: str, session_tmp: Path, backend: str) -> Settings:
+    settings = make_settings(database_url, session_tmp / backend)
+    migrate.sync(settings)
+    return settings
+
+
+@pytest.fixture(scope="session")
+def api_db(migrated_settings: Settings) -> Iterator[Database]:
+    db = Database.connect("api", migrated_settings.api_database_url)
+    yield db
+    db.dispose()
+
+
+def _empty(db: Database) -> None:
+    with db.write() as session:
+        for table in reversed(ApiBase.metadata.sorted_tables):
+            if table.name not in ("cell_mappings", "instance_mappings"):
+                session.execute(delete(table))
+
+
+@pytest.fixture()
+def clean_api_db(api_db: Database) -> Database:
+    _empty(api_db)
+    return api_db
+
+
+@pytest.fixture(scope="session")
+def api_url(migrated_settings: Settings) -> Iterator[str]:
+    with running_api(migrated_settings) as url:
+        yield url
+
+
+@pytest.fixture()
+def api(api_url: str, clean_api_db: Database) -> Iterator[httpx.Client]:
+    """A client for the compute API, authenticated (noauth2) as user 'alice' of 'proj'."""
+    with httpx.Client(base_url=api_url, headers={"X-Auth-Token": "alice:proj"},
+                      timeout=30) as client:
+        yield client

@@ -1,0 +1,63 @@
+"""Throw-away databases on every backend the machine offers.
+
+SQLite always; PostgreSQL and MariaDB/MySQL when their servers answer (administrative URLs from
+CLOUDSEED_TEST_POSTGRESQL_URL / CLOUDSEED_TEST_MYSQL_URL, defaulting to the local servers this
+project's machines run). Each test session creates its own uniquely named database and drops it
+at the end. With CLOUDSEED_REQUIRE_DBS=1 (CI) an unreachable server is a failure, not a skip.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+
+BACKENDS = ("sqlite", "postgresql", "mariadb")
+ADMIN_URLS = {
+    "postgresql": os.environ.get("CLOUDSEED_TEST_POSTGRESQL_URL",
+                                 "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"),
+    "mariadb": os.environ.get("CLOUDSEED_TEST_MYSQL_URL",
+                              "mysql+pymysql://root@127.0.0.1:3306/mysql"),
+}
+
+
+def required() -> bool:
+    return os.environ.get("CLOUDSEED_REQUIRE_DBS") == "1"
+
+
+class Unavailable(Exception):
+    pass
+
+
+@contextmanager
+def scratch_database(backend: str, tmp_dir: str) -> Iterator[str]:
+    """Yield the URL of a new, empty database; drop it afterwards."""
+    if backend == "sqlite":
+        yield f"sqlite:///{tmp_dir}/scratch-{uuid.uuid4().hex[:8]}.sqlite"
+        return
+    admin_url = make_url(ADMIN_URLS[backend])
+    name = f"cloudseed_test_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            if backend == "postgresql":
+                conn.execute(text(f'CREATE DATABASE "{name}"'))
+            else:
+                conn.execute(text(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4"))
+    except Exception as exc:  # any connection failure means: not available here
+        admin.dispose()
+        raise Unavailable(f"{backend} at {admin_url.render_as_string(hide_password=True)} "
+                          f"is not reachable: {type(exc).__name__}: {exc}") from exc
+    try:
+        yield admin_url.set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            if backend == "postgresql":
+                conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+            else:
+                conn.execute(text(f"DROP DATABASE IF EXISTS `{name}`"))
+        admin.dispose()
