@@ -1,0 +1,133 @@
+"""`cloudseed db`, `cloudseed keypair` and `cloudseed serve` as an operator runs them."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from click.testing import CliRunner
+from sqlalchemy import text
+
+from cloudseed.cli import cli
+from cloudseed.db import migrate
+from cloudseed.db.engines import Database
+from tests.conftest import make_settings
+from tests.support import keys
+
+
+def run(*args: str, env: dict[str, str] | None = None) -> tuple[int, str]:
+    result = CliRunner().invoke(cli, list(args), env=env, catch_exceptions=False)
+    return result.exit_code, result.output
+
+
+class TestDb:
+    def test_sync_is_idempotent_and_check_passes(self, tmp_path):
+        code, out = run("--data-dir", str(tmp_path), "db", "sync")
+        assert code == 0, out
+        assert "api: at revision api0001" in out and "cell1: at revision cell0001" in out
+        assert (tmp_path / "cloudseed_api.sqlite").exists()
+        assert run("--data-dir", str(tmp_path), "db", "sync")[0] == 0
+        code, out = run("--data-dir", str(tmp_path), "db", "check")
+        assert (code, out.strip()) == (0, "all databases match the models")
+
+    def test_check_fails_before_sync(self, tmp_path):
+        code, out = run("--data-dir", str(tmp_path), "db", "check")
+        assert code == 1
+        assert "api database is at revision none" in out
+
+    def test_check_detects_drift(self, database_url, tmp_path, backend):
+        settings = make_settings(database_url, tmp_path)
+        migrate.sync(settings)
+        migrate.check(settings)
+        db = Database.connect("api", settings.api_database_url)
+        with db.engine.begin() as conn:
+            conn.execute(text("ALTER TABLE key_pairs ADD COLUMN stray INTEGER"))
+        with pytest.raises(migrate.SchemaMismatch, match="differs from the models"):
+            migrate.check(settings)
+        with db.engine.begin() as conn:
+            conn.execute(text("ALTER TABLE key_pairs DROP COLUMN stray"))
+        db.dispose()
+        migrate.check(settings)
+
+    def test_invalid_config_stops_with_message(self, tmp_path):
+        conf = tmp_path / "c.conf"
+        conf.write_text("[api]\nauth_strategy = nope\n")
+        code, out = run("--config", str(conf), "db", "sync")
+        assert code == 1
+        assert "invalid value 'nope' for [api] auth_strategy" in out
+
+
+class TestKeypairCli:
+    def test_import_list_show_delete(self, tmp_path):
+        d = ["--data-dir", str(tmp_path)]
+        assert run(*d, "db", "sync")[0] == 0
+        pub_file = tmp_path / "k.pub"
+        pub = keys.ed25519_public()
+        pub_file.write_text(pub + "\n")
+        code, out = run(*d, "keypair", "import", "k1", "--user", "u1", "--public-key",
+                        str(pub_file))
+        assert code == 0, out
+        code, out = run(*d, "keypair", "list", "--user", "u1")
+        assert code == 0 and keys.md5_fingerprint(pub) in out
+        code, out = run(*d, "keypair", "show", "k1", "--user", "u1", "--format", "json")
+        assert code == 0 and '"public_key": "' + pub in out
+        code, out = run(*d, "keypair", "import", "k1", "--user", "u1", "--public-key",
+                        str(pub_file))
+        assert (code, out.strip()) == (1, "Error: Key pair 'k1' already exists.")
+        bad = tmp_path / "bad.pub"
+        bad.write_text("ssh-rsa nonsense")
+        code, out = run(*d, "keypair", "import", "k2", "--user", "u1", "--public-key", str(bad))
+        assert "Keypair data is invalid: failed to generate fingerprint" in out and code == 1
+        assert run(*d, "keypair", "delete", "k1", "--user", "u1")[0] == 0
+        code, out = run(*d, "keypair", "show", "k1", "--user", "u1")
+        assert (code, out.strip()) == (1, "Error: Keypair k1 not found for user u1")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_serve_process_logs_and_stops_cleanly(tmp_path: Path, workers: int):
+    """The real `cloudseed serve` process: answers, logs a line per request, exits 0 on
+    SIGTERM."""
+    cloudseed = [sys.executable, "-m", "cloudseed", "--data-dir", str(tmp_path)]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CLOUDSEED_")}
+    subprocess.run([*cloudseed, "db", "sync"], check=True, env=env, capture_output=True,
+                   timeout=120)
+    port = free_port()
+    log_path = tmp_path / "serve.log"
+    with log_path.open("w") as log:
+        proc = subprocess.Popen([*cloudseed, "serve", "--api-listen", f"127.0.0.1:{port}",
+                                 "--workers", str(workers)], stdout=log, stderr=log, env=env)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert proc.poll() is None, log_path.read_text()
+            assert time.monotonic() < deadline, log_path.read_text()
+            time.sleep(0.1)
+        r = httpx.get(f"{base}/v2.1/os-keypairs", headers={"X-Auth-Token": "u:p"})
+        assert r.status_code == 200
+        request_id = r.headers["x-openstack-request-id"]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=60)
+    output = log_path.read_text()
+    assert code == 0, output
+    assert f"{request_id} GET /v2.1/os-keypairs 200" in output
+    assert "auth_strategy is noauth2" in output
