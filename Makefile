@@ -30,9 +30,9 @@ test: test-venv  ## run the whole test suite (SQLite; PostgreSQL and MariaDB whe
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint:  ## ruff and mypy
-	$(BIN)/pip install --quiet ruff mypy
+	$(BIN)/pip install --quiet ruff mypy types-jsonschema
 	$(BIN)/ruff check src tests bench
-	$(BIN)/mypy src
+	$(BIN)/mypy
 
 bench: test-venv  ## key pair benchmarks; results go to docs/benchmarks.md
 	$(BIN)/python bench/keypairs.py --write docs/benchmarks.md

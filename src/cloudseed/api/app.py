@@ -86,8 +86,8 @@ def create_api_app(settings: Settings, *, api_db: Database | None = None) -> ASG
 
 async def healthz(request: Request) -> Response:
     """200 when the API database answers; 503 otherwise (for load balancers)."""
-    from starlette.concurrency import run_in_threadpool
     from sqlalchemy import text
+    from starlette.concurrency import run_in_threadpool
 
     db = api_state(request).api_db
 

@@ -79,5 +79,6 @@ def _headers(scope: Scope) -> dict[str, str]:
 
 
 def _path_with_query(scope: Scope) -> str:
-    query = scope.get("query_string", b"")
-    return scope["path"] + ("?" + query.decode("latin-1") if query else "")
+    path: str = scope["path"]
+    query: bytes = scope.get("query_string", b"")
+    return path + ("?" + query.decode("latin-1") if query else "")

@@ -9,7 +9,14 @@ from __future__ import annotations
 from sqlalchemy import Boolean, ForeignKey, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
-from cloudseed.db.base import MYSQL_TABLE_ARGS, ApiBase, name_column, optional_timestamp, timestamp, utcnow
+from cloudseed.db.base import (
+    MYSQL_TABLE_ARGS,
+    ApiBase,
+    name_column,
+    optional_timestamp,
+    timestamp,
+    utcnow,
+)
 
 
 class CellMapping(ApiBase):

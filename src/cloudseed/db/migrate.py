@@ -50,7 +50,8 @@ def upgrade(db: Database, kind: Kind) -> None:
 
 def current_revision(db: Database, kind: Kind) -> str | None:
     with db.engine.connect() as conn:
-        context = MigrationContext.configure(conn, opts={"version_table": f"alembic_version_{kind}"})
+        context = MigrationContext.configure(
+            conn, opts={"version_table": f"alembic_version_{kind}"})
         return context.get_current_revision()
 
 

@@ -5,7 +5,15 @@ from __future__ import annotations
 from sqlalchemy import Enum, String, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
-from cloudseed.db.base import MYSQL_TABLE_ARGS, ApiBase, LongText, name_column, optional_timestamp, timestamp, utcnow
+from cloudseed.db.base import (
+    MYSQL_TABLE_ARGS,
+    ApiBase,
+    LongText,
+    name_column,
+    optional_timestamp,
+    timestamp,
+    utcnow,
+)
 
 KEY_TYPES = ("ssh", "x509")
 
