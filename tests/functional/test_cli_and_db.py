@@ -14,12 +14,12 @@ import httpx
 import pytest
 from click.testing import CliRunner
 from sqlalchemy import text
-from tests.conftest import make_settings
-from tests.support import keys
 
 from cloudseed.cli import cli
 from cloudseed.db import migrate
 from cloudseed.db.engines import Database
+from tests.conftest import make_settings
+from tests.support import keys
 
 
 def run(*args: str, env: dict[str, str] | None = None) -> tuple[int, str]:

@@ -9,9 +9,9 @@ import hashlib
 import httpx
 import pytest
 from cryptography.hazmat.primitives import serialization
-from tests.support import keys
 
 from cloudseed.quotas.models import ProjectUserQuota
+from tests.support import keys
 
 
 def mv(version: str) -> dict[str, str]:

@@ -320,7 +320,12 @@ def _garbage() -> list[str]:
     ]
 
 
-@pytest.mark.parametrize("public_key", _garbage())
+_GARBAGE = _garbage()
+
+
+# Fixed ids: the values hold fresh random keys, and pytest-xdist workers must collect the
+# same test names.
+@pytest.mark.parametrize("public_key", _GARBAGE, ids=[f"garbage{i}" for i in range(len(_GARBAGE))])
 def test_garbage_is_rejected_with_novas_exact_message(public_key: str) -> None:
     with pytest.raises(InvalidKeypair) as excinfo:
         parse_public_key(public_key)
