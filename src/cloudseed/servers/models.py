@@ -1,0 +1,177 @@
+"""Instances and everything recorded about them (a cell database).
+
+The guest's view is derived from these rows alone: ``key_name``/``key_data`` and the key pair
+snapshot in ``InstanceExtra.keypairs`` are copied at create and rebuild, so deleting a key pair
+later changes nothing for existing instances. ``generation`` grows with every change a guest
+could see; caches of rendered metadata key on it.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import Boolean, ForeignKey, Integer, String, Text, UniqueConstraint
+from sqlalchemy.orm import Mapped, mapped_column
+
+from cloudseed.db.base import (
+    MYSQL_TABLE_ARGS,
+    CellBase,
+    LongText,
+    name_column,
+    optional_timestamp,
+    timestamp,
+    utcnow,
+)
+
+
+class Instance(CellBase):
+    __tablename__ = "instances"
+    __table_args__ = MYSQL_TABLE_ARGS
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    uuid: Mapped[str] = mapped_column(String(36), unique=True)
+    display_name: Mapped[str] = mapped_column(String(255))
+    display_description: Mapped[str | None] = mapped_column(String(255), default=None)
+    hostname: Mapped[str] = mapped_column(String(255))
+    project_id: Mapped[name_column] = mapped_column(index=True)
+    user_id: Mapped[name_column]
+    image_ref: Mapped[str] = mapped_column(String(255))
+    flavor_id: Mapped[str] = mapped_column(String(255))
+    vm_state: Mapped[str] = mapped_column(String(255))
+    task_state: Mapped[str | None] = mapped_column(String(255), default=None)
+    power_state: Mapped[int] = mapped_column(Integer, default=0)
+    key_name: Mapped[str | None] = mapped_column(String(255), default=None)
+    key_data: Mapped[str | None] = mapped_column(LongText, default=None)
+    # Base64 text exactly as the client sent it; decoded only when served to the guest.
+    user_data: Mapped[str | None] = mapped_column(LongText, default=None)
+    config_drive: Mapped[str] = mapped_column(String(255), default="")
+    launch_index: Mapped[int] = mapped_column(Integer, default=0)
+    reservation_id: Mapped[str] = mapped_column(String(255))
+    availability_zone: Mapped[str | None] = mapped_column(String(255), default=None)
+    access_ip_v4: Mapped[str | None] = mapped_column(String(39), default=None)
+    access_ip_v6: Mapped[str | None] = mapped_column(String(39), default=None)
+    locked: Mapped[bool] = mapped_column(Boolean, default=False)
+    generation: Mapped[int] = mapped_column(Integer, default=1)
+    created_at: Mapped[timestamp] = mapped_column(default=utcnow)
+    updated_at: Mapped[optional_timestamp] = mapped_column(default=None)
+    launched_at: Mapped[optional_timestamp] = mapped_column(default=None)
+    terminated_at: Mapped[optional_timestamp] = mapped_column(default=None)
+    deleted_at: Mapped[optional_timestamp] = mapped_column(default=None)
+    # Soft delete as in Nova: 0 while alive, the row id once deleted.
+    deleted: Mapped[int] = mapped_column(Integer, default=0, index=True)
+
+
+class InstanceExtra(CellBase):
+    """Per-instance documents: the key pair snapshot (Nova's ``instance_extra.keypairs``), the
+    flavor as it was at create, and the last fault."""
+
+    __tablename__ = "instance_extra"
+    __table_args__ = MYSQL_TABLE_ARGS
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    instance_uuid: Mapped[str] = mapped_column(ForeignKey("instances.uuid"), unique=True)
+    keypairs: Mapped[str | None] = mapped_column(LongText, default=None)  # JSON list
+    flavor: Mapped[str | None] = mapped_column(Text, default=None)  # JSON object
+    fault: Mapped[str | None] = mapped_column(Text, default=None)  # JSON object
+
+
+class InstanceSystemMetadata(CellBase):
+    __tablename__ = "instance_system_metadata"
+    __table_args__ = (UniqueConstraint("instance_uuid", "key"), MYSQL_TABLE_ARGS)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    instance_uuid: Mapped[str] = mapped_column(ForeignKey("instances.uuid"), index=True)
+    key: Mapped[name_column]
+    value: Mapped[str | None] = mapped_column(Text, default=None)
+
+
+class InstanceMetadata(CellBase):
+    """Server metadata (``/servers/{id}/metadata``): user-visible key/value pairs."""
+
+    __tablename__ = "instance_metadata"
+    __table_args__ = (UniqueConstraint("instance_uuid", "key"), MYSQL_TABLE_ARGS)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    instance_uuid: Mapped[str] = mapped_column(ForeignKey("instances.uuid"), index=True)
+    key: Mapped[name_column]
+    value: Mapped[str] = mapped_column(String(255))
+
+
+class Port(CellBase):
+    """A network attachment: what network_data.json describes, and how the metadata service
+    recognises a guest by its source address."""
+
+    __tablename__ = "ports"
+    __table_args__ = MYSQL_TABLE_ARGS
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    uuid: Mapped[str] = mapped_column(String(36), unique=True)
+    instance_uuid: Mapped[str] = mapped_column(ForeignKey("instances.uuid"), index=True)
+    network_id: Mapped[str] = mapped_column(String(36))
+    network_name: Mapped[str] = mapped_column(String(255))
+    mac_address: Mapped[str] = mapped_column(String(17), unique=True)
+    mtu: Mapped[int] = mapped_column(Integer)
+    # JSON: subnet cidr, gateway, dns servers, as network_data.json needs them.
+    network_info: Mapped[str] = mapped_column(Text)
+
+
+class FixedIP(CellBase):
+    """One address of a live port; unique, so an address names at most one instance."""
+
+    __tablename__ = "fixed_ips"
+    __table_args__ = MYSQL_TABLE_ARGS
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    address: Mapped[str] = mapped_column(String(39), unique=True)
+    version: Mapped[int] = mapped_column(Integer)
+    port_uuid: Mapped[str] = mapped_column(ForeignKey("ports.uuid"), index=True)
+    instance_uuid: Mapped[str] = mapped_column(ForeignKey("instances.uuid"), index=True)
+
+
+class InstanceAction(CellBase):
+    __tablename__ = "instance_actions"
+    __table_args__ = MYSQL_TABLE_ARGS
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    instance_uuid: Mapped[str] = mapped_column(ForeignKey("instances.uuid"), index=True)
+    action: Mapped[str] = mapped_column(String(255))
+    request_id: Mapped[str] = mapped_column(String(255), index=True)
+    user_id: Mapped[name_column]
+    project_id: Mapped[name_column]
+    start_time: Mapped[timestamp] = mapped_column(default=utcnow)
+    finish_time: Mapped[optional_timestamp] = mapped_column(default=None)
+    message: Mapped[str | None] = mapped_column(String(255), default=None)
+    updated_at: Mapped[optional_timestamp] = mapped_column(default=None)
+
+
+class InstanceActionEvent(CellBase):
+    __tablename__ = "instance_actions_events"
+    __table_args__ = MYSQL_TABLE_ARGS
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    action_id: Mapped[int] = mapped_column(ForeignKey("instance_actions.id"), index=True)
+    event: Mapped[str] = mapped_column(String(255))
+    start_time: Mapped[timestamp] = mapped_column(default=utcnow)
+    finish_time: Mapped[optional_timestamp] = mapped_column(default=None)
+    result: Mapped[str | None] = mapped_column(String(255), default=None)
+    traceback: Mapped[str | None] = mapped_column(Text, default=None)
+    details: Mapped[str | None] = mapped_column(Text, default=None)
+
+
+class BootstrapChange(CellBase):
+    """One change of an instance's key pair or user data: who, when, which request, and the
+    old and new value (key name and fingerprint) or digest (user data, which may hold secrets).
+    """
+
+    __tablename__ = "bootstrap_changes"
+    __table_args__ = (UniqueConstraint("instance_uuid", "version"), MYSQL_TABLE_ARGS)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    instance_uuid: Mapped[str] = mapped_column(ForeignKey("instances.uuid"), index=True)
+    version: Mapped[int] = mapped_column(Integer)
+    field: Mapped[str] = mapped_column(String(32))  # "key_pair" | "user_data"
+    action: Mapped[str] = mapped_column(String(64))
+    request_id: Mapped[str] = mapped_column(String(255))
+    user_id: Mapped[name_column]
+    project_id: Mapped[name_column]
+    changed_at: Mapped[timestamp] = mapped_column(default=utcnow)
+    old_value: Mapped[str | None] = mapped_column(Text, default=None)
+    new_value: Mapped[str | None] = mapped_column(Text, default=None)
