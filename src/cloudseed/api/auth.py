@@ -57,12 +57,9 @@ class NoAuthMiddleware:
 class KeystoneMiddleware:
     def __init__(self, app: ASGIApp, *, is_public: Callable[[str], bool],
                  options: Mapping[str, str]) -> None:
-        # Imported here: keystonemiddleware pulls in oslo.* and is only needed for this strategy.
-        from keystonemiddleware import auth_token
-
         self.app = app
         self.is_public = is_public
-        self.auth = auth_token.AuthProtocol(_record_identity, dict(options))
+        self.auth = _auth_protocol(options)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or self.is_public(scope["path"]):
@@ -93,6 +90,28 @@ class KeystoneMiddleware:
         if identity is not None:
             return identity  # type: ignore[no-any-return]
         return started["status"], started["headers"], body
+
+
+def _auth_protocol(options: Mapping[str, str]) -> Any:
+    """keystonemiddleware's AuthProtocol reading ``[keystone_authtoken]`` through a private
+    oslo.config object: handed a plain dict it would only know its own options (and warn about
+    the auth plugin's, e.g. ``auth_url``), and would register options on the global CONF."""
+    # Imported here: keystonemiddleware pulls in oslo.* and is only needed for this strategy.
+    import configparser
+    import tempfile
+
+    from keystonemiddleware import auth_token
+    from oslo_config import cfg
+
+    parser = configparser.RawConfigParser()
+    parser["keystone_authtoken"] = dict(options)
+    # oslo.config reads files only; the file is private (0600) and gone once it is parsed.
+    with tempfile.NamedTemporaryFile("w", suffix=".conf", encoding="utf-8") as fh:
+        parser.write(fh)
+        fh.flush()
+        conf = cfg.ConfigOpts()
+        conf([], project="cloudseed", default_config_files=[fh.name])
+        return auth_token.AuthProtocol(_record_identity, {"oslo_config_config": conf})
 
 
 def _record_identity(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
