@@ -1,0 +1,73 @@
+"""Finding the cell database that holds an instance, and connecting to it once.
+
+The API database maps every instance to its cell (``instance_mappings``); cell databases are
+opened lazily from ``cell_mappings`` and kept for the life of the process.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from sqlalchemy import select
+
+from cloudseed.cells.models import CellMapping, InstanceMapping
+from cloudseed.db.engines import Database
+from cloudseed.errors import ConfigError, NotFound
+
+
+class InstanceNotFound(NotFound):
+    def __init__(self, uuid: str) -> None:
+        super().__init__(f"Instance {uuid} could not be found.")
+        self.uuid = uuid
+
+
+class CellDatabases:
+    def __init__(self, api_db: Database) -> None:
+        self.api_db = api_db
+        self._open: dict[int, Database] = {}
+        self._lock = threading.Lock()
+
+    def by_id(self, cell_id: int) -> Database:
+        with self._lock:
+            db = self._open.get(cell_id)
+        if db is not None:
+            return db
+        with self.api_db.read() as session:
+            cell = session.get(CellMapping, cell_id)
+            if cell is None:
+                raise ConfigError(f"cell {cell_id} is not mapped; run 'cloudseed db sync'")
+            name, url = cell.name, cell.database_connection
+        db = Database.connect(name, url)
+        with self._lock:
+            existing = self._open.setdefault(cell_id, db)
+        if existing is not db:
+            db.dispose()
+        return existing
+
+    def default_cell(self) -> int:
+        """Where new instances go: the first enabled cell."""
+        with self.api_db.read() as session:
+            cell_id = session.scalar(select(CellMapping.id).where(~CellMapping.disabled)
+                                     .order_by(CellMapping.id).limit(1))
+        if cell_id is None:
+            raise ConfigError("no enabled cell is mapped; run 'cloudseed db sync'")
+        return cell_id
+
+    def all_cells(self) -> list[Database]:
+        with self.api_db.read() as session:
+            ids = list(session.scalars(select(CellMapping.id).order_by(CellMapping.id)))
+        return [self.by_id(i) for i in ids]
+
+    def for_instance(self, uuid: str) -> Database:
+        with self.api_db.read() as session:
+            cell_id = session.scalar(select(InstanceMapping.cell_id).where(
+                InstanceMapping.instance_uuid == uuid, ~InstanceMapping.queued_for_delete))
+        if cell_id is None:
+            raise InstanceNotFound(uuid)
+        return self.by_id(cell_id)
+
+    def dispose(self) -> None:
+        with self._lock:
+            for db in self._open.values():
+                db.dispose()
+            self._open.clear()

@@ -1,0 +1,74 @@
+"""Image registry operations (API database)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from pathlib import Path
+
+from sqlalchemy import or_, select
+from sqlalchemy.orm import Session
+
+from cloudseed.errors import InvalidInput, NotFound
+from cloudseed.images.models import DISK_FORMATS, Image
+
+QCOW2_MAGIC = b"QFI\xfb"
+
+
+class ImageNotFound(NotFound):
+    def __init__(self, image_ref: str) -> None:
+        super().__init__(f"Image {image_ref} could not be found.")
+
+
+def inspect_file(path: Path, disk_format: str) -> tuple[int, str]:
+    """Size and SHA-256 of an image file, refusing one whose content is not the declared
+    format (a qcow2 file declared raw would let a guest read host files through its backing
+    file)."""
+    if disk_format not in DISK_FORMATS:
+        raise InvalidInput(f"disk format must be one of {', '.join(DISK_FORMATS)}")
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(4)
+            digest = hashlib.sha256(head)
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(chunk)
+    except OSError as exc:
+        raise InvalidInput(f"cannot read image file {path}: {exc.strerror}") from exc
+    is_qcow2 = head == QCOW2_MAGIC
+    if disk_format == "qcow2" and not is_qcow2:
+        raise InvalidInput(f"{path} is not a qcow2 image")
+    if disk_format == "raw" and is_qcow2:
+        raise InvalidInput(f"{path} is a qcow2 image, not raw")
+    return path.stat().st_size, digest.hexdigest()
+
+
+def add_image(session: Session, *, name: str, path: Path, disk_format: str,
+              properties: dict[str, str] | None = None, min_disk: int = 0,
+              min_ram: int = 0) -> Image:
+    size, checksum = inspect_file(path, disk_format)
+    image = Image(uuid=str(uuid.uuid4()), name=name, disk_format=disk_format,
+                  path=str(path.resolve()), size=size, checksum_sha256=checksum,
+                  min_disk=min_disk, min_ram=min_ram,
+                  properties=json.dumps(properties or {}, sort_keys=True))
+    session.add(image)
+    session.flush()
+    return image
+
+
+def get_image(session: Session, image_ref: str) -> Image:
+    image = session.scalar(select(Image).where(or_(Image.uuid == image_ref,
+                                                   Image.name == image_ref))
+                           .order_by(Image.uuid != image_ref).limit(1))
+    if image is None:
+        raise ImageNotFound(image_ref)
+    return image
+
+
+def list_images(session: Session) -> list[Image]:
+    return list(session.scalars(select(Image).order_by(Image.name, Image.uuid)))
+
+
+def properties_of(image: Image) -> dict[str, str]:
+    value: dict[str, str] = json.loads(image.properties)
+    return value

@@ -1,0 +1,118 @@
+"""Networks and address allocation (API database)."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import secrets
+import uuid
+from dataclasses import dataclass
+
+from sqlalchemy import delete, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from cloudseed.errors import Conflict, InvalidInput, NotFound
+from cloudseed.networks.models import IPAllocation, Network
+
+
+class NetworkNotFound(NotFound):
+    def __init__(self, ref: str) -> None:
+        super().__init__(f"Network {ref} could not be found.")
+
+
+@dataclass(frozen=True)
+class PortPlan:
+    """A port to create for an instance: what the cell database records."""
+
+    uuid: str
+    network_id: str
+    network_name: str
+    mac_address: str
+    mtu: int
+    address: str
+    version: int
+    cidr: str
+    gateway: str | None
+    dns_nameservers: list[str]
+
+
+def add_network(session: Session, *, name: str, cidr: str, gateway: str | None = None,
+                dns: list[str] | None = None, mtu: int = 1500) -> Network:
+    try:
+        net = ipaddress.ip_network(cidr, strict=True)
+        if gateway is not None and ipaddress.ip_address(gateway) not in net:
+            raise InvalidInput(f"gateway {gateway} is not in {cidr}")
+        for server in dns or []:
+            ipaddress.ip_address(server)
+    except ValueError as exc:
+        raise InvalidInput(str(exc)) from exc
+    if not 68 <= mtu <= 65535:
+        raise InvalidInput("mtu must be between 68 and 65535")
+    network = Network(uuid=str(uuid.uuid4()), name=name, cidr=str(net), gateway=gateway,
+                      dns_nameservers=json.dumps(dns or []), mtu=mtu)
+    session.add(network)
+    try:
+        session.flush()
+    except IntegrityError as exc:
+        raise Conflict(f"Network {name} already exists.") from exc
+    return network
+
+
+def get_network(session: Session, ref: str) -> Network:
+    network = session.scalar(select(Network).where((Network.uuid == ref) | (Network.name == ref)))
+    if network is None:
+        raise NetworkNotFound(ref)
+    return network
+
+
+def list_networks(session: Session) -> list[Network]:
+    return list(session.scalars(select(Network).order_by(Network.name)))
+
+
+def _mac() -> str:
+    # Neutron's default prefix, so tools that recognise OpenStack MACs still do.
+    return "fa:16:3e:" + ":".join(f"{b:02x}" for b in secrets.token_bytes(3))
+
+
+def allocate(session: Session, *, network: Network, instance_uuid: str,
+             fixed_ip: str | None = None) -> PortPlan:
+    """Reserve an address (the requested one, or the lowest free one) for a new port."""
+    net = ipaddress.ip_network(network.cidr)
+    taken = set(session.scalars(select(IPAllocation.address)
+                                .where(IPAllocation.network_uuid == network.uuid)))
+    reserved = {str(net.network_address), network.gateway}
+    if net.version == 4:
+        reserved.add(str(net.broadcast_address))
+    if fixed_ip is not None:
+        try:
+            if ipaddress.ip_address(fixed_ip) not in net:
+                raise InvalidInput(f"Fixed IP {fixed_ip} is not a valid ip address for "
+                                   f"network {network.uuid}.")
+        except ValueError as exc:
+            raise InvalidInput(f"Invalid fixed IP address ({fixed_ip})") from exc
+        if fixed_ip in taken or fixed_ip in reserved:
+            raise Conflict(f"Fixed IP address {fixed_ip} is already in use on instance "
+                           "or reserved.")
+        address = fixed_ip
+    else:
+        address = next((str(a) for a in net.hosts() if str(a) not in taken
+                        and str(a) not in reserved), "")
+        if not address:
+            raise Conflict(f"No more fixed IP addresses in network {network.name}.")
+    plan = PortPlan(uuid=str(uuid.uuid4()), network_id=network.uuid,
+                    network_name=network.name, mac_address=_mac(), mtu=network.mtu,
+                    address=address, version=net.version, cidr=network.cidr,
+                    gateway=network.gateway,
+                    dns_nameservers=json.loads(network.dns_nameservers))
+    session.add(IPAllocation(address=address, network_uuid=network.uuid, port_uuid=plan.uuid,
+                             instance_uuid=instance_uuid))
+    try:
+        session.flush()
+    except IntegrityError as exc:
+        raise Conflict(f"Fixed IP address {address} is already in use.") from exc
+    return plan
+
+
+def release(session: Session, *, instance_uuid: str) -> None:
+    session.execute(delete(IPAllocation).where(IPAllocation.instance_uuid == instance_uuid))

@@ -1,0 +1,128 @@
+"""Reading and writing instance rows in a cell database session.
+
+``ServerRecord`` bundles an instance with everything its views need. ``claim_task`` is the
+only way an operation starts: one conditional UPDATE that sets ``task_state`` only if it is
+empty and ``vm_state`` allows the operation, so of two concurrent operations exactly one wins.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from cloudseed.cells.service import InstanceNotFound
+from cloudseed.db.base import utcnow
+from cloudseed.servers import states
+from cloudseed.servers.errors import InstanceInvalidState
+from cloudseed.servers.models import (
+    FixedIP,
+    Instance,
+    InstanceExtra,
+    InstanceMetadata,
+    InstanceSystemMetadata,
+    Port,
+)
+
+
+@dataclass
+class ServerRecord:
+    instance: Instance
+    extra: InstanceExtra
+    metadata: dict[str, str]
+    system_metadata: dict[str, str]
+    ports: list[tuple[Port, list[FixedIP]]] = field(default_factory=list)
+
+    @property
+    def keypairs(self) -> list[dict[str, Any]]:
+        value: list[dict[str, Any]] = json.loads(self.extra.keypairs or "[]")
+        return value
+
+    @property
+    def flavor(self) -> dict[str, Any]:
+        value: dict[str, Any] = json.loads(self.extra.flavor or "{}")
+        return value
+
+    @property
+    def fault(self) -> dict[str, Any] | None:
+        return json.loads(self.extra.fault) if self.extra.fault else None
+
+
+def load(session: Session, uuid: str, *, for_update: bool = False) -> ServerRecord:
+    query = select(Instance).where(Instance.uuid == uuid, Instance.deleted == 0)
+    if for_update:
+        query = query.with_for_update()
+    instance = session.scalar(query)
+    if instance is None:
+        raise InstanceNotFound(uuid)
+    return load_many(session, [instance])[0]
+
+
+def load_many(session: Session, instances: list[Instance]) -> list[ServerRecord]:
+    """Records for ``instances`` with four queries in all, whatever their number."""
+    uuids = [i.uuid for i in instances]
+    extras = {e.instance_uuid: e for e in session.scalars(
+        select(InstanceExtra).where(InstanceExtra.instance_uuid.in_(uuids)))}
+    metadata: dict[str, dict[str, str]] = {u: {} for u in uuids}
+    for row in session.scalars(select(InstanceMetadata)
+                               .where(InstanceMetadata.instance_uuid.in_(uuids))):
+        metadata[row.instance_uuid][row.key] = row.value
+    sysmeta: dict[str, dict[str, str]] = {u: {} for u in uuids}
+    for srow in session.scalars(select(InstanceSystemMetadata)
+                                .where(InstanceSystemMetadata.instance_uuid.in_(uuids))):
+        sysmeta[srow.instance_uuid][srow.key] = srow.value or ""
+    ports: dict[str, list[tuple[Port, list[FixedIP]]]] = {u: [] for u in uuids}
+    ips: dict[str, list[FixedIP]] = {}
+    for ip in session.scalars(select(FixedIP).where(FixedIP.instance_uuid.in_(uuids))
+                              .order_by(FixedIP.id)):
+        ips.setdefault(ip.port_uuid, []).append(ip)
+    for port in session.scalars(select(Port).where(Port.instance_uuid.in_(uuids))
+                                .order_by(Port.id)):
+        ports[port.instance_uuid].append((port, ips.get(port.uuid, [])))
+    return [ServerRecord(instance=i,
+                         extra=extras.get(i.uuid) or InstanceExtra(instance_uuid=i.uuid),
+                         metadata=metadata[i.uuid], system_metadata=sysmeta[i.uuid],
+                         ports=ports[i.uuid]) for i in instances]
+
+
+def claim_task(session: Session, uuid: str, *, operation: str, task_state: str,
+               allowed: tuple[str, ...] | None = None, **changes: Any) -> None:
+    """Atomically start ``operation``: set ``task_state`` (and ``changes``) if the instance is
+    idle and in an allowed vm_state; otherwise raise InstanceInvalidState (409)."""
+    allowed = allowed if allowed is not None else states.ALLOWED[operation]
+    result = session.execute(
+        update(Instance)
+        .where(Instance.uuid == uuid, Instance.deleted == 0, Instance.task_state.is_(None),
+               Instance.vm_state.in_(allowed))
+        .values(task_state=task_state, updated_at=utcnow(), **changes)
+        .execution_options(synchronize_session=False))
+    if result.rowcount == 1:  # type: ignore[attr-defined]
+        return
+    instance = session.scalar(select(Instance).where(Instance.uuid == uuid,
+                                                     Instance.deleted == 0))
+    if instance is None:
+        raise InstanceNotFound(uuid)
+    if instance.task_state is not None:
+        raise InstanceInvalidState(uuid=uuid, operation=operation, attr="task_state",
+                                   state=instance.task_state)
+    raise InstanceInvalidState(uuid=uuid, operation=operation, attr="vm_state",
+                               state=instance.vm_state)
+
+
+def set_extra(session: Session, uuid: str, **documents: Any) -> None:
+    extra = session.scalar(select(InstanceExtra).where(InstanceExtra.instance_uuid == uuid))
+    if extra is None:
+        extra = InstanceExtra(instance_uuid=uuid)
+        session.add(extra)
+    for name, value in documents.items():
+        setattr(extra, name, None if value is None else json.dumps(value, sort_keys=True))
+
+
+def bump_generation(session: Session, uuid: str) -> None:
+    """Record that what the guest would see has changed."""
+    session.execute(update(Instance).where(Instance.uuid == uuid)
+                    .values(generation=Instance.generation + 1, updated_at=utcnow())
+                    .execution_options(synchronize_session=False))

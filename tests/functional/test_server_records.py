@@ -1,0 +1,91 @@
+"""Instance records on every backend: the task claim that serialises operations, and address
+allocation."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import uuid
+
+import pytest
+from sqlalchemy import delete
+
+from cloudseed.db.base import CellBase
+from cloudseed.db.engines import Database
+from cloudseed.errors import Conflict, InvalidInput
+from cloudseed.networks import service as networks
+from cloudseed.servers import records
+from cloudseed.servers.errors import InstanceInvalidState
+from cloudseed.servers.models import Instance
+
+
+@pytest.fixture()
+def cell_db(migrated_settings):
+    db = Database.connect("cell1", migrated_settings.cell_database_url)
+    with db.write() as session:
+        for table in reversed(CellBase.metadata.sorted_tables):
+            session.execute(delete(table))
+    yield db
+    db.dispose()
+
+
+def add_instance(db: Database, vm_state: str = "active") -> str:
+    uid = str(uuid.uuid4())
+    with db.write() as session:
+        session.add(Instance(uuid=uid, display_name="s", hostname="s", project_id="p",
+                             user_id="u", image_ref="img", flavor_id="f", vm_state=vm_state,
+                             reservation_id="r-1"))
+    return uid
+
+
+def test_claim_task_exactly_one_of_many_wins(cell_db):
+    uid = add_instance(cell_db)
+
+    def attempt(_: int) -> str:
+        try:
+            with cell_db.write() as session:
+                records.claim_task(session, uid, operation="rebuild", task_state="rebuilding")
+            return "won"
+        except InstanceInvalidState:
+            return "409"
+
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        outcomes = sorted(pool.map(attempt, range(8)))
+    assert outcomes == ["409"] * 7 + ["won"]
+
+
+def test_claim_task_messages(cell_db):
+    uid = add_instance(cell_db, vm_state="stopped")
+    with pytest.raises(InstanceInvalidState) as info, cell_db.write() as session:
+        records.claim_task(session, uid, operation="reboot_soft", task_state="rebooting")
+    assert info.value.message == (
+        f"Cannot 'reboot_soft' instance {uid} while it is in vm_state stopped")
+    with cell_db.write() as session:
+        records.claim_task(session, uid, operation="start", task_state="powering-on")
+    with pytest.raises(InstanceInvalidState, match="task_state powering-on"), \
+            cell_db.write() as session:
+        records.claim_task(session, uid, operation="rebuild", task_state="rebuilding")
+
+
+def test_address_allocation(api_db, clean_api_db):
+    with api_db.write() as session:
+        net = networks.add_network(session, name="n1", cidr="10.9.0.0/29", gateway="10.9.0.1",
+                                   dns=["10.9.0.2"], mtu=1450)
+        first = networks.allocate(session, network=net, instance_uuid="i1")
+        assert first.address == "10.9.0.2"  # .1 is the gateway
+        assert first.mac_address.startswith("fa:16:3e:") and first.mtu == 1450
+        fixed = networks.allocate(session, network=net, instance_uuid="i2",
+                                  fixed_ip="10.9.0.6")
+        assert fixed.address == "10.9.0.6"
+        with pytest.raises(Conflict, match="already in use"):
+            networks.allocate(session, network=net, instance_uuid="i3", fixed_ip="10.9.0.6")
+        with pytest.raises(InvalidInput, match="not a valid ip address for network"):
+            networks.allocate(session, network=net, instance_uuid="i3", fixed_ip="10.8.0.6")
+        for n in range(3):
+            networks.allocate(session, network=net, instance_uuid=f"x{n}")
+        with pytest.raises(Conflict, match="No more fixed IP addresses"):
+            networks.allocate(session, network=net, instance_uuid="full")
+        networks.release(session, instance_uuid="i1")
+        assert networks.allocate(session, network=net, instance_uuid="again").address == \
+            "10.9.0.2"
+    with pytest.raises(InvalidInput), api_db.write() as session:
+        networks.add_network(session, name="bad", cidr="10.9.0.1/24")
