@@ -8,6 +8,8 @@ instead of failing when the second one tries to upgrade its read lock.
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -91,13 +93,18 @@ class Database:
     writer: sessionmaker[Session]
     reader: sessionmaker[Session]
 
+    # SQLite allows one writer; threads of this process queue here in order instead of
+    # polling the file lock with growing back-off (seconds of tail latency under load).
+    write_lock: threading.Lock | None = None
+
     @classmethod
     def connect(cls, name: str, url: str) -> Database:
         engine = make_engine(url)
         return cls(name=name, url=url, engine=engine,
                    writer=sessionmaker(engine, expire_on_commit=False),
                    reader=sessionmaker(engine.execution_options(**{READ_ONLY_OPTION: True}),
-                                       expire_on_commit=False))
+                                       expire_on_commit=False),
+                   write_lock=threading.Lock() if engine.dialect.name == "sqlite" else None)
 
     def dispose(self) -> None:
         self.engine.dispose()
@@ -105,7 +112,8 @@ class Database:
     @contextmanager
     def write(self) -> Iterator[Session]:
         """One unit of work: committed on success, rolled back on any error."""
-        with _translate_outages(), self.writer.begin() as session:
+        with self.write_lock or contextlib.nullcontext(), _translate_outages(), \
+                self.writer.begin() as session:
             yield session
 
     @contextmanager

@@ -17,6 +17,7 @@ from cloudseed.keypairs.models import KeyPair
 from cloudseed.quotas import service as quotas
 
 RESOURCE = "key_pairs"
+UNIQUE_INDEX = "uq_key_pairs_user_id_name"
 
 
 class MarkerNotFound(InvalidInput):
@@ -39,16 +40,21 @@ def count(session: Session, user_id: str) -> int:
                           .where(KeyPair.user_id == user_id)) or 0
 
 
-def _check_quota(session: Session, user_id: str, quota: Quota, *, adding: int) -> None:
-    limit = quotas.limit_for(session, resource=RESOURCE, project_id=quota.project_id,
-                             user_id=user_id, default=quota.default)
-    if not quotas.within(limit, count(session, user_id) + adding):
+def _limit(session: Session, user_id: str, quota: Quota) -> int:
+    return quotas.limit_for(session, resource=RESOURCE, project_id=quota.project_id,
+                            user_id=user_id, default=quota.default)
+
+
+def _check_quota(session: Session, user_id: str, limit: int, *, adding: int) -> None:
+    # Unlimited users skip the count, which is a scan of all their key pairs.
+    if limit != quotas.UNLIMITED and not quotas.within(limit, count(session, user_id) + adding):
         raise KeypairLimitExceeded(limit=limit)
 
 
 def _insert(session: Session, *, user_id: str, name: str, public_key: str,
-            parsed: keys.ParsedKey, quota: Quota) -> KeyPair:
-    _check_quota(session, user_id, quota, adding=1)
+            parsed: keys.ParsedKey, quota: Quota, limit: int | None = None) -> KeyPair:
+    limit = _limit(session, user_id, quota) if limit is None else limit
+    _check_quota(session, user_id, limit, adding=1)
     keypair = KeyPair(name=name, user_id=user_id, public_key=public_key, type=parsed.type,
                       fingerprint=parsed.fingerprint,
                       fingerprint_sha256=parsed.fingerprint_sha256)
@@ -60,7 +66,7 @@ def _insert(session: Session, *, user_id: str, name: str, public_key: str,
         raise KeypairExists(name=name) from exc
     if quota.recheck:
         # Others may have inserted since we counted; this count includes them and us.
-        _check_quota(session, user_id, quota, adding=0)
+        _check_quota(session, user_id, limit, adding=0)
     return keypair
 
 
@@ -75,13 +81,14 @@ def generate_keypair(session: Session, *, user_id: str, name: str, key_type: str
                      algorithm: str, quota: Quota) -> tuple[KeyPair, str]:
     """Make a key pair on the server; the private key is returned once and never stored."""
     # Fail on quota before spending time on key generation.
-    _check_quota(session, user_id, quota, adding=1)
+    limit = _limit(session, user_id, quota)
+    _check_quota(session, user_id, limit, adding=1)
     if key_type == "x509":
         generated = keys.generate_x509_key(user_id)
     else:
         generated = keys.generate_ssh_key("ed25519" if algorithm == "ed25519" else "rsa")
     keypair = _insert(session, user_id=user_id, name=name, public_key=generated.public_key,
-                      parsed=generated.parsed, quota=quota)
+                      parsed=generated.parsed, quota=quota, limit=limit)
     return keypair, generated.private_key
 
 
@@ -96,7 +103,11 @@ def get_keypair(session: Session, *, user_id: str, name: str) -> KeyPair:
 def list_keypairs(session: Session, *, user_id: str, limit: int | None = None,
                   marker: str | None = None) -> list[KeyPair]:
     """A user's key pairs by name; ``marker`` is the last name of the previous page."""
-    query = select(KeyPair).where(KeyPair.user_id == user_id).order_by(KeyPair.name)
+    query = (select(KeyPair).where(KeyPair.user_id == user_id).order_by(KeyPair.name)
+             # MariaDB otherwise walks the user_id prefix of the index past the marker
+             # (~8x slower for a page in the middle of 100,000 key pairs).
+             .with_hint(KeyPair, f"FORCE INDEX ({UNIQUE_INDEX})", "mysql")
+             .with_hint(KeyPair, f"FORCE INDEX ({UNIQUE_INDEX})", "mariadb"))
     if marker is not None:
         exists = session.scalar(select(KeyPair.id).where(KeyPair.user_id == user_id,
                                                          KeyPair.name == marker))
