@@ -13,10 +13,11 @@ from pathlib import Path
 
 import httpx
 import pytest
-from sqlalchemy import delete
+from sqlalchemy import MetaData, delete
 
+from cloudseed.compute.fake import FakeDriver
 from cloudseed.db import migrate
-from cloudseed.db.base import ApiBase
+from cloudseed.db.base import ApiBase, CellBase
 from cloudseed.db.engines import Database
 from cloudseed.settings import Settings, load_settings
 from tests.support import databases
@@ -67,10 +68,10 @@ def api_db(migrated_settings: Settings) -> Iterator[Database]:
     db.dispose()
 
 
-def _empty(db: Database) -> None:
+def _empty(db: Database, metadata: MetaData = ApiBase.metadata) -> None:
     with db.write() as session:
-        for table in reversed(ApiBase.metadata.sorted_tables):
-            if table.name not in ("cell_mappings", "instance_mappings"):
+        for table in reversed(metadata.sorted_tables):
+            if table.name != "cell_mappings":  # written by db sync, needed by every test
                 session.execute(delete(table))
 
 
@@ -81,14 +82,35 @@ def clean_api_db(api_db: Database) -> Database:
 
 
 @pytest.fixture(scope="session")
-def api_url(migrated_settings: Settings) -> Iterator[str]:
-    with running_api(migrated_settings) as url:
+def cell_db(migrated_settings: Settings) -> Iterator[Database]:
+    db = Database.connect("cell1", migrated_settings.cell_database_url)
+    yield db
+    db.dispose()
+
+
+@pytest.fixture()
+def clean_cell_db(cell_db: Database) -> Database:
+    _empty(cell_db, CellBase.metadata)
+    return cell_db
+
+
+@pytest.fixture(scope="session")
+def fake_driver() -> FakeDriver:
+    """The driver behind the test server; tests may tell it to fail."""
+    return FakeDriver(delay=0.02)
+
+
+@pytest.fixture(scope="session")
+def api_url(migrated_settings: Settings, fake_driver: FakeDriver) -> Iterator[str]:
+    with running_api(migrated_settings, driver=fake_driver) as url:
         yield url
 
 
 @pytest.fixture()
-def api(api_url: str, clean_api_db: Database) -> Iterator[httpx.Client]:
+def api(api_url: str, clean_api_db: Database, clean_cell_db: Database,
+        fake_driver: FakeDriver) -> Iterator[httpx.Client]:
     """A client for the compute API, authenticated (noauth2) as user 'alice' of 'proj'."""
     with httpx.Client(base_url=api_url, headers={"X-Auth-Token": "alice:proj"},
                       timeout=30) as client:
         yield client
+    fake_driver.clear_failures()

@@ -64,6 +64,11 @@ class DefaultSection:
         "metadata_workers; cloudseed's workers serve both).", minimum=1)
     log_level: str = option(
         "info", "Log level.", choices=("debug", "info", "warning", "error"))
+    compute_driver: str = option(
+        "fake", "What runs instances: 'fake' keeps them in memory (development, tests).",
+        choices=("fake",))
+    force_config_drive: bool = option(
+        False, "Give every new instance a config drive, whatever the request says.")
 
 
 @dataclass(frozen=True)
@@ -125,6 +130,15 @@ class OsloMiddlewareSection:
 
 
 @dataclass(frozen=True)
+class FakeDriverSection:
+    """``[fake_driver]``: the in-memory driver (cloudseed's own section)."""
+
+    delay_ms: int = option(
+        0, "How long each fake operation takes, in milliseconds, so that BUILD, REBOOT and "
+        "REBUILD can be observed.", minimum=0)
+
+
+@dataclass(frozen=True)
 class Settings:
     default: DefaultSection = field(default_factory=DefaultSection)
     api: ApiSection = field(default_factory=ApiSection)
@@ -132,6 +146,7 @@ class Settings:
     api_database: ApiDatabaseSection = field(default_factory=ApiDatabaseSection)
     database: DatabaseSection = field(default_factory=DatabaseSection)
     oslo_middleware: OsloMiddlewareSection = field(default_factory=OsloMiddlewareSection)
+    fake_driver: FakeDriverSection = field(default_factory=FakeDriverSection)
     # [keystone_authtoken] and other pass-through sections, exactly as written.
     passthrough: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     # What was reported while loading (unknown options); logged by whoever starts the service.
@@ -162,6 +177,7 @@ SECTIONS: dict[str, str] = {
     "api_database": "api_database",
     "database": "database",
     "oslo_middleware": "oslo_middleware",
+    "fake_driver": "fake_driver",
 }
 
 

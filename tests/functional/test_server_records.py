@@ -7,9 +7,7 @@ import concurrent.futures
 import uuid
 
 import pytest
-from sqlalchemy import delete
 
-from cloudseed.db.base import CellBase
 from cloudseed.db.engines import Database
 from cloudseed.errors import Conflict, InvalidInput
 from cloudseed.networks import service as networks
@@ -19,13 +17,8 @@ from cloudseed.servers.models import Instance
 
 
 @pytest.fixture()
-def cell_db(migrated_settings):
-    db = Database.connect("cell1", migrated_settings.cell_database_url)
-    with db.write() as session:
-        for table in reversed(CellBase.metadata.sorted_tables):
-            session.execute(delete(table))
-    yield db
-    db.dispose()
+def cell(clean_cell_db: Database) -> Database:
+    return clean_cell_db
 
 
 def add_instance(db: Database, vm_state: str = "active") -> str:
@@ -37,12 +30,12 @@ def add_instance(db: Database, vm_state: str = "active") -> str:
     return uid
 
 
-def test_claim_task_exactly_one_of_many_wins(cell_db):
-    uid = add_instance(cell_db)
+def test_claim_task_exactly_one_of_many_wins(cell):
+    uid = add_instance(cell)
 
     def attempt(_: int) -> str:
         try:
-            with cell_db.write() as session:
+            with cell.write() as session:
                 records.claim_task(session, uid, operation="rebuild", task_state="rebuilding")
             return "won"
         except InstanceInvalidState:
@@ -53,16 +46,16 @@ def test_claim_task_exactly_one_of_many_wins(cell_db):
     assert outcomes == ["409"] * 7 + ["won"]
 
 
-def test_claim_task_messages(cell_db):
-    uid = add_instance(cell_db, vm_state="stopped")
-    with pytest.raises(InstanceInvalidState) as info, cell_db.write() as session:
+def test_claim_task_messages(cell):
+    uid = add_instance(cell, vm_state="stopped")
+    with pytest.raises(InstanceInvalidState) as info, cell.write() as session:
         records.claim_task(session, uid, operation="reboot_soft", task_state="rebooting")
     assert info.value.message == (
         f"Cannot 'reboot_soft' instance {uid} while it is in vm_state stopped")
-    with cell_db.write() as session:
+    with cell.write() as session:
         records.claim_task(session, uid, operation="start", task_state="powering-on")
     with pytest.raises(InstanceInvalidState, match="task_state powering-on"), \
-            cell_db.write() as session:
+            cell.write() as session:
         records.claim_task(session, uid, operation="rebuild", task_state="rebuilding")
 
 
@@ -71,7 +64,7 @@ def test_address_allocation(api_db, clean_api_db):
         net = networks.add_network(session, name="n1", cidr="10.9.0.0/29", gateway="10.9.0.1",
                                    dns=["10.9.0.2"], mtu=1450)
         first = networks.allocate(session, network=net, instance_uuid="i1")
-        assert first.address == "10.9.0.2"  # .1 is the gateway
+        assert first.address == "10.9.0.3"  # .1 is the gateway, .2 the DNS server
         assert first.mac_address.startswith("fa:16:3e:") and first.mtu == 1450
         fixed = networks.allocate(session, network=net, instance_uuid="i2",
                                   fixed_ip="10.9.0.6")
@@ -80,12 +73,12 @@ def test_address_allocation(api_db, clean_api_db):
             networks.allocate(session, network=net, instance_uuid="i3", fixed_ip="10.9.0.6")
         with pytest.raises(InvalidInput, match="not a valid ip address for network"):
             networks.allocate(session, network=net, instance_uuid="i3", fixed_ip="10.8.0.6")
-        for n in range(3):
+        for n in range(2):
             networks.allocate(session, network=net, instance_uuid=f"x{n}")
         with pytest.raises(Conflict, match="No more fixed IP addresses"):
             networks.allocate(session, network=net, instance_uuid="full")
         networks.release(session, instance_uuid="i1")
         assert networks.allocate(session, network=net, instance_uuid="again").address == \
-            "10.9.0.2"
+            "10.9.0.3"
     with pytest.raises(InvalidInput), api_db.write() as session:
         networks.add_network(session, name="bad", cidr="10.9.0.1/24")

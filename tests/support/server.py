@@ -11,13 +11,17 @@ from contextlib import contextmanager
 import httpx
 
 from cloudseed import serve
+from cloudseed.api.app import create_api_app
+from cloudseed.compute.driver import Driver
 from cloudseed.settings import Settings
 
 
 @contextmanager
-def running_api(settings: Settings) -> Iterator[str]:
-    """Serve the compute API of ``settings`` and yield its base URL."""
-    listener = serve.listeners(settings)[0]
+def running_api(settings: Settings, *, driver: Driver | None = None) -> Iterator[str]:
+    """Serve the compute API of ``settings`` (with ``driver``, if given) and yield its base
+    URL."""
+    listener = serve.Listener("compute API", "127.0.0.1", 0,
+                              lambda s: create_api_app(s, driver=driver))
     sock = serve.bind("127.0.0.1", 0)
     port = sock.getsockname()[1]
     loop = asyncio.new_event_loop()

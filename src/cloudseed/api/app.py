@@ -20,8 +20,13 @@ from cloudseed.api.edge import ComputeEdge
 from cloudseed.api.errors import MethodNotAllowed, ResourceNotFound
 from cloudseed.api.faults import fault_parts
 from cloudseed.api.links import base_url
+from cloudseed.cells.service import CellDatabases
+from cloudseed.compute.driver import Driver
+from cloudseed.compute.drivers import make_driver
 from cloudseed.db.engines import Database
 from cloudseed.errors import CloudseedError
+from cloudseed.servers.operations import Operations
+from cloudseed.servers.service import Servers
 from cloudseed.settings import Settings
 from cloudseed.types import ASGIApp
 
@@ -34,6 +39,7 @@ class ApiState:
 
     settings: Settings
     api_db: Database
+    servers: Servers | None = None
 
 
 def api_state(request: Request) -> ApiState:
@@ -41,16 +47,24 @@ def api_state(request: Request) -> ApiState:
     return state
 
 
-def create_api_app(settings: Settings, *, api_db: Database | None = None) -> ASGIApp:
-    """The compute API. ``api_db`` is opened from settings in the lifespan when not given."""
+def create_api_app(settings: Settings, *, api_db: Database | None = None,
+                   driver: Driver | None = None) -> ASGIApp:
+    """The compute API. ``api_db`` is opened from settings in the lifespan when not given;
+    ``driver`` defaults to the one ``[DEFAULT] compute_driver`` names."""
     from cloudseed.keypairs.api import routes as keypair_routes
+    from cloudseed.servers.routes import routes as server_routes
 
     @asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[dict[str, Any]]:
         db = api_db or Database.connect("api", settings.api_database_url)
+        cells = CellDatabases(db)
+        operations = Operations(cells=cells, driver=driver or make_driver(settings))
+        servers = Servers(api_db=db, cells=cells, operations=operations)
         try:
-            yield {"cloudseed": ApiState(settings=settings, api_db=db)}
+            yield {"cloudseed": ApiState(settings=settings, api_db=db, servers=servers)}
         finally:
+            operations.shutdown()
+            cells.dispose()
             if api_db is None:
                 db.dispose()
 
@@ -77,6 +91,7 @@ def create_api_app(settings: Settings, *, api_db: Database | None = None) -> ASG
         Route("/v2.1/", v21, methods=["GET"]),
         Route("/healthz", healthz, methods=["GET"]),
         *keypair_routes,
+        *server_routes,
     ]
     app = Starlette(routes=routes, lifespan=lifespan, middleware=[auth],
                     exception_handlers={HTTPException: _http_exception,

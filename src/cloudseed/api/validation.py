@@ -8,6 +8,8 @@ input for query parameters ..."), or the bare reason when the error is at the to
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import unicodedata
 from collections.abc import Mapping
@@ -32,6 +34,15 @@ class InvalidName(Exception):
 
 FORMAT_CHECKER = jsonschema.FormatChecker()
 NAME_REASON = "printable characters. Can not start or end with whitespace."
+
+
+@FORMAT_CHECKER.checks("base64", raises=(binascii.Error, ValueError))
+def _check_base64(instance: object) -> bool:
+    # Nova's check: Python's lenient decoder (characters outside the alphabet are skipped),
+    # so only bad padding and non-ASCII text fail.
+    if isinstance(instance, str):
+        base64.b64decode(instance.encode("ascii"))
+    return True
 
 
 def _is_printable(char: str) -> bool:

@@ -37,6 +37,10 @@ class FakeDriver:
         with self._lock:
             self._failures.append(_Failure(operation, uuid, times, message))
 
+    def clear_failures(self) -> None:
+        with self._lock:
+            self._failures.clear()
+
     def _call(self, operation: str, uuid: str) -> None:
         with self._lock:
             self.calls.append((operation, uuid))

@@ -81,7 +81,9 @@ def allocate(session: Session, *, network: Network, instance_uuid: str,
     net = ipaddress.ip_network(network.cidr)
     taken = set(session.scalars(select(IPAllocation.address)
                                 .where(IPAllocation.network_uuid == network.uuid)))
-    reserved = {str(net.network_address), network.gateway}
+    # The gateway and DNS servers on the subnet are other hosts' addresses.
+    reserved = {str(net.network_address), network.gateway,
+                *json.loads(network.dns_nameservers)}
     if net.version == 4:
         reserved.add(str(net.broadcast_address))
     if fixed_ip is not None:

@@ -52,7 +52,10 @@ class ServerRecord:
 
 
 def load(session: Session, uuid: str, *, for_update: bool = False) -> ServerRecord:
-    query = select(Instance).where(Instance.uuid == uuid, Instance.deleted == 0)
+    # populate_existing: claim_task and friends update rows with Core statements, so an
+    # instance already in this session's identity map must be read again, not reused.
+    query = (select(Instance).where(Instance.uuid == uuid, Instance.deleted == 0)
+             .execution_options(populate_existing=True))
     if for_update:
         query = query.with_for_update()
     instance = session.scalar(query)
@@ -65,7 +68,8 @@ def load_many(session: Session, instances: list[Instance]) -> list[ServerRecord]
     """Records for ``instances`` with four queries in all, whatever their number."""
     uuids = [i.uuid for i in instances]
     extras = {e.instance_uuid: e for e in session.scalars(
-        select(InstanceExtra).where(InstanceExtra.instance_uuid.in_(uuids)))}
+        select(InstanceExtra).where(InstanceExtra.instance_uuid.in_(uuids))
+        .execution_options(populate_existing=True))}
     metadata: dict[str, dict[str, str]] = {u: {} for u in uuids}
     for row in session.scalars(select(InstanceMetadata)
                                .where(InstanceMetadata.instance_uuid.in_(uuids))):

@@ -1,0 +1,86 @@
+"""``POST /v2.1/servers/{id}/action``: reboot, rebuild, os-stop, os-start."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from cloudseed.api.app import api_state
+from cloudseed.api.microversions import APIVersion
+from cloudseed.api.requests import context_of, version_of
+from cloudseed.api.validation import read_json, validate
+from cloudseed.errors import InvalidInput
+from cloudseed.servers import schemas, views
+from cloudseed.servers.api import actor_of, api_base, load_owned, servers_of
+from cloudseed.servers.creation import generate_password
+from cloudseed.servers.service import UNSET
+
+V = APIVersion
+
+
+async def action(request: Request) -> Response:
+    body = await read_json(request, max_size=api_state(request).settings.oslo_middleware
+                           .max_request_body_size)
+    if not isinstance(body, dict) or len(body) != 1:
+        raise InvalidInput("Malformed request body")
+    name = next(iter(body))
+    handler = HANDLERS.get(name)
+    if handler is None:
+        raise InvalidInput(f"There is no such action: {name}")
+    return await handler(request, body)
+
+
+async def _reboot(request: Request, body: dict[str, Any]) -> Response:
+    version = version_of(request)
+    validate(schemas.reboot(version), body)
+    params = body["reboot"]
+    hard = params["type"].upper() == "HARD"
+    user_data = params.get("user_data", UNSET)
+    if user_data is not UNSET and not hard:
+        raise InvalidInput("user_data can only be changed with a HARD reboot.")
+    record = await load_owned(request)
+    await run_in_threadpool(lambda: servers_of(request).reboot(
+        record.instance.uuid, actor=actor_of(request), hard=hard, user_data=user_data))
+    return Response(status_code=202)
+
+
+async def _rebuild(request: Request, body: dict[str, Any]) -> Response:
+    version, context = version_of(request), context_of(request)
+    validate(schemas.rebuild(version), body)
+    params = body["rebuild"]
+    record = await load_owned(request)
+    admin_pass = params.get("adminPass") or generate_password()
+    rebuilt = await run_in_threadpool(lambda: servers_of(request).rebuild(
+        record.instance.uuid, actor=actor_of(request), image_ref=params["imageRef"],
+        name=params.get("name"), metadata=params.get("metadata"),
+        key_name=params.get("key_name", UNSET), user_data=params.get("user_data", UNSET),
+        hostname=params.get("hostname"), description=params.get("description", UNSET)))
+    view = views.show(rebuilt, version, api_base(request), admin=context.is_admin,
+                      with_user_data=False)
+    server = view["server"]
+    if version >= V(2, 57):
+        server["user_data"] = rebuilt.instance.user_data
+    server["adminPass"] = admin_pass
+    return JSONResponse(view, status_code=202)
+
+
+async def _stop(request: Request, body: dict[str, Any]) -> Response:
+    validate(schemas.EMPTY_ACTION, body["os-stop"])
+    record = await load_owned(request)
+    await run_in_threadpool(lambda: servers_of(request).stop(record.instance.uuid,
+                                                             actor=actor_of(request)))
+    return Response(status_code=202)
+
+
+async def _start(request: Request, body: dict[str, Any]) -> Response:
+    validate(schemas.EMPTY_ACTION, body["os-start"])
+    record = await load_owned(request)
+    await run_in_threadpool(lambda: servers_of(request).start(record.instance.uuid,
+                                                              actor=actor_of(request)))
+    return Response(status_code=202)
+
+
+HANDLERS = {"reboot": _reboot, "rebuild": _rebuild, "os-stop": _stop, "os-start": _start}

@@ -1,0 +1,189 @@
+"""``/v2.1/servers``: create, list, show, update, delete."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from cloudseed.api.app import api_state
+from cloudseed.api.context import RequestContext
+from cloudseed.api.errors import PolicyNotAuthorized
+from cloudseed.api.links import base_url, next_link
+from cloudseed.api.microversions import APIVersion
+from cloudseed.api.requests import context_of, version_of
+from cloudseed.api.validation import query_lists, read_json, validate
+from cloudseed.cells.service import InstanceNotFound
+from cloudseed.errors import InvalidInput
+from cloudseed.servers import schemas, views
+from cloudseed.servers.creation import CreateRequest, create_servers
+from cloudseed.servers.history import Actor
+from cloudseed.servers.listing import ListFilter, list_servers
+from cloudseed.servers.records import ServerRecord
+from cloudseed.servers.service import UNSET, Servers
+
+V = APIVersion
+
+
+def actor_of(request: Request) -> Actor:
+    context = context_of(request)
+    return Actor(user_id=context.user_id, project_id=context.project_id,
+                 request_id=context.request_id)
+
+
+def servers_of(request: Request) -> Servers:
+    servers = api_state(request).servers
+    assert servers is not None
+    return servers
+
+
+def api_base(request: Request) -> str:
+    prefix = api_state(request).settings.api.compute_link_prefix
+    project = request.path_params.get("project_id")
+    return base_url(request, prefix) + "/v2.1" + (f"/{project}" if project else "")
+
+
+async def body_of(request: Request, schema: dict[str, Any]) -> dict[str, Any]:
+    body = await read_json(request,
+                           max_size=api_state(request).settings.oslo_middleware
+                           .max_request_body_size)
+    validate(schema, body)
+    result: dict[str, Any] = body
+    return result
+
+
+def owned(context: RequestContext, record: ServerRecord) -> ServerRecord:
+    """Another project's server does not exist, for non-administrators (Nova's 404)."""
+    if not context.is_admin and record.instance.project_id != context.project_id:
+        raise InstanceNotFound(record.instance.uuid)
+    return record
+
+
+async def load_owned(request: Request) -> ServerRecord:
+    servers, uuid = servers_of(request), request.path_params["server_id"]
+    return owned(context_of(request), await run_in_threadpool(servers.get, uuid))
+
+
+async def create(request: Request) -> Response:
+    version, context = version_of(request), context_of(request)
+    body = await body_of(request, schemas.create(version))
+    server = body["server"]
+    state = api_state(request)
+    min_count = int(server.get("min_count", 1))
+    max_count = int(server.get("max_count", min_count))
+    if min_count > max_count:
+        raise InvalidInput("min_count must be <= max_count")
+    if not server.get("imageRef"):
+        raise InvalidInput("Missing imageRef attribute")
+    create_request = CreateRequest(
+        name=server["name"], flavor_ref=str(server["flavorRef"]), image_ref=server["imageRef"],
+        actor=actor_of(request), roles=context.roles, key_name=server.get("key_name"),
+        user_data=server.get("user_data"), metadata=server.get("metadata", {}),
+        config_drive=schemas.true_value(server.get("config_drive", False)),
+        hostname=server.get("hostname"), description=server.get("description"),
+        availability_zone=server.get("availability_zone"),
+        access_ip_v4=server.get("accessIPv4"), access_ip_v6=server.get("accessIPv6"),
+        networks=server.get("networks"), count=max_count, admin_pass=server.get("adminPass"))
+    servers = servers_of(request)
+    created = await run_in_threadpool(
+        create_servers, state.api_db, servers.cells, create_request,
+        force_config_drive=state.settings.default.force_config_drive)
+    for uuid in created.uuids:
+        servers.operations.build(uuid, created.action_ids[uuid])
+    if schemas.true_value(server.get("return_reservation_id", False)):
+        return JSONResponse({"reservation_id": created.reservation_id}, status_code=202)
+    uuid = created.uuids[0]
+    server_links = views.links(api_base(request), "servers", uuid)
+    body_out = {"server": {"id": uuid, "links": server_links, "OS-DCF:diskConfig": "MANUAL",
+                           "security_groups": [{"name": "default"}],
+                           "adminPass": created.admin_pass}}
+    return JSONResponse(body_out, status_code=202,
+                        headers={"Location": server_links[0]["href"]})
+
+
+def _parse_time(value: str) -> dt.datetime:
+    try:
+        parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise InvalidInput(f"Invalid filter field: changes-since. {value}") from exc
+    if parsed.tzinfo is not None:
+        parsed = parsed.astimezone(dt.UTC).replace(tzinfo=None)
+    return parsed
+
+
+async def _list(request: Request, *, detail: bool) -> Response:
+    version, context = version_of(request), context_of(request)
+    query = query_lists(request)
+    first = {k: v[-1] for k, v in query.items()}
+    all_projects = context.is_admin and first.get("all_tenants", "0").lower() not in (
+        "0", "false", "off", "no")
+    if "all_tenants" in first and not context.is_admin:
+        raise PolicyNotAuthorized("os_compute_api:servers:index:get_all_tenants")
+    max_limit = api_state(request).settings.api.max_limit
+    try:
+        limit = min(max_limit, int(first["limit"])) if "limit" in first else max_limit
+    except ValueError as exc:
+        raise InvalidInput("limit param must be an integer") from exc
+    if limit < 0:
+        raise InvalidInput("limit param must be positive")
+    flt = ListFilter(project_id=None if all_projects else context.project_id,
+                     name=first.get("name"), key_name=first.get("key_name"),
+                     status=first.get("status"),
+                     changes_since=_parse_time(first["changes-since"])
+                     if "changes-since" in first else None,
+                     limit=limit, marker=first.get("marker"))
+    found = await run_in_threadpool(list_servers, servers_of(request).cells, flt)
+    base = api_base(request)
+    if detail:
+        items = [views.show(r, version, base, admin=context.is_admin,
+                            with_server_groups=False)["server"] for r in found]
+    else:
+        items = [views.basic(r, base) for r in found]
+    body: dict[str, Any] = {"servers": items}
+    if limit and len(found) == limit:
+        body["servers_links"] = [{"rel": "next", "href": next_link(
+            request, api_state(request).settings.api.compute_link_prefix, request.url.path,
+            query, found[-1].instance.uuid)}]
+    return JSONResponse(body)
+
+
+async def index(request: Request) -> Response:
+    return await _list(request, detail=False)
+
+
+async def detail(request: Request) -> Response:
+    return await _list(request, detail=True)
+
+
+async def show(request: Request) -> Response:
+    record = await load_owned(request)
+    return JSONResponse(views.show(record, version_of(request), api_base(request),
+                                   admin=context_of(request).is_admin))
+
+
+async def update(request: Request) -> Response:
+    version = version_of(request)
+    body = (await body_of(request, schemas.update(version)))["server"]
+    record = await load_owned(request)
+    updated = await run_in_threadpool(lambda: servers_of(request).update(
+        record.instance.uuid, actor=actor_of(request), name=body.get("name"),
+        description=body.get("description", UNSET), hostname=body.get("hostname"),
+        user_data=body.get("user_data", UNSET)))
+    view = views.show(updated, version, api_base(request), admin=context_of(request).is_admin)
+    if version < V(2, 75):
+        # Before 2.75, PUT answered with a reduced body (no extended attributes).
+        server = view["server"]
+        view = {"server": {k: v for k, v in server.items()
+                           if not k.startswith(("OS-EXT-", "OS-SRV-USG", "os-extended"))
+                           and k not in ("config_drive", "key_name", "security_groups")}}
+    return JSONResponse(view)
+
+
+async def delete(request: Request) -> Response:
+    record = await load_owned(request)
+    await run_in_threadpool(lambda: servers_of(request).delete(record.instance.uuid,
+                                                               actor=actor_of(request)))
+    return Response(status_code=204)

@@ -1,0 +1,203 @@
+"""Creating servers: resolve what the request names, write the records, start the builds.
+
+The API database is written first (instance mappings, address allocations), then the cell
+database (the instances themselves). If the cell write fails, the API rows are removed again,
+so a failed create leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import string
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import delete
+
+from cloudseed.cells.models import InstanceMapping
+from cloudseed.cells.service import CellDatabases
+from cloudseed.db.engines import Database
+from cloudseed.errors import InvalidInput
+from cloudseed.flavors import service as flavors
+from cloudseed.images import service as images
+from cloudseed.keypairs import service as keypairs
+from cloudseed.keypairs.errors import KeypairNotFound
+from cloudseed.networks import service as networks
+from cloudseed.servers import actions, history, states
+from cloudseed.servers.errors import InvalidKeyName
+from cloudseed.servers.history import Actor
+from cloudseed.servers.hostnames import sanitize_hostname
+from cloudseed.servers.models import (
+    FixedIP,
+    Instance,
+    InstanceExtra,
+    InstanceMetadata,
+    InstanceSystemMetadata,
+    Port,
+)
+
+
+@dataclass(frozen=True)
+class CreateRequest:
+    name: str
+    flavor_ref: str
+    image_ref: str
+    actor: Actor
+    roles: frozenset[str]
+    key_name: str | None = None
+    user_data: str | None = None
+    metadata: dict[str, str] = field(default_factory=dict)
+    config_drive: bool = False
+    hostname: str | None = None
+    description: str | None = None
+    availability_zone: str | None = None
+    access_ip_v4: str | None = None
+    access_ip_v6: str | None = None
+    # None or "auto": every registered network's first one; "none": no port.
+    networks: list[dict[str, Any]] | str | None = None
+    count: int = 1
+    admin_pass: str | None = None
+
+
+@dataclass(frozen=True)
+class Created:
+    uuids: list[str]
+    reservation_id: str
+    admin_pass: str
+    action_ids: dict[str, int]
+
+
+def generate_password(length: int = 12) -> str:
+    alphabet = string.ascii_letters + string.digits
+    return "".join(secrets.choice(alphabet) for _ in range(length))
+
+
+def keypair_snapshot(keypair: Any) -> list[dict[str, Any]]:
+    return [{"name": keypair.name, "user_id": keypair.user_id,
+             "fingerprint": keypair.fingerprint, "public_key": keypair.public_key,
+             "type": keypair.type, "created_at": keypair.created_at.isoformat()}]
+
+
+def lookup_keypair(api_db: Database, *, user_id: str, key_name: str) -> list[dict[str, Any]]:
+    """The caller's key pair as an instance keeps it; unknown -> 400 as in Nova."""
+    with api_db.read() as session:
+        try:
+            return keypair_snapshot(keypairs.get_keypair(session, user_id=user_id,
+                                                         name=key_name))
+        except KeypairNotFound as exc:
+            raise InvalidKeyName() from exc
+
+
+def create_servers(api_db: Database, cells: CellDatabases, request: CreateRequest,
+                   *, force_config_drive: bool) -> Created:
+    reservation_id = "r-" + secrets.token_hex(4)
+    admin_pass = request.admin_pass or generate_password()
+    uuids = [str(uuid.uuid4()) for _ in range(request.count)]
+    keypair = (lookup_keypair(api_db, user_id=request.actor.user_id, key_name=request.key_name)
+               if request.key_name else [])
+    cell_id = cells.default_cell()
+    with api_db.write() as session:
+        flavor = flavors.snapshot(flavors.get_flavor(session, request.flavor_ref))
+        image = images.get_image(session, request.image_ref)
+        image_props = images.properties_of(image)
+        ports = {u: _plan_ports(session, request.networks, u) for u in uuids}
+        for u in uuids:
+            session.add(InstanceMapping(instance_uuid=u, cell_id=cell_id,
+                                        project_id=request.actor.project_id,
+                                        user_id=request.actor.user_id))
+        image_uuid = image.uuid
+    config_drive = (request.config_drive or force_config_drive
+                    or image_props.get("img_config_drive") == "mandatory")
+    cell = cells.by_id(cell_id)
+    action_ids: dict[str, int] = {}
+    try:
+        with cell.write() as session:
+            for index, u in enumerate(uuids):
+                name = request.name if request.count == 1 else f"{request.name}-{index + 1}"
+                hostname = request.hostname or sanitize_hostname(name, default=f"Server-{u}")
+                if request.hostname and request.count > 1:
+                    hostname = f"{request.hostname}-{index + 1}"
+                session.add(Instance(
+                    uuid=u, display_name=name, display_description=request.description,
+                    hostname=hostname, project_id=request.actor.project_id,
+                    user_id=request.actor.user_id, image_ref=image_uuid,
+                    flavor_id=str(flavor["id"]), vm_state=states.BUILDING,
+                    task_state=states.SCHEDULING, power_state=states.NOSTATE,
+                    key_name=request.key_name, key_data=keypair[0]["public_key"] if keypair
+                    else None, user_data=request.user_data,
+                    config_drive="True" if config_drive else "", launch_index=index,
+                    reservation_id=reservation_id,
+                    availability_zone=request.availability_zone,
+                    access_ip_v4=request.access_ip_v4, access_ip_v6=request.access_ip_v6))
+                session.flush()
+                session.add(InstanceExtra(instance_uuid=u, keypairs=json.dumps(keypair),
+                                          flavor=json.dumps(flavor)))
+                for key, value in _system_metadata(request, image_props).items():
+                    session.add(InstanceSystemMetadata(instance_uuid=u, key=key, value=value))
+                for key, value in request.metadata.items():
+                    session.add(InstanceMetadata(instance_uuid=u, key=key, value=value))
+                for plan in ports[u]:
+                    _add_port(session, u, plan)
+                action_ids[u] = actions.start(session, instance_uuid=u, action="create",
+                                              actor=request.actor,
+                                              event="compute__do_build_and_run_instance")
+                history.record(session, instance_uuid=u, field="key_pair", action="create",
+                               actor=request.actor, old=None,
+                               new=history.describe_key(keypair))
+                history.record(session, instance_uuid=u, field="user_data", action="create",
+                               actor=request.actor, old=None,
+                               new=history.describe_user_data(request.user_data))
+    except BaseException:
+        with api_db.write() as session:
+            session.execute(delete(InstanceMapping)
+                            .where(InstanceMapping.instance_uuid.in_(uuids)))
+            for u in uuids:
+                networks.release(session, instance_uuid=u)
+        raise
+    return Created(uuids=uuids, reservation_id=reservation_id, admin_pass=admin_pass,
+                   action_ids=action_ids)
+
+
+def _system_metadata(request: CreateRequest, image_props: dict[str, str]) -> dict[str, str]:
+    values = {"boot_roles": ",".join(sorted(request.roles))}
+    values.update({f"image_{k}": str(v) for k, v in image_props.items()})
+    return values
+
+
+def _plan_ports(session: Any, requested: list[dict[str, Any]] | str | None,
+                instance_uuid: str) -> list[networks.PortPlan]:
+    if requested == "none":
+        return []
+    if requested in (None, "auto", []):
+        available = networks.list_networks(session)
+        return ([networks.allocate(session, network=available[0], instance_uuid=instance_uuid)]
+                if available else [])
+    plans = []
+    assert isinstance(requested, list)
+    for item in requested:
+        if item.get("port"):
+            raise InvalidInput("Requesting a pre-made port is not supported; ask for a "
+                               "network uuid (cloudseed manages ports itself).")
+        if "uuid" not in item:
+            raise InvalidInput("Bad networks format: network uuid is not in proper format "
+                               f"({item})")
+        network = networks.get_network(session, item["uuid"])
+        plans.append(networks.allocate(session, network=network, instance_uuid=instance_uuid,
+                                       fixed_ip=item.get("fixed_ip")))
+    return plans
+
+
+def _add_port(session: Any, instance_uuid: str, plan: networks.PortPlan) -> None:
+    session.add(Port(uuid=plan.uuid, instance_uuid=instance_uuid, network_id=plan.network_id,
+                     network_name=plan.network_name, mac_address=plan.mac_address,
+                     mtu=plan.mtu, network_info=json.dumps({
+                         "cidr": plan.cidr, "gateway": plan.gateway,
+                         "dns_nameservers": plan.dns_nameservers})))
+    session.flush()
+    session.add(FixedIP(address=plan.address, version=plan.version, port_uuid=plan.uuid,
+                        instance_uuid=instance_uuid))
+
+
+__all__ = ["CreateRequest", "Created", "create_servers", "lookup_keypair"]

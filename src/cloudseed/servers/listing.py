@@ -1,0 +1,73 @@
+"""Listing servers across cells with Nova's filters, sort order and marker pagination."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from dataclasses import dataclass
+
+from sqlalchemy import or_, select
+
+from cloudseed.cells.service import CellDatabases
+from cloudseed.errors import InvalidInput
+from cloudseed.servers import records, states
+from cloudseed.servers.models import Instance
+
+
+@dataclass(frozen=True)
+class ListFilter:
+    project_id: str | None  # None: all projects (administrators with all_tenants)
+    name: str | None = None  # a regular expression, as in Nova
+    key_name: str | None = None
+    status: str | None = None
+    changes_since: dt.datetime | None = None
+    limit: int = 1000
+    marker: str | None = None
+
+
+class ServerMarkerNotFound(InvalidInput):
+    def __init__(self, marker: str) -> None:
+        super().__init__(f"marker [{marker}] not found")
+
+
+def list_servers(cells: CellDatabases, f: ListFilter) -> list[records.ServerRecord]:
+    """Newest first (created_at, then id, descending); ``marker`` is the last uuid seen."""
+    try:
+        name_re = re.compile(f.name) if f.name else None
+    except re.error as exc:
+        raise InvalidInput(f"Invalid regular expression for name: {exc}") from exc
+    found: list[records.ServerRecord] = []
+    marker_key = None
+    for db in cells.all_cells():
+        with db.read() as session:
+            if f.marker is not None and marker_key is None:
+                row = session.execute(select(Instance.created_at, Instance.id)
+                                      .where(Instance.uuid == f.marker)).first()
+                if row is not None:
+                    marker_key = (row[0], row[1])
+            query = select(Instance).order_by(Instance.created_at.desc(), Instance.id.desc())
+            if f.project_id is not None:
+                query = query.where(Instance.project_id == f.project_id)
+            if f.changes_since is not None:
+                query = query.where(Instance.updated_at >= f.changes_since)
+            else:
+                query = query.where(Instance.deleted == 0)
+            if f.key_name is not None:
+                query = query.where(Instance.key_name == f.key_name)
+            if f.status is not None:
+                pairs = states.STATUS_FILTERS.get(f.status.upper(), [])
+                if not pairs:
+                    return []
+                query = query.where(or_(*[
+                    (Instance.vm_state == vm) & (Instance.task_state.is_(None) if task is None
+                                                 else Instance.task_state == task)
+                    for vm, task in pairs]))
+            instances = [i for i in session.scalars(query)
+                         if name_re is None or name_re.search(i.display_name)]
+            found.extend(records.load_many(session, instances))
+    if f.marker is not None and marker_key is None:
+        raise ServerMarkerNotFound(f.marker)
+    found.sort(key=lambda r: (r.instance.created_at, r.instance.id), reverse=True)
+    if marker_key is not None:
+        found = [r for r in found if (r.instance.created_at, r.instance.id) < marker_key]
+    return found[:f.limit]

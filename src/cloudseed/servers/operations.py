@@ -1,0 +1,158 @@
+"""Background operations: what happens after the API answered 202.
+
+Each operation was claimed by the request (``records.claim_task``) and is then run here, in a
+worker thread: call the driver, then record the outcome in one transaction. A driver failure
+moves the instance to ERROR with the fault recorded and clears the task, so the record never
+stays half-way; values the request applied (key pair, user data) stay consistent with each
+other because they were written together when the task was claimed.
+"""
+
+from __future__ import annotations
+
+import logging
+import traceback
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import update
+
+from cloudseed.cells.service import CellDatabases
+from cloudseed.compute.driver import Driver, GuestSpec
+from cloudseed.db.base import utcnow
+from cloudseed.servers import actions, records, states
+from cloudseed.servers.models import Instance
+
+log = logging.getLogger(__name__)
+
+
+def guest_spec(record: records.ServerRecord) -> GuestSpec:
+    i = record.instance
+    return GuestSpec(
+        uuid=i.uuid, name=i.display_name, hostname=i.hostname, image_ref=i.image_ref,
+        flavor=record.flavor, key_data=i.key_data, user_data=i.user_data,
+        config_drive=bool(i.config_drive),
+        ports=[{"mac_address": p.mac_address, "network_id": p.network_id, "mtu": p.mtu,
+                "fixed_ips": [ip.address for ip in ips]} for p, ips in record.ports])
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """Instance columns to set when the driver call succeeded."""
+
+    vm_state: str
+    power_state: int
+    launched: bool = False
+
+
+class Operations:
+    def __init__(self, *, cells: CellDatabases, driver: Driver, max_workers: int = 8) -> None:
+        self.cells = cells
+        self.driver = driver
+        self._executor = ThreadPoolExecutor(max_workers=max_workers,
+                                            thread_name_prefix="cloudseed-op")
+        self._pending: set[Future[None]] = set()
+
+    def shutdown(self) -> None:
+        """Let running operations finish (they are short with the fake driver)."""
+        self._executor.shutdown(wait=True)
+
+    def idle(self) -> bool:
+        return not any(not f.done() for f in self._pending)
+
+    def _submit(self, fn: Callable[..., None], *args: Any) -> None:
+        future = self._executor.submit(fn, *args)
+        self._pending.add(future)
+        future.add_done_callback(self._pending.discard)
+
+    def build(self, uuid: str, action_id: int) -> None:
+        self._submit(self._run, uuid, action_id, "compute__do_build_and_run_instance",
+                     lambda g: self.driver.spawn(g),
+                     Outcome(states.ACTIVE, states.RUNNING, launched=True))
+
+    def reboot(self, uuid: str, action_id: int, *, hard: bool,
+               pending_user_data: tuple[str | None] | None = None) -> None:
+        """``pending_user_data``: user data that becomes the instance's only if the reboot
+        succeeds (``(None,)`` clears it)."""
+        def call(guest: GuestSpec) -> None:
+            if pending_user_data is not None:
+                guest = GuestSpec(**{**guest.__dict__, "user_data": pending_user_data[0]})
+            self.driver.reboot(guest, hard=hard)
+
+        self._submit(self._run, uuid, action_id, "compute_reboot_instance", call,
+                     Outcome(states.ACTIVE, states.RUNNING), pending_user_data)
+
+    def rebuild(self, uuid: str, action_id: int, *, final_vm_state: str) -> None:
+        power = states.RUNNING if final_vm_state == states.ACTIVE else states.SHUTDOWN
+
+        def call(guest: GuestSpec) -> None:
+            self.driver.rebuild(guest)
+            if final_vm_state == states.STOPPED:
+                self.driver.power_off(guest.uuid)
+
+        self._submit(self._run, uuid, action_id, "compute_rebuild_instance", call,
+                     Outcome(final_vm_state, power, launched=True))
+
+    def stop(self, uuid: str, action_id: int) -> None:
+        self._submit(self._run, uuid, action_id, "compute_stop_instance",
+                     lambda g: self.driver.power_off(g.uuid),
+                     Outcome(states.STOPPED, states.SHUTDOWN))
+
+    def start(self, uuid: str, action_id: int) -> None:
+        self._submit(self._run, uuid, action_id, "compute_start_instance",
+                     lambda g: self.driver.power_on(g), Outcome(states.ACTIVE, states.RUNNING))
+
+    def destroy(self, uuid: str) -> None:
+        def call() -> None:
+            try:
+                self.driver.destroy(uuid)
+            except Exception:
+                log.exception("destroying the guest of deleted instance %s failed", uuid)
+
+        self._submit(call)
+
+    def _run(self, uuid: str, action_id: int, event: str, call: Callable[[GuestSpec], None],
+             outcome: Outcome, pending_user_data: tuple[str | None] | None = None) -> None:
+        try:
+            db = self.cells.for_instance(uuid)
+            with db.read() as session:
+                guest = guest_spec(records.load(session, uuid))
+            call(guest)
+        except Exception as exc:  # the driver's failure, or the instance vanished
+            self._fail(uuid, action_id, event, exc)
+            return
+        now = utcnow()
+        values: dict[str, Any] = {"vm_state": outcome.vm_state, "task_state": None,
+                                  "power_state": outcome.power_state, "updated_at": now}
+        if outcome.launched:
+            values["launched_at"] = now
+        with db.write() as session:
+            if pending_user_data is not None:
+                values["user_data"] = pending_user_data[0]
+            session.execute(update(Instance).where(Instance.uuid == uuid,
+                                                   Instance.deleted == 0).values(**values)
+                            .execution_options(synchronize_session=False))
+            if pending_user_data is not None:
+                records.bump_generation(session, uuid)
+            records.set_extra(session, uuid, fault=None)
+            actions.finish(session, action_id=action_id, event=event)
+
+    def _fail(self, uuid: str, action_id: int, event: str, exc: Exception) -> None:
+        message = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
+        log.warning("operation %s on %s failed: %s", event, uuid, message)
+        try:
+            db = self.cells.for_instance(uuid)
+            with db.write() as session:
+                session.execute(update(Instance).where(Instance.uuid == uuid,
+                                                       Instance.deleted == 0)
+                                .values(vm_state=states.ERROR, task_state=None,
+                                        updated_at=utcnow())
+                                .execution_options(synchronize_session=False))
+                records.set_extra(session, uuid, fault={
+                    "code": 500, "message": message, "created": utcnow().isoformat(),
+                    "details": "".join(traceback.format_exception(exc))[-4000:]})
+                actions.finish(session, action_id=action_id, event=event, error=message)
+        except Exception:
+            log.exception("recording the failure of %s on %s failed", event, uuid)
+

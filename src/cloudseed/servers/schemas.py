@@ -1,0 +1,136 @@
+"""JSON Schemas for the servers API, per microversion (Nova's rules for the fields cloudseed
+serves). Each builder returns the same dict object for the same version range, so validators
+are compiled once."""
+
+from __future__ import annotations
+
+import copy
+from functools import cache
+from typing import Any
+
+from cloudseed.api.microversions import APIVersion
+from cloudseed.keypairs.schemas import NAME_FORMAT
+
+V = APIVersion
+NAME: dict[str, Any] = NAME_FORMAT
+BOOLEAN = {"type": ["boolean", "string"], "enum": [
+    True, "True", "TRUE", "true", "1", "ON", "On", "on", "YES", "Yes", "yes",
+    False, "False", "FALSE", "false", "0", "OFF", "Off", "off", "NO", "No", "no"]}
+POSITIVE_INT = {"type": ["integer", "string"], "pattern": "^[0-9]*$", "minimum": 1,
+                "minLength": 1}
+METADATA = {"type": "object", "patternProperties": {
+    "^[a-zA-Z0-9-_:. ]{1,255}$": {"type": "string", "maxLength": 255}},
+    "additionalProperties": False}
+USER_DATA = {"type": "string", "format": "base64", "maxLength": 65535}
+USER_DATA_OR_NULL = {"type": ["string", "null"], "format": "base64", "maxLength": 65535}
+DESCRIPTION = {"type": ["string", "null"], "minLength": 0, "maxLength": 255,
+               "pattern": r"^[^\x00-\x1f\x7f]*$"}
+HOSTNAME_LABEL = {"type": "string", "pattern": "^[a-zA-Z0-9]+[a-zA-Z0-9-]*[a-zA-Z0-9]+$",
+                  "minLength": 2, "maxLength": 63}
+FQDN = {"type": "string", "pattern": "^[a-zA-Z0-9-._]*$", "minLength": 1, "maxLength": 255}
+DISK_CONFIG = {"type": "string", "enum": ["AUTO", "MANUAL"]}
+NETWORK_ITEM: dict[str, Any] = {"type": "object", "properties": {
+    "fixed_ip": {"type": "string", "oneOf": [{"format": "ipv4"}, {"format": "ipv6"}]},
+    "port": {"type": ["string", "null"], "format": "uuid"},
+    "uuid": {"type": "string"}}, "additionalProperties": False}
+
+# cloudseed's first microversion: user data can change without a rebuild.
+USER_DATA_UPDATE = V(2, 105)
+
+
+def _wrap(key: str, properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {"type": "object",
+            "properties": {key: {"type": "object", "properties": properties,
+                                 "required": required, "additionalProperties": False}},
+            "required": [key], "additionalProperties": False}
+
+
+def _hostname(version: APIVersion) -> dict[str, Any]:
+    return FQDN if version >= V(2, 94) else HOSTNAME_LABEL
+
+
+@cache
+def create(version: APIVersion) -> dict[str, Any]:
+    props: dict[str, Any] = {
+        "name": NAME, "imageRef": {"type": "string"}, "flavorRef": {
+            "type": ["string", "integer"], "minLength": 1},
+        "adminPass": {"type": "string"}, "metadata": METADATA,
+        "networks": {"type": "array", "items": NETWORK_ITEM},
+        "OS-DCF:diskConfig": DISK_CONFIG,
+        "accessIPv4": {"type": "string", "format": "ipv4"},
+        "accessIPv6": {"type": "string", "format": "ipv6"},
+        "availability_zone": NAME, "config_drive": BOOLEAN, "key_name": NAME,
+        "min_count": POSITIVE_INT, "max_count": POSITIVE_INT,
+        "return_reservation_id": BOOLEAN,
+        "security_groups": {"type": "array", "items": {
+            "type": "object", "properties": {"name": NAME}, "additionalProperties": False}},
+        "user_data": USER_DATA,
+    }
+    required = ["name", "flavorRef"]
+    if version >= V(2, 19):
+        props["description"] = DESCRIPTION
+    if version >= V(2, 37):
+        item = copy.deepcopy(NETWORK_ITEM)
+        item["properties"]["uuid"] = {"type": "string", "format": "uuid"}
+        props["networks"] = {"oneOf": [{"type": "array", "items": item},
+                                       {"type": "string", "enum": ["none", "auto"]}]}
+        required.append("networks")
+    if version >= V(2, 90):
+        props["hostname"] = _hostname(version)
+    return _wrap("server", props, required)
+
+
+@cache
+def update(version: APIVersion) -> dict[str, Any]:
+    props: dict[str, Any] = {"name": NAME, "OS-DCF:diskConfig": DISK_CONFIG,
+                             "accessIPv4": {"type": "string", "format": "ipv4"},
+                             "accessIPv6": {"type": "string", "format": "ipv6"}}
+    if version >= V(2, 19):
+        props["description"] = DESCRIPTION
+    if version >= V(2, 90):
+        props["hostname"] = _hostname(version)
+    if version >= USER_DATA_UPDATE:
+        props["user_data"] = USER_DATA_OR_NULL
+    return _wrap("server", props, [])
+
+
+@cache
+def rebuild(version: APIVersion) -> dict[str, Any]:
+    props: dict[str, Any] = {
+        "name": NAME, "imageRef": {"type": "string", "format": "uuid"},
+        "adminPass": {"type": "string"}, "metadata": METADATA,
+        "preserve_ephemeral": BOOLEAN, "OS-DCF:diskConfig": DISK_CONFIG,
+        "accessIPv4": {"type": "string", "format": "ipv4"},
+        "accessIPv6": {"type": "string", "format": "ipv6"},
+    }
+    if version >= V(2, 19):
+        props["description"] = DESCRIPTION
+    if version >= V(2, 54):
+        props["key_name"] = {"type": ["string", "null"], "minLength": 1, "maxLength": 255}
+    if version >= V(2, 57):
+        props["user_data"] = USER_DATA_OR_NULL
+    if version >= V(2, 90):
+        props["hostname"] = _hostname(version)
+    return _wrap("rebuild", props, ["imageRef"])
+
+
+@cache
+def reboot(version: APIVersion) -> dict[str, Any]:
+    props: dict[str, Any] = {"type": {"type": "string", "enum": [
+        "HARD", "Hard", "hard", "SOFT", "Soft", "soft"]}}
+    if version >= USER_DATA_UPDATE:
+        props["user_data"] = USER_DATA_OR_NULL
+    return _wrap("reboot", props, ["type"])
+
+
+EMPTY_ACTION = {"type": ["object", "null"]}
+METADATA_BODY = {"type": "object", "properties": {"metadata": METADATA},
+                 "required": ["metadata"], "additionalProperties": False}
+METADATA_ITEM_BODY = {"type": "object", "properties": {"meta": {
+    **METADATA, "minProperties": 1, "maxProperties": 1}},
+    "required": ["meta"], "additionalProperties": False}
+
+
+def true_value(value: object) -> bool:
+    return value is True or (isinstance(value, str) and value.lower() in (
+        "true", "1", "on", "yes"))

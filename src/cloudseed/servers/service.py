@@ -1,0 +1,216 @@
+"""Changing servers after create: update, rebuild, reboot, stop, start, delete, metadata.
+
+Every change that starts a driver operation claims the task first (409 when busy) and, in the
+same transaction, writes what the request changes: key pair snapshot with ``key_name`` and
+``key_data`` together, user data, the history, the instance action. The background operation
+then only records its outcome.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import delete, select, update
+
+from cloudseed.cells.models import InstanceMapping
+from cloudseed.cells.service import CellDatabases
+from cloudseed.db.base import utcnow
+from cloudseed.db.engines import Database
+from cloudseed.images import service as images
+from cloudseed.networks import service as networks
+from cloudseed.servers import actions, history, records, states
+from cloudseed.servers.creation import lookup_keypair
+from cloudseed.servers.errors import InstanceHasConfigDrive, InstanceInvalidState
+from cloudseed.servers.history import Actor
+from cloudseed.servers.models import FixedIP, Instance, InstanceMetadata, Port
+from cloudseed.servers.operations import Operations
+
+UNSET: Any = object()  # "not in the request", as opposed to None ("set to null")
+
+
+@dataclass(frozen=True)
+class Servers:
+    """The server service: databases and the background operations."""
+
+    api_db: Database
+    cells: CellDatabases
+    operations: Operations
+
+    def get(self, uuid: str) -> records.ServerRecord:
+        with self.cells.for_instance(uuid).read() as session:
+            return records.load(session, uuid)
+
+    def update(self, uuid: str, *, actor: Actor, name: str | None = None,
+               description: Any = UNSET, hostname: str | None = None,
+               user_data: Any = UNSET) -> records.ServerRecord:
+        with self.cells.for_instance(uuid).write() as session:
+            record = records.load(session, uuid, for_update=True)
+            instance = record.instance
+            if name is not None:
+                instance.display_name = name
+            if description is not UNSET:
+                instance.display_description = description
+            if hostname is not None:
+                instance.hostname = hostname
+            if user_data is not UNSET:
+                if instance.config_drive:
+                    raise InstanceHasConfigDrive(uuid)
+                if instance.task_state is not None:
+                    raise InstanceInvalidState(uuid=uuid, operation="update_user_data",
+                                               attr="task_state", state=instance.task_state)
+                old = history.describe_user_data(instance.user_data)
+                instance.user_data = user_data
+                history.record(session, instance_uuid=uuid, field="user_data",
+                               action="update", actor=actor, old=old,
+                               new=history.describe_user_data(user_data))
+                action_id = actions.start(session, instance_uuid=uuid,
+                                          action="update_user_data", actor=actor,
+                                          event="api_update_user_data")
+                actions.finish(session, action_id=action_id, event="api_update_user_data")
+            if hostname is not None or user_data is not UNSET:
+                instance.generation += 1
+            instance.updated_at = utcnow()
+            session.flush()
+            return records.load(session, uuid)
+
+    def rebuild(self, uuid: str, *, actor: Actor, image_ref: str, name: str | None = None,
+                metadata: dict[str, str] | None = None, key_name: Any = UNSET,
+                user_data: Any = UNSET, hostname: str | None = None,
+                description: Any = UNSET) -> records.ServerRecord:
+        with self.api_db.read() as session:
+            image_uuid = images.get_image(session, image_ref).uuid
+        snapshot = (lookup_keypair(self.api_db, user_id=actor.user_id, key_name=key_name)
+                    if key_name not in (UNSET, None) else [])
+        with self.cells.for_instance(uuid).write() as session:
+            before = records.load(session, uuid)
+            # Described now: the record's objects change with the writes below.
+            old_key = history.describe_key(before.keypairs)
+            old_user_data = history.describe_user_data(before.instance.user_data)
+            final_state = (states.STOPPED if before.instance.vm_state == states.STOPPED
+                           else states.ACTIVE)
+            changes: dict[str, Any] = {"image_ref": image_uuid,
+                                       "generation": Instance.generation + 1}
+            if name is not None:
+                changes["display_name"] = name
+            if hostname is not None:
+                changes["hostname"] = hostname
+            if description is not UNSET:
+                changes["display_description"] = description
+            if key_name is not UNSET:
+                changes.update(key_name=key_name,
+                               key_data=snapshot[0]["public_key"] if snapshot else None)
+            if user_data is not UNSET:
+                changes["user_data"] = user_data
+            records.claim_task(session, uuid, operation="rebuild",
+                               task_state=states.REBUILDING, **changes)
+            if key_name is not UNSET:
+                records.set_extra(session, uuid, keypairs=snapshot)
+                history.record(session, instance_uuid=uuid, field="key_pair", action="rebuild",
+                               actor=actor, old=old_key, new=history.describe_key(snapshot))
+            if user_data is not UNSET:
+                history.record(session, instance_uuid=uuid, field="user_data",
+                               action="rebuild", actor=actor, old=old_user_data,
+                               new=history.describe_user_data(user_data))
+            if metadata is not None:
+                _replace_metadata(session, uuid, metadata)
+            action_id = actions.start(session, instance_uuid=uuid, action="rebuild",
+                                      actor=actor, event="compute_rebuild_instance")
+            session.flush()
+            record = records.load(session, uuid)
+        self.operations.rebuild(uuid, action_id, final_vm_state=final_state)
+        return record
+
+    def reboot(self, uuid: str, *, actor: Actor, hard: bool, user_data: Any = UNSET) -> None:
+        operation = "reboot_hard" if hard else "reboot_soft"
+        with self.cells.for_instance(uuid).write() as session:
+            before = records.load(session, uuid)
+            records.claim_task(session, uuid, operation=operation,
+                               task_state=states.REBOOTING_HARD if hard else states.REBOOTING)
+            details = None
+            if user_data is not UNSET:
+                # Applied when the reboot (and, with a config drive, its rebuild) succeeds.
+                details = "user_data " + (history.describe_user_data(user_data) or "null")
+                history.record(session, instance_uuid=uuid, field="user_data",
+                               action="reboot", actor=actor,
+                               old=history.describe_user_data(before.instance.user_data),
+                               new=history.describe_user_data(user_data))
+            action_id = actions.start(session, instance_uuid=uuid, action="reboot",
+                                      actor=actor, event="compute_reboot_instance",
+                                      details=details)
+        self.operations.reboot(uuid, action_id, hard=hard,
+                               pending_user_data=None if user_data is UNSET else (user_data,))
+
+    def stop(self, uuid: str, *, actor: Actor) -> None:
+        self._simple(uuid, actor, "stop", states.POWERING_OFF, self.operations.stop)
+
+    def start(self, uuid: str, *, actor: Actor) -> None:
+        self._simple(uuid, actor, "start", states.POWERING_ON, self.operations.start)
+
+    def _simple(self, uuid: str, actor: Actor, operation: str, task_state: str,
+                run: Any) -> None:
+        event = f"compute_{operation}_instance"
+        with self.cells.for_instance(uuid).write() as session:
+            records.claim_task(session, uuid, operation=operation, task_state=task_state)
+            action_id = actions.start(session, instance_uuid=uuid, action=operation,
+                                      actor=actor, event=event)
+        run(uuid, action_id)
+
+    def delete(self, uuid: str, *, actor: Actor) -> None:
+        """Delete at once in the database (the address is free again, the metadata service no
+        longer answers for it); the guest is destroyed in the background."""
+        cell = self.cells.for_instance(uuid)
+        with cell.write() as session:
+            instance = records.load(session, uuid, for_update=True).instance
+            now = utcnow()
+            session.execute(delete(FixedIP).where(FixedIP.instance_uuid == uuid))
+            session.execute(delete(Port).where(Port.instance_uuid == uuid))
+            session.execute(update(Instance).where(Instance.uuid == uuid).values(
+                deleted=instance.id, deleted_at=now, terminated_at=now,
+                vm_state=states.DELETED, task_state=None, updated_at=now,
+                generation=Instance.generation + 1).execution_options(
+                    synchronize_session=False))
+            actions.start(session, instance_uuid=uuid, action="delete", actor=actor)
+        with self.api_db.write() as session:
+            networks.release(session, instance_uuid=uuid)
+            session.execute(update(InstanceMapping)
+                            .where(InstanceMapping.instance_uuid == uuid)
+                            .values(queued_for_delete=True, updated_at=utcnow()))
+        self.operations.destroy(uuid)
+
+    def set_metadata(self, uuid: str, items: dict[str, str], *, replace: bool) -> dict[str, str]:
+        with self.cells.for_instance(uuid).write() as session:
+            records.load(session, uuid, for_update=True)
+            if replace:
+                _replace_metadata(session, uuid, items)
+            else:
+                current = _metadata(session, uuid)
+                current.update(items)
+                _replace_metadata(session, uuid, current)
+            records.bump_generation(session, uuid)
+            return _metadata(session, uuid)
+
+    def delete_metadata_item(self, uuid: str, key: str) -> bool:
+        with self.cells.for_instance(uuid).write() as session:
+            records.load(session, uuid, for_update=True)
+            result = session.execute(delete(InstanceMetadata).where(
+                InstanceMetadata.instance_uuid == uuid, InstanceMetadata.key == key))
+            if result.rowcount:  # type: ignore[attr-defined]
+                records.bump_generation(session, uuid)
+                return True
+            return False
+
+
+def _metadata(session: Any, uuid: str) -> dict[str, str]:
+    return {row.key: row.value for row in session.scalars(
+        select(InstanceMetadata).where(InstanceMetadata.instance_uuid == uuid))}
+
+
+def _replace_metadata(session: Any, uuid: str, items: dict[str, str]) -> None:
+    session.execute(delete(InstanceMetadata).where(InstanceMetadata.instance_uuid == uuid))
+    for key, value in items.items():
+        session.add(InstanceMetadata(instance_uuid=uuid, key=key, value=value))
+    session.flush()
+
+
+__all__ = ["UNSET", "Servers"]

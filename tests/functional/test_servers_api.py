@@ -1,0 +1,315 @@
+"""Servers over real HTTP on every backend: create, key pair snapshots, user data updates,
+rebuild, reboot, conflicts, failures, history."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import time
+
+import httpx
+import pytest
+
+from tests.support.cloud import b64, create_server, make_cloud, mv, wait_for
+
+ADMIN = {"X-Auth-Token": "admin:proj"}
+
+
+@pytest.fixture()
+def cloud(api, api_db, tmp_path):
+    return make_cloud(api, api_db, tmp_path)
+
+
+def admin_show(api, server_id, version="2.105"):
+    r = api.get(f"/v2.1/servers/{server_id}", headers={**ADMIN, **mv(version)})
+    assert r.status_code == 200, r.text
+    return r.json()["server"]
+
+
+def history(api, server_id):
+    r = api.get(f"/v2.1/servers/{server_id}/bootstrap-history", headers=ADMIN)
+    assert r.status_code == 200, r.text
+    return r.json()["bootstrap_history"]
+
+
+class TestCreate:
+    def test_create_with_key_and_user_data(self, api, cloud):
+        created = create_server(api, cloud, key_name="key1", user_data=b64("#!/bin/sh\necho hi"),
+                                metadata={"role": "web"})
+        assert created["adminPass"] and created["links"][0]["rel"] == "self"
+        server = wait_for(api, created["id"], "ACTIVE")
+        assert server["key_name"] == "key1"
+        assert server["metadata"] == {"role": "web"}
+        assert server["addresses"]["private"][0]["addr"] == "10.0.0.3"
+        assert server["addresses"]["private"][0]["OS-EXT-IPS-MAC:mac_addr"].startswith(
+            "fa:16:3e:")
+        assert server["OS-SRV-USG:launched_at"] is not None
+        assert "OS-EXT-SRV-ATTR:user_data" not in server  # not for non-admins
+        shown = admin_show(api, created["id"], "2.3")
+        assert shown["OS-EXT-SRV-ATTR:user_data"] == b64("#!/bin/sh\necho hi")
+        assert shown["OS-EXT-SRV-ATTR:hostname"] == "vm"
+
+    def test_invalid_key_name(self, api, cloud):
+        r = api.post("/v2.1/servers", json={"server": {
+            "name": "vm", "imageRef": cloud.image_id, "flavorRef": "1", "key_name": "nope"}})
+        assert r.status_code == 400
+        assert r.json() == {"badRequest": {"code": 400, "message": "Invalid key_name provided."}}
+        assert api.get("/v2.1/servers").json()["servers"] == []
+
+    @pytest.mark.parametrize("user_data", ["not base64!!=", "A" * 65536])
+    def test_invalid_user_data(self, api, cloud, user_data):
+        r = api.post("/v2.1/servers", json={"server": {
+            "name": "vm", "imageRef": cloud.image_id, "flavorRef": "1",
+            "user_data": user_data}})
+        assert r.status_code == 400
+        assert r.json()["badRequest"]["message"].startswith(
+            "Invalid input for field/attribute user_data.")
+
+    def test_key_pair_deleted_later_changes_nothing(self, api, cloud):
+        server_id = create_server(api, cloud, key_name="key1")["id"]
+        wait_for(api, server_id, "ACTIVE")
+        assert api.delete("/v2.1/os-keypairs/key1").status_code == 202
+        assert wait_for(api, server_id, "ACTIVE")["key_name"] == "key1"
+        assert history(api, server_id)[0]["new"]["name"] == "key1"
+
+    def test_networks_required_from_2_37(self, api, cloud):
+        r = api.post("/v2.1/servers", headers=mv("2.37"), json={"server": {
+            "name": "vm", "imageRef": cloud.image_id, "flavorRef": "1"}})
+        assert r.status_code == 400
+        server_id = create_server(api, cloud, "2.37", networks="none")["id"]
+        assert wait_for(api, server_id, "ACTIVE")["addresses"] == {}
+
+    def test_build_failure_is_recorded(self, api, cloud, fake_driver):
+        fake_driver.fail("spawn", message="no valid host")
+        server_id = create_server(api, cloud)["id"]
+        server = wait_for(api, server_id, "ERROR")
+        assert server["fault"]["message"] == "spawn failed: no valid host"
+        assert server["fault"]["code"] == 500
+
+
+class TestRebuild:
+    def rebuild(self, api, server_id, version, **fields):
+        return api.post(f"/v2.1/servers/{server_id}/action", headers=mv(version),
+                        json={"rebuild": {"imageRef": fields.pop("image"), **fields}})
+
+    def test_key_name_replaced_removed_or_kept(self, api, cloud):
+        server_id = create_server(api, cloud, key_name="key1")["id"]
+        wait_for(api, server_id, "ACTIVE")
+        r = self.rebuild(api, server_id, "2.54", image=cloud.image2_id, key_name="key2")
+        assert r.status_code == 202, r.text
+        assert r.json()["server"]["key_name"] == "key2"
+        server = wait_for(api, server_id, "ACTIVE", version="2.54")
+        assert server["image"]["id"] == cloud.image2_id and server["key_name"] == "key2"
+        assert self.rebuild(api, server_id, "2.54", image=cloud.image_id).status_code == 202
+        assert wait_for(api, server_id, "ACTIVE")["key_name"] == "key2"  # absent: kept
+        assert self.rebuild(api, server_id, "2.54", image=cloud.image_id,
+                            key_name=None).status_code == 202
+        assert wait_for(api, server_id, "ACTIVE")["key_name"] is None
+        changes = [(c["field"], c["action"], (c["new"] or {}).get("name"))
+                   for c in history(api, server_id) if c["field"] == "key_pair"]
+        assert changes == [("key_pair", "create", "key1"), ("key_pair", "rebuild", "key2"),
+                           ("key_pair", "rebuild", None)]
+
+    def test_key_name_needs_2_54_and_a_known_key(self, api, cloud):
+        server_id = create_server(api, cloud)["id"]
+        wait_for(api, server_id, "ACTIVE")
+        r = self.rebuild(api, server_id, "2.53", image=cloud.image_id, key_name="key2")
+        assert r.status_code == 400
+        r = self.rebuild(api, server_id, "2.54", image=cloud.image_id, key_name="nope")
+        assert r.status_code == 400
+        assert r.json()["badRequest"]["message"] == "Invalid key_name provided."
+        assert wait_for(api, server_id, "ACTIVE")["status"] == "ACTIVE"
+
+    def test_user_data_replaced_and_cleared_from_2_57(self, api, cloud):
+        server_id = create_server(api, cloud, user_data=b64("one"))["id"]
+        wait_for(api, server_id, "ACTIVE")
+        assert self.rebuild(api, server_id, "2.56", image=cloud.image_id,
+                            user_data=b64("two")).status_code == 400
+        r = self.rebuild(api, server_id, "2.57", image=cloud.image_id, user_data=b64("two"))
+        assert r.status_code == 202 and r.json()["server"]["user_data"] == b64("two")
+        wait_for(api, server_id, "ACTIVE")
+        assert admin_show(api, server_id)["OS-EXT-SRV-ATTR:user_data"] == b64("two")
+        self.rebuild(api, server_id, "2.57", image=cloud.image_id, user_data=None)
+        wait_for(api, server_id, "ACTIVE")
+        assert admin_show(api, server_id)["OS-EXT-SRV-ATTR:user_data"] is None
+
+    def test_failed_rebuild_keeps_key_and_snapshot_consistent(self, api, cloud, fake_driver,
+                                                              cell_db):
+        server_id = create_server(api, cloud, key_name="key1")["id"]
+        wait_for(api, server_id, "ACTIVE")
+        fake_driver.fail("rebuild", uuid=server_id, message="disk gone")
+        assert self.rebuild(api, server_id, "2.54", image=cloud.image_id,
+                            key_name="key2").status_code == 202
+        server = wait_for(api, server_id, "ERROR")
+        assert server["fault"]["message"] == "rebuild failed: disk gone"
+        from cloudseed.servers import records
+        with cell_db.read() as session:
+            record = records.load(session, server_id)
+        assert record.instance.key_name == record.keypairs[0]["name"] == "key2"
+        assert record.instance.key_data == record.keypairs[0]["public_key"] == cloud.key2
+        # ERROR allows another rebuild, which recovers the server.
+        assert self.rebuild(api, server_id, "2.54", image=cloud.image_id).status_code == 202
+        assert "fault" not in wait_for(api, server_id, "ACTIVE")
+
+
+class TestUserDataUpdate:
+    def test_put_user_data_at_2_105(self, api, cloud):
+        server_id = create_server(api, cloud, user_data=b64("old"))["id"]
+        wait_for(api, server_id, "ACTIVE")
+        r = api.put(f"/v2.1/servers/{server_id}", headers=mv("2.104"),
+                    json={"server": {"user_data": b64("new")}})
+        assert r.status_code == 400
+        r = api.put(f"/v2.1/servers/{server_id}", headers=mv("2.105"),
+                    json={"server": {"user_data": b64("new")}})
+        assert r.status_code == 200, r.text
+        assert admin_show(api, server_id)["OS-EXT-SRV-ATTR:user_data"] == b64("new")
+        r = api.put(f"/v2.1/servers/{server_id}", headers=mv("2.105"),
+                    json={"server": {"user_data": None}})
+        assert r.status_code == 200
+        assert admin_show(api, server_id)["OS-EXT-SRV-ATTR:user_data"] is None
+        entries = [c for c in history(api, server_id) if c["field"] == "user_data"]
+        assert [c["action"] for c in entries] == ["create", "update", "update"]
+        assert entries[1]["new"]["size"] == 3 and entries[2]["new"] is None
+
+    def test_put_user_data_refused_with_config_drive(self, api, cloud):
+        server_id = create_server(api, cloud, config_drive=True, user_data=b64("old"))["id"]
+        wait_for(api, server_id, "ACTIVE")
+        r = api.put(f"/v2.1/servers/{server_id}", headers=mv("2.105"),
+                    json={"server": {"user_data": b64("new")}})
+        assert r.status_code == 409
+        assert "hard reboot with user_data" in r.json()["conflictingRequest"]["message"]
+        assert admin_show(api, server_id)["OS-EXT-SRV-ATTR:user_data"] == b64("old")
+
+    def test_hard_reboot_with_user_data(self, api, cloud):
+        server_id = create_server(api, cloud, config_drive=True, user_data=b64("old"))["id"]
+        wait_for(api, server_id, "ACTIVE")
+        action = f"/v2.1/servers/{server_id}/action"
+        r = api.post(action, headers=mv("2.105"),
+                     json={"reboot": {"type": "SOFT", "user_data": b64("new")}})
+        assert r.status_code == 400
+        r = api.post(action, headers=mv("2.104"),
+                     json={"reboot": {"type": "HARD", "user_data": b64("new")}})
+        assert r.status_code == 400
+        r = api.post(action, headers=mv("2.105"),
+                     json={"reboot": {"type": "HARD", "user_data": b64("new")}})
+        assert r.status_code == 202, r.text
+        wait_for(api, server_id, "ACTIVE")
+        assert admin_show(api, server_id)["OS-EXT-SRV-ATTR:user_data"] == b64("new")
+
+    def test_failed_hard_reboot_keeps_old_user_data(self, api, cloud, fake_driver):
+        server_id = create_server(api, cloud, config_drive=True, user_data=b64("old"))["id"]
+        wait_for(api, server_id, "ACTIVE")
+        fake_driver.fail("reboot_hard", uuid=server_id)
+        r = api.post(f"/v2.1/servers/{server_id}/action", headers=mv("2.105"),
+                     json={"reboot": {"type": "HARD", "user_data": b64("new")}})
+        assert r.status_code == 202
+        wait_for(api, server_id, "ERROR")
+        assert admin_show(api, server_id)["OS-EXT-SRV-ATTR:user_data"] == b64("old")
+
+
+class TestLifecycle:
+    def test_stop_start_reboot_and_conflicts(self, api, cloud):
+        server_id = create_server(api, cloud)["id"]
+        wait_for(api, server_id, "ACTIVE")
+        action = f"/v2.1/servers/{server_id}/action"
+        assert api.post(action, json={"os-stop": None}).status_code == 202
+        server = wait_for(api, server_id, "SHUTOFF")
+        assert server["OS-EXT-STS:power_state"] == 4
+        r = api.post(action, json={"reboot": {"type": "SOFT"}})
+        assert r.status_code == 409
+        assert r.json()["conflictingRequest"]["message"] == (
+            f"Cannot 'reboot_soft' instance {server_id} while it is in vm_state stopped")
+        assert api.post(action, json={"os-start": None}).status_code == 202
+        wait_for(api, server_id, "ACTIVE")
+        assert api.post(action, json={"reboot": {"type": "hard"}}).status_code == 202
+        wait_for(api, server_id, "ACTIVE")
+        assert api.post(action, json={"nonsense": {}}).status_code == 400
+
+    def test_concurrent_operations_exactly_one_wins(self, api, api_url, cloud, fake_driver,
+                                                    monkeypatch):
+        server_id = create_server(api, cloud)["id"]
+        wait_for(api, server_id, "ACTIVE")
+        # The winner's operation must still be running when the others arrive.
+        monkeypatch.setattr(fake_driver, "delay", 1.5)
+        bodies = [{"reboot": {"type": "HARD"}}, {"rebuild": {"imageRef": cloud.image_id}},
+                  {"os-stop": None}, {"reboot": {"type": "SOFT"}}] * 2
+
+        def attempt(body):
+            with httpx.Client(base_url=api_url, timeout=30,
+                              headers={"X-Auth-Token": "alice:proj"}) as client:
+                return client.post(f"/v2.1/servers/{server_id}/action", json=body).status_code
+
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            statuses = sorted(pool.map(attempt, bodies))
+        assert statuses == [202] + [409] * 7
+        monkeypatch.setattr(fake_driver, "delay", 0.02)
+        deadline = time.monotonic() + 20
+        while api.get(f"/v2.1/servers/{server_id}").json()["server"][
+                "OS-EXT-STS:task_state"] is not None:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+
+    def test_delete_frees_the_address(self, api, cloud):
+        first = create_server(api, cloud)["id"]
+        wait_for(api, first, "ACTIVE")
+        assert api.delete(f"/v2.1/servers/{first}").status_code == 204
+        assert api.get(f"/v2.1/servers/{first}").status_code == 404
+        second = create_server(api, cloud)["id"]
+        assert wait_for(api, second, "ACTIVE")["addresses"]["private"][0]["addr"] == "10.0.0.3"
+
+    def test_other_projects_servers_are_not_found(self, api, cloud):
+        server_id = create_server(api, cloud)["id"]
+        r = api.get(f"/v2.1/servers/{server_id}", headers={"X-Auth-Token": "mallory:other"})
+        assert r.status_code == 404
+        r = api.get(f"/v2.1/servers/{server_id}/bootstrap-history")
+        assert r.status_code == 403
+
+
+class TestListAndDetails:
+    def test_filters_and_pagination(self, api, cloud):
+        ids = [create_server(api, cloud, name=f"web-{n}",
+                             **({"key_name": "key1"} if n % 2 else {}))["id"]
+               for n in range(4)]
+        for server_id in ids:
+            wait_for(api, server_id, "ACTIVE")
+        listed = api.get("/v2.1/servers").json()["servers"]
+        assert [s["id"] for s in listed] == list(reversed(ids))  # newest first
+        assert set(listed[0]) == {"id", "name", "links"}
+        page = api.get("/v2.1/servers/detail?limit=2").json()
+        assert [s["id"] for s in page["servers"]] == [ids[3], ids[2]]
+        nxt = api.get(page["servers_links"][0]["href"]).json()
+        assert [s["id"] for s in nxt["servers"]] == [ids[1], ids[0]]
+        by_key = api.get("/v2.1/servers?key_name=key1").json()["servers"]
+        assert {s["id"] for s in by_key} == {ids[1], ids[3]}
+        by_name = api.get("/v2.1/servers?name=web-[12]").json()["servers"]
+        assert {s["id"] for s in by_name} == {ids[1], ids[2]}
+        assert api.get("/v2.1/servers?status=SHUTOFF").json()["servers"] == []
+        assert len(api.get("/v2.1/servers?status=ACTIVE").json()["servers"]) == 4
+        r = api.get("/v2.1/servers?marker=nope")
+        assert r.status_code == 400
+
+    def test_metadata_and_instance_actions(self, api, cloud):
+        server_id = create_server(api, cloud, metadata={"a": "1"})["id"]
+        wait_for(api, server_id, "ACTIVE")
+        base = f"/v2.1/servers/{server_id}/metadata"
+        assert api.post(base, json={"metadata": {"b": "2"}}).json() == {
+            "metadata": {"a": "1", "b": "2"}}
+        assert api.put(base, json={"metadata": {"c": "3"}}).json() == {"metadata": {"c": "3"}}
+        assert api.put(f"{base}/d", json={"meta": {"d": "4"}}).status_code == 200
+        assert api.get(f"{base}/d").json() == {"meta": {"d": "4"}}
+        assert api.delete(f"{base}/d").status_code == 204
+        assert api.get(f"{base}/d").status_code == 404
+        actions = api.get(f"/v2.1/servers/{server_id}/os-instance-actions").json()
+        first = actions["instanceActions"][-1]
+        assert first["action"] == "create"
+        detail = api.get(f"/v2.1/servers/{server_id}/os-instance-actions/"
+                         f"{first['request_id']}", headers=ADMIN).json()["instanceAction"]
+        assert detail["events"][0]["event"] == "compute__do_build_and_run_instance"
+        assert detail["events"][0]["result"] == "Success"
+
+    def test_flavors_and_images(self, api, cloud):
+        flavors = api.get("/v2.1/flavors/detail").json()["flavors"]
+        assert flavors[0]["name"] == "m1.tiny" and flavors[0]["ram"] == 512
+        assert api.get("/v2.1/flavors/1").json()["flavor"]["vcpus"] == 1
+        image = api.get(f"/v2.1/images/{cloud.image_id}").json()["image"]
+        assert image["name"] == "cirros" and image["status"] == "ACTIVE"
+        assert api.get("/v2.1/flavors/nope").status_code == 404
