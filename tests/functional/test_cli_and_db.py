@@ -132,3 +132,32 @@ def test_serve_process_logs_and_stops_cleanly(tmp_path: Path, workers: int):
     assert code == 0, output
     assert f"{request_id} GET /v2.1/os-keypairs 200" in output
     assert "auth_strategy is noauth2" in output
+
+
+class TestRegistryCli:
+    def test_image_flavor_network(self, tmp_path):
+        d = ["--data-dir", str(tmp_path)]
+        assert run(*d, "db", "sync")[0] == 0
+        raw = tmp_path / "disk.raw"
+        raw.write_bytes(b"\0" * 1024)
+        code, out = run(*d, "image", "add", "cirros", "--file", str(raw), "--disk-format",
+                        "raw", "--property", "img_config_drive=mandatory")
+        assert code == 0, out
+        image_id = out.strip()
+        code, out = run(*d, "image", "add", "fake", "--file", str(raw), "--disk-format",
+                        "qcow2")
+        assert (code, "is not a qcow2 image" in out) == (1, True)
+        code, out = run(*d, "image", "list")
+        assert image_id in out and "cirros" in out
+        assert run(*d, "flavor", "add", "m1.tiny", "--vcpus", "1", "--ram", "512",
+                   "--disk", "1", "--id", "1")[0] == 0
+        code, out = run(*d, "flavor", "add", "m1.tiny", "--vcpus", "1", "--ram", "512",
+                        "--disk", "1")
+        assert code == 1 and "already exists" in out
+        assert "m1.tiny" in run(*d, "flavor", "list")[1]
+        code, out = run(*d, "network", "add", "private", "--cidr", "10.1.0.0/24",
+                        "--gateway", "10.1.0.1", "--dns", "10.1.0.2")
+        assert code == 0, out
+        code, out = run(*d, "network", "add", "bad", "--cidr", "10.1.0.0/33")
+        assert code == 1
+        assert '"cidr": "10.1.0.0/24"' in run(*d, "network", "list")[1]

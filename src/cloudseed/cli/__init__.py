@@ -26,12 +26,15 @@ def cli(ctx: click.Context, config_file: str | None, data_dir: str | None) -> No
 
 
 def _register() -> None:
-    from cloudseed.cli import db, serve
+    from cloudseed.cli import db, registries, serve
     from cloudseed.keypairs import cli as keypair_cli
 
     cli.add_command(serve.serve)
     cli.add_command(db.db)
     cli.add_command(keypair_cli.keypair)
+    cli.add_command(registries.image)
+    cli.add_command(registries.flavor)
+    cli.add_command(registries.network)
 
 
 _register()
