@@ -313,3 +313,54 @@ class TestListAndDetails:
         image = api.get(f"/v2.1/images/{cloud.image_id}").json()["image"]
         assert image["name"] == "cirros" and image["status"] == "ACTIVE"
         assert api.get("/v2.1/flavors/nope").status_code == 404
+
+
+class TestRecordedDetails:
+    def test_boot_roles_and_mandatory_config_drive(self, api, api_db, cloud, cell_db, tmp_path):
+        from cloudseed.images import service as images
+        from cloudseed.servers import records
+
+        raw = tmp_path / "cd.raw"
+        raw.write_bytes(b"\0" * 512)
+        with api_db.write() as session:
+            image_id = images.add_image(session, name="cd", path=raw, disk_format="raw",
+                                        properties={"img_config_drive": "mandatory"}).uuid
+        r = api.post("/v2.1/servers", headers=ADMIN, json={"server": {
+            "name": "vm", "imageRef": image_id, "flavorRef": "1"}})
+        server_id = r.json()["server"]["id"]
+        deadline = time.monotonic() + 20
+        while (server := admin_show(api, server_id))["status"] != "ACTIVE":
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        assert server["config_drive"] == "True"
+        with cell_db.read() as session:
+            record = records.load(session, server_id)
+        assert record.system_metadata["boot_roles"] == "admin,member,reader"
+        assert record.system_metadata["image_img_config_drive"] == "mandatory"
+
+    def test_hostname_from_2_90(self, api, cloud):
+        r = api.post("/v2.1/servers", headers=mv("2.90"), json={"server": {
+            "name": "My Web", "imageRef": cloud.image_id, "flavorRef": "1",
+            "networks": "none", "hostname": "web01"}})
+        server_id = r.json()["server"]["id"]
+        server = wait_for(api, server_id, "ACTIVE", version="2.90")
+        assert server["OS-EXT-SRV-ATTR:hostname"] == "web01"
+        r = api.put(f"/v2.1/servers/{server_id}", headers=mv("2.90"),
+                    json={"server": {"hostname": "web02", "name": "renamed"}})
+        assert r.status_code == 200
+        assert r.json()["server"]["OS-EXT-SRV-ATTR:hostname"] == "web02"
+        assert r.json()["server"]["name"] == "renamed"
+        r = api.put(f"/v2.1/servers/{server_id}", headers=mv("2.90"),
+                    json={"server": {"hostname": "bad_name"}})
+        assert r.status_code == 400
+        default = create_server(api, cloud, name="Ünïcode Box_1")["id"]
+        assert admin_show(api, default)["OS-EXT-SRV-ATTR:hostname"] == "unicode-box-1"
+
+    def test_changes_since_includes_deleted(self, api, cloud):
+        server_id = create_server(api, cloud)["id"]
+        wait_for(api, server_id, "ACTIVE")
+        stamp = api.get(f"/v2.1/servers/{server_id}").json()["server"]["updated"]
+        assert api.delete(f"/v2.1/servers/{server_id}").status_code == 204
+        listed = api.get(f"/v2.1/servers/detail?changes-since={stamp}").json()["servers"]
+        assert [(s["id"], s["status"]) for s in listed] == [(server_id, "DELETED")]
+        assert api.get("/v2.1/servers").json()["servers"] == []
