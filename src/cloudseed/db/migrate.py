@@ -40,7 +40,12 @@ def _config(kind: Kind, connection: Connection) -> Config:
     cfg.set_main_option("script_location", str(files("cloudseed.db") / "migrations" / kind))
     cfg.attributes["connection"] = connection
     cfg.attributes["metadata"] = METADATA[kind]
+    cfg.attributes["version_table"] = version_table(kind)
     return cfg
+
+
+def version_table(kind: Kind) -> str:
+    return f"alembic_version_{kind}"
 
 
 def upgrade(db: Database, kind: Kind) -> None:
@@ -51,7 +56,7 @@ def upgrade(db: Database, kind: Kind) -> None:
 def current_revision(db: Database, kind: Kind) -> str | None:
     with db.engine.connect() as conn:
         context = MigrationContext.configure(
-            conn, opts={"version_table": f"alembic_version_{kind}"})
+            conn, opts={"version_table": version_table(kind)})
         return context.get_current_revision()
 
 
