@@ -76,10 +76,12 @@ async def create(request: Request) -> Response:
     max_count = int(server.get("max_count", min_count))
     if min_count > max_count:
         raise InvalidInput("min_count must be <= max_count")
-    if not server.get("imageRef"):
+    image_ref = schemas.boot_image(server.get("block_device_mapping_v2", []),
+                                   server.get("imageRef"))
+    if not image_ref:
         raise InvalidInput("Missing imageRef attribute")
     create_request = CreateRequest(
-        name=server["name"], flavor_ref=str(server["flavorRef"]), image_ref=server["imageRef"],
+        name=server["name"], flavor_ref=str(server["flavorRef"]), image_ref=image_ref,
         actor=actor_of(request), roles=context.roles, key_name=server.get("key_name"),
         user_data=server.get("user_data"), metadata=server.get("metadata", {}),
         config_drive=schemas.true_value(server.get("config_drive", False)),

@@ -9,6 +9,7 @@ from functools import cache
 from typing import Any
 
 from cloudseed.api.microversions import APIVersion
+from cloudseed.errors import InvalidInput
 from cloudseed.keypairs.schemas import NAME_FORMAT
 
 V = APIVersion
@@ -33,6 +34,22 @@ NETWORK_ITEM: dict[str, Any] = {"type": "object", "properties": {
     "fixed_ip": {"type": "string", "oneOf": [{"format": "ipv4"}, {"format": "ipv6"}]},
     "port": {"type": ["string", "null"], "format": "uuid"},
     "uuid": {"type": "string"}}, "additionalProperties": False}
+
+# Nova's block device mapping entry; cloudseed accepts the one the openstack CLI always sends
+# (boot from the image onto a local disk) and refuses volumes (see creation.py).
+BDM_V2: dict[str, Any] = {"type": "object", "properties": {
+    "uuid": {"type": "string", "minLength": 1, "maxLength": 255},
+    "boot_index": {"type": ["integer", "string", "null"], "pattern": "^-?[0-9]+$"},
+    "source_type": {"type": "string", "enum": ["volume", "image", "snapshot", "blank"]},
+    "destination_type": {"type": "string", "enum": ["local", "volume"]},
+    "delete_on_termination": BOOLEAN, "device_name": {"type": "string"},
+    "volume_size": {"type": ["integer", "string", "null"]},
+    "guest_format": {"type": "string"}, "disk_bus": {"type": "string"},
+    "device_type": {"type": "string"}, "no_device": {}, "connection_info": {"type": "string"},
+    "volume_id": {"type": "string"}, "snapshot_id": {"type": "string"},
+    "image_id": {"type": "string"}, "tag": {"type": "string"},
+    "volume_type": {"type": ["string", "null"]}},
+    "additionalProperties": False}
 
 # cloudseed's first microversion: user data can change without a rebuild.
 USER_DATA_UPDATE = V(2, 105)
@@ -65,6 +82,7 @@ def create(version: APIVersion) -> dict[str, Any]:
         "security_groups": {"type": "array", "items": {
             "type": "object", "properties": {"name": NAME}, "additionalProperties": False}},
         "user_data": USER_DATA,
+        "block_device_mapping_v2": {"type": "array", "items": BDM_V2},
     }
     required = ["name", "flavorRef"]
     if version >= V(2, 19):
@@ -78,6 +96,18 @@ def create(version: APIVersion) -> dict[str, Any]:
     if version >= V(2, 90):
         props["hostname"] = _hostname(version)
     return _wrap("server", props, required)
+
+
+def boot_image(block_devices: list[dict[str, Any]], image_ref: str | None) -> str | None:
+    """The image to boot from, given Nova's block device mappings: only image-to-local-disk
+    entries are supported (cloudseed has no volumes)."""
+    for bdm in block_devices:
+        if bdm.get("source_type") != "image" or bdm.get("destination_type", "local") != "local":
+            raise InvalidInput("Block device mappings other than an image on a local disk are "
+                               "not supported: cloudseed has no volume service.")
+        if str(bdm.get("boot_index", "0")) == "0" and not image_ref:
+            image_ref = bdm.get("uuid")
+    return image_ref
 
 
 @cache

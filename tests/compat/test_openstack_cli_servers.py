@@ -1,0 +1,322 @@
+"""The real ``openstack`` command (python-openstackclient, in its own venv) driving servers.
+
+Same set-up as tests/compat/test_openstack_cli.py: a clouds.yaml with ``auth_type: admin_token``
+(noauth2 token ``alice:proj``), ``compute_endpoint_override`` at cloudseed's ``/v2.1``, an
+identity stub for OSC's identity v3 check, and a recording proxy in front of cloudseed so the
+test sees what OSC sent. The cloud of tests/support/cloud.py: flavor ``1``, images ``cirros``
+and ``debian``, network ``private``, key pairs ``key1`` and ``key2`` of alice.
+
+What OSC 10.5 / openstacksdk 4.x do against cloudseed (max microversion 2.105):
+
+* server commands negotiate **2.100**, the SDK's Server maximum (min(2.105, 2.100)); flavor
+  look-ups 2.61; image look-ups carry no microversion. ``--os-compute-api-version 2.105`` or
+  ``openstack.connect(compute_api_version="2.105")`` forces 2.105.
+* With one ``admin_token`` endpoint and no catalog, the image and network proxies use the
+  compute endpoint too: images are fetched with ``GET /v2.1/images/{id}`` and networks with
+  ``GET /v2.1/v2.0/networks/...``.
+* ``server show``, ``server rebuild`` (``--image``, ``--key-name``/``--no-key-name``,
+  ``--user-data``/``--no-user-data``), ``server reboot --hard`` and ``server delete --wait`` work.
+* OSC has no flag to change a server's user data (``server set`` has none). The equivalent is
+  openstacksdk at 2.105, as in ``SDK_SCRIPT`` below: ``update_server(server, user_data=...)``
+  (``PUT /servers/{id}``), or a hard reboot that carries ``user_data`` (for servers with a
+  config drive, where the PUT is refused).
+
+The tests marked xfail(strict) pin gaps in cloudseed, each with the request OSC sends:
+``--network`` (no Network API look-up) and the image name in ``server show`` (Nova-format
+image body where the SDK expects Glance's).
+
+Only SQLite: each ``openstack`` run costs 1.5-3 s of client start-up, and the API's behaviour on
+each backend is covered by tests/functional.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import hashlib
+import json
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from cloudseed.db.engines import Database
+from tests.support import osc
+from tests.support.cloud import Cloud, create_server, make_cloud, mv, wait_for
+
+pytestmark = [
+    pytest.mark.compat,
+    # Only SQLite, as in test_openstack_cli.py: the other backends are not even collected.
+    pytest.mark.parametrize("backend", ["sqlite"], indirect=True),
+]
+
+TOKEN = "alice:proj"
+ADMIN = {"X-Auth-Token": "admin:proj"}
+RUN_TIMEOUT = 120  # seconds for one `openstack` run; normally 1.5-3 s
+OSC_VERSION = "2.100"  # what OSC negotiates for server commands against max 2.105
+
+# The documented way to change a server's user data with openstacksdk (OSC has no flag for it).
+# Run with the python of the venv OSC is installed in; clouds.yaml as for the CLI.
+SDK_SCRIPT = '''\
+import base64
+import sys
+
+import openstack
+from openstack import exceptions
+
+conn = openstack.connect(cloud="cloudseed", compute_api_version="2.105")
+server = conn.compute.find_server(sys.argv[1], ignore_missing=False)
+
+# 1. Replace the user data in place (PUT /servers/{id} {"server": {"user_data": ...}}).
+with open(sys.argv[2], "rb") as f:
+    conn.compute.update_server(server, user_data=base64.b64encode(f.read()).decode())
+
+# 2. Or hard-reboot with new user data (the way for servers with a config drive).
+with open(sys.argv[3], "rb") as f:
+    response = conn.compute.post(
+        f"/servers/{server.id}/action", microversion="2.105",
+        json={"reboot": {"type": "HARD", "user_data": base64.b64encode(f.read()).decode()}})
+exceptions.raise_from_response(response)
+print(server.id)
+'''
+
+
+@pytest.fixture(scope="session")
+def openstack() -> Path:
+    try:
+        return osc.openstack_binary()
+    except osc.OscUnavailable as exc:
+        if osc.required():
+            pytest.fail(f"CLOUDSEED_REQUIRE_DBS=1 but python-openstackclient is unavailable: {exc}")
+        pytest.skip(f"python-openstackclient cannot be installed here: {exc}")
+
+
+@pytest.fixture()
+def identity() -> Iterator[osc.IdentityStub]:
+    with osc.identity_stub() as stub:
+        yield stub
+
+
+@pytest.fixture()
+def proxy(api_url: str) -> Iterator[osc.RecordingProxy]:
+    with osc.recording_proxy(api_url) as recorder:
+        yield recorder
+
+
+class Cli:
+    """Runs ``openstack`` (or the python of its venv) with the clouds.yaml of one test."""
+
+    def __init__(self, binary: Path, env: dict[str, str], cwd: Path) -> None:
+        self.binary, self.env, self.cwd = binary, env, cwd
+        self.runs: list[tuple[list[str], float]] = []
+
+    def _run(self, argv: list[str], ok: bool) -> subprocess.CompletedProcess[str]:
+        started = time.monotonic()
+        result = subprocess.run(argv, env=self.env, cwd=self.cwd, capture_output=True,
+                                text=True, timeout=RUN_TIMEOUT, check=False)
+        self.runs.append((argv[1:], time.monotonic() - started))
+        if ok and result.returncode != 0:
+            pytest.fail(f"{' '.join(argv)} exited {result.returncode}\n"
+                        f"stdout:\n{result.stdout}\nstderr:\n{result.stderr}")
+        if not ok and result.returncode == 0:
+            pytest.fail(f"{' '.join(argv)} unexpectedly succeeded\n{result.stdout}")
+        return result
+
+    def __call__(self, *args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
+        return self._run([str(self.binary), *args], ok)
+
+    def json(self, *args: str) -> Any:
+        return json.loads(self(*args, "-f", "json").stdout)
+
+    def python(self, script: Path, *args: str) -> subprocess.CompletedProcess[str]:
+        """Run ``script`` with the python of OSC's venv (openstacksdk is installed there)."""
+        return self._run([str(self.binary.parent / "python"), str(script), *args], True)
+
+
+@pytest.fixture()
+def cli(openstack: Path, proxy: osc.RecordingProxy, identity: osc.IdentityStub,
+        tmp_path: Path) -> Cli:
+    config = tmp_path / "osc"
+    config.mkdir()
+    env = osc.cloud_env(config, f"{proxy.url}/v2.1", TOKEN, identity.url)
+    return Cli(openstack, env, tmp_path)
+
+
+@pytest.fixture()
+def cloud(api: httpx.Client, api_db: Database, tmp_path: Path) -> Cloud:
+    return make_cloud(api, api_db, tmp_path)
+
+
+def user_data_file(directory: Path, name: str, content: bytes) -> tuple[Path, str]:
+    """A user data file and the base64 the API must store for it."""
+    path = directory / name
+    path.write_bytes(content)
+    return path, base64.b64encode(content).decode()
+
+
+def admin_show(api: httpx.Client, server_id: str) -> dict[str, Any]:
+    """The server as an administrator sees it (``OS-EXT-SRV-ATTR:user_data`` needs 2.3+)."""
+    r = api.get(f"/v2.1/servers/{server_id}", headers={**ADMIN, **mv("2.105")})
+    assert r.status_code == 200, r.text
+    server: dict[str, Any] = r.json()["server"]
+    return server
+
+
+def user_data_history(api: httpx.Client, server_id: str) -> list[tuple[str, str | None]]:
+    r = api.get(f"/v2.1/servers/{server_id}/bootstrap-history", headers=ADMIN)
+    assert r.status_code == 200, r.text
+    return [(c["action"], c["new"]["sha256"] if c["new"] else None)
+            for c in r.json()["bootstrap_history"] if c["field"] == "user_data"]
+
+
+def sha256(content: bytes) -> str:
+    return hashlib.sha256(content).hexdigest()
+
+
+def test_server_commands(cli: Cli, api: httpx.Client, cloud: Cloud,
+                         proxy: osc.RecordingProxy, identity: osc.IdentityStub,
+                         tmp_path: Path) -> None:
+    ud1 = b"#cloud-config\nruncmd:\n  - [echo, one]\n"
+    ud2 = gzip.compress(b"#!/bin/sh\necho two\n", mtime=0)  # binary: OSC must send it as is
+    ud3, ud4 = b"#!/bin/sh\necho three\n", b"#!/bin/sh\necho four\n"
+    files = {}
+    for name, content in (("ud1", ud1), ("ud2", ud2), ("ud3", ud3), ("ud4", ud4)):
+        files[name] = user_data_file(tmp_path, f"{name}.dat", content)
+
+    # --- create: through the API, since `openstack server create --image` cannot work yet
+    # (see test_server_create_with_key_and_user_data) -------------------------------------------
+    server_id = create_server(api, cloud, version=OSC_VERSION, name="vm1", key_name="key1",
+                              user_data=files["ud1"][1])["id"]
+    wait_for(api, server_id, "ACTIVE")
+
+    # --- show ---------------------------------------------------------------------------------
+    shown = cli.json("server", "show", "vm1")
+    assert shown["id"] == server_id
+    assert shown["status"] == "ACTIVE"
+    assert shown["key_name"] == "key1"
+    assert shown["image"].endswith(f"({cloud.image_id})")  # the name: see the xfail below
+    assert shown["OS-EXT-SRV-ATTR:user_data"] is None  # alice is no admin, as with Nova
+    assert admin_show(api, server_id)["OS-EXT-SRV-ATTR:user_data"] == files["ud1"][1]
+    # A name is looked up as an id first (404), then through the detailed list.
+    assert proxy.last("GET", "/v2.1/servers/vm1").status == 404
+    assert proxy.last("GET", "/v2.1/servers/detail?name=vm1").microversion == OSC_VERSION
+
+    # --- rebuild with another image, key pair and user data -----------------------------------
+    action = f"/v2.1/servers/{server_id}/action"
+    rebuilt = cli.json("server", "rebuild", "--image", cloud.image2_id, "--key-name", "key2",
+                       "--user-data", str(files["ud2"][0]), "vm1")
+    assert rebuilt["key_name"] == "key2"
+    sent = proxy.last("POST", action)
+    assert (sent.status, sent.microversion) == (202, OSC_VERSION)
+    assert json.loads(sent.body) == {"rebuild": {
+        "imageRef": cloud.image2_id, "key_name": "key2", "user_data": files["ud2"][1]}}
+    # OSC looked the image up through the image service (here: the compute endpoint).
+    assert proxy.last("GET", f"/v2.1/images/{cloud.image2_id}").microversion is None
+    wait_for(api, server_id, "ACTIVE")
+    server = admin_show(api, server_id)
+    assert server["image"]["id"] == cloud.image2_id
+    assert server["key_name"] == "key2"
+    assert server["OS-EXT-SRV-ATTR:user_data"] == files["ud2"][1]
+    assert base64.b64decode(server["OS-EXT-SRV-ATTR:user_data"]) == ud2
+
+    # --- rebuild without key pair and user data (and the current image) ------------------------
+    cli("server", "rebuild", "--no-key-name", "--no-user-data", "vm1")
+    assert json.loads(proxy.last("POST", action).body) == {"rebuild": {
+        "imageRef": cloud.image2_id, "key_name": None, "user_data": None}}
+    wait_for(api, server_id, "ACTIVE")
+    server = admin_show(api, server_id)
+    assert server["image"]["id"] == cloud.image2_id
+    assert server["key_name"] is None
+    assert server["OS-EXT-SRV-ATTR:user_data"] is None
+
+    # --- hard reboot ----------------------------------------------------------------------------
+    # Not --wait: OSC polls every 5 s, and the first poll usually sees HARD_REBOOT.
+    cli("server", "reboot", "--hard", "vm1")
+    sent = proxy.last("POST", action)
+    assert json.loads(sent.body) == {"reboot": {"type": "HARD"}}
+    assert (sent.status, sent.microversion) == (202, OSC_VERSION)
+    assert wait_for(api, server_id, "ACTIVE")["OS-EXT-STS:power_state"] == 1
+
+    # --- new user data: openstacksdk at 2.105 (OSC has no flag) -------------------------------
+    script = tmp_path / "set_user_data.py"
+    script.write_text(SDK_SCRIPT)
+    out = cli.python(script, "vm1", str(files["ud3"][0]), str(files["ud4"][0]))
+    assert out.stdout.strip() == server_id
+    put = proxy.last("PUT", f"/v2.1/servers/{server_id}")
+    assert (put.status, put.microversion) == (200, "2.105")
+    assert json.loads(put.body) == {"server": {"user_data": files["ud3"][1]}}
+    reboot = proxy.last("POST", action)
+    assert (reboot.status, reboot.microversion) == (202, "2.105")
+    assert json.loads(reboot.body) == {"reboot": {"type": "HARD", "user_data": files["ud4"][1]}}
+    wait_for(api, server_id, "ACTIVE")
+    assert admin_show(api, server_id)["OS-EXT-SRV-ATTR:user_data"] == files["ud4"][1]
+    assert user_data_history(api, server_id) == [
+        ("create", sha256(ud1)), ("rebuild", sha256(ud2)), ("rebuild", None),
+        ("update", sha256(ud3)), ("reboot", sha256(ud4))]
+
+    # --- delete ---------------------------------------------------------------------------------
+    cli("server", "delete", "--wait", "vm1")
+    assert proxy.last("DELETE", f"/v2.1/servers/{server_id}").status == 204
+    assert proxy.last("GET", f"/v2.1/servers/{server_id}").status == 404  # --wait's poll
+    assert api.get(f"/v2.1/servers/{server_id}").status_code == 404
+
+    # --- what went over the wire ----------------------------------------------------------------
+    api_calls = [r for r in proxy.requests if r.path.startswith("/v2.1/servers")]
+    assert all(r.headers.get("x-auth-token") == TOKEN for r in api_calls)
+    assert {r.microversion for r in api_calls} == {OSC_VERSION, "2.105"}
+    assert all(r.headers.get("x-openstack-nova-api-version") == r.microversion
+               for r in api_calls)
+    assert identity.token_requests() == []
+    assert len(cli.runs) <= 6
+
+
+def test_server_create_with_key_and_user_data(cli: Cli, api: httpx.Client, cloud: Cloud,
+                                              proxy: osc.RecordingProxy,
+                                              tmp_path: Path) -> None:
+    path, encoded = user_data_file(tmp_path, "ud.dat", b"#cloud-config\nruncmd: [[echo, hi]]\n")
+    try:
+        created = cli.json("server", "create", "--image", cloud.image_id, "--flavor", "1",
+                           "--key-name", "key1", "--user-data", str(path), "--wait", "vm1")
+    finally:
+        sent = proxy.last("POST", "/v2.1/servers")
+        assert sent.microversion == OSC_VERSION
+        body = json.loads(sent.body)["server"]
+        assert (body["imageRef"], body["key_name"], body["user_data"]) == (
+            cloud.image_id, "key1", encoded)
+        assert body["networks"] == "auto"  # no --network: OSC sends "auto" from 2.37 on
+    assert created["status"] == "ACTIVE"
+    assert created["key_name"] == "key1"
+    assert admin_show(api, created["id"])["OS-EXT-SRV-ATTR:user_data"] == encoded
+
+
+@pytest.mark.xfail(strict=True, raises=pytest.fail.Exception, reason=(
+    "GAP: without a catalog OSC resolves --network through the Network API at the compute "
+    "endpoint: GET /v2.1/v2.0/networks/private -> 404, then GET /v2.1/v2.0/networks?name=private "
+    "-> 404 (itemNotFound), and gives up before POST /servers. cloudseed serves no Neutron-style "
+    "network look-up."))
+def test_server_create_on_a_named_network(cli: Cli, api: httpx.Client, cloud: Cloud,
+                                          proxy: osc.RecordingProxy) -> None:
+    created = cli.json("server", "create", "--image", cloud.image_id, "--flavor", "1",
+                       "--network", "private", "--wait", "vm2")
+    body = json.loads(proxy.last("POST", "/v2.1/servers").body)["server"]
+    assert body["networks"] == [{"uuid": cloud.network_id}]
+    assert created["status"] == "ACTIVE"
+    assert list(created["addresses"]) == ["private"]
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "GAP: OSC names the image through the image service; with one admin_token endpoint that is "
+    "GET /v2.1/images/{id} without a microversion, which cloudseed answers in Nova's proxy format"
+    " {'image': {'id', 'name', 'minRam', ...}}. openstacksdk's Image expects Glance's unwrapped "
+    "body ({'id', 'name', 'status': 'active', ...}), finds no name and prints 'None (<id>)'."))
+def test_server_show_names_the_image(cli: Cli, api: httpx.Client, cloud: Cloud,
+                                     proxy: osc.RecordingProxy) -> None:
+    server_id = create_server(api, cloud, version=OSC_VERSION, name="vm3")["id"]
+    wait_for(api, server_id, "ACTIVE")
+    shown = cli.json("server", "show", server_id)
+    assert proxy.last("GET", f"/v2.1/images/{cloud.image_id}").status == 200
+    assert shown["image"] == f"cirros ({cloud.image_id})"
