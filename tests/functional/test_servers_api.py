@@ -78,6 +78,21 @@ class TestCreate:
         server_id = create_server(api, cloud, "2.37", networks="none")["id"]
         assert wait_for(api, server_id, "ACTIVE")["addresses"] == {}
 
+    def test_block_device_mapping_image_to_local_only(self, api, cloud):
+        image_bdm = {"uuid": cloud.image2_id, "boot_index": 0, "source_type": "image",
+                     "destination_type": "local", "delete_on_termination": True}
+        r = api.post("/v2.1/servers", json={"server": {
+            "name": "vm", "flavorRef": "1", "block_device_mapping_v2": [image_bdm]}})
+        assert r.status_code == 202, r.text
+        server = wait_for(api, r.json()["server"]["id"], "ACTIVE")
+        assert server["image"]["id"] == cloud.image2_id
+        volume_bdm = {**image_bdm, "source_type": "volume", "destination_type": "volume"}
+        r = api.post("/v2.1/servers", json={"server": {
+            "name": "vm", "flavorRef": "1", "imageRef": cloud.image_id,
+            "block_device_mapping_v2": [volume_bdm]}})
+        assert r.status_code == 400
+        assert "no volume service" in r.json()["badRequest"]["message"]
+
     def test_build_failure_is_recorded(self, api, cloud, fake_driver):
         fake_driver.fail("spawn", message="no valid host")
         server_id = create_server(api, cloud)["id"]
