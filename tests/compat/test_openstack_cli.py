@@ -20,14 +20,12 @@ import hashlib
 import json
 import shutil
 import subprocess
-import time
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 
+from tests.compat.conftest import TOKEN, Cli
 from tests.support import osc
 
 pytestmark = [
@@ -37,63 +35,6 @@ pytestmark = [
     pytest.mark.parametrize("backend", ["sqlite"], indirect=True),
 ]
 
-TOKEN = "alice:proj"
-RUN_TIMEOUT = 120  # seconds for one `openstack` run; normally 1.5-3 s
-
-
-@pytest.fixture(scope="session")
-def openstack() -> Path:
-    try:
-        return osc.openstack_binary()
-    except osc.OscUnavailable as exc:
-        if osc.required():
-            pytest.fail(f"CLOUDSEED_REQUIRE_DBS=1 but python-openstackclient is unavailable: {exc}")
-        pytest.skip(f"python-openstackclient cannot be installed here: {exc}")
-
-
-@pytest.fixture()
-def identity() -> Iterator[osc.IdentityStub]:
-    with osc.identity_stub() as stub:
-        yield stub
-
-
-@pytest.fixture()
-def proxy(api_url: str) -> Iterator[osc.RecordingProxy]:
-    with osc.recording_proxy(api_url) as recorder:
-        yield recorder
-
-
-class Cli:
-    """Runs ``openstack`` with the clouds.yaml of one test; counts runs and their time."""
-
-    def __init__(self, binary: Path, env: dict[str, str], cwd: Path) -> None:
-        self.binary, self.env, self.cwd = binary, env, cwd
-        self.runs: list[tuple[list[str], float]] = []
-
-    def __call__(self, *args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
-        argv = [str(self.binary), *args]
-        started = time.monotonic()
-        result = subprocess.run(argv, env=self.env, cwd=self.cwd, capture_output=True,
-                                text=True, timeout=RUN_TIMEOUT, check=False)
-        self.runs.append((list(args), time.monotonic() - started))
-        if ok and result.returncode != 0:
-            pytest.fail(f"openstack {' '.join(args)} exited {result.returncode}\n"
-                        f"stdout:\n{result.stdout}\nstderr:\n{result.stderr}")
-        if not ok and result.returncode == 0:
-            pytest.fail(f"openstack {' '.join(args)} unexpectedly succeeded\n{result.stdout}")
-        return result
-
-    def json(self, *args: str) -> Any:
-        return json.loads(self(*args, "-f", "json").stdout)
-
-
-@pytest.fixture()
-def cli(openstack: Path, proxy: osc.RecordingProxy, identity: osc.IdentityStub,
-        tmp_path: Path) -> Cli:
-    config = tmp_path / "osc"
-    config.mkdir()
-    env = osc.cloud_env(config, f"{proxy.url}/v2.1", TOKEN, identity.url)
-    return Cli(openstack, env, tmp_path)
 
 
 def make_public_key(directory: Path) -> tuple[Path, str]:
