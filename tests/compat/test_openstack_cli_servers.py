@@ -11,19 +11,18 @@ What OSC 10.5 / openstacksdk 4.x do against cloudseed (max microversion 2.105):
 * server commands negotiate **2.100**, the SDK's Server maximum (min(2.105, 2.100)); flavor
   look-ups 2.61; image look-ups carry no microversion. ``--os-compute-api-version 2.105`` or
   ``openstack.connect(compute_api_version="2.105")`` forces 2.105.
-* With one ``admin_token`` endpoint and no catalog, the image and network proxies use the
-  compute endpoint too: images are fetched with ``GET /v2.1/images/{id}`` and networks with
-  ``GET /v2.1/v2.0/networks/...``.
-* ``server show``, ``server rebuild`` (``--image``, ``--key-name``/``--no-key-name``,
+* With no catalog, the image and network proxies follow ``image_endpoint_override`` and
+  ``network_endpoint_override``, which point at cloudseed's read-only Glance (``/image``) and
+  Neutron (``/network``) slices: ``GET /image/v2/images/{id}`` names the image in
+  ``server show``; ``GET /network/v2.0/networks/{id}`` then ``?name=`` resolves ``--network``.
+  Without those overrides they would use the compute endpoint and fail.
+* ``server create`` (``--image``, ``--network``, ``--key-name``, ``--user-data``),
+  ``server show``, ``server rebuild`` (``--image``, ``--key-name``/``--no-key-name``,
   ``--user-data``/``--no-user-data``), ``server reboot --hard`` and ``server delete --wait`` work.
 * OSC has no flag to change a server's user data (``server set`` has none). The equivalent is
   openstacksdk at 2.105, as in ``SDK_SCRIPT`` below: ``update_server(server, user_data=...)``
   (``PUT /servers/{id}``), or a hard reboot that carries ``user_data`` (for servers with a
   config drive, where the PUT is refused).
-
-The tests marked xfail(strict) pin gaps in cloudseed, each with the request OSC sends:
-``--network`` (no Network API look-up) and the image name in ``server show`` (Nova-format
-image body where the SDK expects Glance's).
 
 Only SQLite: each ``openstack`` run costs 1.5-3 s of client start-up, and the API's behaviour on
 each backend is covered by tests/functional.
@@ -133,7 +132,7 @@ def test_server_commands(cli: Cli, api: httpx.Client, cloud: Cloud,
     assert shown["id"] == server_id
     assert shown["status"] == "ACTIVE"
     assert shown["key_name"] == "key1"
-    assert shown["image"].endswith(f"({cloud.image_id})")  # the name: see the xfail below
+    assert shown["image"] == f"cirros ({cloud.image_id})"  # named through /image
     assert shown["OS-EXT-SRV-ATTR:user_data"] is None  # alice is no admin, as with Nova
     assert admin_show(api, server_id)["OS-EXT-SRV-ATTR:user_data"] == files["ud1"][1]
     # A name is looked up as an id first (404), then through the detailed list.
@@ -149,8 +148,8 @@ def test_server_commands(cli: Cli, api: httpx.Client, cloud: Cloud,
     assert (sent.status, sent.microversion) == (202, OSC_VERSION)
     assert json.loads(sent.body) == {"rebuild": {
         "imageRef": cloud.image2_id, "key_name": "key2", "user_data": files["ud2"][1]}}
-    # OSC looked the image up through the image service (here: the compute endpoint).
-    assert proxy.last("GET", f"/v2.1/images/{cloud.image2_id}").microversion is None
+    # OSC looked the image up through the image service: cloudseed's Glance slice.
+    assert proxy.last("GET", f"/image/v2/images/{cloud.image2_id}").status == 200
     wait_for(api, server_id, "ACTIVE")
     server = admin_show(api, server_id)
     assert server["image"]["id"] == cloud.image2_id
@@ -228,11 +227,6 @@ def test_server_create_with_key_and_user_data(cli: Cli, api: httpx.Client, cloud
     assert admin_show(api, created["id"])["OS-EXT-SRV-ATTR:user_data"] == encoded
 
 
-@pytest.mark.xfail(strict=True, raises=pytest.fail.Exception, reason=(
-    "GAP: without a catalog OSC resolves --network through the Network API at the compute "
-    "endpoint: GET /v2.1/v2.0/networks/private -> 404, then GET /v2.1/v2.0/networks?name=private "
-    "-> 404 (itemNotFound), and gives up before POST /servers. cloudseed serves no Neutron-style "
-    "network look-up."))
 def test_server_create_on_a_named_network(cli: Cli, api: httpx.Client, cloud: Cloud,
                                           proxy: osc.RecordingProxy) -> None:
     created = cli.json("server", "create", "--image", cloud.image_id, "--flavor", "1",
@@ -243,15 +237,10 @@ def test_server_create_on_a_named_network(cli: Cli, api: httpx.Client, cloud: Cl
     assert list(created["addresses"]) == ["private"]
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "GAP: OSC names the image through the image service; with one admin_token endpoint that is "
-    "GET /v2.1/images/{id} without a microversion, which cloudseed answers in Nova's proxy format"
-    " {'image': {'id', 'name', 'minRam', ...}}. openstacksdk's Image expects Glance's unwrapped "
-    "body ({'id', 'name', 'status': 'active', ...}), finds no name and prints 'None (<id>)'."))
 def test_server_show_names_the_image(cli: Cli, api: httpx.Client, cloud: Cloud,
                                      proxy: osc.RecordingProxy) -> None:
     server_id = create_server(api, cloud, version=OSC_VERSION, name="vm3")["id"]
     wait_for(api, server_id, "ACTIVE")
     shown = cli.json("server", "show", server_id)
-    assert proxy.last("GET", f"/v2.1/images/{cloud.image_id}").status == 200
+    assert proxy.last("GET", f"/image/v2/images/{cloud.image_id}").status == 200
     assert shown["image"] == f"cirros ({cloud.image_id})"

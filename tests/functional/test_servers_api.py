@@ -379,3 +379,24 @@ class TestRecordedDetails:
         listed = api.get(f"/v2.1/servers/detail?changes-since={stamp}").json()["servers"]
         assert [(s["id"], s["status"]) for s in listed] == [(server_id, "DELETED")]
         assert api.get("/v2.1/servers").json()["servers"] == []
+
+
+class TestImageAndNetworkServices:
+    def test_glance_slice(self, api, cloud, api_url):
+        versions = httpx.get(f"{api_url}/image").json()["versions"]  # public, like Glance's
+        assert versions[0]["links"][0]["href"] == f"{api_url}/image/v2/"
+        image = api.get(f"/image/v2/images/{cloud.image_id}").json()
+        assert (image["id"], image["name"], image["status"]) == (cloud.image_id, "cirros",
+                                                                 "active")
+        assert api.get("/image/v2/images/cirros").status_code == 404  # ids only, as Glance
+        named = api.get("/image/v2/images?name=debian").json()["images"]
+        assert [i["id"] for i in named] == [cloud.image2_id]
+        assert httpx.get(f"{api_url}/image/v2/images").status_code == 401
+
+    def test_neutron_slice(self, api, cloud, api_url):
+        assert httpx.get(f"{api_url}/network").json()["versions"][0]["id"] == "v2.0"
+        network = api.get(f"/network/v2.0/networks/{cloud.network_id}").json()["network"]
+        assert (network["name"], network["status"]) == ("private", "ACTIVE")
+        assert api.get("/network/v2.0/networks/private").status_code == 404
+        named = api.get("/network/v2.0/networks?name=private").json()["networks"]
+        assert [n["id"] for n in named] == [cloud.network_id]

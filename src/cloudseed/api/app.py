@@ -30,7 +30,9 @@ from cloudseed.servers.service import Servers
 from cloudseed.settings import Settings
 from cloudseed.types import ASGIApp
 
-PUBLIC_PATHS = frozenset({"/", "/v2.1", "/v2.1/", "/healthz"})
+# Version documents are public, as in Nova, Glance and Neutron: clients discover before auth.
+PUBLIC_PATHS = frozenset({"/", "/v2.1", "/v2.1/", "/healthz", "/image", "/image/",
+                          "/network", "/network/"})
 
 
 @dataclass(frozen=True)
@@ -51,7 +53,9 @@ def create_api_app(settings: Settings, *, api_db: Database | None = None,
                    driver: Driver | None = None) -> ASGIApp:
     """The compute API. ``api_db`` is opened from settings in the lifespan when not given;
     ``driver`` defaults to the one ``[DEFAULT] compute_driver`` names."""
+    from cloudseed.images.glance_api import routes as image_service_routes
     from cloudseed.keypairs.api import routes as keypair_routes
+    from cloudseed.networks.neutron_api import routes as network_service_routes
     from cloudseed.servers.routes import routes as server_routes
 
     @asynccontextmanager
@@ -92,6 +96,8 @@ def create_api_app(settings: Settings, *, api_db: Database | None = None,
         Route("/healthz", healthz, methods=["GET"]),
         *keypair_routes,
         *server_routes,
+        *image_service_routes,
+        *network_service_routes,
     ]
     app = Starlette(routes=routes, lifespan=lifespan, middleware=[auth],
                     exception_handlers={HTTPException: _http_exception,

@@ -1,0 +1,68 @@
+"""A read-only slice of the Networking API v2.0 (Neutron's format) at ``/network``.
+
+The openstack CLI resolves ``server create --network NAME`` through the network service.
+cloudseed has no Neutron; it answers those look-ups from its own network registry. Point
+clients at it with ``network_endpoint_override: http://HOST:8774/network``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from cloudseed.api.app import api_state
+from cloudseed.api.links import base_url
+from cloudseed.api.requests import context_of
+from cloudseed.networks import service
+from cloudseed.networks.models import Network
+
+
+def network_body(network: Network) -> dict[str, Any]:
+    return {"id": network.uuid, "name": network.name, "status": "ACTIVE",
+            "admin_state_up": True, "shared": True, "subnets": [], "mtu": network.mtu,
+            "router:external": False, "tenant_id": "", "project_id": "",
+            "description": f"{network.cidr} (cloudseed)", "tags": []}
+
+
+async def versions(request: Request) -> Response:
+    prefix = api_state(request).settings.api.compute_link_prefix
+    return JSONResponse({"versions": [{"id": "v2.0", "status": "CURRENT", "links": [
+        {"rel": "self", "href": f"{base_url(request, prefix)}/network/v2.0/"}]}]})
+
+
+async def show(request: Request) -> Response:
+    context_of(request)
+    db, ref = api_state(request).api_db, request.path_params["network_id"]
+
+    def run() -> dict[str, Any]:
+        with db.read() as session:
+            network = service.get_network(session, ref)
+            if network.uuid != ref:  # Neutron looks networks up by id only
+                raise service.NetworkNotFound(ref)
+            return network_body(network)
+
+    return JSONResponse({"network": await run_in_threadpool(run)})
+
+
+async def index(request: Request) -> Response:
+    context_of(request)
+    db, name = api_state(request).api_db, request.query_params.get("name")
+
+    def run() -> list[dict[str, Any]]:
+        with db.read() as session:
+            return [network_body(n) for n in service.list_networks(session)
+                    if name is None or n.name == name]
+
+    return JSONResponse({"networks": await run_in_threadpool(run)})
+
+
+routes = [
+    Route("/network", versions, methods=["GET"]),
+    Route("/network/", versions, methods=["GET"]),
+    Route("/network/v2.0/networks", index, methods=["GET"]),
+    Route("/network/v2.0/networks/{network_id}", show, methods=["GET"]),
+]
