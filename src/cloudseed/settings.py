@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import configparser
 import dataclasses
+import ipaddress
 import os
 import types
 import typing
@@ -33,7 +34,7 @@ ENV_PREFIX = "CLOUDSEED_"
 NON_SETTING_ENV = frozenset({"CLOUDSEED_CONFIG", "CLOUDSEED_REQUIRE_DBS"})
 NON_SETTING_ENV_PREFIX = "CLOUDSEED_TEST_"
 # Sections handed to a library as they are; their option names are the library's business.
-PASSTHROUGH_SECTIONS = frozenset({"keystone_authtoken"})
+PASSTHROUGH_SECTIONS = frozenset({"keystone_authtoken", "vendordata_dynamic_auth"})
 
 
 def option(default: Any, help: str, *, choices: tuple[str, ...] = (), minimum: int | None = None,
@@ -89,6 +90,28 @@ class ApiSection:
         "rsa", "Key type generated when a client asks the server to generate a key pair "
         "(microversions below 2.92): 'rsa' (2048 bits, as Nova) or 'ed25519'. cloudseed's own "
         "option.", choices=("rsa", "ed25519"))
+    dhcp_domain: str = option(
+        "novalocal", "Domain appended to the instance hostname in the metadata service and "
+        "config drive ('hostname' in meta_data.json). Empty means none.")
+    vendordata_providers: str = option(
+        "StaticJSON", "Comma-separated vendordata providers, in order: 'StaticJSON' (the file "
+        "vendordata_jsonfile_path) and 'DynamicJSON' (the services in "
+        "vendordata_dynamic_targets).")
+    vendordata_jsonfile_path: str = option(
+        "", "JSON file served as vendor_data.json and as 'static' in vendor_data2.json. "
+        "Empty means {}.")
+    vendordata_dynamic_targets: str = option(
+        "", "Comma-separated 'name@url' entries: the services DynamicJSON POSTs each "
+        "instance's details to; each answer is served under its name in vendor_data2.json.")
+    vendordata_dynamic_ssl_certfile: str = option(
+        "", "CA bundle for verifying https vendordata targets. Empty means the system's.")
+    vendordata_dynamic_connect_timeout: int = option(
+        5, "Seconds to wait for a vendordata target to accept the connection.", minimum=3)
+    vendordata_dynamic_read_timeout: int = option(
+        5, "Seconds to wait for a vendordata target's answer.", minimum=0)
+    vendordata_dynamic_failure_fatal: bool = option(
+        False, "A failing vendordata target fails the instance's build (ERROR with the "
+        "reason). Otherwise its entry is {} and a warning is logged.")
 
 
 @dataclass(frozen=True)
@@ -130,6 +153,65 @@ class OsloMiddlewareSection:
 
 
 @dataclass(frozen=True)
+class NeutronSection:
+    """``[neutron]``: how the metadata service trusts a metadata proxy (Nova's options)."""
+
+    service_metadata_proxy: bool = option(
+        False, "Requests come through a metadata proxy that names the instance in signed "
+        "X-Instance-ID headers (Neutron's metadata agent, or the qemu driver's proxy). "
+        "Otherwise the instance is found by the request's source address.")
+    metadata_proxy_shared_secret: str = option(
+        "", "Secret the proxy signs X-Instance-ID (and X-Metadata-Provider) with: hex "
+        "HMAC-SHA256.", secret=True)
+
+
+@dataclass(frozen=True)
+class MetadataSection:
+    """``[metadata]``: the metadata service's own behaviour (cloudseed's section)."""
+
+    trusted_proxies: str = option(
+        "", "Comma-separated addresses or networks of HTTP proxies in front of the metadata "
+        "service. Only requests from these may name the client in X-Forwarded-For or "
+        "Forwarded; from anyone else those headers are ignored.")
+    require_token: bool = option(
+        False, "Require a session token (PUT /latest/api/token, then "
+        "X-aws-ec2-metadata-token) on every request, on both trees. Per instance, the server "
+        "metadata item metadata_http_tokens=required does the same.")
+    token_secret: str = option(
+        "", "Key that session tokens are signed with. Empty means a random key per start "
+        "(tokens then end with a restart; guests ask for a new one on 401). Set the same "
+        "value on every host behind one address.", secret=True)
+    hop_limit: int = option(
+        0, "IP TTL of the metadata service's responses (EC2's hop limit: 1 keeps answers "
+        "from leaving the first hop). 0 means the system default.", minimum=0)
+    change_poll_interval_ms: int = option(
+        20, "How often each worker looks for changed instances in the cell databases, in "
+        "milliseconds. A change is served by every worker within this time.", minimum=1)
+    cache_size: int = option(
+        100000, "Instances whose rendered documents each worker keeps in memory (least "
+        "recently used ones are dropped).", minimum=1)
+    access_log: bool = option(
+        False, "Log every metadata request. Refused and failed requests are always logged.")
+
+
+@dataclass(frozen=True)
+class LibvirtSection:
+    """``[libvirt]``: disk image injection (Nova's option names)."""
+
+    inject_partition: int = option(
+        -2, "Where to inject into the image: -2 never, -1 find the root filesystem by "
+        "inspection, 0 the whole disk is the filesystem, N partition N.", minimum=-2)
+    inject_key: bool = option(
+        False, "Inject the instance's key into /root/.ssh/authorized_keys.")
+    inject_password: bool = option(
+        False, "Inject the admin password into /etc/shadow.")
+    inject_handlers: str = option(
+        "guestfs,debugfs,loop,nbd", "Comma-separated image handlers tried in order: guestfs "
+        "(libguestfs), debugfs (raw ext2/3/4, rootless), loop (raw, root), nbd (qcow2 and "
+        "others, root). cloudseed's own option.")
+
+
+@dataclass(frozen=True)
 class FakeDriverSection:
     """``[fake_driver]``: the in-memory driver (cloudseed's own section)."""
 
@@ -147,6 +229,9 @@ class Settings:
     database: DatabaseSection = field(default_factory=DatabaseSection)
     oslo_middleware: OsloMiddlewareSection = field(default_factory=OsloMiddlewareSection)
     fake_driver: FakeDriverSection = field(default_factory=FakeDriverSection)
+    neutron: NeutronSection = field(default_factory=NeutronSection)
+    metadata: MetadataSection = field(default_factory=MetadataSection)
+    libvirt: LibvirtSection = field(default_factory=LibvirtSection)
     # [keystone_authtoken] and other pass-through sections, exactly as written.
     passthrough: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     # What was reported while loading (unknown options); logged by whoever starts the service.
@@ -178,7 +263,15 @@ SECTIONS: dict[str, str] = {
     "database": "database",
     "oslo_middleware": "oslo_middleware",
     "fake_driver": "fake_driver",
+    "neutron": "neutron",
+    "metadata": "metadata",
+    "libvirt": "libvirt",
 }
+
+
+def split_list(value: str) -> list[str]:
+    """A comma-separated option value as a list, without empty entries."""
+    return [item.strip() for item in value.split(",") if item.strip()]
 
 
 @dataclass(frozen=True)
@@ -268,7 +361,36 @@ def load_settings(*, config_file: str | os.PathLike[str] | None = None,
 
     hints = typing.get_type_hints(Settings)
     built = {attr: hints[attr](**values) for attr, values in sections.items()}
-    return Settings(**built, passthrough=passthrough, warnings=tuple(warnings))
+    settings = Settings(**built, passthrough=passthrough, warnings=tuple(warnings))
+    _check_lists(settings)
+    return settings
+
+
+def _check_lists(settings: Settings) -> None:
+    """Comma-separated options are checked item by item, so a typo stops start-up."""
+
+    def fail(section: str, name: str, item: str, why: str) -> None:
+        raise ConfigError(f"invalid item {item!r} in [{section}] {name}: {why}")
+
+    for item in split_list(settings.api.vendordata_providers):
+        if item not in ("StaticJSON", "DynamicJSON"):
+            fail("api", "vendordata_providers", item, "must be StaticJSON or DynamicJSON")
+    names: set[str] = set()
+    for item in split_list(settings.api.vendordata_dynamic_targets):
+        name, at, url = item.partition("@")
+        if not at or not name or not url.startswith(("http://", "https://")):
+            fail("api", "vendordata_dynamic_targets", item, "must be name@http(s)://...")
+        if name in names or name == "static":
+            fail("api", "vendordata_dynamic_targets", item, f"the name {name!r} is taken")
+        names.add(name)
+    for item in split_list(settings.metadata.trusted_proxies):
+        try:
+            ipaddress.ip_network(item, strict=False)
+        except ValueError:
+            fail("metadata", "trusted_proxies", item, "not an address or network")
+    for item in split_list(settings.libvirt.inject_handlers):
+        if item not in ("guestfs", "debugfs", "loop", "nbd"):
+            fail("libvirt", "inject_handlers", item, "must be guestfs, debugfs, loop or nbd")
 
 
 def _read_ini(path: Path) -> configparser.RawConfigParser:

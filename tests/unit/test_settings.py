@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from cloudseed.errors import ConfigError
-from cloudseed.settings import all_options, load_settings
+from cloudseed.settings import all_options, load_settings, split_list
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -96,3 +96,25 @@ def test_every_option_is_documented():
     missing = [f"[{o.section}] {o.name}" for o in all_options()
                if f"`{o.name}`" not in doc or f"`{o.env_var}`" not in doc]
     assert missing == []
+
+
+@pytest.mark.parametrize(("env", "message"), [
+    ({"CLOUDSEED_API__VENDORDATA_PROVIDERS": "StaticJSON,Dynamic"}, "StaticJSON or DynamicJSON"),
+    ({"CLOUDSEED_API__VENDORDATA_DYNAMIC_TARGETS": "no-at-sign"}, "name@http"),
+    ({"CLOUDSEED_API__VENDORDATA_DYNAMIC_TARGETS": "a@http://x,a@http://y"}, "is taken"),
+    ({"CLOUDSEED_API__VENDORDATA_DYNAMIC_TARGETS": "static@http://x"}, "is taken"),
+    ({"CLOUDSEED_METADATA__TRUSTED_PROXIES": "10.0.0.1,proxy.example"}, "not an address"),
+    ({"CLOUDSEED_LIBVIRT__INJECT_HANDLERS": "guestfs,magic"}, "must be guestfs"),
+])
+def test_list_options_are_checked_item_by_item(env: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_settings(environ=env)
+
+
+def test_list_options_accept_valid_items() -> None:
+    settings = load_settings(environ={
+        "CLOUDSEED_API__VENDORDATA_DYNAMIC_TARGETS": "cloud-init@http://h/x?a=b@c, t2@https://h",
+        "CLOUDSEED_METADATA__TRUSTED_PROXIES": "10.0.0.1, 192.168.0.0/16, ::1"})
+    assert split_list(settings.api.vendordata_dynamic_targets) == [
+        "cloud-init@http://h/x?a=b@c", "t2@https://h"]
+    assert split_list(settings.metadata.trusted_proxies) == ["10.0.0.1", "192.168.0.0/16", "::1"]

@@ -1,0 +1,47 @@
+"""Regenerate the options tables in docs/configuration.md from the settings registry.
+
+Run ``python tools/options_table.py`` after adding or changing an option;
+tests/unit/test_settings.py fails while an option is missing from the page.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from cloudseed.settings import all_options
+
+PAGE = Path(__file__).resolve().parent.parent / "docs" / "configuration.md"
+
+
+def _default(value: object) -> str:
+    if isinstance(value, bool):
+        return "`true`" if value else "`false`"
+    return f"`{value}`" if value != "" else "(empty)"
+
+
+def tables() -> str:
+    out: list[str] = ["## Options", ""]
+    section = None
+    for opt in all_options():
+        if opt.section != section:
+            if section is not None:
+                out.append("")
+            section = opt.section
+            out += [f"### `[{section}]`", "", "| option | environment | default | meaning |",
+                    "|---|---|---|---|"]
+        meaning = opt.help + (f" One of {', '.join(opt.choices)}." if opt.choices else "")
+        default = "(secret)" if opt.secret and opt.default else _default(opt.default)
+        out.append(f"| `{opt.name}` | `{opt.env_var}` | {default} | {meaning} |")
+    return "\n".join(out) + "\n"
+
+
+def main() -> None:
+    text = PAGE.read_text()
+    new = re.sub(r"## Options\n.*?(?=\n## |\Z)", lambda _: tables(), text, count=1,
+                 flags=re.S)
+    PAGE.write_text(new)
+
+
+if __name__ == "__main__":
+    main()
