@@ -31,6 +31,10 @@ class InvalidInput(CloudseedError):
     pass
 
 
+class Unauthorized(CloudseedError):
+    """The request lacks valid credentials (a metadata session token, for example)."""
+
+
 class Forbidden(CloudseedError):
     pass
 

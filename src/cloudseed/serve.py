@@ -33,17 +33,21 @@ class Listener:
     host: str
     port: int
     factory: Callable[[Settings], ASGIApp]
+    ip_ttl: int = 0  # 0: the system's default
 
 
 def listeners(settings: Settings) -> list[Listener]:
     from cloudseed.api.app import create_api_app
+    from cloudseed.metadata.app import create_metadata_app
 
     d = settings.default
     return [Listener("compute API", d.osapi_compute_listen, d.osapi_compute_listen_port,
-                     create_api_app)]
+                     create_api_app),
+            Listener("metadata service", d.metadata_listen, d.metadata_listen_port,
+                     create_metadata_app, ip_ttl=settings.metadata.hop_limit)]
 
 
-def bind(host: str, port: int) -> socket.socket:
+def bind(host: str, port: int, *, ip_ttl: int = 0) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     # IPPROTO_TCP stated explicitly: asyncio only disables Nagle's algorithm on sockets that say
     # they are TCP, and without that every small response on a kept-alive connection waits
@@ -51,6 +55,13 @@ def bind(host: str, port: int) -> socket.socket:
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if ip_ttl:
+        # EC2's hop limit: accepted connections inherit the listening socket's TTL, so
+        # answers die after ip_ttl hops (1: they never get past the first router).
+        if family == socket.AF_INET6:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_UNICAST_HOPS, ip_ttl)
+        else:
+            sock.setsockopt(socket.IPPROTO_IP, socket.IP_TTL, ip_ttl)
     sock.bind((host, port))
     sock.listen(2048)
     sock.set_inheritable(True)
@@ -100,7 +111,11 @@ def _worker(settings: Settings, bound: list[tuple[Listener, socket.socket]]) -> 
 
 def run(settings: Settings) -> None:
     """Bind, then serve in this process (one worker) or in ``workers`` forked processes."""
-    bound = [(listener, bind(listener.host, listener.port)) for listener in listeners(settings)]
+    from cloudseed.metadata.tokens import with_shared_key
+
+    settings = with_shared_key(settings)  # before forking: every worker checks every token
+    bound = [(listener, bind(listener.host, listener.port, ip_ttl=listener.ip_ttl))
+             for listener in listeners(settings)]
     for listener, sock in bound:
         host, port = sock.getsockname()[:2]
         log.info("%s listening on http://%s:%d", listener.name,

@@ -20,9 +20,27 @@ from cloudseed.settings import Settings
 def running_api(settings: Settings, *, driver: Driver | None = None) -> Iterator[str]:
     """Serve the compute API of ``settings`` (with ``driver``, if given) and yield its base
     URL."""
-    listener = serve.Listener("compute API", "127.0.0.1", 0,
-                              lambda s: create_api_app(s, driver=driver))
-    sock = serve.bind("127.0.0.1", 0)
+    with _running(settings, serve.Listener("compute API", "127.0.0.1", 0,
+                                           lambda s: create_api_app(s, driver=driver)),
+                  "/healthz") as base:
+        yield base
+
+
+@contextmanager
+def running_metadata(settings: Settings) -> Iterator[str]:
+    """Serve the metadata service of ``settings`` on 127.0.0.1 and yield its base URL; tests
+    act as different guests by connecting from other 127.0.0.0/8 source addresses."""
+    from cloudseed.metadata.app import create_metadata_app
+
+    with _running(settings, serve.Listener("metadata service", "127.0.0.1", 0,
+                                           create_metadata_app,
+                                           ip_ttl=settings.metadata.hop_limit), "/") as base:
+        yield base
+
+
+@contextmanager
+def _running(settings: Settings, listener: serve.Listener, ready_path: str) -> Iterator[str]:
+    sock = serve.bind("127.0.0.1", 0, ip_ttl=listener.ip_ttl)
     port = sock.getsockname()[1]
     loop = asyncio.new_event_loop()
     stop = asyncio.Event()
@@ -36,7 +54,7 @@ def running_api(settings: Settings, *, driver: Driver | None = None) -> Iterator
     thread.start()
     base = f"http://127.0.0.1:{port}"
     try:
-        _wait_until_healthy(base, thread)
+        _wait_until_ready(base + ready_path, thread)
         yield base
     finally:
         loop.call_soon_threadsafe(stop.set)
@@ -45,11 +63,11 @@ def running_api(settings: Settings, *, driver: Driver | None = None) -> Iterator
         sock.close()
 
 
-def _wait_until_healthy(base: str, thread: threading.Thread) -> None:
+def _wait_until_ready(url: str, thread: threading.Thread) -> None:
     deadline = time.monotonic() + 15
     while thread.is_alive():
         try:
-            if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
+            if httpx.get(url, timeout=1).status_code == 200:
                 return
         except httpx.TransportError:
             pass

@@ -18,6 +18,7 @@ from cloudseed.errors import (
     InvalidInput,
     NotFound,
     ServiceUnavailable,
+    Unauthorized,
 )
 
 log = logging.getLogger(__name__)
@@ -30,6 +31,7 @@ STATUS_BY_ERROR: tuple[tuple[type[CloudseedError], int], ...] = (
     (edge.RequestTooLarge, 413),
     (edge.UnsupportedMediaType, 415),
     (InvalidInput, 400),
+    (Unauthorized, 401),
     (Forbidden, 403),
     (NotFound, 404),
     (Conflict, 409),

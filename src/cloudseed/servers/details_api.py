@@ -102,3 +102,17 @@ async def bootstrap_history(request: Request) -> Response:
             return history.history(session, record.instance.uuid)
 
     return JSONResponse({"bootstrap_history": await run_in_threadpool(run)})
+
+
+async def password_show(request: Request) -> Response:
+    """``os-server-password``: what the guest posted to the metadata service ('' if none)."""
+    record = await load_owned(request)
+    value = await run_in_threadpool(
+        lambda: servers_of(request).password(record.instance.uuid))
+    return JSONResponse({"password": value})
+
+
+async def password_clear(request: Request) -> Response:
+    record = await load_owned(request)
+    await run_in_threadpool(lambda: servers_of(request).clear_password(record.instance.uuid))
+    return Response(status_code=204)

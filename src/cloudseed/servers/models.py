@@ -175,3 +175,15 @@ class BootstrapChange(CellBase):
     changed_at: Mapped[timestamp] = mapped_column(default=utcnow)
     old_value: Mapped[str | None] = mapped_column(Text, default=None)
     new_value: Mapped[str | None] = mapped_column(Text, default=None)
+
+
+class GuestChange(CellBase):
+    """The change feed: one row per change of what an instance's guest sees, written in the
+    same transaction as the change. Every metadata worker reads it to drop stale documents."""
+
+    __tablename__ = "guest_changes"
+    __table_args__ = MYSQL_TABLE_ARGS
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    instance_uuid: Mapped[str] = mapped_column(String(36))
+    changed_at: Mapped[timestamp] = mapped_column(default=utcnow, index=True)

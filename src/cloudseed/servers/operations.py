@@ -134,7 +134,7 @@ class Operations:
                                                    Instance.deleted == 0).values(**values)
                             .execution_options(synchronize_session=False))
             if pending_user_data is not None:
-                records.bump_generation(session, uuid)
+                records.guest_changed(session, uuid)
             records.set_extra(session, uuid, fault=None)
             actions.finish(session, action_id=action_id, event=event)
 

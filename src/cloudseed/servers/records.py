@@ -20,6 +20,7 @@ from cloudseed.servers import states
 from cloudseed.servers.errors import InstanceInvalidState
 from cloudseed.servers.models import (
     FixedIP,
+    GuestChange,
     Instance,
     InstanceExtra,
     InstanceMetadata,
@@ -125,8 +126,10 @@ def set_extra(session: Session, uuid: str, **documents: Any) -> None:
         setattr(extra, name, None if value is None else json.dumps(value, sort_keys=True))
 
 
-def bump_generation(session: Session, uuid: str) -> None:
-    """Record that what the guest would see has changed."""
+def guest_changed(session: Session, uuid: str) -> None:
+    """Record that what the guest would see has changed: bump the generation and write to the
+    change feed, in the caller's transaction, so every metadata worker drops its copy."""
     session.execute(update(Instance).where(Instance.uuid == uuid)
                     .values(generation=Instance.generation + 1, updated_at=utcnow())
                     .execution_options(synchronize_session=False))
+    session.add(GuestChange(instance_uuid=uuid))

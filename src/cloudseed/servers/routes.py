@@ -30,6 +30,8 @@ def _routes(prefix: str) -> list[Route]:
         Route(f"{one}/os-instance-actions", details_api.actions_index, methods=["GET"]),
         Route(f"{one}/os-instance-actions/{{request_id}}", details_api.actions_show,
               methods=["GET"]),
+        Route(f"{one}/os-server-password", details_api.password_show, methods=["GET"]),
+        Route(f"{one}/os-server-password", details_api.password_clear, methods=["DELETE"]),
         Route(f"{one}/bootstrap-history", details_api.bootstrap_history, methods=["GET"]),
         Route(f"{prefix}/flavors", flavors.index, methods=["GET"]),
         Route(f"{prefix}/flavors/detail", flavors.detail, methods=["GET"]),

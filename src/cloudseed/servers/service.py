@@ -18,6 +18,7 @@ from cloudseed.cells.service import CellDatabases
 from cloudseed.db.base import utcnow
 from cloudseed.db.engines import Database
 from cloudseed.images import service as images
+from cloudseed.metadata import password
 from cloudseed.networks import service as networks
 from cloudseed.servers import actions, history, records, states
 from cloudseed.servers.creation import lookup_keypair
@@ -68,10 +69,11 @@ class Servers:
                                           action="update_user_data", actor=actor,
                                           event="api_update_user_data")
                 actions.finish(session, action_id=action_id, event="api_update_user_data")
-            if hostname is not None or user_data is not UNSET:
-                instance.generation += 1
             instance.updated_at = utcnow()
             session.flush()
+            # The guest sees its name and hostname (meta_data.json) and its user data.
+            if name is not None or hostname is not None or user_data is not UNSET:
+                records.guest_changed(session, uuid)
             return records.load(session, uuid)
 
     def rebuild(self, uuid: str, *, actor: Actor, image_ref: str, name: str | None = None,
@@ -89,8 +91,7 @@ class Servers:
             old_user_data = history.describe_user_data(before.instance.user_data)
             final_state = (states.STOPPED if before.instance.vm_state == states.STOPPED
                            else states.ACTIVE)
-            changes: dict[str, Any] = {"image_ref": image_uuid,
-                                       "generation": Instance.generation + 1}
+            changes: dict[str, Any] = {"image_ref": image_uuid}
             if name is not None:
                 changes["display_name"] = name
             if hostname is not None:
@@ -104,6 +105,7 @@ class Servers:
                 changes["user_data"] = user_data
             records.claim_task(session, uuid, operation="rebuild",
                                task_state=states.REBUILDING, **changes)
+            records.guest_changed(session, uuid)
             if key_name is not UNSET:
                 records.set_extra(session, uuid, keypairs=snapshot)
                 history.record(session, instance_uuid=uuid, field="key_pair", action="rebuild",
@@ -167,9 +169,9 @@ class Servers:
             session.execute(delete(Port).where(Port.instance_uuid == uuid))
             session.execute(update(Instance).where(Instance.uuid == uuid).values(
                 deleted=instance.id, deleted_at=now, terminated_at=now,
-                vm_state=states.DELETED, task_state=None, updated_at=now,
-                generation=Instance.generation + 1).execution_options(
+                vm_state=states.DELETED, task_state=None, updated_at=now).execution_options(
                     synchronize_session=False))
+            records.guest_changed(session, uuid)
             actions.start(session, instance_uuid=uuid, action="delete", actor=actor)
         with self.api_db.write() as session:
             networks.release(session, instance_uuid=uuid)
@@ -187,8 +189,16 @@ class Servers:
                 current = _metadata(session, uuid)
                 current.update(items)
                 _replace_metadata(session, uuid, current)
-            records.bump_generation(session, uuid)
+            records.guest_changed(session, uuid)
             return _metadata(session, uuid)
+
+    def password(self, uuid: str) -> str:
+        with self.cells.for_instance(uuid).read() as session:
+            return password.read(session, uuid)
+
+    def clear_password(self, uuid: str) -> None:
+        with self.cells.for_instance(uuid).write() as session:
+            password.clear(session, uuid)
 
     def delete_metadata_item(self, uuid: str, key: str) -> bool:
         with self.cells.for_instance(uuid).write() as session:
@@ -196,7 +206,7 @@ class Servers:
             result = session.execute(delete(InstanceMetadata).where(
                 InstanceMetadata.instance_uuid == uuid, InstanceMetadata.key == key))
             if result.rowcount:  # type: ignore[attr-defined]
-                records.bump_generation(session, uuid)
+                records.guest_changed(session, uuid)
                 return True
             return False
 

@@ -1,0 +1,307 @@
+"""The metadata service: a plain ASGI app, because it is the hot path of a boot storm.
+
+A request is: parse the path (no IO), identify the caller (a dict lookup once cached), check
+the session token, send bytes rendered at most once per change of the instance. Errors are
+plain text with the status from the one error table (``api/faults.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+
+from cloudseed.api.faults import status_for
+from cloudseed.cells.service import CellDatabases
+from cloudseed.db.engines import Database
+from cloudseed.errors import CloudseedError, InvalidInput
+from cloudseed.metadata import password, render, tree
+from cloudseed.metadata.documents import GuestDocuments
+from cloudseed.metadata.errors import PasswordTooLarge, TokenRefused, TokenRequired, UnknownCaller
+from cloudseed.metadata.facts import GuestFacts
+from cloudseed.metadata.identify import ByInstance, ByProvider, Claim, Identifier
+from cloudseed.metadata.store import GuestStore
+from cloudseed.metadata.tokens import TOKEN_HEADER, TTL_HEADER, Tokens
+from cloudseed.settings import Settings
+from cloudseed.types import Receive, Scope, Send
+from cloudseed.vendordata.service import Vendordata, VendordataRequest
+
+log = logging.getLogger(__name__)
+access_log = logging.getLogger("cloudseed.metadata.access")
+
+TEXT = b"text/plain; charset=utf-8"
+JSON = b"application/json"
+BINARY = b"application/octet-stream"
+REASONS = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
+           405: "Method Not Allowed", 409: "Conflict", 500: "Internal Server Error",
+           503: "Service Unavailable"}
+GET_HEAD = b"GET, HEAD"
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    status: int
+    body: bytes
+    content_type: bytes = TEXT
+    headers: tuple[tuple[bytes, bytes], ...] = ()
+
+
+class MethodNotAllowed(CloudseedError):
+    def __init__(self, allow: bytes) -> None:
+        super().__init__("The method is not allowed for this resource.")
+        self.allow = allow
+
+
+class MetadataApp:
+    def __init__(self, settings: Settings, *, api_db: Database | None = None) -> None:
+        self.settings = settings
+        self.dhcp_domain = settings.api.dhcp_domain
+        self.identifier = Identifier(settings)
+        self.tokens = Tokens(settings.metadata.token_secret)
+        self.require_token = settings.metadata.require_token
+        self.log_every_request = settings.metadata.access_log
+        self._api_db = api_db
+        self._own_db: Database | None = None
+        self.store: GuestStore | None = None
+        self.vendordata: Vendordata | None = None
+        self._vendor_data2_static: bytes | None = None
+
+    # -- ASGI --------------------------------------------------------------------------------
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            await self._http(scope, receive, send)
+        elif scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                try:
+                    await self.startup()
+                except Exception as exc:
+                    log.exception("metadata service failed to start")
+                    await send({"type": "lifespan.startup.failed", "message": str(exc)})
+                    return
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await self.shutdown()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    async def startup(self) -> None:
+        db = self._api_db
+        if db is None:
+            db = self._own_db = Database.connect("api", self.settings.api_database_url)
+        self.vendordata = Vendordata(self.settings)
+        self._vendor_data2_static = self.vendordata.static_only_vendor_data2()
+        self.store = GuestStore(CellDatabases(db), dhcp_domain=self.dhcp_domain,
+                                capacity=self.settings.metadata.cache_size,
+                                poll_interval=self.settings.metadata.change_poll_interval_ms
+                                / 1000)
+        await self.store.start()
+
+    async def shutdown(self) -> None:
+        if self.store is not None:
+            await self.store.stop()
+            self.store.cells.dispose()
+        if self.vendordata is not None:
+            await self.vendordata.aclose()
+        if self._own_db is not None:
+            self._own_db.dispose()
+
+    async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        method = scope["method"]
+        client = scope.get("client")
+        peer = client[0] if client else None
+        try:
+            answer = await self.answer(method, scope["path"], peer, scope["headers"], receive)
+        except CloudseedError as exc:
+            answer = self._refusal(exc, method, scope["path"], peer)
+        except Exception:
+            log.exception("metadata request %s %s from %s failed", method, scope["path"], peer)
+            answer = Answer(500, b"An unknown error has occurred. Please try your request "
+                                 b"again.")
+        else:
+            if self.log_every_request:
+                access_log.info('%s "%s %s" %d %d', peer, method, scope["path"],
+                                answer.status, len(answer.body))
+        headers = [(b"content-type", answer.content_type),
+                   (b"content-length", str(len(answer.body)).encode()), *answer.headers]
+        await send({"type": "http.response.start", "status": answer.status,
+                    "headers": headers})
+        await send({"type": "http.response.body",
+                    "body": b"" if method == "HEAD" else answer.body})
+
+    def _refusal(self, exc: CloudseedError, method: str, path: str, peer: str | None
+                 ) -> Answer:
+        if isinstance(exc, MethodNotAllowed):
+            return Answer(405, exc.message.encode(), headers=((b"allow", exc.allow),))
+        status = status_for(exc)
+        why = getattr(exc, "why", exc.message)
+        access_log.warning('%s "%s %s" %d %s', peer, method, path, status, why)
+        headers = ((b"www-authenticate", b"Token"),) if status == 401 else ()
+        body = f"{status} {REASONS.get(status, '')}\n\n{exc.message}".encode()
+        return Answer(status, body, headers=headers)
+
+    # -- one request -------------------------------------------------------------------------
+
+    async def answer(self, method: str, path: str, peer: str | None,
+                     headers: list[tuple[bytes, bytes]], receive: Receive) -> Answer:
+        target = tree.parse(path)
+        allowed = (b"POST, GET, HEAD" if target is not None and target.kind == tree.PASSWORD
+                   else b"PUT" if target is not None and target.kind == tree.TOKEN
+                   else GET_HEAD)
+        if method.encode() not in allowed.split(b", "):
+            raise MethodNotAllowed(allowed)
+        if target is None:
+            raise UnknownCaller("no such path")
+        if target.kind == tree.EC2_INDEX:
+            return Answer(200, render.EC2_INDEX)
+        claim = self.identifier.claim(peer, headers)
+        guest = await self._guest(claim)
+        if target.kind == tree.TOKEN:
+            return self._issue_token(guest, headers)
+        self._check_token(guest, headers)
+        return await self._document(target, guest, method, receive, claim.address)
+
+    async def _guest(self, claim: Claim) -> GuestDocuments:
+        store = self.store
+        assert store is not None
+        if isinstance(claim, ByInstance):
+            guest = await store.by_uuid(claim.instance_id)
+            if guest is None:
+                raise UnknownCaller(f"no instance {claim.instance_id}")
+            if guest.facts.project_id != claim.tenant_id:
+                raise UnknownCaller(f"tenant {claim.tenant_id} does not own "
+                                    f"{claim.instance_id}")
+            return guest
+        guest = await store.by_address(claim.address)
+        if guest is None:
+            raise UnknownCaller(f"no instance has address {claim.address}")
+        if isinstance(claim, ByProvider) and not any(
+                claim.address in p.addresses and claim.provider == p.network_id
+                for p in guest.facts.ports):
+            raise InvalidInput(f"Expected a single port matching provider {claim.provider} "
+                               f"and IP {claim.address}. Found 0.")
+        return guest
+
+    def _issue_token(self, guest: GuestDocuments, headers: list[tuple[bytes, bytes]]
+                     ) -> Answer:
+        ttl_header = None
+        for name, value in headers:
+            if name == b"x-forwarded-for":
+                raise TokenRefused("Token requests through a proxy are not allowed.")
+            if name == TTL_HEADER:
+                ttl_header = value
+        token, ttl = self.tokens.issue(guest.facts.uuid, ttl_header)
+        return Answer(200, token.encode(), headers=((TTL_HEADER, str(ttl).encode()),))
+
+    def _check_token(self, guest: GuestDocuments, headers: list[tuple[bytes, bytes]]) -> None:
+        for name, value in headers:
+            if name == TOKEN_HEADER:
+                self.tokens.check(guest.facts.uuid, value)
+                return
+        if self.require_token or guest.facts.tokens_required:
+            raise TokenRequired()
+
+    async def _document(self, target: tree.Target, guest: GuestDocuments, method: str,
+                        receive: Receive, address: str | None) -> Answer:
+        facts = guest.facts
+        kind = target.kind
+        if kind == tree.META_DATA:
+            return Answer(200, guest.meta_data(target.version).render(), JSON)
+        if kind == tree.USER_DATA or kind == tree.EC2_USER_DATA:
+            data = render.user_data(facts)
+            if data is None:
+                raise UnknownCaller("no user data")
+            return Answer(200, data, BINARY)
+        if kind == tree.NETWORK_DATA:
+            return Answer(200, guest.network_data(), JSON)
+        if kind == tree.VENDOR_DATA:
+            assert self.vendordata is not None
+            if self.vendordata.vendor_data_json is None:
+                raise UnknownCaller("StaticJSON is not a vendordata provider")
+            return Answer(200, self.vendordata.vendor_data_json, JSON)
+        if kind == tree.VENDOR_DATA2:
+            return Answer(200, await self._vendor_data2(facts), JSON)
+        if kind == tree.OPENSTACK_INDEX:
+            return Answer(200, render.OPENSTACK_INDEX)
+        if kind == tree.OPENSTACK_VERSION:
+            assert self.vendordata is not None
+            return Answer(200, render.openstack_listing(
+                facts, target.version, vendor_data_json=self.vendordata.vendor_data_json
+                is not None))
+        if kind == tree.PASSWORD:
+            if method == "POST":
+                await self._post_password(facts.uuid, receive)
+                return Answer(200, b"")
+            return Answer(200, facts.password.encode())
+        if kind == tree.EC2_INDEX_IDENTIFIED:
+            return Answer(200, render.EC2_INDEX)
+        if kind == tree.EC2_VERSION:
+            return Answer(200, b"meta-data/\nuser-data" if facts.user_data else b"meta-data/")
+        if kind == tree.EC2_META_DATA:
+            return self._ec2(facts, target, address)
+        raise UnknownCaller("nothing at this path")  # content: no network template here
+
+    def _ec2(self, facts: GuestFacts, target: tree.Target, address: str | None) -> Answer:
+        node: object = render.ec2_meta_data(facts, target.version, dhcp_domain=self.dhcp_domain,
+                                         local_ipv4=address)
+        rest = target.rest
+        if rest[:1] == ("public-keys",) and facts.key_name:
+            # EC2 names key 0 "0=<name>" in the listing; its only leaf is openssh-key.
+            if len(rest) == 1:
+                return Answer(200, render.ec2_listing({}, key_name=facts.key_name,
+                                                      public_keys=True))
+            if rest[1] != "0" or len(rest) > 3 or (len(rest) == 3
+                                                     and rest[2] != "openssh-key"):
+                raise UnknownCaller("no such key")
+            if len(rest) == 2:
+                return Answer(200, b"openssh-key")
+            return Answer(200, render.ec2_leaf(facts.key_data))
+        for name in rest:
+            if not isinstance(node, dict) or name not in node:
+                raise UnknownCaller("no such meta-data key")
+            node = node[name]
+        if isinstance(node, dict):
+            return Answer(200, render.ec2_listing(node))
+        return Answer(200, render.ec2_leaf(node))
+
+    async def _vendor_data2(self, facts: GuestFacts) -> bytes:
+        if self._vendor_data2_static is not None:
+            return self._vendor_data2_static
+        assert self.vendordata is not None
+        return await self.vendordata.vendor_data2(vendordata_request(facts))
+
+    async def _post_password(self, uuid: str, receive: Receive) -> None:
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if len(body) > password.MAX_SIZE:
+                raise PasswordTooLarge()
+            if not message.get("more_body"):
+                break
+        store = self.store
+        assert store is not None
+
+        def write() -> None:
+            with store.cells.for_instance(uuid).write() as session:
+                password.store(session, uuid, body.decode("utf-8", "replace"))
+
+        await asyncio.to_thread(write)
+        store.changed(uuid)  # this worker answers from the new value at once
+
+
+def vendordata_request(facts: GuestFacts) -> VendordataRequest:
+    return VendordataRequest(
+        project_id=facts.project_id, instance_id=facts.uuid, image_id=facts.image_ref,
+        user_data=facts.user_data, hostname=facts.hostname, metadata=dict(facts.meta),
+        boot_roles=facts.boot_roles)
+
+
+def create_metadata_app(settings: Settings, *, api_db: Database | None = None) -> MetadataApp:
+    return MetadataApp(settings, api_db=api_db)
+

@@ -1,0 +1,226 @@
+"""The guest's documents, rendered from GuestFacts alone. IO-free.
+
+The metadata service and the config drive builder both call these functions, so the two
+cannot disagree. ``meta_data.json`` carries a fresh ``random_seed`` every time it is served
+(as in Nova); it is rendered once around a marker and the seed is spliced in per response.
+"""
+
+from __future__ import annotations
+
+import base64
+import ipaddress
+import json
+import os
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from cloudseed.metadata import versions as v
+from cloudseed.metadata.facts import GuestFacts
+
+
+def dumps(value: Any) -> bytes:
+    return json.dumps(value, ensure_ascii=False, separators=(", ", ": ")).encode()
+
+
+# Where the seed goes: unguessable, so no user-supplied value can contain it.
+_SEED_MARKER = "seed-" + secrets.token_hex(16)
+_SEED_MARKER_JSON = json.dumps(_SEED_MARKER).encode()
+
+
+@dataclass(frozen=True, slots=True)
+class SeededJSON:
+    """A JSON document with a hole for a random seed; ``suffix`` is None when it has none."""
+
+    prefix: bytes
+    suffix: bytes | None
+
+    def render(self, seed: bytes | None = None) -> bytes:
+        if self.suffix is None:
+            return self.prefix
+        if seed is None:
+            seed = new_seed()
+        return b"".join((self.prefix, b'"', seed, b'"', self.suffix))
+
+
+def new_seed() -> bytes:
+    return base64.b64encode(os.urandom(512))
+
+
+def hostname_with_domain(facts: GuestFacts, dhcp_domain: str) -> str:
+    return f"{facts.hostname}.{dhcp_domain}" if dhcp_domain else facts.hostname
+
+
+def meta_data(facts: GuestFacts, version: str, *, dhcp_domain: str,
+              extra: Mapping[str, Any] | None = None,
+              files: list[dict[str, str]] | None = None) -> SeededJSON:
+    """``meta_data.json`` for one OpenStack version, fields in Nova's order.
+
+    ``extra`` (``admin_pass``) and ``files`` exist only on config drives.
+    """
+    doc: dict[str, Any] = {"uuid": facts.uuid}
+    if facts.meta:
+        doc["meta"] = dict(facts.meta)
+    if files:
+        doc["files"] = files
+    for key, value in (extra or {}).items():
+        doc.setdefault(key, value)
+    if facts.key_name and facts.keys:
+        doc["public_keys"] = {facts.keys[0].name: facts.keys[0].public_key}
+        doc["keys"] = [{"name": k.name, "type": k.type, "data": k.public_key}
+                       for k in facts.keys]
+    doc["hostname"] = hostname_with_domain(facts, dhcp_domain)
+    doc["name"] = facts.name
+    doc["launch_index"] = facts.launch_index
+    doc["availability_zone"] = facts.availability_zone
+    if v.at_least(version, v.GRIZZLY):
+        doc["random_seed"] = _SEED_MARKER
+    if v.at_least(version, v.LIBERTY):
+        doc["project_id"] = facts.project_id
+    if v.at_least(version, v.NEWTON_ONE):
+        # No device role tagging in cloudseed: no tagged devices to describe.
+        doc["devices"] = []
+    if v.at_least(version, v.VICTORIA):
+        doc["dedicated_cpus"] = []
+    body = dumps(doc)
+    prefix, marker, suffix = body.partition(_SEED_MARKER_JSON)
+    return SeededJSON(prefix, suffix if marker else None)
+
+
+def meta_data_variant(version: str) -> str:
+    """Versions whose meta_data.json is the same share one rendering: the version that
+    introduced the last field present."""
+    variant = v.FOLSOM
+    for step in (v.GRIZZLY, v.LIBERTY, v.NEWTON_ONE, v.VICTORIA):
+        if v.at_least(version, step):
+            variant = step
+    return variant
+
+
+def network_data(facts: GuestFacts) -> bytes:
+    """``network_data.json``: links with the ports' real MACs, one network per port (the first
+    IPv4 and first IPv6 address, as Nova), DNS services de-duplicated."""
+    if not facts.ports:
+        return b"{}"
+    links: list[dict[str, Any]] = []
+    networks: list[dict[str, Any]] = []
+    services: list[dict[str, str]] = []
+    for port in facts.ports:
+        link_id = "tap" + port.port_id[:11]
+        links.append({"id": link_id, "vif_id": port.port_id, "type": "phy", "mtu": port.mtu,
+                      "ethernet_mac_address": port.mac})
+        for address in _first_of_each_family(port.addresses):
+            net = ipaddress.ip_network(port.cidr, strict=False)
+            if net.version != ipaddress.ip_address(address).version:
+                continue
+            default = "0.0.0.0" if net.version == 4 else "::"
+            routes = ([{"network": default, "netmask": default, "gateway": port.gateway}]
+                      if port.gateway else [])
+            networks.append({
+                "id": f"network{len(networks)}", "type": f"ipv{net.version}",
+                "link": link_id, "ip_address": address, "netmask": str(net.netmask),
+                "routes": routes, "network_id": port.network_id,
+                "services": [{"type": "dns", "address": d} for d in port.dns]})
+        for server in port.dns:
+            entry = {"type": "dns", "address": server}
+            if entry not in services:
+                services.append(entry)
+    return dumps({"links": links, "networks": networks, "services": services})
+
+
+def _first_of_each_family(addresses: tuple[str, ...]) -> list[str]:
+    seen: dict[int, str] = {}
+    for address in addresses:
+        seen.setdefault(ipaddress.ip_address(address).version, address)
+    return list(seen.values())
+
+
+def first_ipv4(facts: GuestFacts) -> str | None:
+    for port in facts.ports:
+        for address in port.addresses:
+            if ipaddress.ip_address(address).version == 4:
+                return address
+    return None
+
+
+def ec2_meta_data(facts: GuestFacts, version: str, *, dhcp_domain: str,
+                  local_ipv4: str | None) -> dict[str, Any]:
+    """The EC2 ``meta-data`` tree as nested dicts (leaves are str, int or list of str)."""
+    hostname = hostname_with_domain(facts, dhcp_domain)
+    data: dict[str, Any] = {
+        "ami-id": f"ami-{int(facts.image_ref.replace('-', '')[:8] or '0', 16):08x}",
+        "ami-launch-index": facts.launch_index,
+        "ami-manifest-path": "FIXME",
+        "instance-id": f"i-{facts.ec2_number:08x}",
+        "hostname": hostname,
+        "local-ipv4": first_ipv4(facts) or local_ipv4,
+        "reservation-id": facts.reservation_id,
+        "security-groups": [],
+    }
+    if facts.key_name:
+        data["public-keys"] = {"0": {"openssh-key": facts.key_data or ""}}
+    if v.at_least(version, "2007-01-19"):
+        data["local-hostname"] = hostname
+        data["public-hostname"] = hostname
+        data["public-ipv4"] = ""
+    if v.at_least(version, "2007-08-29"):
+        data["instance-type"] = facts.flavor_name
+    if v.at_least(version, "2007-12-15"):
+        data["block-device-mapping"] = {"ami": "vda", "root": "/dev/vda"}
+    if v.at_least(version, "2008-02-01"):
+        data["placement"] = {"availability-zone": facts.availability_zone}
+    if v.at_least(version, "2008-09-01"):
+        data["instance-action"] = "none"
+    return data
+
+
+def ec2_listing(node: dict[str, Any], *, key_name: str | None = None,
+                public_keys: bool = False) -> bytes:
+    """A directory of the EC2 tree: sorted names, sub-directories with a trailing ``/``;
+    the ``public-keys`` directory lists ``0=<key name>`` as EC2 does."""
+    if public_keys:
+        return f"0={key_name}".encode()
+    return "\n".join(f"{k}/" if isinstance(node[k], dict) else k
+                     for k in sorted(node)).encode()
+
+
+def ec2_leaf(value: Any) -> bytes:
+    if value is None:
+        return b""
+    if isinstance(value, list):
+        return "\n".join(str(x) for x in value).encode()
+    return str(value).encode()
+
+
+def ec2_meta_data_json(facts: GuestFacts, version: str, *, dhcp_domain: str) -> bytes:
+    """``ec2/<version>/meta-data.json`` on a config drive: the tree as JSON, without Nova's
+    leftover ``_name`` key."""
+    return dumps(ec2_meta_data(facts, version, dhcp_domain=dhcp_domain, local_ipv4=None))
+
+
+def openstack_listing(facts: GuestFacts, version: str, *, vendor_data_json: bool) -> bytes:
+    """``/openstack/<version>``: the files that version serves for this guest (only those that
+    exist: Nova also lists vendor_data.json when it would 404)."""
+    names = ["meta_data.json"]
+    if facts.user_data:
+        names.append("user_data")
+    if v.at_least(version, v.GRIZZLY):
+        names.append("password")
+    if v.at_least(version, v.HAVANA) and vendor_data_json:
+        names.append("vendor_data.json")
+    if v.at_least(version, v.LIBERTY):
+        names.append("network_data.json")
+    if v.at_least(version, v.NEWTON_TWO):
+        names.append("vendor_data2.json")
+    return "\n".join(names).encode()
+
+
+OPENSTACK_INDEX = "\n".join((*v.OPENSTACK_VERSIONS, "latest")).encode()
+EC2_INDEX = "\n".join((*v.EC2_VERSIONS, "latest")).encode()
+
+
+def user_data(facts: GuestFacts) -> bytes | None:
+    if not facts.user_data:
+        return None
+    return base64.b64decode(facts.user_data)

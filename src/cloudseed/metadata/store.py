@@ -1,0 +1,230 @@
+"""Guests' documents held in memory, found by address or instance id, and dropped the moment
+the instance changes, in every worker.
+
+Changes reach every worker through the cells' change feed (``guest_changes``, written in the
+same transaction as the change): each worker polls it every ``change_poll_interval_ms``. Rows
+can commit out of id order (concurrent writers on PostgreSQL and MariaDB), so ids skipped
+over are watched for a while in case they commit late. A change read while the same instance
+is being loaded makes that load's result uncacheable, so an old copy never outlives a change.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from sqlalchemy import delete, func, or_, select
+
+from cloudseed.cells.service import CellDatabases, InstanceNotFound
+from cloudseed.db.base import utcnow
+from cloudseed.db.engines import Database
+from cloudseed.metadata.documents import GuestDocuments
+from cloudseed.metadata.facts import facts_from_record
+from cloudseed.servers import records
+from cloudseed.servers.models import FixedIP, GuestChange
+
+log = logging.getLogger(__name__)
+
+GAP_PATIENCE = 10.0  # seconds a skipped change id is watched for
+FEED_RETENTION = dt.timedelta(minutes=10)
+PRUNE_EVERY = 60.0
+
+
+@dataclass
+class _Feed:
+    cursor: int
+    gaps: dict[int, float] = field(default_factory=dict)  # id -> give up at
+
+
+class GuestStore:
+    def __init__(self, cells: CellDatabases, *, dhcp_domain: str, capacity: int,
+                 poll_interval: float) -> None:
+        self.cells = cells
+        self.dhcp_domain = dhcp_domain
+        self.capacity = capacity
+        self.poll_interval = poll_interval
+        self._guests: OrderedDict[str, GuestDocuments] = OrderedDict()
+        self._by_address: dict[str, str] = {}
+        self._loading: dict[str, asyncio.Future[GuestDocuments | None]] = {}
+        self._changes = 0  # changes applied so far
+        self._changed_at: dict[str, int] = {}  # uuid -> self._changes when last changed
+        self._feeds: dict[str, _Feed] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    # -- lookups (the hot path: a dict hit, no IO) -------------------------------------------
+
+    async def by_address(self, address: str) -> GuestDocuments | None:
+        uuid = self._by_address.get(address)
+        if uuid is not None:
+            guest = self._guests.get(uuid)
+            if guest is not None:
+                return guest
+        return await self._load(("address", address), self._load_by_address, address)
+
+    async def by_uuid(self, uuid: str) -> GuestDocuments | None:
+        guest = self._guests.get(uuid)
+        if guest is not None:
+            return guest
+        return await self._load(("uuid", uuid), self._load_by_uuid, uuid)
+
+    def __len__(self) -> int:
+        return len(self._guests)
+
+    # -- loading -----------------------------------------------------------------------------
+
+    async def _load(self, key: tuple[str, str],
+                    loader: Callable[[str], GuestDocuments | None], arg: str
+                    ) -> GuestDocuments | None:
+        flight_key = "/".join(key)
+        pending = self._loading.get(flight_key)
+        if pending is not None:  # someone is already loading it: share their answer
+            return await asyncio.shield(pending)
+        future: asyncio.Future[GuestDocuments | None] = (
+            asyncio.get_running_loop().create_future())
+        self._loading[flight_key] = future
+        started = self._changes
+        try:
+            guest = await asyncio.to_thread(loader, arg)
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()  # retrieved: waiters get it, nobody logs "never retrieved"
+            raise
+        finally:
+            del self._loading[flight_key]
+        if guest is not None and self._changed_at.get(guest.facts.uuid, -1) < started:
+            self._remember(guest)
+        future.set_result(guest)
+        if not self._loading:
+            self._changed_at.clear()
+        return guest
+
+    def _remember(self, guest: GuestDocuments) -> None:
+        uuid = guest.facts.uuid
+        self._forget(uuid)
+        self._guests[uuid] = guest
+        for address in guest.facts.addresses:
+            self._by_address[address] = uuid
+        while len(self._guests) > self.capacity:
+            self._forget(next(iter(self._guests)))
+
+    def _forget(self, uuid: str) -> None:
+        guest = self._guests.pop(uuid, None)
+        if guest is not None:
+            for address in guest.facts.addresses:
+                if self._by_address.get(address) == uuid:
+                    del self._by_address[address]
+
+    def _load_by_address(self, address: str) -> GuestDocuments | None:
+        for cell in self.cells.all_cells():
+            with cell.read() as session:
+                uuid = session.scalar(select(FixedIP.instance_uuid)
+                                      .where(FixedIP.address == address))
+                if uuid is None:
+                    continue
+                try:
+                    record = records.load(session, uuid)
+                except InstanceNotFound:
+                    return None
+                return GuestDocuments(facts_from_record(record), self.dhcp_domain)
+        return None
+
+    def _load_by_uuid(self, uuid: str) -> GuestDocuments | None:
+        try:
+            cell = self.cells.for_instance(uuid)
+            with cell.read() as session:
+                record = records.load(session, uuid)
+        except InstanceNotFound:
+            return None
+        return GuestDocuments(facts_from_record(record), self.dhcp_domain)
+
+    # -- the change feed ---------------------------------------------------------------------
+
+    def changed(self, uuid: str) -> None:
+        """Drop ``uuid``'s documents (a change was read from the feed)."""
+        self._changes += 1
+        if self._loading:
+            self._changed_at[uuid] = self._changes
+        self._forget(uuid)
+
+    async def start(self) -> None:
+        await asyncio.to_thread(self._start_feeds)
+        self._task = asyncio.create_task(self._follow())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    def _start_feeds(self) -> None:
+        for cell in self.cells.all_cells():
+            if cell.name not in self._feeds:
+                with cell.read() as session:
+                    top = session.scalar(select(func.max(GuestChange.id))) or 0
+                self._feeds[cell.name] = _Feed(cursor=top)
+
+    async def _follow(self) -> None:
+        last_prune = last_cells = time.monotonic()
+        while True:
+            await asyncio.sleep(self.poll_interval)
+            try:
+                now = time.monotonic()
+                if now - last_cells > 10:
+                    await asyncio.to_thread(self._start_feeds)  # cells added since
+                    last_cells = now
+                changed = await asyncio.to_thread(self.poll_once)
+                for uuid in changed:
+                    self.changed(uuid)
+                if now - last_prune > PRUNE_EVERY:
+                    await asyncio.to_thread(self._prune)
+                    last_prune = now
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                # A database that is briefly away must not end the feed: drop everything,
+                # since changes may be missed, and keep polling.
+                log.exception("reading the change feed failed; dropping cached documents")
+                self._guests.clear()
+                self._by_address.clear()
+                await asyncio.sleep(1)
+
+    def poll_once(self) -> list[str]:
+        """Read new feed rows from every cell; return the changed instances."""
+        changed: list[str] = []
+        for cell in self.cells.all_cells():
+            feed = self._feeds.get(cell.name)
+            if feed is not None:
+                changed += self._poll_cell(cell, feed)
+        return changed
+
+    @staticmethod
+    def _poll_cell(cell: Database, feed: _Feed) -> list[str]:
+        now = time.monotonic()
+        feed.gaps = {i: t for i, t in feed.gaps.items() if t > now}
+        condition = GuestChange.id > feed.cursor
+        if feed.gaps:
+            condition = or_(condition, GuestChange.id.in_(list(feed.gaps)))
+        with cell.read() as session:
+            rows = session.execute(select(GuestChange.id, GuestChange.instance_uuid)
+                                   .where(condition).order_by(GuestChange.id)).all()
+        for change_id, _ in rows:
+            feed.gaps.pop(change_id, None)
+            if change_id > feed.cursor:
+                for missing in range(feed.cursor + 1, change_id):
+                    feed.gaps[missing] = now + GAP_PATIENCE
+                feed.cursor = change_id
+        return [uuid for _, uuid in rows]
+
+    def _prune(self) -> None:
+        cutoff = utcnow() - FEED_RETENTION
+        for cell in self.cells.all_cells():
+            with cell.write() as session:
+                session.execute(delete(GuestChange).where(GuestChange.changed_at < cutoff))
+
+

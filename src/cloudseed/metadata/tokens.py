@@ -1,0 +1,64 @@
+"""Session tokens (EC2's IMDSv2): ``PUT /latest/api/token`` gives a token bound to the calling
+instance for 1-21600 seconds; later requests prove they came from a process that could PUT.
+
+Tokens are stateless (expiry + HMAC of instance and expiry under the workers' shared key), so
+every worker checks every token and nothing is stored. A PUT that carries X-Forwarded-For is
+refused: an open proxy in the guest could otherwise fetch tokens on someone's behalf.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import hmac
+import secrets
+import time
+
+from cloudseed.errors import InvalidInput
+from cloudseed.metadata.errors import TokenRequired
+from cloudseed.settings import Settings
+
+MAX_TTL = 21600
+TTL_HEADER = b"x-aws-ec2-metadata-token-ttl-seconds"
+TOKEN_HEADER = b"x-aws-ec2-metadata-token"
+
+
+class Tokens:
+    def __init__(self, secret: str) -> None:
+        # serve.run() fills in a shared key before forking; a random one here only serves a
+        # single embedded app (tests).
+        self._key = secret.encode() if secret else secrets.token_bytes(32)
+
+    def issue(self, instance_uuid: str, ttl_header: bytes | None) -> tuple[str, int]:
+        try:
+            ttl = int(ttl_header or b"")
+        except ValueError:
+            ttl = 0
+        if not 1 <= ttl <= MAX_TTL:
+            raise InvalidInput(f"{TTL_HEADER.decode()} must be between 1 and {MAX_TTL}.")
+        expires = int(time.time()) + ttl
+        return f"v1.{expires}.{self._mac(instance_uuid, expires)}", ttl
+
+    def check(self, instance_uuid: str, token: bytes) -> None:
+        try:
+            version, expires_text, mac = token.decode("ascii").split(".")
+            expires = int(expires_text)
+        except (UnicodeDecodeError, ValueError):
+            raise TokenRequired("The session token is not valid.") from None
+        if version != "v1" or expires < time.time():
+            raise TokenRequired("The session token has expired or is not valid.")
+        if not hmac.compare_digest(mac, self._mac(instance_uuid, expires)):
+            raise TokenRequired("The session token is not valid.")
+
+    def _mac(self, instance_uuid: str, expires: int) -> str:
+        return hmac.new(self._key, f"{instance_uuid}.{expires}".encode(),
+                        hashlib.sha256).hexdigest()[:40]
+
+
+def with_shared_key(settings: Settings) -> Settings:
+    """``settings`` with a token key every worker shares: the configured one, or one made now
+    (call before forking workers)."""
+    if settings.metadata.token_secret:
+        return settings
+    metadata = dataclasses.replace(settings.metadata, token_secret=secrets.token_hex(32))
+    return dataclasses.replace(settings, metadata=metadata)

@@ -1,0 +1,91 @@
+"""Which document a request path names. IO-free.
+
+Paths are normalised as Nova does (``posixpath.normpath``: ``//``, ``.``, ``..`` and a trailing
+slash collapse). The first segment picks the tree: ``openstack``, ``ec2``, or anything else as
+an EC2 version (``/latest/meta-data`` is ``/ec2/latest/meta-data``).
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from dataclasses import dataclass
+
+from cloudseed.metadata import versions as v
+
+_CONTENT_NAME = re.compile(r"^[0-9]{4}$")
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    kind: str  # see the constants below
+    version: str = ""
+    rest: tuple[str, ...] = ()
+
+
+EC2_INDEX = "ec2-index"  # "/": answered without asking who is calling, as Nova
+EC2_INDEX_IDENTIFIED = "ec2-index-identified"  # "/ec2"
+EC2_VERSION = "ec2-version"
+EC2_USER_DATA = "ec2-user-data"
+EC2_META_DATA = "ec2-meta-data"
+TOKEN = "token"
+OPENSTACK_INDEX = "openstack-index"
+OPENSTACK_VERSION = "openstack-version"
+META_DATA = "meta_data.json"
+USER_DATA = "user_data"
+PASSWORD = "password"
+VENDOR_DATA = "vendor_data.json"
+VENDOR_DATA2 = "vendor_data2.json"
+NETWORK_DATA = "network_data.json"
+CONTENT = "content"
+
+_OPENSTACK_FILES = {META_DATA: v.FOLSOM, USER_DATA: v.FOLSOM, PASSWORD: v.GRIZZLY,
+                    VENDOR_DATA: v.HAVANA, NETWORK_DATA: v.LIBERTY, VENDOR_DATA2: v.NEWTON_TWO}
+
+
+def parse(path: str) -> Target | None:
+    """The target of ``path``, or None for a path that names nothing (404)."""
+    parts = [p for p in posixpath.normpath("/" + path).split("/") if p]
+    if not parts:
+        return Target(EC2_INDEX)
+    if parts[0] == "openstack":
+        return _openstack(parts[1:])
+    if parts[0] == "ec2":
+        parts = parts[1:]
+        if not parts:
+            return Target(EC2_INDEX_IDENTIFIED)
+    return _ec2(parts)
+
+
+def _openstack(parts: list[str]) -> Target | None:
+    if not parts:
+        return Target(OPENSTACK_INDEX)
+    if parts[0] == "content":
+        if len(parts) == 2 and _CONTENT_NAME.match(parts[1]):
+            return Target(CONTENT, rest=(parts[1],))
+        return None
+    version = v.openstack_version(parts[0])
+    if version is None:
+        return None
+    if len(parts) == 1 or parts[1:] == ["version"]:
+        return Target(OPENSTACK_VERSION, version)
+    if len(parts) == 2 and parts[1] in _OPENSTACK_FILES:
+        if not v.at_least(version, _OPENSTACK_FILES[parts[1]]):
+            return None
+        return Target(parts[1], version)
+    return None
+
+
+def _ec2(parts: list[str]) -> Target | None:
+    if parts[:3] == ["latest", "api", "token"] and len(parts) == 3:
+        return Target(TOKEN)
+    version = v.ec2_version(parts[0])
+    if version is None:
+        return None
+    if len(parts) == 1:
+        return Target(EC2_VERSION, version)
+    if parts[1] == "user-data" and len(parts) == 2:
+        return Target(EC2_USER_DATA, version)
+    if parts[1] == "meta-data":
+        return Target(EC2_META_DATA, version, tuple(parts[2:]))
+    return None

@@ -1,0 +1,459 @@
+"""The metadata service over real HTTP, on every database backend.
+
+Guests are simulated by connecting from other loopback addresses: instances get fixed IPs on
+a 127.0.0.0/24 network, and a client bound to an instance's address is that instance as far
+as the service can tell. Proxy and token modes run their own servers.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from cloudseed.db.engines import Database
+from cloudseed.metadata.identify import sign
+from cloudseed.networks import service as networks
+from cloudseed.settings import Settings
+from tests.support.cloud import Cloud, b64, create_server, make_cloud, mv, wait_for
+from tests.support.server import running_metadata
+
+pytestmark = pytest.mark.databases
+
+SECRET = "proxy-secret"
+OPENSTACK_VERSIONS = ["2012-08-10", "2013-04-04", "2013-10-17", "2015-10-15", "2016-06-30",
+                      "2016-10-06", "2017-02-22", "2018-08-27", "2020-10-14", "2025-04-04"]
+
+
+@dataclasses.dataclass
+class Guest:
+    id: str
+    address: str
+    mac: str
+    project_id: str = "proj"
+
+    def client(self, base: str) -> httpx.Client:
+        return httpx.Client(base_url=base, timeout=10,
+                            transport=httpx.HTTPTransport(local_address=self.address))
+
+
+def with_options(settings: Settings, section: str, **values: Any) -> Settings:
+    return dataclasses.replace(settings, **{
+        section: dataclasses.replace(getattr(settings, section), **values)})
+
+
+@pytest.fixture(scope="module")
+def metadata_url(migrated_settings: Settings) -> Iterator[str]:
+    settings = with_options(migrated_settings, "metadata", trusted_proxies="127.0.0.250")
+    with running_metadata(settings) as url:
+        yield url
+
+
+MetadataServer = Callable[..., AbstractContextManager[str]]
+
+
+@pytest.fixture()
+def metadata_server(migrated_settings: Settings) -> MetadataServer:
+    """Start another metadata service with some options changed: ``(section, {name: v})``."""
+
+    def start(*changes: tuple[str, dict[str, Any]]) -> AbstractContextManager[str]:
+        settings = migrated_settings
+        for section, values in changes:
+            settings = with_options(settings, section, **values)
+        return running_metadata(settings)
+
+    return start
+
+
+@pytest.fixture()
+def cloud(api: httpx.Client, api_db: Database, tmp_path: Path) -> Cloud:
+    made = make_cloud(api, api_db, tmp_path)
+    with api_db.write() as session:
+        net = networks.add_network(session, name="loop", cidr="127.0.0.0/24",
+                                   gateway="127.0.0.1")
+        made.network_id = net.uuid
+    return made
+
+
+def boot(api: httpx.Client, cloud: Cloud, **fields: Any) -> Guest:
+    fields.setdefault("networks", [{"uuid": cloud.network_id}])
+    server = create_server(api, cloud, "2.37", **fields)
+    server = wait_for(api, server["id"], "ACTIVE", version="2.37")
+    (port,) = server["addresses"]["loop"]
+    return Guest(server["id"], port["addr"], port["OS-EXT-IPS-MAC:mac_addr"])
+
+
+def eventually(check: Callable[[], bool], timeout: float = 5) -> float:
+    """Wait until ``check()`` holds; return how long it took."""
+    start = time.monotonic()
+    while not check():
+        if time.monotonic() - start > timeout:
+            raise AssertionError("condition not met in time")
+        time.sleep(0.005)
+    return time.monotonic() - start
+
+
+# -- the OpenStack tree -------------------------------------------------------------------
+
+
+def test_openstack_tree(api: httpx.Client, cloud: Cloud, metadata_url: str) -> None:
+    guest = boot(api, cloud, key_name="key1", user_data=b64("#!/bin/sh\necho hi\n"),
+                 metadata={"role": "web"}, availability_zone="nova")
+    with guest.client(metadata_url) as md:
+        r = md.get("/openstack")
+        assert r.status_code == 200
+        assert r.text.splitlines() == [*OPENSTACK_VERSIONS, "latest"]
+        assert r.headers["content-type"].startswith("text/plain")
+        listing = md.get("/openstack/2018-08-27").text.splitlines()
+        assert listing == ["meta_data.json", "user_data", "password", "vendor_data.json",
+                           "network_data.json", "vendor_data2.json"]
+        assert md.get("/openstack/2012-08-10/").text.splitlines() == ["meta_data.json",
+                                                                       "user_data"]
+        r = md.get("/openstack/latest/meta_data.json")
+        assert r.headers["content-type"] == "application/json"
+        meta = r.json()
+        assert list(meta) == ["uuid", "meta", "public_keys", "keys", "hostname", "name",
+                              "launch_index", "availability_zone", "random_seed",
+                              "project_id", "devices", "dedicated_cpus"]
+        assert meta["uuid"] == guest.id
+        assert meta["meta"] == {"role": "web"}
+        assert meta["public_keys"] == {"key1": cloud.key1}
+        assert meta["keys"] == [{"name": "key1", "type": "ssh", "data": cloud.key1}]
+        assert meta["hostname"] == "vm.novalocal"
+        assert meta["availability_zone"] == "nova"
+        assert meta["project_id"] == "proj"
+        assert len(base64.b64decode(meta["random_seed"])) == 512
+        again = md.get("/openstack/latest/meta_data.json").json()
+        assert again["random_seed"] != meta["random_seed"]  # fresh per request, as Nova
+        old = md.get("/openstack/2012-08-10/meta_data.json").json()
+        assert "random_seed" not in old and "project_id" not in old
+        assert "devices" not in md.get("/openstack/2015-10-15/meta_data.json").json()
+        r = md.get("/openstack/2018-08-27/user_data")
+        assert r.content == b"#!/bin/sh\necho hi\n"
+        network = md.get("/openstack/latest/network_data.json")
+        assert network.headers["content-type"] == "application/json"
+        (link,) = network.json()["links"]
+        assert link["ethernet_mac_address"] == guest.mac
+        (net,) = network.json()["networks"]
+        assert net["ip_address"] == guest.address and net["type"] == "ipv4"
+        assert net["routes"] == [{"network": "0.0.0.0", "netmask": "0.0.0.0",
+                                  "gateway": "127.0.0.1"}]
+        assert md.get("/openstack/latest/vendor_data.json").json() == {}
+        assert md.get("/openstack/latest/vendor_data2.json").json() == {"static": {}}
+
+
+def test_missing_things_are_404(api: httpx.Client, cloud: Cloud, metadata_url: str) -> None:
+    guest = boot(api, cloud)
+    with guest.client(metadata_url) as md:
+        assert md.get("/openstack/latest/user_data").status_code == 404
+        assert md.get("/2009-04-04/user-data").status_code == 404
+        assert "user_data" not in md.get("/openstack/latest").text.splitlines()
+        for path in ("/openstack/2011-01-01/meta_data.json", "/openstack/latest/nothing",
+                     "/openstack/2012-08-10/password", "/openstack/2013-04-04/vendor_data.json",
+                     "/openstack/latest/content", "/openstack/content",
+                     "/openstack/content/0000", "/2010-01-01/meta-data/",
+                     "/latest/meta-data/nothing", "/latest/nothing", "/nothing"):
+            assert md.get(path).status_code == 404, path
+        meta = md.get("/openstack/latest/meta_data.json").json()
+        assert "public_keys" not in meta and "keys" not in meta and "meta" not in meta
+
+
+def test_paths_normalise_as_nova(api: httpx.Client, cloud: Cloud, metadata_url: str) -> None:
+    guest = boot(api, cloud)
+    with guest.client(metadata_url) as md:
+        for path in ("/openstack/latest/../latest/meta_data.json",
+                     "//openstack//latest/meta_data.json/", "/openstack/./latest/meta_data.json"):
+            r = md.get(path)
+            assert r.status_code == 200 and r.json()["uuid"] == guest.id, path
+        assert md.get("/ec2/latest/meta-data/instance-id").text == md.get(
+            "/latest/meta-data/instance-id").text
+
+
+def test_methods_and_head(api: httpx.Client, cloud: Cloud, metadata_url: str) -> None:
+    guest = boot(api, cloud, user_data=b64("data"))
+    with guest.client(metadata_url) as md:
+        get = md.get("/openstack/latest/meta_data.json")
+        head = md.head("/openstack/latest/meta_data.json")
+        assert head.status_code == 200 and head.content == b""
+        assert head.headers["content-length"] == get.headers["content-length"]
+        for method in ("POST", "PUT", "DELETE", "PATCH"):
+            r = md.request(method, "/openstack/latest/meta_data.json")
+            assert r.status_code == 405, method
+            assert r.headers["allow"] == "GET, HEAD"
+        assert md.put("/latest/meta-data/").status_code == 405
+        assert md.get("/latest/api/token").status_code == 405
+        assert md.delete("/openstack/latest/password").headers["allow"] == "POST, GET, HEAD"
+
+
+# -- the EC2 tree ---------------------------------------------------------------------------
+
+
+def test_ec2_tree(api: httpx.Client, cloud: Cloud, metadata_url: str) -> None:
+    guest = boot(api, cloud, key_name="key1", user_data=b64("#cloud-config\n{}\n"),
+                 availability_zone="zone-a")
+    with guest.client(metadata_url) as md:
+        index = md.get("/")
+        assert index.text.splitlines()[-2:] == ["2009-04-04", "latest"]
+        assert md.get("/latest").text.splitlines() == ["meta-data/", "user-data"]
+        listing = md.get("/latest/meta-data/").text.splitlines()
+        for entry in ("ami-id", "ami-launch-index", "hostname", "instance-id", "local-ipv4",
+                      "public-keys/", "placement/", "block-device-mapping/", "instance-type",
+                      "reservation-id", "local-hostname", "instance-action"):
+            assert entry in listing
+        assert listing == sorted(listing)
+        assert md.get("/latest/meta-data/local-ipv4").text == guest.address
+        assert md.get("/latest/meta-data/hostname").text == "vm.novalocal"
+        assert md.get("/latest/meta-data/instance-type").text == "m1.tiny"
+        assert md.get("/latest/meta-data/placement/availability-zone").text == "zone-a"
+        assert md.get("/latest/meta-data/public-keys/").text == "0=key1"
+        assert md.get("/latest/meta-data/public-keys/0").text == "openssh-key"
+        assert md.get("/latest/meta-data/public-keys/0/openssh-key").text == cloud.key1
+        assert md.get("/latest/meta-data/public-keys/1/openssh-key").status_code == 404
+        assert md.get("/2009-04-04/user-data").content == b"#cloud-config\n{}\n"
+        assert md.get("/1.0/meta-data/").status_code == 200
+        assert "placement/" not in md.get("/1.0/meta-data/").text
+        assert md.get("/latest/meta-data/instance-id").text.startswith("i-")
+
+
+# -- who is asking ------------------------------------------------------------------------
+
+
+def test_unknown_and_deleted_callers_get_nothing(api: httpx.Client, cloud: Cloud,
+                                                 metadata_url: str) -> None:
+    stranger = Guest("none", "127.0.0.99", "")
+    with stranger.client(metadata_url) as md:
+        assert md.get("/").status_code == 200  # the EC2 index names nobody, as in Nova
+        assert md.get("/openstack").status_code == 404
+        assert md.get("/openstack/latest/meta_data.json").status_code == 404
+        assert md.get("/latest/meta-data/").status_code == 404
+    guest = boot(api, cloud)
+    with guest.client(metadata_url) as md:
+        assert md.get("/openstack/latest/meta_data.json").status_code == 200  # now cached
+        assert api.delete(f"/v2.1/servers/{guest.id}").status_code == 204
+        eventually(lambda: md.get("/openstack/latest/meta_data.json").status_code == 404,
+                   timeout=2)
+
+
+def test_forwarded_headers_count_only_from_trusted_proxies(
+        api: httpx.Client, cloud: Cloud, metadata_url: str) -> None:
+    victim, attacker = boot(api, cloud, user_data=b64("secret")), boot(api, cloud)
+    spoofs = [{"X-Forwarded-For": victim.address},
+              {"Forwarded": f"for={victim.address}"},
+              {"X-Forwarded-For": f"{victim.address}, {victim.address}"},
+              {"X-Instance-ID": victim.id, "X-Tenant-ID": "proj",
+               "X-Instance-ID-Signature": sign(SECRET, victim.id)}]
+    with attacker.client(metadata_url) as md:
+        for headers in spoofs:
+            r = md.get("/openstack/latest/meta_data.json", headers=headers)
+            assert r.json()["uuid"] == attacker.id, headers
+            assert md.get("/openstack/latest/user_data", headers=headers).status_code == 404
+    proxy = Guest("proxy", "127.0.0.250", "")
+    with proxy.client(metadata_url) as md:
+        assert md.get("/openstack/latest/meta_data.json").status_code == 404  # itself
+        r = md.get("/openstack/latest/meta_data.json",
+                   headers={"X-Forwarded-For": victim.address})
+        assert r.json()["uuid"] == victim.id
+        r = md.get("/openstack/latest/meta_data.json",
+                   headers={"Forwarded": f'for="{attacker.address}:4711";proto=http'})
+        assert r.json()["uuid"] == attacker.id
+        # A client that prepends a forged hop is still itself: the nearest untrusted hop.
+        r = md.get("/openstack/latest/meta_data.json",
+                   headers={"X-Forwarded-For": f"{victim.address}, {attacker.address}"})
+        assert r.json()["uuid"] == attacker.id
+
+
+def test_proxy_mode_signed_headers(api: httpx.Client, cloud: Cloud,
+                                   metadata_server: MetadataServer) -> None:
+    guest = boot(api, cloud, user_data=b64("mine"))
+    other = boot(api, cloud)
+    good = {"X-Instance-ID": guest.id, "X-Tenant-ID": "proj",
+            "X-Instance-ID-Signature": sign(SECRET, guest.id)}
+    neutron = ("neutron", {"service_metadata_proxy": True,
+                           "metadata_proxy_shared_secret": SECRET})
+    with metadata_server(neutron) as url, httpx.Client(base_url=url, timeout=10) as md:
+        assert md.get("/openstack/latest/user_data", headers=good).content == b"mine"
+        cases: list[tuple[dict[str, str], int, str]] = [
+            ({}, 400, "X-Instance-ID header is missing"),
+            ({"X-Instance-ID": guest.id}, 400, "X-Instance-ID-Signature header is missing"),
+            ({"X-Instance-ID": guest.id, "X-Instance-ID-Signature": "00"}, 400,
+             "X-Tenant-ID header is missing"),
+            ({**good, "X-Instance-ID-Signature": sign("wrong", guest.id)}, 403,
+             "Invalid proxy request signature."),
+            ({**good, "X-Instance-ID": other.id}, 403, "Invalid proxy request signature."),
+            ({**good, "X-Tenant-ID": "someone-else"}, 404, ""),
+        ]
+        for headers, status, message in cases:
+            r = md.get("/openstack/latest/meta_data.json", headers=headers)
+            assert r.status_code == status, (headers, r.text)
+            assert message in r.text
+        twice = httpx.Headers([("X-Instance-ID", guest.id), ("X-Instance-ID", other.id),
+                               ("X-Tenant-ID", "proj"),
+                               ("X-Instance-ID-Signature", sign(SECRET, guest.id))])
+        r = md.get("/openstack/latest/meta_data.json", headers=twice)
+        assert r.status_code == 400 and "Multiple X-Instance-ID headers" in r.text
+        # The source address means nothing in this mode.
+        with guest.client(url) as from_guest:
+            assert from_guest.get("/openstack/latest/meta_data.json").status_code == 400
+
+
+def test_proxy_mode_metadata_provider(api: httpx.Client, cloud: Cloud,
+                                      metadata_server: MetadataServer) -> None:
+    guest = boot(api, cloud)
+    neutron = ("neutron", {"service_metadata_proxy": True,
+                           "metadata_proxy_shared_secret": SECRET})
+    provider = cloud.network_id
+    with metadata_server(neutron) as url, httpx.Client(base_url=url, timeout=10) as md:
+        ok = {"X-Metadata-Provider": provider, "X-Forwarded-For": guest.address,
+              "X-Metadata-Provider-Signature": sign(SECRET, provider)}
+        assert md.get("/openstack/latest/meta_data.json", headers=ok).json()["uuid"] == guest.id
+        r = md.get("/openstack/latest/meta_data.json",
+                   headers={k: v for k, v in ok.items() if k != "X-Forwarded-For"})
+        assert r.status_code == 400 and "X-Forwarded-For is missing" in r.text
+        bad = {**ok, "X-Metadata-Provider-Signature": sign("wrong", provider)}
+        assert md.get("/openstack/latest/meta_data.json", headers=bad).status_code == 403
+        other = {**ok, "X-Metadata-Provider": "another-network",
+                 "X-Metadata-Provider-Signature": sign(SECRET, "another-network")}
+        assert md.get("/openstack/latest/meta_data.json", headers=other).status_code == 400
+
+
+# -- session tokens ---------------------------------------------------------------------------
+
+
+def test_session_tokens(api: httpx.Client, cloud: Cloud, metadata_url: str) -> None:
+    guest, other = boot(api, cloud), boot(api, cloud)
+    with guest.client(metadata_url) as md, other.client(metadata_url) as md2:
+        r = md.put("/latest/api/token", headers={"X-aws-ec2-metadata-token-ttl-seconds": "60"})
+        assert r.status_code == 200
+        assert r.headers["x-aws-ec2-metadata-token-ttl-seconds"] == "60"
+        token = r.text
+        with_token = {"X-aws-ec2-metadata-token": token}
+        assert md.get("/latest/meta-data/instance-id", headers=with_token).status_code == 200
+        assert md.get("/openstack/latest/meta_data.json",
+                      headers=with_token).status_code == 200
+        assert md.get("/latest/meta-data/", headers={
+            "X-aws-ec2-metadata-token": token[:-1] + "0"}).status_code == 401
+        # Bound to the instance: another guest cannot use it.
+        assert md2.get("/latest/meta-data/", headers=with_token).status_code == 401
+        # Not required here, so no token is fine.
+        assert md.get("/latest/meta-data/").status_code == 200
+        for ttl in ("0", "21601", "soon", None):
+            headers = {} if ttl is None else {"X-aws-ec2-metadata-token-ttl-seconds": ttl}
+            assert md.put("/latest/api/token", headers=headers).status_code == 400, ttl
+        r = md.put("/latest/api/token", headers={"X-aws-ec2-metadata-token-ttl-seconds": "60",
+                                                 "X-Forwarded-For": "127.0.0.9"})
+        assert r.status_code == 403
+        short = md.put("/latest/api/token",
+                       headers={"X-aws-ec2-metadata-token-ttl-seconds": "1"}).text
+        time.sleep(2.1)
+        assert md.get("/latest/meta-data/", headers={
+            "X-aws-ec2-metadata-token": short}).status_code == 401
+
+
+def test_tokens_required_globally(api: httpx.Client, cloud: Cloud,
+                                  metadata_server: MetadataServer) -> None:
+    guest = boot(api, cloud)
+    with metadata_server(("metadata", {"require_token": True})) as url, \
+            guest.client(url) as md:
+        for path in ("/latest/meta-data/", "/openstack/latest/meta_data.json", "/openstack"):
+            r = md.get(path)
+            assert r.status_code == 401 and r.headers["www-authenticate"] == "Token"
+        token = md.put("/latest/api/token",
+                       headers={"X-aws-ec2-metadata-token-ttl-seconds": "300"}).text
+        for path in ("/latest/meta-data/", "/openstack/latest/meta_data.json"):
+            assert md.get(path, headers={"X-aws-ec2-metadata-token": token}).status_code == 200
+
+
+def test_tokens_required_per_instance(api: httpx.Client, cloud: Cloud,
+                                      metadata_url: str) -> None:
+    strict = boot(api, cloud, metadata={"metadata_http_tokens": "required"})
+    relaxed = boot(api, cloud)
+    with strict.client(metadata_url) as md:
+        assert md.get("/openstack/latest/meta_data.json").status_code == 401
+        token = md.put("/latest/api/token",
+                       headers={"X-aws-ec2-metadata-token-ttl-seconds": "300"}).text
+        assert md.get("/openstack/latest/meta_data.json",
+                      headers={"X-aws-ec2-metadata-token": token}).status_code == 200
+    with relaxed.client(metadata_url) as md:
+        assert md.get("/openstack/latest/meta_data.json").status_code == 200
+
+
+# -- password -----------------------------------------------------------------------------------
+
+
+def test_password_posted_once_and_read_through_the_api(
+        api: httpx.Client, cloud: Cloud, metadata_url: str) -> None:
+    guest = boot(api, cloud)
+    url = f"/v2.1/servers/{guest.id}/os-server-password"
+    with guest.client(metadata_url) as md:
+        assert md.get("/openstack/latest/password").content == b""
+        assert api.get(url).json() == {"password": ""}
+        assert md.post("/openstack/latest/password", content=b"x" * 1021).status_code == 400
+        assert md.post("/openstack/latest/password", content=b"p" * 1020).status_code == 200
+        assert md.post("/openstack/latest/password", content=b"again").status_code == 409
+        assert md.get("/openstack/latest/password").content == b"p" * 1020
+        assert api.get(url).json() == {"password": "p" * 1020}
+        assert api.delete(url).status_code == 204
+        assert api.get(url).json() == {"password": ""}
+        eventually(lambda: md.get("/openstack/latest/password").content == b"")
+        assert md.post("/openstack/latest/password", content=b"new").status_code == 200
+        assert api.get(url).json() == {"password": "new"}
+    assert api.get("/v2.1/servers/nope/os-server-password").status_code == 404
+    assert httpx.get(api.base_url.join(url),
+                     headers={"X-Auth-Token": "mallory:other"}).status_code in (403, 404)
+
+
+# -- changes are visible at once -----------------------------------------------------------
+
+
+def test_changes_reach_every_worker_at_once(api: httpx.Client, cloud: Cloud,
+                                            metadata_url: str,
+                                            metadata_server: MetadataServer) -> None:
+    guest = boot(api, cloud, key_name="key1", user_data=b64("v1"))
+    with metadata_server() as second, guest.client(metadata_url) as w1, \
+            guest.client(second) as w2:
+        for worker in (w1, w2):  # both have it cached now
+            assert worker.get("/openstack/latest/user_data").content == b"v1"
+        r = api.put(f"/v2.1/servers/{guest.id}", json={"server": {"user_data": b64("v2")}},
+                    headers=mv("2.105"))
+        assert r.status_code == 200, r.text
+        for worker in (w1, w2):
+            took = eventually(lambda w=worker: w.get("/openstack/latest/user_data").content
+                              == b"v2", timeout=1)
+            assert took < 1
+        # Rebuild with another key: the snapshot changes, the old key is gone.
+        r = api.post(f"/v2.1/servers/{guest.id}/action",
+                     json={"rebuild": {"imageRef": cloud.image_id, "key_name": "key2"}},
+                     headers=mv("2.54"))
+        assert r.status_code == 202, r.text
+        for worker in (w1, w2):
+            eventually(lambda w=worker: w.get("/openstack/latest/meta_data.json").json()
+                       .get("public_keys") == {"key2": cloud.key2})
+            assert worker.get("/latest/meta-data/public-keys/0/openssh-key").text == cloud.key2
+        # Deleting the key pair changes nothing for the instance (it keeps its snapshot).
+        assert api.delete("/v2.1/os-keypairs/key2").status_code == 202
+        api.put(f"/v2.1/servers/{guest.id}/metadata/k", json={"meta": {"k": "v"}})
+        for worker in (w1, w2):
+            eventually(lambda w=worker: w.get("/openstack/latest/meta_data.json").json()
+                       .get("meta") == {"k": "v"})
+            meta = worker.get("/openstack/latest/meta_data.json").json()
+            assert meta["public_keys"] == {"key2": cloud.key2}
+
+
+def test_json_documents_are_valid_json_for_every_version(
+        api: httpx.Client, cloud: Cloud, metadata_url: str) -> None:
+    guest = boot(api, cloud, key_name="key1", metadata={"quote": 'a"b\\c', "uni": "é✓"})
+    with guest.client(metadata_url) as md:
+        for version in [*OPENSTACK_VERSIONS, "latest"]:
+            for name in md.get(f"/openstack/{version}").text.splitlines():
+                r = md.get(f"/openstack/{version}/{name}")
+                assert r.status_code == 200, (version, name)
+                if name.endswith(".json"):
+                    json.loads(r.content)
