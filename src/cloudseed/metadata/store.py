@@ -56,6 +56,7 @@ class GuestStore:
         self._changed_at: dict[str, int] = {}  # uuid -> self._changes when last changed
         self._feeds: dict[str, _Feed] = {}
         self._task: asyncio.Task[None] | None = None
+        self._stopping = asyncio.Event()
 
     # -- lookups (the hot path: a dict hit, no IO) -------------------------------------------
 
@@ -157,10 +158,11 @@ class GuestStore:
         self._task = asyncio.create_task(self._follow())
 
     async def stop(self) -> None:
+        # Not task.cancel(): a poll running in a thread would go on using a connection that
+        # shutdown is about to close. The loop sees the flag after its current poll.
+        self._stopping.set()
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await self._task
 
     def _start_feeds(self) -> None:
         for cell in self.cells.all_cells():
@@ -171,8 +173,10 @@ class GuestStore:
 
     async def _follow(self) -> None:
         last_prune = last_cells = time.monotonic()
-        while True:
-            await asyncio.sleep(self.poll_interval)
+        while not self._stopping.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), self.poll_interval)
+                return
             try:
                 now = time.monotonic()
                 if now - last_cells > 10:
@@ -184,8 +188,6 @@ class GuestStore:
                 if now - last_prune > PRUNE_EVERY:
                     await asyncio.to_thread(self._prune)
                     last_prune = now
-            except asyncio.CancelledError:
-                raise
             except Exception:
                 # A database that is briefly away must not end the feed: drop everything,
                 # since changes may be missed, and keep polling.
@@ -225,6 +227,11 @@ class GuestStore:
         cutoff = utcnow() - FEED_RETENTION
         for cell in self.cells.all_cells():
             with cell.write() as session:
-                session.execute(delete(GuestChange).where(GuestChange.changed_at < cutoff))
+                # The newest row always stays: SQLite numbers new rows from the highest id
+                # left, and an emptied table would restart below every worker's cursor.
+                newest = session.scalar(select(func.max(GuestChange.id)))
+                if newest is not None:
+                    session.execute(delete(GuestChange).where(
+                        GuestChange.changed_at < cutoff, GuestChange.id < newest))
 
 
