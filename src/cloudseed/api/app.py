@@ -25,6 +25,7 @@ from cloudseed.compute.driver import Driver
 from cloudseed.compute.drivers import make_driver
 from cloudseed.db.engines import Database
 from cloudseed.errors import CloudseedError
+from cloudseed.metadata.build_check import build_check
 from cloudseed.servers.operations import Operations
 from cloudseed.servers.service import Servers
 from cloudseed.settings import Settings
@@ -62,7 +63,8 @@ def create_api_app(settings: Settings, *, api_db: Database | None = None,
     async def lifespan(_app: Starlette) -> AsyncIterator[dict[str, Any]]:
         db = api_db or Database.connect("api", settings.api_database_url)
         cells = CellDatabases(db)
-        operations = Operations(cells=cells, driver=driver or make_driver(settings))
+        operations = Operations(cells=cells, driver=driver or make_driver(settings),
+                                build_check=build_check(settings, cells))
         servers = Servers(api_db=db, cells=cells, operations=operations)
         try:
             yield {"cloudseed": ApiState(settings=settings, api_db=db, servers=servers)}

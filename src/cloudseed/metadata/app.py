@@ -16,6 +16,7 @@ from cloudseed.cells.service import CellDatabases
 from cloudseed.db.engines import Database
 from cloudseed.errors import CloudseedError, InvalidInput
 from cloudseed.metadata import password, render, tree
+from cloudseed.metadata.build_check import vendordata_request
 from cloudseed.metadata.documents import GuestDocuments
 from cloudseed.metadata.errors import PasswordTooLarge, TokenRefused, TokenRequired, UnknownCaller
 from cloudseed.metadata.facts import GuestFacts
@@ -24,7 +25,7 @@ from cloudseed.metadata.store import GuestStore
 from cloudseed.metadata.tokens import TOKEN_HEADER, TTL_HEADER, Tokens
 from cloudseed.settings import Settings
 from cloudseed.types import Receive, Scope, Send
-from cloudseed.vendordata.service import Vendordata, VendordataRequest
+from cloudseed.vendordata.service import Vendordata
 
 log = logging.getLogger(__name__)
 access_log = logging.getLogger("cloudseed.metadata.access")
@@ -293,13 +294,6 @@ class MetadataApp:
 
         await asyncio.to_thread(write)
         store.changed(uuid)  # this worker answers from the new value at once
-
-
-def vendordata_request(facts: GuestFacts) -> VendordataRequest:
-    return VendordataRequest(
-        project_id=facts.project_id, instance_id=facts.uuid, image_id=facts.image_ref,
-        user_data=facts.user_data, hostname=facts.hostname, metadata=dict(facts.meta),
-        boot_roles=facts.boot_roles)
 
 
 def create_metadata_app(settings: Settings, *, api_db: Database | None = None) -> MetadataApp:

@@ -47,9 +47,12 @@ class Outcome:
 
 
 class Operations:
-    def __init__(self, *, cells: CellDatabases, driver: Driver, max_workers: int = 8) -> None:
+    def __init__(self, *, cells: CellDatabases, driver: Driver, max_workers: int = 8,
+                 build_check: Callable[[str], None] | None = None) -> None:
         self.cells = cells
         self.driver = driver
+        # Run before the driver on create and rebuild; raising fails the build.
+        self.build_check = build_check
         self._executor = ThreadPoolExecutor(max_workers=max_workers,
                                             thread_name_prefix="cloudseed-op")
         self._pending: set[Future[None]] = set()
@@ -67,8 +70,12 @@ class Operations:
         future.add_done_callback(self._pending.discard)
 
     def build(self, uuid: str, action_id: int) -> None:
-        self._submit(self._run, uuid, action_id, "compute__do_build_and_run_instance",
-                     lambda g: self.driver.spawn(g),
+        def call(guest: GuestSpec) -> None:
+            if self.build_check is not None:
+                self.build_check(guest.uuid)
+            self.driver.spawn(guest)
+
+        self._submit(self._run, uuid, action_id, "compute__do_build_and_run_instance", call,
                      Outcome(states.ACTIVE, states.RUNNING, launched=True))
 
     def reboot(self, uuid: str, action_id: int, *, hard: bool,
@@ -87,6 +94,8 @@ class Operations:
         power = states.RUNNING if final_vm_state == states.ACTIVE else states.SHUTDOWN
 
         def call(guest: GuestSpec) -> None:
+            if self.build_check is not None:
+                self.build_check(guest.uuid)
             self.driver.rebuild(guest)
             if final_vm_state == states.STOPPED:
                 self.driver.power_off(guest.uuid)
