@@ -36,7 +36,9 @@ BINARY = b"application/octet-stream"
 REASONS = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
            405: "Method Not Allowed", 409: "Conflict", 500: "Internal Server Error",
            503: "Service Unavailable"}
-GET_HEAD = b"GET, HEAD"
+GET_HEAD = (b"GET, HEAD", frozenset({"GET", "HEAD"}))
+ALLOWED = {tree.PASSWORD: (b"POST, GET, HEAD", frozenset({"POST", "GET", "HEAD"})),
+           tree.TOKEN: (b"PUT", frozenset({"PUT"}))}
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,11 +153,10 @@ class MetadataApp:
     async def answer(self, method: str, path: str, peer: str | None,
                      headers: list[tuple[bytes, bytes]], receive: Receive) -> Answer:
         target = tree.parse(path)
-        allowed = (b"POST, GET, HEAD" if target is not None and target.kind == tree.PASSWORD
-                   else b"PUT" if target is not None and target.kind == tree.TOKEN
-                   else GET_HEAD)
-        if method.encode() not in allowed.split(b", "):
-            raise MethodNotAllowed(allowed)
+        kind = target.kind if target is not None else None
+        allowed = ALLOWED.get(kind, GET_HEAD)  # type: ignore[arg-type]
+        if method not in allowed[1]:
+            raise MethodNotAllowed(allowed[0])
         if target is None:
             raise UnknownCaller("no such path")
         if target.kind == tree.EC2_INDEX:

@@ -43,8 +43,27 @@ _OPENSTACK_FILES = {META_DATA: v.FOLSOM, USER_DATA: v.FOLSOM, PASSWORD: v.GRIZZL
                     VENDOR_DATA: v.HAVANA, NETWORK_DATA: v.LIBERTY, VENDOR_DATA2: v.NEWTON_TWO}
 
 
+_parsed: dict[str, Target | None] = {}
+_PARSED_MAX = 4096
+
+
 def parse(path: str) -> Target | None:
-    """The target of ``path``, or None for a path that names nothing (404)."""
+    """The target of ``path``, or None for a path that names nothing (404).
+
+    Guests ask for the same few dozen paths; answers are remembered (a bounded dict, emptied
+    when full, so odd paths cannot grow it)."""
+    try:
+        return _parsed[path]
+    except KeyError:
+        pass
+    target = _parse(path)
+    if len(_parsed) >= _PARSED_MAX:
+        _parsed.clear()
+    _parsed[path] = target
+    return target
+
+
+def _parse(path: str) -> Target | None:
     parts = [p for p in posixpath.normpath("/" + path).split("/") if p]
     if not parts:
         return Target(EC2_INDEX)
