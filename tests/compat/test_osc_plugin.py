@@ -1,0 +1,273 @@
+"""cloudseed's openstack CLI plugin (clients/osc-plugin, ``cloudseed-osc``) with the real
+python-openstackclient from PyPI, against a running cloudseed.
+
+The venv is tests/support/osc_plugin.py's: OSC plus the plugin, reinstalled when the plugin's
+sources change. This module's ``openstack`` fixture replaces the one of conftest.py, so its
+``cli`` runs that venv's ``openstack``, with the same clouds.yaml, identity stub and recording
+proxy as tests/compat/test_openstack_cli_servers.py (server commands negotiate 2.100 there).
+
+What is checked: the options in ``openstack help``; ``server set --user-data/--no-user-data``
+(one PUT at 2.105 holding only ``user_data``, next to the stock command's own changes); the 409
+of a server with a config drive and its hint; ``server reboot --hard --user-data`` (exactly one
+reboot action, carrying the user data); ``--user-data`` with a soft reboot refused before any
+request; ``server rebuild --user-data`` refused below 2.57 and unchanged above; and a cloud
+without 2.105 (a fake compute API) answered with "this cloud does not support updating user
+data", never a traceback.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from cloudseed.db.engines import Database
+from tests.compat.conftest import TOKEN, Cli
+from tests.support import osc, osc_plugin
+from tests.support.cloud import Cloud, create_server, make_cloud, mv, wait_for
+
+pytestmark = pytest.mark.compat
+# Only SQLite, as the other CLI tests: each `openstack` run costs 1.5-3 s of start-up, and the
+# API's behaviour on every backend is covered by tests/functional. (Per test, not per module:
+# the test against a fake compute API uses no database.)
+sqlite_only = pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+
+ADMIN = {"X-Auth-Token": "admin:proj"}
+OSC_VERSION = "2.100"  # what OSC negotiates for server commands against cloudseed's 2.105
+PLUGIN_VERSION = "2.105"
+UNSUPPORTED = "this cloud does not support updating user data"
+
+
+@pytest.fixture(scope="session")
+def openstack() -> Path:
+    """OSC with cloudseed-osc installed (overrides conftest.py's stock OSC)."""
+    try:
+        return osc_plugin.openstack_with_plugin()
+    except osc.OscUnavailable as exc:
+        if osc.required():
+            pytest.fail(f"CLOUDSEED_REQUIRE_DBS=1 but OSC with cloudseed-osc is unavailable: "
+                        f"{exc}")
+        pytest.skip(f"python-openstackclient cannot be installed here: {exc}")
+
+
+@pytest.fixture()
+def cloud(api: httpx.Client, api_db: Database, tmp_path: Path) -> Cloud:
+    return make_cloud(api, api_db, tmp_path)
+
+
+def user_data_file(directory: Path, name: str, content: bytes) -> tuple[Path, str]:
+    """A user data file, and the base64 the API must store for it."""
+    path = directory / name
+    path.write_bytes(content)
+    return path, base64.b64encode(content).decode()
+
+
+def stored_user_data(api: httpx.Client, server_id: str) -> str | None:
+    """The server's user data as an administrator sees it (``OS-EXT-SRV-ATTR`` needs 2.3+)."""
+    r = api.get(f"/v2.1/servers/{server_id}", headers={**ADMIN, **mv(PLUGIN_VERSION)})
+    assert r.status_code == 200, r.text
+    server: dict[str, Any] = r.json()["server"]
+    value: str | None = server["OS-EXT-SRV-ATTR:user_data"]
+    return value
+
+
+def active_server(api: httpx.Client, cloud: Cloud, name: str, content: bytes,
+                  **fields: Any) -> str:
+    server_id: str = create_server(api, cloud, version=OSC_VERSION, name=name,
+                                   user_data=base64.b64encode(content).decode(), **fields)["id"]
+    wait_for(api, server_id, "ACTIVE")
+    return server_id
+
+
+def sent(proxy: osc.RecordingProxy, method: str, path: str) -> list[osc.Exchange]:
+    return [r for r in proxy.requests if (r.method, r.path) == (method, path)]
+
+
+def no_traceback(result: Any) -> None:
+    assert "Traceback" not in result.stderr + result.stdout, result.stderr
+
+
+@sqlite_only
+def test_help_shows_the_new_options(cli: Cli) -> None:
+    server_set = cli("help", "server", "set").stdout
+    assert "[--user-data <user-data> | --no-user-data]" in server_set
+    assert "Replace the server's user data with this file" in server_set
+    assert "Remove the server's user data" in server_set
+    assert "cloudseed-osc plugin" in server_set
+    reboot = cli("help", "server", "reboot").stdout
+    assert "[--user-data <user-data> | --no-user-data]" in reboot
+    assert "With --hard: replace the server's user data" in reboot
+    # The stock options are all still there.
+    assert "--name <new-name>" in server_set
+    assert "--hard" in reboot
+    assert "--wait" in reboot
+
+
+@sqlite_only
+def test_server_set_user_data(cli: Cli, api: httpx.Client, cloud: Cloud,
+                              proxy: osc.RecordingProxy, tmp_path: Path) -> None:
+    server_id = active_server(api, cloud, "vm1", b"#cloud-config\n{}\n")
+    put = f"/v2.1/servers/{server_id}"
+    gz = gzip.compress(b"#!/bin/sh\necho two\n", mtime=0)  # binary: must arrive as it is
+    ud1, ud1_b64 = user_data_file(tmp_path, "ud1.gz", gz)
+    ud2, ud2_b64 = user_data_file(tmp_path, "ud2.txt", b"#!/bin/sh\necho three\n")
+
+    # --user-data alone: one PUT at 2.105 with only user_data; the stock part sends nothing.
+    cli("server", "set", "--user-data", str(ud1), "vm1")
+    [exchange] = sent(proxy, "PUT", put)
+    assert (exchange.status, exchange.microversion) == (200, PLUGIN_VERSION)
+    assert json.loads(exchange.body) == {"server": {"user_data": ud1_b64}}
+    assert stored_user_data(api, server_id) == ud1_b64
+    assert base64.b64decode(stored_user_data(api, server_id) or "") == gz
+
+    # With a stock option: the stock PUT (2.100, name only) follows ours; both applied once.
+    proxy.requests.clear()
+    cli("server", "set", "--name", "vm1b", "--user-data", str(ud2), server_id)
+    puts = [(r.microversion, json.loads(r.body), r.status) for r in sent(proxy, "PUT", put)]
+    assert puts == [(PLUGIN_VERSION, {"server": {"user_data": ud2_b64}}, 200),
+                    (OSC_VERSION, {"server": {"name": "vm1b"}}, 200)]
+    assert stored_user_data(api, server_id) == ud2_b64
+    r = api.get(put)
+    assert r.json()["server"]["name"] == "vm1b"
+
+    # --no-user-data removes it.
+    proxy.requests.clear()
+    cli("server", "set", "--no-user-data", "vm1b")
+    [exchange] = sent(proxy, "PUT", put)
+    assert json.loads(exchange.body) == {"server": {"user_data": None}}
+    assert stored_user_data(api, server_id) is None
+
+    # A file that cannot be read: refused before any request to the server.
+    proxy.requests.clear()
+    missing = cli("server", "set", "--user-data", str(tmp_path / "nope.txt"), "vm1b", ok=False)
+    assert f"Can't open '{tmp_path / 'nope.txt'}'" in missing.stderr
+    no_traceback(missing)
+    assert [r for r in proxy.requests if r.path.startswith("/v2.1/servers")] == []
+
+
+@sqlite_only
+def test_config_drive_server_takes_user_data_with_a_hard_reboot(
+        cli: Cli, api: httpx.Client, cloud: Cloud, proxy: osc.RecordingProxy,
+        tmp_path: Path) -> None:
+    server_id = active_server(api, cloud, "cd1", b"#cloud-config\n{}\n", config_drive=True)
+    action = f"/v2.1/servers/{server_id}/action"
+    old = stored_user_data(api, server_id)
+    ud, ud_b64 = user_data_file(tmp_path, "ud.txt", b"#!/bin/sh\necho new\n")
+
+    # server set: the API's 409 message, and the command that works instead.
+    refused = cli("server", "set", "--user-data", str(ud), "cd1", ok=False)
+    assert f"Instance {server_id} has a config drive" in refused.stderr
+    assert f"openstack server reboot --hard --user-data {ud} cd1" in refused.stderr
+    no_traceback(refused)
+    [exchange] = sent(proxy, "PUT", f"/v2.1/servers/{server_id}")
+    assert (exchange.status, exchange.microversion) == (409, PLUGIN_VERSION)
+    assert stored_user_data(api, server_id) == old
+
+    # The hint, followed: exactly one reboot request, HARD, with the user data, at 2.105.
+    cli("server", "reboot", "--hard", "--user-data", str(ud), "--wait", "cd1")
+    [exchange] = sent(proxy, "POST", action)
+    assert (exchange.status, exchange.microversion) == (202, PLUGIN_VERSION)
+    assert json.loads(exchange.body) == {"reboot": {"type": "HARD", "user_data": ud_b64}}
+    # --wait polled the server after the reboot, and returned once it saw it ACTIVE again.
+    calls = [r for r in proxy.requests if r.path.startswith(f"/v2.1/servers/{server_id}")]
+    polls = calls[calls.index(exchange) + 1:]
+    assert polls and {r.method for r in polls} == {"GET"}
+    assert json.loads(polls[-1].response)["server"]["status"] == "ACTIVE"
+    server = api.get(f"/v2.1/servers/{server_id}").json()["server"]
+    assert (server["status"], server["OS-EXT-STS:task_state"]) == ("ACTIVE", None)
+    assert server["OS-EXT-STS:power_state"] == 1
+    assert stored_user_data(api, server_id) == ud_b64
+
+    # --no-user-data on a hard reboot removes it, again in one request.
+    proxy.requests.clear()
+    cli("server", "reboot", "--hard", "--no-user-data", "cd1")
+    [exchange] = sent(proxy, "POST", action)
+    assert json.loads(exchange.body) == {"reboot": {"type": "HARD", "user_data": None}}
+    wait_for(api, server_id, "ACTIVE")
+    assert stored_user_data(api, server_id) is None
+
+    # A plain hard reboot is still the stock one (OSC's microversion, no user_data).
+    proxy.requests.clear()
+    cli("server", "reboot", "--hard", "cd1")
+    [exchange] = sent(proxy, "POST", action)
+    assert (exchange.microversion, json.loads(exchange.body)) == (
+        OSC_VERSION, {"reboot": {"type": "HARD"}})
+    wait_for(api, server_id, "ACTIVE")
+
+
+@sqlite_only
+def test_soft_reboot_with_user_data_is_refused_before_any_request(
+        cli: Cli, api: httpx.Client, cloud: Cloud, proxy: osc.RecordingProxy,
+        tmp_path: Path) -> None:
+    server_id = active_server(api, cloud, "vm2", b"#cloud-config\n{}\n")
+    old = stored_user_data(api, server_id)
+    ud, _ = user_data_file(tmp_path, "ud.txt", b"#!/bin/sh\n")
+    for soft in ([], ["--soft"]):  # a soft reboot is the default
+        refused = cli("server", "reboot", *soft, "--user-data", str(ud), "vm2", ok=False)
+        assert "--user-data needs --hard" in refused.stderr
+        no_traceback(refused)
+    assert [r for r in proxy.requests if r.path.startswith("/v2.1/servers")] == []
+    assert stored_user_data(api, server_id) == old
+
+
+@sqlite_only
+def test_rebuild_user_data_needs_2_57(cli: Cli, api: httpx.Client, cloud: Cloud,
+                                      proxy: osc.RecordingProxy, tmp_path: Path) -> None:
+    server_id = active_server(api, cloud, "vm3", b"#cloud-config\n{}\n")
+    action = f"/v2.1/servers/{server_id}/action"
+    ud, ud_b64 = user_data_file(tmp_path, "ud.txt", b"#!/bin/sh\necho rebuilt\n")
+
+    # At 2.55 the stock client would send user_data (it checks 2.54); the plugin refuses.
+    for option in (["--user-data", str(ud)], ["--no-user-data"]):
+        refused = cli("--os-compute-api-version", "2.55", "server", "rebuild", *option, "vm3",
+                      ok=False)
+        assert (f"--os-compute-api-version 2.57 or greater is required to support the "
+                f"{option[0]} option") in refused.stderr
+        no_traceback(refused)
+    assert sent(proxy, "POST", action) == []
+
+    # At 2.57 and at the default (2.100) the stock rebuild runs as it is.
+    cli("--os-compute-api-version", "2.57", "server", "rebuild", "--user-data", str(ud), "vm3")
+    [exchange] = sent(proxy, "POST", action)
+    assert (exchange.status, exchange.microversion) == (202, "2.57")
+    assert json.loads(exchange.body)["rebuild"]["user_data"] == ud_b64
+    wait_for(api, server_id, "ACTIVE")
+    assert stored_user_data(api, server_id) == ud_b64
+    cli("server", "rebuild", "--no-user-data", "vm3")
+    assert sent(proxy, "POST", action)[-1].microversion == OSC_VERSION
+    wait_for(api, server_id, "ACTIVE")
+    assert stored_user_data(api, server_id) is None
+
+
+@pytest.mark.parametrize(("advertised", "accepted"), [
+    ("2.96", "2.96"),    # the version document says so: refused before any server request
+    ("2.105", "2.104"),  # it claims 2.105 but answers 406 (say, mid-upgrade)
+])
+def test_cloud_without_2_105(openstack: Path, identity: osc.IdentityStub, tmp_path: Path,
+                             advertised: str, accepted: str) -> None:
+    ud, _ = user_data_file(tmp_path, "ud.txt", b"#!/bin/sh\n")
+    server = osc_plugin.SERVER_ID
+    with osc_plugin.older_compute(advertised=advertised, accepted=accepted) as compute:
+        config = tmp_path / "osc"
+        config.mkdir()
+        cli = Cli(openstack, osc.cloud_env(config, f"{compute.url}/v2.1", TOKEN, identity.url),
+                  tmp_path)
+        for command in (["server", "set", "--user-data", str(ud), server],
+                        ["server", "set", "--no-user-data", server],
+                        ["server", "reboot", "--hard", "--user-data", str(ud), server]):
+            refused = cli(*command, ok=False)
+            assert UNSUPPORTED in refused.stderr, refused.stderr
+            no_traceback(refused)
+        if advertised == accepted:
+            assert f"this cloud's newest is {advertised}" in refused.stderr
+            assert not any("/servers" in path for _, path, _ in compute.requests)
+        else:
+            assert f"maximum is {accepted}" in refused.stderr
+            # Each command tried once, at 2.105, and got 406: no stock request followed.
+            assert [(m, v) for m, _, v in compute.changes()] == [
+                ("PUT", PLUGIN_VERSION), ("PUT", PLUGIN_VERSION), ("POST", PLUGIN_VERSION)]
