@@ -31,7 +31,7 @@ test: test-venv  ## run the whole test suite (SQLite; PostgreSQL and MariaDB whe
 
 lint:  ## ruff and mypy
 	$(BIN)/pip install --quiet ruff mypy types-jsonschema
-	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff check src tests bench clients tools
 	$(BIN)/mypy
 
 bench: test-venv  ## key pair benchmarks; results go to docs/benchmarks.md

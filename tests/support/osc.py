@@ -42,7 +42,7 @@ INSTALL_TIMEOUT = 900  # seconds; a cold install pulls ~60 wheels
 
 # Words in pip's output that mean "the registry could not be reached", as opposed to a
 # resolver or build failure, which is a real error everywhere.
-_NETWORK_ERRORS = (
+NETWORK_ERRORS = (
     "Could not fetch URL", "Max retries exceeded", "NewConnectionError",
     "Temporary failure in name resolution", "Name or service not known",
     "Network is unreachable", "Connection refused", "ConnectTimeoutError", "ReadTimeoutError",
@@ -99,7 +99,7 @@ def _build(target: Path) -> None:
             capture_output=True, text=True, timeout=INSTALL_TIMEOUT, env=clean_env(), check=False)
         if result.returncode != 0:
             output = result.stdout[-4000:] + result.stderr[-4000:]
-            if any(marker in output for marker in _NETWORK_ERRORS):
+            if any(marker in output for marker in NETWORK_ERRORS):
                 raise OscUnavailable(f"cannot install {REQUIREMENT!r}: the package registry is "
                                      f"unreachable:\n{result.stderr[-1500:]}")
             raise RuntimeError(f"pip install {REQUIREMENT!r} failed (exit {result.returncode}):"

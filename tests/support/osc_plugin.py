@@ -35,7 +35,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from tests.support import osc
-from tests.support.osc import _NETWORK_ERRORS as NETWORK_ERRORS  # one list, shared with osc.py
+from tests.support.osc import NETWORK_ERRORS  # one list, shared with osc.py
 
 PLUGIN_DIR = osc.REPO_ROOT / "clients" / "osc-plugin"
 VENV_DIR = osc.CACHE_DIR / "osc-plugin-venv"
