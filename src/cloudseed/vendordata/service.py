@@ -1,0 +1,170 @@
+"""``Vendordata``: vendor_data.json and vendor_data2.json for the metadata service and the
+config drive, from the providers in ``[api] vendordata_providers``.
+
+One instance per worker process, built from Settings at start-up (everything that can be
+wrong in the configuration is found then) and closed with ``aclose()``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+from typing import TYPE_CHECKING
+
+from cloudseed.errors import ConfigError
+from cloudseed.settings import Settings, split_list
+from cloudseed.vendordata import documents
+from cloudseed.vendordata.cache import (
+    DEFAULT_FAILURE_BACKOFF,
+    DEFAULT_MAX_ENTRIES,
+    Answer,
+    AnswerCache,
+    Fetch,
+    Key,
+    NotModified,
+    Outcome,
+)
+from cloudseed.vendordata.errors import VendordataError
+from cloudseed.vendordata.request import VendordataRequest as VendordataRequest  # re-export
+from cloudseed.vendordata.static import StaticFile
+from cloudseed.vendordata.targets import TargetClient, parse_targets, tls_verification
+
+if TYPE_CHECKING:
+    from cloudseed.vendordata.service_token import ServiceToken
+
+log = logging.getLogger(__name__)
+
+STATIC_JSON = "StaticJSON"
+DYNAMIC_JSON = "DynamicJSON"
+STATIC_KEY = "static"  # StaticJSON's key in vendor_data2.json
+
+
+class Vendordata:
+    """The vendordata providers of one worker process.
+
+    Its async methods must all run on one event loop (its HTTP clients belong to the loop that
+    first uses them); callers in worker threads use ``ThreadedVendordata``.
+    """
+
+    def __init__(self, settings: Settings, *, max_cache_entries: int = DEFAULT_MAX_ENTRIES,
+                 failure_backoff: float = DEFAULT_FAILURE_BACKOFF) -> None:
+        api = settings.api
+        # In the configured order (it is the key order of vendor_data2.json), each once.
+        self.providers = tuple(dict.fromkeys(split_list(api.vendordata_providers)))
+        self._static = (StaticFile(api.vendordata_jsonfile_path)
+                        if STATIC_JSON in self.providers else None)
+        targets = parse_targets(api.vendordata_dynamic_targets)
+        if targets and DYNAMIC_JSON not in self.providers:
+            log.warning("[api] vendordata_dynamic_targets is set but DynamicJSON is not in "
+                        "vendordata_providers: the targets are not called")
+            targets = []
+        self.has_dynamic = bool(targets)
+        self._failure_fatal = api.vendordata_dynamic_failure_fatal
+        self._failure_backoff = failure_backoff
+        self._token = _service_token(settings) if targets else None
+        if targets and self._token is None:
+            log.warning("%d DynamicJSON target(s) but [vendordata_dynamic_auth] is not "
+                        "configured: no token will be sent to them", len(targets))
+        verify = (tls_verification(api.vendordata_dynamic_ssl_certfile)
+                  if any(t.url.startswith("https:") for t in targets) else False)
+        self._clients = [
+            TargetClient(target, connect_timeout=api.vendordata_dynamic_connect_timeout,
+                         read_timeout=api.vendordata_dynamic_read_timeout, verify=verify,
+                         token=self._token)
+            for target in targets]
+        self._cache = AnswerCache(max_entries=max_cache_entries, failure_backoff=failure_backoff,
+                                  on_failure=self._report_failure)
+        self._static_only: tuple[bytes, bytes] | None = None  # (static content, document)
+
+    @property
+    def vendor_data_json(self) -> bytes | None:
+        """vendor_data.json: the static file as compact JSON (``{}`` without a file); None
+        when StaticJSON is not a provider (the metadata service answers 404)."""
+        return self._static.content() if self._static is not None else None
+
+    def static_only_vendor_data2(self) -> bytes | None:
+        """vendor_data2.json when no target is called (the same for every instance), else
+        None. Cheap to call per request: it changes only when the static file does."""
+        if self.has_dynamic:
+            return None
+        if self._static is None:
+            return documents.EMPTY_OBJECT
+        content = self._static.content()
+        if self._static_only is None or self._static_only[0] is not content:
+            self._static_only = (content, documents.join_object([(STATIC_KEY, content)]))
+        return self._static_only[1]
+
+    async def vendor_data2(self, request: VendordataRequest) -> bytes:
+        """vendor_data2.json for one instance: "static", then one key per target, in provider
+        order. A failed target is ``{}`` (or its last good answer); this never raises for it."""
+        static_only = self.static_only_vendor_data2()
+        if static_only is not None:
+            return static_only
+        outcomes = await self._outcomes(request)
+        members: list[tuple[str, bytes]] = []
+        for provider in self.providers:
+            if provider == STATIC_JSON and self._static is not None:
+                members.append((STATIC_KEY, self._static.content()))
+            elif provider == DYNAMIC_JSON:
+                members.extend((client.target.name, outcome.value or documents.EMPTY_OBJECT)
+                               for client, outcome in zip(self._clients, outcomes, strict=True))
+        return documents.join_object(members)
+
+    async def check_for_build(self, request: VendordataRequest) -> None:
+        """With ``vendordata_dynamic_failure_fatal``: raise VendordataError if a target has no
+        answer for this instance (through the cache, so the guest's own requests that follow
+        are answered from it). Without it, nothing to check."""
+        if not self._failure_fatal or not self.has_dynamic:
+            return
+        outcomes = await self._outcomes(request)
+        for client, outcome in zip(self._clients, outcomes, strict=True):
+            if outcome.value is None:
+                raise VendordataError(target=client.target.name,
+                                      reason=outcome.failure or "no answer")
+
+    async def aclose(self) -> None:
+        await self._cache.aclose()
+        await asyncio.gather(*(client.aclose() for client in self._clients))
+        if self._token is not None:
+            self._token.close()
+
+    async def _outcomes(self, request: VendordataRequest) -> list[Outcome]:
+        body = request.body()
+        digest = hashlib.sha256(body).digest()
+        # All targets at once: the slowest sets the pace, not the sum.
+        return list(await asyncio.gather(*(
+            self._cache.get((request.instance_id, client.target.name, digest),
+                            _caller(client, body))
+            for client in self._clients)))
+
+    def _report_failure(self, key: Key, reason: str, serving_stale: bool) -> None:
+        log.warning("vendordata target %r failed for instance %s: %s; serving %s, and not "
+                    "calling it again for this instance for %g s", key[1], key[0], reason,
+                    "its last good answer" if serving_stale else "{}", self._failure_backoff)
+
+
+def _caller(client: TargetClient, body: bytes) -> Fetch:
+    async def call(etag: str | None) -> Answer | NotModified:
+        return await client.call(body, etag)
+
+    return call
+
+
+def _service_token(settings: Settings) -> ServiceToken | None:
+    """keystoneauth's session for ``[vendordata_dynamic_auth]``; None when it has no auth_type
+    (then no token is sent, as in Nova)."""
+    options = settings.passthrough.get("vendordata_dynamic_auth", {})
+    if not options.get("auth_type", "").strip():
+        return None
+    try:
+        from cloudseed.vendordata import service_token
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").partition(".")[0] != "keystoneauth1":
+            raise
+        raise ConfigError("[vendordata_dynamic_auth] needs keystoneauth1: install "
+                          "cloudseed[keystone]") from None
+    api = settings.api
+    return service_token.load_service_token(
+        options, default_timeout=api.vendordata_dynamic_connect_timeout
+        + api.vendordata_dynamic_read_timeout)
