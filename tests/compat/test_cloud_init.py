@@ -1,0 +1,388 @@
+"""cloud-init's own code reads a guest's bootstrap data from a running cloudseed metadata service.
+
+The client is Debian's ``cloud-init`` package (22.4), run by Debian's ``/usr/bin/python3`` in a
+subprocess (``tests/support/cloudinit_client.py``): cloudinit is never imported into pytest.
+cloud-init cannot choose its source address, so the metadata service runs in proxy mode
+(``[neutron] service_metadata_proxy``) behind a relay that names the instance in signed
+X-Instance-ID headers, as Neutron's metadata proxy does (``tests/support/metadata_relay.py``).
+Vendordata comes from a StaticJSON file and a DynamicJSON target named ``cloud-init`` that the
+test runs.
+
+The package is installed by the ``cloud_init`` fixture when it is missing (as root, with
+apt-get); otherwise these tests skip, or fail under ``CLOUDSEED_REQUIRE_DBS=1``. The client
+script says what it patches in cloud-init (only what a test host is not: DMI, NICs) and why.
+The IMDSv2 crawl takes about 10 s because cloud-init on AWS retries the identity document
+(``/2009-04-04/dynamic/instance-identity``), which Nova does not serve either.
+
+This runs once, on SQLite: the service's behaviour on each backend is covered by
+tests/functional/test_metadata_service.py.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import gzip
+import json
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from cloudseed.db.engines import Database
+from cloudseed.networks import service as networks
+from tests.conftest import make_settings
+from tests.support import databases
+from tests.support.cloud import Cloud, b64, create_server, make_cloud, mv, wait_for
+from tests.support.metadata_relay import Relay, Target, metadata_relay, vendordata_target
+from tests.support.server import running_metadata
+
+pytestmark = [
+    pytest.mark.compat,
+    # Only SQLite: overrides the session-wide backend parametrisation for this module.
+    pytest.mark.parametrize("backend", ["sqlite"], indirect=True),
+]
+
+DEBIAN_PYTHON = Path("/usr/bin/python3")
+CLOUDINIT = Path("/usr/lib/python3/dist-packages/cloudinit")
+CLIENT = Path(__file__).parents[1] / "support" / "cloudinit_client.py"
+CLIENT_TIMEOUT = 120  # seconds for one client run; normally 1-3 s (the IMDSv2 one about 12 s)
+INSTALL_TIMEOUT = 900
+
+SECRET = "relay-shared-secret"
+STATIC_VENDORDATA = "#cloud-config\nbootcmd: [echo static vendordata]\n"
+DYNAMIC_VENDORDATA = "#cloud-config\nruncmd: [echo dynamic vendordata]\n"
+USER_DATA = "#cloud-config\nruncmd: [echo 'first user data é']\n"
+
+
+# -- set-up ---------------------------------------------------------------------------------
+
+
+def _ensure_cloud_init() -> str | None:
+    """Install Debian's cloud-init if it is missing and we may; the reason if it cannot be
+    used, else None."""
+    if not (CLOUDINIT / "__init__.py").is_file():
+        apt = shutil.which("apt-get")
+        if apt is None:
+            return ("Debian's cloud-init package is not installed and there is no apt-get "
+                    "to install it")
+        if os.geteuid() != 0:
+            return ("Debian's cloud-init package is not installed; as root: "
+                    "apt-get install --no-install-recommends cloud-init")
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive", "LC_ALL": "C"}
+        install = [apt, "-o", "DPkg::Lock::Timeout=300", "install", "-y",
+                   "--no-install-recommends", "cloud-init"]
+        result = subprocess.run(install, env=env, capture_output=True, text=True,
+                                timeout=INSTALL_TIMEOUT, check=False)
+        if result.returncode != 0:  # perhaps stale package lists
+            subprocess.run([apt, "-o", "DPkg::Lock::Timeout=300", "update"], env=env,
+                           capture_output=True, timeout=INSTALL_TIMEOUT, check=False)
+            result = subprocess.run(install, env=env, capture_output=True, text=True,
+                                    timeout=INSTALL_TIMEOUT, check=False)
+        if result.returncode != 0:
+            return (f"apt-get install cloud-init failed:\n{result.stdout[-2000:]}"
+                    f"{result.stderr[-2000:]}")
+    if not DEBIAN_PYTHON.is_file():
+        return f"{DEBIAN_PYTHON} (Debian's interpreter for cloud-init) is missing"
+    check = subprocess.run([str(DEBIAN_PYTHON), "-I", "-B", "-c",
+                            "import cloudinit.sources.helpers.openstack"],
+                           capture_output=True, text=True, timeout=60, check=False)
+    if check.returncode != 0:
+        return f"cloud-init does not import under {DEBIAN_PYTHON}:\n{check.stderr[-2000:]}"
+    return None
+
+
+@pytest.fixture(scope="session")
+def cloud_init() -> Path:
+    """The interpreter that runs cloud-init's code (installing the package if need be)."""
+    problem = _ensure_cloud_init()
+    if problem is not None:
+        if databases.required():
+            pytest.fail(f"CLOUDSEED_REQUIRE_DBS=1 but {problem}")
+        pytest.skip(problem)
+    return DEBIAN_PYTHON
+
+
+@pytest.fixture()
+def target() -> Iterator[Target]:
+    with vendordata_target(DYNAMIC_VENDORDATA) as running:
+        yield running
+
+
+@pytest.fixture()
+def metadata_url(database_url: str, tmp_path: Path, target: Target) -> Iterator[str]:
+    """A metadata service in proxy mode with StaticJSON and DynamicJSON vendordata."""
+    static = tmp_path / "vendor_data.json"
+    static.write_text(json.dumps({"cloud-init": STATIC_VENDORDATA}))
+    settings = make_settings(
+        database_url, tmp_path / "state",
+        CLOUDSEED_NEUTRON__SERVICE_METADATA_PROXY="true",
+        CLOUDSEED_NEUTRON__METADATA_PROXY_SHARED_SECRET=SECRET,
+        CLOUDSEED_API__VENDORDATA_PROVIDERS="StaticJSON,DynamicJSON",
+        CLOUDSEED_API__VENDORDATA_JSONFILE_PATH=str(static),
+        CLOUDSEED_API__VENDORDATA_DYNAMIC_TARGETS=f"cloud-init@{target.url}")
+    with running_metadata(settings) as url:
+        yield url
+
+
+@pytest.fixture()
+def cloud(api: httpx.Client, api_db: Database, tmp_path: Path) -> Cloud:
+    made = make_cloud(api, api_db, tmp_path)
+    with api_db.write() as session:
+        net = networks.add_network(session, name="loop", cidr="127.0.0.0/24",
+                                   gateway="127.0.0.1")
+        made.network_id = net.uuid
+    return made
+
+
+@dataclasses.dataclass
+class Guest:
+    id: str
+    address: str
+    mac: str
+
+
+def boot(api: httpx.Client, cloud: Cloud, **fields: Any) -> Guest:
+    server = create_server(api, cloud, "2.37", networks=[{"uuid": cloud.network_id}], **fields)
+    server = wait_for(api, server["id"], "ACTIVE", version="2.37")
+    (port,) = server["addresses"]["loop"]
+    return Guest(server["id"], port["addr"], port["OS-EXT-IPS-MAC:mac_addr"])
+
+
+# -- running cloud-init's code ----------------------------------------------------------------
+
+
+class CloudInitRun:
+    """One run of the client script, started at once; ``result()`` waits for its JSON. As a
+    context manager it also makes sure the process is gone when the test is."""
+
+    def __init__(self, python: Path, base: str, mac: str, work: Path, *modes: str) -> None:
+        work.mkdir(parents=True, exist_ok=True)
+        self.work = work
+        self.argv = [str(python), "-I", "-B", str(CLIENT), base, *modes, "--mac", mac,
+                     "--work", str(work)]
+        self.started = time.monotonic()
+        self.process = subprocess.Popen(
+            self.argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=work,
+            env={"PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8", "HOME": str(work)})
+        self.seconds = 0.0
+
+    def __enter__(self) -> CloudInitRun:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.communicate()
+
+    def result(self) -> dict[str, Any]:
+        timed_out = ""
+        try:
+            stdout, stderr = self.process.communicate(timeout=CLIENT_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            stdout, stderr = self.process.communicate()
+            timed_out = f" (killed after {CLIENT_TIMEOUT} s)"
+        self.seconds = time.monotonic() - self.started
+        if self.process.returncode != 0:
+            pytest.fail(f"{' '.join(self.argv)} exited {self.process.returncode}{timed_out}\n"
+                        f"stderr:\n{stderr[-4000:]}\ncloud-init log:\n{self.log()[-8000:]}")
+        result: dict[str, Any] = json.loads(stdout)
+        return result
+
+    def log(self) -> str:
+        log = self.work / "cloud-init.log"
+        return log.read_text(errors="replace") if log.exists() else "(none)"
+
+
+def unb64(value: Any) -> bytes:
+    """Bytes as the client script encodes them; cloud-init gives text for some leaves."""
+    if isinstance(value, dict):
+        return base64.b64decode(value["base64"])
+    assert isinstance(value, str), value
+    return value.encode()
+
+
+def run_cloud_init(python: Path, relay: Relay, guest: Guest, work: Path,
+                   *modes: str) -> CloudInitRun:
+    return CloudInitRun(python, relay.url, guest.mac, work, *modes)
+
+
+def guest_relay(metadata_url: str, guest: Guest, **options: Any
+                ) -> AbstractContextManager[Relay]:
+    return metadata_relay(metadata_url, instance_id=guest.id, tenant_id="proj", secret=SECRET,
+                          **options)
+
+
+def misses(relay: Relay) -> set[tuple[str, str, int]]:
+    return {(e.method, e.path, e.status) for e in relay.exchanges if e.status != 200}
+
+
+# Newer EC2 versions that cloud-init probes for, and the AWS identity document: neither Nova nor
+# cloudseed serves them, and cloud-init goes on without them.
+EC2_VERSION_PROBES = {("GET", f"/{version}/meta-data/instance-id", 404)
+                      for version in ("2021-03-23", "2018-09-24", "2016-09-02")}
+AWS_IDENTITY = ("GET", "/2009-04-04/dynamic/instance-identity", 404)
+
+
+# -- the tests ------------------------------------------------------------------------------
+
+
+def test_cloud_init_reads_both_trees(api: httpx.Client, cloud: Cloud, metadata_url: str,
+                                     target: Target, cloud_init: Path,
+                                     tmp_path: Path) -> None:
+    guest = boot(api, cloud, key_name="key1", user_data=b64(USER_DATA),
+                 availability_zone="nova")
+    user_data = USER_DATA.encode()
+    # IMDSv2 waits ~10 s for the identity document (5 retries, twice): run it alongside.
+    with guest_relay(metadata_url, guest) as relay, \
+            guest_relay(metadata_url, guest) as aws_relay, \
+            run_cloud_init(cloud_init, aws_relay, guest, tmp_path / "aws",
+                           "ec2-datasource-v2") as aws, \
+            run_cloud_init(cloud_init, relay, guest, tmp_path / "guest", "openstack-reader",
+                           "openstack-datasource", "ec2-helpers", "ec2-datasource-v1") as run:
+        out, out_aws = run.result(), aws.result()
+    print(f"cloud-init {out['cloud_init_version']}: {run.seconds:.1f} s; "
+          f"IMDSv2 datasource {aws.seconds:.1f} s")
+
+    # OpenStack tree, as read_v2() returns it and as the datasource's helpers convert it.
+    reader = out["openstack-reader"]
+    assert reader["version"] == "2018-08-27"
+    read = reader["read_v2"]
+    assert read["version"] == 2
+    assert read["metadata"]["instance-id"] == read["metadata"]["uuid"] == guest.id
+    assert read["metadata"]["local-hostname"] == "vm.novalocal"
+    assert read["metadata"]["public_keys"] == {"key1": cloud.key1}
+    assert reader["public_keys"] == [cloud.key1]
+    assert unb64(read["userdata"]) == user_data
+    assert read["vendordata"] == {"cloud-init": STATIC_VENDORDATA}
+    assert read["vendordata2"] == {"static": {"cloud-init": STATIC_VENDORDATA},
+                                   "cloud-init": DYNAMIC_VENDORDATA}
+    assert reader["vendordata_raw"] == STATIC_VENDORDATA
+    assert reader["vendordata2_raw"] == DYNAMIC_VENDORDATA
+    (link,) = read["networkdata"]["links"]
+    assert link["ethernet_mac_address"] == guest.mac
+    (nic,) = reader["network_config"]["config"]
+    assert reader["network_config"]["version"] == 1
+    assert (nic["type"], nic["name"], nic["mac_address"]) == ("physical", "eth0", guest.mac)
+    (subnet,) = nic["subnets"]
+    assert (subnet["type"], subnet["address"], subnet["netmask"]) == (
+        "static", guest.address, "255.255.255.0")
+    ec2_id = read["ec2-metadata"]["instance-id"]
+    assert ec2_id.startswith("i-")
+    assert read["ec2-metadata"]["public-keys"] == {"key1": cloud.key1}
+
+    # The whole OpenStack datasource.
+    ds = out["openstack-datasource"]
+    assert ds["get_data"] is True
+    assert ds["str"] == "DataSourceOpenStack [net,ver=2]"
+    assert ds["instance_id"] == ds["instance_data_v1"]["instance_id"] == guest.id
+    assert ds["public_keys"] == [cloud.key1]
+    assert unb64(ds["userdata_raw"]) == user_data
+    assert ds["vendordata_raw"] == STATIC_VENDORDATA
+    assert ds["vendordata2_raw"] == DYNAMIC_VENDORDATA
+    assert ds["network_config"] == reader["network_config"]
+    assert ds["availability_zone"] == "nova"
+    assert ds["local_hostname"] == "vm.novalocal"
+    assert (ds["platform_type"], ds["subplatform"]) == ("openstack", f"metadata ({relay.url})")
+    assert ds["ec2_metadata"]["instance-id"] == ec2_id
+
+    # EC2 tree: the crawler helpers, then the datasource without (v1) and with (v2) tokens.
+    helpers = out["ec2-helpers"]
+    assert helpers["meta_data"]["instance-id"] == ec2_id
+    assert helpers["meta_data"]["public-keys"] == {"key1": cloud.key1}
+    assert helpers["meta_data"]["placement"] == {"availability-zone": "nova"}
+    assert helpers["meta_data"]["local-ipv4"] == guest.address
+    assert unb64(helpers["user_data"]) == user_data
+    for ec2, cloud_name in ((out["ec2-datasource-v1"], "unknown"), (out_aws["ec2-datasource-v2"],
+                                                                    "aws")):
+        assert ec2["get_data"] is True, cloud_name
+        assert ec2["cloud_name"] == cloud_name
+        assert ec2["used_token"] is (cloud_name == "aws")
+        assert ec2["api_version"] == "2009-04-04"
+        assert ec2["instance_id"] == ec2_id
+        assert ec2["public_keys"] == [cloud.key1]
+        assert unb64(ec2["userdata_raw"]) == user_data
+        assert ec2["availability_zone"] == "nova"
+        assert ec2["local_hostname"] == "vm.novalocal"
+
+    # What went over the wire: IMDSv1 never asked for a token; IMDSv2 got one session token
+    # and used it on every request after, none of which was refused.
+    assert not any(e.method == "PUT" or "x-aws-ec2-metadata-token" in e.headers
+                   for e in relay.exchanges)
+    assert misses(relay) <= EC2_VERSION_PROBES
+    put, *gets = aws_relay.exchanges
+    assert (put.method, put.path, put.status) == ("PUT", "/latest/api/token", 200)
+    assert put.headers["x-aws-ec2-metadata-token-ttl-seconds"] == "21600"
+    assert len(gets) > 20
+    assert len({e.headers["x-aws-ec2-metadata-token"] for e in gets}) == 1
+    assert misses(aws_relay) <= EC2_VERSION_PROBES | {AWS_IDENTITY}
+
+    # The DynamicJSON target was asked about this instance, in Nova's shape.
+    assert target.bodies
+    for body in target.bodies:
+        assert (body["instance-id"], body["project-id"], body["user-data"]) == (
+            guest.id, "proj", b64(USER_DATA))
+
+
+def test_new_user_data_reaches_the_next_crawl(api: httpx.Client, cloud: Cloud,
+                                              metadata_url: str, target: Target,
+                                              cloud_init: Path, tmp_path: Path) -> None:
+    guest = boot(api, cloud, key_name="key1", user_data=b64(USER_DATA))
+    modes = ("openstack-datasource", "ec2-datasource-v1")
+    with guest_relay(metadata_url, guest) as relay:
+        before = run_cloud_init(cloud_init, relay, guest, tmp_path / "before", *modes).result()
+        for mode in modes:
+            assert unb64(before[mode]["userdata_raw"]) == USER_DATA.encode(), mode
+        # Binary user data this time: gzip, which cloud-init unpacks itself.
+        new = gzip.compress(b"#cloud-config\nruncmd: [echo 'second user data']\n", mtime=0)
+        r = api.put(f"/v2.1/servers/{guest.id}",
+                    json={"server": {"user_data": base64.b64encode(new).decode()}},
+                    headers=mv("2.105"))
+        assert r.status_code == 200, r.text
+        after = run_cloud_init(cloud_init, relay, guest, tmp_path / "after", *modes).result()
+    for mode in modes:
+        assert unb64(after[mode]["userdata_raw"]) == new, mode
+    assert after["openstack-datasource"]["instance_id"] == guest.id
+    assert after["openstack-datasource"]["public_keys"] == [cloud.key1]
+    assert target.bodies[-1]["user-data"] == base64.b64encode(new).decode()
+
+
+def test_guest_posts_its_password_through_the_proxy(api: httpx.Client, cloud: Cloud,
+                                                    metadata_url: str) -> None:
+    guest = boot(api, cloud)
+    # What a guest agent posts: the new password encrypted to the key pair, base64-encoded.
+    secret = base64.b64encode(os.urandom(256)).decode()
+    with guest_relay(metadata_url, guest) as relay, \
+            httpx.Client(base_url=relay.url, timeout=10) as md:
+        assert md.get("/openstack/latest/password").content == b""
+        r = md.post("/openstack/latest/password", content=secret.encode())
+        assert r.status_code == 200, r.text
+        assert md.get("/openstack/latest/password").text == secret
+    r = api.get(f"/v2.1/servers/{guest.id}/os-server-password")
+    assert r.status_code == 200, r.text
+    assert r.json() == {"password": secret}
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "cloudseed refuses PUT /latest/api/token whenever X-Forwarded-For is present, even in "
+    "proxy mode from a proxy whose X-Instance-ID signature checks out; Neutron's metadata "
+    "proxy always sends X-Forwarded-For, so IMDSv2 guests get 403 and cloud-init on AWS "
+    "gives up"))
+def test_imdsv2_through_a_proxy_that_also_sends_x_forwarded_for(
+        api: httpx.Client, cloud: Cloud, metadata_url: str, cloud_init: Path,
+        tmp_path: Path) -> None:
+    guest = boot(api, cloud, key_name="key1")
+    with guest_relay(metadata_url, guest, forwarded_for=guest.address) as relay:
+        out = run_cloud_init(cloud_init, relay, guest, tmp_path / "aws",
+                             "ec2-datasource-v2").result()
+    assert ("PUT", "/latest/api/token", 200) in {
+        (e.method, e.path, e.status) for e in relay.exchanges}
+    assert out["ec2-datasource-v2"]["get_data"] is True
