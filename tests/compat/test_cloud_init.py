@@ -371,11 +371,6 @@ def test_guest_posts_its_password_through_the_proxy(api: httpx.Client, cloud: Cl
     assert r.json() == {"password": secret}
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "cloudseed refuses PUT /latest/api/token whenever X-Forwarded-For is present, even in "
-    "proxy mode from a proxy whose X-Instance-ID signature checks out; Neutron's metadata "
-    "proxy always sends X-Forwarded-For, so IMDSv2 guests get 403 and cloud-init on AWS "
-    "gives up"))
 def test_imdsv2_through_a_proxy_that_also_sends_x_forwarded_for(
         api: httpx.Client, cloud: Cloud, metadata_url: str, cloud_init: Path,
         tmp_path: Path) -> None:

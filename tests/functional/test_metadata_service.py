@@ -459,3 +459,29 @@ def test_json_documents_are_valid_json_for_every_version(
                 assert r.status_code == 200, (version, name)
                 if name.endswith(".json"):
                     json.loads(r.content)
+
+
+def test_tokens_through_trusted_forwarders_but_not_through_a_guest_relay(
+        api: httpx.Client, cloud: Cloud, metadata_url: str,
+        metadata_server: MetadataServer) -> None:
+    guest = boot(api, cloud)
+    ttl = {"X-aws-ec2-metadata-token-ttl-seconds": "60"}
+    proxy = Guest("proxy", "127.0.0.250", "")  # in trusted_proxies
+    with proxy.client(metadata_url) as md:
+        r = md.put("/latest/api/token", headers={**ttl, "X-Forwarded-For": guest.address})
+        assert r.status_code == 200
+        relayed = {**ttl, "X-Forwarded-For": f"127.0.0.77, {guest.address}"}
+        assert md.put("/latest/api/token", headers=relayed).status_code == 403
+    signed = {"X-Instance-ID": guest.id, "X-Tenant-ID": "proj",
+              "X-Instance-ID-Signature": sign(SECRET, guest.id)}
+    neutron = ("neutron", {"service_metadata_proxy": True,
+                           "metadata_proxy_shared_secret": SECRET})
+    with metadata_server(neutron) as url, httpx.Client(base_url=url, timeout=10) as md:
+        r = md.put("/latest/api/token",
+                   headers={**ttl, **signed, "X-Forwarded-For": guest.address})
+        assert r.status_code == 200
+        assert md.get("/latest/meta-data/", headers={
+            **signed, "X-aws-ec2-metadata-token": r.text}).status_code == 200
+        r = md.put("/latest/api/token", headers={
+            **ttl, **signed, "X-Forwarded-For": f"10.9.9.9, {guest.address}"})
+        assert r.status_code == 403

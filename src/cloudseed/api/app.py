@@ -63,13 +63,16 @@ def create_api_app(settings: Settings, *, api_db: Database | None = None,
     async def lifespan(_app: Starlette) -> AsyncIterator[dict[str, Any]]:
         db = api_db or Database.connect("api", settings.api_database_url)
         cells = CellDatabases(db)
+        check = build_check(settings, cells)
         operations = Operations(cells=cells, driver=driver or make_driver(settings),
-                                build_check=build_check(settings, cells))
+                                build_check=check)
         servers = Servers(api_db=db, cells=cells, operations=operations)
         try:
             yield {"cloudseed": ApiState(settings=settings, api_db=db, servers=servers)}
         finally:
             operations.shutdown()
+            if check is not None:
+                check.close()
             cells.dispose()
             if api_db is None:
                 db.dispose()

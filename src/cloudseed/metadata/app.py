@@ -25,7 +25,7 @@ from cloudseed.metadata.store import GuestStore
 from cloudseed.metadata.tokens import TOKEN_HEADER, TTL_HEADER, Tokens
 from cloudseed.settings import Settings
 from cloudseed.types import Receive, Scope, Send
-from cloudseed.vendordata.service import Vendordata
+from cloudseed.vendordata import Vendordata
 
 log = logging.getLogger(__name__)
 access_log = logging.getLogger("cloudseed.metadata.access")
@@ -67,7 +67,6 @@ class MetadataApp:
         self._own_db: Database | None = None
         self.store: GuestStore | None = None
         self.vendordata: Vendordata | None = None
-        self._vendor_data2_static: bytes | None = None
 
     # -- ASGI --------------------------------------------------------------------------------
 
@@ -98,7 +97,6 @@ class MetadataApp:
         if db is None:
             db = self._own_db = Database.connect("api", self.settings.api_database_url)
         self.vendordata = Vendordata(self.settings)
-        self._vendor_data2_static = self.vendordata.static_only_vendor_data2()
         self.store = GuestStore(CellDatabases(db), dhcp_domain=self.dhcp_domain,
                                 capacity=self.settings.metadata.cache_size,
                                 poll_interval=self.settings.metadata.change_poll_interval_ms
@@ -164,6 +162,8 @@ class MetadataApp:
         claim = self.identifier.claim(peer, headers)
         guest = await self._guest(claim)
         if target.kind == tree.TOKEN:
+            if self.identifier.relayed_by_guest(peer, headers):
+                raise TokenRefused("Token requests through a proxy are not allowed.")
             return self._issue_token(guest, headers)
         self._check_token(guest, headers)
         return await self._document(target, guest, method, receive, claim.address)
@@ -193,8 +193,6 @@ class MetadataApp:
                      ) -> Answer:
         ttl_header = None
         for name, value in headers:
-            if name == b"x-forwarded-for":
-                raise TokenRefused("Token requests through a proxy are not allowed.")
             if name == TTL_HEADER:
                 ttl_header = value
         token, ttl = self.tokens.issue(guest.facts.uuid, ttl_header)
@@ -272,9 +270,11 @@ class MetadataApp:
         return Answer(200, render.ec2_leaf(node))
 
     async def _vendor_data2(self, facts: GuestFacts) -> bytes:
-        if self._vendor_data2_static is not None:
-            return self._vendor_data2_static
         assert self.vendordata is not None
+        # Without dynamic targets the same bytes for everyone (until the file changes).
+        shared = self.vendordata.static_only_vendor_data2()
+        if shared is not None:
+            return shared
         return await self.vendordata.vendor_data2(vendordata_request(facts))
 
     async def _post_password(self, uuid: str, receive: Receive) -> None:

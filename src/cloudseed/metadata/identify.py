@@ -72,15 +72,23 @@ class Identifier:
             return False
         return any(ip in net for net in self.trusted)
 
+    def relayed_by_guest(self, peer: str | None, headers: Headers) -> bool:
+        """Whether the request passed through a forwarder we do not trust (an open proxy in
+        a guest, say): session tokens are never handed out through one, as in EC2.
+
+        The proxies cloudseed trusts (a signing metadata proxy, ``trusted_proxies``) add one
+        hop for the guest; a further hop was added by someone else."""
+        hops = _hops(headers)
+        if self.proxy_mode:
+            return len(hops) > 1
+        if peer is not None and self.trusted and self.is_trusted(peer):
+            return sum(1 for hop in hops if not self.is_trusted(hop)) > 1
+        return bool(hops)
+
     def _forwarded_client(self, peer: str, headers: Headers) -> str:
         """The client as the trusted proxies report it: walking the chain from the nearest
         hop, the first address that is not itself a trusted proxy."""
-        hops: list[str] = []
-        for name, value in headers:
-            if name == b"forwarded":
-                hops += _forwarded_for(value.decode("latin-1"))
-            elif name == b"x-forwarded-for":
-                hops += [h.strip() for h in value.decode("latin-1").split(",") if h.strip()]
+        hops = _hops(headers)
         for hop in reversed(hops):
             if not self.is_trusted(hop):
                 return hop
@@ -126,6 +134,17 @@ def _single(found: dict[bytes, list[str]], name: bytes, label: str) -> str | Non
     if len(values) > 1:
         raise BadProxyRequest(f"Multiple {label} headers found within request.")
     return values[0]
+
+
+def _hops(headers: Headers) -> list[str]:
+    """The forwarding chain from Forwarded and X-Forwarded-For, farthest first."""
+    hops: list[str] = []
+    for name, value in headers:
+        if name == b"forwarded":
+            hops += _forwarded_for(value.decode("latin-1"))
+        elif name == b"x-forwarded-for":
+            hops += [h.strip() for h in value.decode("latin-1").split(",") if h.strip()]
+    return hops
 
 
 def _forwarded_for(value: str) -> list[str]:
