@@ -169,6 +169,21 @@ class TestDebugfs:
         fsck_clean(image)
         assert leftovers(tmp_path) == []
 
+    def test_replaced_file_keeps_mode_and_owner(self, tmp_path):
+        tree = guest_tree(tmp_path / "tree")
+        motd = tree / "etc" / "motd"
+        motd.write_text("old\n")
+        motd.chmod(0o604)
+        owner = (1, 42) if os.geteuid() == 0 else (os.getuid(), os.getgid())
+        if os.geteuid() == 0:
+            os.chown(motd, *owner)
+        image = ext4_image(tree, tmp_path / "disk.raw")
+        inject(image, "raw", InjectionRequest(files=(("/etc/motd", b"new\n"),)),
+               options=options("debugfs"))
+        assert guest_cat(image, "/etc/motd") == b"new\n"
+        assert guest_stat(image, "/etc/motd") == ("regular", 0o604, *owner)
+        fsck_clean(image)
+
     @needs("sfdisk", "dd")
     def test_partition(self, tmp_path):
         image = partitioned_image(guest_tree(tmp_path / "tree"), tmp_path / "disk.raw")

@@ -70,7 +70,8 @@ def inject(image_path: str | os.PathLike[str], fmt: str, request: InjectionReque
                      else passwords.sha512_crypt(wanted.admin_password))
 
     unavailable: list[tuple[str, str]] = []
-    with copies.working_copy(image, timeout=options.tool_timeout) as copy:
+    with copies.working_copy(image, timeout=max(options.tool_timeout,
+                                                 copies.COPY_TIMEOUT)) as copy:
         target = ImageTarget(path=copy, fmt=fmt, partition=options.partition,
                              timeout=options.tool_timeout)
         for name in options.handlers:

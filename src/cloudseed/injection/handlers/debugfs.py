@@ -18,7 +18,13 @@ from cloudseed.injection.errors import GuestRefused, HandlerUnavailable
 from cloudseed.injection.guest import GuestStat
 from cloudseed.injection.handlers.protocol import ImageTarget
 from cloudseed.injection.tools import commands, partitions
-from cloudseed.injection.tools.debugfs import EXT_MAGIC, SUPERBLOCK_MAGIC_OFFSET, Debugfs, quote
+from cloudseed.injection.tools.debugfs import (
+    EXT_MAGIC,
+    SUPERBLOCK_MAGIC_OFFSET,
+    Debugfs,
+    DebugfsError,
+    quote,
+)
 
 TYPE_BITS = {"file": 0o100000, "dir": 0o040000, "symlink": 0o120000}
 
@@ -110,7 +116,14 @@ def open_guest(target: ImageTarget) -> Iterator[DebugfsFilesystem]:
         link.symlink_to(target.path.resolve())
         device = f"{link}?offset={offset}" if offset else str(link)
         debugfs = Debugfs(device, timeout=target.timeout)
-        if "needs_recovery" in debugfs.features():
+        try:
+            features = debugfs.features()
+        except DebugfsError as exc:
+            # A filesystem this debugfs cannot open (newer features, damage): another
+            # handler may still manage.
+            raise HandlerUnavailable(f"debugfs cannot open the filesystem on {where}: "
+                                     f"{exc.detail}") from None
+        if "needs_recovery" in features:
             raise HandlerUnavailable(f"the filesystem on {where} has a journal to replay, "
                                      "which debugfs does not do")
         yield DebugfsFilesystem(debugfs, workdir)

@@ -16,6 +16,9 @@ from pathlib import Path
 
 from cloudseed.injection.tools import commands
 
+# Copying is bounded by disk speed and image size, not by a hostile image: allow an hour.
+COPY_TIMEOUT = 3600.0
+
 
 def _fsync_dir(directory: Path) -> None:
     fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
@@ -26,7 +29,7 @@ def _fsync_dir(directory: Path) -> None:
 
 
 @contextmanager
-def working_copy(image: Path, *, timeout: float) -> Iterator[Path]:
+def working_copy(image: Path, *, timeout: float = COPY_TIMEOUT) -> Iterator[Path]:
     """Yields a copy of ``image``; a clean exit renames it over ``image``, an exception
     deletes it and leaves ``image`` exactly as it was."""
     fd, name = tempfile.mkstemp(dir=image.parent, prefix=f".{image.name}.", suffix=".inject")
