@@ -2,9 +2,10 @@
 
 Images are built here (``mke2fs -d``, ``sfdisk`` + ``dd``, ``qemu-img convert``), injected through
 the service or the CLI, and checked with ``debugfs -R cat/stat`` and ``e2fsck`` (and
-``guestfish --ro`` when ``CLOUDSEED_TEST_GUESTFISH=1``, because each libguestfs appliance boot
-costs 15-30 s without KVM). A test that needs a missing tool or privilege is skipped with the
-reason; the libguestfs test skips when its appliance cannot start on this machine.
+``guestfish --ro`` when ``CLOUDSEED_TEST_SLOW_GUESTFS=1``, because each libguestfs appliance
+boot, and OS inspection, cost 15-30 s without KVM). A test that needs a missing tool or
+privilege is skipped with the reason; the libguestfs tests skip when the appliance cannot start
+on this machine.
 """
 
 from __future__ import annotations
@@ -408,27 +409,49 @@ def guestfish_read(image: Path, fmt: str, *commands: str) -> str:
     return result.stdout.decode()
 
 
+SLOW_GUESTFS = os.environ.get("CLOUDSEED_TEST_SLOW_GUESTFS") == "1"
+
+
 @needs("mke2fs", "debugfs", "qemu-img", "openssl", "prlimit", "sfdisk")
 class TestGuestfs:
-    def test_qcow2_by_inspection(self, tmp_path):
+    def qcow2_image(self, tmp_path: Path) -> Path:
         raw = partitioned_image(guest_tree(tmp_path / "tree"), tmp_path / "disk.raw")
         image = tmp_path / "disk.qcow2"
         run("qemu-img", "convert", "-f", "raw", "-O", "qcow2", str(raw), str(image))
         raw.unlink()
+        return image
+
+    def inject_or_skip(self, image: Path, partition: int):
         try:
-            report = inject(image, "qcow2", FULL_REQUEST,
-                            options=options("guestfs", partition=-1))
+            return inject(image, "qcow2", FULL_REQUEST,
+                          options=options("debugfs", "guestfs", partition=partition))
         except NoHandlerAvailable as exc:
             pytest.skip(f"libguestfs cannot run here: {exc.message}")
-        assert report.handler == "guestfs"
-        # Read back with qemu's qcow2 driver and e2fsprogs, tools libguestfs does not share.
+
+    def read_back_flat(self, image: Path, tmp_path: Path) -> None:
+        # qemu's qcow2 driver and e2fsprogs: tools libguestfs does not share.
         flat = tmp_path / "flat.raw"
         run("qemu-img", "convert", "-f", "qcow2", "-O", "raw", str(image), str(flat))
         assert_full_injection(flat, partition=1)
-        if os.environ.get("CLOUDSEED_TEST_GUESTFISH") == "1":
-            out = guestfish_read(image, "qcow2", "cat /root/.ssh/authorized_keys",
-                                 "cat /meta.js")
-            assert KEY in out and '{"role": "web"}' in out
+
+    def test_qcow2_partition(self, tmp_path):
+        image = self.qcow2_image(tmp_path)
+        report = self.inject_or_skip(image, partition=1)
+        assert report.handler == "guestfs"
+        assert report.unavailable == (("debugfs", "debugfs reads raw images only, this one "
+                                                  "is qcow2"),)
+        self.read_back_flat(image, tmp_path)
+
+    @pytest.mark.skipif(not SLOW_GUESTFS, reason="OS inspection and a guestfish read-back "
+                        "boot two more appliances (15-30 s each without KVM); set "
+                        "CLOUDSEED_TEST_SLOW_GUESTFS=1")
+    def test_qcow2_by_inspection_read_back_with_guestfish(self, tmp_path):
+        image = self.qcow2_image(tmp_path)
+        report = self.inject_or_skip(image, partition=-1)
+        assert report.handler == "guestfs"
+        self.read_back_flat(image, tmp_path)
+        out = guestfish_read(image, "qcow2", "cat /root/.ssh/authorized_keys", "cat /meta.js")
+        assert KEY in out and '{"role": "web"}' in out
 
 
 # -- the CLI ---------------------------------------------------------------------------------
