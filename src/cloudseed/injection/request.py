@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from cloudseed.injection.errors import InvalidInjectionRequest
 
 if TYPE_CHECKING:
+    from cloudseed.compute.driver import GuestSpec
     from cloudseed.settings import Settings
 
 HANDLER_NAMES = ("guestfs", "debugfs", "loop", "nbd")
@@ -62,6 +63,20 @@ class InjectionRequest:
             raise InvalidInjectionRequest("The admin password may not contain a line break.")
         if self.key_data is not None and not self.key_data.strip():
             raise InvalidInjectionRequest("The key is empty.")
+
+    @classmethod
+    def for_guest(cls, guest: GuestSpec, *, admin_password: str | None = None,
+                  metadata: Mapping[str, str] | None = None,
+                  files: tuple[tuple[str, bytes], ...] = (),
+                  include_network: bool = False) -> InjectionRequest:
+        """The request create and rebuild make: the guest's key and, with
+        ``include_network`` (Nova's ``flat_injected``, off by default), an interfaces file
+        rendered from its ports."""
+        from cloudseed.injection.network import render_interfaces
+
+        return cls(key_data=guest.key_data or None, admin_password=admin_password,
+                   metadata=dict(metadata or {}), files=files,
+                   network_config=render_interfaces(guest.ports) if include_network else None)
 
     @property
     def is_empty(self) -> bool:

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from cloudseed.injection.errors import ImageToolFailed
 from cloudseed.injection.tools import commands
 
 # Copying is bounded by disk speed and image size, not by a hostile image: allow an hour.
@@ -32,7 +33,12 @@ def _fsync_dir(directory: Path) -> None:
 def working_copy(image: Path, *, timeout: float = COPY_TIMEOUT) -> Iterator[Path]:
     """Yields a copy of ``image``; a clean exit renames it over ``image``, an exception
     deletes it and leaves ``image`` exactly as it was."""
-    fd, name = tempfile.mkstemp(dir=image.parent, prefix=f".{image.name}.", suffix=".inject")
+    try:
+        fd, name = tempfile.mkstemp(dir=image.parent, prefix=f".{image.name}.",
+                                    suffix=".inject")
+    except OSError as exc:
+        raise ImageToolFailed(tool="working copy", detail=f"cannot create a file next to "
+                              f"{image}: {exc.strerror}") from None
     os.close(fd)
     copy = Path(name)
     try:
