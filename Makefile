@@ -27,6 +27,7 @@ run: venv  ## migrate the embedded SQLite databases and serve (compute API on 12
 	$(BIN)/cloudseed --data-dir $(DATA_DIR) serve
 
 test: test-venv  ## run the whole test suite (SQLite; PostgreSQL and MariaDB where reachable)
+	sh tools/debian-packages.sh
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint:  ## ruff and mypy

@@ -1,0 +1,23 @@
+#!/bin/sh
+# Install the Debian packages the test suite drives (as real parts, not mocks), if missing.
+# Run by `make test`. Without root or apt-get it only lists what is missing; the tests that
+# need a missing tool then skip with the reason (or fail under CLOUDSEED_REQUIRE_DBS=1).
+set -eu
+# cloud-init: its own reader code is the metadata service's test client.
+# e2fsprogs, fdisk, qemu-utils, openssl: disk image injection.
+# libguestfs-tools, python3-guestfs: the guestfs injection handler (skipped when absent; its
+# appliance also needs a kernel in /boot, e.g. linux-image-cloud-amd64).
+packages="cloud-init e2fsprogs fdisk qemu-utils openssl"
+missing=""
+for p in $packages; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \
+        || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "installing Debian packages:$missing"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $missing \
+        >/dev/null
+else
+    echo "missing Debian packages (tests that need them will skip):$missing" >&2
+fi
