@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import concurrent.futures
 import time
+from pathlib import Path
 
 import httpx
 import pytest
 
+from cloudseed.db.engines import Database
+from cloudseed.networks import service as networks
 from tests.support.cloud import b64, create_server, make_cloud, mv, wait_for
 
 ADMIN = {"X-Auth-Token": "admin:proj"}
@@ -400,3 +403,20 @@ class TestImageAndNetworkServices:
         assert api.get("/network/v2.0/networks/private").status_code == 404
         named = api.get("/network/v2.0/networks?name=private").json()["networks"]
         assert [n["id"] for n in named] == [cloud.network_id]
+
+
+def test_a_mac_collision_draws_again(api: httpx.Client, api_db: Database, tmp_path: Path,
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    cloud = make_cloud(api, api_db, tmp_path)
+    first = wait_for(api, create_server(api, cloud, "2.37")["id"], "ACTIVE", version="2.37")
+    taken = first["addresses"]["private"][0]["OS-EXT-IPS-MAC:mac_addr"]
+    # Both new ports first draw the existing MAC, then the same new one twice.
+    draws = iter([taken, taken, "fa:16:3e:aa:bb:01", "fa:16:3e:aa:bb:01", "fa:16:3e:aa:bb:02"])
+    monkeypatch.setattr(networks, "random_mac", lambda: next(draws))
+    body = {"name": "pair", "imageRef": cloud.image_id, "flavorRef": "1", "networks": "auto",
+            "min_count": 2}
+    r = api.post("/v2.1/servers", json={"server": body}, headers=mv("2.37"))
+    assert r.status_code == 202, r.text
+    servers = api.get("/v2.1/servers/detail", params={"name": "pair"}).json()["servers"]
+    macs = sorted(s["addresses"]["private"][0]["OS-EXT-IPS-MAC:mac_addr"] for s in servers)
+    assert macs == ["fa:16:3e:aa:bb:01", "fa:16:3e:aa:bb:02"]

@@ -70,7 +70,7 @@ def list_networks(session: Session) -> list[Network]:
     return list(session.scalars(select(Network).order_by(Network.name)))
 
 
-def _mac() -> str:
+def random_mac() -> str:
     # Neutron's default prefix, so tools that recognise OpenStack MACs still do.
     return "fa:16:3e:" + ":".join(f"{b:02x}" for b in secrets.token_bytes(3))
 
@@ -103,7 +103,7 @@ def allocate(session: Session, *, network: Network, instance_uuid: str,
         if not address:
             raise Conflict(f"No more fixed IP addresses in network {network.name}.")
     plan = PortPlan(uuid=str(uuid.uuid4()), network_id=network.uuid,
-                    network_name=network.name, mac_address=_mac(), mtu=network.mtu,
+                    network_name=network.name, mac_address=random_mac(), mtu=network.mtu,
                     address=address, version=net.version, cidr=network.cidr,
                     gateway=network.gateway,
                     dns_nameservers=json.loads(network.dns_nameservers))
