@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 DATA_DIR ?= ./var
 PYTEST_ARGS ?=
 
-.PHONY: help run test venv test-venv lint bench clean
+.PHONY: help run test venv test-venv lint bench bench-metadata clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -37,6 +37,10 @@ lint:  ## ruff and mypy
 
 bench: test-venv  ## key pair benchmarks; results go to docs/benchmarks.md
 	$(BIN)/python bench/keypairs.py --write docs/benchmarks.md
+
+bench-metadata: venv  ## metadata boot storm (10,000 guests, wrk, nginx side by side; minutes)
+	sh tools/debian-packages.sh
+	$(BIN)/python bench/metadata_storm.py
 
 clean:  ## remove the venv and local data
 	rm -rf $(VENV) $(DATA_DIR) .pytest_cache .hypothesis
