@@ -81,7 +81,10 @@ async def serve_sockets(settings: Settings, bound: list[tuple[Listener, socket.s
     ``stop_event`` is set (for embedding, e.g. in tests)."""
     servers = []
     for listener, sock in bound:
+        # proxy_headers off: uvicorn would otherwise believe X-Forwarded-For from 127.0.0.1
+        # and rewrite the client address the metadata service identifies guests by.
         config = uvicorn.Config(listener.factory(settings), lifespan="on", access_log=False,
+                                proxy_headers=False,
                                 log_config=None, server_header=False, date_header=True,
                                 timeout_graceful_shutdown=30)
         servers.append((_Server(config), sock))

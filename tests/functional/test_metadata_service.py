@@ -486,3 +486,13 @@ def test_tokens_through_trusted_forwarders_but_not_through_a_guest_relay(
         r = md.put("/latest/api/token", headers={
             **ttl, **signed, "X-Forwarded-For": f"10.9.9.9, {guest.address}"})
         assert r.status_code == 403
+
+
+def test_forwarded_headers_from_localhost_are_not_believed_either(
+        api: httpx.Client, cloud: Cloud, metadata_url: str) -> None:
+    victim = boot(api, cloud)
+    local = Guest("local", "127.0.0.1", "")  # the address ASGI servers trust by default
+    with local.client(metadata_url) as md:
+        r = md.get("/openstack/latest/meta_data.json",
+                   headers={"X-Forwarded-For": victim.address})
+        assert r.status_code == 404
