@@ -100,6 +100,10 @@ runcmd:
   - [sh, -c, "echo booted > /var/tmp/ready"]
 """
 SERVER_METADATA = {"role": "web", "env": "bench", "owner": "storm"}
+# Servers created beyond --instances, crawled before the memory baseline is taken: that pass
+# sets up what serving 256 connections costs whatever the number of guests (buffers, pools,
+# caches of compiled SQL), so the growth measured after it is the guests' alone.
+PRIMING_INSTANCES = 200
 TARGETS = {"rps": 10_000, "p99_ms": 10.0, "kib_per_instance": 5.0, "visible_ms": 100.0,
            "nginx_ratio": 0.30}
 
@@ -598,8 +602,9 @@ class StormFiles:
     paths: Path  # "<path> <flat name>" per line
 
 
-def write_storm_files(tmp: Path, instances: list[str], paths: list[str]) -> StormFiles:
-    files = StormFiles(tmp / "storm-instances.txt", tmp / "storm-paths.txt")
+def write_storm_files(directory: Path, instances: list[str], paths: list[str]) -> StormFiles:
+    directory.mkdir()
+    files = StormFiles(directory / "instances.txt", directory / "paths.txt")
     files.instances.write_text("".join(f"{i} {PROJECT} {sign(i)}\n" for i in instances))
     files.paths.write_text("".join(f"{p} {flat_name(p)}\n" for p in paths))
     return files
@@ -868,11 +873,11 @@ class Profile:
 
 # Frames every stack of a thread passes through (the process's entry, the event loop's own
 # run methods, a pool thread's bootstrap): as "inclusive" they would top the list, saying
-# nothing. Their own time, if any, still counts.
+# nothing. Their own time, if any, still counts. (py-spy names files relative to sys.path.)
 ENTRY_FRAMES = re.compile(
-    r"^<module> |\((click|multiprocessing)/|\(cloudseed/(serve|cli/__init__)\.py\)"
-    r"|^(run|BaseEventLoop\.(run_until_complete|run_forever|_run_once)) \(stdlib asyncio/"
-    r"|^Thread\._bootstrap(_inner)? |^Thread\.run |^_worker \(stdlib concurrent/")
+    r"^<module> |\((click|multiprocessing)/|\(cloudseed/(serve|cli/\w+)\.py\)"
+    r"|\(asyncio/runners\.py\)|^BaseEventLoop\.(run_until_complete|run_forever|_run_once) "
+    r"|^Handle\._run |\(threading\.py\)|^_worker \(concurrent/futures/thread\.py\)")
 
 
 def short_frame(frame: str) -> str:
@@ -1015,8 +1020,9 @@ def memory_lines(report: Report) -> list[str]:
     per_worker = ", ".join(f"{before[p] / 1024:.1f} → {after[p] / 1024:.1f} MiB"
                            for p in sorted(after))
     grown = sum(after.values()) - sum(before.values())
-    return [f"- Workers' RSS (VmRSS) before the cold pass and after it, every instance cached "
-            f"in every worker: {per_worker}",
+    return ["- Workers' RSS (VmRSS) before the cold pass (after the priming crawl of "
+            f"{PRIMING_INSTANCES} other guests) and after it, every instance cached in every "
+            f"worker: {per_worker}",
             f"- Growth: {grown / 1024:.1f} MiB for {report.args.instances:,} instances in "
             f"{len(after)} workers = {grown / report.args.instances * 1000 / 1024:.2f} MiB per "
             f"1,000 instances (all workers together), {kib_per_instance(report):.2f} KiB per "
@@ -1103,7 +1109,8 @@ def section_text(report: Report) -> str:
         "Neutron metadata proxy (`[neutron] service_metadata_proxy = true`: every request "
         "carries `X-Instance-ID`, `X-Tenant-ID` and its HMAC signature), log level warning; "
         "started afresh after the seeding, so its workers hold nothing else",
-        f"- Guests: {args.instances:,} servers created through the compute API (multi-create, "
+        f"- Guests: {args.instances:,} servers (and {PRIMING_INSTANCES} more, crawled once "
+        "before the memory baseline) created through the compute API (multi-create, "
         f"{args.batch} a request, {args.create_concurrency} requests at a time), each with a "
         f"key pair, {len(USER_DATA)} bytes of cloud-config user data and "
         f"{len(SERVER_METADATA)} metadata items: created in {seeding.create_seconds:.1f} s, "
@@ -1213,9 +1220,9 @@ def seeded_state(args: argparse.Namespace, tmp: Path) -> tuple[Path, Seeding]:
     record = data_dir / SEED_RECORD
     if record.exists():
         saved = Seeding(**json.loads(record.read_text()))
-        if len(saved.instances) != args.instances:
+        if len(saved.instances) != args.instances + PRIMING_INSTANCES:
             sys.exit(f"{data_dir} holds {len(saved.instances)} instances, not "
-                     f"{args.instances}: use another --state directory")
+                     f"{args.instances} + {PRIMING_INSTANCES}: use another --state directory")
         print(f"reusing {len(saved.instances):,} servers seeded earlier in {data_dir}")
         return data_dir, saved
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -1225,8 +1232,9 @@ def seeded_state(args: argparse.Namespace, tmp: Path) -> tuple[Path, Seeding]:
     registries = register(data_dir)
     done()
     with running_server(data_dir, args.workers) as server:
-        done = step(f"creating {args.instances:,} servers through the compute API")
-        seeding = seed(server, registries, args.instances, args.batch, args.create_concurrency)
+        total = args.instances + PRIMING_INSTANCES
+        done = step(f"creating {total:,} servers through the compute API")
+        seeding = seed(server, registries, total, args.batch, args.create_concurrency)
         seeding.causes = errors_in_log(server)
         done()
     record.write_text(json.dumps(dataclasses.asdict(seeding)))
@@ -1235,7 +1243,8 @@ def seeded_state(args: argparse.Namespace, tmp: Path) -> tuple[Path, Seeding]:
 
 def run(args: argparse.Namespace, tmp: Path, report: Report) -> None:
     data_dir, report.seeding = seeded_state(args, tmp)
-    instances = report.seeding.instances
+    instances = report.seeding.instances[:args.instances]
+    priming = report.seeding.instances[args.instances:]
     # A new server for the storm: its workers have done nothing else (so their memory is the
     # metadata service's alone), as after a restart in the middle of a boot storm.
     with running_server(data_dir, args.workers) as server:
@@ -1244,9 +1253,15 @@ def run(args: argparse.Namespace, tmp: Path, report: Report) -> None:
         report.paths = cloud_init_paths(metadata, instances[0])
         report.crawl_bytes = crawl_bytes(metadata, instances[0], report.paths)
         print("  " + " ".join(report.paths))
-        files = write_storm_files(tmp, instances, report.paths)
+        files = write_storm_files(tmp / "storm", instances, report.paths)
         done()
 
+        done = step(f"priming: {len(priming)} other guests' crawls, for the memory baseline")
+        run_wrk_one_cycle("priming", wrk_command(
+            args, metadata, "cloudseed", write_storm_files(tmp / "priming", priming,
+                                                           report.paths), 900, one_cycle=True),
+            args.threads)
+        done()
         report.rss_before = workers_rss(server)
         report.loads.append(load_average())
         done = step("cold pass: every guest's crawl once, nothing cached")
