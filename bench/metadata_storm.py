@@ -618,8 +618,16 @@ def wrk_command(args: argparse.Namespace, url: str, target: str, files: StormFil
             "1" if one_cycle else "0", str(args.threads), str(args.connections)]
 
 
-def run_wrk(what: str, command: list[str]) -> WrkResult:
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
+def pacing_env(delay_ms: int) -> dict[str, str]:
+    """wrk's delay() (read by the Lua script from the environment: wrk asks whether the script
+    has one before any thread gets its arguments): each connection waits this long after an
+    answer before its next request."""
+    return {**os.environ, "STORM_DELAY_MS": str(delay_ms)}
+
+
+def run_wrk(what: str, command: list[str], delay_ms: int = 0) -> WrkResult:
+    done = subprocess.run(command, capture_output=True, text=True, check=False,
+                          env=pacing_env(delay_ms))
     if done.returncode != 0:
         raise RuntimeError(f"wrk failed ({done.returncode}):\n{done.stdout}{done.stderr}")
     result = parse_wrk(what, done.stdout)
@@ -631,7 +639,7 @@ def run_wrk_one_cycle(what: str, command: list[str], threads: int) -> WrkResult:
     """Run until every thread has had one answer per (instance, path) of its share, then stop
     wrk with SIGINT (it then reports the time actually taken)."""
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True)
+                               text=True, env=pacing_env(0))
     assert process.stdout is not None
     output: list[str] = []
     finished = 0
@@ -752,6 +760,20 @@ def rss_kib(pid: int) -> int:
 
 def workers_rss(server: Server) -> dict[int, int]:
     return {pid: rss_kib(pid) for pid in server.worker_pids()}
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def idle_cpu_share(server: Server, seconds: float) -> dict[int, float]:
+    """Each worker's CPU use with no request coming in (what following the change feed
+    costs), as a share of one core."""
+    pids = server.worker_pids()
+    before = {pid: cpu_seconds(pid) for pid in pids}
+    time.sleep(seconds)
+    return {pid: (cpu_seconds(pid) - before[pid]) / seconds for pid in pids}
 
 
 # --- change visibility ----------------------------------------------------------------------------
@@ -921,7 +943,8 @@ def profile_worker(args: argparse.Namespace, pid: int, command: list[str], out: 
                    ) -> Profile:
     """py-spy on one worker while wrk runs a warm pass (not measured)."""
     py_spy = venv_tool("py-spy", "pip install py-spy into the venv")
-    storm = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    storm = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             env=pacing_env(0))
     try:
         time.sleep(2)  # past wrk's connection set-up
         done = subprocess.run(
@@ -945,11 +968,13 @@ class Report:
     crawl_bytes: int = 0
     cold: WrkResult | None = None
     warm: list[WrkResult] = field(default_factory=list)
+    paced: WrkResult | None = None
     nginx: list[WrkResult] = field(default_factory=list)
     rss_before: dict[int, int] = field(default_factory=dict)
     rss_after: dict[int, int] = field(default_factory=dict)
     static: StaticTree | None = None
     changes: list[ChangeTrial] = field(default_factory=list)
+    idle_cpu: dict[int, float] = field(default_factory=dict)
     profile: Profile | None = None
     loads: list[str] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
@@ -974,14 +999,17 @@ def visibility_ms(report: Report) -> list[float]:
 def targets_table(report: Report) -> tuple[str, list[str]]:
     warm, cold = best(report.warm), report.cold
     assert cold is not None
-    storm_errors = cold.errors + sum(r.errors for r in report.warm)
+    storm_errors = cold.errors + sum(r.errors for r in [*report.warm, report.paced] if r)
     ratio = warm.rps / best(report.nginx).rps if report.nginx else None
     visible = max(visibility_ms(report))
     kib = kib_per_instance(report)
     rows = [
         ("requests/s over the cloud-init mix, all workers (warm)", f"≥ {TARGETS['rps']:,}",
          f"{warm.rps:,.0f}", warm.rps >= TARGETS["rps"]),
-        (f"p99 latency at {report.args.connections} connections (warm)",
+        # The strict reading: as many requests as 256 connections can push. Closed-loop, the
+        # mean latency is connections / throughput (Little's law), so this also asks for
+        # more than 25,600 requests/s; the paced pass below shows latency at a set load.
+        (f"p99 latency at {report.args.connections} connections (warm, saturated)",
          f"< {TARGETS['p99_ms']:.0f} ms", f"{warm.latency_us['p99'] / 1000:.2f} ms",
          warm.latency_us["p99"] / 1000 < TARGETS["p99_ms"]),
         (f"errors over the {report.args.instances:,}-instance storm (cold + warm passes)",
@@ -1006,7 +1034,8 @@ def passes_table(report: Report) -> str:
              "Statuses | Socket errors |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|"]
     assert report.cold is not None
-    for r in [report.cold, *report.warm, *report.nginx]:
+    for r in [report.cold, *report.warm, *report.nginx,
+              *([report.paced] if report.paced else [])]:
         ms = {k: v / 1000 for k, v in r.latency_us.items()}
         statuses = ", ".join(f"{s}: {n:,}" for s, n in sorted(r.statuses.items()))
         lines.append(f"| {r.what} | {r.requests:,} | {r.seconds:.1f} s | {r.rps:,.0f} | "
@@ -1027,6 +1056,12 @@ def memory_lines(report: Report) -> list[str]:
             f"{len(after)} workers = {grown / report.args.instances * 1000 / 1024:.2f} MiB per "
             f"1,000 instances (all workers together), {kib_per_instance(report):.2f} KiB per "
             "instance per worker"]
+
+
+def idle_line(report: Report) -> str:
+    shares = ", ".join(f"{share:.1%}" for share in report.idle_cpu.values())
+    return (f"- Idle (no requests for 10 s, every instance cached): the workers use {shares} of "
+            "a core each, following the change feed")
 
 
 def change_lines(report: Report) -> list[str]:
@@ -1096,6 +1131,7 @@ def section_text(report: Report) -> str:
     now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     verdict = ("All targets met." if not missed else
                "Not met: " + "; ".join(missed) + ". See the profile below.")
+    verdict += latency_note(report)
     return "\n".join([
         "## Metadata service boot storm",
         "",
@@ -1115,7 +1151,7 @@ def section_text(report: Report) -> str:
         f"key pair, {len(USER_DATA)} bytes of cloud-config user data and "
         f"{len(SERVER_METADATA)} metadata items: created in {seeding.create_seconds:.1f} s, "
         f"all ACTIVE after {seeding.active_seconds:.1f} s "
-        f"({args.instances / seeding.active_seconds:,.0f} servers/s; a multi-create took "
+        f"({len(seeding.instances) / seeding.active_seconds:,.0f} servers/s; a multi-create took "
         f"{seeding.batch_seconds[0]:.1f} s first and {seeding.batch_seconds[-1]:.1f} s last)"
         + refusal_note(seeding),
         f"- The crawl: {len(report.paths)} requests per guest, {report.crawl_bytes:,}"
@@ -1138,12 +1174,34 @@ def section_text(report: Report) -> str:
         "",
         *memory_lines(report),
         *change_lines(report),
+        idle_line(report),
         "",
         "### Where a worker's time goes",
         "",
         *profile_lines(report),
         "",
     ])
+
+
+def latency_note(report: Report) -> str:
+    """What the p99 at saturation means, and the latency at a set load."""
+    connections = report.args.connections
+    note = (f"\n\nAt saturation the load is closed-loop: {connections} connections, each "
+            "sending its next request when the last is answered, so the mean latency is "
+            f"{connections} / throughput (Little's law) and a p99 under 10 ms needs well over "
+            f"{connections * 100:,} requests/s")
+    if report.nginx:
+        nginx = best(report.nginx)
+        note += (f" (nginx: {nginx.rps:,.0f} requests/s, p99 "
+                 f"{nginx.latency_us['p99'] / 1000:.1f} ms)")
+    note += "."
+    paced = report.paced
+    if paced is not None:
+        ms = {k: v / 1000 for k, v in paced.latency_us.items()}
+        note += (f" At a set load instead, {paced.rps:,.0f} requests/s through the same "
+                 f"{connections} connections (the paced pass), cloudseed answers with p50 "
+                 f"{ms['p50']:.2f} ms, p99 {ms['p99']:.2f} ms, max {ms['max']:.1f} ms.")
+    return note
 
 
 def nginx_note(args: argparse.Namespace) -> str:
@@ -1192,6 +1250,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--batch", type=int, default=200, help="servers per multi-create")
     parser.add_argument("--create-concurrency", type=int, default=2,
                         help="multi-create requests in flight")
+    parser.add_argument("--paced-rate", type=int, default=5_000,
+                        help="requests/s offered in an extra, paced warm pass (0: skip); "
+                             "5,000 is 10,000 guests' crawls spread over about a minute")
     parser.add_argument("--change-trials", type=int, default=20)
     parser.add_argument("--profile-seconds", type=int, default=10, help="0: no profile")
     parser.add_argument("--state", metavar="DIR", type=Path,
@@ -1300,6 +1361,23 @@ def run(args: argparse.Namespace, tmp: Path, report: Report) -> None:
                     wrk_command(args, nginx, "nginx", files, args.duration, False)))
                 done()
 
+        if args.paced_rate:
+            delay_ms = round(args.connections / args.paced_rate * 1000)
+            report.loads.append(load_average())
+            done = step(f"paced pass against cloudseed: each connection waits {delay_ms} ms "
+                        f"between requests (about {args.paced_rate:,} req/s offered)")
+            report.paced = run_wrk(
+                f"cloudseed, warm, paced ({delay_ms} ms between a connection's requests)",
+                wrk_command(args, metadata, "cloudseed", files, args.duration, False),
+                delay_ms=delay_ms)
+            done()
+
+        done = step("idle: the workers' CPU use with no requests, 10 s")
+        time.sleep(2)  # the last pass's connections close
+        report.idle_cpu = idle_cpu_share(server, 10)
+        print(f"  {idle_line(report)}")
+        done()
+
         done = step(f"change visibility: {args.change_trials} user data changes")
         report.changes = measure_change_visibility(server, instances[len(instances) // 2],
                                                    args.change_trials)
@@ -1315,7 +1393,7 @@ def run(args: argparse.Namespace, tmp: Path, report: Report) -> None:
             print("\n".join("  " + line for line in profile_lines(report)))
             done()
 
-    for r in [report.cold, *report.warm, *report.nginx]:
+    for r in [report.cold, *report.warm, *report.nginx, report.paced]:
         if r is not None and r.errors:
             report.failures.append(f"{r.what}: {r.non_200} non-200 answers "
                                    f"{r.statuses}, socket errors {r.socket_errors}")

@@ -19,6 +19,16 @@
 local thread_count = 0
 local threads = {}
 
+-- Paced passes: each connection waits STORM_DELAY_MS after an answer before its next request.
+-- wrk asks whether delay() exists when the script loads, before init() sees any argument,
+-- hence the environment; without it (or 0) there is no delay() at all.
+local delay_ms = tonumber(os.getenv("STORM_DELAY_MS") or "0") or 0
+if delay_ms > 0 then
+  function delay()
+    return delay_ms
+  end
+end
+
 function setup(thread)
   thread:set("thread_index", thread_count)
   thread_count = thread_count + 1
