@@ -625,12 +625,18 @@ def pacing_env(delay_ms: int) -> dict[str, str]:
     return {**os.environ, "STORM_DELAY_MS": str(delay_ms)}
 
 
-def run_wrk(what: str, command: list[str], delay_ms: int = 0) -> WrkResult:
-    done = subprocess.run(command, capture_output=True, text=True, check=False,
-                          env=pacing_env(delay_ms))
-    if done.returncode != 0:
-        raise RuntimeError(f"wrk failed ({done.returncode}):\n{done.stdout}{done.stderr}")
-    result = parse_wrk(what, done.stdout)
+def run_wrk(what: str, command: list[str], delay_ms: int = 0,
+            probe: Callable[[], None] | None = None) -> WrkResult:
+    """Run wrk to its end; ``probe`` is called 3 s in, while every connection is open."""
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, env=pacing_env(delay_ms))
+    if probe is not None:
+        time.sleep(3)
+        probe()
+    stdout, stderr = process.communicate()
+    if process.returncode != 0:
+        raise RuntimeError(f"wrk failed ({process.returncode}):\n{stdout}{stderr}")
+    result = parse_wrk(what, stdout)
     print(f"  {result.describe()}", flush=True)
     return result
 
@@ -829,6 +835,54 @@ async def connections_per_worker(server: Server, instance_id: str, path: str, pe
     return owned
 
 
+def connections_by_worker(server: Server) -> dict[int, int]:
+    """Established connections to the metadata port that each worker holds."""
+    local = f":{server.metadata_port:04X}"
+    inodes = set()
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        if fields[1].endswith(local) and fields[3] == "01":
+            inodes.add(f"socket:[{fields[9]}]")
+    counts = {}
+    for pid in server.worker_pids():
+        links = []
+        for fd in Path(f"/proc/{pid}/fd").iterdir():
+            with contextlib.suppress(OSError):
+                links.append(os.readlink(fd))
+        counts[pid] = sum(1 for link in links if link in inodes)
+    return counts
+
+
+async def _fill_every_worker(server: Server, instances: list[str], paths: list[str]) -> None:
+    owned = await connections_per_worker(server, instances[0], paths[0], per_worker=4)
+
+    async def fill(conns: list[RawConnection]) -> None:
+        pending = iter(instances)  # shared by this worker's connections
+
+        async def walk(conn: RawConnection) -> None:
+            for instance_id in pending:
+                for path in paths:
+                    status, _ = await conn.get(path, proxy_headers(instance_id))
+                    if status != 200:
+                        raise RuntimeError(f"GET {path} for {instance_id}: {status}")
+        await asyncio.gather(*(walk(c) for c in conns))
+
+    try:
+        await asyncio.gather(*(fill(conns) for conns in owned.values()))
+    finally:
+        for conns in owned.values():
+            for conn in conns:
+                await conn.close()
+
+
+def fill_every_worker(server: Server, instances: list[str], paths: list[str]) -> None:
+    """Ask every worker, on connections known to be its own, for each guest's documents that
+    are rendered on first use. wrk's connections are not spread evenly over the workers (the
+    kernel hands each new connection to whichever worker accepts first), so after the cold
+    pass a worker can lack the guests whose every request happened to reach the other one."""
+    asyncio.run(_fill_every_worker(server, instances, paths))
+
+
 @dataclass
 class ChangeTrial:
     put_ms: float
@@ -975,6 +1029,8 @@ class Report:
     static: StaticTree | None = None
     changes: list[ChangeTrial] = field(default_factory=list)
     idle_cpu: dict[int, float] = field(default_factory=dict)
+    fill_seconds: float = 0.0
+    split: list[dict[int, int]] = field(default_factory=list)  # wrk's connections per worker
     profile: Profile | None = None
     loads: list[str] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
@@ -986,9 +1042,10 @@ def best(results: list[WrkResult]) -> WrkResult:
 
 def kib_per_instance(report: Report) -> float:
     """RSS growth per instance held in one worker's cache (every worker holds every instance:
-    each guest's requests spread over connections of both)."""
-    grown = sum(report.rss_after.values()) - sum(report.rss_before.values())
-    return grown / (len(report.rss_after) * report.args.instances)
+    each guest's requests spread over connections of both), for the worker that grew most: a
+    worker that dropped part of its cache on the way would make an average look better."""
+    return max(report.rss_after[pid] - report.rss_before[pid]
+               for pid in report.rss_after) / report.args.instances
 
 
 def visibility_ms(report: Report) -> list[float]:
@@ -1014,7 +1071,8 @@ def targets_table(report: Report) -> tuple[str, list[str]]:
          warm.latency_us["p99"] / 1000 < TARGETS["p99_ms"]),
         (f"errors over the {report.args.instances:,}-instance storm (cold + warm passes)",
          "0", f"{storm_errors:,}", storm_errors == 0),
-        ("memory per cached instance (per worker)", f"< {TARGETS['kib_per_instance']:.0f} KB",
+        ("memory per cached instance (RSS growth of the worker that grew most)",
+         f"< {TARGETS['kib_per_instance']:.0f} KB",
          f"{kib:.2f} KiB", kib < TARGETS["kib_per_instance"]),
         ("change visible in every worker", f"≤ {TARGETS['visible_ms']:.0f} ms",
          f"{visible:.1f} ms (max of {len(report.changes)})", visible <= TARGETS["visible_ms"]),
@@ -1051,11 +1109,21 @@ def memory_lines(report: Report) -> list[str]:
     grown = sum(after.values()) - sum(before.values())
     return ["- Workers' RSS (VmRSS) before the cold pass (after the priming crawl of "
             f"{PRIMING_INSTANCES} other guests) and after it, every instance cached in every "
-            f"worker: {per_worker}",
+            f"worker: {per_worker}. After the cold pass, each worker was also asked for every "
+            "guest's meta_data.json and network_data.json on connections of its own "
+            f"({report.fill_seconds:.1f} s), since wrk's connections are not spread evenly: "
+            f"during the warm passes the workers held {split_text(report)} of wrk's "
+            f"{report.args.connections} connections",
             f"- Growth: {grown / 1024:.1f} MiB for {report.args.instances:,} instances in "
             f"{len(after)} workers = {grown / report.args.instances * 1000 / 1024:.2f} MiB per "
-            f"1,000 instances (all workers together), {kib_per_instance(report):.2f} KiB per "
-            "instance per worker"]
+            f"1,000 instances (all workers together); {kib_per_instance(report):.2f} KiB per "
+            "instance in the worker that grew most"]
+
+
+def split_text(report: Report) -> str:
+    if not report.split:
+        return "(not measured yet)"
+    return "; ".join(" / ".join(str(n) for n in counts.values()) for counts in report.split)
 
 
 def idle_line(report: Report) -> str:
@@ -1330,6 +1398,13 @@ def run(args: argparse.Namespace, tmp: Path, report: Report) -> None:
             "cloudseed, cold caches (boot storm)",
             wrk_command(args, metadata, "cloudseed", files, 900, one_cycle=True), args.threads)
         done()
+        done = step("every guest into every worker (the ones the cold pass missed)")
+        fill_started = time.perf_counter()
+        fill_every_worker(server, instances, [p for p in report.paths
+                                              if p.endswith(("meta_data.json",
+                                                             "network_data.json"))])
+        report.fill_seconds = time.perf_counter() - fill_started
+        done()
         report.rss_after = workers_rss(server)
         print("  " + "; ".join(memory_lines(report)))
 
@@ -1350,7 +1425,8 @@ def run(args: argparse.Namespace, tmp: Path, report: Report) -> None:
                 done = step(f"warm pass against cloudseed{label}, {args.duration} s")
                 report.warm.append(run_wrk(
                     f"cloudseed, warm{label}",
-                    wrk_command(args, metadata, "cloudseed", files, args.duration, False)))
+                    wrk_command(args, metadata, "cloudseed", files, args.duration, False),
+                    probe=lambda: report.split.append(connections_by_worker(server))))
                 done()
                 if nginx is None:
                     continue
