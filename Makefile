@@ -40,7 +40,8 @@ bench: test-venv  ## key pair benchmarks; results go to docs/benchmarks.md
 
 bench-metadata: venv  ## metadata boot storm (10,000 guests, wrk, nginx side by side; minutes)
 	sh tools/debian-packages.sh
-	$(BIN)/python bench/metadata_storm.py
+	$(BIN)/pip install --quiet py-spy
+	$(BIN)/python bench/metadata_storm.py --write docs/benchmarks.md
 
 clean:  ## remove the venv and local data
 	rm -rf $(VENV) $(DATA_DIR) .pytest_cache .hypothesis
