@@ -31,6 +31,12 @@ class GuestSpec:
     user_data: str | None
     config_drive: bool
     ports: list[dict[str, object]] = field(default_factory=list)
+    # The built drive to attach ("iso9660": a CD-ROM, "vfat": a disk); None without one.
+    config_drive_path: str | None = None
+    config_drive_format: str = "iso9660"
+    # Known only while a create or rebuild runs; cloudseed never stores them.
+    admin_password: str | None = None
+    files: tuple[tuple[str, bytes], ...] = ()
 
 
 class Driver(Protocol):
