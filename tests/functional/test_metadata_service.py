@@ -12,6 +12,7 @@ import dataclasses
 import json
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
@@ -19,8 +20,10 @@ from typing import Any
 import httpx
 import pytest
 
+from cloudseed.cells.service import CellDatabases
 from cloudseed.db.engines import Database
 from cloudseed.metadata.identify import sign
+from cloudseed.metadata.loading import BY_ADDRESS, BY_UUID, Key, load_guests
 from cloudseed.networks import service as networks
 from cloudseed.settings import Settings
 from tests.support.cloud import Cloud, b64, create_server, make_cloud, mv, wait_for
@@ -496,3 +499,55 @@ def test_forwarded_headers_from_localhost_are_not_believed_either(
         r = md.get("/openstack/latest/meta_data.json",
                    headers={"X-Forwarded-For": victim.address})
         assert r.status_code == 404
+
+
+def test_a_cold_storm_loads_each_guest_its_own_documents(
+        api: httpx.Client, cloud: Cloud, metadata_url: str) -> None:
+    """Concurrent misses are loaded together in batches; each caller must still get its own
+    instance, and strangers nothing, whatever else is in the batch."""
+    guests = [boot(api, cloud, name=f"storm-{n}") for n in range(12)]
+    strangers = [Guest("none", f"127.0.0.{200 + n}", "") for n in range(3)]
+
+    def crawl(guest: Guest) -> list[tuple[int, str | None]]:
+        with guest.client(metadata_url) as md:
+            answers = []
+            for path in ("/openstack/latest/meta_data.json", "/latest/meta-data/instance-id",
+                         "/openstack/2012-08-10/meta_data.json"):
+                r = md.get(path)
+                answers.append((r.status_code, r.json()["uuid"] if r.status_code == 200
+                                and path.endswith(".json") else None))
+            return answers
+
+    with ThreadPoolExecutor(max_workers=len(guests) + len(strangers)) as pool:
+        results = list(pool.map(crawl, guests + strangers))
+    for guest, answers in zip(guests, results, strict=False):
+        assert answers == [(200, guest.id), (200, None), (200, guest.id)]
+    for answers in results[len(guests):]:
+        assert [status for status, _ in answers] == [404, 404, 404]
+
+
+def test_batch_loader_answers_each_key(api: httpx.Client, cloud: Cloud,
+                                       api_db: Database) -> None:
+    guests = [boot(api, cloud, name=f"batch-{n}") for n in range(4)]
+    gone = boot(api, cloud, name="gone")
+    assert api.delete(f"/v2.1/servers/{gone.id}").status_code == 204
+    wait_for_gone = time.monotonic() + 10
+    while api.get(f"/v2.1/servers/{gone.id}").status_code != 404:
+        assert time.monotonic() < wait_for_gone
+        time.sleep(0.02)
+    keys = [Key(BY_UUID, guests[0].id), Key(BY_UUID, guests[1].id),
+            Key(BY_ADDRESS, guests[2].address), Key(BY_ADDRESS, guests[3].address),
+            Key(BY_ADDRESS, guests[0].address),  # the same guest by both keys
+            Key(BY_UUID, gone.id), Key(BY_ADDRESS, gone.address),
+            Key(BY_UUID, "00000000-0000-0000-0000-000000000000"),
+            Key(BY_ADDRESS, "127.0.0.222")]
+    cells = CellDatabases(api_db)
+    try:
+        found = load_guests(cells, keys, dhcp_domain="")
+    finally:
+        cells.dispose()
+    uuids = {key: (doc.facts.uuid if doc is not None else None) for key, doc in found.items()}
+    assert uuids == {keys[0]: guests[0].id, keys[1]: guests[1].id, keys[2]: guests[2].id,
+                     keys[3]: guests[3].id, keys[4]: guests[0].id, keys[5]: None,
+                     keys[6]: None, keys[7]: None, keys[8]: None}
+    assert found[keys[0]] is found[keys[4]]  # one object per instance in a batch

@@ -7,6 +7,7 @@ opened lazily from ``cell_mappings`` and kept for the life of the process.
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable
 
 from sqlalchemy import select
 
@@ -54,9 +55,28 @@ class CellDatabases:
         return cell_id
 
     def all_cells(self) -> list[Database]:
+        return list(self.all_cells_by_id().values())
+
+    def all_cells_by_id(self) -> dict[int, Database]:
         with self.api_db.read() as session:
             ids = list(session.scalars(select(CellMapping.id).order_by(CellMapping.id)))
-        return [self.by_id(i) for i in ids]
+        return {i: self.by_id(i) for i in ids}
+
+    def cells_of(self, uuids: Iterable[str]) -> dict[int, set[str]]:
+        """The cell id of each instance that is mapped and not queued for delete, in one
+        query: {cell id: uuids}."""
+        uuids = list(uuids)
+        found: dict[int, set[str]] = {}
+        if not uuids:
+            return found
+        with self.api_db.read() as session:
+            rows = session.execute(select(InstanceMapping.cell_id, InstanceMapping.instance_uuid)
+                                   .where(InstanceMapping.instance_uuid.in_(uuids),
+                                          ~InstanceMapping.queued_for_delete)).all()
+        for cell_id, uuid in rows:
+            if cell_id is not None:
+                found.setdefault(cell_id, set()).add(uuid)
+        return found
 
     def for_instance(self, uuid: str) -> Database:
         with self.api_db.read() as session:

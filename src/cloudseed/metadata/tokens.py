@@ -28,6 +28,7 @@ class Tokens:
         # serve.run() fills in a shared key before forking; a random one here only serves a
         # single embedded app (tests).
         self._key = secret.encode() if secret else secrets.token_bytes(32)
+        self._keyed = hmac.new(self._key, digestmod=hashlib.sha256)  # copied per use
 
     def issue(self, instance_uuid: str, ttl_header: bytes | None) -> tuple[str, int]:
         try:
@@ -51,8 +52,9 @@ class Tokens:
             raise TokenRequired("The session token is not valid.")
 
     def _mac(self, instance_uuid: str, expires: int) -> str:
-        return hmac.new(self._key, f"{instance_uuid}.{expires}".encode(),
-                        hashlib.sha256).hexdigest()[:40]
+        mac = self._keyed.copy()
+        mac.update(f"{instance_uuid}.{expires}".encode())
+        return mac.hexdigest()[:40]
 
 
 def with_shared_key(settings: Settings) -> Settings:

@@ -8,6 +8,7 @@ empty and ``vm_state`` allows the operation, so of two concurrent operations exa
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,6 +64,14 @@ def load(session: Session, uuid: str, *, for_update: bool = False) -> ServerReco
     if instance is None:
         raise InstanceNotFound(uuid)
     return load_many(session, [instance])[0]
+
+
+def load_live(session: Session, uuids: Iterable[str]) -> list[ServerRecord]:
+    """Records of the instances among ``uuids`` that exist and are not deleted."""
+    instances = list(session.scalars(
+        select(Instance).where(Instance.uuid.in_(list(uuids)), Instance.deleted == 0)
+        .execution_options(populate_existing=True)))
+    return load_many(session, instances) if instances else []
 
 
 def load_many(session: Session, instances: list[Instance]) -> list[ServerRecord]:

@@ -1,0 +1,65 @@
+"""Loading guests from the cell databases, many at a time (runs in a worker thread).
+
+A boot storm is thousands of cache misses at once. Loading them one by one costs a thread hop
+and seven queries per guest per worker; a batch of any size costs one hop, one query for the
+instance mappings and six per cell (``records.load_many``), and the fewer, larger temporary
+objects also leave less fragmentation behind in the long-lived worker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from sqlalchemy import select
+
+from cloudseed.cells.service import CellDatabases
+from cloudseed.metadata.documents import GuestDocuments
+from cloudseed.metadata.facts import facts_from_record
+from cloudseed.servers import records
+from cloudseed.servers.models import FixedIP
+
+BY_ADDRESS = "address"
+BY_UUID = "uuid"
+
+
+@dataclass(frozen=True, slots=True)
+class Key:
+    """What a guest is looked up by: ``kind`` is BY_ADDRESS or BY_UUID."""
+
+    kind: str
+    value: str
+
+
+def load_guests(cells: CellDatabases, keys: Iterable[Key], *, dhcp_domain: str
+                ) -> dict[Key, GuestDocuments | None]:
+    """Every key's guest, or None where no live instance answers to it."""
+    keys = list(keys)
+    found: dict[Key, GuestDocuments | None] = dict.fromkeys(keys)
+    uuid_keys = {k.value: k for k in keys if k.kind == BY_UUID}
+    addresses = {k.value for k in keys if k.kind == BY_ADDRESS}
+    # cell id -> uuids wanted there, and address -> uuid for the addresses found.
+    wanted = cells.cells_of(uuid_keys)
+    addresses_of: dict[str, list[str]] = {}  # uuid -> the wanted addresses it has
+    unresolved = set(addresses)
+    for cell_id, db in cells.all_cells_by_id().items():
+        with db.read() as session:
+            if unresolved:
+                rows = session.execute(
+                    select(FixedIP.address, FixedIP.instance_uuid)
+                    .where(FixedIP.address.in_(unresolved))).all()
+                for address, uuid in rows:
+                    unresolved.discard(address)
+                    addresses_of.setdefault(uuid, []).append(address)
+                    wanted.setdefault(cell_id, set()).add(uuid)
+            uuids = wanted.get(cell_id)
+            if not uuids:
+                continue
+            for record in records.load_live(session, uuids):
+                guest = GuestDocuments(facts_from_record(record), dhcp_domain)
+                uuid = record.instance.uuid
+                if uuid in uuid_keys:
+                    found[uuid_keys[uuid]] = guest
+                for address in addresses_of.get(uuid, ()):
+                    found[Key(BY_ADDRESS, address)] = guest
+    return found
