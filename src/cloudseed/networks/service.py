@@ -6,6 +6,7 @@ import ipaddress
 import json
 import secrets
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from sqlalchemy import delete, select
@@ -79,13 +80,8 @@ def allocate(session: Session, *, network: Network, instance_uuid: str,
              fixed_ip: str | None = None) -> PortPlan:
     """Reserve an address (the requested one, or the lowest free one) for a new port."""
     net = ipaddress.ip_network(network.cidr)
-    taken = set(session.scalars(select(IPAllocation.address)
-                                .where(IPAllocation.network_uuid == network.uuid)))
-    # The gateway and DNS servers on the subnet are other hosts' addresses.
-    reserved = {str(net.network_address), network.gateway,
-                *json.loads(network.dns_nameservers)}
-    if net.version == 4:
-        reserved.add(str(net.broadcast_address))
+    pool = _pool(session, network, net)
+    taken, reserved = pool.taken, pool.reserved
     if fixed_ip is not None:
         try:
             if ipaddress.ip_address(fixed_ip) not in net:
@@ -98,8 +94,7 @@ def allocate(session: Session, *, network: Network, instance_uuid: str,
                            "or reserved.")
         address = fixed_ip
     else:
-        address = next((str(a) for a in net.hosts() if str(a) not in taken
-                        and str(a) not in reserved), "")
+        address = next((a for a in pool.candidates if a not in taken and a not in reserved), "")
         if not address:
             raise Conflict(f"No more fixed IP addresses in network {network.name}.")
     plan = PortPlan(uuid=str(uuid.uuid4()), network_id=network.uuid,
@@ -109,6 +104,7 @@ def allocate(session: Session, *, network: Network, instance_uuid: str,
                     dns_nameservers=json.loads(network.dns_nameservers))
     session.add(IPAllocation(address=address, network_uuid=network.uuid, port_uuid=plan.uuid,
                              instance_uuid=instance_uuid))
+    taken.add(address)
     try:
         session.flush()
     except IntegrityError as exc:
@@ -116,5 +112,36 @@ def allocate(session: Session, *, network: Network, instance_uuid: str,
     return plan
 
 
+@dataclass
+class _Pool:
+    """One network's addresses as one transaction sees them. A multi-create allocates hundreds
+    of ports in one transaction: reading the taken addresses and walking the network from its
+    first host once, not once per port, keeps that linear in the servers created."""
+
+    taken: set[str]
+    reserved: set[str]
+    candidates: Iterator[str]  # hosts in order; those passed over are taken or reserved
+
+
+def _pool(session: Session, network: Network,
+          net: ipaddress.IPv4Network | ipaddress.IPv6Network) -> _Pool:
+    key = ("cloudseed.networks.pool", network.uuid)
+    pool: _Pool | None = session.info.get(key)
+    if pool is None:
+        taken = set(session.scalars(select(IPAllocation.address)
+                                    .where(IPAllocation.network_uuid == network.uuid)))
+        # The gateway and DNS servers on the subnet are other hosts' addresses.
+        reserved = {str(net.network_address), network.gateway,
+                    *json.loads(network.dns_nameservers)}
+        if net.version == 4:
+            reserved.add(str(net.broadcast_address))
+        pool = session.info[key] = _Pool(taken, reserved, (str(a) for a in net.hosts()))
+    return pool
+
+
 def release(session: Session, *, instance_uuid: str) -> None:
+    # Addresses freed here may be handed out again by this transaction.
+    for key in [k for k in session.info if isinstance(k, tuple)
+                and k[:1] == ("cloudseed.networks.pool",)]:
+        del session.info[key]
     session.execute(delete(IPAllocation).where(IPAllocation.instance_uuid == instance_uuid))
