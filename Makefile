@@ -39,7 +39,7 @@ bench: test-venv  ## key pair benchmarks; results go to docs/benchmarks.md
 	$(BIN)/python bench/keypairs.py --write docs/benchmarks.md
 
 bench-metadata: venv  ## metadata boot storm (10,000 guests, wrk, nginx side by side; minutes)
-	sh tools/debian-packages.sh
+	sh tools/debian-packages.sh wrk nginx-light
 	$(BIN)/pip install --quiet py-spy
 	$(BIN)/python bench/metadata_storm.py --write docs/benchmarks.md
 

@@ -1063,10 +1063,20 @@ def targets_table(report: Report) -> tuple[str, list[str]]:
     rows = [
         ("requests/s over the cloud-init mix, all workers (warm)", f"≥ {TARGETS['rps']:,}",
          f"{warm.rps:,.0f}", warm.rps >= TARGETS["rps"]),
-        # The strict reading: as many requests as 256 connections can push. Closed-loop, the
-        # mean latency is connections / throughput (Little's law), so this also asks for
-        # more than 25,600 requests/s; the paced pass below shows latency at a set load.
-        (f"p99 latency at {report.args.connections} connections (warm, saturated)",
+        # Two readings of "p99 at 256 connections". At the target load (10,000 requests/s
+        # offered through 256 connections, the paced pass) it is a latency target. Saturated
+        # (closed loop: each connection sends its next request when the last is answered) the
+        # mean latency is connections / throughput (Little's law), so it asks for more than
+        # 25,600 requests/s, which nginx itself does not reach with a p99 under 10 ms here.
+        *([(f"p99 latency at {report.args.connections} connections, "
+            f"{report.args.paced_rate:,} requests/s offered", f"< {TARGETS['p99_ms']:.0f} ms",
+            f"{report.paced.latency_us['p99'] / 1000:.2f} ms "
+            f"({report.paced.rps:,.0f} requests/s served)",
+            report.paced.latency_us["p99"] / 1000 < TARGETS["p99_ms"])]
+          if report.paced else []),
+        (f"p99 latency at {report.args.connections} connections, saturated (closed loop)"
+         + (f"; nginx: {best(report.nginx).latency_us['p99'] / 1000:.1f} ms"
+            if report.nginx else ""),
          f"< {TARGETS['p99_ms']:.0f} ms", f"{warm.latency_us['p99'] / 1000:.2f} ms",
          warm.latency_us["p99"] / 1000 < TARGETS["p99_ms"]),
         (f"errors over the {report.args.instances:,}-instance storm (cold + warm passes)",
@@ -1318,9 +1328,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--batch", type=int, default=200, help="servers per multi-create")
     parser.add_argument("--create-concurrency", type=int, default=2,
                         help="multi-create requests in flight")
-    parser.add_argument("--paced-rate", type=int, default=5_000,
+    parser.add_argument("--paced-rate", type=int, default=10_000,
                         help="requests/s offered in an extra, paced warm pass (0: skip); "
-                             "5,000 is 10,000 guests' crawls spread over about a minute")
+                             "the p99 target is judged there (the requests/s target's load)")
     parser.add_argument("--change-trials", type=int, default=20)
     parser.add_argument("--profile-seconds", type=int, default=10, help="0: no profile")
     parser.add_argument("--state", metavar="DIR", type=Path,
@@ -1438,7 +1448,9 @@ def run(args: argparse.Namespace, tmp: Path, report: Report) -> None:
                 done()
 
         if args.paced_rate:
-            delay_ms = round(args.connections / args.paced_rate * 1000)
+            # Rounded down: wrk's delay is whole milliseconds, and the answer's own latency
+            # adds to it, so this offers about the rate asked for, not less.
+            delay_ms = max(1, math.floor(args.connections / args.paced_rate * 1000))
             report.loads.append(load_average())
             done = step(f"paced pass against cloudseed: each connection waits {delay_ms} ms "
                         f"between requests (about {args.paced_rate:,} req/s offered)")

@@ -7,7 +7,8 @@ set -eu
 # e2fsprogs, fdisk, qemu-utils, openssl: disk image injection.
 # libguestfs-tools, python3-guestfs: the guestfs injection handler (skipped when absent; its
 # appliance also needs a kernel in /boot, e.g. linux-image-cloud-amd64).
-packages="cloud-init e2fsprogs fdisk qemu-utils openssl"
+# Arguments add packages for one target (benchmarks: wrk nginx-light).
+packages="cloud-init e2fsprogs fdisk qemu-utils openssl $*"
 missing=""
 for p in $packages; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \
