@@ -1,8 +1,12 @@
 """``cloudseed serve``: bind the listening sockets, then serve every HTTP app from one or more
 worker processes.
 
-The parent binds the sockets before forking, so all workers accept on the same sockets and the
-kernel spreads connections between them. SIGTERM or SIGINT to the parent stops the workers
+With one worker the process binds and serves. With several, the parent reserves each port
+(binding a socket with SO_REUSEPORT that never listens, which also resolves port 0) and every
+worker listens on a socket of its own bound to it: the kernel then spreads new connections
+evenly over the workers by hash. One shared listening socket would hand each connection to
+whichever worker accepts first, and under load one worker ended up with 180 of 256 kept-alive
+connections while the other idled. SIGTERM or SIGINT to the parent stops the workers
 gracefully (in-flight requests finish) and the parent exits 0.
 """
 
@@ -47,7 +51,8 @@ def listeners(settings: Settings) -> list[Listener]:
                      create_metadata_app, ip_ttl=settings.metadata.hop_limit)]
 
 
-def bind(host: str, port: int, *, ip_ttl: int = 0) -> socket.socket:
+def bind(host: str, port: int, *, ip_ttl: int = 0, reuse_port: bool = False,
+         listen: bool = True) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     # IPPROTO_TCP stated explicitly: asyncio only disables Nagle's algorithm on sockets that say
     # they are TCP, and without that every small response on a kept-alive connection waits
@@ -55,6 +60,8 @@ def bind(host: str, port: int, *, ip_ttl: int = 0) -> socket.socket:
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if reuse_port:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     if ip_ttl:
         # EC2's hop limit: accepted connections inherit the listening socket's TTL, so
         # answers die after ip_ttl hops (1: they never get past the first router).
@@ -63,9 +70,21 @@ def bind(host: str, port: int, *, ip_ttl: int = 0) -> socket.socket:
         else:
             sock.setsockopt(socket.IPPROTO_IP, socket.IP_TTL, ip_ttl)
     sock.bind((host, port))
-    sock.listen(2048)
+    if listen:
+        sock.listen(2048)
     sock.set_inheritable(True)
     return sock
+
+
+def _listen_own(bound: list[tuple[Listener, socket.socket]]
+                ) -> list[tuple[Listener, socket.socket]]:
+    """In a worker: a listening socket of its own on each port the parent reserved."""
+    own = []
+    for listener, reserved in bound:
+        host, port = reserved.getsockname()[:2]
+        own.append((listener, bind(host, port, ip_ttl=listener.ip_ttl, reuse_port=True)))
+        reserved.close()  # the parent keeps its copy: the port stays reserved between workers
+    return own
 
 
 class _Server(uvicorn.Server):
@@ -108,7 +127,10 @@ async def serve_sockets(settings: Settings, bound: list[tuple[Listener, socket.s
         watcher.cancel()
 
 
-def _worker(settings: Settings, bound: list[tuple[Listener, socket.socket]]) -> None:
+def _worker(settings: Settings, bound: list[tuple[Listener, socket.socket]],
+            own_sockets: bool = False) -> None:
+    if own_sockets:
+        bound = _listen_own(bound)
     asyncio.run(serve_sockets(settings, bound))
 
 
@@ -117,7 +139,9 @@ def run(settings: Settings) -> None:
     from cloudseed.metadata.tokens import with_shared_key
 
     settings = with_shared_key(settings)  # before forking: every worker checks every token
-    bound = [(listener, bind(listener.host, listener.port, ip_ttl=listener.ip_ttl))
+    forking = settings.default.workers > 1
+    bound = [(listener, bind(listener.host, listener.port, ip_ttl=listener.ip_ttl,
+                             reuse_port=forking, listen=not forking))
              for listener in listeners(settings)]
     for listener, sock in bound:
         host, port = sock.getsockname()[:2]
@@ -134,7 +158,7 @@ def _supervise(settings: Settings, bound: list[tuple[Listener, socket.socket]]) 
     stopping = False
 
     def start() -> multiprocessing.process.BaseProcess:
-        process = context.Process(target=_worker, args=(settings, bound), daemon=False)
+        process = context.Process(target=_worker, args=(settings, bound, True), daemon=False)
         process.start()
         return process
 

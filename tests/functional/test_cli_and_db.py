@@ -97,6 +97,16 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def listening_sockets(port: int) -> int:
+    """TCP sockets in LISTEN state on ``port`` (any address), from /proc/net/tcp."""
+    count = 0
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        local, state = line.split()[1], line.split()[3]
+        if state == "0A" and int(local.rsplit(":", 1)[1], 16) == port:
+            count += 1
+    return count
+
+
 @pytest.mark.parametrize("workers", [1, 2])
 def test_serve_process_logs_and_stops_cleanly(tmp_path: Path, workers: int):
     """The real `cloudseed serve` process: answers, logs a line per request, exits 0 on
@@ -125,6 +135,9 @@ def test_serve_process_logs_and_stops_cleanly(tmp_path: Path, workers: int):
         r = httpx.get(f"{base}/v2.1/os-keypairs", headers={"X-Auth-Token": "u:p"})
         assert r.status_code == 200
         request_id = r.headers["x-openstack-request-id"]
+        # Several workers listen on sockets of their own (SO_REUSEPORT), so the kernel
+        # spreads connections over them; one worker has the parent's socket.
+        assert listening_sockets(port) == workers
     finally:
         proc.send_signal(signal.SIGTERM)
         code = proc.wait(timeout=60)
