@@ -25,6 +25,7 @@ from types import FrameType
 
 import uvicorn
 
+from cloudseed.coalescing import CoalescingHttpToolsProtocol
 from cloudseed.settings import Settings
 from cloudseed.types import ASGIApp
 
@@ -103,7 +104,7 @@ async def serve_sockets(settings: Settings, bound: list[tuple[Listener, socket.s
         # proxy_headers off: uvicorn would otherwise believe X-Forwarded-For from 127.0.0.1
         # and rewrite the client address the metadata service identifies guests by.
         config = uvicorn.Config(listener.factory(settings), lifespan="on", access_log=False,
-                                proxy_headers=False,
+                                proxy_headers=False, http=CoalescingHttpToolsProtocol,
                                 log_config=None, server_header=False, date_header=True,
                                 timeout_graceful_shutdown=30)
         servers.append((_Server(config), sock))

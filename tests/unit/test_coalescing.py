@@ -1,0 +1,88 @@
+"""CoalescingTransport over a real socket: a response head goes out with the body that follows
+it, in one write to the socket's transport; nothing is held past the loop's turn."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import Awaitable, Callable
+
+from cloudseed.coalescing import CoalescingTransport
+
+HEAD = b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\n"
+
+
+class Recording:
+    """The real transport, with the writes that reached it counted."""
+
+    def __init__(self, transport: asyncio.Transport) -> None:
+        self.transport = transport
+        self.writes: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        self.writes.append(data)
+        self.transport.write(data)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.transport, name)
+
+
+def run(body: Callable[[CoalescingTransport, Recording, socket.socket], Awaitable[None]]
+        ) -> None:
+    async def main() -> None:
+        ours, theirs = socket.socketpair()
+        loop = asyncio.get_running_loop()
+        transport, _ = await loop.connect_accepted_socket(asyncio.Protocol, ours)
+        recording = Recording(transport)  # type: ignore[arg-type]
+        try:
+            await body(CoalescingTransport(recording, loop), recording,  # type: ignore[arg-type]
+                       theirs)
+        finally:
+            transport.close()
+            theirs.close()
+
+    asyncio.run(main())
+
+
+def received(peer: socket.socket, size: int) -> bytes:
+    peer.settimeout(2)
+    data = b""
+    while len(data) < size:
+        data += peer.recv(65536)
+    return data
+
+
+def test_head_and_body_go_out_in_one_write() -> None:
+    async def body(wrapped: CoalescingTransport, rec: Recording, peer: socket.socket) -> None:
+        wrapped.write(HEAD)
+        assert rec.writes == []
+        wrapped.write(b"hello")
+        assert rec.writes == [HEAD + b"hello"]
+        await asyncio.sleep(0)  # the end-of-turn flush finds nothing left
+        assert rec.writes == [HEAD + b"hello"]
+        assert received(peer, len(HEAD) + 5) == HEAD + b"hello"
+
+    run(body)
+
+
+def test_a_lone_head_is_sent_at_the_end_of_the_turn() -> None:
+    async def body(wrapped: CoalescingTransport, rec: Recording, peer: socket.socket) -> None:
+        wrapped.write(HEAD)
+        await asyncio.sleep(0)
+        assert rec.writes == [HEAD]
+        assert received(peer, len(HEAD)) == HEAD
+
+    run(body)
+
+
+def test_other_writes_are_not_delayed_and_close_sends_a_held_head() -> None:
+    async def body(wrapped: CoalescingTransport, rec: Recording, peer: socket.socket) -> None:
+        wrapped.write(b"chunk")
+        assert rec.writes == [b"chunk"]
+        wrapped.write(HEAD)
+        wrapped.close()
+        assert rec.writes == [b"chunk", HEAD]
+        await asyncio.sleep(0.05)
+        assert received(peer, 5 + len(HEAD)) == b"chunk" + HEAD
+
+    run(body)
