@@ -164,7 +164,7 @@ class DriveBuilder:
 
         ``user_data`` (base64 text or None) stands in for the instance's, for a drive built
         before the new user data is committed. ``carry_over`` takes the admin password and
-        files from the drive being replaced, which is the only place they are kept.
+        files from the instance's current drive, the only place they are kept.
         Raises VendordataError (fatal vendordata), DriveBuildFailed or a NotFound.
         """
         with self.cells.for_instance(uuid).read() as session:
@@ -173,7 +173,7 @@ class DriveBuilder:
             facts = dataclasses.replace(facts, user_data=user_data)
         path = output or drive_path(self.settings, uuid)
         if carry_over:
-            carried = self.carried(path)
+            carried = self.carried(drive_path(self.settings, uuid))
             admin_pass, files = carried.admin_pass, carried.files
         tree = self.tree(facts, admin_pass=admin_pass, files=files)
         write_drive(tree, path, self.format)
