@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 DATA_DIR ?= ./var
 PYTEST_ARGS ?=
 
-.PHONY: help run test venv test-venv lint bench bench-metadata clean
+.PHONY: help run test venv test-venv lint bench bench-metadata bench-configdrive clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -42,6 +42,10 @@ bench-metadata: venv  ## metadata boot storm (10,000 guests, wrk, nginx side by 
 	sh tools/debian-packages.sh wrk nginx-light
 	$(BIN)/pip install --quiet py-spy
 	$(BIN)/python bench/metadata_storm.py --write docs/benchmarks.md
+
+bench-configdrive: venv  ## config drives built per second, in-process vs genisoimage (Nova's way)
+	sh tools/debian-packages.sh
+	$(BIN)/python bench/configdrive.py --write docs/benchmarks.md
 
 clean:  ## remove the venv and local data
 	rm -rf $(VENV) $(DATA_DIR) .pytest_cache .hypothesis

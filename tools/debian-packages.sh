@@ -5,10 +5,13 @@
 set -eu
 # cloud-init: its own reader code is the metadata service's test client.
 # e2fsprogs, fdisk, qemu-utils, openssl: disk image injection.
+# xorriso, genisoimage (isoinfo), mtools, dosfstools (fsck.vfat): config drives are read back
+# with them, independently of cloudseed's own readers; genisoimage is also Nova's way in
+# the config drive benchmark.
 # libguestfs-tools, python3-guestfs: the guestfs injection handler (skipped when absent; its
 # appliance also needs a kernel in /boot, e.g. linux-image-cloud-amd64).
 # Arguments add packages for one target (benchmarks: wrk nginx-light).
-packages="cloud-init e2fsprogs fdisk qemu-utils openssl $*"
+packages="cloud-init e2fsprogs fdisk qemu-utils openssl xorriso genisoimage mtools dosfstools $*"
 missing=""
 for p in $packages; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \

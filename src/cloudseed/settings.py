@@ -49,9 +49,9 @@ class DefaultSection:
     """``[DEFAULT]``: where things live and which sockets are served."""
 
     state_path: str = option(
-        "./var", "Directory for cloudseed's own files: the embedded SQLite databases and, "
-        "later, config drives (Nova's state_path). Relative paths are taken from the "
-        "working directory.")
+        "./var", "Directory for cloudseed's own files: the embedded SQLite databases and "
+        "the config drives, instances/<uuid>/disk.config (Nova's state_path). Relative "
+        "paths are taken from the working directory.")
     osapi_compute_listen: str = option(
         "127.0.0.1", "Address the compute API listens on.")
     osapi_compute_listen_port: int = option(
@@ -70,6 +70,10 @@ class DefaultSection:
         choices=("fake",))
     force_config_drive: bool = option(
         False, "Give every new instance a config drive, whatever the request says.")
+    config_drive_format: str = option(
+        "iso9660", "Filesystem of new config drives: 'iso9660' (Rock Ridge and Joliet, "
+        "attached as a CD-ROM) or 'vfat' (FAT16 with long names, attached as a disk). Both "
+        "are labelled config-2 and built in-process.", choices=("iso9660", "vfat"))
 
 
 @dataclass(frozen=True)
@@ -93,6 +97,10 @@ class ApiSection:
     dhcp_domain: str = option(
         "novalocal", "Domain appended to the instance hostname in the metadata service and "
         "config drive ('hostname' in meta_data.json). Empty means none.")
+    config_drive_skip_versions: str = option(
+        "1.0 2007-01-19 2007-03-01 2007-08-29 2007-10-10 2007-12-15 2008-02-01 2008-09-01",
+        "Space-separated EC2 metadata versions (and 'latest') left off config drives, as in "
+        "Nova: only the EC2 tree is affected, every OpenStack version is always written.")
     vendordata_providers: str = option(
         "StaticJSON", "Comma-separated vendordata providers, in order: 'StaticJSON' (the file "
         "vendordata_jsonfile_path) and 'DynamicJSON' (the services in "
@@ -120,6 +128,14 @@ class QuotaSection:
 
     key_pairs: int = option(
         100, "Key pairs each user may have (-1 for unlimited).", minimum=-1)
+    injected_files: int = option(
+        5, "Personality files a server create or rebuild may carry (microversions below "
+        "2.57; they go onto the config drive). -1 for unlimited.", minimum=-1)
+    injected_file_content_bytes: int = option(
+        10240, "Longest personality file content, counted as Nova does: the length of its "
+        "base64 text. -1 for unlimited.", minimum=-1)
+    injected_file_path_length: int = option(
+        255, "Longest personality file path, in characters. -1 for unlimited.", minimum=-1)
     recheck_quota: bool = option(
         True, "Count again after creating, and undo the creation if concurrent requests "
         "pushed the user over the limit.")

@@ -23,6 +23,7 @@ from cloudseed.api.links import base_url
 from cloudseed.cells.service import CellDatabases
 from cloudseed.compute.driver import Driver
 from cloudseed.compute.drivers import make_driver
+from cloudseed.configdrive.service import DriveBuilder
 from cloudseed.db.engines import Database
 from cloudseed.errors import CloudseedError
 from cloudseed.metadata.build_check import build_check
@@ -64,13 +65,15 @@ def create_api_app(settings: Settings, *, api_db: Database | None = None,
         db = api_db or Database.connect("api", settings.api_database_url)
         cells = CellDatabases(db)
         check = build_check(settings, cells)
+        drives = DriveBuilder(settings, cells)
         operations = Operations(cells=cells, driver=driver or make_driver(settings),
-                                build_check=check)
+                                build_check=check, drives=drives)
         servers = Servers(api_db=db, cells=cells, operations=operations)
         try:
             yield {"cloudseed": ApiState(settings=settings, api_db=db, servers=servers)}
         finally:
             operations.shutdown()
+            drives.close()
             if check is not None:
                 check.close()
             cells.dispose()

@@ -27,6 +27,7 @@ def cli(ctx: click.Context, config_file: str | None, data_dir: str | None) -> No
 
 def _register() -> None:
     from cloudseed.cli import db, registries, serve
+    from cloudseed.configdrive import cli as configdrive_cli
     from cloudseed.injection import cli as injection_cli
     from cloudseed.keypairs import cli as keypair_cli
 
@@ -37,6 +38,7 @@ def _register() -> None:
     cli.add_command(registries.flavor)
     cli.add_command(registries.network)
     cli.add_command(injection_cli.inject)
+    cli.add_command(configdrive_cli.configdrive)
 
 
 _register()

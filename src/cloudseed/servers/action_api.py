@@ -13,7 +13,7 @@ from cloudseed.api.microversions import APIVersion
 from cloudseed.api.requests import context_of, version_of
 from cloudseed.api.validation import read_json, validate
 from cloudseed.errors import InvalidInput
-from cloudseed.servers import schemas, views
+from cloudseed.servers import personality, schemas, views
 from cloudseed.servers.api import actor_of, api_base, load_owned, servers_of
 from cloudseed.servers.creation import generate_password
 from cloudseed.servers.service import UNSET
@@ -57,7 +57,9 @@ async def _rebuild(request: Request, body: dict[str, Any]) -> Response:
         record.instance.uuid, actor=actor_of(request), image_ref=params["imageRef"],
         name=params.get("name"), metadata=params.get("metadata"),
         key_name=params.get("key_name", UNSET), user_data=params.get("user_data", UNSET),
-        hostname=params.get("hostname"), description=params.get("description", UNSET)))
+        hostname=params.get("hostname"), description=params.get("description", UNSET),
+        admin_password=admin_pass, files=personality.from_request(params.get("personality")),
+        quota=api_state(request).settings.quota))
     view = views.show(rebuilt, version, api_base(request), admin=context.is_admin,
                       with_user_data=False)
     server = view["server"]

@@ -18,7 +18,7 @@ from cloudseed.api.requests import context_of, version_of
 from cloudseed.api.validation import query_lists, read_json, validate
 from cloudseed.cells.service import InstanceNotFound
 from cloudseed.errors import InvalidInput
-from cloudseed.servers import schemas, views
+from cloudseed.servers import personality, schemas, views
 from cloudseed.servers.creation import CreateRequest, create_servers
 from cloudseed.servers.history import Actor
 from cloudseed.servers.listing import ListFilter, list_servers
@@ -88,13 +88,18 @@ async def create(request: Request) -> Response:
         hostname=server.get("hostname"), description=server.get("description"),
         availability_zone=server.get("availability_zone"),
         access_ip_v4=server.get("accessIPv4"), access_ip_v6=server.get("accessIPv6"),
-        networks=server.get("networks"), count=max_count, admin_pass=server.get("adminPass"))
+        networks=server.get("networks"), count=max_count, admin_pass=server.get("adminPass"),
+        files=personality.from_request(server.get("personality")))
     servers = servers_of(request)
     created = await run_in_threadpool(
         create_servers, state.api_db, servers.cells, create_request,
-        force_config_drive=state.settings.default.force_config_drive)
+        force_config_drive=state.settings.default.force_config_drive,
+        quota=state.settings.quota)
+    files = personality.decode(create_request.files)
     for uuid in created.uuids:
-        servers.operations.build(uuid, created.action_ids[uuid])
+        # The password and files go to the build in memory (onto the config drive).
+        servers.operations.build(uuid, created.action_ids[uuid],
+                                 admin_password=created.admin_pass, files=files)
     if schemas.true_value(server.get("return_reservation_id", False)):
         return JSONResponse({"reservation_id": created.reservation_id}, status_code=202)
     uuid = created.uuids[0]

@@ -26,7 +26,7 @@ from cloudseed.images import service as images
 from cloudseed.keypairs import service as keypairs
 from cloudseed.keypairs.errors import KeypairNotFound
 from cloudseed.networks import service as networks
-from cloudseed.servers import actions, history, states
+from cloudseed.servers import actions, history, personality, states
 from cloudseed.servers.errors import InvalidKeyName
 from cloudseed.servers.history import Actor
 from cloudseed.servers.hostnames import sanitize_hostname
@@ -38,6 +38,7 @@ from cloudseed.servers.models import (
     InstanceSystemMetadata,
     Port,
 )
+from cloudseed.settings import QuotaSection
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,9 @@ class CreateRequest:
     networks: list[dict[str, Any]] | str | None = None
     count: int = 1
     admin_pass: str | None = None
+    # Personality files (path, base64 text): checked here, then handed to the build in
+    # memory (servers/personality.py); never stored.
+    files: personality.Encoded = ()
 
 
 @dataclass(frozen=True)
@@ -92,7 +96,8 @@ def lookup_keypair(api_db: Database, *, user_id: str, key_name: str) -> list[dic
 
 
 def create_servers(api_db: Database, cells: CellDatabases, request: CreateRequest,
-                   *, force_config_drive: bool) -> Created:
+                   *, force_config_drive: bool, quota: QuotaSection | None = None
+                   ) -> Created:
     reservation_id = "r-" + secrets.token_hex(4)
     admin_pass = request.admin_pass or generate_password()
     uuids = [str(uuid.uuid4()) for _ in range(request.count)]
@@ -100,6 +105,8 @@ def create_servers(api_db: Database, cells: CellDatabases, request: CreateReques
                if request.key_name else [])
     cell_id = cells.default_cell()
     with api_db.write() as session:
+        personality.check_limits(session, request.files, project_id=request.actor.project_id,
+                                 user_id=request.actor.user_id, quota=quota or QuotaSection())
         flavor = flavors.snapshot(flavors.get_flavor(session, request.flavor_ref))
         image = images.get_image(session, request.image_ref)
         image_props = images.properties_of(image)

@@ -1,6 +1,9 @@
 """Server errors, with Nova's messages.
 
     InvalidInput ── InvalidKeyName        key_name unknown for the caller     (400)
+    QuotaExceeded ─ TooManyPersonalityFiles    more files than injected_files    (403)
+                    ├ PersonalityPathTooLong     a path over the path limit       (403)
+                    └ PersonalityContentTooLong  a content over the content limit (403)
     Conflict ────── InstanceInvalidState  busy or in the wrong state          (409)
                     InstanceHasConfigDrive  user data needs a hard reboot      (409)
     NotFound ────── cells.InstanceNotFound                                     (404)
@@ -8,7 +11,7 @@
 
 from __future__ import annotations
 
-from cloudseed.errors import Conflict, InvalidInput
+from cloudseed.errors import Conflict, InvalidInput, QuotaExceeded
 
 
 class InvalidKeyName(InvalidInput):
@@ -30,3 +33,21 @@ class InstanceHasConfigDrive(Conflict):
             "updated in place. Use a hard reboot with user_data instead: POST "
             f"/servers/{uuid}/action {{\"reboot\": {{\"type\": \"HARD\", \"user_data\": ...}}}}")
         self.uuid = uuid
+
+
+class TooManyPersonalityFiles(QuotaExceeded):
+    def __init__(self, limit: int, *, message: str = "Personality file limit exceeded",
+                 resource: str = "injected_files") -> None:
+        super().__init__(message, resource=resource, limit=limit)
+
+
+class PersonalityPathTooLong(TooManyPersonalityFiles):
+    def __init__(self, limit: int) -> None:
+        super().__init__(limit, message=f"Personality file path exceeds maximum {limit}",
+                         resource="injected_file_path_bytes")
+
+
+class PersonalityContentTooLong(TooManyPersonalityFiles):
+    def __init__(self, limit: int) -> None:
+        super().__init__(limit, message=f"Personality file content exceeds maximum {limit}",
+                         resource="injected_file_content_bytes")

@@ -5,6 +5,13 @@ worker thread: call the driver, then record the outcome in one transaction. A dr
 moves the instance to ERROR with the fault recorded and clears the task, so the record never
 stays half-way; values the request applied (key pair, user data) stay consistent with each
 other because they were written together when the task was claimed.
+
+Config drives (``configdrive/``) are built here, before the driver is called: on create and
+rebuild when the instance has one (with the admin password and personality files, which are
+passed in memory and never stored), and on a HARD reboot that carries new user data. A drive
+that cannot be built fails create and rebuild (ERROR, with the reason); a reboot whose drive
+cannot be built is not done at all: the guest, its old drive and its old user data stay as
+they were, and the failure is recorded in the action and the fault.
 """
 
 from __future__ import annotations
@@ -13,8 +20,8 @@ import logging
 import traceback
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import update
 
@@ -24,17 +31,26 @@ from cloudseed.db.base import utcnow
 from cloudseed.servers import actions, records, states
 from cloudseed.servers.models import Instance
 
+if TYPE_CHECKING:
+    from cloudseed.configdrive.service import DriveBuilder
+
+Files = tuple[tuple[str, bytes], ...]
+
 log = logging.getLogger(__name__)
 
 
-def guest_spec(record: records.ServerRecord) -> GuestSpec:
+def guest_spec(record: records.ServerRecord, drive: tuple[str, str] | None = None
+               ) -> GuestSpec:
+    """``drive``: (path, format) of the instance's config drive, when it has one."""
     i = record.instance
     return GuestSpec(
         uuid=i.uuid, name=i.display_name, hostname=i.hostname, image_ref=i.image_ref,
         flavor=record.flavor, key_data=i.key_data, user_data=i.user_data,
         config_drive=bool(i.config_drive),
         ports=[{"mac_address": p.mac_address, "network_id": p.network_id, "mtu": p.mtu,
-                "fixed_ips": [ip.address for ip in ips]} for p, ips in record.ports])
+                "fixed_ips": [ip.address for ip in ips]} for p, ips in record.ports],
+        config_drive_path=drive[0] if drive else None,
+        config_drive_format=drive[1] if drive else "iso9660")
 
 
 @dataclass(frozen=True)
@@ -46,13 +62,25 @@ class Outcome:
     launched: bool = False
 
 
+class NotStarted(Exception):
+    """The operation failed before the driver was called and the guest is as it was: the
+    instance keeps its vm_state (the reboot that could not rebuild its config drive)."""
+
+    def __init__(self, cause: Exception) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
+
 class Operations:
     def __init__(self, *, cells: CellDatabases, driver: Driver, max_workers: int = 8,
-                 build_check: Callable[[str], None] | None = None) -> None:
+                 build_check: Callable[[str], None] | None = None,
+                 drives: DriveBuilder | None = None) -> None:
         self.cells = cells
         self.driver = driver
-        # Run before the driver on create and rebuild; raising fails the build.
+        # Run before the driver on create and rebuild; raising fails the build. A config
+        # drive build asks vendordata itself (once), so the check is skipped then.
         self.build_check = build_check
+        self.drives = drives
         self._executor = ThreadPoolExecutor(max_workers=max_workers,
                                             thread_name_prefix="cloudseed-op")
         self._pending: set[Future[None]] = set()
@@ -69,11 +97,23 @@ class Operations:
         self._pending.add(future)
         future.add_done_callback(self._pending.discard)
 
-    def build(self, uuid: str, action_id: int) -> None:
+    def _prepare(self, guest: GuestSpec, *, admin_password: str | None,
+                 files: Files) -> GuestSpec:
+        """Before spawn or rebuild: the password and files, and a fresh config drive."""
+        guest = replace(guest, admin_password=admin_password, files=files)
+        if guest.config_drive and self.drives is not None:
+            built = self.drives.build(guest.uuid, admin_pass=admin_password, files=files)
+            return replace(guest, config_drive_path=built.path,
+                           config_drive_format=built.format)
+        if self.build_check is not None:
+            self.build_check(guest.uuid)
+        return guest
+
+    def build(self, uuid: str, action_id: int, *, admin_password: str | None = None,
+              files: Files = ()) -> None:
         def call(guest: GuestSpec) -> None:
-            if self.build_check is not None:
-                self.build_check(guest.uuid)
-            self.driver.spawn(guest)
+            self.driver.spawn(self._prepare(guest, admin_password=admin_password,
+                                            files=files))
 
         self._submit(self._run, uuid, action_id, "compute__do_build_and_run_instance", call,
                      Outcome(states.ACTIVE, states.RUNNING, launched=True))
@@ -81,21 +121,30 @@ class Operations:
     def reboot(self, uuid: str, action_id: int, *, hard: bool,
                pending_user_data: tuple[str | None] | None = None) -> None:
         """``pending_user_data``: user data that becomes the instance's only if the reboot
-        succeeds (``(None,)`` clears it)."""
+        succeeds (``(None,)`` clears it). With a config drive, the drive is rebuilt with it
+        first, keeping the admin password and files of the drive it replaces."""
         def call(guest: GuestSpec) -> None:
             if pending_user_data is not None:
-                guest = GuestSpec(**{**guest.__dict__, "user_data": pending_user_data[0]})
+                guest = replace(guest, user_data=pending_user_data[0])
+                if hard and guest.config_drive and self.drives is not None:
+                    try:
+                        built = self.drives.build(uuid, user_data=pending_user_data[0],
+                                                  carry_over=True)
+                    except Exception as exc:
+                        raise NotStarted(exc) from exc
+                    guest = replace(guest, config_drive_path=built.path,
+                                    config_drive_format=built.format)
             self.driver.reboot(guest, hard=hard)
 
         self._submit(self._run, uuid, action_id, "compute_reboot_instance", call,
                      Outcome(states.ACTIVE, states.RUNNING), pending_user_data)
 
-    def rebuild(self, uuid: str, action_id: int, *, final_vm_state: str) -> None:
+    def rebuild(self, uuid: str, action_id: int, *, final_vm_state: str,
+                admin_password: str | None = None, files: Files = ()) -> None:
         power = states.RUNNING if final_vm_state == states.ACTIVE else states.SHUTDOWN
 
         def call(guest: GuestSpec) -> None:
-            if self.build_check is not None:
-                self.build_check(guest.uuid)
+            guest = self._prepare(guest, admin_password=admin_password, files=files)
             self.driver.rebuild(guest)
             if final_vm_state == states.STOPPED:
                 self.driver.power_off(guest.uuid)
@@ -118,6 +167,12 @@ class Operations:
                 self.driver.destroy(uuid)
             except Exception:
                 log.exception("destroying the guest of deleted instance %s failed", uuid)
+            if self.drives is not None:
+                try:
+                    self.drives.remove(uuid)
+                except OSError:
+                    log.exception("removing the config drive of deleted instance %s "
+                                  "failed", uuid)
 
         self._submit(call)
 
@@ -126,8 +181,13 @@ class Operations:
         try:
             db = self.cells.for_instance(uuid)
             with db.read() as session:
-                guest = guest_spec(records.load(session, uuid))
-            call(guest)
+                record = records.load(session, uuid)
+            drive = (self.drives.existing(uuid) if self.drives is not None
+                     and record.instance.config_drive else None)
+            call(guest_spec(record, drive))
+        except NotStarted as exc:
+            self._not_started(uuid, action_id, event, exc.cause)
+            return
         except Exception as exc:  # the driver's failure, or the instance vanished
             self._fail(uuid, action_id, event, exc)
             return
@@ -148,6 +208,13 @@ class Operations:
             actions.finish(session, action_id=action_id, event=event)
 
     def _fail(self, uuid: str, action_id: int, event: str, exc: Exception) -> None:
+        self._record_failure(uuid, action_id, event, exc, {"vm_state": states.ERROR})
+
+    def _not_started(self, uuid: str, action_id: int, event: str, exc: Exception) -> None:
+        self._record_failure(uuid, action_id, event, exc, {})
+
+    def _record_failure(self, uuid: str, action_id: int, event: str, exc: Exception,
+                        values: dict[str, Any]) -> None:
         message = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
         log.warning("operation %s on %s failed: %s", event, uuid, message)
         try:
@@ -155,8 +222,7 @@ class Operations:
             with db.write() as session:
                 session.execute(update(Instance).where(Instance.uuid == uuid,
                                                        Instance.deleted == 0)
-                                .values(vm_state=states.ERROR, task_state=None,
-                                        updated_at=utcnow())
+                                .values(task_state=None, updated_at=utcnow(), **values)
                                 .execution_options(synchronize_session=False))
                 records.set_extra(session, uuid, fault={
                     "code": 500, "message": message, "created": utcnow().isoformat(),

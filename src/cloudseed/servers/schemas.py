@@ -11,6 +11,7 @@ from typing import Any
 from cloudseed.api.microversions import APIVersion
 from cloudseed.errors import InvalidInput
 from cloudseed.keypairs.schemas import NAME_FORMAT
+from cloudseed.servers import personality
 
 V = APIVersion
 NAME: dict[str, Any] = NAME_FORMAT
@@ -51,6 +52,9 @@ BDM_V2: dict[str, Any] = {"type": "object", "properties": {
     "volume_type": {"type": ["string", "null"]}},
     "additionalProperties": False}
 
+# Personality files went with 2.57 (on create and rebuild), as in Nova.
+PERSONALITY_REMOVED = V(2, 57)
+
 # cloudseed's first microversion: user data can change without a rebuild.
 USER_DATA_UPDATE = V(2, 105)
 
@@ -85,6 +89,8 @@ def create(version: APIVersion) -> dict[str, Any]:
         "block_device_mapping_v2": {"type": "array", "items": BDM_V2},
     }
     required = ["name", "flavorRef"]
+    if version < PERSONALITY_REMOVED:
+        props["personality"] = personality.SCHEMA
     if version >= V(2, 19):
         props["description"] = DESCRIPTION
     if version >= V(2, 37):
@@ -133,6 +139,8 @@ def rebuild(version: APIVersion) -> dict[str, Any]:
         "accessIPv4": {"type": "string", "format": "ipv4"},
         "accessIPv6": {"type": "string", "format": "ipv6"},
     }
+    if version < PERSONALITY_REMOVED:
+        props["personality"] = personality.SCHEMA
     if version >= V(2, 19):
         props["description"] = DESCRIPTION
     if version >= V(2, 54):

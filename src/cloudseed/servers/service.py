@@ -20,12 +20,13 @@ from cloudseed.db.engines import Database
 from cloudseed.images import service as images
 from cloudseed.metadata import password
 from cloudseed.networks import service as networks
-from cloudseed.servers import actions, history, records, states
+from cloudseed.servers import actions, history, personality, records, states
 from cloudseed.servers.creation import lookup_keypair
 from cloudseed.servers.errors import InstanceHasConfigDrive, InstanceInvalidState
 from cloudseed.servers.history import Actor
 from cloudseed.servers.models import FixedIP, Instance, InstanceMetadata, Port
 from cloudseed.servers.operations import Operations
+from cloudseed.settings import QuotaSection
 
 UNSET: Any = object()  # "not in the request", as opposed to None ("set to null")
 
@@ -79,9 +80,15 @@ class Servers:
     def rebuild(self, uuid: str, *, actor: Actor, image_ref: str, name: str | None = None,
                 metadata: dict[str, str] | None = None, key_name: Any = UNSET,
                 user_data: Any = UNSET, hostname: str | None = None,
-                description: Any = UNSET) -> records.ServerRecord:
+                description: Any = UNSET, admin_password: str | None = None,
+                files: personality.Encoded = (), quota: QuotaSection | None = None
+                ) -> records.ServerRecord:
+        """``admin_password`` and ``files`` go to the new config drive, in memory only."""
         with self.api_db.read() as session:
             image_uuid = images.get_image(session, image_ref).uuid
+            # The caller's limits, as Nova checks them (the request context's project).
+            personality.check_limits(session, files, project_id=actor.project_id,
+                                     user_id=actor.user_id, quota=quota or QuotaSection())
         snapshot = (lookup_keypair(self.api_db, user_id=actor.user_id, key_name=key_name)
                     if key_name not in (UNSET, None) else [])
         with self.cells.for_instance(uuid).write() as session:
@@ -120,7 +127,9 @@ class Servers:
                                       actor=actor, event="compute_rebuild_instance")
             session.flush()
             record = records.load(session, uuid)
-        self.operations.rebuild(uuid, action_id, final_vm_state=final_state)
+        self.operations.rebuild(uuid, action_id, final_vm_state=final_state,
+                                admin_password=admin_password,
+                                files=personality.decode(files))
         return record
 
     def reboot(self, uuid: str, *, actor: Actor, hard: bool, user_data: Any = UNSET) -> None:

@@ -101,7 +101,21 @@ class Vendordata:
         static_only = self.static_only_vendor_data2()
         if static_only is not None:
             return static_only
+        return self._assemble(await self._outcomes(request))
+
+    async def vendor_data2_for_build(self, request: VendordataRequest) -> bytes:
+        """vendor_data2.json for a config drive, each target asked once for the whole drive.
+        With ``vendordata_dynamic_failure_fatal`` a target without an answer raises
+        VendordataError (the build fails); otherwise it is ``{}`` as for guests."""
+        static_only = self.static_only_vendor_data2()
+        if static_only is not None:
+            return static_only
         outcomes = await self._outcomes(request)
+        if self._failure_fatal:
+            self._raise_for_missing(outcomes)
+        return self._assemble(outcomes)
+
+    def _assemble(self, outcomes: list[Outcome]) -> bytes:
         members: list[tuple[str, bytes]] = []
         for provider in self.providers:
             if provider == STATIC_JSON and self._static is not None:
@@ -117,7 +131,9 @@ class Vendordata:
         are answered from it). Without it, nothing to check."""
         if not self._failure_fatal or not self.has_dynamic:
             return
-        outcomes = await self._outcomes(request)
+        self._raise_for_missing(await self._outcomes(request))
+
+    def _raise_for_missing(self, outcomes: list[Outcome]) -> None:
         for client, outcome in zip(self._clients, outcomes, strict=True):
             if outcome.value is None:
                 raise VendordataError(target=client.target.name,

@@ -54,6 +54,9 @@ class ThreadedVendordata:
     def vendor_data2(self, request: VendordataRequest) -> bytes:
         return self._run(self._vendordata.vendor_data2(request))
 
+    def vendor_data2_for_build(self, request: VendordataRequest) -> bytes:
+        return self._run(self._vendordata.vendor_data2_for_build(request))
+
     def check_for_build(self, request: VendordataRequest) -> None:
         self._run(self._vendordata.check_for_build(request))
 

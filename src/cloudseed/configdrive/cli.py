@@ -1,0 +1,70 @@
+"""``cloudseed configdrive build SERVER --output PATH`` and ``cloudseed configdrive show PATH
+[FILE]``: an instance's drive built by hand (as create would build it), and any drive's files
+listed or printed without mounting it."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from cloudseed.cli.context import CliContext, errors_as_click, pass_cli
+
+
+@click.group()
+def configdrive() -> None:
+    """Build and inspect config drives."""
+
+
+@configdrive.command()
+@click.argument("server")
+@click.option("--output", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="Where to write the image (replaced atomically if it exists).")
+@click.option("--format", "fmt", type=click.Choice(["iso9660", "vfat"]),
+              help="Image format. Default: [DEFAULT] config_drive_format.")
+@click.option("--carry-over/--no-carry-over", default=True, show_default=True,
+              help="Keep the admin password and personality files of the instance's "
+              "current drive (they are stored nowhere else).")
+@pass_cli
+def build(cli: CliContext, server: str, output: Path, fmt: str | None,
+          carry_over: bool) -> None:
+    """Build the config drive of instance SERVER (its uuid)."""
+    from cloudseed.cells.service import CellDatabases
+    from cloudseed.configdrive.service import DriveBuilder
+    from cloudseed.db.engines import Database
+
+    settings = cli.settings({("DEFAULT", "config_drive_format"): fmt})
+    db = Database.connect("api", settings.api_database_url)
+    cells = CellDatabases(db)
+    builder = DriveBuilder(settings, cells)
+    try:
+        with errors_as_click():
+            built = builder.build(server, carry_over=carry_over, output=output)
+    finally:
+        builder.close()
+        cells.dispose()
+        db.dispose()
+    click.echo(f"wrote {built.path} ({built.format})")
+
+
+@configdrive.command()
+@click.argument("image", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("file", required=False)
+def show(image: Path, file: str | None) -> None:
+    """List the files of a drive image, or print FILE (a path such as
+    openstack/latest/meta_data.json) to standard output."""
+    from cloudseed.configdrive.service import read_drive
+
+    with errors_as_click():
+        fmt, label, tree = read_drive(image)
+    if file is not None:
+        content = tree.get(file.strip("/"))
+        if content is None:
+            raise click.ClickException(f"{file}: no such file on {image}")
+        sys.stdout.buffer.write(content)
+        sys.stdout.buffer.flush()
+        return
+    click.echo(f"{image}: {fmt}, label {label!r}, {len(tree)} files")
+    for path in sorted(tree):
+        click.echo(f"{len(tree[path]):>10}  {path}")
