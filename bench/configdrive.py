@@ -18,11 +18,9 @@ from __future__ import annotations
 
 import argparse
 import base64
-import contextlib
 import datetime as dt
 import os
 import platform
-import re
 import shlex
 import shutil
 import statistics
@@ -32,6 +30,8 @@ import tempfile
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
+
+from report import cpu_model, write_section
 
 from cloudseed.configdrive import contents, iso9660, vfat
 from cloudseed.configdrive.service import write_drive
@@ -108,25 +108,6 @@ def measure(build: Callable[[Mapping[str, bytes], Path], None], files: Mapping[s
     return len(times) / elapsed, statistics.median(times), len(times), out.stat().st_size
 
 
-def cpu_model() -> str:
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor() or platform.machine()
-
-
-def write_section(path: Path, section: str) -> None:
-    block = f"{START}\n{section.strip()}\n{END}"
-    document = path.read_text(encoding="utf-8")
-    pattern = re.compile(re.escape(START) + r".*?" + re.escape(END), re.DOTALL)
-    if pattern.search(document):
-        document = pattern.sub(lambda _m: block, document, count=1)
-    else:
-        document = document.rstrip("\n") + "\n\n" + block + "\n"
-    path.write_text(document, encoding="utf-8")
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=3.0,
@@ -189,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     ])
     print(section)
     if args.write is not None:
-        write_section(args.write, section)
+        write_section(args.write, START, END, section)
         print(f"wrote the config drive section of {args.write}", file=sys.stderr)
     return 0
 

@@ -38,7 +38,6 @@ import hashlib
 import math
 import os
 import platform
-import re
 import shlex
 import shutil
 import signal
@@ -57,6 +56,7 @@ from typing import Any
 import httpx
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
+from report import cpu_model, write_section
 from sqlalchemy import create_engine, insert, text
 from sqlalchemy.engine import make_url
 
@@ -407,32 +407,11 @@ def markers(backend: str) -> tuple[str, str]:
     return (f"<!-- bench:keypairs-{backend}:start -->", f"<!-- bench:keypairs-{backend}:end -->")
 
 
-def write_section(path: Path, backend: str, section: str) -> None:
-    start, end = markers(backend)
-    block = f"{start}\n{section.strip()}\n{end}"
-    document = path.read_text(encoding="utf-8") if path.exists() else INTRO
-    pattern = re.compile(re.escape(start) + r".*?" + re.escape(end), re.DOTALL)
-    if pattern.search(document):
-        document = pattern.sub(lambda _m: block, document, count=1)
-    else:
-        document = document.rstrip("\n") + "\n\n" + block + "\n"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(document, encoding="utf-8")
-
-
 def command_line() -> str:
     exe = os.path.relpath(sys.executable)
     script = os.path.relpath(sys.argv[0])
     return shlex.join([exe if not exe.startswith("..") else sys.executable,
                        script if not script.startswith("..") else sys.argv[0], *sys.argv[1:]])
-
-
-def cpu_model() -> str:
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor() or platform.machine()
 
 
 def section_text(args: argparse.Namespace, server_version: str, results: Results) -> str:
@@ -573,7 +552,8 @@ def main(argv: list[str] | None = None) -> int:
         print("FAILED:\n" + "\n".join(f"- {f}" for f in results.failures), file=sys.stderr)
         return 1
     if args.write is not None:
-        write_section(args.write, args.backend, section)
+        start, end = markers(args.backend)
+        write_section(args.write, start, end, section, INTRO)
         print(f"wrote the {args.backend} section of {args.write}")
     return 0
 

@@ -66,6 +66,7 @@ from pathlib import Path
 import httpx
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
+from report import cpu_model, write_section
 
 BENCH_DIR = Path(__file__).resolve().parent
 WRK_SCRIPT = BENCH_DIR / "metadata_storm_wrk.lua"
@@ -1173,14 +1174,6 @@ def profile_lines(report: Report) -> list[str]:
     return lines
 
 
-def cpu_model() -> str:
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor() or platform.machine()
-
-
 def code_version() -> str:
     """The commit measured, and whether the source differed from it."""
     def git(*args: str) -> str:
@@ -1299,18 +1292,6 @@ def refusal_note(seeding: Seeding) -> str:
     return (f"; {len(seeding.refusals)} multi-creates were refused "
             f"({', '.join(f'{status}: {n}' for status, n in kinds.items())}; {causes}) and "
             "posted again")
-
-
-def write_section(path: Path, section: str) -> None:
-    start, end = MARKERS
-    block = f"{start}\n{section.strip()}\n{end}"
-    document = path.read_text(encoding="utf-8") if path.exists() else INTRO
-    pattern = re.compile(re.escape(start) + r".*?" + re.escape(end), re.DOTALL)
-    if pattern.search(document):
-        document = pattern.sub(lambda _m: block, document, count=1)
-    else:
-        document = document.rstrip("\n") + "\n\n" + block + "\n"
-    path.write_text(document, encoding="utf-8")
 
 
 # --- main -----------------------------------------------------------------------------------------
@@ -1501,7 +1482,7 @@ def main(argv: list[str] | None = None) -> int:
     section = section_text(report)
     print(section)
     if args.write is not None:
-        write_section(args.write, section)
+        write_section(args.write, *MARKERS, section, INTRO)
         print(f"wrote the metadata storm section of {args.write}")
     if report.failures:
         print("FAILED:\n" + "\n".join(f"- {f}" for f in report.failures), file=sys.stderr)
