@@ -9,22 +9,13 @@ on a mounted drive), bytes as ``{"base64": ...}``. Nothing in cloud-init is patc
 
 from __future__ import annotations
 
-import base64
 import json
 import sys
-from typing import Any
+from pathlib import Path
 
-
-def plain(value: Any) -> Any:
-    if isinstance(value, bytes):
-        return {"base64": base64.b64encode(value).decode()}
-    if isinstance(value, dict):
-        return {str(k): plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [plain(v) for v in value]
-    if value is None or isinstance(value, (str, int, float, bool)):
-        return value
-    return repr(value)
+# -I leaves the script's own directory off sys.path; the sibling client is plain Python.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cloudinit_client import plain
 
 
 def main() -> int:
