@@ -9,6 +9,7 @@ other because they were written together when the task was claimed.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import traceback
 from collections.abc import Callable
@@ -21,6 +22,7 @@ from sqlalchemy import update
 from cloudseed.cells.service import CellDatabases
 from cloudseed.compute.driver import Driver, GuestSpec
 from cloudseed.db.base import utcnow
+from cloudseed.images.service import boot_image
 from cloudseed.servers import actions, records, states
 from cloudseed.servers.models import Instance
 
@@ -34,7 +36,8 @@ def guest_spec(record: records.ServerRecord) -> GuestSpec:
         flavor=record.flavor, key_data=i.key_data, user_data=i.user_data,
         config_drive=bool(i.config_drive),
         ports=[{"mac_address": p.mac_address, "network_id": p.network_id, "mtu": p.mtu,
-                "fixed_ips": [ip.address for ip in ips]} for p, ips in record.ports])
+                "fixed_ips": [ip.address for ip in ips]} for p, ips in record.ports],
+        project_id=i.project_id or "", metadata=dict(record.metadata))
 
 
 @dataclass(frozen=True)
@@ -127,6 +130,9 @@ class Operations:
             db = self.cells.for_instance(uuid)
             with db.read() as session:
                 guest = guest_spec(records.load(session, uuid))
+            with self.cells.api_db.read() as api_session:  # images are registered there
+                guest = dataclasses.replace(guest, image=boot_image(api_session,
+                                                                    guest.image_ref))
             call(guest)
         except Exception as exc:  # the driver's failure, or the instance vanished
             self._fail(uuid, action_id, event, exc)
