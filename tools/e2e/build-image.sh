@@ -90,6 +90,11 @@ locale: C.UTF-8
 manage_etc_hosts: true
 # RSA host key generation takes long under TCG; one ed25519 key is enough for the tests.
 ssh_genkeytypes: [ ed25519 ]
+# Read the metadata again at every boot (not only for a new instance id), so changed user data
+# reaches the per-boot parts after a reboot (cloud-init.md section 6, row "HTTP 3").
+updates:
+  network:
+    when: [ boot ]
 CFG
 printf 'LANG=C.UTF-8\n' > "$R/etc/default/locale"
 chroot "$R" passwd -d root >/dev/null
