@@ -117,6 +117,10 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGALRM, signal.SIG_DFL)
     signal.alarm(int(TIMEOUT * 2))
+    # slirp gives us the guest's socket as standard error too: a traceback is not for the guest.
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 2)
+    os.close(devnull)
     with open(argv[1], "rb") as fh:
         config = json.load(fh)
     identity = [(name.encode("latin-1"), value.encode("latin-1"))
