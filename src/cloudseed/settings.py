@@ -21,6 +21,7 @@ import ipaddress
 import os
 import types
 import typing
+import urllib.parse
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -421,12 +422,22 @@ def _check_lists(settings: Settings) -> None:
         except ValueError:
             fail("metadata", "trusted_proxies", item, "not an address or network")
     url = settings.qemu.metadata_url
-    if url and not (url.startswith("http://") and url.count(":") == 2):
+    if url and not _is_host_port_url(url):
         raise ConfigError(f"invalid value {url!r} for [qemu] metadata_url: must be "
                           "http://host:port")
     for item in split_list(settings.libvirt.inject_handlers):
         if item not in ("guestfs", "debugfs", "loop", "nbd"):
             fail("libvirt", "inject_handlers", item, "must be guestfs, debugfs, loop or nbd")
+
+
+def _is_host_port_url(url: str) -> bool:
+    parts = urllib.parse.urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:
+        return False
+    return (parts.scheme == "http" and bool(parts.hostname) and port is not None
+            and parts.path in ("", "/") and not parts.query and not parts.fragment)
 
 
 def _read_ini(path: Path) -> configparser.RawConfigParser:
