@@ -49,7 +49,10 @@ def e2e_cloud(vendordata: Target) -> Iterator[tuple[E2ECloud, dict[str, str]]]:
             yield cloud, ids
         assert cloud.leftover_qemus() == [], "QEMU still running after the service stopped"
     finally:
-        (image_dir / "last-run.log").write_bytes((work / "cloudseed.log").read_bytes())
+        cloud.client.close()
+        log = work / "cloudseed.log"
+        if log.exists():
+            (image_dir / "last-run.log").write_bytes(log.read_bytes())
         tidy(work)
 
 

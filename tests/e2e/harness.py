@@ -164,17 +164,9 @@ class E2ECloud:
                          "--property", f"kernel_id={kernel}", "--property",
                          f"ramdisk_id={ramdisk}")
         self.cli("flavor", "add", "e2e", "--vcpus", "2", "--ram", "1024", "--disk", "2")
-        self.cli("network", "add", "slirp", "--cidr", "169.254.169.0/24", "--gateway",
-                 "169.254.169.2", "--dns", "169.254.169.3")
-        network = self.client_free_get("/network/v2.0/networks")
-        return {"image": image, "network": network}
-
-    def client_free_get(self, path: str) -> str:
-        """The id of the one network (read through the Neutron-compatible API)."""
-        r = self.client.get(path)
-        assert r.status_code == 200, r.text
-        nets: list[dict[str, Any]] = r.json()["networks"]
-        return str(nets[0]["id"])
+        network = self.cli("network", "add", "slirp", "--cidr", "169.254.169.0/24",
+                           "--gateway", "169.254.169.2", "--dns", "169.254.169.3")
+        return {"image": image, "network": network.split()[0]}
 
     @contextmanager
     def serving(self) -> Iterator[None]:
@@ -202,8 +194,17 @@ class E2ECloud:
                 self.process.wait()
             log.close()
 
-    def leftover_qemus(self) -> list[str]:
-        """QEMU processes still running on this cloud's instances."""
+    def leftover_qemus(self, *, grace: float = 30.0) -> list[str]:
+        """QEMU processes still running on this cloud's instances after ``grace`` seconds.
+
+        The API forgets a deleted server at once and switches its guest off in the background
+        (as Nova does), so the process may outlive the 404 by a moment."""
+        deadline = time.monotonic() + grace
+        while (found := self._qemus()) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        return found
+
+    def _qemus(self) -> list[str]:
         state = str(self.work / "state")
         found = []
         for entry in Path("/proc").iterdir():
