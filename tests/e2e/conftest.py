@@ -43,8 +43,8 @@ def e2e_cloud(vendordata: Target) -> Iterator[tuple[E2ECloud, dict[str, str]]]:
     image_dir = Path(E2E_DIR).resolve()
     work = Path(tempfile.mkdtemp(prefix="cloudseed-e2e-"))
     cloud = E2ECloud(image_dir=image_dir, work=work, vendordata_url=vendordata.url)
-    ids = cloud.set_up()
     try:
+        ids = cloud.set_up()
         with cloud.serving():
             yield cloud, ids
         assert cloud.leftover_qemus() == [], "QEMU still running after the service stopped"
