@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 DATA_DIR ?= ./var
 PYTEST_ARGS ?=
 
-.PHONY: help run test venv test-venv lint bench bench-metadata bench-configdrive clean
+.PHONY: help run test venv test-venv lint bench bench-metadata bench-configdrive e2e-image e2e clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -46,6 +46,17 @@ bench-metadata: venv  ## metadata boot storm (10,000 guests, wrk, nginx side by 
 bench-configdrive: venv  ## config drives built per second, in-process vs genisoimage (Nova's way)
 	sh tools/debian-packages.sh
 	$(BIN)/python bench/configdrive.py --write docs/benchmarks.md
+
+E2E_DIR ?= .cache/e2e
+
+e2e-image:  ## build the Debian cloud-init test guest into .cache/e2e (root; ~2 min, cached)
+	sh tools/e2e/packages.sh
+	tools/e2e/wait-quiet.sh
+	tools/e2e/build-image.sh $(E2E_DIR)
+
+e2e: test-venv e2e-image  ## boot real guests under QEMU against a running cloudseed (minutes)
+	sh tools/e2e/packages.sh
+	CLOUDSEED_TEST_E2E_DIR=$(E2E_DIR) $(BIN)/python -m pytest tests/e2e -p no:xdist $(PYTEST_ARGS)
 
 clean:  ## remove the venv and local data
 	rm -rf $(VENV) $(DATA_DIR) .pytest_cache .hypothesis

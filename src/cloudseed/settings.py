@@ -21,6 +21,7 @@ import ipaddress
 import os
 import types
 import typing
+import urllib.parse
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -66,8 +67,9 @@ class DefaultSection:
     log_level: str = option(
         "info", "Log level.", choices=("debug", "info", "warning", "error"))
     compute_driver: str = option(
-        "fake", "What runs instances: 'fake' keeps them in memory (development, tests).",
-        choices=("fake",))
+        "fake", "What runs instances: 'fake' keeps them in memory (development, tests); "
+        "'qemu' runs each as a qemu-system-x86_64 process on this host (configure [qemu]; "
+        "needs [neutron] service_metadata_proxy).", choices=("fake", "qemu"))
     force_config_drive: bool = option(
         False, "Give every new instance a config drive, whatever the request says.")
     config_drive_format: str = option(
@@ -237,6 +239,35 @@ class FakeDriverSection:
 
 
 @dataclass(frozen=True)
+class QemuSection:
+    """``[qemu]``: the qemu driver (cloudseed's own section; see docs/qemu-driver.md)."""
+
+    binary: str = option(
+        "qemu-system-x86_64", "The QEMU system emulator to run guests with.")
+    accel: str = option(
+        "auto", "Accelerator: 'kvm', 'tcg' (software emulation), or 'auto': KVM when "
+        "/dev/kvm is usable hardware virtualization (vmx or svm, and not a nested PVM "
+        "host), otherwise TCG.", choices=("auto", "kvm", "tcg"))
+    images_type: str = option(
+        "qcow2", "Instance disks: 'qcow2' is a copy-on-write overlay of the image; 'raw' a "
+        "full sparse copy, which the rootless debugfs injection handler can write into "
+        "(Nova's [libvirt] images_type).", choices=("qcow2", "raw"))
+    kernel_cmdline: str = option(
+        "root=/dev/vda rw console=ttyS0,115200", "Kernel command line for images that "
+        "name a kernel (kernel_id) but no os_command_line property.")
+    metadata_url: str = option(
+        "", "Where each guest's metadata proxy forwards to (http://host:port). Empty means "
+        "this service's own metadata listener ([DEFAULT] metadata_listen and "
+        "metadata_listen_port, a wildcard address meaning 127.0.0.1).")
+    shutdown_timeout: int = option(
+        60, "Seconds a guest gets to power off after the ACPI power button (stop, soft "
+        "reboot) before it is switched off (Nova's [DEFAULT] shutdown_timeout).", minimum=0)
+    start_timeout: int = option(
+        30, "Seconds to wait for a QEMU process to come up before the operation fails.",
+        minimum=1)
+
+
+@dataclass(frozen=True)
 class Settings:
     default: DefaultSection = field(default_factory=DefaultSection)
     api: ApiSection = field(default_factory=ApiSection)
@@ -248,6 +279,7 @@ class Settings:
     neutron: NeutronSection = field(default_factory=NeutronSection)
     metadata: MetadataSection = field(default_factory=MetadataSection)
     libvirt: LibvirtSection = field(default_factory=LibvirtSection)
+    qemu: QemuSection = field(default_factory=QemuSection)
     # [keystone_authtoken] and other pass-through sections, exactly as written.
     passthrough: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     # What was reported while loading (unknown options); logged by whoever starts the service.
@@ -282,6 +314,7 @@ SECTIONS: dict[str, str] = {
     "neutron": "neutron",
     "metadata": "metadata",
     "libvirt": "libvirt",
+    "qemu": "qemu",
 }
 
 
@@ -404,9 +437,23 @@ def _check_lists(settings: Settings) -> None:
             ipaddress.ip_network(item, strict=False)
         except ValueError:
             fail("metadata", "trusted_proxies", item, "not an address or network")
+    url = settings.qemu.metadata_url
+    if url and not _is_host_port_url(url):
+        raise ConfigError(f"invalid value {url!r} for [qemu] metadata_url: must be "
+                          "http://host:port")
     for item in split_list(settings.libvirt.inject_handlers):
         if item not in ("guestfs", "debugfs", "loop", "nbd"):
             fail("libvirt", "inject_handlers", item, "must be guestfs, debugfs, loop or nbd")
+
+
+def _is_host_port_url(url: str) -> bool:
+    parts = urllib.parse.urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:
+        return False
+    return (parts.scheme == "http" and bool(parts.hostname) and port is not None
+            and parts.path in ("", "/") and not parts.query and not parts.fragment)
 
 
 def _read_ini(path: Path) -> configparser.RawConfigParser:

@@ -66,14 +66,17 @@ def create_api_app(settings: Settings, *, api_db: Database | None = None,
         cells = CellDatabases(db)
         check = build_check(settings, cells)
         drives = DriveBuilder(settings, cells)
-        operations = Operations(cells=cells, driver=driver or make_driver(settings),
-                                build_check=check, drives=drives)
+        # A driver handed in belongs to the caller; one made here is closed here.
+        compute = driver if driver is not None else make_driver(settings)
+        operations = Operations(cells=cells, driver=compute, build_check=check, drives=drives)
         servers = Servers(api_db=db, cells=cells, operations=operations)
         try:
             yield {"cloudseed": ApiState(settings=settings, api_db=db, servers=servers)}
         finally:
             operations.shutdown()
             drives.close()
+            if driver is None:
+                compute.close()  # no guest process outlives the service
             if check is not None:
                 check.close()
             cells.dispose()

@@ -19,6 +19,22 @@ class DriverError(CloudseedError):
 
 
 @dataclass(frozen=True)
+class BootImage:
+    """The image's files on this host, resolved from the image registry by the caller.
+
+    ``kernel_path`` and ``ramdisk_path`` come from the image properties ``kernel_id`` and
+    ``ramdisk_id`` (other registered images, as in Glance), ``cmdline`` from
+    ``os_command_line``; an image without a kernel boots from its own bootloader.
+    """
+
+    path: str
+    disk_format: str
+    kernel_path: str | None = None
+    ramdisk_path: str | None = None
+    cmdline: str | None = None
+
+
+@dataclass(frozen=True)
 class GuestSpec:
     """Everything a driver needs to (re)create a guest, taken from the instance record."""
 
@@ -37,6 +53,11 @@ class GuestSpec:
     # Known only while a create or rebuild runs; cloudseed never stores them.
     admin_password: str | None = None
     files: tuple[tuple[str, bytes], ...] = ()
+    # The owner, for the metadata proxy's X-Tenant-ID; the server metadata, for injection.
+    project_id: str = ""
+    metadata: dict[str, str] = field(default_factory=dict)
+    # None when the image is not in the registry (drivers that need a file then refuse).
+    image: BootImage | None = None
 
 
 class Driver(Protocol):
@@ -53,3 +74,12 @@ class Driver(Protocol):
     def power_on(self, guest: GuestSpec) -> None: ...
 
     def destroy(self, uuid: str) -> None: ...
+
+    def console_output(self, uuid: str) -> str:
+        """The end of the guest's console log (whatever the driver keeps, at most ~100 KiB);
+        "" when there is none."""
+        ...
+
+    def close(self) -> None:
+        """The service is stopping: leave no guest process running."""
+        ...

@@ -8,5 +8,8 @@ from cloudseed.settings import Settings
 
 
 def make_driver(settings: Settings) -> Driver:
-    # Only one driver so far; the qemu driver joins here.
+    if settings.default.compute_driver == "qemu":
+        from cloudseed.compute.qemu import QemuDriver
+
+        return QemuDriver(settings)
     return FakeDriver(delay=settings.fake_driver.delay_ms / 1000)

@@ -80,3 +80,10 @@ class FakeDriver:
         self._call("destroy", uuid)
         self.guests.pop(uuid, None)
         self.power.pop(uuid, None)
+
+    def console_output(self, uuid: str) -> str:
+        # What Nova's fake driver answers, so API tests have lines to cut.
+        return "FAKE CONSOLE OUTPUT\nANOTHER\nLAST LINE" if uuid in self.guests else ""
+
+    def close(self) -> None:
+        pass  # nothing runs outside this object

@@ -6,12 +6,16 @@ import hashlib
 import json
 import uuid
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
 from cloudseed.errors import InvalidInput, NotFound
 from cloudseed.images.models import DISK_FORMATS, Image
+
+if TYPE_CHECKING:
+    from cloudseed.compute.driver import BootImage
 
 QCOW2_MAGIC = b"QFI\xfb"
 
@@ -72,3 +76,25 @@ def list_images(session: Session) -> list[Image]:
 def properties_of(image: Image) -> dict[str, str]:
     value: dict[str, str] = json.loads(image.properties)
     return value
+
+
+def boot_image(session: Session, image_ref: str) -> BootImage | None:
+    """The files a hypervisor boots ``image_ref`` from; None when it is not registered.
+
+    As in Glance, the properties ``kernel_id`` and ``ramdisk_id`` name other registered images
+    (the kernel and initramfs for a direct kernel boot) and ``os_command_line`` the kernel's
+    command line.
+    """
+    from cloudseed.compute.driver import BootImage
+
+    try:
+        image = get_image(session, image_ref)
+    except ImageNotFound:
+        return None
+    props = properties_of(image)
+    kernel = props.get("kernel_id")
+    ramdisk = props.get("ramdisk_id")
+    return BootImage(path=image.path, disk_format=image.disk_format,
+                     kernel_path=get_image(session, kernel).path if kernel else None,
+                     ramdisk_path=get_image(session, ramdisk).path if ramdisk else None,
+                     cmdline=props.get("os_command_line") or None)

@@ -1,4 +1,5 @@
-"""``POST /v2.1/servers/{id}/action``: reboot, rebuild, os-stop, os-start."""
+"""``POST /v2.1/servers/{id}/action``: reboot, rebuild, os-stop, os-start,
+os-getConsoleOutput."""
 
 from __future__ import annotations
 
@@ -85,4 +86,18 @@ async def _start(request: Request, body: dict[str, Any]) -> Response:
     return Response(status_code=202)
 
 
-HANDLERS = {"reboot": _reboot, "rebuild": _rebuild, "os-stop": _stop, "os-start": _start}
+async def _console_output(request: Request, body: dict[str, Any]) -> Response:
+    params = body["os-getConsoleOutput"]
+    validate(schemas.CONSOLE_OUTPUT, params)
+    raw = params.get("length")
+    length = None if raw is None or int(raw) == -1 else int(raw)
+    if length is not None and length < -1:
+        raise InvalidInput("length must be -1 or more")
+    record = await load_owned(request)
+    output = await run_in_threadpool(lambda: servers_of(request).console_output(
+        record.instance.uuid, length=length))
+    return JSONResponse({"output": output})
+
+
+HANDLERS = {"reboot": _reboot, "rebuild": _rebuild, "os-stop": _stop, "os-start": _start,
+            "os-getConsoleOutput": _console_output}

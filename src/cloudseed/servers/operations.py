@@ -28,6 +28,7 @@ from sqlalchemy import update
 from cloudseed.cells.service import CellDatabases
 from cloudseed.compute.driver import Driver, GuestSpec
 from cloudseed.db.base import utcnow
+from cloudseed.images.service import boot_image
 from cloudseed.servers import actions, records, states
 from cloudseed.servers.models import Instance
 
@@ -50,7 +51,8 @@ def guest_spec(record: records.ServerRecord, drive: tuple[str, str] | None = Non
         ports=[{"mac_address": p.mac_address, "network_id": p.network_id, "mtu": p.mtu,
                 "fixed_ips": [ip.address for ip in ips]} for p, ips in record.ports],
         config_drive_path=drive[0] if drive else None,
-        config_drive_format=drive[1] if drive else "iso9660")
+        config_drive_format=drive[1] if drive else "iso9660",
+        project_id=i.project_id or "", metadata=dict(record.metadata))
 
 
 @dataclass(frozen=True)
@@ -184,7 +186,11 @@ class Operations:
                 record = records.load(session, uuid)
             drive = (self.drives.existing(uuid) if self.drives is not None
                      and record.instance.config_drive else None)
-            call(guest_spec(record, drive))
+            guest = guest_spec(record, drive)
+            with self.cells.api_db.read() as api_session:  # images are registered there
+                guest = replace(guest, image=boot_image(api_session,
+                                                          guest.image_ref))
+            call(guest)
         except NotStarted as exc:
             self._not_started(uuid, action_id, event, exc.cause)
             return

@@ -162,6 +162,10 @@ def reboot(version: APIVersion) -> dict[str, Any]:
 
 
 EMPTY_ACTION = {"type": ["object", "null"]}
+# Nova's: -1 (or null) is the whole log; a string of digits is taken too.
+CONSOLE_OUTPUT = {"type": "object", "properties": {"length": {
+    "type": ["integer", "string", "null"], "pattern": "^-?[0-9]+$", "minimum": -1}},
+    "additionalProperties": False}
 METADATA_BODY = {"type": "object", "properties": {"metadata": METADATA},
                  "required": ["metadata"], "additionalProperties": False}
 METADATA_ITEM_BODY = {"type": "object", "properties": {"meta": {

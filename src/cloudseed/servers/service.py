@@ -201,6 +201,12 @@ class Servers:
             records.guest_changed(session, uuid)
             return _metadata(session, uuid)
 
+    def console_output(self, uuid: str, *, length: int | None) -> str:
+        """The end of the guest's console log, as ``os-getConsoleOutput`` returns it."""
+        from cloudseed.servers.console import console_tail
+
+        return console_tail(self.operations.driver.console_output(uuid), length)
+
     def password(self, uuid: str) -> str:
         with self.cells.for_instance(uuid).read() as session:
             return password.read(session, uuid)

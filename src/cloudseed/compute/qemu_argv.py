@@ -1,0 +1,146 @@
+"""The ``qemu-system-x86_64`` command line for one guest: plain values in, an argv list out; no
+IO, so every choice here is testable without QEMU.
+
+What the guest sees, and why:
+
+- SMBIOS type 1 says ``OpenStack Nova`` with the instance uuid as serial and system uuid, as
+  Nova's libvirt driver does: cloud-init's OpenStack detection (ds-identify, and the local
+  datasource) requires that product name on x86, and compares its cached instance id with the
+  system uuid on every boot.
+- One virtio NIC per port, with the port's MAC, on QEMU's user-mode network moved to
+  ``169.254.169.0/24``: libslirp only forwards guest addresses inside its own network, and
+  there ``169.254.169.254:80`` is handed to a per-connection relay command (``guestfwd=...-cmd:``;
+  the ``tcp:`` form connects once at start and carries a single connection). ``restrict=on``
+  keeps every other packet in the guest, so nothing reaches the host's own link-local
+  metadata address or anything else.
+- The config drive is a read-only CD-ROM (ISO 9660) or disk (VFAT), as in Nova.
+- The serial console is appended to ``console.log`` so the log spans reboots.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+from cloudseed.compute.driver import DriverError, GuestSpec
+
+GUEST_NET = "169.254.169.0/24"
+GUEST_HOST = "169.254.169.2"  # slirp's gateway address
+GUEST_DHCP_START = "169.254.169.15"
+METADATA_ADDRESS = "169.254.169.254"
+DEFAULT_MEMORY_MB = 512
+DEFAULT_VCPUS = 1
+
+
+@dataclass(frozen=True)
+class InstanceFiles:
+    """Where one instance's files live; relative names, because QEMU runs in ``directory``
+    (a UNIX socket path is limited to 108 bytes, and state paths can be long)."""
+
+    directory: Path
+    disk_name: str
+
+    @property
+    def disk(self) -> Path:
+        return self.directory / self.disk_name
+
+    @property
+    def console_log(self) -> Path:
+        return self.directory / "console.log"
+
+    @property
+    def pidfile(self) -> Path:
+        return self.directory / "qemu.pid"
+
+    @property
+    def qmp_socket(self) -> Path:
+        return self.directory / "qmp.sock"
+
+    @property
+    def qemu_log(self) -> Path:
+        return self.directory / "qemu.log"
+
+    @property
+    def relay_config(self) -> Path:
+        return self.directory / "metadata-relay.json"
+
+
+@dataclass(frozen=True)
+class Accel:
+    """``-accel`` and ``-cpu`` for the chosen accelerator."""
+
+    name: str  # "kvm" or "tcg"
+
+    def argv(self) -> list[str]:
+        if self.name == "kvm":
+            return ["-accel", "kvm", "-cpu", "host"]
+        # max: every feature TCG can emulate; multi-threaded TCG uses each host core.
+        return ["-accel", "tcg,thread=multi", "-cpu", "max"]
+
+
+def opt_value(value: str) -> str:
+    """A value inside a QEMU ``key=value,...`` option: commas are doubled."""
+    return value.replace(",", ",,")
+
+
+def build_argv(guest: GuestSpec, files: InstanceFiles, *, binary: str, accel: Accel,
+               disk_format: str, relay_command: list[str] | None,
+               default_cmdline: str) -> list[str]:
+    """The full command line; ``relay_command`` is what slirp runs for each connection the
+    guest opens to the metadata address (None: no metadata service for this guest)."""
+    image = guest.image
+    if image is None:
+        raise DriverError(f"Image {guest.image_ref} has no file on this host.")
+    memory = _flavor_int(guest.flavor, "memory_mb", DEFAULT_MEMORY_MB)
+    vcpus = _flavor_int(guest.flavor, "vcpus", DEFAULT_VCPUS)
+    argv = [binary, "-name", f"guest={opt_value(guest.uuid)}", *accel.argv(),
+            "-machine", "q35", "-m", str(memory), "-smp", str(vcpus),
+            "-nodefaults", "-display", "none", "-vga", "none",
+            "-smbios", "type=1,manufacturer=OpenStack Foundation,product=OpenStack Nova,"
+                       f"serial={guest.uuid},uuid={guest.uuid}",
+            "-uuid", guest.uuid]
+    if image.kernel_path:
+        argv += ["-kernel", image.kernel_path,
+                 "-append", image.cmdline or default_cmdline]
+        if image.ramdisk_path:
+            argv += ["-initrd", image.ramdisk_path]
+    argv += ["-drive", f"file={opt_value(files.disk_name)},if=virtio,format={disk_format},"
+                       "cache=writeback,discard=unmap"]
+    if guest.config_drive_path:
+        drive = f"file={opt_value(guest.config_drive_path)},format=raw,readonly=on"
+        if guest.config_drive_format == "vfat":
+            argv += ["-drive", f"{drive},if=virtio"]
+        else:
+            argv += ["-drive", f"{drive},if=none,id=configdrive,media=cdrom",
+                     "-device", "ide-cd,drive=configdrive"]
+    argv += _network(guest, relay_command)
+    argv += ["-device", "virtio-rng-pci",
+             "-chardev", f"file,id=console,path={files.console_log.name},append=on",
+             "-serial", "chardev:console",
+             "-qmp", f"unix:{files.qmp_socket.name},server=on,wait=off",
+             "-pidfile", files.pidfile.name]
+    return argv
+
+
+def _network(guest: GuestSpec, relay_command: list[str] | None) -> list[str]:
+    ports = guest.ports or [{}]  # a guest without ports still gets a NIC for the metadata
+    argv: list[str] = []
+    for index, port in enumerate(ports):
+        netdev = (f"user,id=net{index},net={GUEST_NET},host={GUEST_HOST},"
+                  f"dhcpstart={GUEST_DHCP_START},restrict=on")
+        if index == 0 and relay_command is not None:
+            # slirp splits the command with shell rules (no shell runs it).
+            command = " ".join(shlex.quote(part) for part in relay_command)
+            netdev += f",guestfwd=tcp:{METADATA_ADDRESS}:80-cmd:{opt_value(command)}"
+        device = f"virtio-net-pci,netdev=net{index}"
+        mac = port.get("mac_address")
+        if isinstance(mac, str) and mac:
+            device += f",mac={mac}"
+        argv += ["-netdev", netdev, "-device", device]
+    return argv
+
+
+def _flavor_int(flavor: dict[str, object], key: str, default: int) -> int:
+    value = flavor.get(key)
+    return value if isinstance(value, int) and value > 0 else default

@@ -1,0 +1,67 @@
+"""End-to-end scenarios boot real guests under QEMU: minutes each, so they run only from
+``make e2e`` (which builds the image and sets ``CLOUDSEED_TEST_E2E_DIR``), never in
+``make test``."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.harness import E2ECloud, tidy
+from tests.support.metadata_relay import Target, vendordata_target
+
+E2E_DIR = os.environ.get("CLOUDSEED_TEST_E2E_DIR")
+VENDOR_SCRIPT = "#!/bin/sh\necho \"E2E VENDOR run=vendor from-dynamic-target\" > /dev/ttyS0\n"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    if E2E_DIR:
+        return
+    skip = pytest.mark.skip(reason="boots real guests for minutes: run with `make e2e`")
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(item.path).parents:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def vendordata() -> Iterator[Target]:
+    # The target is named cloud-init, so its answer is what cloud-init takes from
+    # vendor_data2.json.
+    with vendordata_target(VENDOR_SCRIPT) as target:
+        yield target
+
+
+@pytest.fixture(scope="session")
+def e2e_cloud(vendordata: Target) -> Iterator[tuple[E2ECloud, dict[str, str]]]:
+    assert E2E_DIR is not None
+    image_dir = Path(E2E_DIR).resolve()
+    work = Path(tempfile.mkdtemp(prefix="cloudseed-e2e-"))
+    cloud = E2ECloud(image_dir=image_dir, work=work, vendordata_url=vendordata.url)
+    try:
+        ids = cloud.set_up()
+        with cloud.serving():
+            yield cloud, ids
+        assert cloud.leftover_qemus() == [], "QEMU still running after the service stopped"
+    finally:
+        cloud.client.close()
+        log = work / "cloudseed.log"
+        if log.exists():
+            (image_dir / "last-run.log").write_bytes(log.read_bytes())
+        tidy(work)
+
+
+@pytest.fixture(scope="session")
+def timings() -> Iterator[dict[str, dict[str, float]]]:
+    found: dict[str, dict[str, float]] = {}
+    yield found
+    if E2E_DIR and found:
+        path = Path(E2E_DIR) / "timings.json"
+        path.write_text(json.dumps(found, indent=2) + "\n")
+        for name, values in found.items():
+            print(f"\ne2e timing {name}: {values}")

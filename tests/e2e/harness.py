@@ -1,0 +1,314 @@
+"""A real cloudseed with the qemu driver, for the end-to-end scenarios.
+
+``E2ECloud`` runs ``cloudseed db sync`` and ``cloudseed serve`` as the operator would (own
+state directory, loopback ports, signing metadata proxy mode, a DynamicJSON vendordata target
+named ``cloud-init``), registers the image built by ``make e2e-image`` with its kernel and
+initramfs, a flavor and a network, and talks to the API over HTTP. Every assertion is made from
+outside the guest: the user data script writes ``E2E ...`` lines to the serial console, which
+the scenarios read back through ``os-getConsoleOutput``.
+
+The guest network is QEMU's user-mode network (``169.254.169.0/24``, gateway .2, DNS .3), so
+the registered network is that subnet and each server asks for the address slirp's DHCP hands
+out, .15; cloud-init then configures the same address statically from network_data.json.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import re
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+QUIET_LOCK = Path("/tmp/cloudseed-quiet.lock")
+BOOT_TIMEOUT = 600.0  # a TCG boot takes 60-100 s here; leave room for a loaded machine
+GUEST_ADDRESS = "169.254.169.15"
+MARKER = re.compile(r"^E2E (\w+) run=(\S+)(.*)$", re.MULTILINE)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def wait_until_quiet() -> None:
+    """Someone is measuring on this machine while the lock exists; a TCG guest would spoil it."""
+    while QUIET_LOCK.exists():
+        print(f"waiting: {QUIET_LOCK} exists", file=sys.stderr)
+        time.sleep(30)
+
+
+def key_hash(public_key: str) -> str:
+    """What the guest script prints for a key: sha256 of "type base64", first 16 hex digits."""
+    kind, blob = public_key.split()[:2]
+    return hashlib.sha256(f"{kind} {blob}".encode()).hexdigest()[:16]
+
+
+def user_data(run: str, *, post_password: str | None = None) -> str:
+    """A user data script that reports what the guest got on the serial console."""
+    lines = [
+        "#!/bin/sh",
+        "say() { echo \"E2E $1 run=" + run + " $2\" > /dev/ttyS0; }",
+        "say BEGIN \"iid=$(cat /var/lib/cloud/data/instance-id)\"",
+        "say DATASOURCE \"$(cut -d: -f1 /var/lib/cloud/instance/datasource)\"",
+        "for f in /home/debian/.ssh/authorized_keys /root/.ssh/authorized_keys; do",
+        "  grep -o 'ssh-[a-z0-9-]* [A-Za-z0-9+/=]*' \"$f\" | while read -r k; do",
+        "    say KEY \"file=$f hash=$(printf %s \"$k\" | sha256sum | cut -c1-16)\"",
+        "  done",
+        "done",
+    ]
+    if post_password is not None:
+        lines += [
+            "python3 - <<'PY' && say PASSWORD posted",
+            "import urllib.request as u",
+            "u.urlopen(u.Request('http://169.254.169.254/openstack/2013-04-04/password',",
+            f"                   data=b'{post_password}', method='POST'), timeout=30)",
+            "PY",
+        ]
+    lines.append("say END \"uptime=$(cut -d' ' -f1 /proc/uptime)\"")
+    return "\n".join(lines) + "\n"
+
+
+def per_boot_user_data(run: str) -> str:
+    """Cloud-config whose bootcmd (run at every boot, from the user data cloud-init has then)
+    reports which version of the user data the guest holds."""
+    return ("#cloud-config\nbootcmd:\n"
+            f'  - "echo E2E END run={run} uptime=$(cut -d. -f1 /proc/uptime) > /dev/ttyS0"\n')
+
+
+@dataclass
+class Markers:
+    """The E2E lines of one run, in order: (kind, rest of the line)."""
+
+    items: list[tuple[str, str]] = field(default_factory=list)
+
+    def of(self, kind: str) -> list[str]:
+        return [rest.strip() for k, rest in self.items if k == kind]
+
+    @property
+    def done(self) -> bool:
+        return bool(self.of("END"))
+
+
+def markers(console: str, run: str) -> Markers:
+    found = Markers()
+    for kind, marker_run, rest in MARKER.findall(console):
+        if marker_run == run:
+            found.items.append((kind, rest))
+    return found
+
+
+@dataclass
+class Boot:
+    server_id: str
+    run: str
+    seconds: float  # from the API request to the END marker, as seen through the API
+    guest_uptime: float  # the guest's own uptime at the END marker
+    markers: Markers
+
+
+class E2ECloud:
+    def __init__(self, *, image_dir: Path, work: Path, vendordata_url: str) -> None:
+        self.image_dir = image_dir
+        self.work = work
+        self.api_port = free_port()
+        self.metadata_port = free_port()
+        self.environ = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "CLOUDSEED_STATE_PATH": str(work / "state"),
+            "CLOUDSEED_COMPUTE_DRIVER": "qemu",
+            "CLOUDSEED_OSAPI_COMPUTE_LISTEN_PORT": str(self.api_port),
+            "CLOUDSEED_METADATA_LISTEN_PORT": str(self.metadata_port),
+            "CLOUDSEED_NEUTRON__SERVICE_METADATA_PROXY": "true",
+            "CLOUDSEED_NEUTRON__METADATA_PROXY_SHARED_SECRET": secrets.token_hex(16),
+            "CLOUDSEED_API__VENDORDATA_PROVIDERS": "StaticJSON,DynamicJSON",
+            "CLOUDSEED_API__VENDORDATA_DYNAMIC_TARGETS": f"cloud-init@{vendordata_url}",
+            "CLOUDSEED_QEMU__SHUTDOWN_TIMEOUT": "20",
+            "CLOUDSEED_LOG_LEVEL": "info",
+        }
+        self.cloudseed = str(Path(sys.executable).with_name("cloudseed"))
+        self.process: subprocess.Popen[bytes] | None = None
+        self.client = httpx.Client(base_url=f"http://127.0.0.1:{self.api_port}",
+                                   headers={"X-Auth-Token": "e2e:e2e-project"}, timeout=60)
+
+    # -- the operator's side ---------------------------------------------------------------
+
+    def cli(self, *args: str) -> str:
+        done = subprocess.run([self.cloudseed, *args], env=self.environ, check=True,
+                              capture_output=True, text=True, timeout=300)
+        return done.stdout.strip()
+
+    def set_up(self) -> dict[str, str]:
+        self.cli("db", "sync")
+        kernel = self.cli("image", "add", "e2e-kernel", "--file",
+                          str(self.image_dir / "vmlinuz"), "--disk-format", "raw")
+        ramdisk = self.cli("image", "add", "e2e-initrd", "--file",
+                           str(self.image_dir / "initrd.img"), "--disk-format", "raw")
+        image = self.cli("image", "add", "debian-e2e", "--file",
+                         str(self.image_dir / "disk.raw"), "--disk-format", "raw",
+                         "--property", f"kernel_id={kernel}", "--property",
+                         f"ramdisk_id={ramdisk}")
+        self.cli("flavor", "add", "e2e", "--vcpus", "2", "--ram", "1024", "--disk", "2")
+        network = self.cli("network", "add", "slirp", "--cidr", "169.254.169.0/24",
+                           "--gateway", "169.254.169.2", "--dns", "169.254.169.3")
+        return {"image": image, "network": network.split()[0]}
+
+    @contextmanager
+    def serving(self) -> Iterator[None]:
+        log = (self.work / "cloudseed.log").open("ab")
+        self.process = subprocess.Popen([self.cloudseed, "serve"], env=self.environ,
+                                        stdout=log, stderr=log)
+        try:
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    if self.client.get("/healthz").status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                assert self.process.poll() is None, "cloudseed serve exited"
+                assert time.monotonic() < deadline, "cloudseed serve did not come up"
+                time.sleep(0.2)
+            yield
+        finally:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(120)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+            log.close()
+
+    def leftover_qemus(self, *, grace: float = 30.0) -> list[str]:
+        """QEMU processes still running on this cloud's instances after ``grace`` seconds.
+
+        The API forgets a deleted server at once and switches its guest off in the background
+        (as Nova does), so the process may outlive the 404 by a moment."""
+        deadline = time.monotonic() + grace
+        while (found := self._qemus()) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        return found
+
+    def _qemus(self) -> list[str]:
+        state = str(self.work / "state")
+        found = []
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                try:
+                    cmdline = (entry / "cmdline").read_bytes()
+                    cwd = os.readlink(entry / "cwd")
+                except OSError:
+                    continue
+                if b"qemu-system" in cmdline and cwd.startswith(state):
+                    found.append(entry.name)
+        return found
+
+    # -- the user's side -------------------------------------------------------------------
+
+    def add_keypair(self, name: str, public_key: str) -> None:
+        r = self.client.post("/v2.1/os-keypairs",
+                             json={"keypair": {"name": name, "public_key": public_key}})
+        assert r.status_code == 200, r.text
+
+    def wait_status(self, server_id: str, status: str, timeout: float = 300) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while True:
+            r = self.client.get(f"/v2.1/servers/{server_id}")
+            assert r.status_code == 200, r.text
+            server: dict[str, Any] = r.json()["server"]
+            if server["status"] == status and server.get("OS-EXT-STS:task_state") is None:
+                return server
+            assert server["status"] != "ERROR", server.get("fault")
+            assert time.monotonic() < deadline, f"{server_id} is {server['status']}"
+            time.sleep(1)
+
+    def console(self, server_id: str) -> str:
+        r = self.client.post(f"/v2.1/servers/{server_id}/action",
+                             json={"os-getConsoleOutput": {"length": -1}})
+        assert r.status_code == 200, r.text
+        output: str = r.json()["output"]
+        return output
+
+    def wait_run(self, server_id: str, run: str, started: float) -> Boot:
+        deadline = started + BOOT_TIMEOUT
+        while True:
+            found = markers(self.console(server_id), run)
+            if found.done:
+                uptime = float(found.of("END")[0].removeprefix("uptime="))
+                return Boot(server_id, run, time.monotonic() - started, uptime, found)
+            assert time.monotonic() < deadline, (
+                f"run {run} did not finish; console ends with:\n"
+                + self.console(server_id)[-3000:])
+            time.sleep(2)
+
+    def boot(self, ids: dict[str, str], *, run: str, key_name: str,
+             password: str | None = None, script: str | None = None) -> Boot:
+        wait_until_quiet()
+        text = script if script is not None else user_data(run, post_password=password)
+        body = {"server": {
+            "name": f"e2e-{run}", "imageRef": ids["image"], "flavorRef": "e2e",
+            "key_name": key_name, "user_data": b64(text),
+            "networks": [{"uuid": ids["network"], "fixed_ip": GUEST_ADDRESS}]}}
+        started = time.monotonic()
+        r = self.client.post("/v2.1/servers", json=body)
+        assert r.status_code == 202, r.text
+        server_id = str(r.json()["server"]["id"])
+        self.wait_status(server_id, "ACTIVE")
+        return self.wait_run(server_id, run, started)
+
+    def rebuild(self, boot: Boot, ids: dict[str, str], *, run: str, key_name: str) -> Boot:
+        wait_until_quiet()
+        started = time.monotonic()
+        r = self.client.post(
+            f"/v2.1/servers/{boot.server_id}/action",
+            headers={"OpenStack-API-Version": "compute 2.57"},
+            json={"rebuild": {"imageRef": ids["image"], "key_name": key_name,
+                              "user_data": b64(user_data(run))}})
+        assert r.status_code == 202, r.text
+        self.wait_status(boot.server_id, "ACTIVE")
+        return self.wait_run(boot.server_id, run, started)
+
+    def update_user_data_and_reboot(self, boot: Boot, *, run: str, script: str) -> Boot:
+        """PUT the new user data (2.105, no config drive), then a HARD reboot."""
+        latest = {"OpenStack-API-Version": "compute 2.105"}
+        r = self.client.put(f"/v2.1/servers/{boot.server_id}", headers=latest,
+                            json={"server": {"user_data": b64(script)}})
+        assert r.status_code == 200, r.text
+        wait_until_quiet()
+        started = time.monotonic()
+        r = self.client.post(f"/v2.1/servers/{boot.server_id}/action",
+                             json={"reboot": {"type": "HARD"}})
+        assert r.status_code == 202, r.text
+        self.wait_status(boot.server_id, "ACTIVE")
+        return self.wait_run(boot.server_id, run, started)
+
+    def delete(self, server_id: str) -> None:
+        r = self.client.delete(f"/v2.1/servers/{server_id}")
+        assert r.status_code == 204, r.text
+        deadline = time.monotonic() + 120
+        while self.client.get(f"/v2.1/servers/{server_id}").status_code != 404:
+            assert time.monotonic() < deadline, "server was not deleted"
+            time.sleep(1)
+
+
+def b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+def tidy(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)

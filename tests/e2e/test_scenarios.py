@@ -1,0 +1,90 @@
+"""The issue's end-to-end scenarios, against a running cloudseed with the qemu driver and a
+stock Debian cloud-init guest. Guests boot one at a time (two cores: a second TCG guest halves
+both). Each assertion is made from outside the guest, on the markers its user data script
+writes to the serial console, read through ``os-getConsoleOutput``."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.e2e.harness import E2ECloud, key_hash, per_boot_user_data
+from tests.support import keys
+
+ROOT_KEYS = "file=/root/.ssh/authorized_keys"
+USER_KEYS = "file=/home/debian/.ssh/authorized_keys"
+PASSWORD = "e2e-encrypted-password-blob"
+
+
+@pytest.fixture(scope="module")
+def first_boot(e2e_cloud, timings):
+    cloud, ids = e2e_cloud
+    cloud.add_keypair("key1", keys.ed25519_public("e2e-one"))
+    cloud.add_keypair("key2", keys.ed25519_public("e2e-two"))
+    boot = cloud.boot(ids, run="first", key_name="key1", password=PASSWORD)
+    timings["1 metadata service boot"] = {"request_to_user_data_done_s": round(boot.seconds, 1),
+                                          "guest_uptime_s": boot.guest_uptime}
+    return boot
+
+
+def key_of(cloud: E2ECloud, name: str) -> str:
+    r = cloud.client.get(f"/v2.1/os-keypairs/{name}")
+    assert r.status_code == 200, r.text
+    return str(r.json()["keypair"]["public_key"])
+
+
+def test_1_boot_from_the_metadata_service(e2e_cloud, first_boot):
+    cloud, _ = e2e_cloud
+    found = first_boot.markers
+    assert found.of("BEGIN") == [f"iid={first_boot.server_id}"]
+    # The HTTP datasource, found in cloud-init's local stage (no config drive attached).
+    assert found.of("DATASOURCE") == ["DataSourceOpenStackLocal"]
+    wanted = key_hash(key_of(cloud, "key1"))
+    assert sorted(found.of("KEY")) == sorted([f"{ROOT_KEYS} hash={wanted}",
+                                               f"{USER_KEYS} hash={wanted}"])
+    console = cloud.console(first_boot.server_id)
+    assert "E2E VENDOR run=vendor from-dynamic-target" in console
+
+
+def test_5_the_guest_posts_its_password(e2e_cloud, first_boot):
+    cloud, _ = e2e_cloud
+    assert first_boot.markers.of("PASSWORD") == ["posted"]
+    r = cloud.client.get(f"/v2.1/servers/{first_boot.server_id}/os-server-password")
+    assert r.status_code == 200, r.text
+    assert r.json() == {"password": PASSWORD}
+
+
+def test_3_rebuild_with_another_key_pair(e2e_cloud, first_boot, timings):
+    cloud, ids = e2e_cloud
+    rebuilt = cloud.rebuild(first_boot, ids, run="rebuilt", key_name="key2")
+    timings["3 rebuild"] = {"request_to_user_data_done_s": round(rebuilt.seconds, 1),
+                            "guest_uptime_s": rebuilt.guest_uptime}
+    new, old = key_hash(key_of(cloud, "key2")), key_hash(key_of(cloud, "key1"))
+    assert rebuilt.markers.of("BEGIN") == [f"iid={first_boot.server_id}"]
+    assert sorted(rebuilt.markers.of("KEY")) == sorted([f"{ROOT_KEYS} hash={new}",
+                                                         f"{USER_KEYS} hash={new}"])
+    assert old not in " ".join(rebuilt.markers.of("KEY"))
+
+
+def test_delete_leaves_no_guest_running(e2e_cloud, first_boot):
+    cloud, _ = e2e_cloud
+    cloud.delete(first_boot.server_id)
+    assert cloud.leftover_qemus() == []
+
+
+def test_4_changed_user_data_reaches_the_guest_after_a_reboot(e2e_cloud, first_boot, timings):
+    # After the other scenarios' guest is gone: one guest at a time.
+    cloud, ids = e2e_cloud
+    boot = cloud.boot(ids, run="ud-v1", key_name="key1", script=per_boot_user_data("ud-v1"))
+    timings["4 boot with per-boot user data"] = {
+        "request_to_bootcmd_s": round(boot.seconds, 1), "guest_uptime_s": boot.guest_uptime}
+    rebooted = cloud.update_user_data_and_reboot(boot, run="ud-v2",
+                                                 script=per_boot_user_data("ud-v2"))
+    timings["4 hard reboot after a user data update"] = {
+        "request_to_bootcmd_s": round(rebooted.seconds, 1),
+        "guest_uptime_s": rebooted.guest_uptime}
+    # The guest re-read its data at boot (the image asks for that) and ran the new bootcmd.
+    console = cloud.console(boot.server_id)
+    assert console.count("E2E END run=ud-v2") == 1
+    assert console.count("E2E END run=ud-v1") == 1  # not again after the update
+    cloud.delete(boot.server_id)
+    assert cloud.leftover_qemus() == []

@@ -1,0 +1,282 @@
+"""The qemu driver running real QEMU processes, with a guest of a few bytes
+(``tests/support/dummy_guest.py``) in place of an operating system: overlays made with
+qemu-img, the process and its command line, the console log, every lifecycle operation,
+injection into the new disk, and that nothing keeps running after delete or close."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from cloudseed.compute.driver import BootImage, DriverError, GuestSpec
+from cloudseed.compute.qemu import QemuDriver
+from cloudseed.compute.qemu_process import qmp
+from cloudseed.errors import ConfigError
+from cloudseed.metadata.identify import sign
+from cloudseed.settings import Settings, load_settings
+from tests.support import keys
+from tests.support.dummy_guest import BANNER, write_kernel
+
+QEMU = shutil.which("qemu-system-x86_64")
+pytestmark = pytest.mark.skipif(
+    QEMU is None or shutil.which("qemu-img") is None,
+    reason="needs qemu-system-x86_64 and qemu-img (Debian: qemu-system-x86, qemu-utils; "
+           "tools/e2e/packages.sh installs them)")
+UUID = "3c6e1a52-8d1b-4f7e-b5a4-2b9d0e6f1a77"
+SECRET = "relay-secret"
+TOOLS = {"LC_ALL": "C", "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
+
+
+def settings_for(state: Path, **env: str) -> Settings:
+    return load_settings(environ={
+        "CLOUDSEED_STATE_PATH": str(state), "CLOUDSEED_COMPUTE_DRIVER": "qemu",
+        "CLOUDSEED_NEUTRON__SERVICE_METADATA_PROXY": "true",
+        "CLOUDSEED_NEUTRON__METADATA_PROXY_SHARED_SECRET": SECRET,
+        "CLOUDSEED_QEMU__ACCEL": "tcg", "CLOUDSEED_QEMU__SHUTDOWN_TIMEOUT": "1",
+        "CLOUDSEED_QEMU__METADATA_URL": "http://127.0.0.1:9", **env})
+
+
+def ext4_image(path: Path) -> Path:
+    tree = path.parent / "tree"
+    (tree / "etc").mkdir(parents=True)
+    (tree / "root").mkdir(mode=0o700)
+    (tree / "etc" / "passwd").write_text("root:x:0:0:root:/root:/bin/sh\n")
+    (tree / "etc" / "group").write_text("root:x:0:\n")
+    (tree / "etc" / "shadow").write_text("root:*:19000:0:99999:7:::\n")
+    subprocess.run(["mke2fs", "-q", "-t", "ext4", "-d", str(tree), "-F", str(path), "8M"],
+                   check=True, capture_output=True, env=TOOLS)
+    return path
+
+
+@pytest.fixture()
+def image(tmp_path: Path) -> BootImage:
+    (tmp_path / "base").mkdir()
+    base = ext4_image(tmp_path / "base" / "disk.raw")
+    return BootImage(path=str(base), disk_format="raw",
+                     kernel_path=str(write_kernel(tmp_path / "base" / "kernel.bin")))
+
+
+def guest(boot: BootImage, /, **changes: object) -> GuestSpec:
+    values: dict[str, object] = dict(
+        uuid=UUID, name="vm", hostname="vm", image_ref="img",
+        flavor={"memory_mb": 64, "vcpus": 1}, key_data=None, user_data=None,
+        config_drive=False, ports=[{"mac_address": "fa:16:3e:12:34:56"}],
+        project_id="proj", image=boot)
+    values.update(changes)
+    return GuestSpec(**values)  # type: ignore[arg-type]
+
+
+@pytest.fixture()
+def driver(tmp_path: Path) -> Iterator[QemuDriver]:
+    made = QemuDriver(settings_for(tmp_path / "state"))
+    yield made
+    made.close()
+
+
+def instance_dir(driver: QemuDriver, uuid: str = UUID) -> Path:
+    return driver.root / uuid
+
+
+def qemu_pid(driver: QemuDriver, uuid: str = UUID) -> int:
+    pid = driver.processes.pid(driver._files(uuid))
+    assert pid is not None, "QEMU is not running"
+    return pid
+
+
+def alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "Z"
+    except OSError:
+        return False
+
+
+def wait_console(driver: QemuDriver, count: int, uuid: str = UUID) -> str:
+    deadline = time.monotonic() + 20
+    while (text := driver.console_output(uuid)).count(BANNER.decode()) < count:
+        assert time.monotonic() < deadline, f"console has {text!r}"
+        time.sleep(0.05)
+    return text
+
+
+def test_spawn_runs_qemu_on_an_overlay_with_the_guest_identity(driver: QemuDriver,
+                                                                image: BootImage) -> None:
+    driver.spawn(guest(image))
+    pid = qemu_pid(driver)
+    cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    assert b"type=1,manufacturer=OpenStack Foundation,product=OpenStack Nova," \
+           b"serial=" + UUID.encode() + b",uuid=" + UUID.encode() in cmdline
+    assert b"virtio-net-pci,netdev=net0,mac=fa:16:3e:12:34:56" in cmdline
+    assert SECRET.encode() not in b" ".join(cmdline)
+    info = json.loads(subprocess.run(
+        ["qemu-img", "info", "--force-share", "--output=json",
+         str(instance_dir(driver) / "disk.qcow2")],
+        check=True, capture_output=True, env=TOOLS).stdout)
+    assert info["format"] == "qcow2" and info["backing-filename"] == image.path
+    assert info["backing-filename-format"] == "raw"
+    assert qmp(driver._files(UUID), "query-status")["status"] == "running"
+    assert wait_console(driver, 1).endswith(BANNER.decode())
+
+
+def test_relay_config_is_private_and_signed(driver: QemuDriver, image: BootImage) -> None:
+    driver.spawn(guest(image))
+    config = instance_dir(driver) / "metadata-relay.json"
+    assert stat.S_IMODE(config.stat().st_mode) == 0o600
+    assert json.loads(config.read_text()) == {
+        "upstream": ["127.0.0.1", 9],
+        "headers": [["X-Instance-ID", UUID], ["X-Tenant-ID", "proj"],
+                    ["X-Instance-ID-Signature", sign(SECRET, UUID)]]}
+
+
+def test_stop_start_and_reboots(driver: QemuDriver, image: BootImage) -> None:
+    spec = guest(image)
+    driver.spawn(spec)
+    wait_console(driver, 1)
+    first = qemu_pid(driver)
+
+    started = time.monotonic()
+    driver.power_off(UUID)  # the dummy ignores the power button: switched off after 1 s
+    assert time.monotonic() - started >= 1
+    assert not alive(first) and driver.processes.pid(driver._files(UUID)) is None
+
+    driver.power_on(spec)
+    assert wait_console(driver, 2).count(BANNER.decode()) == 2  # the log spans boots
+    second = qemu_pid(driver)
+    driver.power_on(spec)  # already running: nothing changes
+    assert qemu_pid(driver) == second
+
+    driver.reboot(spec, hard=True)
+    third = qemu_pid(driver)
+    assert third != second and not alive(second)
+    driver.reboot(spec, hard=False)  # no answer to the button within 1 s: hard after all
+    assert qemu_pid(driver) != third and not alive(third)
+
+
+def test_rebuild_makes_a_new_disk_from_the_new_image(driver: QemuDriver, image: BootImage,
+                                                     tmp_path: Path) -> None:
+    driver.spawn(guest(image))
+    old = qemu_pid(driver)
+    other = ext4_image(tmp_path / "other.raw")
+    driver.rebuild(guest(image, image=BootImage(path=str(other), disk_format="raw",
+                                                kernel_path=image.kernel_path)))
+    assert not alive(old)
+    info = json.loads(subprocess.run(
+        ["qemu-img", "info", "--force-share", "--output=json",
+         str(instance_dir(driver) / "disk.qcow2")],
+        check=True, capture_output=True, env=TOOLS).stdout)
+    assert info["backing-filename"] == str(other)
+    qemu_pid(driver)
+
+
+def test_destroy_leaves_nothing(driver: QemuDriver, image: BootImage) -> None:
+    driver.spawn(guest(image))
+    pid = qemu_pid(driver)
+    driver.destroy(UUID)
+    assert not alive(pid)
+    assert not instance_dir(driver).exists()
+    driver.destroy(UUID)  # a second delete is no error
+    assert driver.console_output(UUID) == ""
+
+
+def test_close_switches_every_guest_off(tmp_path: Path, image: BootImage) -> None:
+    driver = QemuDriver(settings_for(tmp_path / "state"))
+    other = "5d0f8c1e-7b2a-4e3d-9f6a-1c2b3d4e5f60"
+    driver.spawn(guest(image))
+    driver.spawn(guest(image, uuid=other))
+    pids = [qemu_pid(driver), qemu_pid(driver, other)]
+    # Another worker process of the service finds them through their pid files.
+    QemuDriver(settings_for(tmp_path / "state")).close()
+    assert not any(alive(pid) for pid in pids)
+    driver.close()
+
+
+def test_a_failing_start_reports_qemus_reason(driver: QemuDriver, image: BootImage) -> None:
+    missing = BootImage(path=image.path, disk_format="raw", kernel_path="/nonexistent/kernel")
+    with pytest.raises(DriverError, match=r"QEMU exited .*nonexistent/kernel"):
+        driver.spawn(guest(image, image=missing))
+    with pytest.raises(DriverError, match="no file on this host"):
+        driver.spawn(guest(image, image=None))
+
+
+def test_the_driver_needs_the_signing_proxy_mode(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="service_metadata_proxy"):
+        QemuDriver(settings_for(tmp_path, CLOUDSEED_NEUTRON__SERVICE_METADATA_PROXY="false"))
+
+
+# -- injection on create and rebuild (issue 6) ------------------------------------------------
+
+INJECTING = {"CLOUDSEED_QEMU__IMAGES_TYPE": "raw", "CLOUDSEED_LIBVIRT__INJECT_PARTITION": "0",
+             "CLOUDSEED_LIBVIRT__INJECT_KEY": "true", "CLOUDSEED_LIBVIRT__INJECT_HANDLERS":
+             "debugfs"}
+
+
+def guest_cat(disk: Path, path: str) -> bytes:
+    return subprocess.run(["debugfs", "-R", f"cat {path}", str(disk)], check=True,
+                          capture_output=True, env=TOOLS).stdout
+
+
+needs_debugfs = pytest.mark.skipif(shutil.which("debugfs", path=TOOLS["PATH"]) is None,
+                                   reason="needs debugfs (Debian: e2fsprogs)")
+
+
+@needs_debugfs
+def test_spawn_and_rebuild_inject_key_metadata_and_files(tmp_path: Path,
+                                                         image: BootImage) -> None:
+    driver = QemuDriver(settings_for(tmp_path / "state", **INJECTING))
+    try:
+        key1, key2 = keys.ed25519_public("one"), keys.ed25519_public("two")
+        driver.spawn(guest(image, key_data=key1, metadata={"role": "web"},
+                           files=(("/etc/motd", b"hello\n"),)))
+        disk = instance_dir(driver) / "disk.raw"
+        assert key1 in guest_cat(disk, "/root/.ssh/authorized_keys").decode()
+        assert json.loads(guest_cat(disk, "/meta.js")) == {"role": "web"}
+        assert guest_cat(disk, "/etc/motd") == b"hello\n"
+        driver.rebuild(guest(image, key_data=key2))
+        keys_now = guest_cat(disk, "/root/.ssh/authorized_keys").decode()
+        assert key2 in keys_now and key1 not in keys_now
+        qemu_pid(driver)
+    finally:
+        driver.close()
+
+
+@needs_debugfs
+def test_no_injection_with_a_config_drive(tmp_path: Path, image: BootImage) -> None:
+    driver = QemuDriver(settings_for(tmp_path / "state", **INJECTING))
+    try:
+        driver.spawn(guest(image, key_data=keys.ed25519_public("one"), config_drive=True))
+        disk = instance_dir(driver) / "disk.raw"
+        assert b"File not found" in subprocess.run(
+            ["debugfs", "-R", "stat /root/.ssh", str(disk)], capture_output=True,
+            env=TOOLS).stderr
+    finally:
+        driver.close()
+
+
+def test_injection_that_cannot_be_done_fails_the_spawn(tmp_path: Path,
+                                                       image: BootImage) -> None:
+    # debugfs never writes into a qcow2 overlay; with no other handler the build fails.
+    driver = QemuDriver(settings_for(tmp_path / "state", **{
+        **INJECTING, "CLOUDSEED_QEMU__IMAGES_TYPE": "qcow2"}))
+    try:
+        with pytest.raises(DriverError, match=r"Injection into the disk .* debugfs"):
+            driver.spawn(guest(image, key_data=keys.ed25519_public("one")))
+        assert driver.processes.pid(driver._files(UUID)) is None
+    finally:
+        driver.close()
+
+
+def test_processes_do_not_inherit_our_environment(driver: QemuDriver, image: BootImage) -> None:
+    os.environ["CLOUDSEED_TEST_LEAK"] = "x"
+    try:
+        driver.spawn(guest(image))
+        environ = Path(f"/proc/{qemu_pid(driver)}/environ").read_bytes()
+        assert b"CLOUDSEED_TEST_LEAK" not in environ
+    finally:
+        del os.environ["CLOUDSEED_TEST_LEAK"]

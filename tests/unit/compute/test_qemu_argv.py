@@ -1,0 +1,119 @@
+"""The qemu driver's command line for a guest: what cloud-init and the tests rely on."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+import pytest
+
+from cloudseed.compute.driver import BootImage, DriverError, GuestSpec
+from cloudseed.compute.qemu_argv import Accel, InstanceFiles, build_argv
+
+UUID = "6f2b5d7e-2a4c-4a8e-9a53-0c1f3b1d2e4f"
+FILES = InstanceFiles(Path("/var/lib/cloudseed/instances") / UUID, "disk.qcow2")
+
+
+def guest(**changes: object) -> GuestSpec:
+    values: dict[str, object] = dict(
+        uuid=UUID, name="vm", hostname="vm", image_ref="img", flavor={"memory_mb": 1024,
+                                                                       "vcpus": 2},
+        key_data=None, user_data=None, config_drive=False,
+        ports=[{"mac_address": "fa:16:3e:00:00:01"}], project_id="proj",
+        image=BootImage(path="/images/disk.raw", disk_format="raw",
+                        kernel_path="/images/vmlinuz", ramdisk_path="/images/initrd.img"))
+    values.update(changes)
+    return GuestSpec(**values)  # type: ignore[arg-type]
+
+
+def argv_of(spec: GuestSpec, relay: list[str] | None = None) -> list[str]:
+    return build_argv(spec, FILES, binary="qemu-system-x86_64", accel=Accel("tcg"),
+                      disk_format="qcow2", relay_command=relay, default_cmdline="root=/dev/vda")
+
+
+def option(argv: list[str], name: str) -> list[str]:
+    return [argv[i + 1] for i, arg in enumerate(argv) if arg == name]
+
+
+def test_openstack_smbios_with_the_instance_uuid() -> None:
+    argv = argv_of(guest())
+    assert option(argv, "-smbios") == [
+        "type=1,manufacturer=OpenStack Foundation,product=OpenStack Nova,"
+        f"serial={UUID},uuid={UUID}"]
+    assert option(argv, "-uuid") == [UUID]
+
+
+def test_flavor_sizes_and_direct_kernel_boot() -> None:
+    argv = argv_of(guest())
+    assert option(argv, "-m") == ["1024"] and option(argv, "-smp") == ["2"]
+    assert option(argv, "-kernel") == ["/images/vmlinuz"]
+    assert option(argv, "-initrd") == ["/images/initrd.img"]
+    assert option(argv, "-append") == ["root=/dev/vda"]
+
+
+def test_image_command_line_wins_and_no_kernel_means_no_append() -> None:
+    image = BootImage(path="/i.raw", disk_format="raw", kernel_path="/k", cmdline="quiet")
+    assert option(argv_of(guest(image=image)), "-append") == ["quiet"]
+    bare = argv_of(guest(image=BootImage(path="/i.raw", disk_format="raw")))
+    assert option(bare, "-kernel") == [] and option(bare, "-append") == []
+
+
+def test_disk_is_the_instance_overlay_by_relative_name() -> None:
+    assert option(argv_of(guest()), "-drive") == [
+        "file=disk.qcow2,if=virtio,format=qcow2,cache=writeback,discard=unmap"]
+
+
+def test_nic_with_the_port_mac_on_a_restricted_network() -> None:
+    argv = argv_of(guest(ports=[{"mac_address": "fa:16:3e:00:00:01"},
+                                {"mac_address": "fa:16:3e:00:00:02"}]))
+    assert option(argv, "-device")[:2] == ["virtio-net-pci,netdev=net0,mac=fa:16:3e:00:00:01",
+                                           "virtio-net-pci,netdev=net1,mac=fa:16:3e:00:00:02"]
+    for netdev in option(argv, "-netdev"):
+        assert "net=169.254.169.0/24" in netdev and "restrict=on" in netdev
+
+
+def test_metadata_address_goes_to_the_relay_command() -> None:
+    relay = ["/usr/bin/python3", "-I", "/opt/my dir/relay.py", "relay,config.json"]
+    netdev = option(argv_of(guest(), relay), "-netdev")[0]
+    assert ",guestfwd=tcp:169.254.169.254:80-cmd:" in netdev
+    command = netdev.split("-cmd:", 1)[1]
+    # QEMU undoubles commas in option values; slirp then splits with shell rules.
+    assert shlex.split(command.replace(",,", ",")) == relay
+
+
+def test_without_a_relay_there_is_no_forward() -> None:
+    assert "guestfwd" not in option(argv_of(guest()), "-netdev")[0]
+
+
+def test_guest_without_ports_still_has_a_nic() -> None:
+    argv = argv_of(guest(ports=[]))
+    assert option(argv, "-device")[0] == "virtio-net-pci,netdev=net0"
+
+
+@pytest.mark.parametrize(("fmt", "expected"), [
+    ("iso9660", ["file=/d/cd,,1.iso,format=raw,readonly=on,if=none,id=configdrive,media=cdrom"]),
+    ("vfat", ["file=/d/cd,,1.iso,format=raw,readonly=on,if=virtio"]),
+])
+def test_config_drive(fmt: str, expected: list[str]) -> None:
+    argv = argv_of(guest(config_drive=True, config_drive_path="/d/cd,1.iso",
+                         config_drive_format=fmt))
+    assert option(argv, "-drive")[1:] == expected
+    assert ("ide-cd,drive=configdrive" in option(argv, "-device")) == (fmt == "iso9660")
+
+
+def test_console_appends_and_control_files_are_relative() -> None:
+    argv = argv_of(guest())
+    assert option(argv, "-chardev") == ["file,id=console,path=console.log,append=on"]
+    assert option(argv, "-serial") == ["chardev:console"]
+    assert option(argv, "-qmp") == ["unix:qmp.sock,server=on,wait=off"]
+    assert option(argv, "-pidfile") == ["qemu.pid"]
+
+
+def test_accelerators() -> None:
+    assert Accel("kvm").argv() == ["-accel", "kvm", "-cpu", "host"]
+    assert Accel("tcg").argv() == ["-accel", "tcg,thread=multi", "-cpu", "max"]
+
+
+def test_an_image_without_a_file_is_refused() -> None:
+    with pytest.raises(DriverError, match="no file on this host"):
+        argv_of(guest(image=None))

@@ -1,0 +1,21 @@
+"""os-getConsoleOutput's cut of a console log, with Nova's rules."""
+
+from __future__ import annotations
+
+from cloudseed.servers.console import console_tail
+
+LOG = "one\r\ntwo\x1b[0m\r\nthree\tcol\nfour"
+
+
+def test_control_characters_go_but_tab_and_newline_stay() -> None:
+    assert console_tail(LOG, None) == "one\ntwo[0m\nthree\tcol\nfour"
+
+
+def test_length_keeps_lines_from_the_end() -> None:
+    assert console_tail(LOG, 2) == "three\tcol\nfour"
+    assert console_tail(LOG, 10) == console_tail(LOG, None)
+
+
+def test_zero_and_minus_one_mean_everything_as_in_nova() -> None:
+    assert console_tail(LOG, 0) == console_tail(LOG, None)
+    assert console_tail(LOG, -1) == console_tail(LOG, None)

@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# Build the end-to-end test guest: Debian bookworm with stock cloud-init, from Debian's packages.
+#
+#   tools/e2e/build-image.sh [OUT]        (default OUT=.cache/e2e)
+#
+# Produces, in OUT:
+#   disk.raw     ext4 filesystem image without a partition table (label "rootfs"); the guest's
+#                root is /dev/vda, so the kernel is booted directly and no bootloader is needed
+#   vmlinuz      the guest's kernel, for qemu -kernel
+#   initrd.img   its initramfs, for qemu -initrd
+#   build.txt    versions and step timings
+#   stamp        sha256 of this script: `make e2e-image` rebuilds only when the script changed
+#
+# mmdebstrap runs in root mode (it chroots and mounts /proc and /dev there); the filesystem
+# image is made with `mke2fs -d`, so the image itself is never mounted. The host's own apt
+# sources are handed to mmdebstrap, so no mirror is named here.
+set -euo pipefail
+
+OUT=${1:-.cache/e2e}
+SUITE=${SUITE:-bookworm}
+SIZE=${SIZE:-2G}
+SCRIPT=$(readlink -f "$0")
+
+stamp=$(sha256sum "$SCRIPT" | cut -d' ' -f1)
+if [ -f "$OUT/stamp" ] && [ "$(cat "$OUT/stamp")" = "$stamp" ] \
+    && [ -f "$OUT/disk.raw" ] && [ -f "$OUT/vmlinuz" ] && [ -f "$OUT/initrd.img" ]; then
+    echo "e2e image is up to date in $OUT"
+    exit 0
+fi
+
+for tool in mmdebstrap mke2fs; do
+    command -v "$tool" >/dev/null || { echo "missing $tool (run tools/e2e/packages.sh)" >&2; exit 1; }
+done
+[ "$(id -u)" = 0 ] || { echo "mmdebstrap's root mode needs root" >&2; exit 1; }
+
+sources=()
+for f in /etc/apt/sources.list.d/*.sources /etc/apt/sources.list.d/*.list /etc/apt/sources.list; do
+    [ -s "$f" ] && grep -qE '^[[:space:]]*(deb |Types:.*deb)' "$f" && sources+=("$f")
+done
+[ ${#sources[@]} -gt 0 ] || { echo "the host has no apt sources to build from" >&2; exit 1; }
+
+mkdir -p "$OUT"
+work=$(mktemp -d "$OUT/build.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+root=$work/rootfs
+log=$work/build.txt
+
+timed() {  # timed LABEL COMMAND...: run, and note how long it took in build.txt
+    local label=$1 start end
+    shift
+    start=$(date +%s.%N)
+    "$@"
+    end=$(date +%s.%N)
+    awk -v l="$label" -v s="$start" -v e="$end" 'BEGIN { printf "%-12s %6.1f s\n", l, e - s }' \
+        | tee -a "$log"
+}
+
+# isc-dhcp-client: cloud-init's OpenStack datasource takes an ephemeral lease in its local
+# stage to reach 169.254.169.254 before networking is up. ifupdown: cloud-init renders the NIC
+# configuration with its eni renderer. The cloud kernel boots fastest under TCG.
+packages=(
+    systemd-sysv udev dbus kmod iproute2 iputils-ping procps e2fsprogs mount
+    ifupdown isc-dhcp-client netbase openssh-server sudo
+    cloud-init cloud-guest-utils linux-image-cloud-amd64 initramfs-tools
+)
+
+# Runs on the host with the new root as $1, once every package is installed.
+customize=$(cat <<'HOOK'
+set -e
+R=$1
+echo e2e-guest > "$R/etc/hostname"
+printf '127.0.0.1 localhost\n' > "$R/etc/hosts"
+# Only loopback here: cloud-init writes the NIC's configuration from the metadata.
+printf 'auto lo\niface lo inet loopback\n\nsource /etc/network/interfaces.d/*\n' \
+    > "$R/etc/network/interfaces"
+mkdir -p "$R/etc/cloud/cloud.cfg.d"
+# datasource_list stays on one line: ds-identify parses it with grep.
+cat > "$R/etc/cloud/cloud.cfg.d/90-cloudseed-e2e.cfg" <<'CFG'
+datasource_list: [ ConfigDrive, OpenStack, None ]
+datasource:
+  OpenStack:
+    metadata_urls: [ 'http://169.254.169.254' ]
+    max_wait: 60
+    timeout: 10
+    retries: 3
+# Debian's locale-gen ignores its arguments, so cc_locale's default en_US.UTF-8 would fail and
+# leave cloud-init in status "error".
+locale: C.UTF-8
+# sudo stalls on DNS without the instance's own name in /etc/hosts.
+manage_etc_hosts: true
+# RSA host key generation takes long under TCG; one ed25519 key is enough for the tests.
+ssh_genkeytypes: [ ed25519 ]
+# Read the metadata again at every boot (not only for a new instance id), so changed user data
+# reaches the per-boot parts after a reboot (cloud-init.md section 6, row "HTTP 3").
+updates:
+  network:
+    when: [ boot ]
+CFG
+printf 'LANG=C.UTF-8\n' > "$R/etc/default/locale"
+chroot "$R" passwd -d root >/dev/null
+chroot "$R" passwd -l root >/dev/null
+# Every instance made from this image must look brand new to cloud-init and sshd.
+rm -f "$R"/etc/ssh/ssh_host_*
+rm -rf "$R/var/lib/cloud/"* "$R/var/log/cloud-init"*
+rm -f "$R/etc/machine-id" && touch "$R/etc/machine-id"
+mkdir -p "$R/etc/systemd/system/networking.service.d"
+printf '[Service]\nTimeoutStartSec=30\n' \
+    > "$R/etc/systemd/system/networking.service.d/timeout.conf"
+rm -rf "$R/var/cache/apt/archives/"*.deb "$R/var/lib/apt/lists/"*_* || true
+HOOK
+)
+
+# The essential hooks run before the kernel's postinst builds the initramfs: the fsck hook
+# looks the root filesystem's type up, and at build time there is no root device to probe.
+timed mmdebstrap mmdebstrap --quiet --mode=root --variant=apt --format=directory \
+    --aptopt='Acquire::Check-Valid-Until "false"' \
+    --aptopt='Acquire::Languages "none"' \
+    --dpkgopt='path-exclude=/usr/share/man/*' \
+    --dpkgopt='path-exclude=/usr/share/doc/*' \
+    --dpkgopt='path-include=/usr/share/doc/*/copyright' \
+    --dpkgopt='path-exclude=/usr/share/locale/*' \
+    --essential-hook='printf "/dev/vda / ext4 defaults,errors=remount-ro 0 1\n" > "$1/etc/fstab"' \
+    --essential-hook='mkdir -p "$1/etc/initramfs-tools/conf.d" && echo FSTYPE=ext4 > "$1/etc/initramfs-tools/conf.d/fstype"' \
+    --include="$(IFS=,; echo "${packages[*]}")" \
+    --customize-hook="$customize" \
+    "$SUITE" "$root" "${sources[@]}"
+
+cp -L "$root"/boot/vmlinuz-* "$work/vmlinuz"
+cp -L "$root"/boot/initrd.img-* "$work/initrd.img"
+timed mke2fs mke2fs -q -F -t ext4 -L rootfs -d "$root" "$work/disk.raw" "$SIZE"
+{
+    echo "kernel      $(basename "$root"/boot/vmlinuz-*)"
+    echo "cloud-init  $(chroot "$root" dpkg-query -W -f='${Version}' cloud-init)"
+    echo "disk.raw    $(du -h --apparent-size "$work/disk.raw" | cut -f1) apparent, $(du -h "$work/disk.raw" | cut -f1) allocated"
+} | tee -a "$log"
+
+# Swap the finished files in last, so an interrupted build never leaves a stamp that lies.
+rm -f "$OUT/stamp"
+mv "$work/disk.raw" "$work/vmlinuz" "$work/initrd.img" "$log" "$OUT/"
+echo "$stamp" > "$OUT/stamp"
+echo "e2e image built in $OUT"
