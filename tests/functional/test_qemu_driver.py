@@ -213,7 +213,8 @@ def test_the_driver_needs_the_signing_proxy_mode(tmp_path: Path) -> None:
 # -- injection on create and rebuild (issue 6) ------------------------------------------------
 
 INJECTING = {"CLOUDSEED_QEMU__IMAGES_TYPE": "raw", "CLOUDSEED_LIBVIRT__INJECT_PARTITION": "0",
-             "CLOUDSEED_LIBVIRT__INJECT_KEY": "true", "CLOUDSEED_LIBVIRT__INJECT_HANDLERS":
+             "CLOUDSEED_LIBVIRT__INJECT_KEY": "true", "CLOUDSEED_LIBVIRT__INJECT_PASSWORD": "true",
+             "CLOUDSEED_LIBVIRT__INJECT_HANDLERS":
              "debugfs"}
 
 
@@ -233,9 +234,15 @@ def test_spawn_and_rebuild_inject_key_metadata_and_files(tmp_path: Path,
     try:
         key1, key2 = keys.ed25519_public("one"), keys.ed25519_public("two")
         driver.spawn(guest(image, key_data=key1, metadata={"role": "web"},
-                           files=(("/etc/motd", b"hello\n"),)))
+                           files=(("/etc/motd", b"hello\n"),), admin_password="s3cret pw"))
         disk = instance_dir(driver) / "disk.raw"
         assert key1 in guest_cat(disk, "/root/.ssh/authorized_keys").decode()
+        # The admin password as a SHA-512 crypt hash, checked by openssl with its salt.
+        root_hash = guest_cat(disk, "/etc/shadow").decode().split("\n")[0].split(":")[1]
+        salt = root_hash.split("$")[2]
+        assert root_hash.startswith("$6$") and subprocess.run(
+            ["openssl", "passwd", "-6", "-salt", salt, "s3cret pw"], check=True,
+            capture_output=True, text=True, env=TOOLS).stdout.strip() == root_hash
         assert json.loads(guest_cat(disk, "/meta.js")) == {"role": "web"}
         assert guest_cat(disk, "/etc/motd") == b"hello\n"
         driver.rebuild(guest(image, key_data=key2))
