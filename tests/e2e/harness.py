@@ -340,11 +340,15 @@ class E2ECloud:
 
     def boot(self, ids: dict[str, str], *, run: str, key_name: str,
              password: str | None = None, script: str | None = None,
-             config_drive: bool = False) -> Boot:
+             config_drive: bool = False, servers: list[str] | None = None) -> Boot:
+        """Create a server and wait for its run to finish; its id goes into ``servers``
+        as soon as it exists, so that a boot that fails is cleaned up too."""
         wait_until_quiet()
         text = script if script is not None else user_data(run, post_password=password)
         server_id, started = self.create(ids, run=run, key_name=key_name, script=text,
                                          config_drive=config_drive)
+        if servers is not None:
+            servers.append(server_id)
         self.wait_status(server_id, "ACTIVE")
         return self.wait_run(server_id, run, started)
 

@@ -44,8 +44,7 @@ def test_2_boot_from_a_config_drive(e2e_cloud, keypairs, timings, unreachable_me
     with cloud.reconfigured(drive_only(fmt, unreachable_metadata)), \
             deleted_afterwards(cloud) as servers:
         boot = cloud.boot(ids, run=f"drive-{fmt}", key_name="key1",
-                          script=user_data(f"drive-{fmt}"), config_drive=True)
-        servers.append(boot.server_id)
+                          script=user_data(f"drive-{fmt}"), config_drive=True, servers=servers)
         timings[f"2 config drive boot ({fmt})"] = {
             "request_to_user_data_done_s": round(boot.seconds, 1),
             "guest_uptime_s": boot.guest_uptime}
@@ -66,8 +65,7 @@ def test_4_hard_reboot_with_user_data_rebuilds_the_drive(e2e_cloud, keypairs, ti
     with cloud.reconfigured(drive_only("iso9660", unreachable_metadata)), \
             deleted_afterwards(cloud) as servers:
         boot = cloud.boot(ids, run="cd-v1", key_name="key1",
-                          script=per_boot_user_data("cd-v1"), config_drive=True)
-        servers.append(boot.server_id)
+                          script=per_boot_user_data("cd-v1"), config_drive=True, servers=servers)
         timings["4 config drive boot with per-boot user data"] = {
             "request_to_bootcmd_s": round(boot.seconds, 1), "guest_uptime_s": boot.guest_uptime}
         rebooted = cloud.reboot_with_user_data(boot, run="cd-v2",

@@ -175,6 +175,25 @@ def test_rebuild_makes_a_new_disk_from_the_new_image(driver: QemuDriver, image: 
     qemu_pid(driver)
 
 
+@pytest.mark.parametrize("fmt", ["iso9660", "vfat"])
+def test_spawn_and_rebuild_keep_the_config_drive_built_beside_the_disk(
+        driver: QemuDriver, image: BootImage, fmt: str) -> None:
+    # The compute operations build disk.config in the instance directory before calling
+    # spawn or rebuild; making the new disk must not take it away (QEMU then failed with
+    # "Could not open .../disk.config").
+    drive = instance_dir(driver) / "disk.config"
+    drive.parent.mkdir(parents=True)
+    drive.write_bytes(b"\0" * 2048 * 16)
+    spec = guest(image, config_drive=True, config_drive_path=str(drive),
+                 config_drive_format=fmt)
+    driver.spawn(spec)
+    cmdline = Path(f"/proc/{qemu_pid(driver)}/cmdline").read_bytes()
+    assert drive.exists() and str(drive).encode() in cmdline
+    driver.rebuild(spec)
+    cmdline = Path(f"/proc/{qemu_pid(driver)}/cmdline").read_bytes()
+    assert drive.exists() and str(drive).encode() in cmdline
+
+
 def test_destroy_leaves_nothing(driver: QemuDriver, image: BootImage) -> None:
     driver.spawn(guest(image))
     pid = qemu_pid(driver)
