@@ -196,7 +196,10 @@ class E2ECloud:
         image = self.cli("image", "add", "debian-e2e", "--file",
                          str(self.image_dir / "disk.raw"), "--disk-format", "raw",
                          "--property", f"kernel_id={kernel}", "--property",
-                         f"ramdisk_id={ramdisk}")
+                         f"ramdisk_id={ramdisk}",
+                         # Debian's cloud kernel has no AHCI driver, so q35's default
+                         # (SATA) CD-ROM is invisible to it; virtio-scsi it has.
+                         "--property", "hw_cdrom_bus=scsi")
         self.cli("flavor", "add", "e2e", "--vcpus", "2", "--ram", "1024", "--disk", "2")
         ids = {"image": image}
         # Every guest has a user-mode network of its own with the same subnet, and slirp's
