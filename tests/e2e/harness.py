@@ -124,6 +124,41 @@ def per_boot_user_data(run: str) -> str:
             f'  - "echo E2E END run={run} uptime=$(cut -d. -f1 /proc/uptime) > /dev/ttyS0"\n')
 
 
+def drive_per_boot_user_data(run: str) -> str:
+    """Cloud-config for a guest that reads its config drive afresh at every boot.
+
+    cloud-init 22.4 cannot do that with the image's ``updates: network: when: [boot]``: the
+    boot event resets ConfigDrive's network configuration to the "_unset" sentinel string,
+    which the ConfigDrive datasource then hands out as the configuration, and init-local
+    fails with "'str' object has no attribute 'get'" (the same bug cloud-init fixed for LXD in
+    PR 1537; UpCloud has it too, issue 7067). So this guest, from its first boot on, turns the
+    boot event off again and instead forgets its cached datasource (obj.pkl) at the end of
+    every boot: the next boot finds no cache and reads the drive, with the same instance id,
+    so only the per-boot parts (bootcmd) run, as they do with the HTTP datasource.
+
+    ``bootcmd`` reports which user data the guest holds (BOOTCMD); the per-boot script, last
+    in the boot, reports END once the cache is gone and on disk, so that a reboot after END
+    cannot come too early."""
+    return f"""#cloud-config
+bootcmd:
+  - "echo {run} > /run/e2e-run"
+  - "echo E2E BOOTCMD run={run} > /dev/ttyS0"
+write_files:
+  - path: /etc/cloud/cloud.cfg.d/99-e2e-config-drive.cfg
+    content: |
+      updates:
+        network:
+          when: [ boot-new-instance ]
+  - path: /var/lib/cloud/scripts/per-boot/e2e-forget-datasource
+    permissions: '0755'
+    content: |
+      #!/bin/sh
+      rm -f /var/lib/cloud/instance/obj.pkl
+      sync
+      echo "E2E END run=$(cat /run/e2e-run) uptime=$(cut -d' ' -f1 /proc/uptime)" > /dev/ttyS0
+"""
+
+
 @dataclass
 class Markers:
     """The E2E lines of one run, in order: (kind, rest of the line)."""
