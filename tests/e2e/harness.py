@@ -236,15 +236,9 @@ class E2ECloud:
                          # (SATA) CD-ROM is invisible to it; virtio-scsi it has.
                          "--property", "hw_cdrom_bus=scsi")
         self.cli("flavor", "add", "e2e", "--vcpus", "2", "--ram", "1024", "--disk", "2")
-        ids = {"image": image}
-        # Every guest has a user-mode network of its own with the same subnet, and slirp's
-        # DHCP hands each the same address. Two guests at once (scenario 6) therefore need
-        # two networks, as two tenants with overlapping subnets would have in Neutron.
-        for key, name in (("network", "slirp"), ("network_b", "slirp-b")):
-            network = self.cli("network", "add", name, "--cidr", "169.254.169.0/24",
-                               "--gateway", "169.254.169.2", "--dns", "169.254.169.3")
-            ids[key] = network.split()[0]
-        return ids
+        network = self.cli("network", "add", "slirp", "--cidr", "169.254.169.0/24",
+                           "--gateway", "169.254.169.2", "--dns", "169.254.169.3")
+        return {"image": image, "network": network.split()[0]}
 
     @contextmanager
     def serving(self) -> Iterator[None]:
@@ -363,12 +357,12 @@ class E2ECloud:
             time.sleep(2)
 
     def create(self, ids: dict[str, str], *, run: str, key_name: str, script: str,
-               config_drive: bool = False, network: str = "network") -> tuple[str, float]:
+               config_drive: bool = False, address: str = GUEST_ADDRESS) -> tuple[str, float]:
         """POST /servers; the new server's id and when the request was made."""
         body: dict[str, Any] = {"server": {
             "name": f"e2e-{run}", "imageRef": ids["image"], "flavorRef": "e2e",
             "key_name": key_name, "user_data": b64(script),
-            "networks": [{"uuid": ids[network], "fixed_ip": GUEST_ADDRESS}]}}
+            "networks": [{"uuid": ids["network"], "fixed_ip": address}]}}
         if config_drive:
             body["server"]["config_drive"] = True
         started = time.monotonic()

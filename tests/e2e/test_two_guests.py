@@ -1,7 +1,7 @@
 """Scenario 6: two guests at once never see each other's data.
 
 Both guests boot concurrently (their metadata requests interleave at the service), each with
-its own key pair, name and network, and each reports on its console what the metadata service
+its own key pair, name and address, and each reports on its console what the metadata service
 told it: its own meta_data.json when asking plainly, and what came back when it forged the
 other guest's id into the identity headers. The relay in front of each guest replaces those
 headers with its own signed ones, so the forged request must get the asker's own data (or an
@@ -18,6 +18,11 @@ from tests.e2e.harness import (
     wait_until_quiet,
 )
 
+# cloudseed keeps an address unique across all networks (Neutron only within a subnet), so
+# the second guest cannot have .15 even on a network of its own. Its slirp DHCP still leases
+# it .15 for cloud-init's ephemeral lookup; cloud-init then configures .16 statically from
+# network_data.json, and slirp takes any address of its subnet.
+SECOND_ADDRESS = "169.254.169.16"
 ROOT_KEYS = "file=/root/.ssh/authorized_keys"
 USER_KEYS = "file=/home/debian/.ssh/authorized_keys"
 
@@ -29,7 +34,7 @@ def test_6_two_guests_at_once_see_only_their_own_data(e2e_cloud, keypairs, timin
         # B first, so that A's user data can name B's id; each forges the other's (B can
         # only name a made-up id, as A does not exist yet when B's user data is written).
         b_id, b_started = cloud.create(
-            ids, run="guest-b", key_name="key2", network="network_b",
+            ids, run="guest-b", key_name="key2", address=SECOND_ADDRESS,
             script=user_data("guest-b", identity_check="00000000-0000-4000-8000-000000000000"))
         servers.append(b_id)
         a_id, a_started = cloud.create(
