@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.harness import E2ECloud, tidy
+from tests.support import keys
 from tests.support.metadata_relay import Target, vendordata_target
 
 E2E_DIR = os.environ.get("CLOUDSEED_TEST_E2E_DIR")
@@ -54,6 +55,16 @@ def e2e_cloud(vendordata: Target) -> Iterator[tuple[E2ECloud, dict[str, str]]]:
         if log.exists():
             (image_dir / "last-run.log").write_bytes(log.read_bytes())
         tidy(work)
+
+
+@pytest.fixture(scope="session")
+def keypairs(e2e_cloud: tuple[E2ECloud, dict[str, str]]) -> dict[str, str]:
+    """key1 and key2, for every scenario: name to public key."""
+    cloud, _ = e2e_cloud
+    pairs = {"key1": keys.ed25519_public("e2e-one"), "key2": keys.ed25519_public("e2e-two")}
+    for name, public_key in pairs.items():
+        cloud.add_keypair(name, public_key)
+    return pairs
 
 
 @pytest.fixture(scope="session")

@@ -26,10 +26,10 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import httpx
 
@@ -59,13 +59,18 @@ def key_hash(public_key: str) -> str:
     return hashlib.sha256(f"{kind} {blob}".encode()).hexdigest()[:16]
 
 
-def user_data(run: str, *, post_password: str | None = None) -> str:
+def user_data(run: str, *, post_password: str | None = None,
+              identity_check: str | None = None) -> str:
     """A user data script that reports what the guest got on the serial console."""
     lines = [
         "#!/bin/sh",
         "say() { echo \"E2E $1 run=" + run + " $2\" > /dev/ttyS0; }",
         "say BEGIN \"iid=$(cat /var/lib/cloud/data/instance-id)\"",
         "say DATASOURCE \"$(cut -d: -f1 /var/lib/cloud/instance/datasource)\"",
+        # Where the data came from: the config drive's device ([source=/dev/sr0]); nothing
+        # for the HTTP datasource.
+        "say SOURCE \"$(sed -n 's/.*\\[source=\\([^]]*\\)\\].*/\\1/p' "
+        "/var/lib/cloud/instance/datasource)\"",
         "for f in /home/debian/.ssh/authorized_keys /root/.ssh/authorized_keys; do",
         "  grep -o 'ssh-[a-z0-9-]* [A-Za-z0-9+/=]*' \"$f\" | while read -r k; do",
         "    say KEY \"file=$f hash=$(printf %s \"$k\" | sha256sum | cut -c1-16)\"",
@@ -80,8 +85,36 @@ def user_data(run: str, *, post_password: str | None = None) -> str:
             f"                   data=b'{post_password}', method='POST'), timeout=30)",
             "PY",
         ]
+    if identity_check is not None:
+        lines += identity_lines(run, forged_id=identity_check)
     lines.append("say END \"uptime=$(cut -d' ' -f1 /proc/uptime)\"")
     return "\n".join(lines) + "\n"
+
+
+def identity_lines(run: str, *, forged_id: str) -> list[str]:
+    """Shell lines reporting who the metadata service thinks this guest is: once as asked
+    plainly, once with another instance's id forged into the identity headers (a proxy that
+    let them through would hand out that instance's data)."""
+    return [
+        "python3 - <<'PY'",
+        "import json, urllib.error, urllib.request",
+        "URL = 'http://169.254.169.254/openstack/latest/meta_data.json'",
+        "def who(headers):",
+        "    try:",
+        "        with urllib.request.urlopen(urllib.request.Request(URL, headers=headers),",
+        "                                    timeout=30) as answer:",
+        "            meta = json.load(answer)",
+        "    except urllib.error.HTTPError as exc:",
+        "        return 'status=%d' % exc.code",
+        "    return 'uuid=%s name=%s keys=%s' % (meta['uuid'], meta['name'],",
+        "                                        ','.join(sorted(meta.get('public_keys', {}))))",
+        f"forged = {{'X-Instance-ID': '{forged_id}', 'X-Instance-ID-Signature': '0' * 64,",
+        "          'X-Tenant-ID': 'e2e-project', 'X-Forwarded-For': '169.254.169.15'}",
+        "with open('/dev/ttyS0', 'w') as console:",
+        f"    console.write('E2E META run={run} %s\\n' % who({{}}))",
+        f"    console.write('E2E FORGED run={run} %s\\n' % who(forged))",
+        "PY",
+    ]
 
 
 def per_boot_user_data(run: str) -> str:
@@ -89,6 +122,41 @@ def per_boot_user_data(run: str) -> str:
     reports which version of the user data the guest holds."""
     return ("#cloud-config\nbootcmd:\n"
             f'  - "echo E2E END run={run} uptime=$(cut -d. -f1 /proc/uptime) > /dev/ttyS0"\n')
+
+
+def drive_per_boot_user_data(run: str) -> str:
+    """Cloud-config for a guest that reads its config drive afresh at every boot.
+
+    cloud-init 22.4 cannot do that with the image's ``updates: network: when: [boot]``: the
+    boot event resets ConfigDrive's network configuration to the "_unset" sentinel string,
+    which the ConfigDrive datasource then hands out as the configuration, and init-local
+    fails with "'str' object has no attribute 'get'" (the same bug cloud-init fixed for LXD in
+    PR 1537; UpCloud has it too, issue 7067). So this guest, from its first boot on, turns the
+    boot event off again and instead forgets its cached datasource (obj.pkl) at the end of
+    every boot: the next boot finds no cache and reads the drive, with the same instance id,
+    so only the per-boot parts (bootcmd) run, as they do with the HTTP datasource.
+
+    ``bootcmd`` reports which user data the guest holds (BOOTCMD); the per-boot script, last
+    in the boot, reports END once the cache is gone and on disk, so that a reboot after END
+    cannot come too early."""
+    return f"""#cloud-config
+bootcmd:
+  - "echo {run} > /run/e2e-run"
+  - "echo E2E BOOTCMD run={run} > /dev/ttyS0"
+write_files:
+  - path: /etc/cloud/cloud.cfg.d/99-e2e-config-drive.cfg
+    content: |
+      updates:
+        network:
+          when: [ boot-new-instance ]
+  - path: /var/lib/cloud/scripts/per-boot/e2e-forget-datasource
+    permissions: '0755'
+    content: |
+      #!/bin/sh
+      rm -f /var/lib/cloud/instance/obj.pkl
+      sync
+      echo "E2E END run=$(cat /run/e2e-run) uptime=$(cut -d' ' -f1 /proc/uptime)" > /dev/ttyS0
+"""
 
 
 @dataclass
@@ -143,6 +211,7 @@ class E2ECloud:
         }
         self.cloudseed = str(Path(sys.executable).with_name("cloudseed"))
         self.process: subprocess.Popen[bytes] | None = None
+        self.log: BinaryIO | None = None
         self.client = httpx.Client(base_url=f"http://127.0.0.1:{self.api_port}",
                                    headers={"X-Auth-Token": "e2e:e2e-project"}, timeout=60)
 
@@ -162,7 +231,10 @@ class E2ECloud:
         image = self.cli("image", "add", "debian-e2e", "--file",
                          str(self.image_dir / "disk.raw"), "--disk-format", "raw",
                          "--property", f"kernel_id={kernel}", "--property",
-                         f"ramdisk_id={ramdisk}")
+                         f"ramdisk_id={ramdisk}",
+                         # Debian's cloud kernel has no AHCI driver, so q35's default
+                         # (SATA) CD-ROM is invisible to it; virtio-scsi it has.
+                         "--property", "hw_cdrom_bus=scsi")
         self.cli("flavor", "add", "e2e", "--vcpus", "2", "--ram", "1024", "--disk", "2")
         network = self.cli("network", "add", "slirp", "--cidr", "169.254.169.0/24",
                            "--gateway", "169.254.169.2", "--dns", "169.254.169.3")
@@ -170,29 +242,57 @@ class E2ECloud:
 
     @contextmanager
     def serving(self) -> Iterator[None]:
-        log = (self.work / "cloudseed.log").open("ab")
-        self.process = subprocess.Popen([self.cloudseed, "serve"], env=self.environ,
-                                        stdout=log, stderr=log)
+        self.start()
         try:
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    if self.client.get("/healthz").status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                assert self.process.poll() is None, "cloudseed serve exited"
-                assert time.monotonic() < deadline, "cloudseed serve did not come up"
-                time.sleep(0.2)
             yield
         finally:
-            self.process.send_signal(signal.SIGTERM)
+            self.stop()
+
+    def start(self) -> None:
+        self.log = (self.work / "cloudseed.log").open("ab")
+        self.process = subprocess.Popen([self.cloudseed, "serve"], env=self.environ,
+                                        stdout=self.log, stderr=self.log)
+        deadline = time.monotonic() + 60
+        while True:
             try:
-                self.process.wait(120)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-            log.close()
+                if self.client.get("/healthz").status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            assert self.process.poll() is None, "cloudseed serve exited"
+            assert time.monotonic() < deadline, "cloudseed serve did not come up"
+            time.sleep(0.2)
+
+    def stop(self) -> None:
+        """SIGTERM, as an operator would: the service switches every guest off on its way."""
+        if self.process is None:
+            return
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(120)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self.process = None
+        if self.log is not None:
+            self.log.close()
+
+    @contextmanager
+    def reconfigured(self, changes: dict[str, str]) -> Iterator[None]:
+        """The service restarted with ``changes`` to its environment, and restarted as before
+        afterwards. Settings such as ``[DEFAULT] config_drive_format`` are read at start, as in
+        Nova. A restart switches every guest off, so call this with none running."""
+        saved = dict(self.environ)
+        self.stop()
+        self.environ.update(changes)
+        try:
+            self.start()
+            yield
+        finally:
+            self.stop()
+            self.environ.clear()
+            self.environ.update(saved)
+            self.start()
 
     def leftover_qemus(self, *, grace: float = 30.0) -> list[str]:
         """QEMU processes still running on this cloud's instances after ``grace`` seconds.
@@ -256,18 +356,31 @@ class E2ECloud:
                 + self.console(server_id)[-3000:])
             time.sleep(2)
 
-    def boot(self, ids: dict[str, str], *, run: str, key_name: str,
-             password: str | None = None, script: str | None = None) -> Boot:
-        wait_until_quiet()
-        text = script if script is not None else user_data(run, post_password=password)
-        body = {"server": {
+    def create(self, ids: dict[str, str], *, run: str, key_name: str, script: str,
+               config_drive: bool = False, address: str = GUEST_ADDRESS) -> tuple[str, float]:
+        """POST /servers; the new server's id and when the request was made."""
+        body: dict[str, Any] = {"server": {
             "name": f"e2e-{run}", "imageRef": ids["image"], "flavorRef": "e2e",
-            "key_name": key_name, "user_data": b64(text),
-            "networks": [{"uuid": ids["network"], "fixed_ip": GUEST_ADDRESS}]}}
+            "key_name": key_name, "user_data": b64(script),
+            "networks": [{"uuid": ids["network"], "fixed_ip": address}]}}
+        if config_drive:
+            body["server"]["config_drive"] = True
         started = time.monotonic()
         r = self.client.post("/v2.1/servers", json=body)
         assert r.status_code == 202, r.text
-        server_id = str(r.json()["server"]["id"])
+        return str(r.json()["server"]["id"]), started
+
+    def boot(self, ids: dict[str, str], *, run: str, key_name: str,
+             password: str | None = None, script: str | None = None,
+             config_drive: bool = False, servers: list[str] | None = None) -> Boot:
+        """Create a server and wait for its run to finish; its id goes into ``servers``
+        as soon as it exists, so that a boot that fails is cleaned up too."""
+        wait_until_quiet()
+        text = script if script is not None else user_data(run, post_password=password)
+        server_id, started = self.create(ids, run=run, key_name=key_name, script=text,
+                                         config_drive=config_drive)
+        if servers is not None:
+            servers.append(server_id)
         self.wait_status(server_id, "ACTIVE")
         return self.wait_run(server_id, run, started)
 
@@ -297,6 +410,18 @@ class E2ECloud:
         self.wait_status(boot.server_id, "ACTIVE")
         return self.wait_run(boot.server_id, run, started)
 
+    def reboot_with_user_data(self, boot: Boot, *, run: str, script: str) -> Boot:
+        """A HARD reboot carrying new user data (2.105): with a config drive, the drive is
+        built again with it before the guest starts."""
+        wait_until_quiet()
+        started = time.monotonic()
+        r = self.client.post(f"/v2.1/servers/{boot.server_id}/action",
+                             headers={"OpenStack-API-Version": "compute 2.105"},
+                             json={"reboot": {"type": "HARD", "user_data": b64(script)}})
+        assert r.status_code == 202, r.text
+        self.wait_status(boot.server_id, "ACTIVE")
+        return self.wait_run(boot.server_id, run, started)
+
     def delete(self, server_id: str) -> None:
         r = self.client.delete(f"/v2.1/servers/{server_id}")
         assert r.status_code == 204, r.text
@@ -304,6 +429,24 @@ class E2ECloud:
         while self.client.get(f"/v2.1/servers/{server_id}").status_code != 404:
             assert time.monotonic() < deadline, "server was not deleted"
             time.sleep(1)
+
+
+@contextmanager
+def deleted_afterwards(cloud: E2ECloud) -> Iterator[list[str]]:
+    """Servers put in the list are deleted at the end, also when the scenario fails: each
+    holds the one guest address of its network, so a leftover would fail every later boot."""
+    servers: list[str] = []
+    try:
+        yield servers
+    except BaseException:
+        for server_id in servers:
+            # The scenario's own failure is the one to report.
+            with suppress(Exception):
+                cloud.delete(server_id)
+        raise
+    for server_id in servers:
+        cloud.delete(server_id)
+    assert cloud.leftover_qemus() == [], "QEMU still running after the delete"
 
 
 def b64(text: str) -> str:

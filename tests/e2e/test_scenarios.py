@@ -8,7 +8,6 @@ from __future__ import annotations
 import pytest
 
 from tests.e2e.harness import E2ECloud, key_hash, per_boot_user_data
-from tests.support import keys
 
 ROOT_KEYS = "file=/root/.ssh/authorized_keys"
 USER_KEYS = "file=/home/debian/.ssh/authorized_keys"
@@ -16,10 +15,8 @@ PASSWORD = "e2e-encrypted-password-blob"
 
 
 @pytest.fixture(scope="module")
-def first_boot(e2e_cloud, timings):
+def first_boot(e2e_cloud, keypairs, timings):
     cloud, ids = e2e_cloud
-    cloud.add_keypair("key1", keys.ed25519_public("e2e-one"))
-    cloud.add_keypair("key2", keys.ed25519_public("e2e-two"))
     boot = cloud.boot(ids, run="first", key_name="key1", password=PASSWORD)
     timings["1 metadata service boot"] = {"request_to_user_data_done_s": round(boot.seconds, 1),
                                           "guest_uptime_s": boot.guest_uptime}

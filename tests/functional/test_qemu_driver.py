@@ -5,6 +5,7 @@ injection into the new disk, and that nothing keeps running after delete or clos
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -173,6 +174,27 @@ def test_rebuild_makes_a_new_disk_from_the_new_image(driver: QemuDriver, image: 
         check=True, capture_output=True, env=TOOLS).stdout)
     assert info["backing-filename"] == str(other)
     qemu_pid(driver)
+
+
+@pytest.mark.parametrize(("fmt", "bus"), [("iso9660", None), ("iso9660", "scsi"),
+                                         ("vfat", None)])
+def test_spawn_and_rebuild_keep_the_config_drive_built_beside_the_disk(
+        driver: QemuDriver, image: BootImage, fmt: str, bus: str | None) -> None:
+    # The compute operations build disk.config in the instance directory before calling
+    # spawn or rebuild; making the new disk must not take it away (QEMU then failed with
+    # "Could not open .../disk.config").
+    drive = instance_dir(driver) / "disk.config"
+    drive.parent.mkdir(parents=True)
+    drive.write_bytes(b"\0" * 2048 * 16)
+    image = dataclasses.replace(image, cdrom_bus=bus)  # QEMU takes either CD-ROM bus
+    spec = guest(image, config_drive=True, config_drive_path=str(drive),
+                 config_drive_format=fmt)
+    driver.spawn(spec)
+    cmdline = Path(f"/proc/{qemu_pid(driver)}/cmdline").read_bytes()
+    assert drive.exists() and str(drive).encode() in cmdline
+    driver.rebuild(spec)
+    cmdline = Path(f"/proc/{qemu_pid(driver)}/cmdline").read_bytes()
+    assert drive.exists() and str(drive).encode() in cmdline
 
 
 def test_destroy_leaves_nothing(driver: QemuDriver, image: BootImage) -> None:

@@ -356,6 +356,26 @@ class TestRecordedDetails:
         assert record.system_metadata["boot_roles"] == "admin,member,reader"
         assert record.system_metadata["image_img_config_drive"] == "mandatory"
 
+    def test_boot_image_takes_kernel_command_line_and_cdrom_bus(self, api_db, tmp_path):
+        from cloudseed.images import service as images
+
+        raw = tmp_path / "disk.raw"
+        raw.write_bytes(b"\0" * 512)
+        with api_db.write() as session:
+            kernel = images.add_image(session, name="k", path=raw, disk_format="raw").uuid
+            image_id = images.add_image(session, name="d", path=raw, disk_format="raw",
+                                        properties={"kernel_id": kernel,
+                                                    "os_command_line": "console=ttyS0",
+                                                    "hw_cdrom_bus": "scsi"}).uuid
+            plain_id = images.add_image(session, name="p", path=raw, disk_format="raw").uuid
+        with api_db.read() as session:
+            boot = images.boot_image(session, image_id)
+            plain = images.boot_image(session, plain_id)
+        assert boot is not None and plain is not None
+        assert (boot.kernel_path, boot.cmdline, boot.cdrom_bus) == (
+            str(raw.resolve()), "console=ttyS0", "scsi")
+        assert (plain.kernel_path, plain.cmdline, plain.cdrom_bus) == (None, None, None)
+
     def test_hostname_from_2_90(self, api, cloud):
         r = api.post("/v2.1/servers", headers=mv("2.90"), json={"server": {
             "name": "My Web", "imageRef": cloud.image_id, "flavorRef": "1",

@@ -25,6 +25,8 @@ class BootImage:
     ``kernel_path`` and ``ramdisk_path`` come from the image properties ``kernel_id`` and
     ``ramdisk_id`` (other registered images, as in Glance), ``cmdline`` from
     ``os_command_line``; an image without a kernel boots from its own bootloader.
+    ``cdrom_bus`` is Nova's ``hw_cdrom_bus`` property: the bus of CD-ROMs such as an ISO 9660
+    config drive (None: the machine's default, SATA on q35).
     """
 
     path: str
@@ -32,6 +34,7 @@ class BootImage:
     kernel_path: str | None = None
     ramdisk_path: str | None = None
     cmdline: str | None = None
+    cdrom_bus: str | None = None
 
 
 @dataclass(frozen=True)

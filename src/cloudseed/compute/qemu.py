@@ -43,6 +43,7 @@ log = logging.getLogger(__name__)
 
 CONSOLE_TAIL = 100 * 1024  # what Nova's libvirt driver returns at most
 QEMU_IMG_TIMEOUT = 120.0
+DISK_NAMES = ("disk.qcow2", "disk.raw")  # one per [qemu] images_type
 
 
 class QemuDriver:
@@ -149,8 +150,11 @@ class QemuDriver:
         image = guest.image
         if image is None:
             raise DriverError(f"Image {guest.image_ref} has no file on this host.")
-        for old in files.directory.glob("disk.*"):
-            old.unlink()
+        # Both images types' disks (the setting may have changed since the last build), but
+        # not disk.config: the config drive sits beside them and is built before the driver
+        # is called, so it is already the new one here.
+        for name in DISK_NAMES:
+            (files.directory / name).unlink(missing_ok=True)
         if self.images_type == "qcow2":
             # The backing file's format is stated, never probed: a raw image whose first
             # bytes look like qcow2 must not be read as one.

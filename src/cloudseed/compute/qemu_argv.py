@@ -113,7 +113,7 @@ def build_argv(guest: GuestSpec, files: InstanceFiles, *, binary: str, accel: Ac
             argv += ["-drive", f"{drive},if=virtio"]
         else:
             argv += ["-drive", f"{drive},if=none,id=configdrive,media=cdrom",
-                     "-device", "ide-cd,drive=configdrive"]
+                     *_cdrom_device(image.cdrom_bus, "configdrive")]
     argv += _network(guest, relay_command)
     argv += ["-device", "virtio-rng-pci",
              "-chardev", f"file,id=console,path={files.console_log.name},append=on",
@@ -121,6 +121,22 @@ def build_argv(guest: GuestSpec, files: InstanceFiles, *, binary: str, accel: Ac
              "-qmp", f"unix:{files.qmp_socket.name},server=on,wait=off",
              "-pidfile", files.pidfile.name]
     return argv
+
+
+def _cdrom_device(bus: str | None, drive: str) -> list[str]:
+    """The CD-ROM's controller and device, after the image's ``hw_cdrom_bus`` as in Nova.
+
+    ``ide-cd`` lands on q35's built-in AHCI controller: Nova's default for q35 (sata), and
+    what Windows and generic kernels read. ``scsi`` is a CD-ROM on virtio-scsi, for guests
+    without AHCI: Debian's cloud kernel (the e2e image's) has virtio-scsi but no AHCI driver,
+    so an ide-cd drive is invisible to it."""
+    if bus in (None, "ide", "sata"):
+        return ["-device", f"ide-cd,drive={drive}"]
+    if bus == "scsi":
+        return ["-device", "virtio-scsi-pci,id=cdrom-scsi",
+                "-device", f"scsi-cd,bus=cdrom-scsi.0,drive={drive}"]
+    raise DriverError(f"hw_cdrom_bus {bus!r} is not supported by the qemu driver "
+                      "(ide, sata or scsi).")
 
 
 def _network(guest: GuestSpec, relay_command: list[str] | None) -> list[str]:

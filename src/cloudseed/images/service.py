@@ -83,7 +83,7 @@ def boot_image(session: Session, image_ref: str) -> BootImage | None:
 
     As in Glance, the properties ``kernel_id`` and ``ramdisk_id`` name other registered images
     (the kernel and initramfs for a direct kernel boot) and ``os_command_line`` the kernel's
-    command line.
+    command line, ``hw_cdrom_bus`` the CD-ROM bus.
     """
     from cloudseed.compute.driver import BootImage
 
@@ -97,4 +97,5 @@ def boot_image(session: Session, image_ref: str) -> BootImage | None:
     return BootImage(path=image.path, disk_format=image.disk_format,
                      kernel_path=get_image(session, kernel).path if kernel else None,
                      ramdisk_path=get_image(session, ramdisk).path if ramdisk else None,
-                     cmdline=props.get("os_command_line") or None)
+                     cmdline=props.get("os_command_line") or None,
+                     cdrom_bus=props.get("hw_cdrom_bus") or None)

@@ -101,6 +101,26 @@ def test_config_drive(fmt: str, expected: list[str]) -> None:
     assert ("ide-cd,drive=configdrive" in option(argv, "-device")) == (fmt == "iso9660")
 
 
+@pytest.mark.parametrize(("bus", "devices"), [
+    (None, ["ide-cd,drive=configdrive"]),
+    ("sata", ["ide-cd,drive=configdrive"]),
+    ("ide", ["ide-cd,drive=configdrive"]),
+    ("scsi", ["virtio-scsi-pci,id=cdrom-scsi", "scsi-cd,bus=cdrom-scsi.0,drive=configdrive"]),
+])
+def test_iso_config_drive_on_the_images_cdrom_bus(bus: str | None, devices: list[str]) -> None:
+    image = BootImage(path="/images/disk.raw", disk_format="raw", cdrom_bus=bus)
+    argv = argv_of(guest(image=image, config_drive=True, config_drive_path="/d/cd.iso"))
+    assert [d for d in option(argv, "-device") if "cd" in d or "scsi" in d] == devices
+
+
+def test_an_unknown_cdrom_bus_is_refused() -> None:
+    image = BootImage(path="/images/disk.raw", disk_format="raw", cdrom_bus="usb")
+    with pytest.raises(DriverError, match="hw_cdrom_bus 'usb'"):
+        argv_of(guest(image=image, config_drive=True, config_drive_path="/d/cd.iso"))
+    # Without a drive to attach, the property does not matter.
+    argv_of(guest(image=image))
+
+
 def test_console_appends_and_control_files_are_relative() -> None:
     argv = argv_of(guest())
     assert option(argv, "-chardev") == ["file,id=console,path=console.log,append=on"]

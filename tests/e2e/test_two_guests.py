@@ -1,0 +1,71 @@
+"""Scenario 6: two guests at once never see each other's data.
+
+Both guests boot concurrently (their metadata requests interleave at the service), each with
+its own key pair, name and address, and each reports on its console what the metadata service
+told it: its own meta_data.json when asking plainly, and what came back when it forged the
+other guest's id into the identity headers. The relay in front of each guest replaces those
+headers with its own signed ones, so the forged request must get the asker's own data (or an
+error), never the other guest's.
+
+This runs last and alone: on two cores the two TCG guests take about twice as long."""
+
+from __future__ import annotations
+
+from tests.e2e.harness import (
+    deleted_afterwards,
+    key_hash,
+    user_data,
+    wait_until_quiet,
+)
+
+# cloudseed keeps an address unique across all networks (Neutron only within a subnet), so
+# the second guest cannot have .15 even on a network of its own. Its slirp DHCP still leases
+# it .15 for cloud-init's ephemeral lookup; cloud-init then configures .16 statically from
+# network_data.json, and slirp takes any address of its subnet.
+SECOND_ADDRESS = "169.254.169.16"
+ROOT_KEYS = "file=/root/.ssh/authorized_keys"
+USER_KEYS = "file=/home/debian/.ssh/authorized_keys"
+
+
+def test_6_two_guests_at_once_see_only_their_own_data(e2e_cloud, keypairs, timings):
+    cloud, ids = e2e_cloud
+    wait_until_quiet()
+    with deleted_afterwards(cloud) as servers:
+        # B first, so that A's user data can name B's id; each forges the other's (B can
+        # only name a made-up id, as A does not exist yet when B's user data is written).
+        b_id, b_started = cloud.create(
+            ids, run="guest-b", key_name="key2", address=SECOND_ADDRESS,
+            script=user_data("guest-b", identity_check="00000000-0000-4000-8000-000000000000"))
+        servers.append(b_id)
+        a_id, a_started = cloud.create(
+            ids, run="guest-a", key_name="key1",
+            script=user_data("guest-a", identity_check=b_id))
+        servers.append(a_id)
+        cloud.wait_status(b_id, "ACTIVE")
+        cloud.wait_status(a_id, "ACTIVE")
+        # Both are booting now; whichever finishes first, the other is still running.
+        a = cloud.wait_run(a_id, "guest-a", a_started)
+        b = cloud.wait_run(b_id, "guest-b", b_started)
+        timings["6 two guests at once"] = {
+            "a_request_to_user_data_done_s": round(a.seconds, 1),
+            "a_guest_uptime_s": a.guest_uptime,
+            "b_request_to_user_data_done_s": round(b.seconds, 1),
+            "b_guest_uptime_s": b.guest_uptime}
+
+        for boot, own_id, name, key, other_id in (
+                (a, a_id, "e2e-guest-a", "key1", b_id),
+                (b, b_id, "e2e-guest-b", "key2", a_id)):
+            found = boot.markers
+            assert found.of("BEGIN") == [f"iid={own_id}"]
+            assert found.of("DATASOURCE") == ["DataSourceOpenStackLocal"]
+            wanted = key_hash(keypairs[key])
+            assert sorted(found.of("KEY")) == sorted([f"{ROOT_KEYS} hash={wanted}",
+                                                       f"{USER_KEYS} hash={wanted}"])
+            own = f"uuid={own_id} name={name} keys={key}"
+            assert found.of("META") == [own]
+            forged = found.of("FORGED")
+            assert len(forged) == 1 and other_id not in forged[0]
+            assert forged == [own] or forged[0].startswith("status=4"), forged
+        # And neither console holds anything of the other guest.
+        assert b_id not in cloud.console(a_id)
+        assert a_id not in cloud.console(b_id)
