@@ -66,10 +66,12 @@ from cloudseed.keypairs.models import KeyPair
 from cloudseed.settings import Settings, load_settings
 
 ADMIN_URLS = {
-    "postgresql": os.environ.get("CLOUDSEED_TEST_POSTGRESQL_URL",
-                                 "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"),
-    "mariadb": os.environ.get("CLOUDSEED_TEST_MYSQL_URL",
-                              "mysql+pymysql://root@127.0.0.1:3306/mysql"),
+    "postgresql": os.environ.get(
+        "CLOUDSEED_TEST_POSTGRESQL_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+    ),
+    "mariadb": os.environ.get(
+        "CLOUDSEED_TEST_MYSQL_URL", "mysql+pymysql://root@127.0.0.1:3306/mysql"
+    ),
 }
 BACKEND_TITLES = {"sqlite": "SQLite", "postgresql": "PostgreSQL", "mariadb": "MariaDB"}
 PATH = "/v2.1/os-keypairs"
@@ -85,6 +87,7 @@ repository root after `make test-venv`). Numbers from different machines are not
 
 
 # --- measuring ----------------------------------------------------------------------------------
+
 
 def percentile(samples: list[float], pct: float) -> float:
     """Nearest-rank percentile."""
@@ -120,8 +123,7 @@ class Results:
             print(f"  FAILED: {message}", flush=True)
 
     def table(self) -> str:
-        lines = ["| Measurement | Result | p50 | p99 | Notes |",
-                 "|---|---:|---:|---:|---|"]
+        lines = ["| Measurement | Result | p50 | p99 | Notes |", "|---|---:|---:|---:|---|"]
         for r in self.rows:
             p50 = "" if r.p50_ms is None else f"{r.p50_ms:.1f} ms"
             p99 = "" if r.p99_ms is None else f"{r.p99_ms:.1f} ms"
@@ -130,19 +132,25 @@ class Results:
 
 
 def headers(version: str, user: str) -> dict[str, str]:
-    return {"OpenStack-API-Version": f"compute {version}",
-            "X-Auth-Token": f"{user}:{PROJECT}",
-            "Accept": "application/json"}
+    return {
+        "OpenStack-API-Version": f"compute {version}",
+        "X-Auth-Token": f"{user}:{PROJECT}",
+        "Accept": "application/json",
+    }
 
 
 # --- keys -----------------------------------------------------------------------------------------
+
 
 def ed25519_public_keys(count: int) -> list[str]:
     """Real, distinct OpenSSH public key lines (what a client would import)."""
     lines = []
     for i in range(count):
-        public = ed25519.Ed25519PrivateKey.generate().public_key().public_bytes(
-            serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
+        public = (
+            ed25519.Ed25519PrivateKey.generate()
+            .public_key()
+            .public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
+        )
         lines.append(f"{public.decode('ascii')} bench-{i}@example.com")
     return lines
 
@@ -163,17 +171,19 @@ def bulk_rows(user_id: str, count: int, *, prefix: str) -> Iterator[list[dict[st
     for i in range(count):
         blob = _ssh_string(b"ssh-ed25519") + _ssh_string(os.urandom(32))
         sha = base64.b64encode(hashlib.sha256(blob).digest()).decode("ascii").rstrip("=")
-        batch.append({
-            "name": f"{prefix}{i:07d}",
-            "user_id": user_id,
-            "public_key": f"ssh-ed25519 {base64.b64encode(blob).decode('ascii')} "
-                          f"{prefix}{i}@example.com",
-            "fingerprint": hashlib.md5(blob, usedforsecurity=False).digest().hex(":"),
-            "fingerprint_sha256": f"SHA256:{sha}",
-            "type": "ssh",
-            "created_at": now,
-            "updated_at": None,
-        })
+        batch.append(
+            {
+                "name": f"{prefix}{i:07d}",
+                "user_id": user_id,
+                "public_key": f"ssh-ed25519 {base64.b64encode(blob).decode('ascii')} "
+                f"{prefix}{i}@example.com",
+                "fingerprint": hashlib.md5(blob, usedforsecurity=False).digest().hex(":"),
+                "fingerprint_sha256": f"SHA256:{sha}",
+                "type": "ssh",
+                "created_at": now,
+                "updated_at": None,
+            }
+        )
         if len(batch) == BATCH:
             yield batch
             batch = []
@@ -183,12 +193,16 @@ def bulk_rows(user_id: str, count: int, *, prefix: str) -> Iterator[list[dict[st
 
 # --- databases ------------------------------------------------------------------------------------
 
+
 @contextlib.contextmanager
 def fresh_database(backend: str, tmp: Path) -> Iterator[tuple[str, str, str]]:
     """Yield (api URL, cell URL, server version) of new, empty databases; drop them after."""
     if backend == "sqlite":
-        yield (f"sqlite:///{tmp}/cloudseed_api.sqlite", f"sqlite:///{tmp}/cloudseed_cell1.sqlite",
-               f"SQLite {sqlite3.sqlite_version}")
+        yield (
+            f"sqlite:///{tmp}/cloudseed_api.sqlite",
+            f"sqlite:///{tmp}/cloudseed_cell1.sqlite",
+            f"SQLite {sqlite3.sqlite_version}",
+        )
         return
     admin_url = make_url(ADMIN_URLS[backend])
     name = f"cloudseed_bench_{uuid.uuid4().hex[:12]}"
@@ -201,8 +215,9 @@ def fresh_database(backend: str, tmp: Path) -> Iterator[tuple[str, str, str]]:
                 version = " ".join(version.split()[:2])
             else:
                 conn.execute(text(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4"))
-                version = f"MariaDB {version}" if "mariadb" in version.lower() else \
-                    f"MySQL {version}"
+                version = (
+                    f"MariaDB {version}" if "mariadb" in version.lower() else f"MySQL {version}"
+                )
         url = admin_url.set(database=name).render_as_string(hide_password=False)
         yield url, url, version
     finally:
@@ -228,14 +243,16 @@ def bulk_load(settings: Settings, backend: str, user_id: str, count: int) -> flo
             # load this size; SQLite gathers no statistics unless told, and cloudseed never
             # tells it, so it is left as a real deployment would have it.
             with engine.begin() as conn:
-                conn.execute(text("ANALYZE TABLE key_pairs" if backend == "mariadb"
-                                  else "ANALYZE key_pairs"))
+                conn.execute(
+                    text("ANALYZE TABLE key_pairs" if backend == "mariadb" else "ANALYZE key_pairs")
+                )
         return time.perf_counter() - started
     finally:
         engine.dispose()
 
 
 # --- the server -----------------------------------------------------------------------------------
+
 
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -252,17 +269,29 @@ def cloudseed_command() -> str:
 
 
 @contextlib.contextmanager
-def running_server(tmp: Path, api_url: str, cell_url: str, workers: int,
-                   results: Results) -> Iterator[str]:
+def running_server(
+    tmp: Path, api_url: str, cell_url: str, workers: int, results: Results
+) -> Iterator[str]:
     config = tmp / "cloudseed.ini"
-    config.write_text(f"[DEFAULT]\nstate_path = {tmp}\nlog_level = warning\n\n"
-                      f"[api_database]\nconnection = {api_url}\n\n"
-                      f"[database]\nconnection = {cell_url}\n\n"
-                      "[quota]\nkey_pairs = -1\n", encoding="utf-8")
+    config.write_text(
+        f"[DEFAULT]\nstate_path = {tmp}\nlog_level = warning\n\n"
+        f"[api_database]\nconnection = {api_url}\n\n"
+        f"[database]\nconnection = {cell_url}\n\n"
+        "[quota]\nkey_pairs = -1\n",
+        encoding="utf-8",
+    )
     port = free_port()
     log_path = tmp / "server.log"
-    command = [cloudseed_command(), "--config", str(config), "serve",
-               "--api-listen", f"127.0.0.1:{port}", "--workers", str(workers)]
+    command = [
+        cloudseed_command(),
+        "--config",
+        str(config),
+        "serve",
+        "--api-listen",
+        f"127.0.0.1:{port}",
+        "--workers",
+        str(workers),
+    ]
     with log_path.open("wb") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
@@ -270,14 +299,18 @@ def running_server(tmp: Path, api_url: str, cell_url: str, workers: int,
         deadline = time.monotonic() + 30
         while True:
             if process.poll() is not None:
-                raise RuntimeError(f"server exited with {process.returncode}:\n"
-                                   f"{log_path.read_text(errors='replace')}")
+                raise RuntimeError(
+                    f"server exited with {process.returncode}:\n"
+                    f"{log_path.read_text(errors='replace')}"
+                )
             with contextlib.suppress(httpx.TransportError):
                 if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
                     break
             if time.monotonic() > deadline:
-                raise RuntimeError("server did not become healthy in 30 s:\n"
-                                   f"{log_path.read_text(errors='replace')}")
+                raise RuntimeError(
+                    "server did not become healthy in 30 s:\n"
+                    f"{log_path.read_text(errors='replace')}"
+                )
             time.sleep(0.05)
         yield base
     finally:
@@ -288,8 +321,10 @@ def running_server(tmp: Path, api_url: str, cell_url: str, workers: int,
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
-        results.check(process.returncode == 0,
-                      f"server exited with {process.returncode} after SIGTERM (expected 0)")
+        results.check(
+            process.returncode == 0,
+            f"server exited with {process.returncode} after SIGTERM (expected 0)",
+        )
         log_text = log_path.read_text(errors="replace")
         if process.returncode != 0 or "Traceback" in log_text:
             print(f"--- server log ---\n{log_text}", file=sys.stderr)
@@ -297,8 +332,10 @@ def running_server(tmp: Path, api_url: str, cell_url: str, workers: int,
 
 # --- the measurements -----------------------------------------------------------------------------
 
-async def _import_all(base: str, user: str, lines: list[str], names: list[str],
-                      concurrency: int) -> tuple[float, list[float], dict[int, int]]:
+
+async def _import_all(
+    base: str, user: str, lines: list[str], names: list[str], concurrency: int
+) -> tuple[float, list[float], dict[int, int]]:
     """POST every key from ``concurrency`` clients; return (seconds, latencies, statuses)."""
     latencies: list[float] = []
     statuses: dict[int, int] = {}
@@ -313,12 +350,15 @@ async def _import_all(base: str, user: str, lines: list[str], names: list[str],
             latencies.append(time.perf_counter() - started)
             statuses[response.status_code] = statuses.get(response.status_code, 0) + 1
             if response.status_code != 201 and statuses[response.status_code] <= 3:
-                print(f"  import {names[i]}: {response.status_code} {response.text[:300]}",
-                      file=sys.stderr)
+                print(
+                    f"  import {names[i]}: {response.status_code} {response.text[:300]}",
+                    file=sys.stderr,
+                )
 
     limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
-    clients = [httpx.AsyncClient(base_url=base, limits=limits, timeout=60)
-               for _ in range(concurrency)]
+    clients = [
+        httpx.AsyncClient(base_url=base, limits=limits, timeout=60) for _ in range(concurrency)
+    ]
     try:
         # Open every connection before the clock starts.
         await asyncio.gather(*(c.get("/healthz") for c in clients))
@@ -330,21 +370,44 @@ async def _import_all(base: str, user: str, lines: list[str], names: list[str],
     return elapsed, latencies, statuses
 
 
-def measure_imports(results: Results, base: str, *, what: str, user: str, lines: list[str],
-                    names: list[str], concurrency: int) -> None:
-    elapsed, latencies, statuses = asyncio.run(
-        _import_all(base, user, lines, names, concurrency))
+def measure_imports(
+    results: Results,
+    base: str,
+    *,
+    what: str,
+    user: str,
+    lines: list[str],
+    names: list[str],
+    concurrency: int,
+) -> None:
+    elapsed, latencies, statuses = asyncio.run(_import_all(base, user, lines, names, concurrency))
     errors = sum(n for status, n in statuses.items() if status != 201)
     ms = [s * 1000 for s in latencies]
-    results.add(Row(what, f"{len(lines) / elapsed:,.0f} imports/s", percentile(ms, 50),
-                    percentile(ms, 99), f"{len(lines):,} imports in {elapsed:.1f} s, "
-                    f"{concurrency} concurrent clients, {errors} errors"))
+    results.add(
+        Row(
+            what,
+            f"{len(lines) / elapsed:,.0f} imports/s",
+            percentile(ms, 50),
+            percentile(ms, 99),
+            f"{len(lines):,} imports in {elapsed:.1f} s, "
+            f"{concurrency} concurrent clients, {errors} errors",
+        )
+    )
     results.check(errors == 0, f"{what}: non-201 answers {statuses}")
 
 
-def measure_get(results: Results, client: httpx.Client, *, what: str, params: dict[str, str],
-                version: str, expect: int, repeat: int, warmup: int = 5,
-                check_next: bool | None = None) -> None:
+def measure_get(
+    results: Results,
+    client: httpx.Client,
+    *,
+    what: str,
+    params: dict[str, str],
+    version: str,
+    expect: int,
+    repeat: int,
+    warmup: int = 5,
+    check_next: bool | None = None,
+) -> None:
     hdrs = headers(version, BULK_USER)
     latencies: list[float] = []
     size = 0
@@ -363,15 +426,24 @@ def measure_get(results: Results, client: httpx.Client, *, what: str, params: di
             got = len(body["keypairs"])
             results.check(got == expect, f"{what}: {got} key pairs, expected {expect}")
             if check_next is not None:
-                results.check(("keypairs_links" in body) == check_next,
-                              f"{what}: next link {'missing' if check_next else 'unexpected'}")
-    results.add(Row(what, f"{expect:,} key pairs, {size / 1024:,.0f} KiB",
-                    percentile(latencies, 50), percentile(latencies, 99),
-                    f"{repeat} sequential requests"))
+                results.check(
+                    ("keypairs_links" in body) == check_next,
+                    f"{what}: next link {'missing' if check_next else 'unexpected'}",
+                )
+    results.add(
+        Row(
+            what,
+            f"{expect:,} key pairs, {size / 1024:,.0f} KiB",
+            percentile(latencies, 50),
+            percentile(latencies, 99),
+            f"{repeat} sequential requests",
+        )
+    )
 
 
-def measure_walk(results: Results, client: httpx.Client, base: str, *, rows: int,
-                 page: int) -> None:
+def measure_walk(
+    results: Results, client: httpx.Client, base: str, *, rows: int, page: int
+) -> None:
     hdrs = headers("2.35", BULK_USER)
     url: str | None = f"{base}{PATH}?limit={page}"
     names: list[str] = []
@@ -393,15 +465,24 @@ def measure_walk(results: Results, client: httpx.Client, base: str, *, rows: int
     elapsed = time.perf_counter() - started
     expected = [f"key-{i:07d}" for i in range(rows)]
     complete = names == expected
-    results.add(Row(f"walk all {rows:,} via `keypairs_links`, limit={page} (2.35)",
-                    f"{elapsed:.2f} s", percentile(latencies, 50), percentile(latencies, 99),
-                    f"{pages} requests, {len(names):,} names seen"
-                    f"{', each once, in order' if complete else ' (WRONG)'}"))
-    results.check(complete, f"walk: saw {len(names)} names ({len(set(names))} distinct), "
-                            f"expected {rows} in order")
+    results.add(
+        Row(
+            f"walk all {rows:,} via `keypairs_links`, limit={page} (2.35)",
+            f"{elapsed:.2f} s",
+            percentile(latencies, 50),
+            percentile(latencies, 99),
+            f"{pages} requests, {len(names):,} names seen"
+            f"{', each once, in order' if complete else ' (WRONG)'}",
+        )
+    )
+    results.check(
+        complete,
+        f"walk: saw {len(names)} names ({len(set(names))} distinct), expected {rows} in order",
+    )
 
 
 # --- report ---------------------------------------------------------------------------------------
+
 
 def markers(backend: str) -> tuple[str, str]:
     return (f"<!-- bench:keypairs-{backend}:start -->", f"<!-- bench:keypairs-{backend}:end -->")
@@ -410,50 +491,75 @@ def markers(backend: str) -> tuple[str, str]:
 def command_line() -> str:
     exe = os.path.relpath(sys.executable)
     script = os.path.relpath(sys.argv[0])
-    return shlex.join([exe if not exe.startswith("..") else sys.executable,
-                       script if not script.startswith("..") else sys.argv[0], *sys.argv[1:]])
+    return shlex.join(
+        [
+            exe if not exe.startswith("..") else sys.executable,
+            script if not script.startswith("..") else sys.argv[0],
+            *sys.argv[1:],
+        ]
+    )
 
 
 def section_text(args: argparse.Namespace, server_version: str, results: Results) -> str:
     now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    return "\n".join([
-        f"## Key pairs: import and paginated list ({BACKEND_TITLES[args.backend]})",
-        "",
-        f"- Date: {now}",
-        f"- Machine: {os.cpu_count()} CPUs ({cpu_model()}), {platform.system()} "
-        f"{platform.release()}, Python {platform.python_version()}",
-        f"- Database: {server_version} on the same machine",
-        f"- Server: `cloudseed serve --workers {args.workers}` (default settings apart from "
-        "`[quota] key_pairs = -1`); the client (httpx, one keep-alive connection per "
-        "concurrent client) runs on the same machine",
-        f"- Set-up, not measured as API speed: {args.rows:,} key pairs bulk-loaded for one "
-        "user with SQL inserts"
-        + ("; then `ANALYZE`, as autovacuum / InnoDB statistics would do by themselves"
-           if args.backend != "sqlite" else ""),
-        f"- Command: `{command_line()}`",
-        "",
-        results.table(),
-        "",
-    ])
+    return "\n".join(
+        [
+            f"## Key pairs: import and paginated list ({BACKEND_TITLES[args.backend]})",
+            "",
+            f"- Date: {now}",
+            f"- Machine: {os.cpu_count()} CPUs ({cpu_model()}), {platform.system()} "
+            f"{platform.release()}, Python {platform.python_version()}",
+            f"- Database: {server_version} on the same machine",
+            f"- Server: `cloudseed serve --workers {args.workers}` (default settings apart from "
+            "`[quota] key_pairs = -1`); the client (httpx, one keep-alive connection per "
+            "concurrent client) runs on the same machine",
+            f"- Set-up, not measured as API speed: {args.rows:,} key pairs bulk-loaded for one "
+            "user with SQL inserts"
+            + (
+                "; then `ANALYZE`, as autovacuum / InnoDB statistics would do by themselves"
+                if args.backend != "sqlite"
+                else ""
+            ),
+            f"- Command: `{command_line()}`",
+            "",
+            results.table(),
+            "",
+        ]
+    )
 
 
 # --- main -----------------------------------------------------------------------------------------
 
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--backend", choices=tuple(BACKEND_TITLES), default="sqlite")
-    parser.add_argument("--rows", type=int, default=100_000,
-                        help="key pairs bulk-loaded for the list measurements")
-    parser.add_argument("--imports", type=int, default=2_000,
-                        help="key pairs imported over HTTP for the import measurement")
-    parser.add_argument("--loaded-imports", type=int, default=500,
-                        help="imports into the user holding --rows key pairs (0: skip)")
+    parser.add_argument(
+        "--rows", type=int, default=100_000, help="key pairs bulk-loaded for the list measurements"
+    )
+    parser.add_argument(
+        "--imports",
+        type=int,
+        default=2_000,
+        help="key pairs imported over HTTP for the import measurement",
+    )
+    parser.add_argument(
+        "--loaded-imports",
+        type=int,
+        default=500,
+        help="imports into the user holding --rows key pairs (0: skip)",
+    )
     parser.add_argument("--concurrency", type=int, default=16, help="concurrent clients")
     parser.add_argument("--workers", type=int, default=1, help="server worker processes")
-    parser.add_argument("--repeat", type=int, default=200,
-                        help="sequential requests per list measurement")
-    parser.add_argument("--write", metavar="PATH", type=Path,
-                        help="replace this backend's section of this Markdown file")
+    parser.add_argument(
+        "--repeat", type=int, default=200, help="sequential requests per list measurement"
+    )
+    parser.add_argument(
+        "--write",
+        metavar="PATH",
+        type=Path,
+        help="replace this backend's section of this Markdown file",
+    )
     args = parser.parse_args(argv)
     if args.rows < 2_000:
         parser.error("--rows must be at least 2000 (pages of 1000 are measured)")
@@ -483,22 +589,29 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="cloudseed-bench-") as tmp_name:
         tmp = Path(tmp_name)
         with fresh_database(args.backend, tmp) as (api_url, cell_url, server_version):
-            settings = load_settings(environ={
-                "CLOUDSEED_API_DATABASE__CONNECTION": api_url,
-                "CLOUDSEED_DATABASE__CONNECTION": cell_url,
-                "CLOUDSEED_STATE_PATH": str(tmp),
-                "CLOUDSEED_QUOTA__KEY_PAIRS": "-1",
-            })
+            settings = load_settings(
+                environ={
+                    "CLOUDSEED_API_DATABASE__CONNECTION": api_url,
+                    "CLOUDSEED_DATABASE__CONNECTION": cell_url,
+                    "CLOUDSEED_STATE_PATH": str(tmp),
+                    "CLOUDSEED_QUOTA__KEY_PAIRS": "-1",
+                }
+            )
             done = step(f"migrating a new {server_version} database")
             migrate.sync(settings)
             done()
 
             with running_server(tmp, api_url, cell_url, args.workers, results) as base:
                 done = step(f"importing {args.imports:,} key pairs over HTTP")
-                measure_imports(results, base, what="import (POST, 2.10), empty table",
-                                user=IMPORT_USER, lines=lines[:args.imports],
-                                names=[f"import-{i:07d}" for i in range(args.imports)],
-                                concurrency=args.concurrency)
+                measure_imports(
+                    results,
+                    base,
+                    what="import (POST, 2.10), empty table",
+                    user=IMPORT_USER,
+                    lines=lines[: args.imports],
+                    names=[f"import-{i:07d}" for i in range(args.imports)],
+                    concurrency=args.concurrency,
+                )
                 done()
 
                 done = step(f"bulk-loading {rows:,} key pairs for one user")
@@ -510,18 +623,34 @@ def main(argv: list[str] | None = None) -> int:
                 with httpx.Client(base_url=base, timeout=120) as client:
                     cases = [
                         (f"list first page, limit={page}", {"limit": str(page)}, True),
-                        (f"list middle page, limit={page}",
-                         {"limit": str(page), "marker": middle}, True),
-                        (f"list last page, limit={page}",
-                         {"limit": str(page), "marker": f"key-{rows - page - 1:07d}"}, True),
+                        (
+                            f"list middle page, limit={page}",
+                            {"limit": str(page), "marker": middle},
+                            True,
+                        ),
+                        (
+                            f"list last page, limit={page}",
+                            {"limit": str(page), "marker": f"key-{rows - page - 1:07d}"},
+                            True,
+                        ),
                         (f"list first page, limit={big}", {"limit": str(big)}, True),
-                        (f"list middle page, limit={big}",
-                         {"limit": str(big), "marker": middle}, True),
+                        (
+                            f"list middle page, limit={big}",
+                            {"limit": str(big), "marker": middle},
+                            True,
+                        ),
                     ]
                     for what, params, has_next in cases:
-                        measure_get(results, client, what=f"{what} (2.35)", params=params,
-                                    version="2.35", expect=int(params["limit"]),
-                                    repeat=args.repeat, check_next=has_next)
+                        measure_get(
+                            results,
+                            client,
+                            what=f"{what} (2.35)",
+                            params=params,
+                            version="2.35",
+                            expect=int(params["limit"]),
+                            repeat=args.repeat,
+                            check_next=has_next,
+                        )
                     done()
 
                     done = step(f"walking all {rows:,} key pairs, {big} a page")
@@ -529,20 +658,31 @@ def main(argv: list[str] | None = None) -> int:
                     done()
 
                     done = step("listing everything before 2.35 (no pagination)")
-                    measure_get(results, client,
-                                what=f"list all {rows:,} unpaginated (2.34)", params={},
-                                version="2.34", expect=rows, repeat=3, warmup=1)
+                    measure_get(
+                        results,
+                        client,
+                        what=f"list all {rows:,} unpaginated (2.34)",
+                        params={},
+                        version="2.34",
+                        expect=rows,
+                        repeat=3,
+                        warmup=1,
+                    )
                     done()
 
                 if args.loaded_imports:
-                    done = step(f"importing {args.loaded_imports:,} key pairs for the user "
-                                f"with {rows:,}")
-                    measure_imports(results, base,
-                                    what=f"import (POST, 2.10), user already has {rows:,}",
-                                    user=BULK_USER, lines=lines[args.imports:],
-                                    names=[f"more-{i:07d}" for i in
-                                           range(args.loaded_imports)],
-                                    concurrency=args.concurrency)
+                    done = step(
+                        f"importing {args.loaded_imports:,} key pairs for the user with {rows:,}"
+                    )
+                    measure_imports(
+                        results,
+                        base,
+                        what=f"import (POST, 2.10), user already has {rows:,}",
+                        user=BULK_USER,
+                        lines=lines[args.imports :],
+                        names=[f"more-{i:07d}" for i in range(args.loaded_imports)],
+                        concurrency=args.concurrency,
+                    )
                     done()
 
     print(f"\ntotal {time.perf_counter() - total_started:.0f} s\n")

@@ -47,9 +47,11 @@ def database_url(backend: str, session_tmp: Path) -> Iterator[str]:
 
 
 def make_settings(database_url: str, state_path: Path, **env: str) -> Settings:
-    environ = {"CLOUDSEED_API_DATABASE__CONNECTION": database_url,
-               "CLOUDSEED_DATABASE__CONNECTION": database_url,
-               "CLOUDSEED_STATE_PATH": str(state_path)}
+    environ = {
+        "CLOUDSEED_API_DATABASE__CONNECTION": database_url,
+        "CLOUDSEED_DATABASE__CONNECTION": database_url,
+        "CLOUDSEED_STATE_PATH": str(state_path),
+    }
     environ.update(env)
     return load_settings(environ=environ)
 
@@ -107,10 +109,12 @@ def api_url(migrated_settings: Settings, fake_driver: FakeDriver) -> Iterator[st
 
 
 @pytest.fixture()
-def api(api_url: str, clean_api_db: Database, clean_cell_db: Database,
-        fake_driver: FakeDriver) -> Iterator[httpx.Client]:
+def api(
+    api_url: str, clean_api_db: Database, clean_cell_db: Database, fake_driver: FakeDriver
+) -> Iterator[httpx.Client]:
     """A client for the compute API, authenticated (noauth2) as user 'alice' of 'proj'."""
-    with httpx.Client(base_url=api_url, headers={"X-Auth-Token": "alice:proj"},
-                      timeout=30) as client:
+    with httpx.Client(
+        base_url=api_url, headers={"X-Auth-Token": "alice:proj"}, timeout=30
+    ) as client:
         yield client
     fake_driver.clear_failures()

@@ -28,8 +28,12 @@ def tables() -> str:
             if section is not None:
                 out.append("")
             section = opt.section
-            out += [f"### `[{section}]`", "", "| option | environment | default | meaning |",
-                    "|---|---|---|---|"]
+            out += [
+                f"### `[{section}]`",
+                "",
+                "| option | environment | default | meaning |",
+                "|---|---|---|---|",
+            ]
         meaning = opt.help + (f" One of {', '.join(opt.choices)}." if opt.choices else "")
         default = "(secret)" if opt.secret and opt.default else _default(opt.default)
         out.append(f"| `{opt.name}` | `{opt.env_var}` | {default} | {meaning} |")
@@ -38,8 +42,7 @@ def tables() -> str:
 
 def main() -> None:
     text = PAGE.read_text()
-    new = re.sub(r"## Options\n.*?(?=\n## |\Z)", lambda _: tables(), text, count=1,
-                 flags=re.S)
+    new = re.sub(r"## Options\n.*?(?=\n## |\Z)", lambda _: tables(), text, count=1, flags=re.S)
     PAGE.write_text(new)
 
 

@@ -46,14 +46,23 @@ def listeners(settings: Settings) -> list[Listener]:
     from cloudseed.metadata.app import create_metadata_app
 
     d = settings.default
-    return [Listener("compute API", d.osapi_compute_listen, d.osapi_compute_listen_port,
-                     create_api_app),
-            Listener("metadata service", d.metadata_listen, d.metadata_listen_port,
-                     create_metadata_app, ip_ttl=settings.metadata.hop_limit)]
+    return [
+        Listener(
+            "compute API", d.osapi_compute_listen, d.osapi_compute_listen_port, create_api_app
+        ),
+        Listener(
+            "metadata service",
+            d.metadata_listen,
+            d.metadata_listen_port,
+            create_metadata_app,
+            ip_ttl=settings.metadata.hop_limit,
+        ),
+    ]
 
 
-def bind(host: str, port: int, *, ip_ttl: int = 0, reuse_port: bool = False,
-         listen: bool = True) -> socket.socket:
+def bind(
+    host: str, port: int, *, ip_ttl: int = 0, reuse_port: bool = False, listen: bool = True
+) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     # IPPROTO_TCP stated explicitly: asyncio only disables Nagle's algorithm on sockets that say
     # they are TCP, and without that every small response on a kept-alive connection waits
@@ -77,8 +86,9 @@ def bind(host: str, port: int, *, ip_ttl: int = 0, reuse_port: bool = False,
     return sock
 
 
-def _listen_own(bound: list[tuple[Listener, socket.socket]]
-                ) -> list[tuple[Listener, socket.socket]]:
+def _listen_own(
+    bound: list[tuple[Listener, socket.socket]],
+) -> list[tuple[Listener, socket.socket]]:
     """In a worker: a listening socket of its own on each port the parent reserved."""
     own = []
     for listener, reserved in bound:
@@ -95,18 +105,29 @@ class _Server(uvicorn.Server):
         yield
 
 
-async def serve_sockets(settings: Settings, bound: list[tuple[Listener, socket.socket]], *,
-                        stop_event: asyncio.Event | None = None) -> None:
+async def serve_sockets(
+    settings: Settings,
+    bound: list[tuple[Listener, socket.socket]],
+    *,
+    stop_event: asyncio.Event | None = None,
+) -> None:
     """Serve each listener's app on its socket in this process until SIGTERM/SIGINT, or until
     ``stop_event`` is set (for embedding, e.g. in tests)."""
     servers = []
     for listener, sock in bound:
         # proxy_headers off: uvicorn would otherwise believe X-Forwarded-For from 127.0.0.1
         # and rewrite the client address the metadata service identifies guests by.
-        config = uvicorn.Config(listener.factory(settings), lifespan="on", access_log=False,
-                                proxy_headers=False, http=CoalescingHttpToolsProtocol,
-                                log_config=None, server_header=False, date_header=True,
-                                timeout_graceful_shutdown=30)
+        config = uvicorn.Config(
+            listener.factory(settings),
+            lifespan="on",
+            access_log=False,
+            proxy_headers=False,
+            http=CoalescingHttpToolsProtocol,
+            log_config=None,
+            server_header=False,
+            date_header=True,
+            timeout_graceful_shutdown=30,
+        )
         servers.append((_Server(config), sock))
 
     def stop() -> None:
@@ -118,6 +139,7 @@ async def serve_sockets(settings: Settings, bound: list[tuple[Listener, socket.s
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop)
     if stop_event is not None:
+
         async def watch() -> None:
             await stop_event.wait()
             stop()
@@ -128,8 +150,9 @@ async def serve_sockets(settings: Settings, bound: list[tuple[Listener, socket.s
         watcher.cancel()
 
 
-def _worker(settings: Settings, bound: list[tuple[Listener, socket.socket]],
-            own_sockets: bool = False) -> None:
+def _worker(
+    settings: Settings, bound: list[tuple[Listener, socket.socket]], own_sockets: bool = False
+) -> None:
     if own_sockets:
         bound = _listen_own(bound)
     asyncio.run(serve_sockets(settings, bound))
@@ -141,13 +164,27 @@ def run(settings: Settings) -> None:
 
     settings = with_shared_key(settings)  # before forking: every worker checks every token
     forking = settings.default.workers > 1
-    bound = [(listener, bind(listener.host, listener.port, ip_ttl=listener.ip_ttl,
-                             reuse_port=forking, listen=not forking))
-             for listener in listeners(settings)]
+    bound = [
+        (
+            listener,
+            bind(
+                listener.host,
+                listener.port,
+                ip_ttl=listener.ip_ttl,
+                reuse_port=forking,
+                listen=not forking,
+            ),
+        )
+        for listener in listeners(settings)
+    ]
     for listener, sock in bound:
         host, port = sock.getsockname()[:2]
-        log.info("%s listening on http://%s:%d", listener.name,
-                 f"[{host}]" if ":" in host else host, port)
+        log.info(
+            "%s listening on http://%s:%d",
+            listener.name,
+            f"[{host}]" if ":" in host else host,
+            port,
+        )
     if settings.default.workers == 1:
         _worker(settings, bound)
         return
@@ -175,8 +212,9 @@ def _supervise(settings: Settings, bound: list[tuple[Listener, socket.socket]]) 
             for i, worker in enumerate(workers):
                 worker.join(timeout=0.2)
                 if not stopping and worker.exitcode is not None:
-                    log.error("worker %s exited with %s; starting another", worker.pid,
-                              worker.exitcode)
+                    log.error(
+                        "worker %s exited with %s; starting another", worker.pid, worker.exitcode
+                    )
                     workers[i] = start()
     finally:
         for sig, handler in previous.items():

@@ -38,11 +38,19 @@ NON_SETTING_ENV_PREFIX = "CLOUDSEED_TEST_"
 PASSTHROUGH_SECTIONS = frozenset({"keystone_authtoken", "vendordata_dynamic_auth"})
 
 
-def option(default: Any, help: str, *, choices: tuple[str, ...] = (), minimum: int | None = None,
-           secret: bool = False) -> Any:
+def option(
+    default: Any,
+    help: str,
+    *,
+    choices: tuple[str, ...] = (),
+    minimum: int | None = None,
+    secret: bool = False,
+) -> Any:
     """Declare a setting: its default, its help text and the checks on its value."""
-    return field(default=default, metadata={
-        "help": help, "choices": choices, "minimum": minimum, "secret": secret})
+    return field(
+        default=default,
+        metadata={"help": help, "choices": choices, "minimum": minimum, "secret": secret},
+    )
 
 
 @dataclass(frozen=True)
@@ -50,32 +58,43 @@ class DefaultSection:
     """``[DEFAULT]``: where things live and which sockets are served."""
 
     state_path: str = option(
-        "./var", "Directory for cloudseed's own files: the embedded SQLite databases and "
+        "./var",
+        "Directory for cloudseed's own files: the embedded SQLite databases and "
         "the config drives, instances/<uuid>/disk.config (Nova's state_path). Relative "
-        "paths are taken from the working directory.")
-    osapi_compute_listen: str = option(
-        "127.0.0.1", "Address the compute API listens on.")
+        "paths are taken from the working directory.",
+    )
+    osapi_compute_listen: str = option("127.0.0.1", "Address the compute API listens on.")
     osapi_compute_listen_port: int = option(
-        8774, "Port the compute API listens on (0 picks a free one).", minimum=0)
-    metadata_listen: str = option(
-        "127.0.0.1", "Address the metadata service listens on.")
+        8774, "Port the compute API listens on (0 picks a free one).", minimum=0
+    )
+    metadata_listen: str = option("127.0.0.1", "Address the metadata service listens on.")
     metadata_listen_port: int = option(
-        8775, "Port the metadata service listens on (0 picks a free one).", minimum=0)
+        8775, "Port the metadata service listens on (0 picks a free one).", minimum=0
+    )
     workers: int = option(
-        1, "Worker processes serving both HTTP apps (Nova has osapi_compute_workers and "
-        "metadata_workers; cloudseed's workers serve both).", minimum=1)
-    log_level: str = option(
-        "info", "Log level.", choices=("debug", "info", "warning", "error"))
+        1,
+        "Worker processes serving both HTTP apps (Nova has osapi_compute_workers and "
+        "metadata_workers; cloudseed's workers serve both).",
+        minimum=1,
+    )
+    log_level: str = option("info", "Log level.", choices=("debug", "info", "warning", "error"))
     compute_driver: str = option(
-        "fake", "What runs instances: 'fake' keeps them in memory (development, tests); "
+        "fake",
+        "What runs instances: 'fake' keeps them in memory (development, tests); "
         "'qemu' runs each as a qemu-system-x86_64 process on this host (configure [qemu]; "
-        "needs [neutron] service_metadata_proxy).", choices=("fake", "qemu"))
+        "needs [neutron] service_metadata_proxy).",
+        choices=("fake", "qemu"),
+    )
     force_config_drive: bool = option(
-        False, "Give every new instance a config drive, whatever the request says.")
+        False, "Give every new instance a config drive, whatever the request says."
+    )
     config_drive_format: str = option(
-        "iso9660", "Filesystem of new config drives: 'iso9660' (Rock Ridge and Joliet, "
+        "iso9660",
+        "Filesystem of new config drives: 'iso9660' (Rock Ridge and Joliet, "
         "attached as a CD-ROM) or 'vfat' (FAT16 with long names, attached as a disk). Both "
-        "are labelled config-2 and built in-process.", choices=("iso9660", "vfat"))
+        "are labelled config-2 and built in-process.",
+        choices=("iso9660", "vfat"),
+    )
 
 
 @dataclass(frozen=True)
@@ -83,64 +102,93 @@ class ApiSection:
     """``[api]``: the compute API's behaviour."""
 
     auth_strategy: str = option(
-        "noauth2", "How API requests are authenticated. 'keystone' validates tokens against "
+        "noauth2",
+        "How API requests are authenticated. 'keystone' validates tokens against "
         "Keystone (configure [keystone_authtoken]); 'noauth2' trusts an "
         "'X-Auth-Token: <user_id>:<project_id>' header and is for development only: the user "
-        "'admin' is an administrator.", choices=("noauth2", "keystone"))
-    max_limit: int = option(
-        1000, "The most items a collection returns in one response.", minimum=0)
+        "'admin' is an administrator.",
+        choices=("noauth2", "keystone"),
+    )
+    max_limit: int = option(1000, "The most items a collection returns in one response.", minimum=0)
     compute_link_prefix: str = option(
-        "", "Replaces scheme, host and port (and prefixes the path) of links in responses, "
-        "for deployments behind a proxy. Empty means links use the request's own URL.")
+        "",
+        "Replaces scheme, host and port (and prefixes the path) of links in responses, "
+        "for deployments behind a proxy. Empty means links use the request's own URL.",
+    )
     keypair_generation_algorithm: str = option(
-        "rsa", "Key type generated when a client asks the server to generate a key pair "
+        "rsa",
+        "Key type generated when a client asks the server to generate a key pair "
         "(microversions below 2.92): 'rsa' (2048 bits, as Nova) or 'ed25519'. cloudseed's own "
-        "option.", choices=("rsa", "ed25519"))
+        "option.",
+        choices=("rsa", "ed25519"),
+    )
     dhcp_domain: str = option(
-        "novalocal", "Domain appended to the instance hostname in the metadata service and "
-        "config drive ('hostname' in meta_data.json). Empty means none.")
+        "novalocal",
+        "Domain appended to the instance hostname in the metadata service and "
+        "config drive ('hostname' in meta_data.json). Empty means none.",
+    )
     config_drive_skip_versions: str = option(
         "1.0 2007-01-19 2007-03-01 2007-08-29 2007-10-10 2007-12-15 2008-02-01 2008-09-01",
         "Space-separated EC2 metadata versions (and 'latest') left off config drives, as in "
-        "Nova: only the EC2 tree is affected, every OpenStack version is always written.")
+        "Nova: only the EC2 tree is affected, every OpenStack version is always written.",
+    )
     vendordata_providers: str = option(
-        "StaticJSON", "Comma-separated vendordata providers, in order: 'StaticJSON' (the file "
+        "StaticJSON",
+        "Comma-separated vendordata providers, in order: 'StaticJSON' (the file "
         "vendordata_jsonfile_path) and 'DynamicJSON' (the services in "
-        "vendordata_dynamic_targets).")
+        "vendordata_dynamic_targets).",
+    )
     vendordata_jsonfile_path: str = option(
-        "", "JSON file served as vendor_data.json and as 'static' in vendor_data2.json. "
-        "Empty means {}.")
+        "",
+        "JSON file served as vendor_data.json and as 'static' in vendor_data2.json. "
+        "Empty means {}.",
+    )
     vendordata_dynamic_targets: str = option(
-        "", "Comma-separated 'name@url' entries: the services DynamicJSON POSTs each "
-        "instance's details to; each answer is served under its name in vendor_data2.json.")
+        "",
+        "Comma-separated 'name@url' entries: the services DynamicJSON POSTs each "
+        "instance's details to; each answer is served under its name in vendor_data2.json.",
+    )
     vendordata_dynamic_ssl_certfile: str = option(
-        "", "CA bundle for verifying https vendordata targets. Empty means the system's.")
+        "", "CA bundle for verifying https vendordata targets. Empty means the system's."
+    )
     vendordata_dynamic_connect_timeout: int = option(
-        5, "Seconds to wait for a vendordata target to accept the connection.", minimum=3)
+        5, "Seconds to wait for a vendordata target to accept the connection.", minimum=3
+    )
     vendordata_dynamic_read_timeout: int = option(
-        5, "Seconds to wait for a vendordata target's answer.", minimum=0)
+        5, "Seconds to wait for a vendordata target's answer.", minimum=0
+    )
     vendordata_dynamic_failure_fatal: bool = option(
-        False, "A failing vendordata target fails the instance's build (ERROR with the "
-        "reason). Otherwise its entry is {} and a warning is logged.")
+        False,
+        "A failing vendordata target fails the instance's build (ERROR with the "
+        "reason). Otherwise its entry is {} and a warning is logged.",
+    )
 
 
 @dataclass(frozen=True)
 class QuotaSection:
     """``[quota]``: default limits; per-project and per-user overrides live in the API DB."""
 
-    key_pairs: int = option(
-        100, "Key pairs each user may have (-1 for unlimited).", minimum=-1)
+    key_pairs: int = option(100, "Key pairs each user may have (-1 for unlimited).", minimum=-1)
     injected_files: int = option(
-        5, "Personality files a server create or rebuild may carry (microversions below "
-        "2.57; they go onto the config drive). -1 for unlimited.", minimum=-1)
+        5,
+        "Personality files a server create or rebuild may carry (microversions below "
+        "2.57; they go onto the config drive). -1 for unlimited.",
+        minimum=-1,
+    )
     injected_file_content_bytes: int = option(
-        10240, "Longest personality file content, counted as Nova does: the length of its "
-        "base64 text. -1 for unlimited.", minimum=-1)
+        10240,
+        "Longest personality file content, counted as Nova does: the length of its "
+        "base64 text. -1 for unlimited.",
+        minimum=-1,
+    )
     injected_file_path_length: int = option(
-        255, "Longest personality file path, in characters. -1 for unlimited.", minimum=-1)
+        255, "Longest personality file path, in characters. -1 for unlimited.", minimum=-1
+    )
     recheck_quota: bool = option(
-        True, "Count again after creating, and undo the creation if concurrent requests "
-        "pushed the user over the limit.")
+        True,
+        "Count again after creating, and undo the creation if concurrent requests "
+        "pushed the user over the limit.",
+    )
 
 
 @dataclass(frozen=True)
@@ -148,8 +196,11 @@ class ApiDatabaseSection:
     """``[api_database]``: the global database (key pairs, cell and instance mappings, quotas)."""
 
     connection: str = option(
-        "", "SQLAlchemy URL of the API database. Empty means SQLite at "
-        "<state_path>/cloudseed_api.sqlite.", secret=True)
+        "",
+        "SQLAlchemy URL of the API database. Empty means SQLite at "
+        "<state_path>/cloudseed_api.sqlite.",
+        secret=True,
+    )
 
 
 @dataclass(frozen=True)
@@ -158,8 +209,11 @@ class DatabaseSection:
     in the API database's cell mappings."""
 
     connection: str = option(
-        "", "SQLAlchemy URL of the default cell's database. Empty means SQLite at "
-        "<state_path>/cloudseed_cell1.sqlite.", secret=True)
+        "",
+        "SQLAlchemy URL of the default cell's database. Empty means SQLite at "
+        "<state_path>/cloudseed_cell1.sqlite.",
+        secret=True,
+    )
 
 
 @dataclass(frozen=True)
@@ -167,7 +221,8 @@ class OsloMiddlewareSection:
     """``[oslo_middleware]``: request limits (Nova applies them through oslo.middleware)."""
 
     max_request_body_size: int = option(
-        114688, "Largest request body accepted, in bytes; larger ones get 413.", minimum=1)
+        114688, "Largest request body accepted, in bytes; larger ones get 413.", minimum=1
+    )
 
 
 @dataclass(frozen=True)
@@ -175,12 +230,16 @@ class NeutronSection:
     """``[neutron]``: how the metadata service trusts a metadata proxy (Nova's options)."""
 
     service_metadata_proxy: bool = option(
-        False, "Requests come through a metadata proxy that names the instance in signed "
+        False,
+        "Requests come through a metadata proxy that names the instance in signed "
         "X-Instance-ID headers (Neutron's metadata agent, or the qemu driver's proxy). "
-        "Otherwise the instance is found by the request's source address.")
+        "Otherwise the instance is found by the request's source address.",
+    )
     metadata_proxy_shared_secret: str = option(
-        "", "Secret the proxy signs X-Instance-ID (and X-Metadata-Provider) with: hex "
-        "HMAC-SHA256.", secret=True)
+        "",
+        "Secret the proxy signs X-Instance-ID (and X-Metadata-Provider) with: hex HMAC-SHA256.",
+        secret=True,
+    )
 
 
 @dataclass(frozen=True)
@@ -188,28 +247,45 @@ class MetadataSection:
     """``[metadata]``: the metadata service's own behaviour (cloudseed's section)."""
 
     trusted_proxies: str = option(
-        "", "Comma-separated addresses or networks of HTTP proxies in front of the metadata "
+        "",
+        "Comma-separated addresses or networks of HTTP proxies in front of the metadata "
         "service. Only requests from these may name the client in X-Forwarded-For or "
-        "Forwarded; from anyone else those headers are ignored.")
+        "Forwarded; from anyone else those headers are ignored.",
+    )
     require_token: bool = option(
-        False, "Require a session token (PUT /latest/api/token, then "
+        False,
+        "Require a session token (PUT /latest/api/token, then "
         "X-aws-ec2-metadata-token) on every request, on both trees. Per instance, the server "
-        "metadata item metadata_http_tokens=required does the same.")
+        "metadata item metadata_http_tokens=required does the same.",
+    )
     token_secret: str = option(
-        "", "Key that session tokens are signed with. Empty means a random key per start "
+        "",
+        "Key that session tokens are signed with. Empty means a random key per start "
         "(tokens then end with a restart; guests ask for a new one on 401). Set the same "
-        "value on every host behind one address.", secret=True)
+        "value on every host behind one address.",
+        secret=True,
+    )
     hop_limit: int = option(
-        0, "IP TTL of the metadata service's responses (EC2's hop limit: 1 keeps answers "
-        "from leaving the first hop). 0 means the system default.", minimum=0)
+        0,
+        "IP TTL of the metadata service's responses (EC2's hop limit: 1 keeps answers "
+        "from leaving the first hop). 0 means the system default.",
+        minimum=0,
+    )
     change_poll_interval_ms: int = option(
-        20, "How often each worker looks for changed instances in the cell databases, in "
-        "milliseconds. A change is served by every worker within this time.", minimum=1)
+        20,
+        "How often each worker looks for changed instances in the cell databases, in "
+        "milliseconds. A change is served by every worker within this time.",
+        minimum=1,
+    )
     cache_size: int = option(
-        100000, "Instances whose rendered documents each worker keeps in memory (least "
-        "recently used ones are dropped).", minimum=1)
+        100000,
+        "Instances whose rendered documents each worker keeps in memory (least "
+        "recently used ones are dropped).",
+        minimum=1,
+    )
     access_log: bool = option(
-        False, "Log every metadata request. Refused and failed requests are always logged.")
+        False, "Log every metadata request. Refused and failed requests are always logged."
+    )
 
 
 @dataclass(frozen=True)
@@ -217,16 +293,19 @@ class LibvirtSection:
     """``[libvirt]``: disk image injection (Nova's option names)."""
 
     inject_partition: int = option(
-        -2, "Where to inject into the image: -2 never, -1 find the root filesystem by "
-        "inspection, 0 the whole disk is the filesystem, N partition N.", minimum=-2)
-    inject_key: bool = option(
-        False, "Inject the instance's key into /root/.ssh/authorized_keys.")
-    inject_password: bool = option(
-        False, "Inject the admin password into /etc/shadow.")
+        -2,
+        "Where to inject into the image: -2 never, -1 find the root filesystem by "
+        "inspection, 0 the whole disk is the filesystem, N partition N.",
+        minimum=-2,
+    )
+    inject_key: bool = option(False, "Inject the instance's key into /root/.ssh/authorized_keys.")
+    inject_password: bool = option(False, "Inject the admin password into /etc/shadow.")
     inject_handlers: str = option(
-        "guestfs,debugfs,loop,nbd", "Comma-separated image handlers tried in order: guestfs "
+        "guestfs,debugfs,loop,nbd",
+        "Comma-separated image handlers tried in order: guestfs "
         "(libguestfs), debugfs (raw ext2/3/4, rootless), loop (raw, root), nbd (qcow2 and "
-        "others, root). cloudseed's own option.")
+        "others, root). cloudseed's own option.",
+    )
 
 
 @dataclass(frozen=True)
@@ -234,37 +313,52 @@ class FakeDriverSection:
     """``[fake_driver]``: the in-memory driver (cloudseed's own section)."""
 
     delay_ms: int = option(
-        0, "How long each fake operation takes, in milliseconds, so that BUILD, REBOOT and "
-        "REBUILD can be observed.", minimum=0)
+        0,
+        "How long each fake operation takes, in milliseconds, so that BUILD, REBOOT and "
+        "REBUILD can be observed.",
+        minimum=0,
+    )
 
 
 @dataclass(frozen=True)
 class QemuSection:
     """``[qemu]``: the qemu driver (cloudseed's own section; see docs/qemu-driver.md)."""
 
-    binary: str = option(
-        "qemu-system-x86_64", "The QEMU system emulator to run guests with.")
+    binary: str = option("qemu-system-x86_64", "The QEMU system emulator to run guests with.")
     accel: str = option(
-        "auto", "Accelerator: 'kvm', 'tcg' (software emulation), or 'auto': KVM when "
+        "auto",
+        "Accelerator: 'kvm', 'tcg' (software emulation), or 'auto': KVM when "
         "/dev/kvm is usable hardware virtualization (vmx or svm, and not a nested PVM "
-        "host), otherwise TCG.", choices=("auto", "kvm", "tcg"))
+        "host), otherwise TCG.",
+        choices=("auto", "kvm", "tcg"),
+    )
     images_type: str = option(
-        "qcow2", "Instance disks: 'qcow2' is a copy-on-write overlay of the image; 'raw' a "
+        "qcow2",
+        "Instance disks: 'qcow2' is a copy-on-write overlay of the image; 'raw' a "
         "full sparse copy, which the rootless debugfs injection handler can write into "
-        "(Nova's [libvirt] images_type).", choices=("qcow2", "raw"))
+        "(Nova's [libvirt] images_type).",
+        choices=("qcow2", "raw"),
+    )
     kernel_cmdline: str = option(
-        "root=/dev/vda rw console=ttyS0,115200", "Kernel command line for images that "
-        "name a kernel (kernel_id) but no os_command_line property.")
+        "root=/dev/vda rw console=ttyS0,115200",
+        "Kernel command line for images that "
+        "name a kernel (kernel_id) but no os_command_line property.",
+    )
     metadata_url: str = option(
-        "", "Where each guest's metadata proxy forwards to (http://host:port). Empty means "
+        "",
+        "Where each guest's metadata proxy forwards to (http://host:port). Empty means "
         "this service's own metadata listener ([DEFAULT] metadata_listen and "
-        "metadata_listen_port, a wildcard address meaning 127.0.0.1).")
+        "metadata_listen_port, a wildcard address meaning 127.0.0.1).",
+    )
     shutdown_timeout: int = option(
-        60, "Seconds a guest gets to power off after the ACPI power button (stop, soft "
-        "reboot) before it is switched off (Nova's [DEFAULT] shutdown_timeout).", minimum=0)
+        60,
+        "Seconds a guest gets to power off after the ACPI power button (stop, soft "
+        "reboot) before it is switched off (Nova's [DEFAULT] shutdown_timeout).",
+        minimum=0,
+    )
     start_timeout: int = option(
-        30, "Seconds to wait for a QEMU process to come up before the operation fails.",
-        minimum=1)
+        30, "Seconds to wait for a QEMU process to come up before the operation fails.", minimum=1
+    )
 
 
 @dataclass(frozen=True)
@@ -348,15 +442,24 @@ def all_options() -> Iterator[OptionInfo]:
         section_cls = hints[attr]
         field_types = typing.get_type_hints(section_cls)
         for f in dataclasses.fields(section_cls):
-            yield OptionInfo(section=section, name=f.name, type=field_types[f.name],
-                             default=f.default, help=f.metadata["help"],
-                             choices=f.metadata["choices"], minimum=f.metadata["minimum"],
-                             secret=f.metadata["secret"])
+            yield OptionInfo(
+                section=section,
+                name=f.name,
+                type=field_types[f.name],
+                default=f.default,
+                help=f.metadata["help"],
+                choices=f.metadata["choices"],
+                minimum=f.metadata["minimum"],
+                secret=f.metadata["secret"],
+            )
 
 
-def load_settings(*, config_file: str | os.PathLike[str] | None = None,
-                  environ: Mapping[str, str] | None = None,
-                  overrides: Mapping[tuple[str, str], Any] | None = None) -> Settings:
+def load_settings(
+    *,
+    config_file: str | os.PathLike[str] | None = None,
+    environ: Mapping[str, str] | None = None,
+    overrides: Mapping[tuple[str, str], Any] | None = None,
+) -> Settings:
     """Build Settings from defaults, the config file, the environment and explicit overrides.
 
     ``overrides`` are the command-line flags, keyed by (INI section, option name).
@@ -374,9 +477,13 @@ def load_settings(*, config_file: str | os.PathLike[str] | None = None,
     if config_file is not None:
         parser = _read_ini(Path(config_file))
         for section in ["DEFAULT", *parser.sections()]:
-            items = (parser.defaults() if section == "DEFAULT"
-                     else {k: v for k, v in parser.items(section, raw=True)
-                           if k not in parser.defaults()})
+            items = (
+                parser.defaults()
+                if section == "DEFAULT"
+                else {
+                    k: v for k, v in parser.items(section, raw=True) if k not in parser.defaults()
+                }
+            )
             if section in PASSTHROUGH_SECTIONS:
                 passthrough[section] = dict(items)
                 continue
@@ -384,13 +491,15 @@ def load_settings(*, config_file: str | os.PathLike[str] | None = None,
                 if (section, name) in options:
                     raw[(section, name)] = (value, f"{config_file} [{section}] {name}")
                 else:
-                    warnings.append(f"unknown option [{section}] {name} in {config_file} "
-                                    "(ignored)")
+                    warnings.append(f"unknown option [{section}] {name} in {config_file} (ignored)")
 
     by_env = {o.env_var: key for key, o in options.items()}
     for var, value in environ.items():
-        if (not var.startswith(ENV_PREFIX) or var in NON_SETTING_ENV
-                or var.startswith(NON_SETTING_ENV_PREFIX)):
+        if (
+            not var.startswith(ENV_PREFIX)
+            or var in NON_SETTING_ENV
+            or var.startswith(NON_SETTING_ENV_PREFIX)
+        ):
             continue
         if var in by_env:
             raw[by_env[var]] = (value, f"environment variable {var}")
@@ -439,8 +548,9 @@ def _check_lists(settings: Settings) -> None:
             fail("metadata", "trusted_proxies", item, "not an address or network")
     url = settings.qemu.metadata_url
     if url and not _is_host_port_url(url):
-        raise ConfigError(f"invalid value {url!r} for [qemu] metadata_url: must be "
-                          "http://host:port")
+        raise ConfigError(
+            f"invalid value {url!r} for [qemu] metadata_url: must be http://host:port"
+        )
     for item in split_list(settings.libvirt.inject_handlers):
         if item not in ("guestfs", "debugfs", "loop", "nbd"):
             fail("libvirt", "inject_handlers", item, "must be guestfs, debugfs, loop or nbd")
@@ -452,8 +562,14 @@ def _is_host_port_url(url: str) -> bool:
         port = parts.port
     except ValueError:
         return False
-    return (parts.scheme == "http" and bool(parts.hostname) and port is not None
-            and parts.path in ("", "/") and not parts.query and not parts.fragment)
+    return (
+        parts.scheme == "http"
+        and bool(parts.hostname)
+        and port is not None
+        and parts.path in ("", "/")
+        and not parts.query
+        and not parts.fragment
+    )
 
 
 def _read_ini(path: Path) -> configparser.RawConfigParser:
@@ -495,12 +611,17 @@ def _cast(opt: OptionInfo, value: Any, origin: str) -> Any:
         else:
             result = str(value).strip()
     except ValueError as exc:
-        raise ConfigError(f"invalid value {value!r} for [{opt.section}] {opt.name} "
-                          f"(from {origin}): {exc}") from exc
+        raise ConfigError(
+            f"invalid value {value!r} for [{opt.section}] {opt.name} (from {origin}): {exc}"
+        ) from exc
     if opt.choices and result not in opt.choices:
-        raise ConfigError(f"invalid value {value!r} for [{opt.section}] {opt.name} "
-                          f"(from {origin}): must be one of {', '.join(opt.choices)}")
+        raise ConfigError(
+            f"invalid value {value!r} for [{opt.section}] {opt.name} "
+            f"(from {origin}): must be one of {', '.join(opt.choices)}"
+        )
     if opt.minimum is not None and result < opt.minimum:
-        raise ConfigError(f"invalid value {value!r} for [{opt.section}] {opt.name} "
-                          f"(from {origin}): must be at least {opt.minimum}")
+        raise ConfigError(
+            f"invalid value {value!r} for [{opt.section}] {opt.name} "
+            f"(from {origin}): must be at least {opt.minimum}"
+        )
     return result

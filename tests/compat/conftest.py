@@ -50,12 +50,21 @@ class Cli:
 
     def _run(self, argv: list[str], ok: bool) -> subprocess.CompletedProcess[str]:
         started = time.monotonic()
-        result = subprocess.run(argv, env=self.env, cwd=self.cwd, capture_output=True,
-                                text=True, timeout=RUN_TIMEOUT, check=False)
+        result = subprocess.run(
+            argv,
+            env=self.env,
+            cwd=self.cwd,
+            capture_output=True,
+            text=True,
+            timeout=RUN_TIMEOUT,
+            check=False,
+        )
         self.runs.append((argv[1:], time.monotonic() - started))
         if ok and result.returncode != 0:
-            pytest.fail(f"{' '.join(argv)} exited {result.returncode}\n"
-                        f"stdout:\n{result.stdout}\nstderr:\n{result.stderr}")
+            pytest.fail(
+                f"{' '.join(argv)} exited {result.returncode}\n"
+                f"stdout:\n{result.stdout}\nstderr:\n{result.stderr}"
+            )
         if not ok and result.returncode == 0:
             pytest.fail(f"{' '.join(argv)} unexpectedly succeeded\n{result.stdout}")
         return result
@@ -72,8 +81,9 @@ class Cli:
 
 
 @pytest.fixture()
-def cli(openstack: Path, proxy: osc.RecordingProxy, identity: osc.IdentityStub,
-        tmp_path: Path) -> Cli:
+def cli(
+    openstack: Path, proxy: osc.RecordingProxy, identity: osc.IdentityStub, tmp_path: Path
+) -> Cli:
     config = tmp_path / "osc"
     config.mkdir()
     env = osc.cloud_env(config, f"{proxy.url}/v2.1", TOKEN, identity.url)

@@ -71,29 +71,57 @@ def _ensure_cloud_init() -> str | None:
     if not (CLOUDINIT / "__init__.py").is_file():
         apt = shutil.which("apt-get")
         if apt is None:
-            return ("Debian's cloud-init package is not installed and there is no apt-get "
-                    "to install it")
+            return (
+                "Debian's cloud-init package is not installed and there is no apt-get to install it"
+            )
         if os.geteuid() != 0:
-            return ("Debian's cloud-init package is not installed; as root: "
-                    "apt-get install --no-install-recommends cloud-init")
+            return (
+                "Debian's cloud-init package is not installed; as root: "
+                "apt-get install --no-install-recommends cloud-init"
+            )
         env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive", "LC_ALL": "C"}
-        install = [apt, "-o", "DPkg::Lock::Timeout=300", "install", "-y",
-                   "--no-install-recommends", "cloud-init"]
-        result = subprocess.run(install, env=env, capture_output=True, text=True,
-                                timeout=INSTALL_TIMEOUT, check=False)
+        install = [
+            apt,
+            "-o",
+            "DPkg::Lock::Timeout=300",
+            "install",
+            "-y",
+            "--no-install-recommends",
+            "cloud-init",
+        ]
+        result = subprocess.run(
+            install, env=env, capture_output=True, text=True, timeout=INSTALL_TIMEOUT, check=False
+        )
         if result.returncode != 0:  # perhaps stale package lists
-            subprocess.run([apt, "-o", "DPkg::Lock::Timeout=300", "update"], env=env,
-                           capture_output=True, timeout=INSTALL_TIMEOUT, check=False)
-            result = subprocess.run(install, env=env, capture_output=True, text=True,
-                                    timeout=INSTALL_TIMEOUT, check=False)
+            subprocess.run(
+                [apt, "-o", "DPkg::Lock::Timeout=300", "update"],
+                env=env,
+                capture_output=True,
+                timeout=INSTALL_TIMEOUT,
+                check=False,
+            )
+            result = subprocess.run(
+                install,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=INSTALL_TIMEOUT,
+                check=False,
+            )
         if result.returncode != 0:
-            return (f"apt-get install cloud-init failed:\n{result.stdout[-2000:]}"
-                    f"{result.stderr[-2000:]}")
+            return (
+                f"apt-get install cloud-init failed:\n{result.stdout[-2000:]}"
+                f"{result.stderr[-2000:]}"
+            )
     if not DEBIAN_PYTHON.is_file():
         return f"{DEBIAN_PYTHON} (Debian's interpreter for cloud-init) is missing"
-    check = subprocess.run([str(DEBIAN_PYTHON), "-I", "-B", "-c",
-                            "import cloudinit.sources.helpers.openstack"],
-                           capture_output=True, text=True, timeout=60, check=False)
+    check = subprocess.run(
+        [str(DEBIAN_PYTHON), "-I", "-B", "-c", "import cloudinit.sources.helpers.openstack"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     if check.returncode != 0:
         return f"cloud-init does not import under {DEBIAN_PYTHON}:\n{check.stderr[-2000:]}"
     return None
@@ -122,12 +150,14 @@ def metadata_url(database_url: str, tmp_path: Path, target: Target) -> Iterator[
     static = tmp_path / "vendor_data.json"
     static.write_text(json.dumps({"cloud-init": STATIC_VENDORDATA}))
     settings = make_settings(
-        database_url, tmp_path / "state",
+        database_url,
+        tmp_path / "state",
         CLOUDSEED_NEUTRON__SERVICE_METADATA_PROXY="true",
         CLOUDSEED_NEUTRON__METADATA_PROXY_SHARED_SECRET=SECRET,
         CLOUDSEED_API__VENDORDATA_PROVIDERS="StaticJSON,DynamicJSON",
         CLOUDSEED_API__VENDORDATA_JSONFILE_PATH=str(static),
-        CLOUDSEED_API__VENDORDATA_DYNAMIC_TARGETS=f"cloud-init@{target.url}")
+        CLOUDSEED_API__VENDORDATA_DYNAMIC_TARGETS=f"cloud-init@{target.url}",
+    )
     with running_metadata(settings) as url:
         yield url
 
@@ -136,8 +166,7 @@ def metadata_url(database_url: str, tmp_path: Path, target: Target) -> Iterator[
 def cloud(api: httpx.Client, api_db: Database, tmp_path: Path) -> Cloud:
     made = make_cloud(api, api_db, tmp_path)
     with api_db.write() as session:
-        net = networks.add_network(session, name="loop", cidr="127.0.0.0/24",
-                                   gateway="127.0.0.1")
+        net = networks.add_network(session, name="loop", cidr="127.0.0.0/24", gateway="127.0.0.1")
         made.network_id = net.uuid
     return made
 
@@ -166,12 +195,27 @@ class CloudInitRun:
     def __init__(self, python: Path, base: str, mac: str, work: Path, *modes: str) -> None:
         work.mkdir(parents=True, exist_ok=True)
         self.work = work
-        self.argv = [str(python), "-I", "-B", str(CLIENT), base, *modes, "--mac", mac,
-                     "--work", str(work)]
+        self.argv = [
+            str(python),
+            "-I",
+            "-B",
+            str(CLIENT),
+            base,
+            *modes,
+            "--mac",
+            mac,
+            "--work",
+            str(work),
+        ]
         self.started = time.monotonic()
         self.process = subprocess.Popen(
-            self.argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=work,
-            env={"PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8", "HOME": str(work)})
+            self.argv,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=work,
+            env={"PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8", "HOME": str(work)},
+        )
         self.seconds = 0.0
 
     def __enter__(self) -> CloudInitRun:
@@ -192,8 +236,10 @@ class CloudInitRun:
             timed_out = f" (killed after {CLIENT_TIMEOUT} s)"
         self.seconds = time.monotonic() - self.started
         if self.process.returncode != 0:
-            pytest.fail(f"{' '.join(self.argv)} exited {self.process.returncode}{timed_out}\n"
-                        f"stderr:\n{stderr[-4000:]}\ncloud-init log:\n{self.log()[-8000:]}")
+            pytest.fail(
+                f"{' '.join(self.argv)} exited {self.process.returncode}{timed_out}\n"
+                f"stderr:\n{stderr[-4000:]}\ncloud-init log:\n{self.log()[-8000:]}"
+            )
         result: dict[str, Any] = json.loads(stdout)
         return result
 
@@ -210,15 +256,16 @@ def unb64(value: Any) -> bytes:
     return value.encode()
 
 
-def run_cloud_init(python: Path, relay: Relay, guest: Guest, work: Path,
-                   *modes: str) -> CloudInitRun:
+def run_cloud_init(
+    python: Path, relay: Relay, guest: Guest, work: Path, *modes: str
+) -> CloudInitRun:
     return CloudInitRun(python, relay.url, guest.mac, work, *modes)
 
 
-def guest_relay(metadata_url: str, guest: Guest, **options: Any
-                ) -> AbstractContextManager[Relay]:
-    return metadata_relay(metadata_url, instance_id=guest.id, tenant_id="proj", secret=SECRET,
-                          **options)
+def guest_relay(metadata_url: str, guest: Guest, **options: Any) -> AbstractContextManager[Relay]:
+    return metadata_relay(
+        metadata_url, instance_id=guest.id, tenant_id="proj", secret=SECRET, **options
+    )
 
 
 def misses(relay: Relay) -> set[tuple[str, str, int]]:
@@ -227,30 +274,47 @@ def misses(relay: Relay) -> set[tuple[str, str, int]]:
 
 # Newer EC2 versions that cloud-init probes for, and the AWS identity document: neither Nova nor
 # cloudseed serves them, and cloud-init goes on without them.
-EC2_VERSION_PROBES = {("GET", f"/{version}/meta-data/instance-id", 404)
-                      for version in ("2021-03-23", "2018-09-24", "2016-09-02")}
+EC2_VERSION_PROBES = {
+    ("GET", f"/{version}/meta-data/instance-id", 404)
+    for version in ("2021-03-23", "2018-09-24", "2016-09-02")
+}
 AWS_IDENTITY = ("GET", "/2009-04-04/dynamic/instance-identity", 404)
 
 
 # -- the tests ------------------------------------------------------------------------------
 
 
-def test_cloud_init_reads_both_trees(api: httpx.Client, cloud: Cloud, metadata_url: str,
-                                     target: Target, cloud_init: Path,
-                                     tmp_path: Path) -> None:
-    guest = boot(api, cloud, key_name="key1", user_data=b64(USER_DATA),
-                 availability_zone="nova")
+def test_cloud_init_reads_both_trees(
+    api: httpx.Client,
+    cloud: Cloud,
+    metadata_url: str,
+    target: Target,
+    cloud_init: Path,
+    tmp_path: Path,
+) -> None:
+    guest = boot(api, cloud, key_name="key1", user_data=b64(USER_DATA), availability_zone="nova")
     user_data = USER_DATA.encode()
     # IMDSv2 waits ~10 s for the identity document (5 retries, twice): run it alongside.
-    with guest_relay(metadata_url, guest) as relay, \
-            guest_relay(metadata_url, guest) as aws_relay, \
-            run_cloud_init(cloud_init, aws_relay, guest, tmp_path / "aws",
-                           "ec2-datasource-v2") as aws, \
-            run_cloud_init(cloud_init, relay, guest, tmp_path / "guest", "openstack-reader",
-                           "openstack-datasource", "ec2-helpers", "ec2-datasource-v1") as run:
+    with (
+        guest_relay(metadata_url, guest) as relay,
+        guest_relay(metadata_url, guest) as aws_relay,
+        run_cloud_init(cloud_init, aws_relay, guest, tmp_path / "aws", "ec2-datasource-v2") as aws,
+        run_cloud_init(
+            cloud_init,
+            relay,
+            guest,
+            tmp_path / "guest",
+            "openstack-reader",
+            "openstack-datasource",
+            "ec2-helpers",
+            "ec2-datasource-v1",
+        ) as run,
+    ):
         out, out_aws = run.result(), aws.result()
-    print(f"cloud-init {out['cloud_init_version']}: {run.seconds:.1f} s; "
-          f"IMDSv2 datasource {aws.seconds:.1f} s")
+    print(
+        f"cloud-init {out['cloud_init_version']}: {run.seconds:.1f} s; "
+        f"IMDSv2 datasource {aws.seconds:.1f} s"
+    )
 
     # OpenStack tree, as read_v2() returns it and as the datasource's helpers convert it.
     reader = out["openstack-reader"]
@@ -263,8 +327,10 @@ def test_cloud_init_reads_both_trees(api: httpx.Client, cloud: Cloud, metadata_u
     assert reader["public_keys"] == [cloud.key1]
     assert unb64(read["userdata"]) == user_data
     assert read["vendordata"] == {"cloud-init": STATIC_VENDORDATA}
-    assert read["vendordata2"] == {"static": {"cloud-init": STATIC_VENDORDATA},
-                                   "cloud-init": DYNAMIC_VENDORDATA}
+    assert read["vendordata2"] == {
+        "static": {"cloud-init": STATIC_VENDORDATA},
+        "cloud-init": DYNAMIC_VENDORDATA,
+    }
     assert reader["vendordata_raw"] == STATIC_VENDORDATA
     assert reader["vendordata2_raw"] == DYNAMIC_VENDORDATA
     (link,) = read["networkdata"]["links"]
@@ -274,7 +340,10 @@ def test_cloud_init_reads_both_trees(api: httpx.Client, cloud: Cloud, metadata_u
     assert (nic["type"], nic["name"], nic["mac_address"]) == ("physical", "eth0", guest.mac)
     (subnet,) = nic["subnets"]
     assert (subnet["type"], subnet["address"], subnet["netmask"]) == (
-        "static", guest.address, "255.255.255.0")
+        "static",
+        guest.address,
+        "255.255.255.0",
+    )
     ec2_id = read["ec2-metadata"]["instance-id"]
     assert ec2_id.startswith("i-")
     assert read["ec2-metadata"]["public-keys"] == {"key1": cloud.key1}
@@ -301,8 +370,10 @@ def test_cloud_init_reads_both_trees(api: httpx.Client, cloud: Cloud, metadata_u
     assert helpers["meta_data"]["placement"] == {"availability-zone": "nova"}
     assert helpers["meta_data"]["local-ipv4"] == guest.address
     assert unb64(helpers["user_data"]) == user_data
-    for ec2, cloud_name in ((out["ec2-datasource-v1"], "unknown"), (out_aws["ec2-datasource-v2"],
-                                                                    "aws")):
+    for ec2, cloud_name in (
+        (out["ec2-datasource-v1"], "unknown"),
+        (out_aws["ec2-datasource-v2"], "aws"),
+    ):
         assert ec2["get_data"] is True, cloud_name
         assert ec2["cloud_name"] == cloud_name
         assert ec2["used_token"] is (cloud_name == "aws")
@@ -315,8 +386,9 @@ def test_cloud_init_reads_both_trees(api: httpx.Client, cloud: Cloud, metadata_u
 
     # What went over the wire: IMDSv1 never asked for a token; IMDSv2 got one session token
     # and used it on every request after, none of which was refused.
-    assert not any(e.method == "PUT" or "x-aws-ec2-metadata-token" in e.headers
-                   for e in relay.exchanges)
+    assert not any(
+        e.method == "PUT" or "x-aws-ec2-metadata-token" in e.headers for e in relay.exchanges
+    )
     assert misses(relay) <= EC2_VERSION_PROBES
     put, *gets = aws_relay.exchanges
     assert (put.method, put.path, put.status) == ("PUT", "/latest/api/token", 200)
@@ -329,12 +401,20 @@ def test_cloud_init_reads_both_trees(api: httpx.Client, cloud: Cloud, metadata_u
     assert target.bodies
     for body in target.bodies:
         assert (body["instance-id"], body["project-id"], body["user-data"]) == (
-            guest.id, "proj", b64(USER_DATA))
+            guest.id,
+            "proj",
+            b64(USER_DATA),
+        )
 
 
-def test_new_user_data_reaches_the_next_crawl(api: httpx.Client, cloud: Cloud,
-                                              metadata_url: str, target: Target,
-                                              cloud_init: Path, tmp_path: Path) -> None:
+def test_new_user_data_reaches_the_next_crawl(
+    api: httpx.Client,
+    cloud: Cloud,
+    metadata_url: str,
+    target: Target,
+    cloud_init: Path,
+    tmp_path: Path,
+) -> None:
     guest = boot(api, cloud, key_name="key1", user_data=b64(USER_DATA))
     modes = ("openstack-datasource", "ec2-datasource-v1")
     with guest_relay(metadata_url, guest) as relay:
@@ -343,9 +423,11 @@ def test_new_user_data_reaches_the_next_crawl(api: httpx.Client, cloud: Cloud,
             assert unb64(before[mode]["userdata_raw"]) == USER_DATA.encode(), mode
         # Binary user data this time: gzip, which cloud-init unpacks itself.
         new = gzip.compress(b"#cloud-config\nruncmd: [echo 'second user data']\n", mtime=0)
-        r = api.put(f"/v2.1/servers/{guest.id}",
-                    json={"server": {"user_data": base64.b64encode(new).decode()}},
-                    headers=mv("2.105"))
+        r = api.put(
+            f"/v2.1/servers/{guest.id}",
+            json={"server": {"user_data": base64.b64encode(new).decode()}},
+            headers=mv("2.105"),
+        )
         assert r.status_code == 200, r.text
         after = run_cloud_init(cloud_init, relay, guest, tmp_path / "after", *modes).result()
     for mode in modes:
@@ -355,13 +437,16 @@ def test_new_user_data_reaches_the_next_crawl(api: httpx.Client, cloud: Cloud,
     assert target.bodies[-1]["user-data"] == base64.b64encode(new).decode()
 
 
-def test_guest_posts_its_password_through_the_proxy(api: httpx.Client, cloud: Cloud,
-                                                    metadata_url: str) -> None:
+def test_guest_posts_its_password_through_the_proxy(
+    api: httpx.Client, cloud: Cloud, metadata_url: str
+) -> None:
     guest = boot(api, cloud)
     # What a guest agent posts: the new password encrypted to the key pair, base64-encoded.
     secret = base64.b64encode(os.urandom(256)).decode()
-    with guest_relay(metadata_url, guest) as relay, \
-            httpx.Client(base_url=relay.url, timeout=10) as md:
+    with (
+        guest_relay(metadata_url, guest) as relay,
+        httpx.Client(base_url=relay.url, timeout=10) as md,
+    ):
         assert md.get("/openstack/latest/password").content == b""
         r = md.post("/openstack/latest/password", content=secret.encode())
         assert r.status_code == 200, r.text
@@ -372,12 +457,14 @@ def test_guest_posts_its_password_through_the_proxy(api: httpx.Client, cloud: Cl
 
 
 def test_imdsv2_through_a_proxy_that_also_sends_x_forwarded_for(
-        api: httpx.Client, cloud: Cloud, metadata_url: str, cloud_init: Path,
-        tmp_path: Path) -> None:
+    api: httpx.Client, cloud: Cloud, metadata_url: str, cloud_init: Path, tmp_path: Path
+) -> None:
     guest = boot(api, cloud, key_name="key1")
     with guest_relay(metadata_url, guest, forwarded_for=guest.address) as relay:
-        out = run_cloud_init(cloud_init, relay, guest, tmp_path / "aws",
-                             "ec2-datasource-v2").result()
+        out = run_cloud_init(
+            cloud_init, relay, guest, tmp_path / "aws", "ec2-datasource-v2"
+        ).result()
     assert ("PUT", "/latest/api/token", 200) in {
-        (e.method, e.path, e.status) for e in relay.exchanges}
+        (e.method, e.path, e.status) for e in relay.exchanges
+    }
     assert out["ec2-datasource-v2"]["get_data"] is True

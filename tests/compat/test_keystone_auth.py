@@ -36,7 +36,8 @@ pytestmark = [
     # Python 3.11 warns that cgi is deprecated. Not cloudseed's doing, and raised while the
     # server thread builds the app (so it would abort the server's start-up under "error").
     pytest.mark.filterwarnings(
-        "ignore:'cgi' is deprecated and slated for removal in Python 3.13:DeprecationWarning"),
+        "ignore:'cgi' is deprecated and slated for removal in Python 3.13:DeprecationWarning"
+    ),
 ]
 
 V2_10 = {"OpenStack-API-Version": "compute 2.10", "X-OpenStack-Nova-API-Version": "2.10"}
@@ -67,11 +68,13 @@ def _reporter(config: pytest.Config) -> Callable[[str], None]:
 
 
 @pytest.fixture(scope="module")
-def keystone(backend: str, request: pytest.FixtureRequest,
-             tmp_path_factory: pytest.TempPathFactory) -> Iterator[Keystone]:
+def keystone(
+    backend: str, request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Keystone]:
     try:
-        with keystone_support.running_keystone(tmp_path_factory.mktemp("keystone"),
-                                               report=_reporter(request.config)) as ks:
+        with keystone_support.running_keystone(
+            tmp_path_factory.mktemp("keystone"), report=_reporter(request.config)
+        ) as ks:
             yield ks
     except keystone_support.KeystoneUnavailable as exc:
         if keystone_support.required():
@@ -126,10 +129,14 @@ def compute(keystone_settings: Settings) -> Iterator[str]:
 @pytest.fixture(scope="module")
 def tokens(keystone: Keystone, request: pytest.FixtureRequest) -> dict[str, str]:
     started = time.monotonic()
-    issued = {"alice": keystone.token(keystone.alice), "bob": keystone.token(keystone.bob),
-              "admin": keystone.token(keystone.admin)}
-    _reporter(request.config)(f"keystone: 3 project-scoped tokens: "
-                              f"{time.monotonic() - started:.1f} s")
+    issued = {
+        "alice": keystone.token(keystone.alice),
+        "bob": keystone.token(keystone.bob),
+        "admin": keystone.token(keystone.admin),
+    }
+    _reporter(request.config)(
+        f"keystone: 3 project-scoped tokens: {time.monotonic() - started:.1f} s"
+    )
     return issued
 
 
@@ -142,15 +149,17 @@ def _client(base: str, token: str | None = None) -> httpx.Client:
 
 def _public_key() -> str:
     key = ed25519.Ed25519PrivateKey.generate().public_key()
-    return key.public_bytes(serialization.Encoding.OpenSSH,
-                            serialization.PublicFormat.OpenSSH).decode()
+    return key.public_bytes(
+        serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH
+    ).decode()
 
 
 @pytest.fixture(scope="module")
 def bobs_keypair(compute: str, tokens: dict[str, str]) -> str:
     with _client(compute, tokens["bob"]) as bob:
-        response = bob.post("/v2.1/os-keypairs", json={"keypair": {
-            "name": "bob-key", "public_key": _public_key()}})
+        response = bob.post(
+            "/v2.1/os-keypairs", json={"keypair": {"name": "bob-key", "public_key": _public_key()}}
+        )
     assert response.status_code == 201, response.text
     return "bob-key"
 
@@ -173,8 +182,12 @@ def test_version_discovery_needs_no_token(compute: str) -> None:
 def test_request_without_token_is_refused(compute: str, keystone: Keystone) -> None:
     with _client(compute) as anonymous:
         _assert_unauthorized(anonymous.get("/v2.1/os-keypairs"), keystone)
-        _assert_unauthorized(anonymous.post("/v2.1/os-keypairs", json={"keypair": {
-            "name": "k", "public_key": _public_key()}}), keystone)
+        _assert_unauthorized(
+            anonymous.post(
+                "/v2.1/os-keypairs", json={"keypair": {"name": "k", "public_key": _public_key()}}
+            ),
+            keystone,
+        )
 
 
 def test_garbage_token_is_refused(compute: str, keystone: Keystone) -> None:
@@ -185,14 +198,15 @@ def test_garbage_token_is_refused(compute: str, keystone: Keystone) -> None:
         _assert_unauthorized(forged.get("/v2.1/os-keypairs"), keystone)
 
 
-def test_alice_manages_her_own_keypair(compute: str, keystone: Keystone,
-                                       keystone_settings: Settings,
-                                       tokens: dict[str, str]) -> None:
+def test_alice_manages_her_own_keypair(
+    compute: str, keystone: Keystone, keystone_settings: Settings, tokens: dict[str, str]
+) -> None:
     alice_id = keystone.alice.id
     public_key = _public_key()
     with _client(compute, tokens["alice"]) as alice:
-        created = alice.post("/v2.1/os-keypairs", json={"keypair": {
-            "name": "alice-key", "public_key": public_key}})
+        created = alice.post(
+            "/v2.1/os-keypairs", json={"keypair": {"name": "alice-key", "public_key": public_key}}
+        )
         assert created.status_code == 201, created.text
         assert created.json()["keypair"]["user_id"] == alice_id
         assert created.json()["keypair"]["public_key"] == public_key
@@ -215,8 +229,11 @@ def test_alice_manages_her_own_keypair(compute: str, keystone: Keystone,
         db = Database.connect("api", keystone_settings.api_database_url)
         try:
             with db.read() as session:
-                stored = session.execute(
-                    select(KeyPair.user_id).where(KeyPair.name == "alice-key")).scalars().all()
+                stored = (
+                    session.execute(select(KeyPair.user_id).where(KeyPair.name == "alice-key"))
+                    .scalars()
+                    .all()
+                )
         finally:
             db.dispose()
         assert stored == [alice_id]
@@ -226,16 +243,22 @@ def test_alice_manages_her_own_keypair(compute: str, keystone: Keystone,
         assert alice.get("/v2.1/os-keypairs/alice-key").status_code == 404
 
 
-def test_alice_cannot_see_bobs_keypairs(compute: str, keystone: Keystone,
-                                        tokens: dict[str, str], bobs_keypair: str) -> None:
+def test_alice_cannot_see_bobs_keypairs(
+    compute: str, keystone: Keystone, tokens: dict[str, str], bobs_keypair: str
+) -> None:
     with _client(compute, tokens["alice"]) as alice:
         response = alice.get("/v2.1/os-keypairs", params={"user_id": keystone.bob.id})
         assert response.status_code == 403, response.text
-        assert response.json() == {"forbidden": {"code": 403, "message": (
-            "Policy doesn't allow os_compute_api:os-keypairs:index to be performed.")}}
+        assert response.json() == {
+            "forbidden": {
+                "code": 403,
+                "message": (
+                    "Policy doesn't allow os_compute_api:os-keypairs:index to be performed."
+                ),
+            }
+        }
 
-        shown = alice.get(f"/v2.1/os-keypairs/{bobs_keypair}",
-                          params={"user_id": keystone.bob.id})
+        shown = alice.get(f"/v2.1/os-keypairs/{bobs_keypair}", params={"user_id": keystone.bob.id})
         assert shown.status_code == 403, shown.text
 
         # Her own list (same project as bob) does not include his key pair.
@@ -244,13 +267,22 @@ def test_alice_cannot_see_bobs_keypairs(compute: str, keystone: Keystone,
         assert bobs_keypair not in [k["keypair"]["name"] for k in own.json()["keypairs"]]
 
         # Nor may she create one in his name.
-        for_bob = alice.post("/v2.1/os-keypairs", json={"keypair": {
-            "name": "planted", "public_key": _public_key(), "user_id": keystone.bob.id}})
+        for_bob = alice.post(
+            "/v2.1/os-keypairs",
+            json={
+                "keypair": {
+                    "name": "planted",
+                    "public_key": _public_key(),
+                    "user_id": keystone.bob.id,
+                }
+            },
+        )
         assert for_bob.status_code == 403, for_bob.text
 
 
-def test_admin_lists_bobs_keypairs(compute: str, keystone: Keystone,
-                                   tokens: dict[str, str], bobs_keypair: str) -> None:
+def test_admin_lists_bobs_keypairs(
+    compute: str, keystone: Keystone, tokens: dict[str, str], bobs_keypair: str
+) -> None:
     with _client(compute, tokens["admin"]) as admin:
         response = admin.get("/v2.1/os-keypairs", params={"user_id": keystone.bob.id})
         assert response.status_code == 200, response.text

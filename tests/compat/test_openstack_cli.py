@@ -36,44 +36,75 @@ pytestmark = [
 ]
 
 
-
 def make_public_key(directory: Path) -> tuple[Path, str]:
     """An ed25519 public key file, and its MD5 fingerprint as ``ssh-keygen -l -E md5`` says."""
     private = directory / "id_ed25519"
     public = directory / "id_ed25519.pub"
     keygen = shutil.which("ssh-keygen")
     if keygen:
-        subprocess.run([keygen, "-q", "-t", "ed25519", "-N", "", "-C", "alice@cloudseed-test",
-                        "-f", str(private)], check=True, capture_output=True, timeout=30)
-        out = subprocess.run([keygen, "-l", "-E", "md5", "-f", str(public)], check=True,
-                             capture_output=True, text=True, timeout=30).stdout
+        subprocess.run(
+            [
+                keygen,
+                "-q",
+                "-t",
+                "ed25519",
+                "-N",
+                "",
+                "-C",
+                "alice@cloudseed-test",
+                "-f",
+                str(private),
+            ],
+            check=True,
+            capture_output=True,
+            timeout=30,
+        )
+        out = subprocess.run(
+            [keygen, "-l", "-E", "md5", "-f", str(public)],
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        ).stdout
         # "256 MD5:1f:2e:... alice@cloudseed-test (ED25519)"
         fingerprint = out.split()[1].removeprefix("MD5:")
         return public, fingerprint
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-    line = Ed25519PrivateKey.generate().public_key().public_bytes(
-        serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH).decode()
+    line = (
+        Ed25519PrivateKey.generate()
+        .public_key()
+        .public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
+        .decode()
+    )
     public.write_text(f"{line} alice@cloudseed-test\n")
     return public, md5_fingerprint(line)
 
 
 def md5_fingerprint(public_key: str) -> str:
     digest = hashlib.md5(base64.b64decode(public_key.split()[1])).hexdigest()
-    return ":".join(digest[i:i + 2] for i in range(0, len(digest), 2))
+    return ":".join(digest[i : i + 2] for i in range(0, len(digest), 2))
 
 
 def public_key_of(private_pem: str) -> str:
     from cryptography.hazmat.primitives import serialization
 
     key = serialization.load_ssh_private_key(private_pem.encode(), password=None)
-    return key.public_key().public_bytes(serialization.Encoding.OpenSSH,
-                                         serialization.PublicFormat.OpenSSH).decode()
+    return (
+        key.public_key()
+        .public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
+        .decode()
+    )
 
 
-def test_keypair_commands(cli: Cli, api: httpx.Client, proxy: osc.RecordingProxy,
-                          identity: osc.IdentityStub, tmp_path: Path) -> None:
+def test_keypair_commands(
+    cli: Cli,
+    api: httpx.Client,
+    proxy: osc.RecordingProxy,
+    identity: osc.IdentityStub,
+    tmp_path: Path,
+) -> None:
     pub_file, fingerprint = make_public_key(tmp_path)
     pub_text = pub_file.read_text()
     assert pub_text.endswith("\n")
@@ -124,17 +155,24 @@ def test_keypair_commands(cli: Cli, api: httpx.Client, proxy: osc.RecordingProxy
     before = len(proxy.requests)
     paged = cli.json("--os-compute-api-version", "2.35", "keypair", "list", "--limit", "1")
     assert [k["Name"] for k in paged] == ["k1", "k2"]
-    pages = [r for r in proxy.requests[before:]
-             if r.method == "GET" and r.path.startswith("/v2.1/os-keypairs")]
-    assert [r.path for r in pages] == ["/v2.1/os-keypairs?limit=1",
-                                       "/v2.1/os-keypairs?limit=1&marker=k1",
-                                       "/v2.1/os-keypairs?limit=1&marker=k2"]
+    pages = [
+        r
+        for r in proxy.requests[before:]
+        if r.method == "GET" and r.path.startswith("/v2.1/os-keypairs")
+    ]
+    assert [r.path for r in pages] == [
+        "/v2.1/os-keypairs?limit=1",
+        "/v2.1/os-keypairs?limit=1&marker=k1",
+        "/v2.1/os-keypairs?limit=1&marker=k2",
+    ]
     assert all(r.microversion == "2.35" for r in pages)
-    first_page = api.get("/v2.1/os-keypairs", params={"limit": 1},
-                         headers={"OpenStack-API-Version": "compute 2.35"}).json()
+    first_page = api.get(
+        "/v2.1/os-keypairs", params={"limit": 1}, headers={"OpenStack-API-Version": "compute 2.35"}
+    ).json()
     assert [k["keypair"]["name"] for k in first_page["keypairs"]] == ["k1"]
     assert first_page["keypairs_links"] == [
-        {"rel": "next", "href": f"{api.base_url}/v2.1/os-keypairs?limit=1&marker=k1"}]
+        {"rel": "next", "href": f"{api.base_url}/v2.1/os-keypairs?limit=1&marker=k1"}
+    ]
 
     # --- delete; then show and delete fail ----------------------------------------------------
     cli("keypair", "delete", "k1")
@@ -145,8 +183,9 @@ def test_keypair_commands(cli: Cli, api: httpx.Client, proxy: osc.RecordingProxy
     assert "No Keypair found for k1" in missing.stderr
     not_found = proxy.last("GET", "/v2.1/os-keypairs/k1")
     assert not_found.status == 404
-    assert json.loads(not_found.response) == {"itemNotFound": {
-        "code": 404, "message": "Keypair k1 not found for user alice"}}
+    assert json.loads(not_found.response) == {
+        "itemNotFound": {"code": 404, "message": "Keypair k1 not found for user alice"}
+    }
     # delete passes the API's 404 message through to the user.
     again = cli("keypair", "delete", "k1", ok=False)
     assert "Keypair k1 not found for user alice" in again.stdout + again.stderr
@@ -158,14 +197,16 @@ def test_keypair_commands(cli: Cli, api: httpx.Client, proxy: osc.RecordingProxy
     # Keypair calls use the SDK's Keypair maximum, 2.10, unless the version is forced; both
     # microversion headers are always sent together.
     assert {r.microversion for r in api_calls} == {"2.10", "2.35"}
-    assert all(r.headers.get("x-openstack-nova-api-version") == r.microversion
-               for r in api_calls)
+    assert all(r.headers.get("x-openstack-nova-api-version") == r.microversion for r in api_calls)
     # Discovery of the compute endpoint is the only other traffic.
     assert {r.path for r in proxy.requests if r not in api_calls} <= {"/v2.1", "/v2.1/"}
     # The identity stub answered version discovery and nothing else: no token was requested.
     assert identity.requests, "OSC did not consult the identity endpoint at all"
     assert identity.token_requests() == []
-    assert {(r[0], r[1]) for r in identity.requests} <= {("GET", "/v3"), ("GET", "/v3/"),
-                                                         ("GET", "/")}
+    assert {(r[0], r[1]) for r in identity.requests} <= {
+        ("GET", "/v3"),
+        ("GET", "/v3/"),
+        ("GET", "/"),
+    }
 
     assert len(cli.runs) < 15

@@ -56,7 +56,7 @@ OSC_VERSION = "2.100"  # what OSC negotiates for server commands against max 2.1
 
 # The documented way to change a server's user data with openstacksdk (OSC has no flag for it).
 # Run with the python of the venv OSC is installed in; clouds.yaml as for the CLI.
-SDK_SCRIPT = '''\
+SDK_SCRIPT = """\
 import base64
 import sys
 
@@ -77,7 +77,7 @@ with open(sys.argv[3], "rb") as f:
         json={"reboot": {"type": "HARD", "user_data": base64.b64encode(f.read()).decode()}})
 exceptions.raise_from_response(response)
 print(server.id)
-'''
+"""
 
 
 @pytest.fixture()
@@ -103,17 +103,25 @@ def admin_show(api: httpx.Client, server_id: str) -> dict[str, Any]:
 def user_data_history(api: httpx.Client, server_id: str) -> list[tuple[str, str | None]]:
     r = api.get(f"/v2.1/servers/{server_id}/bootstrap-history", headers=ADMIN)
     assert r.status_code == 200, r.text
-    return [(c["action"], c["new"]["sha256"] if c["new"] else None)
-            for c in r.json()["bootstrap_history"] if c["field"] == "user_data"]
+    return [
+        (c["action"], c["new"]["sha256"] if c["new"] else None)
+        for c in r.json()["bootstrap_history"]
+        if c["field"] == "user_data"
+    ]
 
 
 def sha256(content: bytes) -> str:
     return hashlib.sha256(content).hexdigest()
 
 
-def test_server_commands(cli: Cli, api: httpx.Client, cloud: Cloud,
-                         proxy: osc.RecordingProxy, identity: osc.IdentityStub,
-                         tmp_path: Path) -> None:
+def test_server_commands(
+    cli: Cli,
+    api: httpx.Client,
+    cloud: Cloud,
+    proxy: osc.RecordingProxy,
+    identity: osc.IdentityStub,
+    tmp_path: Path,
+) -> None:
     ud1 = b"#cloud-config\nruncmd:\n  - [echo, one]\n"
     ud2 = gzip.compress(b"#!/bin/sh\necho two\n", mtime=0)  # binary: OSC must send it as is
     ud3, ud4 = b"#!/bin/sh\necho three\n", b"#!/bin/sh\necho four\n"
@@ -123,8 +131,9 @@ def test_server_commands(cli: Cli, api: httpx.Client, cloud: Cloud,
 
     # --- create: through the API, since `openstack server create --image` cannot work yet
     # (see test_server_create_with_key_and_user_data) -------------------------------------------
-    server_id = create_server(api, cloud, version=OSC_VERSION, name="vm1", key_name="key1",
-                              user_data=files["ud1"][1])["id"]
+    server_id = create_server(
+        api, cloud, version=OSC_VERSION, name="vm1", key_name="key1", user_data=files["ud1"][1]
+    )["id"]
     wait_for(api, server_id, "ACTIVE")
 
     # --- show ---------------------------------------------------------------------------------
@@ -141,13 +150,23 @@ def test_server_commands(cli: Cli, api: httpx.Client, cloud: Cloud,
 
     # --- rebuild with another image, key pair and user data -----------------------------------
     action = f"/v2.1/servers/{server_id}/action"
-    rebuilt = cli.json("server", "rebuild", "--image", cloud.image2_id, "--key-name", "key2",
-                       "--user-data", str(files["ud2"][0]), "vm1")
+    rebuilt = cli.json(
+        "server",
+        "rebuild",
+        "--image",
+        cloud.image2_id,
+        "--key-name",
+        "key2",
+        "--user-data",
+        str(files["ud2"][0]),
+        "vm1",
+    )
     assert rebuilt["key_name"] == "key2"
     sent = proxy.last("POST", action)
     assert (sent.status, sent.microversion) == (202, OSC_VERSION)
-    assert json.loads(sent.body) == {"rebuild": {
-        "imageRef": cloud.image2_id, "key_name": "key2", "user_data": files["ud2"][1]}}
+    assert json.loads(sent.body) == {
+        "rebuild": {"imageRef": cloud.image2_id, "key_name": "key2", "user_data": files["ud2"][1]}
+    }
     # OSC looked the image up through the image service: cloudseed's Glance slice.
     assert proxy.last("GET", f"/image/v2/images/{cloud.image2_id}").status == 200
     wait_for(api, server_id, "ACTIVE")
@@ -159,8 +178,9 @@ def test_server_commands(cli: Cli, api: httpx.Client, cloud: Cloud,
 
     # --- rebuild without key pair and user data (and the current image) ------------------------
     cli("server", "rebuild", "--no-key-name", "--no-user-data", "vm1")
-    assert json.loads(proxy.last("POST", action).body) == {"rebuild": {
-        "imageRef": cloud.image2_id, "key_name": None, "user_data": None}}
+    assert json.loads(proxy.last("POST", action).body) == {
+        "rebuild": {"imageRef": cloud.image2_id, "key_name": None, "user_data": None}
+    }
     wait_for(api, server_id, "ACTIVE")
     server = admin_show(api, server_id)
     assert server["image"]["id"] == cloud.image2_id
@@ -189,8 +209,12 @@ def test_server_commands(cli: Cli, api: httpx.Client, cloud: Cloud,
     wait_for(api, server_id, "ACTIVE")
     assert admin_show(api, server_id)["OS-EXT-SRV-ATTR:user_data"] == files["ud4"][1]
     assert user_data_history(api, server_id) == [
-        ("create", sha256(ud1)), ("rebuild", sha256(ud2)), ("rebuild", None),
-        ("update", sha256(ud3)), ("reboot", sha256(ud4))]
+        ("create", sha256(ud1)),
+        ("rebuild", sha256(ud2)),
+        ("rebuild", None),
+        ("update", sha256(ud3)),
+        ("reboot", sha256(ud4)),
+    ]
 
     # --- delete ---------------------------------------------------------------------------------
     cli("server", "delete", "--wait", "vm1")
@@ -202,43 +226,69 @@ def test_server_commands(cli: Cli, api: httpx.Client, cloud: Cloud,
     api_calls = [r for r in proxy.requests if r.path.startswith("/v2.1/servers")]
     assert all(r.headers.get("x-auth-token") == TOKEN for r in api_calls)
     assert {r.microversion for r in api_calls} == {OSC_VERSION, "2.105"}
-    assert all(r.headers.get("x-openstack-nova-api-version") == r.microversion
-               for r in api_calls)
+    assert all(r.headers.get("x-openstack-nova-api-version") == r.microversion for r in api_calls)
     assert identity.token_requests() == []
     assert len(cli.runs) <= 6
 
 
-def test_server_create_with_key_and_user_data(cli: Cli, api: httpx.Client, cloud: Cloud,
-                                              proxy: osc.RecordingProxy,
-                                              tmp_path: Path) -> None:
+def test_server_create_with_key_and_user_data(
+    cli: Cli, api: httpx.Client, cloud: Cloud, proxy: osc.RecordingProxy, tmp_path: Path
+) -> None:
     path, encoded = user_data_file(tmp_path, "ud.dat", b"#cloud-config\nruncmd: [[echo, hi]]\n")
     try:
-        created = cli.json("server", "create", "--image", cloud.image_id, "--flavor", "1",
-                           "--key-name", "key1", "--user-data", str(path), "--wait", "vm1")
+        created = cli.json(
+            "server",
+            "create",
+            "--image",
+            cloud.image_id,
+            "--flavor",
+            "1",
+            "--key-name",
+            "key1",
+            "--user-data",
+            str(path),
+            "--wait",
+            "vm1",
+        )
     finally:
         sent = proxy.last("POST", "/v2.1/servers")
         assert sent.microversion == OSC_VERSION
         body = json.loads(sent.body)["server"]
         assert (body["imageRef"], body["key_name"], body["user_data"]) == (
-            cloud.image_id, "key1", encoded)
+            cloud.image_id,
+            "key1",
+            encoded,
+        )
         assert body["networks"] == "auto"  # no --network: OSC sends "auto" from 2.37 on
     assert created["status"] == "ACTIVE"
     assert created["key_name"] == "key1"
     assert admin_show(api, created["id"])["OS-EXT-SRV-ATTR:user_data"] == encoded
 
 
-def test_server_create_on_a_named_network(cli: Cli, api: httpx.Client, cloud: Cloud,
-                                          proxy: osc.RecordingProxy) -> None:
-    created = cli.json("server", "create", "--image", cloud.image_id, "--flavor", "1",
-                       "--network", "private", "--wait", "vm2")
+def test_server_create_on_a_named_network(
+    cli: Cli, api: httpx.Client, cloud: Cloud, proxy: osc.RecordingProxy
+) -> None:
+    created = cli.json(
+        "server",
+        "create",
+        "--image",
+        cloud.image_id,
+        "--flavor",
+        "1",
+        "--network",
+        "private",
+        "--wait",
+        "vm2",
+    )
     body = json.loads(proxy.last("POST", "/v2.1/servers").body)["server"]
     assert body["networks"] == [{"uuid": cloud.network_id}]
     assert created["status"] == "ACTIVE"
     assert list(created["addresses"]) == ["private"]
 
 
-def test_server_show_names_the_image(cli: Cli, api: httpx.Client, cloud: Cloud,
-                                     proxy: osc.RecordingProxy) -> None:
+def test_server_show_names_the_image(
+    cli: Cli, api: httpx.Client, cloud: Cloud, proxy: osc.RecordingProxy
+) -> None:
     server_id = create_server(api, cloud, version=OSC_VERSION, name="vm3")["id"]
     wait_for(api, server_id, "ACTIVE")
     shown = cli.json("server", "show", server_id)

@@ -50,8 +50,7 @@ def openstack() -> Path:
         return osc_plugin.openstack_with_plugin()
     except osc.OscUnavailable as exc:
         if osc.required():
-            pytest.fail(f"CLOUDSEED_REQUIRE_DBS=1 but OSC with cloudseed-osc is unavailable: "
-                        f"{exc}")
+            pytest.fail(f"CLOUDSEED_REQUIRE_DBS=1 but OSC with cloudseed-osc is unavailable: {exc}")
         pytest.skip(f"python-openstackclient cannot be installed here: {exc}")
 
 
@@ -76,10 +75,15 @@ def stored_user_data(api: httpx.Client, server_id: str) -> str | None:
     return value
 
 
-def active_server(api: httpx.Client, cloud: Cloud, name: str, content: bytes,
-                  **fields: Any) -> str:
-    server_id: str = create_server(api, cloud, version=OSC_VERSION, name=name,
-                                   user_data=base64.b64encode(content).decode(), **fields)["id"]
+def active_server(api: httpx.Client, cloud: Cloud, name: str, content: bytes, **fields: Any) -> str:
+    server_id: str = create_server(
+        api,
+        cloud,
+        version=OSC_VERSION,
+        name=name,
+        user_data=base64.b64encode(content).decode(),
+        **fields,
+    )["id"]
     wait_for(api, server_id, "ACTIVE")
     return server_id
 
@@ -109,8 +113,9 @@ def test_help_shows_the_new_options(cli: Cli) -> None:
 
 
 @sqlite_only
-def test_server_set_user_data(cli: Cli, api: httpx.Client, cloud: Cloud,
-                              proxy: osc.RecordingProxy, tmp_path: Path) -> None:
+def test_server_set_user_data(
+    cli: Cli, api: httpx.Client, cloud: Cloud, proxy: osc.RecordingProxy, tmp_path: Path
+) -> None:
     server_id = active_server(api, cloud, "vm1", b"#cloud-config\n{}\n")
     put = f"/v2.1/servers/{server_id}"
     gz = gzip.compress(b"#!/bin/sh\necho two\n", mtime=0)  # binary: must arrive as it is
@@ -129,8 +134,10 @@ def test_server_set_user_data(cli: Cli, api: httpx.Client, cloud: Cloud,
     proxy.requests.clear()
     cli("server", "set", "--name", "vm1b", "--user-data", str(ud2), server_id)
     puts = [(r.microversion, json.loads(r.body), r.status) for r in sent(proxy, "PUT", put)]
-    assert puts == [(PLUGIN_VERSION, {"server": {"user_data": ud2_b64}}, 200),
-                    (OSC_VERSION, {"server": {"name": "vm1b"}}, 200)]
+    assert puts == [
+        (PLUGIN_VERSION, {"server": {"user_data": ud2_b64}}, 200),
+        (OSC_VERSION, {"server": {"name": "vm1b"}}, 200),
+    ]
     assert stored_user_data(api, server_id) == ud2_b64
     r = api.get(put)
     assert r.json()["server"]["name"] == "vm1b"
@@ -152,8 +159,8 @@ def test_server_set_user_data(cli: Cli, api: httpx.Client, cloud: Cloud,
 
 @sqlite_only
 def test_config_drive_server_takes_user_data_with_a_hard_reboot(
-        cli: Cli, api: httpx.Client, cloud: Cloud, proxy: osc.RecordingProxy,
-        tmp_path: Path) -> None:
+    cli: Cli, api: httpx.Client, cloud: Cloud, proxy: osc.RecordingProxy, tmp_path: Path
+) -> None:
     server_id = active_server(api, cloud, "cd1", b"#cloud-config\n{}\n", config_drive=True)
     action = f"/v2.1/servers/{server_id}/action"
     old = stored_user_data(api, server_id)
@@ -175,7 +182,7 @@ def test_config_drive_server_takes_user_data_with_a_hard_reboot(
     assert json.loads(exchange.body) == {"reboot": {"type": "HARD", "user_data": ud_b64}}
     # --wait polled the server after the reboot, and returned once it saw it ACTIVE again.
     calls = [r for r in proxy.requests if r.path.startswith(f"/v2.1/servers/{server_id}")]
-    polls = calls[calls.index(exchange) + 1:]
+    polls = calls[calls.index(exchange) + 1 :]
     assert polls and {r.method for r in polls} == {"GET"}
     assert json.loads(polls[-1].response)["server"]["status"] == "ACTIVE"
     server = api.get(f"/v2.1/servers/{server_id}").json()["server"]
@@ -196,14 +203,16 @@ def test_config_drive_server_takes_user_data_with_a_hard_reboot(
     cli("server", "reboot", "--hard", "cd1")
     [exchange] = sent(proxy, "POST", action)
     assert (exchange.microversion, json.loads(exchange.body)) == (
-        OSC_VERSION, {"reboot": {"type": "HARD"}})
+        OSC_VERSION,
+        {"reboot": {"type": "HARD"}},
+    )
     wait_for(api, server_id, "ACTIVE")
 
 
 @sqlite_only
 def test_soft_reboot_with_user_data_is_refused_before_any_request(
-        cli: Cli, api: httpx.Client, cloud: Cloud, proxy: osc.RecordingProxy,
-        tmp_path: Path) -> None:
+    cli: Cli, api: httpx.Client, cloud: Cloud, proxy: osc.RecordingProxy, tmp_path: Path
+) -> None:
     server_id = active_server(api, cloud, "vm2", b"#cloud-config\n{}\n")
     old = stored_user_data(api, server_id)
     ud, _ = user_data_file(tmp_path, "ud.txt", b"#!/bin/sh\n")
@@ -216,18 +225,22 @@ def test_soft_reboot_with_user_data_is_refused_before_any_request(
 
 
 @sqlite_only
-def test_rebuild_user_data_needs_2_57(cli: Cli, api: httpx.Client, cloud: Cloud,
-                                      proxy: osc.RecordingProxy, tmp_path: Path) -> None:
+def test_rebuild_user_data_needs_2_57(
+    cli: Cli, api: httpx.Client, cloud: Cloud, proxy: osc.RecordingProxy, tmp_path: Path
+) -> None:
     server_id = active_server(api, cloud, "vm3", b"#cloud-config\n{}\n")
     action = f"/v2.1/servers/{server_id}/action"
     ud, ud_b64 = user_data_file(tmp_path, "ud.txt", b"#!/bin/sh\necho rebuilt\n")
 
     # At 2.55 the stock client would send user_data (it checks 2.54); the plugin refuses.
     for option in (["--user-data", str(ud)], ["--no-user-data"]):
-        refused = cli("--os-compute-api-version", "2.55", "server", "rebuild", *option, "vm3",
-                      ok=False)
-        assert (f"--os-compute-api-version 2.57 or greater is required to support the "
-                f"{option[0]} option") in refused.stderr
+        refused = cli(
+            "--os-compute-api-version", "2.55", "server", "rebuild", *option, "vm3", ok=False
+        )
+        assert (
+            f"--os-compute-api-version 2.57 or greater is required to support the "
+            f"{option[0]} option"
+        ) in refused.stderr
         no_traceback(refused)
     assert sent(proxy, "POST", action) == []
 
@@ -244,22 +257,29 @@ def test_rebuild_user_data_needs_2_57(cli: Cli, api: httpx.Client, cloud: Cloud,
     assert stored_user_data(api, server_id) is None
 
 
-@pytest.mark.parametrize(("advertised", "accepted"), [
-    ("2.96", "2.96"),    # the version document says so: refused before any server request
-    ("2.105", "2.104"),  # it claims 2.105 but answers 406 (say, mid-upgrade)
-])
-def test_cloud_without_2_105(openstack: Path, identity: osc.IdentityStub, tmp_path: Path,
-                             advertised: str, accepted: str) -> None:
+@pytest.mark.parametrize(
+    ("advertised", "accepted"),
+    [
+        ("2.96", "2.96"),  # the version document says so: refused before any server request
+        ("2.105", "2.104"),  # it claims 2.105 but answers 406 (say, mid-upgrade)
+    ],
+)
+def test_cloud_without_2_105(
+    openstack: Path, identity: osc.IdentityStub, tmp_path: Path, advertised: str, accepted: str
+) -> None:
     ud, _ = user_data_file(tmp_path, "ud.txt", b"#!/bin/sh\n")
     server = osc_plugin.SERVER_ID
     with osc_plugin.older_compute(advertised=advertised, accepted=accepted) as compute:
         config = tmp_path / "osc"
         config.mkdir()
-        cli = Cli(openstack, osc.cloud_env(config, f"{compute.url}/v2.1", TOKEN, identity.url),
-                  tmp_path)
-        for command in (["server", "set", "--user-data", str(ud), server],
-                        ["server", "set", "--no-user-data", server],
-                        ["server", "reboot", "--hard", "--user-data", str(ud), server]):
+        cli = Cli(
+            openstack, osc.cloud_env(config, f"{compute.url}/v2.1", TOKEN, identity.url), tmp_path
+        )
+        for command in (
+            ["server", "set", "--user-data", str(ud), server],
+            ["server", "set", "--no-user-data", server],
+            ["server", "reboot", "--hard", "--user-data", str(ud), server],
+        ):
             refused = cli(*command, ok=False)
             assert UNSUPPORTED in refused.stderr, refused.stderr
             no_traceback(refused)
@@ -270,4 +290,7 @@ def test_cloud_without_2_105(openstack: Path, identity: osc.IdentityStub, tmp_pa
             assert f"maximum is {accepted}" in refused.stderr
             # Each command tried once, at 2.105, and got 406: no stock request followed.
             assert [(m, v) for m, _, v in compute.changes()] == [
-                ("PUT", PLUGIN_VERSION), ("PUT", PLUGIN_VERSION), ("POST", PLUGIN_VERSION)]
+                ("PUT", PLUGIN_VERSION),
+                ("PUT", PLUGIN_VERSION),
+                ("POST", PLUGIN_VERSION),
+            ]

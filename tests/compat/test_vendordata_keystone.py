@@ -39,8 +39,9 @@ def keystone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Keystone]:
         print(line, file=sys.stderr, flush=True)
 
     try:
-        with keystone_support.running_keystone(tmp_path_factory.mktemp("keystone"),
-                                               report=report) as ks:
+        with keystone_support.running_keystone(
+            tmp_path_factory.mktemp("keystone"), report=report
+        ) as ks:
             yield ks
     except keystone_support.KeystoneUnavailable as exc:
         if keystone_support.required():
@@ -55,13 +56,19 @@ def keystone_check(keystone: Keystone) -> Any:
     def check(seen: str | None) -> Any:
         if seen is None:
             return None
-        response = httpx.get(f"{keystone.auth_url}/auth/tokens", timeout=30,
-                             headers={"X-Auth-Token": seen, "X-Subject-Token": seen})
+        response = httpx.get(
+            f"{keystone.auth_url}/auth/tokens",
+            timeout=30,
+            headers={"X-Auth-Token": seen, "X-Subject-Token": seen},
+        )
         if response.status_code != 200:
             return None
         token = response.json()["token"]
-        return {"user": token["user"]["name"], "project": token["project"]["name"],
-                "roles": sorted(role["name"] for role in token["roles"])}
+        return {
+            "user": token["user"]["name"],
+            "project": token["project"]["name"],
+            "roles": sorted(role["name"] for role in token["roles"]),
+        }
 
     return check
 
@@ -78,8 +85,9 @@ def targets(module_targets: Targets) -> Targets:
     return module_targets
 
 
-def make_settings(tmp_path: Path, keystone: Keystone, target: str, *,
-                  password: str | None = None) -> Settings:
+def make_settings(
+    tmp_path: Path, keystone: Keystone, target: str, *, password: str | None = None
+) -> Settings:
     user = keystone.service_user
     config = tmp_path / "cloudseed.conf"
     # As in nova.conf.
@@ -113,15 +121,23 @@ async def vendordata(settings: Settings) -> AsyncIterator[Vendordata]:
 
 
 def request_for(instance_id: str) -> VendordataRequest:
-    return VendordataRequest(project_id="proj", instance_id=instance_id, image_id="img",
-                             user_data=None, hostname="vm", metadata={}, boot_roles="member")
+    return VendordataRequest(
+        project_id="proj",
+        instance_id=instance_id,
+        image_id="img",
+        user_data=None,
+        hostname="vm",
+        metadata={},
+        boot_roles="member",
+    )
 
 
 SERVICE_USER = {"user": "cloudseed", "project": "service", "roles": ["service"]}
 
 
 async def test_service_users_token_reaches_the_target(
-        tmp_path: Path, keystone: Keystone, targets: Targets) -> None:
+    tmp_path: Path, keystone: Keystone, targets: Targets
+) -> None:
     settings = make_settings(tmp_path, keystone, f"secure@{targets.url('/token')}")
     async with vendordata(settings) as service:
         await service.check_for_build(request_for("ks-1"))
@@ -135,7 +151,8 @@ async def test_service_users_token_reaches_the_target(
 
 
 async def test_a_refused_token_is_replaced_once(
-        tmp_path: Path, keystone: Keystone, targets: Targets) -> None:
+    tmp_path: Path, keystone: Keystone, targets: Targets
+) -> None:
     settings = make_settings(tmp_path, keystone, f"secure@{targets.url('/token-once')}")
     async with vendordata(settings) as service:
         await service.check_for_build(request_for("ks-revoked"))
@@ -147,9 +164,11 @@ async def test_a_refused_token_is_replaced_once(
 
 
 async def test_a_wrong_password_fails_the_build(
-        tmp_path: Path, keystone: Keystone, targets: Targets) -> None:
-    settings = make_settings(tmp_path, keystone, f"secure@{targets.url('/token')}",
-                             password="not-the-password")
+    tmp_path: Path, keystone: Keystone, targets: Targets
+) -> None:
+    settings = make_settings(
+        tmp_path, keystone, f"secure@{targets.url('/token')}", password="not-the-password"
+    )
     async with vendordata(settings) as service:
         with pytest.raises(VendordataError) as raised:
             await service.check_for_build(request_for("ks-denied"))

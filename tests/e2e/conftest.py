@@ -17,7 +17,7 @@ from tests.support import keys
 from tests.support.metadata_relay import Target, vendordata_target
 
 E2E_DIR = os.environ.get("CLOUDSEED_TEST_E2E_DIR")
-VENDOR_SCRIPT = "#!/bin/sh\necho \"E2E VENDOR run=vendor from-dynamic-target\" > /dev/ttyS0\n"
+VENDOR_SCRIPT = '#!/bin/sh\necho "E2E VENDOR run=vendor from-dynamic-target" > /dev/ttyS0\n'
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

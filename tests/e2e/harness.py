@@ -59,21 +59,22 @@ def key_hash(public_key: str) -> str:
     return hashlib.sha256(f"{kind} {blob}".encode()).hexdigest()[:16]
 
 
-def user_data(run: str, *, post_password: str | None = None,
-              identity_check: str | None = None) -> str:
+def user_data(
+    run: str, *, post_password: str | None = None, identity_check: str | None = None
+) -> str:
     """A user data script that reports what the guest got on the serial console."""
     lines = [
         "#!/bin/sh",
-        "say() { echo \"E2E $1 run=" + run + " $2\" > /dev/ttyS0; }",
-        "say BEGIN \"iid=$(cat /var/lib/cloud/data/instance-id)\"",
-        "say DATASOURCE \"$(cut -d: -f1 /var/lib/cloud/instance/datasource)\"",
+        'say() { echo "E2E $1 run=' + run + ' $2" > /dev/ttyS0; }',
+        'say BEGIN "iid=$(cat /var/lib/cloud/data/instance-id)"',
+        'say DATASOURCE "$(cut -d: -f1 /var/lib/cloud/instance/datasource)"',
         # Where the data came from: the config drive's device ([source=/dev/sr0]); nothing
         # for the HTTP datasource.
         "say SOURCE \"$(sed -n 's/.*\\[source=\\([^]]*\\)\\].*/\\1/p' "
-        "/var/lib/cloud/instance/datasource)\"",
+        '/var/lib/cloud/instance/datasource)"',
         "for f in /home/debian/.ssh/authorized_keys /root/.ssh/authorized_keys; do",
         "  grep -o 'ssh-[a-z0-9-]* [A-Za-z0-9+/=]*' \"$f\" | while read -r k; do",
-        "    say KEY \"file=$f hash=$(printf %s \"$k\" | sha256sum | cut -c1-16)\"",
+        '    say KEY "file=$f hash=$(printf %s "$k" | sha256sum | cut -c1-16)"',
         "  done",
         "done",
     ]
@@ -120,8 +121,10 @@ def identity_lines(run: str, *, forged_id: str) -> list[str]:
 def per_boot_user_data(run: str) -> str:
     """Cloud-config whose bootcmd (run at every boot, from the user data cloud-init has then)
     reports which version of the user data the guest holds."""
-    return ("#cloud-config\nbootcmd:\n"
-            f'  - "echo E2E END run={run} uptime=$(cut -d. -f1 /proc/uptime) > /dev/ttyS0"\n')
+    return (
+        "#cloud-config\nbootcmd:\n"
+        f'  - "echo E2E END run={run} uptime=$(cut -d. -f1 /proc/uptime) > /dev/ttyS0"\n'
+    )
 
 
 def drive_per_boot_user_data(run: str) -> str:
@@ -212,32 +215,74 @@ class E2ECloud:
         self.cloudseed = str(Path(sys.executable).with_name("cloudseed"))
         self.process: subprocess.Popen[bytes] | None = None
         self.log: BinaryIO | None = None
-        self.client = httpx.Client(base_url=f"http://127.0.0.1:{self.api_port}",
-                                   headers={"X-Auth-Token": "e2e:e2e-project"}, timeout=60)
+        self.client = httpx.Client(
+            base_url=f"http://127.0.0.1:{self.api_port}",
+            headers={"X-Auth-Token": "e2e:e2e-project"},
+            timeout=60,
+        )
 
     # -- the operator's side ---------------------------------------------------------------
 
     def cli(self, *args: str) -> str:
-        done = subprocess.run([self.cloudseed, *args], env=self.environ, check=True,
-                              capture_output=True, text=True, timeout=300)
+        done = subprocess.run(
+            [self.cloudseed, *args],
+            env=self.environ,
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         return done.stdout.strip()
 
     def set_up(self) -> dict[str, str]:
         self.cli("db", "sync")
-        kernel = self.cli("image", "add", "e2e-kernel", "--file",
-                          str(self.image_dir / "vmlinuz"), "--disk-format", "raw")
-        ramdisk = self.cli("image", "add", "e2e-initrd", "--file",
-                           str(self.image_dir / "initrd.img"), "--disk-format", "raw")
-        image = self.cli("image", "add", "debian-e2e", "--file",
-                         str(self.image_dir / "disk.raw"), "--disk-format", "raw",
-                         "--property", f"kernel_id={kernel}", "--property",
-                         f"ramdisk_id={ramdisk}",
-                         # Debian's cloud kernel has no AHCI driver, so q35's default
-                         # (SATA) CD-ROM is invisible to it; virtio-scsi it has.
-                         "--property", "hw_cdrom_bus=scsi")
+        kernel = self.cli(
+            "image",
+            "add",
+            "e2e-kernel",
+            "--file",
+            str(self.image_dir / "vmlinuz"),
+            "--disk-format",
+            "raw",
+        )
+        ramdisk = self.cli(
+            "image",
+            "add",
+            "e2e-initrd",
+            "--file",
+            str(self.image_dir / "initrd.img"),
+            "--disk-format",
+            "raw",
+        )
+        image = self.cli(
+            "image",
+            "add",
+            "debian-e2e",
+            "--file",
+            str(self.image_dir / "disk.raw"),
+            "--disk-format",
+            "raw",
+            "--property",
+            f"kernel_id={kernel}",
+            "--property",
+            f"ramdisk_id={ramdisk}",
+            # Debian's cloud kernel has no AHCI driver, so q35's default
+            # (SATA) CD-ROM is invisible to it; virtio-scsi it has.
+            "--property",
+            "hw_cdrom_bus=scsi",
+        )
         self.cli("flavor", "add", "e2e", "--vcpus", "2", "--ram", "1024", "--disk", "2")
-        network = self.cli("network", "add", "slirp", "--cidr", "169.254.169.0/24",
-                           "--gateway", "169.254.169.2", "--dns", "169.254.169.3")
+        network = self.cli(
+            "network",
+            "add",
+            "slirp",
+            "--cidr",
+            "169.254.169.0/24",
+            "--gateway",
+            "169.254.169.2",
+            "--dns",
+            "169.254.169.3",
+        )
         return {"image": image, "network": network.split()[0]}
 
     @contextmanager
@@ -250,8 +295,9 @@ class E2ECloud:
 
     def start(self) -> None:
         self.log = (self.work / "cloudseed.log").open("ab")
-        self.process = subprocess.Popen([self.cloudseed, "serve"], env=self.environ,
-                                        stdout=self.log, stderr=self.log)
+        self.process = subprocess.Popen(
+            [self.cloudseed, "serve"], env=self.environ, stdout=self.log, stderr=self.log
+        )
         deadline = time.monotonic() + 60
         while True:
             try:
@@ -321,8 +367,9 @@ class E2ECloud:
     # -- the user's side -------------------------------------------------------------------
 
     def add_keypair(self, name: str, public_key: str) -> None:
-        r = self.client.post("/v2.1/os-keypairs",
-                             json={"keypair": {"name": name, "public_key": public_key}})
+        r = self.client.post(
+            "/v2.1/os-keypairs", json={"keypair": {"name": name, "public_key": public_key}}
+        )
         assert r.status_code == 200, r.text
 
     def wait_status(self, server_id: str, status: str, timeout: float = 300) -> dict[str, Any]:
@@ -338,8 +385,9 @@ class E2ECloud:
             time.sleep(1)
 
     def console(self, server_id: str) -> str:
-        r = self.client.post(f"/v2.1/servers/{server_id}/action",
-                             json={"os-getConsoleOutput": {"length": -1}})
+        r = self.client.post(
+            f"/v2.1/servers/{server_id}/action", json={"os-getConsoleOutput": {"length": -1}}
+        )
         assert r.status_code == 200, r.text
         output: str = r.json()["output"]
         return output
@@ -352,17 +400,31 @@ class E2ECloud:
                 uptime = float(found.of("END")[0].removeprefix("uptime="))
                 return Boot(server_id, run, time.monotonic() - started, uptime, found)
             assert time.monotonic() < deadline, (
-                f"run {run} did not finish; console ends with:\n"
-                + self.console(server_id)[-3000:])
+                f"run {run} did not finish; console ends with:\n" + self.console(server_id)[-3000:]
+            )
             time.sleep(2)
 
-    def create(self, ids: dict[str, str], *, run: str, key_name: str, script: str,
-               config_drive: bool = False, address: str = GUEST_ADDRESS) -> tuple[str, float]:
+    def create(
+        self,
+        ids: dict[str, str],
+        *,
+        run: str,
+        key_name: str,
+        script: str,
+        config_drive: bool = False,
+        address: str = GUEST_ADDRESS,
+    ) -> tuple[str, float]:
         """POST /servers; the new server's id and when the request was made."""
-        body: dict[str, Any] = {"server": {
-            "name": f"e2e-{run}", "imageRef": ids["image"], "flavorRef": "e2e",
-            "key_name": key_name, "user_data": b64(script),
-            "networks": [{"uuid": ids["network"], "fixed_ip": address}]}}
+        body: dict[str, Any] = {
+            "server": {
+                "name": f"e2e-{run}",
+                "imageRef": ids["image"],
+                "flavorRef": "e2e",
+                "key_name": key_name,
+                "user_data": b64(script),
+                "networks": [{"uuid": ids["network"], "fixed_ip": address}],
+            }
+        }
         if config_drive:
             body["server"]["config_drive"] = True
         started = time.monotonic()
@@ -370,15 +432,24 @@ class E2ECloud:
         assert r.status_code == 202, r.text
         return str(r.json()["server"]["id"]), started
 
-    def boot(self, ids: dict[str, str], *, run: str, key_name: str,
-             password: str | None = None, script: str | None = None,
-             config_drive: bool = False, servers: list[str] | None = None) -> Boot:
+    def boot(
+        self,
+        ids: dict[str, str],
+        *,
+        run: str,
+        key_name: str,
+        password: str | None = None,
+        script: str | None = None,
+        config_drive: bool = False,
+        servers: list[str] | None = None,
+    ) -> Boot:
         """Create a server and wait for its run to finish; its id goes into ``servers``
         as soon as it exists, so that a boot that fails is cleaned up too."""
         wait_until_quiet()
         text = script if script is not None else user_data(run, post_password=password)
-        server_id, started = self.create(ids, run=run, key_name=key_name, script=text,
-                                         config_drive=config_drive)
+        server_id, started = self.create(
+            ids, run=run, key_name=key_name, script=text, config_drive=config_drive
+        )
         if servers is not None:
             servers.append(server_id)
         self.wait_status(server_id, "ACTIVE")
@@ -390,8 +461,14 @@ class E2ECloud:
         r = self.client.post(
             f"/v2.1/servers/{boot.server_id}/action",
             headers={"OpenStack-API-Version": "compute 2.57"},
-            json={"rebuild": {"imageRef": ids["image"], "key_name": key_name,
-                              "user_data": b64(user_data(run))}})
+            json={
+                "rebuild": {
+                    "imageRef": ids["image"],
+                    "key_name": key_name,
+                    "user_data": b64(user_data(run)),
+                }
+            },
+        )
         assert r.status_code == 202, r.text
         self.wait_status(boot.server_id, "ACTIVE")
         return self.wait_run(boot.server_id, run, started)
@@ -399,13 +476,17 @@ class E2ECloud:
     def update_user_data_and_reboot(self, boot: Boot, *, run: str, script: str) -> Boot:
         """PUT the new user data (2.105, no config drive), then a HARD reboot."""
         latest = {"OpenStack-API-Version": "compute 2.105"}
-        r = self.client.put(f"/v2.1/servers/{boot.server_id}", headers=latest,
-                            json={"server": {"user_data": b64(script)}})
+        r = self.client.put(
+            f"/v2.1/servers/{boot.server_id}",
+            headers=latest,
+            json={"server": {"user_data": b64(script)}},
+        )
         assert r.status_code == 200, r.text
         wait_until_quiet()
         started = time.monotonic()
-        r = self.client.post(f"/v2.1/servers/{boot.server_id}/action",
-                             json={"reboot": {"type": "HARD"}})
+        r = self.client.post(
+            f"/v2.1/servers/{boot.server_id}/action", json={"reboot": {"type": "HARD"}}
+        )
         assert r.status_code == 202, r.text
         self.wait_status(boot.server_id, "ACTIVE")
         return self.wait_run(boot.server_id, run, started)
@@ -415,9 +496,11 @@ class E2ECloud:
         built again with it before the guest starts."""
         wait_until_quiet()
         started = time.monotonic()
-        r = self.client.post(f"/v2.1/servers/{boot.server_id}/action",
-                             headers={"OpenStack-API-Version": "compute 2.105"},
-                             json={"reboot": {"type": "HARD", "user_data": b64(script)}})
+        r = self.client.post(
+            f"/v2.1/servers/{boot.server_id}/action",
+            headers={"OpenStack-API-Version": "compute 2.105"},
+            json={"reboot": {"type": "HARD", "user_data": b64(script)}},
+        )
         assert r.status_code == 202, r.text
         self.wait_status(boot.server_id, "ACTIVE")
         return self.wait_run(boot.server_id, run, started)

@@ -41,39 +41,60 @@ def drive_only(fmt: str, metadata_url: str) -> dict[str, str]:
 @pytest.mark.parametrize("fmt", ["iso9660", "vfat"])
 def test_2_boot_from_a_config_drive(e2e_cloud, keypairs, timings, unreachable_metadata, fmt):
     cloud, ids = e2e_cloud
-    with cloud.reconfigured(drive_only(fmt, unreachable_metadata)), \
-            deleted_afterwards(cloud) as servers:
-        boot = cloud.boot(ids, run=f"drive-{fmt}", key_name="key1",
-                          script=user_data(f"drive-{fmt}"), config_drive=True, servers=servers)
+    with (
+        cloud.reconfigured(drive_only(fmt, unreachable_metadata)),
+        deleted_afterwards(cloud) as servers,
+    ):
+        boot = cloud.boot(
+            ids,
+            run=f"drive-{fmt}",
+            key_name="key1",
+            script=user_data(f"drive-{fmt}"),
+            config_drive=True,
+            servers=servers,
+        )
         timings[f"2 config drive boot ({fmt})"] = {
             "request_to_user_data_done_s": round(boot.seconds, 1),
-            "guest_uptime_s": boot.guest_uptime}
+            "guest_uptime_s": boot.guest_uptime,
+        }
         found = boot.markers
         assert found.of("BEGIN") == [f"iid={boot.server_id}"]
         assert found.of("DATASOURCE") == ["DataSourceConfigDrive"]
         assert found.of("SOURCE") == [DEVICE[fmt]]
         wanted = key_hash(keypairs["key1"])
-        assert sorted(found.of("KEY")) == sorted([f"{ROOT_KEYS} hash={wanted}",
-                                                   f"{USER_KEYS} hash={wanted}"])
+        assert sorted(found.of("KEY")) == sorted(
+            [f"{ROOT_KEYS} hash={wanted}", f"{USER_KEYS} hash={wanted}"]
+        )
         # vendor_data2.json on the drive: the builder called the dynamic target.
         assert VENDOR_MARKER in cloud.console(boot.server_id)
 
 
-def test_4_hard_reboot_with_user_data_rebuilds_the_drive(e2e_cloud, keypairs, timings,
-                                                         unreachable_metadata):
+def test_4_hard_reboot_with_user_data_rebuilds_the_drive(
+    e2e_cloud, keypairs, timings, unreachable_metadata
+):
     cloud, ids = e2e_cloud
-    with cloud.reconfigured(drive_only("iso9660", unreachable_metadata)), \
-            deleted_afterwards(cloud) as servers:
-        boot = cloud.boot(ids, run="cd-v1", key_name="key1",
-                          script=drive_per_boot_user_data("cd-v1"), config_drive=True,
-                          servers=servers)
+    with (
+        cloud.reconfigured(drive_only("iso9660", unreachable_metadata)),
+        deleted_afterwards(cloud) as servers,
+    ):
+        boot = cloud.boot(
+            ids,
+            run="cd-v1",
+            key_name="key1",
+            script=drive_per_boot_user_data("cd-v1"),
+            config_drive=True,
+            servers=servers,
+        )
         timings["4 config drive boot with per-boot user data"] = {
-            "request_to_final_s": round(boot.seconds, 1), "guest_uptime_s": boot.guest_uptime}
+            "request_to_final_s": round(boot.seconds, 1),
+            "guest_uptime_s": boot.guest_uptime,
+        }
         new = drive_per_boot_user_data("cd-v2")
         rebooted = cloud.reboot_with_user_data(boot, run="cd-v2", script=new)
         timings["4 hard reboot with user_data (config drive)"] = {
             "request_to_final_s": round(rebooted.seconds, 1),
-            "guest_uptime_s": rebooted.guest_uptime}
+            "guest_uptime_s": rebooted.guest_uptime,
+        }
         # The guest read the rebuilt drive at boot and ran the new bootcmd, not the old.
         console = cloud.console(boot.server_id)
         assert console.count("E2E BOOTCMD run=cd-v2") == 1
@@ -84,9 +105,10 @@ def test_4_hard_reboot_with_user_data_rebuilds_the_drive(e2e_cloud, keypairs, ti
 
 def assert_user_data(cloud: E2ECloud, server_id: str, expected: str) -> None:
     """The API, too, has the user data the reboot carried (2.3's extended attribute)."""
-    r = cloud.client.get(f"/v2.1/servers/{server_id}",
-                         headers={"OpenStack-API-Version": "compute 2.105",
-                                  "X-Auth-Token": "admin:e2e-project"})
+    r = cloud.client.get(
+        f"/v2.1/servers/{server_id}",
+        headers={"OpenStack-API-Version": "compute 2.105", "X-Auth-Token": "admin:e2e-project"},
+    )
     assert r.status_code == 200, r.text
     stored = r.json()["server"]["OS-EXT-SRV-ATTR:user_data"]
     assert stored == b64(expected)

@@ -18,8 +18,10 @@ PASSWORD = "e2e-encrypted-password-blob"
 def first_boot(e2e_cloud, keypairs, timings):
     cloud, ids = e2e_cloud
     boot = cloud.boot(ids, run="first", key_name="key1", password=PASSWORD)
-    timings["1 metadata service boot"] = {"request_to_user_data_done_s": round(boot.seconds, 1),
-                                          "guest_uptime_s": boot.guest_uptime}
+    timings["1 metadata service boot"] = {
+        "request_to_user_data_done_s": round(boot.seconds, 1),
+        "guest_uptime_s": boot.guest_uptime,
+    }
     return boot
 
 
@@ -36,8 +38,9 @@ def test_1_boot_from_the_metadata_service(e2e_cloud, first_boot):
     # The HTTP datasource, found in cloud-init's local stage (no config drive attached).
     assert found.of("DATASOURCE") == ["DataSourceOpenStackLocal"]
     wanted = key_hash(key_of(cloud, "key1"))
-    assert sorted(found.of("KEY")) == sorted([f"{ROOT_KEYS} hash={wanted}",
-                                               f"{USER_KEYS} hash={wanted}"])
+    assert sorted(found.of("KEY")) == sorted(
+        [f"{ROOT_KEYS} hash={wanted}", f"{USER_KEYS} hash={wanted}"]
+    )
     console = cloud.console(first_boot.server_id)
     assert "E2E VENDOR run=vendor from-dynamic-target" in console
 
@@ -53,12 +56,15 @@ def test_5_the_guest_posts_its_password(e2e_cloud, first_boot):
 def test_3_rebuild_with_another_key_pair(e2e_cloud, first_boot, timings):
     cloud, ids = e2e_cloud
     rebuilt = cloud.rebuild(first_boot, ids, run="rebuilt", key_name="key2")
-    timings["3 rebuild"] = {"request_to_user_data_done_s": round(rebuilt.seconds, 1),
-                            "guest_uptime_s": rebuilt.guest_uptime}
+    timings["3 rebuild"] = {
+        "request_to_user_data_done_s": round(rebuilt.seconds, 1),
+        "guest_uptime_s": rebuilt.guest_uptime,
+    }
     new, old = key_hash(key_of(cloud, "key2")), key_hash(key_of(cloud, "key1"))
     assert rebuilt.markers.of("BEGIN") == [f"iid={first_boot.server_id}"]
-    assert sorted(rebuilt.markers.of("KEY")) == sorted([f"{ROOT_KEYS} hash={new}",
-                                                         f"{USER_KEYS} hash={new}"])
+    assert sorted(rebuilt.markers.of("KEY")) == sorted(
+        [f"{ROOT_KEYS} hash={new}", f"{USER_KEYS} hash={new}"]
+    )
     assert old not in " ".join(rebuilt.markers.of("KEY"))
 
 
@@ -73,12 +79,16 @@ def test_4_changed_user_data_reaches_the_guest_after_a_reboot(e2e_cloud, first_b
     cloud, ids = e2e_cloud
     boot = cloud.boot(ids, run="ud-v1", key_name="key1", script=per_boot_user_data("ud-v1"))
     timings["4 boot with per-boot user data"] = {
-        "request_to_bootcmd_s": round(boot.seconds, 1), "guest_uptime_s": boot.guest_uptime}
-    rebooted = cloud.update_user_data_and_reboot(boot, run="ud-v2",
-                                                 script=per_boot_user_data("ud-v2"))
+        "request_to_bootcmd_s": round(boot.seconds, 1),
+        "guest_uptime_s": boot.guest_uptime,
+    }
+    rebooted = cloud.update_user_data_and_reboot(
+        boot, run="ud-v2", script=per_boot_user_data("ud-v2")
+    )
     timings["4 hard reboot after a user data update"] = {
         "request_to_bootcmd_s": round(rebooted.seconds, 1),
-        "guest_uptime_s": rebooted.guest_uptime}
+        "guest_uptime_s": rebooted.guest_uptime,
+    }
     # The guest re-read its data at boot (the image asks for that) and ran the new bootcmd.
     console = cloud.console(boot.server_id)
     assert console.count("E2E END run=ud-v2") == 1

@@ -34,12 +34,16 @@ def test_6_two_guests_at_once_see_only_their_own_data(e2e_cloud, keypairs, timin
         # B first, so that A's user data can name B's id; each forges the other's (B can
         # only name a made-up id, as A does not exist yet when B's user data is written).
         b_id, b_started = cloud.create(
-            ids, run="guest-b", key_name="key2", address=SECOND_ADDRESS,
-            script=user_data("guest-b", identity_check="00000000-0000-4000-8000-000000000000"))
+            ids,
+            run="guest-b",
+            key_name="key2",
+            address=SECOND_ADDRESS,
+            script=user_data("guest-b", identity_check="00000000-0000-4000-8000-000000000000"),
+        )
         servers.append(b_id)
         a_id, a_started = cloud.create(
-            ids, run="guest-a", key_name="key1",
-            script=user_data("guest-a", identity_check=b_id))
+            ids, run="guest-a", key_name="key1", script=user_data("guest-a", identity_check=b_id)
+        )
         servers.append(a_id)
         cloud.wait_status(b_id, "ACTIVE")
         cloud.wait_status(a_id, "ACTIVE")
@@ -50,17 +54,20 @@ def test_6_two_guests_at_once_see_only_their_own_data(e2e_cloud, keypairs, timin
             "a_request_to_user_data_done_s": round(a.seconds, 1),
             "a_guest_uptime_s": a.guest_uptime,
             "b_request_to_user_data_done_s": round(b.seconds, 1),
-            "b_guest_uptime_s": b.guest_uptime}
+            "b_guest_uptime_s": b.guest_uptime,
+        }
 
         for boot, own_id, name, key, other_id in (
-                (a, a_id, "e2e-guest-a", "key1", b_id),
-                (b, b_id, "e2e-guest-b", "key2", a_id)):
+            (a, a_id, "e2e-guest-a", "key1", b_id),
+            (b, b_id, "e2e-guest-b", "key2", a_id),
+        ):
             found = boot.markers
             assert found.of("BEGIN") == [f"iid={own_id}"]
             assert found.of("DATASOURCE") == ["DataSourceOpenStackLocal"]
             wanted = key_hash(keypairs[key])
-            assert sorted(found.of("KEY")) == sorted([f"{ROOT_KEYS} hash={wanted}",
-                                                       f"{USER_KEYS} hash={wanted}"])
+            assert sorted(found.of("KEY")) == sorted(
+                [f"{ROOT_KEYS} hash={wanted}", f"{USER_KEYS} hash={wanted}"]
+            )
             own = f"uuid={own_id} name={name} keys={key}"
             assert found.of("META") == [own]
             forged = found.of("FORGED")

@@ -19,10 +19,18 @@ def anon(api_url):
 def test_root_version_document(anon, api_url):
     r = anon.get("/")
     assert r.status_code == 200
-    assert r.json() == {"versions": [{
-        "id": "v2.1", "status": "CURRENT", "version": str(MAX_VERSION), "min_version": "2.1",
-        "updated": "2013-07-23T11:33:21Z", "links": [{"rel": "self", "href": f"{api_url}/v2.1/"}],
-    }]}
+    assert r.json() == {
+        "versions": [
+            {
+                "id": "v2.1",
+                "status": "CURRENT",
+                "version": str(MAX_VERSION),
+                "min_version": "2.1",
+                "updated": "2013-07-23T11:33:21Z",
+                "links": [{"rel": "self", "href": f"{api_url}/v2.1/"}],
+            }
+        ]
+    }
     assert "OpenStack-API-Version" not in r.headers  # the root is not microversioned
 
 
@@ -32,21 +40,28 @@ def test_v21_version_document_without_token(anon, api_url, path):
     assert r.status_code == 200
     version = r.json()["version"]
     assert (version["id"], version["min_version"], version["version"]) == (
-        "v2.1", "2.1", str(MAX_VERSION))
+        "v2.1",
+        "2.1",
+        str(MAX_VERSION),
+    )
     assert version["links"][0] == {"rel": "self", "href": f"{api_url}/v2.1/"}
     assert version["media-types"][0]["type"] == (
-        "application/vnd.openstack.compute+json;version=2.1")
+        "application/vnd.openstack.compute+json;version=2.1"
+    )
 
 
-@pytest.mark.parametrize("headers, expected", [
-    ({}, "2.1"),
-    ({"OpenStack-API-Version": "compute 2.35"}, "2.35"),
-    ({"X-OpenStack-Nova-API-Version": "2.10"}, "2.10"),
-    ({"OpenStack-API-Version": "compute 2.20", "X-OpenStack-Nova-API-Version": "2.10"}, "2.20"),
-    ({"OpenStack-API-Version": "placement 1.3, compute 2.11"}, "2.11"),
-    ({"OpenStack-API-Version": "compute latest"}, str(MAX_VERSION)),
-    ({"X-OpenStack-Nova-API-Version": "latest"}, str(MAX_VERSION)),
-])
+@pytest.mark.parametrize(
+    "headers, expected",
+    [
+        ({}, "2.1"),
+        ({"OpenStack-API-Version": "compute 2.35"}, "2.35"),
+        ({"X-OpenStack-Nova-API-Version": "2.10"}, "2.10"),
+        ({"OpenStack-API-Version": "compute 2.20", "X-OpenStack-Nova-API-Version": "2.10"}, "2.20"),
+        ({"OpenStack-API-Version": "placement 1.3, compute 2.11"}, "2.11"),
+        ({"OpenStack-API-Version": "compute latest"}, str(MAX_VERSION)),
+        ({"X-OpenStack-Nova-API-Version": "latest"}, str(MAX_VERSION)),
+    ],
+)
 def test_microversion_negotiation(api, headers, expected):
     r = api.get("/v2.1/os-keypairs", headers=headers)
     assert r.status_code == 200
@@ -61,9 +76,15 @@ def test_microversion_negotiation(api, headers, expected):
 def test_version_out_of_range_is_406(api, value):
     r = api.get("/v2.1/os-keypairs", headers={"OpenStack-API-Version": f"compute {value}"})
     assert r.status_code == 406
-    assert r.json() == {"computeFault": {"code": 406, "message": (
-        f"Version {value} is not supported by the API. Minimum is 2.1 and maximum is "
-        f"{MAX_VERSION}.")}}
+    assert r.json() == {
+        "computeFault": {
+            "code": 406,
+            "message": (
+                f"Version {value} is not supported by the API. Minimum is 2.1 and maximum is "
+                f"{MAX_VERSION}."
+            ),
+        }
+    }
 
 
 @pytest.mark.parametrize("value", ["2", "2.01", "abc", "2.1.1"])
@@ -71,8 +92,8 @@ def test_malformed_version_is_400(api, value):
     r = api.get("/v2.1/os-keypairs", headers={"X-OpenStack-Nova-API-Version": value})
     assert r.status_code == 400
     assert r.json()["badRequest"]["message"] == (
-        f"API Version String {value} is of invalid format. Must be of format "
-        "MajorNum.MinorNum.")
+        f"API Version String {value} is of invalid format. Must be of format MajorNum.MinorNum."
+    )
 
 
 def test_error_responses_carry_version_headers(api):
@@ -91,17 +112,21 @@ def test_missing_token_is_401(anon):
 def test_unknown_path_and_method(api):
     r = api.get("/v2.1/os-nothing")
     assert r.status_code == 404
-    assert r.json() == {"itemNotFound": {"code": 404,
-                                         "message": "The resource could not be found."}}
+    assert r.json() == {
+        "itemNotFound": {"code": 404, "message": "The resource could not be found."}
+    }
     r = api.put("/v2.1/os-keypairs", json={})
     assert r.status_code == 405
     assert r.json()["badMethod"]["code"] == 405
 
 
-@pytest.mark.parametrize("content, content_type", [
-    (b"{not json", "application/json"),
-    (b"[1, 2", None),
-])
+@pytest.mark.parametrize(
+    "content, content_type",
+    [
+        (b"{not json", "application/json"),
+        (b"[1, 2", None),
+    ],
+)
 def test_malformed_body(api, content, content_type):
     headers = {"Content-Type": content_type} if content_type else {}
     r = api.post("/v2.1/os-keypairs", content=content, headers=headers)
@@ -110,15 +135,21 @@ def test_malformed_body(api, content, content_type):
 
 
 def test_wrong_content_type_is_415(api):
-    r = api.post("/v2.1/os-keypairs", content=b"name=k1",
-                 headers={"Content-Type": "application/x-www-form-urlencoded"})
+    r = api.post(
+        "/v2.1/os-keypairs",
+        content=b"name=k1",
+        headers={"Content-Type": "application/x-www-form-urlencoded"},
+    )
     assert r.status_code == 415
     assert r.json() == {"badMediaType": {"code": 415, "message": "Unsupported Content-Type"}}
 
 
 def test_text_plain_is_read_as_json_like_nova(api):
-    r = api.post("/v2.1/os-keypairs", content=b'{"keypair": {"name": "k1"}}',
-                 headers={"Content-Type": "text/plain"})
+    r = api.post(
+        "/v2.1/os-keypairs",
+        content=b'{"keypair": {"name": "k1"}}',
+        headers={"Content-Type": "text/plain"},
+    )
     assert r.status_code == 200  # generated, at 2.1
 
 
@@ -140,7 +171,7 @@ def test_oversized_body_is_413(api, migrated_settings):
 
     def chunks():  # no Content-Length: the limit is enforced while reading
         yield big[: limit // 2]
-        yield big[limit // 2:]
+        yield big[limit // 2 :]
 
     r = api.post("/v2.1/os-keypairs", content=chunks())
     assert r.status_code == 413

@@ -72,15 +72,17 @@ class TestKeypairCli:
         pub_file = tmp_path / "k.pub"
         pub = keys.ed25519_public()
         pub_file.write_text(pub + "\n")
-        code, out = run(*d, "keypair", "import", "k1", "--user", "u1", "--public-key",
-                        str(pub_file))
+        code, out = run(
+            *d, "keypair", "import", "k1", "--user", "u1", "--public-key", str(pub_file)
+        )
         assert code == 0, out
         code, out = run(*d, "keypair", "list", "--user", "u1")
         assert code == 0 and keys.md5_fingerprint(pub) in out
         code, out = run(*d, "keypair", "show", "k1", "--user", "u1", "--format", "json")
         assert code == 0 and '"public_key": "' + pub in out
-        code, out = run(*d, "keypair", "import", "k1", "--user", "u1", "--public-key",
-                        str(pub_file))
+        code, out = run(
+            *d, "keypair", "import", "k1", "--user", "u1", "--public-key", str(pub_file)
+        )
         assert (code, out.strip()) == (1, "Error: Key pair 'k1' already exists.")
         bad = tmp_path / "bad.pub"
         bad.write_text("ssh-rsa nonsense")
@@ -113,13 +115,18 @@ def test_serve_process_logs_and_stops_cleanly(tmp_path: Path, workers: int):
     SIGTERM."""
     cloudseed = [sys.executable, "-m", "cloudseed", "--data-dir", str(tmp_path)]
     env = {k: v for k, v in os.environ.items() if not k.startswith("CLOUDSEED_")}
-    subprocess.run([*cloudseed, "db", "sync"], check=True, env=env, capture_output=True,
-                   timeout=120)
+    subprocess.run(
+        [*cloudseed, "db", "sync"], check=True, env=env, capture_output=True, timeout=120
+    )
     port = free_port()
     log_path = tmp_path / "serve.log"
     with log_path.open("w") as log:
-        proc = subprocess.Popen([*cloudseed, "serve", "--api-listen", f"127.0.0.1:{port}",
-                                 "--workers", str(workers)], stdout=log, stderr=log, env=env)
+        proc = subprocess.Popen(
+            [*cloudseed, "serve", "--api-listen", f"127.0.0.1:{port}", "--workers", str(workers)],
+            stdout=log,
+            stderr=log,
+            env=env,
+        )
     try:
         base = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 30
@@ -153,23 +160,58 @@ class TestRegistryCli:
         assert run(*d, "db", "sync")[0] == 0
         raw = tmp_path / "disk.raw"
         raw.write_bytes(b"\0" * 1024)
-        code, out = run(*d, "image", "add", "cirros", "--file", str(raw), "--disk-format",
-                        "raw", "--property", "img_config_drive=mandatory")
+        code, out = run(
+            *d,
+            "image",
+            "add",
+            "cirros",
+            "--file",
+            str(raw),
+            "--disk-format",
+            "raw",
+            "--property",
+            "img_config_drive=mandatory",
+        )
         assert code == 0, out
         image_id = out.strip()
-        code, out = run(*d, "image", "add", "fake", "--file", str(raw), "--disk-format",
-                        "qcow2")
+        code, out = run(*d, "image", "add", "fake", "--file", str(raw), "--disk-format", "qcow2")
         assert (code, "is not a qcow2 image" in out) == (1, True)
         code, out = run(*d, "image", "list")
         assert image_id in out and "cirros" in out
-        assert run(*d, "flavor", "add", "m1.tiny", "--vcpus", "1", "--ram", "512",
-                   "--disk", "1", "--id", "1")[0] == 0
-        code, out = run(*d, "flavor", "add", "m1.tiny", "--vcpus", "1", "--ram", "512",
-                        "--disk", "1")
+        assert (
+            run(
+                *d,
+                "flavor",
+                "add",
+                "m1.tiny",
+                "--vcpus",
+                "1",
+                "--ram",
+                "512",
+                "--disk",
+                "1",
+                "--id",
+                "1",
+            )[0]
+            == 0
+        )
+        code, out = run(
+            *d, "flavor", "add", "m1.tiny", "--vcpus", "1", "--ram", "512", "--disk", "1"
+        )
         assert code == 1 and "already exists" in out
         assert "m1.tiny" in run(*d, "flavor", "list")[1]
-        code, out = run(*d, "network", "add", "private", "--cidr", "10.1.0.0/24",
-                        "--gateway", "10.1.0.1", "--dns", "10.1.0.2")
+        code, out = run(
+            *d,
+            "network",
+            "add",
+            "private",
+            "--cidr",
+            "10.1.0.0/24",
+            "--gateway",
+            "10.1.0.1",
+            "--dns",
+            "10.1.0.2",
+        )
         assert code == 0, out
         code, out = run(*d, "network", "add", "bad", "--cidr", "10.1.0.0/33")
         assert code == 1

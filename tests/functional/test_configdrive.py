@@ -32,14 +32,26 @@ from tests.support.vendordata_targets import Targets, running_targets
 
 pytestmark = pytest.mark.databases
 
-VERSIONS = ["2012-08-10", "2013-04-04", "2013-10-17", "2015-10-15", "2016-06-30",
-            "2016-10-06", "2017-02-22", "2018-08-27", "2020-10-14", "2025-04-04", "latest"]
+VERSIONS = [
+    "2012-08-10",
+    "2013-04-04",
+    "2013-10-17",
+    "2015-10-15",
+    "2016-06-30",
+    "2016-10-06",
+    "2017-02-22",
+    "2018-08-27",
+    "2020-10-14",
+    "2025-04-04",
+    "latest",
+]
 ADMIN = {"X-Auth-Token": "admin:proj"}
 
 
 def with_options(settings: Settings, section: str, **values: Any) -> Settings:
-    return dataclasses.replace(settings, **{
-        section: dataclasses.replace(getattr(settings, section), **values)})
+    return dataclasses.replace(
+        settings, **{section: dataclasses.replace(getattr(settings, section), **values)}
+    )
 
 
 @pytest.fixture(scope="module")
@@ -58,17 +70,19 @@ def settings(migrated_settings: Settings, fmt: str) -> Settings:
     return with_options(migrated_settings, "default", config_drive_format=fmt)
 
 
-
 @contextmanager
 def compute_api(settings: Settings) -> Iterator[httpx.Client]:
-    with running_api(settings, driver=FakeDriver()) as url, httpx.Client(
-            base_url=url, headers={"X-Auth-Token": "alice:proj"}, timeout=30) as client:
+    with (
+        running_api(settings, driver=FakeDriver()) as url,
+        httpx.Client(base_url=url, headers={"X-Auth-Token": "alice:proj"}, timeout=30) as client,
+    ):
         yield client
 
 
 @pytest.fixture()
-def client(settings: Settings, clean_api_db: Database, clean_cell_db: Database
-           ) -> Iterator[httpx.Client]:
+def client(
+    settings: Settings, clean_api_db: Database, clean_cell_db: Database
+) -> Iterator[httpx.Client]:
     with compute_api(settings) as running:
         yield running
 
@@ -77,13 +91,15 @@ def client(settings: Settings, clean_api_db: Database, clean_cell_db: Database
 def cloud(client: httpx.Client, api_db: Database, tmp_path: Path) -> Cloud:
     made = make_cloud(client, api_db, tmp_path)
     with api_db.write() as session:
-        made.network_id = networks.add_network(session, name="loop", cidr="127.0.0.0/24",
-                                               gateway="127.0.0.1").uuid
+        made.network_id = networks.add_network(
+            session, name="loop", cidr="127.0.0.0/24", gateway="127.0.0.1"
+        ).uuid
     return made
 
 
-def boot(client: httpx.Client, cloud: Cloud, version: str = "2.37", **fields: Any
-         ) -> dict[str, Any]:
+def boot(
+    client: httpx.Client, cloud: Cloud, version: str = "2.37", **fields: Any
+) -> dict[str, Any]:
     fields.setdefault("networks", [{"uuid": cloud.network_id}])
     fields.setdefault("config_drive", True)
     created = create_server(client, cloud, version, **fields)
@@ -118,31 +134,44 @@ def action_events(client: httpx.Client, server_id: str) -> list[dict[str, Any]]:
 
 
 def test_drive_is_what_the_metadata_service_serves_and_cloud_init_reads_it(
-        client: httpx.Client, cloud: Cloud, settings: Settings, fmt: str,
-        tmp_path: Path) -> None:
+    client: httpx.Client, cloud: Cloud, settings: Settings, fmt: str, tmp_path: Path
+) -> None:
     user_data = b"#cloud-config\nruncmd: [[touch, /ok]]\n"
-    server = boot(client, cloud, key_name="key1", user_data=base64.b64encode(user_data)
-                  .decode(), metadata={"role": "db"},
-                  personality=[{"path": "/etc/injected.conf", "contents": b64("injected\n")}])
+    server = boot(
+        client,
+        cloud,
+        key_name="key1",
+        user_data=base64.b64encode(user_data).decode(),
+        metadata={"role": "db"},
+        personality=[{"path": "/etc/injected.conf", "contents": b64("injected\n")}],
+    )
     image = drive_path(settings, server["id"])
     tree = read_back(image, fmt, tmp_path / "tree")
     assert sorted({p.split("/")[1] for p in tree if p.startswith("openstack/")}) == sorted(
-        [*VERSIONS, "content"])
+        [*VERSIONS, "content"]
+    )
     assert sorted(p for p in tree if p.startswith("ec2/")) == [
-        "ec2/2009-04-04/meta-data.json", "ec2/2009-04-04/user-data",
-        "ec2/latest/meta-data.json", "ec2/latest/user-data"]
+        "ec2/2009-04-04/meta-data.json",
+        "ec2/2009-04-04/user-data",
+        "ec2/latest/meta-data.json",
+        "ec2/latest/user-data",
+    ]
     meta = json.loads(tree["openstack/latest/meta_data.json"])
     assert meta["admin_pass"] == server["adminPass"]
     assert meta["files"] == [{"path": "/etc/injected.conf", "content_path": "/content/0000"}]
     assert tree["openstack/content/0000"] == b"injected\n"
 
-    with running_metadata(settings) as url, httpx.Client(
-            base_url=url, timeout=10,
-            transport=httpx.HTTPTransport(local_address=address_of(server))) as md:
+    with (
+        running_metadata(settings) as url,
+        httpx.Client(
+            base_url=url,
+            timeout=10,
+            transport=httpx.HTTPTransport(local_address=address_of(server)),
+        ) as md,
+    ):
         for version in VERSIONS:
             base = f"openstack/{version}/"
-            for name in ("user_data", "vendor_data.json", "network_data.json",
-                         "vendor_data2.json"):
+            for name in ("user_data", "vendor_data.json", "network_data.json", "vendor_data2.json"):
                 served = md.get("/" + base + name)
                 if served.status_code == 404:
                     assert base + name not in tree
@@ -150,15 +179,18 @@ def test_drive_is_what_the_metadata_service_serves_and_cloud_init_reads_it(
                     assert tree[base + name] == served.content, base + name
             served_meta = md.get(f"/{base}meta_data.json").content
             # Byte for byte once the drive-only fields and the seed are out.
-            assert without(tree[base + "meta_data.json"], "admin_pass", "files",
-                           "random_seed") == without(served_meta, "random_seed")
+            assert without(
+                tree[base + "meta_data.json"], "admin_pass", "files", "random_seed"
+            ) == without(served_meta, "random_seed")
         ec2 = json.loads(tree["ec2/latest/meta-data.json"])
         for leaf in ("instance-id", "hostname", "local-ipv4", "ami-id", "reservation-id"):
             assert str(ec2[leaf]).encode() == md.get(f"/latest/meta-data/{leaf}").content
         assert tree["ec2/latest/user-data"] == md.get("/latest/user-data").content == user_data
     if fmt == "iso9660":  # the Joliet names carry the same files
-        assert drive_tools.isoinfo_file(image, "openstack/latest/meta_data.json",
-                                        names="-J") == tree["openstack/latest/meta_data.json"]
+        assert (
+            drive_tools.isoinfo_file(image, "openstack/latest/meta_data.json", names="-J")
+            == tree["openstack/latest/meta_data.json"]
+        )
 
     seen = drive_tools.cloud_init_reads(tmp_path / "tree")
     read = seen["read_v2"]
@@ -166,15 +198,18 @@ def test_drive_is_what_the_metadata_service_serves_and_cloud_init_reads_it(
     assert read["metadata"]["admin_pass"] == server["adminPass"]
     assert read["userdata"] == {"base64": base64.b64encode(user_data).decode()}
     assert read["files"] == {"/etc/injected.conf": {"base64": b64("injected\n")}}
-    assert read["networkdata"]["links"][0]["ethernet_mac_address"] == (
-        server["addresses"]["loop"][0]["OS-EXT-IPS-MAC:mac_addr"])
+    assert (
+        read["networkdata"]["links"][0]["ethernet_mac_address"]
+        == (server["addresses"]["loop"][0]["OS-EXT-IPS-MAC:mac_addr"])
+    )
     assert read["vendordata"] == {}
     assert read["ec2-metadata"]["instance-id"] == ec2["instance-id"]
     assert seen["datasource"]["metadata"]["uuid"] == server["id"]
 
 
 def test_no_drive_without_config_drive_and_none_left_after_delete(
-        client: httpx.Client, cloud: Cloud, settings: Settings) -> None:
+    client: httpx.Client, cloud: Cloud, settings: Settings
+) -> None:
     plain = boot(client, cloud, config_drive=False)
     assert not drive_path(settings, plain["id"]).exists()
     server = boot(client, cloud)
@@ -191,14 +226,22 @@ def test_no_drive_without_config_drive_and_none_left_after_delete(
 
 
 def test_rebuild_replaces_the_drive_atomically(
-        client: httpx.Client, cloud: Cloud, settings: Settings, fmt: str,
-        tmp_path: Path) -> None:
+    client: httpx.Client, cloud: Cloud, settings: Settings, fmt: str, tmp_path: Path
+) -> None:
     server = boot(client, cloud, personality=[{"path": "/old", "contents": b64("old")}])
     image = drive_path(settings, server["id"])
     before = image.stat().st_ino
-    r = client.post(f"/v2.1/servers/{server['id']}/action", headers=mv("2.37"), json={
-        "rebuild": {"imageRef": cloud.image2_id, "adminPass": "NewPass123",
-                    "personality": [{"path": "/new", "contents": b64("new")}]}})
+    r = client.post(
+        f"/v2.1/servers/{server['id']}/action",
+        headers=mv("2.37"),
+        json={
+            "rebuild": {
+                "imageRef": cloud.image2_id,
+                "adminPass": "NewPass123",
+                "personality": [{"path": "/new", "contents": b64("new")}],
+            }
+        },
+    )
     assert r.status_code == 202, r.text
     wait_for(client, server["id"], "ACTIVE")
     assert image.stat().st_ino != before  # a new file renamed into place
@@ -211,18 +254,26 @@ def test_rebuild_replaces_the_drive_atomically(
 
 
 def test_hard_reboot_with_user_data_rebuilds_the_drive_keeping_password_and_files(
-        client: httpx.Client, cloud: Cloud, settings: Settings, fmt: str,
-        tmp_path: Path) -> None:
-    server = boot(client, cloud, user_data=b64("old"),
-                  personality=[{"path": "/etc/x", "contents": b64("kept")}])
+    client: httpx.Client, cloud: Cloud, settings: Settings, fmt: str, tmp_path: Path
+) -> None:
+    server = boot(
+        client,
+        cloud,
+        user_data=b64("old"),
+        personality=[{"path": "/etc/x", "contents": b64("kept")}],
+    )
     sid = server["id"]
-    r = client.put(f"/v2.1/servers/{sid}", headers=mv("2.105"),
-                   json={"server": {"user_data": b64("new")}})
+    r = client.put(
+        f"/v2.1/servers/{sid}", headers=mv("2.105"), json={"server": {"user_data": b64("new")}}
+    )
     assert r.status_code == 409  # the drive holds user data: a HARD reboot changes it
     image = drive_path(settings, sid)
     before = image.stat().st_ino
-    r = client.post(f"/v2.1/servers/{sid}/action", headers=mv("2.105"),
-                    json={"reboot": {"type": "HARD", "user_data": b64("new")}})
+    r = client.post(
+        f"/v2.1/servers/{sid}/action",
+        headers=mv("2.105"),
+        json={"reboot": {"type": "HARD", "user_data": b64("new")}},
+    )
     assert r.status_code == 202, r.text
     wait_for(client, sid, "ACTIVE")
     assert image.stat().st_ino != before
@@ -234,27 +285,38 @@ def test_hard_reboot_with_user_data_rebuilds_the_drive_keeping_password_and_file
 
 
 def test_failed_drive_build_on_reboot_keeps_old_drive_and_user_data(
-        client: httpx.Client, cloud: Cloud, settings: Settings, targets: Targets) -> None:
+    client: httpx.Client, cloud: Cloud, settings: Settings, targets: Targets
+) -> None:
     server = boot(client, cloud, user_data=b64("old"))
     sid = server["id"]
     image = drive_path(settings, sid)
     old = image.read_bytes()
-    fatal = with_options(settings, "api", vendordata_providers="StaticJSON,DynamicJSON",
-                         vendordata_dynamic_targets=f"needed@{targets.url('/error')}",
-                         vendordata_dynamic_failure_fatal=True)
+    fatal = with_options(
+        settings,
+        "api",
+        vendordata_providers="StaticJSON,DynamicJSON",
+        vendordata_dynamic_targets=f"needed@{targets.url('/error')}",
+        vendordata_dynamic_failure_fatal=True,
+    )
     with compute_api(fatal) as failing:
-        r = failing.post(f"/v2.1/servers/{sid}/action", headers=mv("2.105"),
-                         json={"reboot": {"type": "HARD", "user_data": b64("new")}})
+        r = failing.post(
+            f"/v2.1/servers/{sid}/action",
+            headers=mv("2.105"),
+            json={"reboot": {"type": "HARD", "user_data": b64("new")}},
+        )
         assert r.status_code == 202, r.text
         wait_for(failing, sid, "ACTIVE")  # the guest was never touched
         reboot = next(a for a in action_events(failing, sid) if a["action"] == "reboot")
-        r = failing.get(f"/v2.1/servers/{sid}/os-instance-actions/{reboot['request_id']}",
-                        headers={**ADMIN, **mv("2.84")})
+        r = failing.get(
+            f"/v2.1/servers/{sid}/os-instance-actions/{reboot['request_id']}",
+            headers={**ADMIN, **mv("2.84")},
+        )
         (event,) = r.json()["instanceAction"]["events"]
         assert event["result"] == "Error"
         # A create with a drive fails outright.
-        created = create_server(failing, cloud, "2.37", config_drive=True,
-                                networks=[{"uuid": cloud.network_id}])
+        created = create_server(
+            failing, cloud, "2.37", config_drive=True, networks=[{"uuid": cloud.network_id}]
+        )
         errored = wait_for(failing, created["id"], "ERROR")
         assert "Vendordata target 'needed' failed" in errored["fault"]["message"]
     assert image.read_bytes() == old
@@ -266,21 +328,31 @@ def test_failed_drive_build_on_reboot_keeps_old_drive_and_user_data(
 
 
 def test_dynamic_json_alone_is_fetched_once_per_build(
-        settings: Settings, api_db: Database, clean_api_db: Database,
-        clean_cell_db: Database, targets: Targets, fmt: str, tmp_path: Path) -> None:
-    dynamic = with_options(settings, "api", vendordata_providers="DynamicJSON",
-                           vendordata_dynamic_targets=f"cloud@{targets.url('/record')}")
+    settings: Settings,
+    api_db: Database,
+    clean_api_db: Database,
+    clean_cell_db: Database,
+    targets: Targets,
+    fmt: str,
+    tmp_path: Path,
+) -> None:
+    dynamic = with_options(
+        settings,
+        "api",
+        vendordata_providers="DynamicJSON",
+        vendordata_dynamic_targets=f"cloud@{targets.url('/record')}",
+    )
     with compute_api(dynamic) as client:
         cloud_ = make_cloud(client, api_db, tmp_path)
         with api_db.write() as session:
             cloud_.network_id = networks.add_network(
-                session, name="loop", cidr="127.0.0.0/24", gateway="127.0.0.1").uuid
+                session, name="loop", cidr="127.0.0.0/24", gateway="127.0.0.1"
+            ).uuid
         server = boot(client, cloud_)
         assert len(targets.calls_to("/record", server["id"])) == 1
         tree = read_back(drive_path(settings, server["id"]), fmt, tmp_path / "tree")
     assert not any(p.endswith("vendor_data.json") for p in tree)  # Nova fails here
-    docs = {tree[f"openstack/{v}/vendor_data2.json"] for v in VERSIONS
-            if v >= "2016-10-06"}
+    docs = {tree[f"openstack/{v}/vendor_data2.json"] for v in VERSIONS if v >= "2016-10-06"}
     assert len(docs) == 1
     assert json.loads(docs.pop())["cloud"]["instance"] == server["id"]
     read = drive_tools.cloud_init_reads(tmp_path / "tree")["read_v2"]
@@ -291,17 +363,26 @@ def test_dynamic_json_alone_is_fetched_once_per_build(
 
 
 def test_a_thousand_files_and_64_kib_of_user_data(
-        client: httpx.Client, cloud: Cloud, settings: Settings, api_db: Database, fmt: str,
-        tmp_path: Path) -> None:
+    client: httpx.Client,
+    cloud: Cloud,
+    settings: Settings,
+    api_db: Database,
+    fmt: str,
+    tmp_path: Path,
+) -> None:
     server = boot(client, cloud, config_drive=False)
     files = tuple((f"/srv/file-{i}", f"content {i}\n".encode()) for i in range(1000))
     user_data = bytes(range(256)) * 256  # 64 KiB, not text
     cells = CellDatabases(api_db)
     builder = DriveBuilder(settings, cells)
     try:
-        built = builder.build(server["id"], admin_pass="pw", files=files,
-                              user_data=base64.b64encode(user_data).decode(),
-                              output=tmp_path / "big.img")
+        built = builder.build(
+            server["id"],
+            admin_pass="pw",
+            files=files,
+            user_data=base64.b64encode(user_data).decode(),
+            output=tmp_path / "big.img",
+        )
     finally:
         builder.close()
         cells.dispose()
@@ -320,43 +401,64 @@ def test_a_thousand_files_and_64_kib_of_user_data(
 
 def test_personality_limits_and_microversion(client: httpx.Client, cloud: Cloud) -> None:
     def create(version: str, files: list[dict[str, str]]) -> httpx.Response:
-        return client.post("/v2.1/servers", headers=mv(version), json={"server": {
-            "name": "vm", "imageRef": cloud.image_id, "flavorRef": "1", "networks": "none",
-            "personality": files}})
+        return client.post(
+            "/v2.1/servers",
+            headers=mv(version),
+            json={
+                "server": {
+                    "name": "vm",
+                    "imageRef": cloud.image_id,
+                    "flavorRef": "1",
+                    "networks": "none",
+                    "personality": files,
+                }
+            },
+        )
 
     def one(path: str = "/a", text: str = "x") -> dict[str, str]:
         return {"path": path, "contents": base64.b64encode(text.encode()).decode()}
 
     r = create("2.37", [one()] * 6)
     assert (r.status_code, r.json()["forbidden"]["message"]) == (
-        403, "Personality file limit exceeded")
+        403,
+        "Personality file limit exceeded",
+    )
     r = create("2.37", [one(path="/" + "p" * 255)])
     assert r.json()["forbidden"]["message"] == "Personality file path exceeds maximum 255"
     r = create("2.37", [one(text="x" * 7681)])  # 10,244 base64 characters
-    assert r.json()["forbidden"]["message"] == (
-        "Personality file content exceeds maximum 10240")
+    assert r.json()["forbidden"]["message"] == ("Personality file content exceeds maximum 10240")
     assert create("2.57", [one()]).status_code == 400
     assert create("2.37", [{"path": "/a", "contents": "not base64!"}]).status_code == 400
     assert client.get("/v2.1/servers").json()["servers"] == []
     server = boot(client, cloud)
-    r = client.post(f"/v2.1/servers/{server['id']}/action", headers=mv("2.37"), json={
-        "rebuild": {"imageRef": cloud.image_id, "personality": [one()] * 6}})
+    r = client.post(
+        f"/v2.1/servers/{server['id']}/action",
+        headers=mv("2.37"),
+        json={"rebuild": {"imageRef": cloud.image_id, "personality": [one()] * 6}},
+    )
     assert r.status_code == 403
 
 
 # -- the CLI --------------------------------------------------------------------------------
 
 
-def test_cli_build_and_show(client: httpx.Client, cloud: Cloud, settings: Settings,
-                            fmt: str, tmp_path: Path) -> None:
+def test_cli_build_and_show(
+    client: httpx.Client, cloud: Cloud, settings: Settings, fmt: str, tmp_path: Path
+) -> None:
     server = boot(client, cloud, personality=[{"path": "/p", "contents": b64("carried")}])
-    env = {"CLOUDSEED_API_DATABASE__CONNECTION": settings.api_database_url,
-           "CLOUDSEED_DATABASE__CONNECTION": settings.cell_database_url,
-           "CLOUDSEED_STATE_PATH": str(settings.state_dir),
-           "CLOUDSEED_CONFIG_DRIVE_FORMAT": fmt}
+    env = {
+        "CLOUDSEED_API_DATABASE__CONNECTION": settings.api_database_url,
+        "CLOUDSEED_DATABASE__CONNECTION": settings.cell_database_url,
+        "CLOUDSEED_STATE_PATH": str(settings.state_dir),
+        "CLOUDSEED_CONFIG_DRIVE_FORMAT": fmt,
+    }
     out = tmp_path / "drive.img"
-    result = CliRunner().invoke(cli, ["configdrive", "build", server["id"], "--output",
-                                      str(out)], env=env, catch_exceptions=False)
+    result = CliRunner().invoke(
+        cli,
+        ["configdrive", "build", server["id"], "--output", str(out)],
+        env=env,
+        catch_exceptions=False,
+    )
     assert result.exit_code == 0, result.output
     assert f"wrote {out} ({fmt})" in result.output
     tree = read_back(out, fmt, tmp_path / "tree")
@@ -366,8 +468,9 @@ def test_cli_build_and_show(client: httpx.Client, cloud: Cloud, settings: Settin
     assert result.exit_code == 0, result.output
     assert f"{fmt}, label 'config-2', {len(tree)} files" in result.output
     assert "openstack/latest/meta_data.json" in result.output
-    result = CliRunner().invoke(cli, ["configdrive", "show", str(out),
-                                      "openstack/latest/meta_data.json"], env=env)
+    result = CliRunner().invoke(
+        cli, ["configdrive", "show", str(out), "openstack/latest/meta_data.json"], env=env
+    )
     assert result.exit_code == 0
     assert result.stdout_bytes == tree["openstack/latest/meta_data.json"]
     result = CliRunner().invoke(cli, ["configdrive", "show", str(out), "nope"], env=env)

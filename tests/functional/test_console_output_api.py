@@ -29,18 +29,22 @@ class TestConsoleOutput:
         assert console(api, server_id, {"length": None}).json() == r.json()
 
     def test_last_lines(self, api, server_id):
-        assert console(api, server_id, {"length": 2}).json() == {
-            "output": "ANOTHER\nLAST LINE"}
+        assert console(api, server_id, {"length": 2}).json() == {"output": "ANOTHER\nLAST LINE"}
         assert console(api, server_id, {"length": "1"}).json() == {"output": "LAST LINE"}
 
-    @pytest.mark.parametrize("body", [{"length": -2}, {"length": "-2"}, {"length": "x"},
-                                      {"length": 1.5}, {"other": 1}, None])
+    @pytest.mark.parametrize(
+        "body",
+        [{"length": -2}, {"length": "-2"}, {"length": "x"}, {"length": 1.5}, {"other": 1}, None],
+    )
     def test_bad_length(self, api, server_id, body):
         r = console(api, server_id, body)
         assert r.status_code == 400, r.text
         assert "badRequest" in r.json()
 
     def test_other_projects_do_not_see_it(self, api, server_id):
-        r = api.post(f"/v2.1/servers/{server_id}/action",
-                     json={"os-getConsoleOutput": {}}, headers={"X-Auth-Token": "eve:other"})
+        r = api.post(
+            f"/v2.1/servers/{server_id}/action",
+            json={"os-getConsoleOutput": {}},
+            headers={"X-Auth-Token": "eve:other"},
+        )
         assert r.status_code == 404

@@ -35,8 +35,9 @@ class Upstream:
 
             def _answer(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-                upstream.requests.append((self.command, self.path, list(self.headers.items()),
-                                          body))
+                upstream.requests.append(
+                    (self.command, self.path, list(self.headers.items()), body)
+                )
                 payload = b"answer to " + self.path.encode()
                 self.send_response(200)
                 self.send_header("Content-Length", str(len(payload)))
@@ -66,17 +67,29 @@ def upstream() -> Iterator[Upstream]:
 @pytest.fixture()
 def config(tmp_path: Path, upstream: Upstream) -> Path:
     path = tmp_path / "relay.json"
-    path.write_text(json.dumps({"upstream": ["127.0.0.1", upstream.port], "headers": [
-        ["X-Instance-ID", UUID], ["X-Tenant-ID", "proj"],
-        ["X-Instance-ID-Signature", sign(SECRET, UUID)]]}))
+    path.write_text(
+        json.dumps(
+            {
+                "upstream": ["127.0.0.1", upstream.port],
+                "headers": [
+                    ["X-Instance-ID", UUID],
+                    ["X-Tenant-ID", "proj"],
+                    ["X-Instance-ID-Signature", sign(SECRET, UUID)],
+                ],
+            }
+        )
+    )
     return path
 
 
 def exchange(config: Path, request: bytes) -> bytes:
     guest, relay_end = socket.socketpair()
     with guest, relay_end:
-        process = subprocess.Popen([sys.executable, "-I", guestfwd_relay.__file__, str(config)],
-                                   stdin=relay_end, stdout=relay_end)
+        process = subprocess.Popen(
+            [sys.executable, "-I", guestfwd_relay.__file__, str(config)],
+            stdin=relay_end,
+            stdout=relay_end,
+        )
         relay_end.close()
         guest.sendall(request)
         answer = b""
@@ -88,9 +101,14 @@ def exchange(config: Path, request: bytes) -> bytes:
 
 
 def identifier() -> Identifier:
-    return Identifier(load_settings(environ={
-        "CLOUDSEED_NEUTRON__SERVICE_METADATA_PROXY": "true",
-        "CLOUDSEED_NEUTRON__METADATA_PROXY_SHARED_SECRET": SECRET}))
+    return Identifier(
+        load_settings(
+            environ={
+                "CLOUDSEED_NEUTRON__SERVICE_METADATA_PROXY": "true",
+                "CLOUDSEED_NEUTRON__METADATA_PROXY_SHARED_SECRET": SECRET,
+            }
+        )
+    )
 
 
 def as_bytes(headers: list[tuple[str, str]]) -> list[tuple[bytes, bytes]]:
@@ -98,8 +116,11 @@ def as_bytes(headers: list[tuple[str, str]]) -> list[tuple[bytes, bytes]]:
 
 
 def test_signed_identity_reaches_the_service(config: Path, upstream: Upstream) -> None:
-    answer = exchange(config, b"GET /openstack/latest/meta_data.json HTTP/1.1\r\n"
-                              b"Host: 169.254.169.254\r\nAccept: */*\r\n\r\n")
+    answer = exchange(
+        config,
+        b"GET /openstack/latest/meta_data.json HTTP/1.1\r\n"
+        b"Host: 169.254.169.254\r\nAccept: */*\r\n\r\n",
+    )
     assert answer.startswith(b"HTTP/1.1 200 ")
     assert answer.endswith(b"answer to /openstack/latest/meta_data.json")
     method, path, headers, _ = upstream.requests[0]
@@ -111,10 +132,15 @@ def test_signed_identity_reaches_the_service(config: Path, upstream: Upstream) -
 
 def test_identity_the_guest_sent_is_replaced(config: Path, upstream: Upstream) -> None:
     other = "11111111-2222-3333-4444-555555555555"
-    exchange(config, b"GET / HTTP/1.1\r\nX-Instance-ID: " + other.encode()
-             + b"\r\nx-instance-id-signature: " + sign(SECRET, other).encode()
-             + b"\r\nX-Tenant-ID: evil\r\nX-Forwarded-For: 10.0.0.9\r\n"
-             b"Forwarded: for=10.0.0.9\r\nX-Metadata-Provider: net\r\n\r\n")
+    exchange(
+        config,
+        b"GET / HTTP/1.1\r\nX-Instance-ID: "
+        + other.encode()
+        + b"\r\nx-instance-id-signature: "
+        + sign(SECRET, other).encode()
+        + b"\r\nX-Tenant-ID: evil\r\nX-Forwarded-For: 10.0.0.9\r\n"
+        b"Forwarded: for=10.0.0.9\r\nX-Metadata-Provider: net\r\n\r\n",
+    )
     _, _, headers, _ = upstream.requests[0]
     names = [k.lower() for k, _ in headers]
     for name in ("x-instance-id", "x-tenant-id", "x-instance-id-signature"):
@@ -126,34 +152,53 @@ def test_identity_the_guest_sent_is_replaced(config: Path, upstream: Upstream) -
 
 def test_wrong_secret_is_refused_by_the_service(tmp_path: Path, upstream: Upstream) -> None:
     path = tmp_path / "bad.json"
-    path.write_text(json.dumps({"upstream": ["127.0.0.1", upstream.port], "headers": [
-        ["X-Instance-ID", UUID], ["X-Tenant-ID", "proj"],
-        ["X-Instance-ID-Signature", sign("other", UUID)]]}))
+    path.write_text(
+        json.dumps(
+            {
+                "upstream": ["127.0.0.1", upstream.port],
+                "headers": [
+                    ["X-Instance-ID", UUID],
+                    ["X-Tenant-ID", "proj"],
+                    ["X-Instance-ID-Signature", sign("other", UUID)],
+                ],
+            }
+        )
+    )
     exchange(path, b"GET / HTTP/1.1\r\n\r\n")
     with pytest.raises(BadSignature):
         identifier().claim("127.0.0.1", as_bytes(upstream.requests[0][2]))
 
 
 def test_a_posted_password_is_relayed(config: Path, upstream: Upstream) -> None:
-    answer = exchange(config, b"POST /openstack/2013-04-04/password HTTP/1.1\r\n"
-                              b"Content-Length: 5\r\nContent-Type: text/plain\r\n\r\nsecrt")
+    answer = exchange(
+        config,
+        b"POST /openstack/2013-04-04/password HTTP/1.1\r\n"
+        b"Content-Length: 5\r\nContent-Type: text/plain\r\n\r\nsecrt",
+    )
     assert answer.startswith(b"HTTP/1.1 200 ")
     assert upstream.requests[0][0] == "POST" and upstream.requests[0][3] == b"secrt"
 
 
-@pytest.mark.parametrize("request_bytes", [
-    b"GET / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
-    b"GET / HTTP/1.1\r\nX-Instance-ID : spoof\r\n\r\n",
-    b"GET / HTTP/1.1\r\nContent-Length: -1\r\n\r\n",
-    b"NONSENSE\r\n\r\n",
-    b"GET / HTTP/1.1\r\nHost: x",  # the guest hangs up half-way
-])
-def test_malformed_requests_never_reach_the_service(config: Path, upstream: Upstream,
-                                                    request_bytes: bytes) -> None:
+@pytest.mark.parametrize(
+    "request_bytes",
+    [
+        b"GET / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+        b"GET / HTTP/1.1\r\nX-Instance-ID : spoof\r\n\r\n",
+        b"GET / HTTP/1.1\r\nContent-Length: -1\r\n\r\n",
+        b"NONSENSE\r\n\r\n",
+        b"GET / HTTP/1.1\r\nHost: x",  # the guest hangs up half-way
+    ],
+)
+def test_malformed_requests_never_reach_the_service(
+    config: Path, upstream: Upstream, request_bytes: bytes
+) -> None:
     guest, relay_end = socket.socketpair()
     with guest, relay_end:
-        process = subprocess.Popen([sys.executable, "-I", guestfwd_relay.__file__, str(config)],
-                                   stdin=relay_end, stdout=relay_end)
+        process = subprocess.Popen(
+            [sys.executable, "-I", guestfwd_relay.__file__, str(config)],
+            stdin=relay_end,
+            stdout=relay_end,
+        )
         relay_end.close()
         guest.sendall(request_bytes)
         guest.shutdown(socket.SHUT_WR)

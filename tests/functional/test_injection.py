@@ -43,13 +43,20 @@ PARTITION_START = 2048  # sectors: 1 MiB, as fdisk aligns
 
 def needs(*tools: str) -> pytest.MarkDecorator:
     missing = [t for t in tools if shutil.which(t, path="/usr/sbin:/usr/bin:/sbin:/bin") is None]
-    return pytest.mark.skipif(bool(missing), reason=f"needs {', '.join(missing)} "
-                              "(Debian: e2fsprogs, fdisk, qemu-utils, openssl)")
+    return pytest.mark.skipif(
+        bool(missing),
+        reason=f"needs {', '.join(missing)} (Debian: e2fsprogs, fdisk, qemu-utils, openssl)",
+    )
 
 
 def run(*argv: str, input: bytes | None = None) -> bytes:
-    return subprocess.run(argv, input=input, capture_output=True, check=True,
-                          env={"LC_ALL": "C", "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}).stdout
+    return subprocess.run(
+        argv,
+        input=input,
+        capture_output=True,
+        check=True,
+        env={"LC_ALL": "C", "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"},
+    ).stdout
 
 
 def sha256(path: Path) -> str:
@@ -58,13 +65,15 @@ def sha256(path: Path) -> str:
 
 # -- building images -------------------------------------------------------------------------
 
+
 def guest_tree(root: Path, *, selinux: bool = False) -> Path:
     (root / "etc").mkdir(parents=True)
     (root / "root").mkdir(mode=0o700)
     (root / "bin").mkdir()
     (root / "usr" / "bin").mkdir(parents=True)
-    (root / "etc" / "passwd").write_text("root:x:0:0:root:/root:/bin/sh\n"
-                                         "daemon:x:1:1::/usr/sbin:/usr/sbin/nologin\n")
+    (root / "etc" / "passwd").write_text(
+        "root:x:0:0:root:/root:/bin/sh\ndaemon:x:1:1::/usr/sbin:/usr/sbin/nologin\n"
+    )
     (root / "etc" / "group").write_text("root:x:0:\nshadow:x:42:\n")
     shadow = root / "etc" / "shadow"
     shadow.write_text("root:*:19000:0:99999:7:::\ndaemon:*:19000:0:99999:7:::\n")
@@ -90,15 +99,24 @@ def partitioned_image(tree: Path, image: Path) -> Path:
     fs = ext4_image(tree, image.with_suffix(".fs"))
     with image.open("wb") as fh:
         fh.truncate(PARTITION_START * SECTOR + fs.stat().st_size + 1024 * 1024)
-    run("sfdisk", "-q", str(image),
-        input=f"label: dos\nstart={PARTITION_START}, type=83\n".encode())
-    run("dd", f"if={fs}", f"of={image}", f"bs={SECTOR}", f"seek={PARTITION_START}",
-        "conv=notrunc,sparse", "status=none")
+    run(
+        "sfdisk", "-q", str(image), input=f"label: dos\nstart={PARTITION_START}, type=83\n".encode()
+    )
+    run(
+        "dd",
+        f"if={fs}",
+        f"of={image}",
+        f"bs={SECTOR}",
+        f"seek={PARTITION_START}",
+        "conv=notrunc,sparse",
+        "status=none",
+    )
     fs.unlink()
     return image
 
 
 # -- reading back with debugfs ---------------------------------------------------------------
+
 
 def device(image: Path, partition: int = 0) -> str:
     return f"{image}?offset={PARTITION_START * SECTOR}" if partition else str(image)
@@ -125,8 +143,7 @@ def assert_full_injection(image: Path, partition: int = 0) -> None:
     keys = guest_cat(image, "/root/.ssh/authorized_keys", partition).decode()
     assert keys == f"\n# The following ssh key was injected by cloudseed\n{KEY}\n"
     assert guest_stat(image, "/root/.ssh", partition) == ("directory", 0o700, 0, 0)
-    assert guest_stat(image, "/root/.ssh/authorized_keys", partition) == ("regular", 0o600,
-                                                                          0, 0)
+    assert guest_stat(image, "/root/.ssh/authorized_keys", partition) == ("regular", 0o600, 0, 0)
     shadow = guest_cat(image, "/etc/shadow", partition).decode().splitlines()
     root_hash = shadow[0].split(":")[1]
     assert shadow[0] == f"root:{root_hash}:19000:0:99999:7:::"
@@ -134,8 +151,12 @@ def assert_full_injection(image: Path, partition: int = 0) -> None:
     # openssl recomputes the hash from the salt: the password really is the one we gave.
     salt = root_hash.split("$")[2]
     assert root_hash.startswith("$6$")
-    assert run("openssl", "passwd", "-6", "-salt", salt, "-stdin",
-               input=PASSWORD.encode() + b"\n").decode().strip() == root_hash
+    assert (
+        run("openssl", "passwd", "-6", "-salt", salt, "-stdin", input=PASSWORD.encode() + b"\n")
+        .decode()
+        .strip()
+        == root_hash
+    )
     assert guest_stat(image, "/etc/shadow", partition)[1] == 0o640  # kept
     assert json.loads(guest_cat(image, "/meta.js", partition)) == {"role": "web"}
     assert guest_cat(image, "/etc/network/interfaces", partition) == b"auto lo\n"
@@ -143,14 +164,19 @@ def assert_full_injection(image: Path, partition: int = 0) -> None:
     assert guest_stat(image, "/opt/app", partition) == ("directory", 0o744, 0, 0)
 
 
-FULL_REQUEST = InjectionRequest(key_data=KEY, admin_password=PASSWORD,
-                                metadata={"role": "web"}, network_config="auto lo\n",
-                                files=(("/opt/app/settings.conf", b"x = 1\n"),))
+FULL_REQUEST = InjectionRequest(
+    key_data=KEY,
+    admin_password=PASSWORD,
+    metadata={"role": "web"},
+    network_config="auto lo\n",
+    files=(("/opt/app/settings.conf", b"x = 1\n"),),
+)
 
 
 def options(*handlers: str, partition: int = 0) -> InjectionOptions:
-    return InjectionOptions(partition=partition, inject_key=True, inject_password=True,
-                            handlers=handlers)
+    return InjectionOptions(
+        partition=partition, inject_key=True, inject_password=True, handlers=handlers
+    )
 
 
 def leftovers(directory: Path) -> list[str]:
@@ -158,6 +184,7 @@ def leftovers(directory: Path) -> list[str]:
 
 
 # -- debugfs: rootless, raw ext2/3/4 ----------------------------------------------------------
+
 
 @needs("mke2fs", "debugfs", "e2fsck", "qemu-img", "openssl", "prlimit")
 class TestDebugfs:
@@ -179,8 +206,12 @@ class TestDebugfs:
         if os.geteuid() == 0:
             os.chown(motd, *owner)
         image = ext4_image(tree, tmp_path / "disk.raw")
-        inject(image, "raw", InjectionRequest(files=(("/etc/motd", b"new\n"),)),
-               options=options("debugfs"))
+        inject(
+            image,
+            "raw",
+            InjectionRequest(files=(("/etc/motd", b"new\n"),)),
+            options=options("debugfs"),
+        )
         assert guest_cat(image, "/etc/motd") == b"new\n"
         assert guest_stat(image, "/etc/motd") == ("regular", 0o604, *owner)
         fsck_clean(image)
@@ -220,13 +251,18 @@ class TestDebugfs:
         before = sha256(image)
         # The key goes in first (into the working copy); then the password cannot.
         with pytest.raises(GuestRefused, match="no /etc/passwd or /etc/shadow"):
-            inject(image, "raw", InjectionRequest(key_data=KEY, admin_password="pw"),
-                   options=options("debugfs"))
+            inject(
+                image,
+                "raw",
+                InjectionRequest(key_data=KEY, admin_password="pw"),
+                options=options("debugfs"),
+            )
         assert sha256(image) == before
         assert leftovers(tmp_path) == []
 
 
 # -- refusals before any handler runs ---------------------------------------------------------
+
 
 @needs("mke2fs", "qemu-img", "prlimit")
 class TestRefusals:
@@ -235,8 +271,10 @@ class TestRefusals:
         qcow2 = tmp_path / "disk.qcow2"
         run("qemu-img", "convert", "-f", "raw", "-O", "qcow2", str(raw), str(qcow2))
         # qemu-img itself accepts the lie: with -f raw it reports "raw"…
-        assert json.loads(run("qemu-img", "info", "--output=json", "-f", "raw",
-                              str(qcow2)))["format"] == "raw"
+        assert (
+            json.loads(run("qemu-img", "info", "--output=json", "-f", "raw", str(qcow2)))["format"]
+            == "raw"
+        )
         # …so the header is checked too.
         before = sha256(qcow2)
         with pytest.raises(ImageFormatMismatch, match="its header is a qcow2 header"):
@@ -251,8 +289,7 @@ class TestRefusals:
     def test_backing_file_refused(self, tmp_path):
         base = ext4_image(guest_tree(tmp_path / "tree"), tmp_path / "base.raw")
         overlay = tmp_path / "overlay.qcow2"
-        run("qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw", "-b", str(base),
-            str(overlay))
+        run("qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw", "-b", str(base), str(overlay))
         with pytest.raises(UnsafeImage, match="backing file"):
             inject(overlay, "qcow2", InjectionRequest(key_data=KEY), options=options("nbd"))
 
@@ -262,8 +299,12 @@ class TestRefusals:
         run("qemu-img", "convert", "-f", "raw", "-O", "qcow2", str(raw), str(qcow2))
         before = sha256(qcow2)
         with pytest.raises(NoHandlerAvailable) as caught:
-            inject(qcow2, "qcow2", InjectionRequest(key_data=KEY),
-                   options=options("debugfs", "loop", "nbd"))
+            inject(
+                qcow2,
+                "qcow2",
+                InjectionRequest(key_data=KEY),
+                options=options("debugfs", "loop", "nbd"),
+            )
         reasons = dict(caught.value.reasons)
         assert list(reasons) == ["debugfs", "loop", "nbd"]
         assert "raw images only" in reasons["debugfs"]
@@ -277,8 +318,12 @@ class TestRefusals:
     def test_inspection_needs_guestfs(self, tmp_path):
         raw = ext4_image(guest_tree(tmp_path / "tree"), tmp_path / "disk.raw")
         with pytest.raises(NoHandlerAvailable, match="needs guestfs"):
-            inject(raw, "raw", InjectionRequest(key_data=KEY),
-                   options=options("debugfs", "loop", partition=-1))
+            inject(
+                raw,
+                "raw",
+                InjectionRequest(key_data=KEY),
+                options=options("debugfs", "loop", partition=-1),
+            )
 
     def test_disabled_and_nothing_to_do(self, tmp_path):
         raw = ext4_image(guest_tree(tmp_path / "tree"), tmp_path / "disk.raw")
@@ -286,13 +331,18 @@ class TestRefusals:
             inject(raw, "raw", InjectionRequest(key_data=KEY), options=InjectionOptions())
         before = raw.stat().st_mtime_ns, raw.stat().st_ino
         # inject_key is off, so the key is dropped and nothing is left to do.
-        report = inject(raw, "raw", InjectionRequest(key_data=KEY),
-                        options=InjectionOptions(partition=0, handlers=("debugfs",)))
+        report = inject(
+            raw,
+            "raw",
+            InjectionRequest(key_data=KEY),
+            options=InjectionOptions(partition=0, handlers=("debugfs",)),
+        )
         assert report.handler is None and report.written == ()
         assert (raw.stat().st_mtime_ns, raw.stat().st_ino) == before
 
 
 # -- host mounts: paths are walked without following links ------------------------------------
+
 
 class TestLocalFilesystem:
     """``LocalFilesystem`` on a plain directory: the rules a loop or nbd mount relies on."""
@@ -310,11 +360,13 @@ class TestLocalFilesystem:
         target = str(outside) if how == "absolute" else "../../host-etc"
         (guest / "root" / ".ssh").symlink_to(target)
         fs = LocalFilesystem(guest)
-        for attempt in (lambda: fs.write("/root/.ssh/precious", b"owned"),
-                        lambda: fs.read("/root/.ssh/precious"),
-                        lambda: fs.lstat("/root/.ssh/precious"),
-                        lambda: fs.chmod("/root/.ssh/precious", 0o777),
-                        lambda: fs.mkdir("/root/.ssh/new")):
+        for attempt in (
+            lambda: fs.write("/root/.ssh/precious", b"owned"),
+            lambda: fs.read("/root/.ssh/precious"),
+            lambda: fs.lstat("/root/.ssh/precious"),
+            lambda: fs.chmod("/root/.ssh/precious", 0o777),
+            lambda: fs.mkdir("/root/.ssh/new"),
+        ):
             with pytest.raises(GuestRefused, match=r"/root/\.ssh is a symlink"):
                 attempt()
         with pytest.raises(GuestRefused):
@@ -328,9 +380,11 @@ class TestLocalFilesystem:
         (guest / "meta.js").symlink_to(outside / "precious")
         fs = LocalFilesystem(guest)
         assert fs.lstat("/meta.js").kind == "symlink"  # type: ignore[union-attr]
-        for attempt in (lambda: fs.write("/meta.js", b"owned"),
-                        lambda: fs.chmod("/meta.js", 0o777),
-                        lambda: fs.chown("/meta.js", 1, 1)):
+        for attempt in (
+            lambda: fs.write("/meta.js", b"owned"),
+            lambda: fs.chmod("/meta.js", 0o777),
+            lambda: fs.chown("/meta.js", 1, 1),
+        ):
             with pytest.raises(GuestRefused, match="is a symlink"):
                 attempt()
         assert (outside / "precious").read_text() == "host data\n"
@@ -345,8 +399,11 @@ class TestLocalFilesystem:
         guest, _ = self.make(tmp_path)
         shadow = guest / "etc" / "shadow"
         inode = shadow.stat().st_ino
-        write_request(LocalFilesystem(guest), InjectionRequest(admin_password="x"),
-                      password_hash="$6$s$" + "h" * 86)
+        write_request(
+            LocalFilesystem(guest),
+            InjectionRequest(admin_password="x"),
+            password_hash="$6$s$" + "h" * 86,
+        )
         assert shadow.stat().st_ino == inode and shadow.stat().st_mode & 0o777 == 0o640
         assert shadow.read_text().startswith("root:$6$s$")
 
@@ -397,6 +454,7 @@ class TestLoop:
 
 # -- libguestfs ------------------------------------------------------------------------------
 
+
 def guestfish_read(image: Path, fmt: str, *commands: str) -> str:
     argv = ["guestfish", "--ro", "--format=" + fmt, "-a", str(image), "-i"]
     for command in commands:
@@ -423,8 +481,12 @@ class TestGuestfs:
 
     def inject_or_skip(self, image: Path, partition: int):
         try:
-            return inject(image, "qcow2", FULL_REQUEST,
-                          options=options("debugfs", "guestfs", partition=partition))
+            return inject(
+                image,
+                "qcow2",
+                FULL_REQUEST,
+                options=options("debugfs", "guestfs", partition=partition),
+            )
         except NoHandlerAvailable as exc:
             pytest.skip(f"libguestfs cannot run here: {exc.message}")
 
@@ -438,13 +500,17 @@ class TestGuestfs:
         image = self.qcow2_image(tmp_path)
         report = self.inject_or_skip(image, partition=1)
         assert report.handler == "guestfs"
-        assert report.unavailable == (("debugfs", "debugfs reads raw images only, this one "
-                                                  "is qcow2"),)
+        assert report.unavailable == (
+            ("debugfs", "debugfs reads raw images only, this one is qcow2"),
+        )
         self.read_back_flat(image, tmp_path)
 
-    @pytest.mark.skipif(not SLOW_GUESTFS, reason="OS inspection and a guestfish read-back "
-                        "boot two more appliances (15-30 s each without KVM); set "
-                        "CLOUDSEED_TEST_SLOW_GUESTFS=1")
+    @pytest.mark.skipif(
+        not SLOW_GUESTFS,
+        reason="OS inspection and a guestfish read-back "
+        "boot two more appliances (15-30 s each without KVM); set "
+        "CLOUDSEED_TEST_SLOW_GUESTFS=1",
+    )
     def test_qcow2_by_inspection_read_back_with_guestfish(self, tmp_path):
         image = self.qcow2_image(tmp_path)
         report = self.inject_or_skip(image, partition=-1)
@@ -456,12 +522,18 @@ class TestGuestfs:
 
 # -- the CLI ---------------------------------------------------------------------------------
 
+
 @needs("mke2fs", "debugfs", "qemu-img", "openssl", "prlimit")
 class TestCli:
     def invoke(self, tmp_path, *args, input=None):
         env = {"CLOUDSEED_LIBVIRT__INJECT_HANDLERS": "nbd,debugfs"}
-        return CliRunner().invoke(cli, ["--data-dir", str(tmp_path / "var"), "inject", *args],
-                                  env=env, input=input, catch_exceptions=False)
+        return CliRunner().invoke(
+            cli,
+            ["--data-dir", str(tmp_path / "var"), "inject", *args],
+            env=env,
+            input=input,
+            catch_exceptions=False,
+        )
 
     def test_key_password_file_metadata(self, tmp_path):
         image = ext4_image(guest_tree(tmp_path / "tree"), tmp_path / "disk.raw")
@@ -469,9 +541,20 @@ class TestCli:
         key.write_text(KEY + "\n")
         src = tmp_path / "motd"
         src.write_text("hello\n")
-        result = self.invoke(tmp_path, str(image), "--key", str(key), "--password",
-                             "--file", f"{src}:/etc/motd", "--metadata", "role=web",
-                             "--partition", "0", input=f"{PASSWORD}\n{PASSWORD}\n")
+        result = self.invoke(
+            tmp_path,
+            str(image),
+            "--key",
+            str(key),
+            "--password",
+            "--file",
+            f"{src}:/etc/motd",
+            "--metadata",
+            "role=web",
+            "--partition",
+            "0",
+            input=f"{PASSWORD}\n{PASSWORD}\n",
+        )
         assert result.exit_code == 0, result.output
         assert f"injected into {image} with debugfs: /root/.ssh" in result.output
         assert "nbd: cannot serve this image" in result.output
@@ -491,7 +574,8 @@ class TestCli:
         image = ext4_image(guest_tree(tmp_path / "tree"), tmp_path / "disk.raw")
         key = tmp_path / "id.pub"
         key.write_text(KEY)
-        result = self.invoke(tmp_path, str(image), "--key", str(key), "--partition", "0",
-                             "--format", "qcow2")
+        result = self.invoke(
+            tmp_path, str(image), "--key", str(key), "--partition", "0", "--format", "qcow2"
+        )
         assert result.exit_code == 1
         assert "is not a qcow2 image" in result.output

@@ -18,8 +18,13 @@ def mv(version: str) -> dict[str, str]:
     return {"OpenStack-API-Version": f"compute {version}"}
 
 
-def create(api: httpx.Client, name: str, public_key: str | None = None, version: str = "2.10",
-           **extra: object) -> httpx.Response:
+def create(
+    api: httpx.Client,
+    name: str,
+    public_key: str | None = None,
+    version: str = "2.10",
+    **extra: object,
+) -> httpx.Response:
     body: dict[str, object] = {"name": name, **extra}
     if public_key is not None:
         body["public_key"] = public_key
@@ -31,16 +36,21 @@ class TestCreate:
         pub = keys.ed25519_public()
         r = create(api, "k1", pub, version="2.1")
         assert r.status_code == 200
-        assert r.json() == {"keypair": {"name": "k1", "public_key": pub, "user_id": "alice",
-                                        "fingerprint": keys.md5_fingerprint(pub)}}
+        assert r.json() == {
+            "keypair": {
+                "name": "k1",
+                "public_key": pub,
+                "user_id": "alice",
+                "fingerprint": keys.md5_fingerprint(pub),
+            }
+        }
 
     def test_import_2_2_returns_201_with_type(self, api):
         pub = keys.ecdsa_public()
         r = create(api, "k1", pub, version="2.2")
         assert r.status_code == 201
         assert r.json()["keypair"]["type"] == "ssh"
-        assert set(r.json()["keypair"]) == {"name", "public_key", "user_id", "fingerprint",
-                                            "type"}
+        assert set(r.json()["keypair"]) == {"name", "public_key", "user_id", "fingerprint", "type"}
 
     def test_public_key_stored_exactly_as_sent(self, api):
         pub = keys.rsa_public() + " with comment\n"
@@ -61,8 +71,11 @@ class TestCreate:
         assert r.status_code == 201
         body = r.json()["keypair"]
         private = serialization.load_pem_private_key(body["private_key"].encode(), None)
-        public_line = private.public_key().public_bytes(
-            serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH).decode()
+        public_line = (
+            private.public_key()
+            .public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
+            .decode()
+        )
         assert body["public_key"].startswith(public_line)
         assert body["fingerprint"] == keys.md5_fingerprint(body["public_key"])
         # The private key is never stored.
@@ -74,7 +87,8 @@ class TestCreate:
         assert r.status_code == 400
         assert r.json()["badRequest"]["message"] == (
             "Invalid input for field/attribute keypair. Value: {'name': 'gen'}. "
-            "'public_key' is a required property")
+            "'public_key' is a required property"
+        )
 
     def test_2_92_allows_at_and_dot_in_names(self, api):
         name = "me.and.myself@this.nice.domain.com mooh."
@@ -83,15 +97,22 @@ class TestCreate:
         r = create(api, "a.b", keys.ed25519_public(), version="2.91")
         assert r.status_code == 400
         assert r.json()["badRequest"]["message"].startswith(
-            "Invalid input for field/attribute name. Value: a.b.")
+            "Invalid input for field/attribute name. Value: a.b."
+        )
 
-    @pytest.mark.parametrize("name, message", [
-        ("", None),
-        (" lead", "An invalid 'name' value was provided. The name must be: printable "
-                  "characters. Can not start or end with whitespace."),
-        ("x" * 256, None),
-        ("bad/name", None),
-    ])
+    @pytest.mark.parametrize(
+        "name, message",
+        [
+            ("", None),
+            (
+                " lead",
+                "An invalid 'name' value was provided. The name must be: printable "
+                "characters. Can not start or end with whitespace.",
+            ),
+            ("x" * 256, None),
+            ("bad/name", None),
+        ],
+    )
     def test_invalid_names(self, api, name, message):
         r = create(api, name, keys.ed25519_public())
         assert r.status_code == 400
@@ -102,21 +123,32 @@ class TestCreate:
         else:
             assert fault["message"].startswith("Invalid input for field/attribute name.")
 
-    @pytest.mark.parametrize("public_key", ["", "ssh-rsa", "ssh-rsa AAAA", "garbage",
-                                            "ssh-ed25519 bm90IGEga2V5"])
+    @pytest.mark.parametrize(
+        "public_key", ["", "ssh-rsa", "ssh-rsa AAAA", "garbage", "ssh-ed25519 bm90IGEga2V5"]
+    )
     def test_invalid_public_keys(self, api, public_key):
         r = create(api, "k1", public_key)
         assert r.status_code == 400
-        assert r.json() == {"badRequest": {
-            "code": 400, "message": "Keypair data is invalid: failed to generate fingerprint"}}
+        assert r.json() == {
+            "badRequest": {
+                "code": 400,
+                "message": "Keypair data is invalid: failed to generate fingerprint",
+            }
+        }
         assert api.get("/v2.1/os-keypairs/k1").status_code == 404
 
     def test_invalid_certificate(self, api):
-        r = create(api, "c", "-----BEGIN CERTIFICATE-----\nnope\n-----END CERTIFICATE-----",
-                   version="2.2", type="x509")
+        r = create(
+            api,
+            "c",
+            "-----BEGIN CERTIFICATE-----\nnope\n-----END CERTIFICATE-----",
+            version="2.2",
+            type="x509",
+        )
         assert r.status_code == 400
         assert r.json()["badRequest"]["message"].startswith(
-            "Keypair data is invalid: failed to generate X509 fingerprint. Error message:")
+            "Keypair data is invalid: failed to generate X509 fingerprint. Error message:"
+        )
 
     def test_unknown_fields_and_types_rejected(self, api):
         r = create(api, "k1", keys.ed25519_public(), version="2.1", type="ssh")
@@ -127,7 +159,8 @@ class TestCreate:
         r = create(api, "k1", keys.ed25519_public(), version="2.2", type="pgp")
         assert r.status_code == 400
         assert r.json()["badRequest"]["message"].startswith(
-            "Invalid input for field/attribute type. Value: pgp.")
+            "Invalid input for field/attribute type. Value: pgp."
+        )
         r = create(api, "k1", keys.ed25519_public(), version="2.2", user_id="bob")
         assert r.status_code == 400  # user_id arrives with 2.10
 
@@ -135,8 +168,9 @@ class TestCreate:
         assert create(api, "k1", keys.ed25519_public()).status_code == 201
         r = create(api, "k1", keys.ed25519_public())
         assert r.status_code == 409
-        assert r.json() == {"conflictingRequest": {
-            "code": 409, "message": "Key pair 'k1' already exists."}}
+        assert r.json() == {
+            "conflictingRequest": {"code": 409, "message": "Key pair 'k1' already exists."}
+        }
 
     def test_names_are_case_sensitive_on_every_backend(self, api):
         assert create(api, "Key", keys.ed25519_public()).status_code == 201
@@ -144,8 +178,11 @@ class TestCreate:
 
     def test_same_name_for_different_users(self, api):
         assert create(api, "k1", keys.ed25519_public()).status_code == 201
-        r = api.post("/v2.1/os-keypairs", headers={"X-Auth-Token": "bob:proj"},
-                     json={"keypair": {"name": "k1", "public_key": keys.ed25519_public()}})
+        r = api.post(
+            "/v2.1/os-keypairs",
+            headers={"X-Auth-Token": "bob:proj"},
+            json={"keypair": {"name": "k1", "public_key": keys.ed25519_public()}},
+        )
         assert r.status_code == 200  # 2.1 default
 
     def test_concurrent_duplicates_exactly_one_wins(self, api, api_url):
@@ -153,9 +190,11 @@ class TestCreate:
 
         def attempt(pub: str) -> int:
             with httpx.Client(base_url=api_url, timeout=30) as client:
-                return client.post("/v2.1/os-keypairs", headers={
-                    "X-Auth-Token": "alice:proj", **mv("2.10")},
-                    json={"keypair": {"name": "race", "public_key": pub}}).status_code
+                return client.post(
+                    "/v2.1/os-keypairs",
+                    headers={"X-Auth-Token": "alice:proj", **mv("2.10")},
+                    json={"keypair": {"name": "race", "public_key": pub}},
+                ).status_code
 
         with concurrent.futures.ThreadPoolExecutor(8) as pool:
             statuses = sorted(pool.map(attempt, public_keys))
@@ -167,8 +206,11 @@ class TestCreate:
 class TestUserIdAndPolicy:
     def test_admin_creates_for_another_user_from_2_10(self, api):
         admin = {"X-Auth-Token": "admin:admin", **mv("2.10")}
-        r = api.post("/v2.1/os-keypairs", headers=admin, json={"keypair": {
-            "name": "k1", "public_key": keys.ed25519_public(), "user_id": "bob"}})
+        r = api.post(
+            "/v2.1/os-keypairs",
+            headers=admin,
+            json={"keypair": {"name": "k1", "public_key": keys.ed25519_public(), "user_id": "bob"}},
+        )
         assert r.status_code == 201
         assert r.json()["keypair"]["user_id"] == "bob"
         bob = {"X-Auth-Token": "bob:proj", **mv("2.10")}
@@ -181,11 +223,19 @@ class TestUserIdAndPolicy:
     def test_user_cannot_act_for_another(self, api):
         r = create(api, "k1", keys.ed25519_public(), user_id="bob")
         assert r.status_code == 403
-        assert r.json() == {"forbidden": {"code": 403, "message": (
-            "Policy doesn't allow os_compute_api:os-keypairs:create to be performed.")}}
-        for method, path, action in [("GET", "/v2.1/os-keypairs?user_id=bob", "index"),
-                                     ("GET", "/v2.1/os-keypairs/k1?user_id=bob", "show"),
-                                     ("DELETE", "/v2.1/os-keypairs/k1?user_id=bob", "delete")]:
+        assert r.json() == {
+            "forbidden": {
+                "code": 403,
+                "message": (
+                    "Policy doesn't allow os_compute_api:os-keypairs:create to be performed."
+                ),
+            }
+        }
+        for method, path, action in [
+            ("GET", "/v2.1/os-keypairs?user_id=bob", "index"),
+            ("GET", "/v2.1/os-keypairs/k1?user_id=bob", "show"),
+            ("DELETE", "/v2.1/os-keypairs/k1?user_id=bob", "delete"),
+        ]:
             r = api.request(method, path, headers=mv("2.10"))
             assert r.status_code == 403, path
             assert action in r.json()["forbidden"]["message"]
@@ -198,8 +248,9 @@ class TestUserIdAndPolicy:
     def test_show_missing(self, api):
         r = api.get("/v2.1/os-keypairs/nope")
         assert r.status_code == 404
-        assert r.json() == {"itemNotFound": {
-            "code": 404, "message": "Keypair nope not found for user alice"}}
+        assert r.json() == {
+            "itemNotFound": {"code": 404, "message": "Keypair nope not found for user alice"}
+        }
 
 
 class TestShowListDelete:
@@ -207,8 +258,17 @@ class TestShowListDelete:
         pub = keys.ed25519_public()
         create(api, "k1", pub)
         body = api.get("/v2.1/os-keypairs/k1").json()["keypair"]
-        assert set(body) == {"name", "public_key", "fingerprint", "user_id", "created_at",
-                             "deleted", "deleted_at", "id", "updated_at"}
+        assert set(body) == {
+            "name",
+            "public_key",
+            "fingerprint",
+            "user_id",
+            "created_at",
+            "deleted",
+            "deleted_at",
+            "id",
+            "updated_at",
+        }
         assert body["deleted"] is False and body["deleted_at"] is None
         assert isinstance(body["id"], int)
         body = api.get("/v2.1/os-keypairs/k1", headers=mv("2.2")).json()["keypair"]
@@ -221,8 +281,10 @@ class TestShowListDelete:
         expected = "SHA256:" + base64.b64encode(hashlib.sha256(blob).digest()).decode().rstrip("=")
         assert r.json()["keypair"]["fingerprint_sha256"] == expected
         for version in ("2.1", "2.104"):
-            assert "fingerprint_sha256" not in api.get(
-                "/v2.1/os-keypairs/k1", headers=mv(version)).json()["keypair"]
+            assert (
+                "fingerprint_sha256"
+                not in api.get("/v2.1/os-keypairs/k1", headers=mv(version)).json()["keypair"]
+            )
         listed = api.get("/v2.1/os-keypairs", headers=mv("latest")).json()["keypairs"]
         assert listed[0]["keypair"]["fingerprint_sha256"] == expected
 
@@ -289,14 +351,16 @@ class TestPagination:
         r = api.get("/v2.1/os-keypairs?limit=-1", headers=mv("2.35"))
         assert r.status_code == 400
         assert r.json()["badRequest"]["message"].startswith(
-            "Invalid input for query parameters limit. Value: -1.")
+            "Invalid input for query parameters limit. Value: -1."
+        )
 
     def test_unknown_query_parameters_from_2_75(self, api, five):
         assert api.get("/v2.1/os-keypairs?foo=1", headers=mv("2.74")).status_code == 200
         r = api.get("/v2.1/os-keypairs?foo=1", headers=mv("2.75"))
         assert r.status_code == 400
         assert r.json()["badRequest"]["message"] == (
-            "Additional properties are not allowed ('foo' was unexpected)")
+            "Additional properties are not allowed ('foo' was unexpected)"
+        )
         assert api.get("/v2.1/os-keypairs/a?foo=1", headers=mv("2.75")).status_code == 400
         assert api.delete("/v2.1/os-keypairs/a?foo=1", headers=mv("2.75")).status_code == 400
 
@@ -309,18 +373,25 @@ class TestQuota:
             assert create(api, f"k{i:03}", keys.ed25519_public()).status_code == 201
         r = create(api, "one-too-many", keys.ed25519_public())
         assert r.status_code == 403
-        assert r.json() == {"forbidden": {"code": 403,
-                                          "message": "Quota exceeded, too many key pairs."}}
+        assert r.json() == {
+            "forbidden": {"code": 403, "message": "Quota exceeded, too many key pairs."}
+        }
         # Generation is refused too, before any key is made.
         assert create(api, "gen").status_code == 403
 
     def test_per_user_override(self, api, api_db):
         with api_db.write() as session:
-            session.add(ProjectUserQuota(project_id="proj", user_id="alice",
-                                         resource="key_pairs", hard_limit=1))
+            session.add(
+                ProjectUserQuota(
+                    project_id="proj", user_id="alice", resource="key_pairs", hard_limit=1
+                )
+            )
         assert create(api, "k1", keys.ed25519_public()).status_code == 201
         assert create(api, "k2", keys.ed25519_public()).status_code == 403
         # bob is not limited by alice's override
-        r = api.post("/v2.1/os-keypairs", headers={"X-Auth-Token": "bob:proj"},
-                     json={"keypair": {"name": "k2", "public_key": keys.ed25519_public()}})
+        r = api.post(
+            "/v2.1/os-keypairs",
+            headers={"X-Auth-Token": "bob:proj"},
+            json={"keypair": {"name": "k2", "public_key": keys.ed25519_public()}},
+        )
         assert r.status_code == 200

@@ -32,8 +32,18 @@ from tests.support.server import running_metadata
 pytestmark = pytest.mark.databases
 
 SECRET = "proxy-secret"
-OPENSTACK_VERSIONS = ["2012-08-10", "2013-04-04", "2013-10-17", "2015-10-15", "2016-06-30",
-                      "2016-10-06", "2017-02-22", "2018-08-27", "2020-10-14", "2025-04-04"]
+OPENSTACK_VERSIONS = [
+    "2012-08-10",
+    "2013-04-04",
+    "2013-10-17",
+    "2015-10-15",
+    "2016-06-30",
+    "2016-10-06",
+    "2017-02-22",
+    "2018-08-27",
+    "2020-10-14",
+    "2025-04-04",
+]
 
 
 @dataclasses.dataclass
@@ -44,13 +54,15 @@ class Guest:
     project_id: str = "proj"
 
     def client(self, base: str) -> httpx.Client:
-        return httpx.Client(base_url=base, timeout=10,
-                            transport=httpx.HTTPTransport(local_address=self.address))
+        return httpx.Client(
+            base_url=base, timeout=10, transport=httpx.HTTPTransport(local_address=self.address)
+        )
 
 
 def with_options(settings: Settings, section: str, **values: Any) -> Settings:
-    return dataclasses.replace(settings, **{
-        section: dataclasses.replace(getattr(settings, section), **values)})
+    return dataclasses.replace(
+        settings, **{section: dataclasses.replace(getattr(settings, section), **values)}
+    )
 
 
 @pytest.fixture()
@@ -82,8 +94,7 @@ def metadata_server(migrated_settings: Settings) -> MetadataServer:
 def cloud(api: httpx.Client, api_db: Database, tmp_path: Path) -> Cloud:
     made = make_cloud(api, api_db, tmp_path)
     with api_db.write() as session:
-        net = networks.add_network(session, name="loop", cidr="127.0.0.0/24",
-                                   gateway="127.0.0.1")
+        net = networks.add_network(session, name="loop", cidr="127.0.0.0/24", gateway="127.0.0.1")
         made.network_id = net.uuid
     return made
 
@@ -110,24 +121,46 @@ def eventually(check: Callable[[], bool], timeout: float = 5) -> float:
 
 
 def test_openstack_tree(api: httpx.Client, cloud: Cloud, metadata_url: str) -> None:
-    guest = boot(api, cloud, key_name="key1", user_data=b64("#!/bin/sh\necho hi\n"),
-                 metadata={"role": "web"}, availability_zone="nova")
+    guest = boot(
+        api,
+        cloud,
+        key_name="key1",
+        user_data=b64("#!/bin/sh\necho hi\n"),
+        metadata={"role": "web"},
+        availability_zone="nova",
+    )
     with guest.client(metadata_url) as md:
         r = md.get("/openstack")
         assert r.status_code == 200
         assert r.text.splitlines() == [*OPENSTACK_VERSIONS, "latest"]
         assert r.headers["content-type"].startswith("text/plain")
         listing = md.get("/openstack/2018-08-27").text.splitlines()
-        assert listing == ["meta_data.json", "user_data", "password", "vendor_data.json",
-                           "network_data.json", "vendor_data2.json"]
-        assert md.get("/openstack/2012-08-10/").text.splitlines() == ["meta_data.json",
-                                                                       "user_data"]
+        assert listing == [
+            "meta_data.json",
+            "user_data",
+            "password",
+            "vendor_data.json",
+            "network_data.json",
+            "vendor_data2.json",
+        ]
+        assert md.get("/openstack/2012-08-10/").text.splitlines() == ["meta_data.json", "user_data"]
         r = md.get("/openstack/latest/meta_data.json")
         assert r.headers["content-type"] == "application/json"
         meta = r.json()
-        assert list(meta) == ["uuid", "meta", "public_keys", "keys", "hostname", "name",
-                              "launch_index", "availability_zone", "random_seed",
-                              "project_id", "devices", "dedicated_cpus"]
+        assert list(meta) == [
+            "uuid",
+            "meta",
+            "public_keys",
+            "keys",
+            "hostname",
+            "name",
+            "launch_index",
+            "availability_zone",
+            "random_seed",
+            "project_id",
+            "devices",
+            "dedicated_cpus",
+        ]
         assert meta["uuid"] == guest.id
         assert meta["meta"] == {"role": "web"}
         assert meta["public_keys"] == {"key1": cloud.key1}
@@ -149,8 +182,9 @@ def test_openstack_tree(api: httpx.Client, cloud: Cloud, metadata_url: str) -> N
         assert link["ethernet_mac_address"] == guest.mac
         (net,) = network.json()["networks"]
         assert net["ip_address"] == guest.address and net["type"] == "ipv4"
-        assert net["routes"] == [{"network": "0.0.0.0", "netmask": "0.0.0.0",
-                                  "gateway": "127.0.0.1"}]
+        assert net["routes"] == [
+            {"network": "0.0.0.0", "netmask": "0.0.0.0", "gateway": "127.0.0.1"}
+        ]
         assert md.get("/openstack/latest/vendor_data.json").json() == {}
         assert md.get("/openstack/latest/vendor_data2.json").json() == {"static": {}}
 
@@ -161,11 +195,19 @@ def test_missing_things_are_404(api: httpx.Client, cloud: Cloud, metadata_url: s
         assert md.get("/openstack/latest/user_data").status_code == 404
         assert md.get("/2009-04-04/user-data").status_code == 404
         assert "user_data" not in md.get("/openstack/latest").text.splitlines()
-        for path in ("/openstack/2011-01-01/meta_data.json", "/openstack/latest/nothing",
-                     "/openstack/2012-08-10/password", "/openstack/2013-04-04/vendor_data.json",
-                     "/openstack/latest/content", "/openstack/content",
-                     "/openstack/content/0000", "/2010-01-01/meta-data/",
-                     "/latest/meta-data/nothing", "/latest/nothing", "/nothing"):
+        for path in (
+            "/openstack/2011-01-01/meta_data.json",
+            "/openstack/latest/nothing",
+            "/openstack/2012-08-10/password",
+            "/openstack/2013-04-04/vendor_data.json",
+            "/openstack/latest/content",
+            "/openstack/content",
+            "/openstack/content/0000",
+            "/2010-01-01/meta-data/",
+            "/latest/meta-data/nothing",
+            "/latest/nothing",
+            "/nothing",
+        ):
             assert md.get(path).status_code == 404, path
         meta = md.get("/openstack/latest/meta_data.json").json()
         assert "public_keys" not in meta and "keys" not in meta and "meta" not in meta
@@ -174,12 +216,17 @@ def test_missing_things_are_404(api: httpx.Client, cloud: Cloud, metadata_url: s
 def test_paths_normalise_as_nova(api: httpx.Client, cloud: Cloud, metadata_url: str) -> None:
     guest = boot(api, cloud)
     with guest.client(metadata_url) as md:
-        for path in ("/openstack/latest/../latest/meta_data.json",
-                     "/openstack//latest/meta_data.json/", "/openstack/./latest/meta_data.json"):
+        for path in (
+            "/openstack/latest/../latest/meta_data.json",
+            "/openstack//latest/meta_data.json/",
+            "/openstack/./latest/meta_data.json",
+        ):
             r = md.get(path)
             assert r.status_code == 200 and r.json()["uuid"] == guest.id, path
-        assert md.get("/ec2/latest/meta-data/instance-id").text == md.get(
-            "/latest/meta-data/instance-id").text
+        assert (
+            md.get("/ec2/latest/meta-data/instance-id").text
+            == md.get("/latest/meta-data/instance-id").text
+        )
 
 
 def test_methods_and_head(api: httpx.Client, cloud: Cloud, metadata_url: str) -> None:
@@ -202,16 +249,32 @@ def test_methods_and_head(api: httpx.Client, cloud: Cloud, metadata_url: str) ->
 
 
 def test_ec2_tree(api: httpx.Client, cloud: Cloud, metadata_url: str) -> None:
-    guest = boot(api, cloud, key_name="key1", user_data=b64("#cloud-config\n{}\n"),
-                 availability_zone="zone-a")
+    guest = boot(
+        api,
+        cloud,
+        key_name="key1",
+        user_data=b64("#cloud-config\n{}\n"),
+        availability_zone="zone-a",
+    )
     with guest.client(metadata_url) as md:
         index = md.get("/")
         assert index.text.splitlines()[-2:] == ["2009-04-04", "latest"]
         assert md.get("/latest").text.splitlines() == ["meta-data/", "user-data"]
         listing = md.get("/latest/meta-data/").text.splitlines()
-        for entry in ("ami-id", "ami-launch-index", "hostname", "instance-id", "local-ipv4",
-                      "public-keys/", "placement/", "block-device-mapping/", "instance-type",
-                      "reservation-id", "local-hostname", "instance-action"):
+        for entry in (
+            "ami-id",
+            "ami-launch-index",
+            "hostname",
+            "instance-id",
+            "local-ipv4",
+            "public-keys/",
+            "placement/",
+            "block-device-mapping/",
+            "instance-type",
+            "reservation-id",
+            "local-hostname",
+            "instance-action",
+        ):
             assert entry in listing
         assert listing == sorted(listing)
         assert md.get("/latest/meta-data/local-ipv4").text == guest.address
@@ -231,8 +294,9 @@ def test_ec2_tree(api: httpx.Client, cloud: Cloud, metadata_url: str) -> None:
 # -- who is asking ------------------------------------------------------------------------
 
 
-def test_unknown_and_deleted_callers_get_nothing(api: httpx.Client, cloud: Cloud,
-                                                 metadata_url: str) -> None:
+def test_unknown_and_deleted_callers_get_nothing(
+    api: httpx.Client, cloud: Cloud, metadata_url: str
+) -> None:
     stranger = Guest("none", "127.0.0.99", "")
     with stranger.client(metadata_url) as md:
         assert md.get("/").status_code == 200  # the EC2 index names nobody, as in Nova
@@ -243,18 +307,23 @@ def test_unknown_and_deleted_callers_get_nothing(api: httpx.Client, cloud: Cloud
     with guest.client(metadata_url) as md:
         assert md.get("/openstack/latest/meta_data.json").status_code == 200  # now cached
         assert api.delete(f"/v2.1/servers/{guest.id}").status_code == 204
-        eventually(lambda: md.get("/openstack/latest/meta_data.json").status_code == 404,
-                   timeout=2)
+        eventually(lambda: md.get("/openstack/latest/meta_data.json").status_code == 404, timeout=2)
 
 
 def test_forwarded_headers_count_only_from_trusted_proxies(
-        api: httpx.Client, cloud: Cloud, metadata_url: str) -> None:
+    api: httpx.Client, cloud: Cloud, metadata_url: str
+) -> None:
     victim, attacker = boot(api, cloud, user_data=b64("secret")), boot(api, cloud)
-    spoofs = [{"X-Forwarded-For": victim.address},
-              {"Forwarded": f"for={victim.address}"},
-              {"X-Forwarded-For": f"{victim.address}, {victim.address}"},
-              {"X-Instance-ID": victim.id, "X-Tenant-ID": "proj",
-               "X-Instance-ID-Signature": sign(SECRET, victim.id)}]
+    spoofs = [
+        {"X-Forwarded-For": victim.address},
+        {"Forwarded": f"for={victim.address}"},
+        {"X-Forwarded-For": f"{victim.address}, {victim.address}"},
+        {
+            "X-Instance-ID": victim.id,
+            "X-Tenant-ID": "proj",
+            "X-Instance-ID-Signature": sign(SECRET, victim.id),
+        },
+    ]
     with attacker.client(metadata_url) as md:
         for headers in spoofs:
             r = md.get("/openstack/latest/meta_data.json", headers=headers)
@@ -263,35 +332,47 @@ def test_forwarded_headers_count_only_from_trusted_proxies(
     proxy = Guest("proxy", "127.0.0.250", "")
     with proxy.client(metadata_url) as md:
         assert md.get("/openstack/latest/meta_data.json").status_code == 404  # itself
-        r = md.get("/openstack/latest/meta_data.json",
-                   headers={"X-Forwarded-For": victim.address})
+        r = md.get("/openstack/latest/meta_data.json", headers={"X-Forwarded-For": victim.address})
         assert r.json()["uuid"] == victim.id
-        r = md.get("/openstack/latest/meta_data.json",
-                   headers={"Forwarded": f'for="{attacker.address}:4711";proto=http'})
+        r = md.get(
+            "/openstack/latest/meta_data.json",
+            headers={"Forwarded": f'for="{attacker.address}:4711";proto=http'},
+        )
         assert r.json()["uuid"] == attacker.id
         # A client that prepends a forged hop is still itself: the nearest untrusted hop.
-        r = md.get("/openstack/latest/meta_data.json",
-                   headers={"X-Forwarded-For": f"{victim.address}, {attacker.address}"})
+        r = md.get(
+            "/openstack/latest/meta_data.json",
+            headers={"X-Forwarded-For": f"{victim.address}, {attacker.address}"},
+        )
         assert r.json()["uuid"] == attacker.id
 
 
-def test_proxy_mode_signed_headers(api: httpx.Client, cloud: Cloud,
-                                   metadata_server: MetadataServer) -> None:
+def test_proxy_mode_signed_headers(
+    api: httpx.Client, cloud: Cloud, metadata_server: MetadataServer
+) -> None:
     guest = boot(api, cloud, user_data=b64("mine"))
     other = boot(api, cloud)
-    good = {"X-Instance-ID": guest.id, "X-Tenant-ID": "proj",
-            "X-Instance-ID-Signature": sign(SECRET, guest.id)}
-    neutron = ("neutron", {"service_metadata_proxy": True,
-                           "metadata_proxy_shared_secret": SECRET})
+    good = {
+        "X-Instance-ID": guest.id,
+        "X-Tenant-ID": "proj",
+        "X-Instance-ID-Signature": sign(SECRET, guest.id),
+    }
+    neutron = ("neutron", {"service_metadata_proxy": True, "metadata_proxy_shared_secret": SECRET})
     with metadata_server(neutron) as url, httpx.Client(base_url=url, timeout=10) as md:
         assert md.get("/openstack/latest/user_data", headers=good).content == b"mine"
         cases: list[tuple[dict[str, str], int, str]] = [
             ({}, 400, "X-Instance-ID header is missing"),
             ({"X-Instance-ID": guest.id}, 400, "X-Instance-ID-Signature header is missing"),
-            ({"X-Instance-ID": guest.id, "X-Instance-ID-Signature": "00"}, 400,
-             "X-Tenant-ID header is missing"),
-            ({**good, "X-Instance-ID-Signature": sign("wrong", guest.id)}, 403,
-             "Invalid proxy request signature."),
+            (
+                {"X-Instance-ID": guest.id, "X-Instance-ID-Signature": "00"},
+                400,
+                "X-Tenant-ID header is missing",
+            ),
+            (
+                {**good, "X-Instance-ID-Signature": sign("wrong", guest.id)},
+                403,
+                "Invalid proxy request signature.",
+            ),
             ({**good, "X-Instance-ID": other.id}, 403, "Invalid proxy request signature."),
             ({**good, "X-Tenant-ID": "someone-else"}, 404, ""),
         ]
@@ -299,9 +380,14 @@ def test_proxy_mode_signed_headers(api: httpx.Client, cloud: Cloud,
             r = md.get("/openstack/latest/meta_data.json", headers=headers)
             assert r.status_code == status, (headers, r.text)
             assert message in r.text
-        twice = httpx.Headers([("X-Instance-ID", guest.id), ("X-Instance-ID", other.id),
-                               ("X-Tenant-ID", "proj"),
-                               ("X-Instance-ID-Signature", sign(SECRET, guest.id))])
+        twice = httpx.Headers(
+            [
+                ("X-Instance-ID", guest.id),
+                ("X-Instance-ID", other.id),
+                ("X-Tenant-ID", "proj"),
+                ("X-Instance-ID-Signature", sign(SECRET, guest.id)),
+            ]
+        )
         r = md.get("/openstack/latest/meta_data.json", headers=twice)
         assert r.status_code == 400 and "Multiple X-Instance-ID headers" in r.text
         # The source address means nothing in this mode.
@@ -309,23 +395,31 @@ def test_proxy_mode_signed_headers(api: httpx.Client, cloud: Cloud,
             assert from_guest.get("/openstack/latest/meta_data.json").status_code == 400
 
 
-def test_proxy_mode_metadata_provider(api: httpx.Client, cloud: Cloud,
-                                      metadata_server: MetadataServer) -> None:
+def test_proxy_mode_metadata_provider(
+    api: httpx.Client, cloud: Cloud, metadata_server: MetadataServer
+) -> None:
     guest = boot(api, cloud)
-    neutron = ("neutron", {"service_metadata_proxy": True,
-                           "metadata_proxy_shared_secret": SECRET})
+    neutron = ("neutron", {"service_metadata_proxy": True, "metadata_proxy_shared_secret": SECRET})
     provider = cloud.network_id
     with metadata_server(neutron) as url, httpx.Client(base_url=url, timeout=10) as md:
-        ok = {"X-Metadata-Provider": provider, "X-Forwarded-For": guest.address,
-              "X-Metadata-Provider-Signature": sign(SECRET, provider)}
+        ok = {
+            "X-Metadata-Provider": provider,
+            "X-Forwarded-For": guest.address,
+            "X-Metadata-Provider-Signature": sign(SECRET, provider),
+        }
         assert md.get("/openstack/latest/meta_data.json", headers=ok).json()["uuid"] == guest.id
-        r = md.get("/openstack/latest/meta_data.json",
-                   headers={k: v for k, v in ok.items() if k != "X-Forwarded-For"})
+        r = md.get(
+            "/openstack/latest/meta_data.json",
+            headers={k: v for k, v in ok.items() if k != "X-Forwarded-For"},
+        )
         assert r.status_code == 400 and "X-Forwarded-For is missing" in r.text
         bad = {**ok, "X-Metadata-Provider-Signature": sign("wrong", provider)}
         assert md.get("/openstack/latest/meta_data.json", headers=bad).status_code == 403
-        other = {**ok, "X-Metadata-Provider": "another-network",
-                 "X-Metadata-Provider-Signature": sign(SECRET, "another-network")}
+        other = {
+            **ok,
+            "X-Metadata-Provider": "another-network",
+            "X-Metadata-Provider-Signature": sign(SECRET, "another-network"),
+        }
         assert md.get("/openstack/latest/meta_data.json", headers=other).status_code == 400
 
 
@@ -341,11 +435,16 @@ def test_session_tokens(api: httpx.Client, cloud: Cloud, metadata_url: str) -> N
         token = r.text
         with_token = {"X-aws-ec2-metadata-token": token}
         assert md.get("/latest/meta-data/instance-id", headers=with_token).status_code == 200
-        assert md.get("/openstack/latest/meta_data.json",
-                      headers=with_token).status_code == 200
-        assert md.get("/latest/meta-data/", headers={
-            "X-aws-ec2-metadata-token": token[:-1] + ("1" if token[-1] == "0" else "0"),
-        }).status_code == 401
+        assert md.get("/openstack/latest/meta_data.json", headers=with_token).status_code == 200
+        assert (
+            md.get(
+                "/latest/meta-data/",
+                headers={
+                    "X-aws-ec2-metadata-token": token[:-1] + ("1" if token[-1] == "0" else "0"),
+                },
+            ).status_code
+            == 401
+        )
         # Bound to the instance: another guest cannot use it.
         assert md2.get("/latest/meta-data/", headers=with_token).status_code == 401
         # Not required here, so no token is fine.
@@ -353,40 +452,50 @@ def test_session_tokens(api: httpx.Client, cloud: Cloud, metadata_url: str) -> N
         for ttl in ("0", "21601", "soon", None):
             headers = {} if ttl is None else {"X-aws-ec2-metadata-token-ttl-seconds": ttl}
             assert md.put("/latest/api/token", headers=headers).status_code == 400, ttl
-        r = md.put("/latest/api/token", headers={"X-aws-ec2-metadata-token-ttl-seconds": "60",
-                                                 "X-Forwarded-For": "127.0.0.9"})
+        r = md.put(
+            "/latest/api/token",
+            headers={"X-aws-ec2-metadata-token-ttl-seconds": "60", "X-Forwarded-For": "127.0.0.9"},
+        )
         assert r.status_code == 403
-        short = md.put("/latest/api/token",
-                       headers={"X-aws-ec2-metadata-token-ttl-seconds": "1"}).text
+        short = md.put(
+            "/latest/api/token", headers={"X-aws-ec2-metadata-token-ttl-seconds": "1"}
+        ).text
         time.sleep(2.1)
-        assert md.get("/latest/meta-data/", headers={
-            "X-aws-ec2-metadata-token": short}).status_code == 401
+        assert (
+            md.get("/latest/meta-data/", headers={"X-aws-ec2-metadata-token": short}).status_code
+            == 401
+        )
 
 
-def test_tokens_required_globally(api: httpx.Client, cloud: Cloud,
-                                  metadata_server: MetadataServer) -> None:
+def test_tokens_required_globally(
+    api: httpx.Client, cloud: Cloud, metadata_server: MetadataServer
+) -> None:
     guest = boot(api, cloud)
-    with metadata_server(("metadata", {"require_token": True})) as url, \
-            guest.client(url) as md:
+    with metadata_server(("metadata", {"require_token": True})) as url, guest.client(url) as md:
         for path in ("/latest/meta-data/", "/openstack/latest/meta_data.json", "/openstack"):
             r = md.get(path)
             assert r.status_code == 401 and r.headers["www-authenticate"] == "Token"
-        token = md.put("/latest/api/token",
-                       headers={"X-aws-ec2-metadata-token-ttl-seconds": "300"}).text
+        token = md.put(
+            "/latest/api/token", headers={"X-aws-ec2-metadata-token-ttl-seconds": "300"}
+        ).text
         for path in ("/latest/meta-data/", "/openstack/latest/meta_data.json"):
             assert md.get(path, headers={"X-aws-ec2-metadata-token": token}).status_code == 200
 
 
-def test_tokens_required_per_instance(api: httpx.Client, cloud: Cloud,
-                                      metadata_url: str) -> None:
+def test_tokens_required_per_instance(api: httpx.Client, cloud: Cloud, metadata_url: str) -> None:
     strict = boot(api, cloud, metadata={"metadata_http_tokens": "required"})
     relaxed = boot(api, cloud)
     with strict.client(metadata_url) as md:
         assert md.get("/openstack/latest/meta_data.json").status_code == 401
-        token = md.put("/latest/api/token",
-                       headers={"X-aws-ec2-metadata-token-ttl-seconds": "300"}).text
-        assert md.get("/openstack/latest/meta_data.json",
-                      headers={"X-aws-ec2-metadata-token": token}).status_code == 200
+        token = md.put(
+            "/latest/api/token", headers={"X-aws-ec2-metadata-token-ttl-seconds": "300"}
+        ).text
+        assert (
+            md.get(
+                "/openstack/latest/meta_data.json", headers={"X-aws-ec2-metadata-token": token}
+            ).status_code
+            == 200
+        )
     with relaxed.client(metadata_url) as md:
         assert md.get("/openstack/latest/meta_data.json").status_code == 200
 
@@ -395,7 +504,8 @@ def test_tokens_required_per_instance(api: httpx.Client, cloud: Cloud,
 
 
 def test_password_posted_once_and_read_through_the_api(
-        api: httpx.Client, cloud: Cloud, metadata_url: str) -> None:
+    api: httpx.Client, cloud: Cloud, metadata_url: str
+) -> None:
     guest = boot(api, cloud)
     url = f"/v2.1/servers/{guest.id}/os-server-password"
     with guest.client(metadata_url) as md:
@@ -412,49 +522,63 @@ def test_password_posted_once_and_read_through_the_api(
         assert md.post("/openstack/latest/password", content=b"new").status_code == 200
         assert api.get(url).json() == {"password": "new"}
     assert api.get("/v2.1/servers/nope/os-server-password").status_code == 404
-    assert httpx.get(api.base_url.join(url),
-                     headers={"X-Auth-Token": "mallory:other"}).status_code in (403, 404)
+    assert httpx.get(
+        api.base_url.join(url), headers={"X-Auth-Token": "mallory:other"}
+    ).status_code in (403, 404)
 
 
 # -- changes are visible at once -----------------------------------------------------------
 
 
-def test_changes_reach_every_worker_at_once(api: httpx.Client, cloud: Cloud,
-                                            metadata_url: str,
-                                            metadata_server: MetadataServer) -> None:
+def test_changes_reach_every_worker_at_once(
+    api: httpx.Client, cloud: Cloud, metadata_url: str, metadata_server: MetadataServer
+) -> None:
     guest = boot(api, cloud, key_name="key1", user_data=b64("v1"))
-    with metadata_server() as second, guest.client(metadata_url) as w1, \
-            guest.client(second) as w2:
+    with metadata_server() as second, guest.client(metadata_url) as w1, guest.client(second) as w2:
         for worker in (w1, w2):  # both have it cached now
             assert worker.get("/openstack/latest/user_data").content == b"v1"
-        r = api.put(f"/v2.1/servers/{guest.id}", json={"server": {"user_data": b64("v2")}},
-                    headers=mv("2.105"))
+        r = api.put(
+            f"/v2.1/servers/{guest.id}",
+            json={"server": {"user_data": b64("v2")}},
+            headers=mv("2.105"),
+        )
         assert r.status_code == 200, r.text
         for worker in (w1, w2):
-            took = eventually(lambda w=worker: w.get("/openstack/latest/user_data").content
-                              == b"v2", timeout=1)
+            took = eventually(
+                lambda w=worker: w.get("/openstack/latest/user_data").content == b"v2", timeout=1
+            )
             assert took < 1
         # Rebuild with another key: the snapshot changes, the old key is gone.
-        r = api.post(f"/v2.1/servers/{guest.id}/action",
-                     json={"rebuild": {"imageRef": cloud.image_id, "key_name": "key2"}},
-                     headers=mv("2.54"))
+        r = api.post(
+            f"/v2.1/servers/{guest.id}/action",
+            json={"rebuild": {"imageRef": cloud.image_id, "key_name": "key2"}},
+            headers=mv("2.54"),
+        )
         assert r.status_code == 202, r.text
         for worker in (w1, w2):
-            eventually(lambda w=worker: w.get("/openstack/latest/meta_data.json").json()
-                       .get("public_keys") == {"key2": cloud.key2})
+            eventually(
+                lambda w=worker: (
+                    w.get("/openstack/latest/meta_data.json").json().get("public_keys")
+                    == {"key2": cloud.key2}
+                )
+            )
             assert worker.get("/latest/meta-data/public-keys/0/openssh-key").text == cloud.key2
         # Deleting the key pair changes nothing for the instance (it keeps its snapshot).
         assert api.delete("/v2.1/os-keypairs/key2").status_code == 202
         api.put(f"/v2.1/servers/{guest.id}/metadata/k", json={"meta": {"k": "v"}})
         for worker in (w1, w2):
-            eventually(lambda w=worker: w.get("/openstack/latest/meta_data.json").json()
-                       .get("meta") == {"k": "v"})
+            eventually(
+                lambda w=worker: (
+                    w.get("/openstack/latest/meta_data.json").json().get("meta") == {"k": "v"}
+                )
+            )
             meta = worker.get("/openstack/latest/meta_data.json").json()
             assert meta["public_keys"] == {"key2": cloud.key2}
 
 
 def test_json_documents_are_valid_json_for_every_version(
-        api: httpx.Client, cloud: Cloud, metadata_url: str) -> None:
+    api: httpx.Client, cloud: Cloud, metadata_url: str
+) -> None:
     guest = boot(api, cloud, key_name="key1", metadata={"quote": 'a"b\\c', "uni": "é✓"})
     with guest.client(metadata_url) as md:
         for version in [*OPENSTACK_VERSIONS, "latest"]:
@@ -466,8 +590,8 @@ def test_json_documents_are_valid_json_for_every_version(
 
 
 def test_tokens_through_trusted_forwarders_but_not_through_a_guest_relay(
-        api: httpx.Client, cloud: Cloud, metadata_url: str,
-        metadata_server: MetadataServer) -> None:
+    api: httpx.Client, cloud: Cloud, metadata_url: str, metadata_server: MetadataServer
+) -> None:
     guest = boot(api, cloud)
     ttl = {"X-aws-ec2-metadata-token-ttl-seconds": "60"}
     proxy = Guest("proxy", "127.0.0.250", "")  # in trusted_proxies
@@ -476,33 +600,41 @@ def test_tokens_through_trusted_forwarders_but_not_through_a_guest_relay(
         assert r.status_code == 200
         relayed = {**ttl, "X-Forwarded-For": f"127.0.0.77, {guest.address}"}
         assert md.put("/latest/api/token", headers=relayed).status_code == 403
-    signed = {"X-Instance-ID": guest.id, "X-Tenant-ID": "proj",
-              "X-Instance-ID-Signature": sign(SECRET, guest.id)}
-    neutron = ("neutron", {"service_metadata_proxy": True,
-                           "metadata_proxy_shared_secret": SECRET})
+    signed = {
+        "X-Instance-ID": guest.id,
+        "X-Tenant-ID": "proj",
+        "X-Instance-ID-Signature": sign(SECRET, guest.id),
+    }
+    neutron = ("neutron", {"service_metadata_proxy": True, "metadata_proxy_shared_secret": SECRET})
     with metadata_server(neutron) as url, httpx.Client(base_url=url, timeout=10) as md:
-        r = md.put("/latest/api/token",
-                   headers={**ttl, **signed, "X-Forwarded-For": guest.address})
+        r = md.put("/latest/api/token", headers={**ttl, **signed, "X-Forwarded-For": guest.address})
         assert r.status_code == 200
-        assert md.get("/latest/meta-data/", headers={
-            **signed, "X-aws-ec2-metadata-token": r.text}).status_code == 200
-        r = md.put("/latest/api/token", headers={
-            **ttl, **signed, "X-Forwarded-For": f"10.9.9.9, {guest.address}"})
+        assert (
+            md.get(
+                "/latest/meta-data/", headers={**signed, "X-aws-ec2-metadata-token": r.text}
+            ).status_code
+            == 200
+        )
+        r = md.put(
+            "/latest/api/token",
+            headers={**ttl, **signed, "X-Forwarded-For": f"10.9.9.9, {guest.address}"},
+        )
         assert r.status_code == 403
 
 
 def test_forwarded_headers_from_localhost_are_not_believed_either(
-        api: httpx.Client, cloud: Cloud, metadata_url: str) -> None:
+    api: httpx.Client, cloud: Cloud, metadata_url: str
+) -> None:
     victim = boot(api, cloud)
     local = Guest("local", "127.0.0.1", "")  # the address ASGI servers trust by default
     with local.client(metadata_url) as md:
-        r = md.get("/openstack/latest/meta_data.json",
-                   headers={"X-Forwarded-For": victim.address})
+        r = md.get("/openstack/latest/meta_data.json", headers={"X-Forwarded-For": victim.address})
         assert r.status_code == 404
 
 
 def test_a_cold_storm_loads_each_guest_its_own_documents(
-        api: httpx.Client, cloud: Cloud, metadata_url: str) -> None:
+    api: httpx.Client, cloud: Cloud, metadata_url: str
+) -> None:
     """Concurrent misses are loaded together in batches; each caller must still get its own
     instance, and strangers nothing, whatever else is in the batch."""
     guests = [boot(api, cloud, name=f"storm-{n}") for n in range(12)]
@@ -511,23 +643,31 @@ def test_a_cold_storm_loads_each_guest_its_own_documents(
     def crawl(guest: Guest) -> list[tuple[int, str | None]]:
         with guest.client(metadata_url) as md:
             answers = []
-            for path in ("/openstack/latest/meta_data.json", "/latest/meta-data/instance-id",
-                         "/openstack/2012-08-10/meta_data.json"):
+            for path in (
+                "/openstack/latest/meta_data.json",
+                "/latest/meta-data/instance-id",
+                "/openstack/2012-08-10/meta_data.json",
+            ):
                 r = md.get(path)
-                answers.append((r.status_code, r.json()["uuid"] if r.status_code == 200
-                                and path.endswith(".json") else None))
+                answers.append(
+                    (
+                        r.status_code,
+                        r.json()["uuid"]
+                        if r.status_code == 200 and path.endswith(".json")
+                        else None,
+                    )
+                )
             return answers
 
     with ThreadPoolExecutor(max_workers=len(guests) + len(strangers)) as pool:
         results = list(pool.map(crawl, guests + strangers))
     for guest, answers in zip(guests, results, strict=False):
         assert answers == [(200, guest.id), (200, None), (200, guest.id)]
-    for answers in results[len(guests):]:
+    for answers in results[len(guests) :]:
         assert [status for status, _ in answers] == [404, 404, 404]
 
 
-def test_batch_loader_answers_each_key(api: httpx.Client, cloud: Cloud,
-                                       api_db: Database) -> None:
+def test_batch_loader_answers_each_key(api: httpx.Client, cloud: Cloud, api_db: Database) -> None:
     guests = [boot(api, cloud, name=f"batch-{n}") for n in range(4)]
     gone = boot(api, cloud, name="gone")
     assert api.delete(f"/v2.1/servers/{gone.id}").status_code == 204
@@ -535,19 +675,32 @@ def test_batch_loader_answers_each_key(api: httpx.Client, cloud: Cloud,
     while api.get(f"/v2.1/servers/{gone.id}").status_code != 404:
         assert time.monotonic() < wait_for_gone
         time.sleep(0.02)
-    keys = [Key(BY_UUID, guests[0].id), Key(BY_UUID, guests[1].id),
-            Key(BY_ADDRESS, guests[2].address), Key(BY_ADDRESS, guests[3].address),
-            Key(BY_ADDRESS, guests[0].address),  # the same guest by both keys
-            Key(BY_UUID, gone.id), Key(BY_ADDRESS, gone.address),
-            Key(BY_UUID, "00000000-0000-0000-0000-000000000000"),
-            Key(BY_ADDRESS, "127.0.0.222")]
+    keys = [
+        Key(BY_UUID, guests[0].id),
+        Key(BY_UUID, guests[1].id),
+        Key(BY_ADDRESS, guests[2].address),
+        Key(BY_ADDRESS, guests[3].address),
+        Key(BY_ADDRESS, guests[0].address),  # the same guest by both keys
+        Key(BY_UUID, gone.id),
+        Key(BY_ADDRESS, gone.address),
+        Key(BY_UUID, "00000000-0000-0000-0000-000000000000"),
+        Key(BY_ADDRESS, "127.0.0.222"),
+    ]
     cells = CellDatabases(api_db)
     try:
         found = load_guests(cells, keys, dhcp_domain="")
     finally:
         cells.dispose()
     uuids = {key: (doc.facts.uuid if doc is not None else None) for key, doc in found.items()}
-    assert uuids == {keys[0]: guests[0].id, keys[1]: guests[1].id, keys[2]: guests[2].id,
-                     keys[3]: guests[3].id, keys[4]: guests[0].id, keys[5]: None,
-                     keys[6]: None, keys[7]: None, keys[8]: None}
+    assert uuids == {
+        keys[0]: guests[0].id,
+        keys[1]: guests[1].id,
+        keys[2]: guests[2].id,
+        keys[3]: guests[3].id,
+        keys[4]: guests[0].id,
+        keys[5]: None,
+        keys[6]: None,
+        keys[7]: None,
+        keys[8]: None,
+    }
     assert found[keys[0]] is found[keys[4]]  # one object per instance in a batch

@@ -18,8 +18,10 @@ from tests.support.cloud import Cloud, create_server, wait_for
 from tests.support.server import running_api, running_metadata
 from tests.support.vendordata_targets import Targets, running_targets
 
-pytestmark = [pytest.mark.databases,
-              pytest.mark.parametrize("backend", ["sqlite", "postgresql"], indirect=True)]
+pytestmark = [
+    pytest.mark.databases,
+    pytest.mark.parametrize("backend", ["sqlite", "postgresql"], indirect=True),
+]
 __all__ = ["cloud"]  # the fixture, imported to be used here
 
 
@@ -29,23 +31,32 @@ def targets() -> Iterator[Targets]:
         yield running
 
 
-def vendordata_settings(settings: Settings, tmp_path: Path, targets: Targets,
-                        target_list: str, **api: object) -> Settings:
+def vendordata_settings(
+    settings: Settings, tmp_path: Path, targets: Targets, target_list: str, **api: object
+) -> Settings:
     static = tmp_path / "vendor.json"
     static.write_text(json.dumps({"cloud-init": "#cloud-config\nruncmd: [[touch, /vd]]\n"}))
-    return with_options(settings, "api", vendordata_providers="StaticJSON,DynamicJSON",
-                        vendordata_jsonfile_path=str(static),
-                        vendordata_dynamic_targets=target_list, **api)
+    return with_options(
+        settings,
+        "api",
+        vendordata_providers="StaticJSON,DynamicJSON",
+        vendordata_jsonfile_path=str(static),
+        vendordata_dynamic_targets=target_list,
+        **api,
+    )
 
 
 def test_static_and_dynamic_vendordata_reach_the_guest(
-        api: httpx.Client, cloud: Cloud, migrated_settings: Settings, tmp_path: Path,
-        targets: Targets) -> None:
+    api: httpx.Client, cloud: Cloud, migrated_settings: Settings, tmp_path: Path, targets: Targets
+) -> None:
     targets.reset()
     settings = vendordata_settings(
-        migrated_settings, tmp_path, targets,
+        migrated_settings,
+        tmp_path,
+        targets,
         f"cloud-init@{targets.url('/record')},cached@{targets.url('/cached')},"
-        f"broken@{targets.url('/error')}")
+        f"broken@{targets.url('/error')}",
+    )
     guest = boot(api, cloud, metadata={"role": "db"})
     with running_metadata(settings) as url, guest.client(url) as md:
         static = md.get("/openstack/latest/vendor_data.json").json()
@@ -59,8 +70,15 @@ def test_static_and_dynamic_vendordata_reach_the_guest(
         sent = call.json
         assert sent["instance-id"] == guest.id and sent["project-id"] == "proj"
         assert sent["metadata"] == {"role": "db"} and sent["hostname"] == "vm"
-        assert set(sent) == {"project-id", "instance-id", "image-id", "user-data", "hostname",
-                             "metadata", "boot-roles"}
+        assert set(sent) == {
+            "project-id",
+            "instance-id",
+            "image-id",
+            "user-data",
+            "hostname",
+            "metadata",
+            "boot-roles",
+        }
         for _ in range(5):
             md.get("/openstack/latest/vendor_data2.json")
         # max-age: the cached target was called once for all six requests.
@@ -69,14 +87,24 @@ def test_static_and_dynamic_vendordata_reach_the_guest(
 
 
 def test_fatal_vendordata_failure_fails_the_build(
-        migrated_settings: Settings, api_db: Database, clean_api_db: Database,
-        clean_cell_db: Database, tmp_path: Path, targets: Targets) -> None:
-    settings = vendordata_settings(migrated_settings, tmp_path, targets,
-                                   f"needed@{targets.url('/error')}",
-                                   vendordata_dynamic_failure_fatal=True)
-    with running_api(settings, driver=FakeDriver(delay=0)) as url, \
-            httpx.Client(base_url=url, headers={"X-Auth-Token": "alice:proj"},
-                         timeout=30) as client:
+    migrated_settings: Settings,
+    api_db: Database,
+    clean_api_db: Database,
+    clean_cell_db: Database,
+    tmp_path: Path,
+    targets: Targets,
+) -> None:
+    settings = vendordata_settings(
+        migrated_settings,
+        tmp_path,
+        targets,
+        f"needed@{targets.url('/error')}",
+        vendordata_dynamic_failure_fatal=True,
+    )
+    with (
+        running_api(settings, driver=FakeDriver(delay=0)) as url,
+        httpx.Client(base_url=url, headers={"X-Auth-Token": "alice:proj"}, timeout=30) as client,
+    ):
         from tests.support.cloud import make_cloud
 
         made = make_cloud(client, api_db, tmp_path)

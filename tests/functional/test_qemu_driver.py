@@ -30,19 +30,26 @@ QEMU = shutil.which("qemu-system-x86_64")
 pytestmark = pytest.mark.skipif(
     QEMU is None or shutil.which("qemu-img") is None,
     reason="needs qemu-system-x86_64 and qemu-img (Debian: qemu-system-x86, qemu-utils; "
-           "tools/e2e/packages.sh installs them)")
+    "tools/e2e/packages.sh installs them)",
+)
 UUID = "3c6e1a52-8d1b-4f7e-b5a4-2b9d0e6f1a77"
 SECRET = "relay-secret"
 TOOLS = {"LC_ALL": "C", "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
 
 
 def settings_for(state: Path, **env: str) -> Settings:
-    return load_settings(environ={
-        "CLOUDSEED_STATE_PATH": str(state), "CLOUDSEED_COMPUTE_DRIVER": "qemu",
-        "CLOUDSEED_NEUTRON__SERVICE_METADATA_PROXY": "true",
-        "CLOUDSEED_NEUTRON__METADATA_PROXY_SHARED_SECRET": SECRET,
-        "CLOUDSEED_QEMU__ACCEL": "tcg", "CLOUDSEED_QEMU__SHUTDOWN_TIMEOUT": "1",
-        "CLOUDSEED_QEMU__METADATA_URL": "http://127.0.0.1:9", **env})
+    return load_settings(
+        environ={
+            "CLOUDSEED_STATE_PATH": str(state),
+            "CLOUDSEED_COMPUTE_DRIVER": "qemu",
+            "CLOUDSEED_NEUTRON__SERVICE_METADATA_PROXY": "true",
+            "CLOUDSEED_NEUTRON__METADATA_PROXY_SHARED_SECRET": SECRET,
+            "CLOUDSEED_QEMU__ACCEL": "tcg",
+            "CLOUDSEED_QEMU__SHUTDOWN_TIMEOUT": "1",
+            "CLOUDSEED_QEMU__METADATA_URL": "http://127.0.0.1:9",
+            **env,
+        }
+    )
 
 
 def ext4_image(path: Path) -> Path:
@@ -52,8 +59,12 @@ def ext4_image(path: Path) -> Path:
     (tree / "etc" / "passwd").write_text("root:x:0:0:root:/root:/bin/sh\n")
     (tree / "etc" / "group").write_text("root:x:0:\n")
     (tree / "etc" / "shadow").write_text("root:*:19000:0:99999:7:::\n")
-    subprocess.run(["mke2fs", "-q", "-t", "ext4", "-d", str(tree), "-F", str(path), "8M"],
-                   check=True, capture_output=True, env=TOOLS)
+    subprocess.run(
+        ["mke2fs", "-q", "-t", "ext4", "-d", str(tree), "-F", str(path), "8M"],
+        check=True,
+        capture_output=True,
+        env=TOOLS,
+    )
     return path
 
 
@@ -61,16 +72,27 @@ def ext4_image(path: Path) -> Path:
 def image(tmp_path: Path) -> BootImage:
     (tmp_path / "base").mkdir()
     base = ext4_image(tmp_path / "base" / "disk.raw")
-    return BootImage(path=str(base), disk_format="raw",
-                     kernel_path=str(write_kernel(tmp_path / "base" / "kernel.bin")))
+    return BootImage(
+        path=str(base),
+        disk_format="raw",
+        kernel_path=str(write_kernel(tmp_path / "base" / "kernel.bin")),
+    )
 
 
 def guest(boot: BootImage, /, **changes: object) -> GuestSpec:
     values: dict[str, object] = dict(
-        uuid=UUID, name="vm", hostname="vm", image_ref="img",
-        flavor={"memory_mb": 64, "vcpus": 1}, key_data=None, user_data=None,
-        config_drive=False, ports=[{"mac_address": "fa:16:3e:12:34:56"}],
-        project_id="proj", image=boot)
+        uuid=UUID,
+        name="vm",
+        hostname="vm",
+        image_ref="img",
+        flavor={"memory_mb": 64, "vcpus": 1},
+        key_data=None,
+        user_data=None,
+        config_drive=False,
+        ports=[{"mac_address": "fa:16:3e:12:34:56"}],
+        project_id="proj",
+        image=boot,
+    )
     values.update(changes)
     return GuestSpec(**values)  # type: ignore[arg-type]
 
@@ -107,19 +129,32 @@ def wait_console(driver: QemuDriver, count: int, uuid: str = UUID) -> str:
     return text
 
 
-def test_spawn_runs_qemu_on_an_overlay_with_the_guest_identity(driver: QemuDriver,
-                                                                image: BootImage) -> None:
+def test_spawn_runs_qemu_on_an_overlay_with_the_guest_identity(
+    driver: QemuDriver, image: BootImage
+) -> None:
     driver.spawn(guest(image))
     pid = qemu_pid(driver)
     cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    assert b"type=1,manufacturer=OpenStack Foundation,product=OpenStack Nova," \
-           b"serial=" + UUID.encode() + b",uuid=" + UUID.encode() in cmdline
+    assert (
+        b"type=1,manufacturer=OpenStack Foundation,product=OpenStack Nova,"
+        b"serial=" + UUID.encode() + b",uuid=" + UUID.encode() in cmdline
+    )
     assert b"virtio-net-pci,netdev=net0,mac=fa:16:3e:12:34:56" in cmdline
     assert SECRET.encode() not in b" ".join(cmdline)
-    info = json.loads(subprocess.run(
-        ["qemu-img", "info", "--force-share", "--output=json",
-         str(instance_dir(driver) / "disk.qcow2")],
-        check=True, capture_output=True, env=TOOLS).stdout)
+    info = json.loads(
+        subprocess.run(
+            [
+                "qemu-img",
+                "info",
+                "--force-share",
+                "--output=json",
+                str(instance_dir(driver) / "disk.qcow2"),
+            ],
+            check=True,
+            capture_output=True,
+            env=TOOLS,
+        ).stdout
+    )
     assert info["format"] == "qcow2" and info["backing-filename"] == image.path
     assert info["backing-filename-format"] == "raw"
     assert qmp(driver._files(UUID), "query-status")["status"] == "running"
@@ -132,8 +167,12 @@ def test_relay_config_is_private_and_signed(driver: QemuDriver, image: BootImage
     assert stat.S_IMODE(config.stat().st_mode) == 0o600
     assert json.loads(config.read_text()) == {
         "upstream": ["127.0.0.1", 9],
-        "headers": [["X-Instance-ID", UUID], ["X-Tenant-ID", "proj"],
-                    ["X-Instance-ID-Signature", sign(SECRET, UUID)]]}
+        "headers": [
+            ["X-Instance-ID", UUID],
+            ["X-Tenant-ID", "proj"],
+            ["X-Instance-ID-Signature", sign(SECRET, UUID)],
+        ],
+    }
 
 
 def test_stop_start_and_reboots(driver: QemuDriver, image: BootImage) -> None:
@@ -160,26 +199,41 @@ def test_stop_start_and_reboots(driver: QemuDriver, image: BootImage) -> None:
     assert qemu_pid(driver) != third and not alive(third)
 
 
-def test_rebuild_makes_a_new_disk_from_the_new_image(driver: QemuDriver, image: BootImage,
-                                                     tmp_path: Path) -> None:
+def test_rebuild_makes_a_new_disk_from_the_new_image(
+    driver: QemuDriver, image: BootImage, tmp_path: Path
+) -> None:
     driver.spawn(guest(image))
     old = qemu_pid(driver)
     other = ext4_image(tmp_path / "other.raw")
-    driver.rebuild(guest(image, image=BootImage(path=str(other), disk_format="raw",
-                                                kernel_path=image.kernel_path)))
+    driver.rebuild(
+        guest(
+            image,
+            image=BootImage(path=str(other), disk_format="raw", kernel_path=image.kernel_path),
+        )
+    )
     assert not alive(old)
-    info = json.loads(subprocess.run(
-        ["qemu-img", "info", "--force-share", "--output=json",
-         str(instance_dir(driver) / "disk.qcow2")],
-        check=True, capture_output=True, env=TOOLS).stdout)
+    info = json.loads(
+        subprocess.run(
+            [
+                "qemu-img",
+                "info",
+                "--force-share",
+                "--output=json",
+                str(instance_dir(driver) / "disk.qcow2"),
+            ],
+            check=True,
+            capture_output=True,
+            env=TOOLS,
+        ).stdout
+    )
     assert info["backing-filename"] == str(other)
     qemu_pid(driver)
 
 
-@pytest.mark.parametrize(("fmt", "bus"), [("iso9660", None), ("iso9660", "scsi"),
-                                         ("vfat", None)])
+@pytest.mark.parametrize(("fmt", "bus"), [("iso9660", None), ("iso9660", "scsi"), ("vfat", None)])
 def test_spawn_and_rebuild_keep_the_config_drive_built_beside_the_disk(
-        driver: QemuDriver, image: BootImage, fmt: str, bus: str | None) -> None:
+    driver: QemuDriver, image: BootImage, fmt: str, bus: str | None
+) -> None:
     # The compute operations build disk.config in the instance directory before calling
     # spawn or rebuild; making the new disk must not take it away (QEMU then failed with
     # "Could not open .../disk.config").
@@ -187,8 +241,7 @@ def test_spawn_and_rebuild_keep_the_config_drive_built_beside_the_disk(
     drive.parent.mkdir(parents=True)
     drive.write_bytes(b"\0" * 2048 * 16)
     image = dataclasses.replace(image, cdrom_bus=bus)  # QEMU takes either CD-ROM bus
-    spec = guest(image, config_drive=True, config_drive_path=str(drive),
-                 config_drive_format=fmt)
+    spec = guest(image, config_drive=True, config_drive_path=str(drive), config_drive_format=fmt)
     driver.spawn(spec)
     cmdline = Path(f"/proc/{qemu_pid(driver)}/cmdline").read_bytes()
     assert drive.exists() and str(drive).encode() in cmdline
@@ -234,37 +287,56 @@ def test_the_driver_needs_the_signing_proxy_mode(tmp_path: Path) -> None:
 
 # -- injection on create and rebuild (issue 6) ------------------------------------------------
 
-INJECTING = {"CLOUDSEED_QEMU__IMAGES_TYPE": "raw", "CLOUDSEED_LIBVIRT__INJECT_PARTITION": "0",
-             "CLOUDSEED_LIBVIRT__INJECT_KEY": "true", "CLOUDSEED_LIBVIRT__INJECT_PASSWORD": "true",
-             "CLOUDSEED_LIBVIRT__INJECT_HANDLERS":
-             "debugfs"}
+INJECTING = {
+    "CLOUDSEED_QEMU__IMAGES_TYPE": "raw",
+    "CLOUDSEED_LIBVIRT__INJECT_PARTITION": "0",
+    "CLOUDSEED_LIBVIRT__INJECT_KEY": "true",
+    "CLOUDSEED_LIBVIRT__INJECT_PASSWORD": "true",
+    "CLOUDSEED_LIBVIRT__INJECT_HANDLERS": "debugfs",
+}
 
 
 def guest_cat(disk: Path, path: str) -> bytes:
-    return subprocess.run(["debugfs", "-R", f"cat {path}", str(disk)], check=True,
-                          capture_output=True, env=TOOLS).stdout
+    return subprocess.run(
+        ["debugfs", "-R", f"cat {path}", str(disk)], check=True, capture_output=True, env=TOOLS
+    ).stdout
 
 
-needs_debugfs = pytest.mark.skipif(shutil.which("debugfs", path=TOOLS["PATH"]) is None,
-                                   reason="needs debugfs (Debian: e2fsprogs)")
+needs_debugfs = pytest.mark.skipif(
+    shutil.which("debugfs", path=TOOLS["PATH"]) is None, reason="needs debugfs (Debian: e2fsprogs)"
+)
 
 
 @needs_debugfs
-def test_spawn_and_rebuild_inject_key_metadata_and_files(tmp_path: Path,
-                                                         image: BootImage) -> None:
+def test_spawn_and_rebuild_inject_key_metadata_and_files(tmp_path: Path, image: BootImage) -> None:
     driver = QemuDriver(settings_for(tmp_path / "state", **INJECTING))
     try:
         key1, key2 = keys.ed25519_public("one"), keys.ed25519_public("two")
-        driver.spawn(guest(image, key_data=key1, metadata={"role": "web"},
-                           files=(("/etc/motd", b"hello\n"),), admin_password="s3cret pw"))
+        driver.spawn(
+            guest(
+                image,
+                key_data=key1,
+                metadata={"role": "web"},
+                files=(("/etc/motd", b"hello\n"),),
+                admin_password="s3cret pw",
+            )
+        )
         disk = instance_dir(driver) / "disk.raw"
         assert key1 in guest_cat(disk, "/root/.ssh/authorized_keys").decode()
         # The admin password as a SHA-512 crypt hash, checked by openssl with its salt.
         root_hash = guest_cat(disk, "/etc/shadow").decode().split("\n")[0].split(":")[1]
         salt = root_hash.split("$")[2]
-        assert root_hash.startswith("$6$") and subprocess.run(
-            ["openssl", "passwd", "-6", "-salt", salt, "s3cret pw"], check=True,
-            capture_output=True, text=True, env=TOOLS).stdout.strip() == root_hash
+        assert (
+            root_hash.startswith("$6$")
+            and subprocess.run(
+                ["openssl", "passwd", "-6", "-salt", salt, "s3cret pw"],
+                check=True,
+                capture_output=True,
+                text=True,
+                env=TOOLS,
+            ).stdout.strip()
+            == root_hash
+        )
         assert json.loads(guest_cat(disk, "/meta.js")) == {"role": "web"}
         assert guest_cat(disk, "/etc/motd") == b"hello\n"
         driver.rebuild(guest(image, key_data=key2))
@@ -281,18 +353,21 @@ def test_no_injection_with_a_config_drive(tmp_path: Path, image: BootImage) -> N
     try:
         driver.spawn(guest(image, key_data=keys.ed25519_public("one"), config_drive=True))
         disk = instance_dir(driver) / "disk.raw"
-        assert b"File not found" in subprocess.run(
-            ["debugfs", "-R", "stat /root/.ssh", str(disk)], capture_output=True,
-            env=TOOLS).stderr
+        assert (
+            b"File not found"
+            in subprocess.run(
+                ["debugfs", "-R", "stat /root/.ssh", str(disk)], capture_output=True, env=TOOLS
+            ).stderr
+        )
     finally:
         driver.close()
 
 
-def test_injection_that_cannot_be_done_fails_the_spawn(tmp_path: Path,
-                                                       image: BootImage) -> None:
+def test_injection_that_cannot_be_done_fails_the_spawn(tmp_path: Path, image: BootImage) -> None:
     # debugfs never writes into a qcow2 overlay; with no other handler the build fails.
-    driver = QemuDriver(settings_for(tmp_path / "state", **{
-        **INJECTING, "CLOUDSEED_QEMU__IMAGES_TYPE": "qcow2"}))
+    driver = QemuDriver(
+        settings_for(tmp_path / "state", **{**INJECTING, "CLOUDSEED_QEMU__IMAGES_TYPE": "qcow2"})
+    )
     try:
         with pytest.raises(DriverError, match=r"Injection into the disk .* debugfs"):
             driver.spawn(guest(image, key_data=keys.ed25519_public("one")))

@@ -24,9 +24,19 @@ def cell(clean_cell_db: Database) -> Database:
 def add_instance(db: Database, vm_state: str = "active") -> str:
     uid = str(uuid.uuid4())
     with db.write() as session:
-        session.add(Instance(uuid=uid, display_name="s", hostname="s", project_id="p",
-                             user_id="u", image_ref="img", flavor_id="f", vm_state=vm_state,
-                             reservation_id="r-1"))
+        session.add(
+            Instance(
+                uuid=uid,
+                display_name="s",
+                hostname="s",
+                project_id="p",
+                user_id="u",
+                image_ref="img",
+                flavor_id="f",
+                vm_state=vm_state,
+                reservation_id="r-1",
+            )
+        )
     return uid
 
 
@@ -51,23 +61,26 @@ def test_claim_task_messages(cell):
     with pytest.raises(InstanceInvalidState) as info, cell.write() as session:
         records.claim_task(session, uid, operation="reboot_soft", task_state="rebooting")
     assert info.value.message == (
-        f"Cannot 'reboot_soft' instance {uid} while it is in vm_state stopped")
+        f"Cannot 'reboot_soft' instance {uid} while it is in vm_state stopped"
+    )
     with cell.write() as session:
         records.claim_task(session, uid, operation="start", task_state="powering-on")
-    with pytest.raises(InstanceInvalidState, match="task_state powering-on"), \
-            cell.write() as session:
+    with (
+        pytest.raises(InstanceInvalidState, match="task_state powering-on"),
+        cell.write() as session,
+    ):
         records.claim_task(session, uid, operation="rebuild", task_state="rebuilding")
 
 
 def test_address_allocation(api_db, clean_api_db):
     with api_db.write() as session:
-        net = networks.add_network(session, name="n1", cidr="10.9.0.0/29", gateway="10.9.0.1",
-                                   dns=["10.9.0.2"], mtu=1450)
+        net = networks.add_network(
+            session, name="n1", cidr="10.9.0.0/29", gateway="10.9.0.1", dns=["10.9.0.2"], mtu=1450
+        )
         first = networks.allocate(session, network=net, instance_uuid="i1")
         assert first.address == "10.9.0.3"  # .1 is the gateway, .2 the DNS server
         assert first.mac_address.startswith("fa:16:3e:") and first.mtu == 1450
-        fixed = networks.allocate(session, network=net, instance_uuid="i2",
-                                  fixed_ip="10.9.0.6")
+        fixed = networks.allocate(session, network=net, instance_uuid="i2", fixed_ip="10.9.0.6")
         assert fixed.address == "10.9.0.6"
         with pytest.raises(Conflict, match="already in use"):
             networks.allocate(session, network=net, instance_uuid="i3", fixed_ip="10.9.0.6")
@@ -78,7 +91,6 @@ def test_address_allocation(api_db, clean_api_db):
         with pytest.raises(Conflict, match="No more fixed IP addresses"):
             networks.allocate(session, network=net, instance_uuid="full")
         networks.release(session, instance_uuid="i1")
-        assert networks.allocate(session, network=net, instance_uuid="again").address == \
-            "10.9.0.3"
+        assert networks.allocate(session, network=net, instance_uuid="again").address == "10.9.0.3"
     with pytest.raises(InvalidInput), api_db.write() as session:
         networks.add_network(session, name="bad", cidr="10.9.0.1/24")

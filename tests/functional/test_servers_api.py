@@ -36,15 +36,19 @@ def history(api, server_id):
 
 class TestCreate:
     def test_create_with_key_and_user_data(self, api, cloud):
-        created = create_server(api, cloud, key_name="key1", user_data=b64("#!/bin/sh\necho hi"),
-                                metadata={"role": "web"})
+        created = create_server(
+            api,
+            cloud,
+            key_name="key1",
+            user_data=b64("#!/bin/sh\necho hi"),
+            metadata={"role": "web"},
+        )
         assert created["adminPass"] and created["links"][0]["rel"] == "self"
         server = wait_for(api, created["id"], "ACTIVE")
         assert server["key_name"] == "key1"
         assert server["metadata"] == {"role": "web"}
         assert server["addresses"]["private"][0]["addr"] == "10.0.0.3"
-        assert server["addresses"]["private"][0]["OS-EXT-IPS-MAC:mac_addr"].startswith(
-            "fa:16:3e:")
+        assert server["addresses"]["private"][0]["OS-EXT-IPS-MAC:mac_addr"].startswith("fa:16:3e:")
         assert server["OS-SRV-USG:launched_at"] is not None
         assert "OS-EXT-SRV-ATTR:user_data" not in server  # not for non-admins
         shown = admin_show(api, created["id"], "2.3")
@@ -52,20 +56,38 @@ class TestCreate:
         assert shown["OS-EXT-SRV-ATTR:hostname"] == "vm"
 
     def test_invalid_key_name(self, api, cloud):
-        r = api.post("/v2.1/servers", json={"server": {
-            "name": "vm", "imageRef": cloud.image_id, "flavorRef": "1", "key_name": "nope"}})
+        r = api.post(
+            "/v2.1/servers",
+            json={
+                "server": {
+                    "name": "vm",
+                    "imageRef": cloud.image_id,
+                    "flavorRef": "1",
+                    "key_name": "nope",
+                }
+            },
+        )
         assert r.status_code == 400
         assert r.json() == {"badRequest": {"code": 400, "message": "Invalid key_name provided."}}
         assert api.get("/v2.1/servers").json()["servers"] == []
 
     @pytest.mark.parametrize("user_data", ["not base64!!=", "A" * 65536])
     def test_invalid_user_data(self, api, cloud, user_data):
-        r = api.post("/v2.1/servers", json={"server": {
-            "name": "vm", "imageRef": cloud.image_id, "flavorRef": "1",
-            "user_data": user_data}})
+        r = api.post(
+            "/v2.1/servers",
+            json={
+                "server": {
+                    "name": "vm",
+                    "imageRef": cloud.image_id,
+                    "flavorRef": "1",
+                    "user_data": user_data,
+                }
+            },
+        )
         assert r.status_code == 400
         assert r.json()["badRequest"]["message"].startswith(
-            "Invalid input for field/attribute user_data.")
+            "Invalid input for field/attribute user_data."
+        )
 
     def test_key_pair_deleted_later_changes_nothing(self, api, cloud):
         server_id = create_server(api, cloud, key_name="key1")["id"]
@@ -75,24 +97,44 @@ class TestCreate:
         assert history(api, server_id)[0]["new"]["name"] == "key1"
 
     def test_networks_required_from_2_37(self, api, cloud):
-        r = api.post("/v2.1/servers", headers=mv("2.37"), json={"server": {
-            "name": "vm", "imageRef": cloud.image_id, "flavorRef": "1"}})
+        r = api.post(
+            "/v2.1/servers",
+            headers=mv("2.37"),
+            json={"server": {"name": "vm", "imageRef": cloud.image_id, "flavorRef": "1"}},
+        )
         assert r.status_code == 400
         server_id = create_server(api, cloud, "2.37", networks="none")["id"]
         assert wait_for(api, server_id, "ACTIVE")["addresses"] == {}
 
     def test_block_device_mapping_image_to_local_only(self, api, cloud):
-        image_bdm = {"uuid": cloud.image2_id, "boot_index": 0, "source_type": "image",
-                     "destination_type": "local", "delete_on_termination": True}
-        r = api.post("/v2.1/servers", json={"server": {
-            "name": "vm", "flavorRef": "1", "block_device_mapping_v2": [image_bdm]}})
+        image_bdm = {
+            "uuid": cloud.image2_id,
+            "boot_index": 0,
+            "source_type": "image",
+            "destination_type": "local",
+            "delete_on_termination": True,
+        }
+        r = api.post(
+            "/v2.1/servers",
+            json={
+                "server": {"name": "vm", "flavorRef": "1", "block_device_mapping_v2": [image_bdm]}
+            },
+        )
         assert r.status_code == 202, r.text
         server = wait_for(api, r.json()["server"]["id"], "ACTIVE")
         assert server["image"]["id"] == cloud.image2_id
         volume_bdm = {**image_bdm, "source_type": "volume", "destination_type": "volume"}
-        r = api.post("/v2.1/servers", json={"server": {
-            "name": "vm", "flavorRef": "1", "imageRef": cloud.image_id,
-            "block_device_mapping_v2": [volume_bdm]}})
+        r = api.post(
+            "/v2.1/servers",
+            json={
+                "server": {
+                    "name": "vm",
+                    "flavorRef": "1",
+                    "imageRef": cloud.image_id,
+                    "block_device_mapping_v2": [volume_bdm],
+                }
+            },
+        )
         assert r.status_code == 400
         assert "no volume service" in r.json()["badRequest"]["message"]
 
@@ -106,8 +148,11 @@ class TestCreate:
 
 class TestRebuild:
     def rebuild(self, api, server_id, version, **fields):
-        return api.post(f"/v2.1/servers/{server_id}/action", headers=mv(version),
-                        json={"rebuild": {"imageRef": fields.pop("image"), **fields}})
+        return api.post(
+            f"/v2.1/servers/{server_id}/action",
+            headers=mv(version),
+            json={"rebuild": {"imageRef": fields.pop("image"), **fields}},
+        )
 
     def test_key_name_replaced_removed_or_kept(self, api, cloud):
         server_id = create_server(api, cloud, key_name="key1")["id"]
@@ -119,13 +164,21 @@ class TestRebuild:
         assert server["image"]["id"] == cloud.image2_id and server["key_name"] == "key2"
         assert self.rebuild(api, server_id, "2.54", image=cloud.image_id).status_code == 202
         assert wait_for(api, server_id, "ACTIVE")["key_name"] == "key2"  # absent: kept
-        assert self.rebuild(api, server_id, "2.54", image=cloud.image_id,
-                            key_name=None).status_code == 202
+        assert (
+            self.rebuild(api, server_id, "2.54", image=cloud.image_id, key_name=None).status_code
+            == 202
+        )
         assert wait_for(api, server_id, "ACTIVE")["key_name"] is None
-        changes = [(c["field"], c["action"], (c["new"] or {}).get("name"))
-                   for c in history(api, server_id) if c["field"] == "key_pair"]
-        assert changes == [("key_pair", "create", "key1"), ("key_pair", "rebuild", "key2"),
-                           ("key_pair", "rebuild", None)]
+        changes = [
+            (c["field"], c["action"], (c["new"] or {}).get("name"))
+            for c in history(api, server_id)
+            if c["field"] == "key_pair"
+        ]
+        assert changes == [
+            ("key_pair", "create", "key1"),
+            ("key_pair", "rebuild", "key2"),
+            ("key_pair", "rebuild", None),
+        ]
 
     def test_key_name_needs_2_54_and_a_known_key(self, api, cloud):
         server_id = create_server(api, cloud)["id"]
@@ -140,8 +193,12 @@ class TestRebuild:
     def test_user_data_replaced_and_cleared_from_2_57(self, api, cloud):
         server_id = create_server(api, cloud, user_data=b64("one"))["id"]
         wait_for(api, server_id, "ACTIVE")
-        assert self.rebuild(api, server_id, "2.56", image=cloud.image_id,
-                            user_data=b64("two")).status_code == 400
+        assert (
+            self.rebuild(
+                api, server_id, "2.56", image=cloud.image_id, user_data=b64("two")
+            ).status_code
+            == 400
+        )
         r = self.rebuild(api, server_id, "2.57", image=cloud.image_id, user_data=b64("two"))
         assert r.status_code == 202 and r.json()["server"]["user_data"] == b64("two")
         wait_for(api, server_id, "ACTIVE")
@@ -150,16 +207,20 @@ class TestRebuild:
         wait_for(api, server_id, "ACTIVE")
         assert admin_show(api, server_id)["OS-EXT-SRV-ATTR:user_data"] is None
 
-    def test_failed_rebuild_keeps_key_and_snapshot_consistent(self, api, cloud, fake_driver,
-                                                              cell_db):
+    def test_failed_rebuild_keeps_key_and_snapshot_consistent(
+        self, api, cloud, fake_driver, cell_db
+    ):
         server_id = create_server(api, cloud, key_name="key1")["id"]
         wait_for(api, server_id, "ACTIVE")
         fake_driver.fail("rebuild", uuid=server_id, message="disk gone")
-        assert self.rebuild(api, server_id, "2.54", image=cloud.image_id,
-                            key_name="key2").status_code == 202
+        assert (
+            self.rebuild(api, server_id, "2.54", image=cloud.image_id, key_name="key2").status_code
+            == 202
+        )
         server = wait_for(api, server_id, "ERROR")
         assert server["fault"]["message"] == "rebuild failed: disk gone"
         from cloudseed.servers import records
+
         with cell_db.read() as session:
             record = records.load(session, server_id)
         assert record.instance.key_name == record.keypairs[0]["name"] == "key2"
@@ -173,15 +234,22 @@ class TestUserDataUpdate:
     def test_put_user_data_at_2_105(self, api, cloud):
         server_id = create_server(api, cloud, user_data=b64("old"))["id"]
         wait_for(api, server_id, "ACTIVE")
-        r = api.put(f"/v2.1/servers/{server_id}", headers=mv("2.104"),
-                    json={"server": {"user_data": b64("new")}})
+        r = api.put(
+            f"/v2.1/servers/{server_id}",
+            headers=mv("2.104"),
+            json={"server": {"user_data": b64("new")}},
+        )
         assert r.status_code == 400
-        r = api.put(f"/v2.1/servers/{server_id}", headers=mv("2.105"),
-                    json={"server": {"user_data": b64("new")}})
+        r = api.put(
+            f"/v2.1/servers/{server_id}",
+            headers=mv("2.105"),
+            json={"server": {"user_data": b64("new")}},
+        )
         assert r.status_code == 200, r.text
         assert admin_show(api, server_id)["OS-EXT-SRV-ATTR:user_data"] == b64("new")
-        r = api.put(f"/v2.1/servers/{server_id}", headers=mv("2.105"),
-                    json={"server": {"user_data": None}})
+        r = api.put(
+            f"/v2.1/servers/{server_id}", headers=mv("2.105"), json={"server": {"user_data": None}}
+        )
         assert r.status_code == 200
         assert admin_show(api, server_id)["OS-EXT-SRV-ATTR:user_data"] is None
         entries = [c for c in history(api, server_id) if c["field"] == "user_data"]
@@ -191,8 +259,11 @@ class TestUserDataUpdate:
     def test_put_user_data_refused_with_config_drive(self, api, cloud):
         server_id = create_server(api, cloud, config_drive=True, user_data=b64("old"))["id"]
         wait_for(api, server_id, "ACTIVE")
-        r = api.put(f"/v2.1/servers/{server_id}", headers=mv("2.105"),
-                    json={"server": {"user_data": b64("new")}})
+        r = api.put(
+            f"/v2.1/servers/{server_id}",
+            headers=mv("2.105"),
+            json={"server": {"user_data": b64("new")}},
+        )
         assert r.status_code == 409
         assert "hard reboot with user_data" in r.json()["conflictingRequest"]["message"]
         assert admin_show(api, server_id)["OS-EXT-SRV-ATTR:user_data"] == b64("old")
@@ -201,14 +272,17 @@ class TestUserDataUpdate:
         server_id = create_server(api, cloud, config_drive=True, user_data=b64("old"))["id"]
         wait_for(api, server_id, "ACTIVE")
         action = f"/v2.1/servers/{server_id}/action"
-        r = api.post(action, headers=mv("2.105"),
-                     json={"reboot": {"type": "SOFT", "user_data": b64("new")}})
+        r = api.post(
+            action, headers=mv("2.105"), json={"reboot": {"type": "SOFT", "user_data": b64("new")}}
+        )
         assert r.status_code == 400
-        r = api.post(action, headers=mv("2.104"),
-                     json={"reboot": {"type": "HARD", "user_data": b64("new")}})
+        r = api.post(
+            action, headers=mv("2.104"), json={"reboot": {"type": "HARD", "user_data": b64("new")}}
+        )
         assert r.status_code == 400
-        r = api.post(action, headers=mv("2.105"),
-                     json={"reboot": {"type": "HARD", "user_data": b64("new")}})
+        r = api.post(
+            action, headers=mv("2.105"), json={"reboot": {"type": "HARD", "user_data": b64("new")}}
+        )
         assert r.status_code == 202, r.text
         wait_for(api, server_id, "ACTIVE")
         assert admin_show(api, server_id)["OS-EXT-SRV-ATTR:user_data"] == b64("new")
@@ -217,8 +291,11 @@ class TestUserDataUpdate:
         server_id = create_server(api, cloud, config_drive=True, user_data=b64("old"))["id"]
         wait_for(api, server_id, "ACTIVE")
         fake_driver.fail("reboot_hard", uuid=server_id)
-        r = api.post(f"/v2.1/servers/{server_id}/action", headers=mv("2.105"),
-                     json={"reboot": {"type": "HARD", "user_data": b64("new")}})
+        r = api.post(
+            f"/v2.1/servers/{server_id}/action",
+            headers=mv("2.105"),
+            json={"reboot": {"type": "HARD", "user_data": b64("new")}},
+        )
         assert r.status_code == 202
         wait_for(api, server_id, "ERROR")
         assert admin_show(api, server_id)["OS-EXT-SRV-ATTR:user_data"] == b64("old")
@@ -235,25 +312,32 @@ class TestLifecycle:
         r = api.post(action, json={"reboot": {"type": "SOFT"}})
         assert r.status_code == 409
         assert r.json()["conflictingRequest"]["message"] == (
-            f"Cannot 'reboot_soft' instance {server_id} while it is in vm_state stopped")
+            f"Cannot 'reboot_soft' instance {server_id} while it is in vm_state stopped"
+        )
         assert api.post(action, json={"os-start": None}).status_code == 202
         wait_for(api, server_id, "ACTIVE")
         assert api.post(action, json={"reboot": {"type": "hard"}}).status_code == 202
         wait_for(api, server_id, "ACTIVE")
         assert api.post(action, json={"nonsense": {}}).status_code == 400
 
-    def test_concurrent_operations_exactly_one_wins(self, api, api_url, cloud, fake_driver,
-                                                    monkeypatch):
+    def test_concurrent_operations_exactly_one_wins(
+        self, api, api_url, cloud, fake_driver, monkeypatch
+    ):
         server_id = create_server(api, cloud)["id"]
         wait_for(api, server_id, "ACTIVE")
         # The winner's operation must still be running when the others arrive.
         monkeypatch.setattr(fake_driver, "delay", 1.5)
-        bodies = [{"reboot": {"type": "HARD"}}, {"rebuild": {"imageRef": cloud.image_id}},
-                  {"os-stop": None}, {"reboot": {"type": "SOFT"}}] * 2
+        bodies = [
+            {"reboot": {"type": "HARD"}},
+            {"rebuild": {"imageRef": cloud.image_id}},
+            {"os-stop": None},
+            {"reboot": {"type": "SOFT"}},
+        ] * 2
 
         def attempt(body):
-            with httpx.Client(base_url=api_url, timeout=30,
-                              headers={"X-Auth-Token": "alice:proj"}) as client:
+            with httpx.Client(
+                base_url=api_url, timeout=30, headers={"X-Auth-Token": "alice:proj"}
+            ) as client:
                 return client.post(f"/v2.1/servers/{server_id}/action", json=body).status_code
 
         with concurrent.futures.ThreadPoolExecutor(8) as pool:
@@ -261,8 +345,10 @@ class TestLifecycle:
         assert statuses == [202] + [409] * 7
         monkeypatch.setattr(fake_driver, "delay", 0.02)
         deadline = time.monotonic() + 20
-        while api.get(f"/v2.1/servers/{server_id}").json()["server"][
-                "OS-EXT-STS:task_state"] is not None:
+        while (
+            api.get(f"/v2.1/servers/{server_id}").json()["server"]["OS-EXT-STS:task_state"]
+            is not None
+        ):
             assert time.monotonic() < deadline
             time.sleep(0.05)
 
@@ -284,9 +370,12 @@ class TestLifecycle:
 
 class TestListAndDetails:
     def test_filters_and_pagination(self, api, cloud):
-        ids = [create_server(api, cloud, name=f"web-{n}",
-                             **({"key_name": "key1"} if n % 2 else {}))["id"]
-               for n in range(4)]
+        ids = [
+            create_server(api, cloud, name=f"web-{n}", **({"key_name": "key1"} if n % 2 else {}))[
+                "id"
+            ]
+            for n in range(4)
+        ]
         for server_id in ids:
             wait_for(api, server_id, "ACTIVE")
         listed = api.get("/v2.1/servers").json()["servers"]
@@ -310,7 +399,8 @@ class TestListAndDetails:
         wait_for(api, server_id, "ACTIVE")
         base = f"/v2.1/servers/{server_id}/metadata"
         assert api.post(base, json={"metadata": {"b": "2"}}).json() == {
-            "metadata": {"a": "1", "b": "2"}}
+            "metadata": {"a": "1", "b": "2"}
+        }
         assert api.put(base, json={"metadata": {"c": "3"}}).json() == {"metadata": {"c": "3"}}
         assert api.put(f"{base}/d", json={"meta": {"d": "4"}}).status_code == 200
         assert api.get(f"{base}/d").json() == {"meta": {"d": "4"}}
@@ -319,8 +409,9 @@ class TestListAndDetails:
         actions = api.get(f"/v2.1/servers/{server_id}/os-instance-actions").json()
         first = actions["instanceActions"][-1]
         assert first["action"] == "create"
-        detail = api.get(f"/v2.1/servers/{server_id}/os-instance-actions/"
-                         f"{first['request_id']}", headers=ADMIN).json()["instanceAction"]
+        detail = api.get(
+            f"/v2.1/servers/{server_id}/os-instance-actions/{first['request_id']}", headers=ADMIN
+        ).json()["instanceAction"]
         assert detail["events"][0]["event"] == "compute__do_build_and_run_instance"
         assert detail["events"][0]["result"] == "Success"
 
@@ -341,10 +432,18 @@ class TestRecordedDetails:
         raw = tmp_path / "cd.raw"
         raw.write_bytes(b"\0" * 512)
         with api_db.write() as session:
-            image_id = images.add_image(session, name="cd", path=raw, disk_format="raw",
-                                        properties={"img_config_drive": "mandatory"}).uuid
-        r = api.post("/v2.1/servers", headers=ADMIN, json={"server": {
-            "name": "vm", "imageRef": image_id, "flavorRef": "1"}})
+            image_id = images.add_image(
+                session,
+                name="cd",
+                path=raw,
+                disk_format="raw",
+                properties={"img_config_drive": "mandatory"},
+            ).uuid
+        r = api.post(
+            "/v2.1/servers",
+            headers=ADMIN,
+            json={"server": {"name": "vm", "imageRef": image_id, "flavorRef": "1"}},
+        )
         server_id = r.json()["server"]["id"]
         deadline = time.monotonic() + 20
         while (server := admin_show(api, server_id))["status"] != "ACTIVE":
@@ -363,33 +462,59 @@ class TestRecordedDetails:
         raw.write_bytes(b"\0" * 512)
         with api_db.write() as session:
             kernel = images.add_image(session, name="k", path=raw, disk_format="raw").uuid
-            image_id = images.add_image(session, name="d", path=raw, disk_format="raw",
-                                        properties={"kernel_id": kernel,
-                                                    "os_command_line": "console=ttyS0",
-                                                    "hw_cdrom_bus": "scsi"}).uuid
+            image_id = images.add_image(
+                session,
+                name="d",
+                path=raw,
+                disk_format="raw",
+                properties={
+                    "kernel_id": kernel,
+                    "os_command_line": "console=ttyS0",
+                    "hw_cdrom_bus": "scsi",
+                },
+            ).uuid
             plain_id = images.add_image(session, name="p", path=raw, disk_format="raw").uuid
         with api_db.read() as session:
             boot = images.boot_image(session, image_id)
             plain = images.boot_image(session, plain_id)
         assert boot is not None and plain is not None
         assert (boot.kernel_path, boot.cmdline, boot.cdrom_bus) == (
-            str(raw.resolve()), "console=ttyS0", "scsi")
+            str(raw.resolve()),
+            "console=ttyS0",
+            "scsi",
+        )
         assert (plain.kernel_path, plain.cmdline, plain.cdrom_bus) == (None, None, None)
 
     def test_hostname_from_2_90(self, api, cloud):
-        r = api.post("/v2.1/servers", headers=mv("2.90"), json={"server": {
-            "name": "My Web", "imageRef": cloud.image_id, "flavorRef": "1",
-            "networks": "none", "hostname": "web01"}})
+        r = api.post(
+            "/v2.1/servers",
+            headers=mv("2.90"),
+            json={
+                "server": {
+                    "name": "My Web",
+                    "imageRef": cloud.image_id,
+                    "flavorRef": "1",
+                    "networks": "none",
+                    "hostname": "web01",
+                }
+            },
+        )
         server_id = r.json()["server"]["id"]
         server = wait_for(api, server_id, "ACTIVE", version="2.90")
         assert server["OS-EXT-SRV-ATTR:hostname"] == "web01"
-        r = api.put(f"/v2.1/servers/{server_id}", headers=mv("2.90"),
-                    json={"server": {"hostname": "web02", "name": "renamed"}})
+        r = api.put(
+            f"/v2.1/servers/{server_id}",
+            headers=mv("2.90"),
+            json={"server": {"hostname": "web02", "name": "renamed"}},
+        )
         assert r.status_code == 200
         assert r.json()["server"]["OS-EXT-SRV-ATTR:hostname"] == "web02"
         assert r.json()["server"]["name"] == "renamed"
-        r = api.put(f"/v2.1/servers/{server_id}", headers=mv("2.90"),
-                    json={"server": {"hostname": "bad_name"}})
+        r = api.put(
+            f"/v2.1/servers/{server_id}",
+            headers=mv("2.90"),
+            json={"server": {"hostname": "bad_name"}},
+        )
         assert r.status_code == 400
         default = create_server(api, cloud, name="Ünïcode Box_1")["id"]
         assert admin_show(api, default)["OS-EXT-SRV-ATTR:hostname"] == "unicode-box-1"
@@ -409,8 +534,7 @@ class TestImageAndNetworkServices:
         versions = httpx.get(f"{api_url}/image").json()["versions"]  # public, like Glance's
         assert versions[0]["links"][0]["href"] == f"{api_url}/image/v2/"
         image = api.get(f"/image/v2/images/{cloud.image_id}").json()
-        assert (image["id"], image["name"], image["status"]) == (cloud.image_id, "cirros",
-                                                                 "active")
+        assert (image["id"], image["name"], image["status"]) == (cloud.image_id, "cirros", "active")
         assert api.get("/image/v2/images/cirros").status_code == 404  # ids only, as Glance
         named = api.get("/image/v2/images?name=debian").json()["images"]
         assert [i["id"] for i in named] == [cloud.image2_id]
@@ -425,16 +549,22 @@ class TestImageAndNetworkServices:
         assert [n["id"] for n in named] == [cloud.network_id]
 
 
-def test_a_mac_collision_draws_again(api: httpx.Client, api_db: Database, tmp_path: Path,
-                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_mac_collision_draws_again(
+    api: httpx.Client, api_db: Database, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     cloud = make_cloud(api, api_db, tmp_path)
     first = wait_for(api, create_server(api, cloud, "2.37")["id"], "ACTIVE", version="2.37")
     taken = first["addresses"]["private"][0]["OS-EXT-IPS-MAC:mac_addr"]
     # Both new ports first draw the existing MAC, then the same new one twice.
     draws = iter([taken, taken, "fa:16:3e:aa:bb:01", "fa:16:3e:aa:bb:01", "fa:16:3e:aa:bb:02"])
     monkeypatch.setattr(networks, "random_mac", lambda: next(draws))
-    body = {"name": "pair", "imageRef": cloud.image_id, "flavorRef": "1", "networks": "auto",
-            "min_count": 2}
+    body = {
+        "name": "pair",
+        "imageRef": cloud.image_id,
+        "flavorRef": "1",
+        "networks": "auto",
+        "min_count": 2,
+    }
     r = api.post("/v2.1/servers", json={"server": body}, headers=mv("2.37"))
     assert r.status_code == 202, r.text
     servers = api.get("/v2.1/servers/detail", params={"name": "pair"}).json()["servers"]

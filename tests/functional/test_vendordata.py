@@ -50,15 +50,25 @@ def targets(module_targets: Targets) -> Targets:
     return module_targets
 
 
-def make_settings(tmp_path: Path, *, providers: str = "DynamicJSON", targets: str = "",
-                  static: Any = None, fatal: bool = False,
-                  auth: dict[str, str] | None = None, certfile: str = "") -> Settings:
-    lines = ["[api]", f"vendordata_providers = {providers}",
-             f"vendordata_dynamic_targets = {targets}",
-             f"vendordata_dynamic_read_timeout = {READ_TIMEOUT}",
-             "vendordata_dynamic_connect_timeout = 3",
-             f"vendordata_dynamic_failure_fatal = {str(fatal).lower()}",
-             f"vendordata_dynamic_ssl_certfile = {certfile}"]
+def make_settings(
+    tmp_path: Path,
+    *,
+    providers: str = "DynamicJSON",
+    targets: str = "",
+    static: Any = None,
+    fatal: bool = False,
+    auth: dict[str, str] | None = None,
+    certfile: str = "",
+) -> Settings:
+    lines = [
+        "[api]",
+        f"vendordata_providers = {providers}",
+        f"vendordata_dynamic_targets = {targets}",
+        f"vendordata_dynamic_read_timeout = {READ_TIMEOUT}",
+        "vendordata_dynamic_connect_timeout = 3",
+        f"vendordata_dynamic_failure_fatal = {str(fatal).lower()}",
+        f"vendordata_dynamic_ssl_certfile = {certfile}",
+    ]
     if static is not None:
         path = tmp_path / "vendor.json"
         path.write_text(json.dumps(static))
@@ -84,9 +94,14 @@ async def vendordata(settings: Settings, **options: Any) -> AsyncIterator[Vendor
 
 def request_for(instance_id: str, **changes: Any) -> VendordataRequest:
     fields: dict[str, Any] = {
-        "project_id": "proj-1", "instance_id": instance_id, "image_id": "img-1",
-        "user_data": "I2Nsb3VkLWNvbmZpZwo=", "hostname": "web-1",
-        "metadata": {"role": "web", "env": "prod"}, "boot_roles": "member,reader"}
+        "project_id": "proj-1",
+        "instance_id": instance_id,
+        "image_id": "img-1",
+        "user_data": "I2Nsb3VkLWNvbmZpZwo=",
+        "hostname": "web-1",
+        "metadata": {"role": "web", "env": "prod"},
+        "boot_roles": "member,reader",
+    }
     fields.update(changes)
     return VendordataRequest(**fields)
 
@@ -105,8 +120,11 @@ def closed_port() -> int:
 
 async def test_what_each_target_receives(tmp_path: Path, targets: Targets) -> None:
     settings = make_settings(
-        tmp_path, providers="StaticJSON,DynamicJSON", static={"cloud-init": "#cloud-config\n"},
-        targets=f"first@{targets.url('/record')},second@{targets.url('/record')}")
+        tmp_path,
+        providers="StaticJSON,DynamicJSON",
+        static={"cloud-init": "#cloud-config\n"},
+        targets=f"first@{targets.url('/record')},second@{targets.url('/record')}",
+    )
     async with vendordata(settings) as service:
         data = await service.vendor_data2(request_for("inst-body"))
 
@@ -121,17 +139,34 @@ async def test_what_each_target_receives(tmp_path: Path, targets: Targets) -> No
         assert call.headers["user-agent"] == "cloudseed-vendordata"
         assert "x-auth-token" not in call.headers  # no [vendordata_dynamic_auth]
         assert call.json == {
-            "project-id": "proj-1", "instance-id": "inst-body", "image-id": "img-1",
-            "user-data": "I2Nsb3VkLWNvbmZpZwo=", "hostname": "web-1",
-            "metadata": {"env": "prod", "role": "web"}, "boot-roles": "member,reader"}
-        assert list(call.json) == ["project-id", "instance-id", "image-id", "user-data",
-                                   "hostname", "metadata", "boot-roles"]
+            "project-id": "proj-1",
+            "instance-id": "inst-body",
+            "image-id": "img-1",
+            "user-data": "I2Nsb3VkLWNvbmZpZwo=",
+            "hostname": "web-1",
+            "metadata": {"env": "prod", "role": "web"},
+            "boot-roles": "member,reader",
+        }
+        assert list(call.json) == [
+            "project-id",
+            "instance-id",
+            "image-id",
+            "user-data",
+            "hostname",
+            "metadata",
+            "boot-roles",
+        ]
 
 
 async def test_provider_order_is_key_order_and_user_data_may_be_null(
-        tmp_path: Path, targets: Targets) -> None:
-    settings = make_settings(tmp_path, providers="DynamicJSON,StaticJSON", static=[1, 2],
-                             targets=f"vendor@{targets.url('/record')}")
+    tmp_path: Path, targets: Targets
+) -> None:
+    settings = make_settings(
+        tmp_path,
+        providers="DynamicJSON,StaticJSON",
+        static=[1, 2],
+        targets=f"vendor@{targets.url('/record')}",
+    )
     async with vendordata(settings) as service:
         data = await service.vendor_data2(request_for("inst-order", user_data=None))
         assert service.vendor_data_json == b"[1,2]"
@@ -141,22 +176,40 @@ async def test_provider_order_is_key_order_and_user_data_may_be_null(
 
 
 async def test_failing_targets_give_empty_entries_and_warnings(
-        tmp_path: Path, targets: Targets, caplog: pytest.LogCaptureFixture) -> None:
+    tmp_path: Path, targets: Targets, caplog: pytest.LogCaptureFixture
+) -> None:
     dead = f"http://127.0.0.1:{closed_port()}/"
     settings = make_settings(
-        tmp_path, providers="StaticJSON,DynamicJSON", targets=",".join([
-            f"error@{targets.url('/error')}", f"html@{targets.url('/not-json')}",
-            f"slow@{targets.url('/slow')}", f"dead@{dead}", f"redirect@{targets.url('/redirect')}",
-            f"empty@{targets.url('/empty')}", f"good@{targets.url('/record')}"]))
+        tmp_path,
+        providers="StaticJSON,DynamicJSON",
+        targets=",".join(
+            [
+                f"error@{targets.url('/error')}",
+                f"html@{targets.url('/not-json')}",
+                f"slow@{targets.url('/slow')}",
+                f"dead@{dead}",
+                f"redirect@{targets.url('/redirect')}",
+                f"empty@{targets.url('/empty')}",
+                f"good@{targets.url('/record')}",
+            ]
+        ),
+    )
     caplog.set_level(logging.WARNING, "cloudseed.vendordata")
     async with vendordata(settings) as service:
         started = time.monotonic()
         data = await service.vendor_data2(request_for("inst-fail"))
         elapsed = time.monotonic() - started
 
-    assert document(data) == {"static": {}, "error": {}, "html": {}, "slow": {}, "dead": {},
-                              "redirect": {}, "empty": {},
-                              "good": {"instance": "inst-fail", "n": 1}}
+    assert document(data) == {
+        "static": {},
+        "error": {},
+        "html": {},
+        "slow": {},
+        "dead": {},
+        "redirect": {},
+        "empty": {},
+        "good": {"instance": "inst-fail", "n": 1},
+    }
     # The targets were called together: the slow one's read timeout is the whole wait.
     assert READ_TIMEOUT <= elapsed < READ_TIMEOUT + 1.5
     messages = "\n".join(r.getMessage() for r in caplog.records)
@@ -169,7 +222,8 @@ async def test_failing_targets_give_empty_entries_and_warnings(
 
 
 async def test_failure_is_fatal_for_a_build_only_when_configured(
-        tmp_path: Path, targets: Targets) -> None:
+    tmp_path: Path, targets: Targets
+) -> None:
     broken = f"good@{targets.url('/record')},broken@{targets.url('/error')}"
     async with vendordata(make_settings(tmp_path, targets=broken, fatal=True)) as service:
         with pytest.raises(VendordataError) as raised:
@@ -193,11 +247,13 @@ async def test_failure_is_fatal_for_a_build_only_when_configured(
 
 
 async def test_burst_calls_once_then_revalidates_with_etag(
-        tmp_path: Path, targets: Targets) -> None:
+    tmp_path: Path, targets: Targets
+) -> None:
     settings = make_settings(tmp_path, targets=f"cached@{targets.url('/cached')}")
     async with vendordata(settings) as service:
-        burst = await asyncio.gather(*(service.vendor_data2(request_for("inst-burst"))
-                                       for _ in range(50)))
+        burst = await asyncio.gather(
+            *(service.vendor_data2(request_for("inst-burst")) for _ in range(50))
+        )
         assert len(set(burst)) == 1
         assert document(burst[0])["cached"] == {"instance": "inst-burst", "n": 1}
         calls = targets.calls_to("/cached")
@@ -208,8 +264,9 @@ async def test_burst_calls_once_then_revalidates_with_etag(
         assert len(targets.calls_to("/cached")) == 1
 
         await asyncio.sleep(targets.cached_max_age + 0.1)
-        again = await asyncio.gather(*(service.vendor_data2(request_for("inst-burst"))
-                                       for _ in range(10)))
+        again = await asyncio.gather(
+            *(service.vendor_data2(request_for("inst-burst")) for _ in range(10))
+        )
         calls = targets.calls_to("/cached")
         assert len(calls) == 2  # one conditional call for the ten
         assert calls[1].headers["if-none-match"] == '"inst-burst-v1"'
@@ -231,8 +288,9 @@ async def test_no_store_is_never_reused(tmp_path: Path, targets: Targets) -> Non
         first = document(await service.vendor_data2(request_for("inst-nostore")))
         second = document(await service.vendor_data2(request_for("inst-nostore")))
         # Concurrent requests still share the one call in flight.
-        burst = await asyncio.gather(*(service.vendor_data2(request_for("inst-nostore"))
-                                       for _ in range(10)))
+        burst = await asyncio.gather(
+            *(service.vendor_data2(request_for("inst-nostore")) for _ in range(10))
+        )
     assert (first["volatile"]["n"], second["volatile"]["n"]) == (1, 2)
     assert len(set(burst)) == 1 and document(burst[0])["volatile"]["n"] == 3
     assert len(targets.calls_to("/no-store")) == 3
@@ -253,29 +311,31 @@ async def test_stale_if_error_then_back_off(tmp_path: Path, targets: Targets) ->
         assert len(targets.calls_to("/flaky")) == 3
         targets.flaky_failing = False
         await asyncio.sleep(0.6)
-        assert document(await service.vendor_data2(request_for("inst-flaky")))["flaky"] == {
-            "n": 4}
+        assert document(await service.vendor_data2(request_for("inst-flaky")))["flaky"] == {"n": 4}
         # A failing target with nothing stored: {}, and the back-off applies as well.
         await service.vendor_data2(request_for("inst-flaky-2"))
     assert len(targets.calls_to("/flaky", "inst-flaky-2")) == 1
 
 
-async def test_slow_target_does_not_delay_other_instances(
-        tmp_path: Path, targets: Targets) -> None:
-    settings = make_settings(tmp_path, targets=(f"lazy@{targets.url('/slow-for-some')},"
-                                                f"good@{targets.url('/record')}"))
+async def test_slow_target_does_not_delay_other_instances(tmp_path: Path, targets: Targets) -> None:
+    settings = make_settings(
+        tmp_path, targets=(f"lazy@{targets.url('/slow-for-some')},good@{targets.url('/record')}")
+    )
     async with vendordata(settings) as service:
         # Twenty instances for which "lazy" hangs until the read timeout...
-        stuck = [asyncio.ensure_future(service.vendor_data2(request_for(f"slow-{i}")))
-                 for i in range(20)]
+        stuck = [
+            asyncio.ensure_future(service.vendor_data2(request_for(f"slow-{i}"))) for i in range(20)
+        ]
         await asyncio.sleep(0.2)
         assert not any(task.done() for task in stuck)
         # ...while another instance is answered by both targets at once.
         started = time.monotonic()
         data = document(await service.vendor_data2(request_for("fast-1")))
         elapsed = time.monotonic() - started
-        assert data == {"lazy": {"instance": "fast-1"},
-                        "good": {"instance": "fast-1", "n": data["good"]["n"]}}
+        assert data == {
+            "lazy": {"instance": "fast-1"},
+            "good": {"instance": "fast-1", "n": data["good"]["n"]},
+        }
         assert elapsed < 0.5
         results = await asyncio.gather(*stuck)
     assert all(document(r)["lazy"] == {} for r in results)
@@ -286,51 +346,66 @@ async def test_service_token_is_sent_as_x_auth_token(tmp_path: Path, targets: Ta
     # keystoneauth's admin_token plugin: a fixed token, no Keystone (the real one is in
     # tests/compat/test_vendordata_keystone.py).
     settings = make_settings(
-        tmp_path, targets=f"secure@{targets.url('/token')}",
-        auth={"auth_type": "admin_token", "token": "target-token",
-              "endpoint": "http://127.0.0.1:1/"})
+        tmp_path,
+        targets=f"secure@{targets.url('/token')}",
+        auth={
+            "auth_type": "admin_token",
+            "token": "target-token",
+            "endpoint": "http://127.0.0.1:1/",
+        },
+    )
     async with vendordata(settings) as service:
         data = document(await service.vendor_data2(request_for("inst-token")))
     assert data == {"secure": {"token": "accepted"}}
     assert targets.calls_to("/token")[0].headers["x-auth-token"] == "target-token"
 
     wrong = make_settings(
-        tmp_path, targets=f"secure@{targets.url('/token')}", fatal=True,
-        auth={"auth_type": "admin_token", "token": "other", "endpoint": "http://127.0.0.1:1/"})
+        tmp_path,
+        targets=f"secure@{targets.url('/token')}",
+        fatal=True,
+        auth={"auth_type": "admin_token", "token": "other", "endpoint": "http://127.0.0.1:1/"},
+    )
     async with vendordata(wrong) as service:
         with pytest.raises(VendordataError, match="HTTP 401 Unauthorized"):
             await service.check_for_build(request_for("inst-token-2"))
 
 
 async def test_https_target_verified_with_the_configured_ca(
-        tmp_path: Path, tls_files: tuple[str, str, str]) -> None:
+    tmp_path: Path, tls_files: tuple[str, str, str]
+) -> None:
     ca, cert, key = tls_files
     with running_targets(ssl_certfile=cert, ssl_keyfile=key) as secure:
-        trusted = make_settings(tmp_path, targets=f"tls@{secure.url('/record')}", certfile=ca,
-                                fatal=True)
+        trusted = make_settings(
+            tmp_path, targets=f"tls@{secure.url('/record')}", certfile=ca, fatal=True
+        )
         async with vendordata(trusted) as service:
             data = document(await service.vendor_data2(request_for("inst-tls")))
         assert data["tls"]["instance"] == "inst-tls"
 
-        system_cas = make_settings(tmp_path, targets=f"tls@{secure.url('/record')}",
-                                   fatal=True)
+        system_cas = make_settings(tmp_path, targets=f"tls@{secure.url('/record')}", fatal=True)
         async with vendordata(system_cas) as service:
             with pytest.raises(VendordataError, match="CERTIFICATE_VERIFY_FAILED"):
                 await service.check_for_build(request_for("inst-tls"))
 
 
 def test_threaded_vendordata_from_worker_threads(tmp_path: Path, targets: Targets) -> None:
-    settings = make_settings(tmp_path, providers="StaticJSON,DynamicJSON", static={"a": 1},
-                             targets=(f"cached@{targets.url('/cached')},"
-                                      f"broken@{targets.url('/error')}"), fatal=True)
+    settings = make_settings(
+        tmp_path,
+        providers="StaticJSON,DynamicJSON",
+        static={"a": 1},
+        targets=(f"cached@{targets.url('/cached')},broken@{targets.url('/error')}"),
+        fatal=True,
+    )
     threaded = ThreadedVendordata(settings)
     try:
         assert threaded.has_dynamic and threaded.vendor_data_json() == b'{"a":1}'
         with ThreadPoolExecutor(8) as pool:
-            outcomes = list(pool.map(
-                lambda _: _build_outcome(threaded, request_for("inst-threads")), range(16)))
-        assert set(outcomes) == {"Vendordata target 'broken' failed: HTTP 500 Internal "
-                                 "Server Error"}
+            outcomes = list(
+                pool.map(lambda _: _build_outcome(threaded, request_for("inst-threads")), range(16))
+            )
+        assert set(outcomes) == {
+            "Vendordata target 'broken' failed: HTTP 500 Internal Server Error"
+        }
         data = document(threaded.vendor_data2(request_for("inst-threads")))
         assert data["cached"]["n"] == 1 and data["broken"] == {}
         # One cache across threads and calls: /cached (max-age) was called once, and
@@ -341,8 +416,12 @@ def test_threaded_vendordata_from_worker_threads(tmp_path: Path, targets: Target
         threaded.close()
     threaded.close()  # idempotent
 
-    bad = make_settings(tmp_path, providers="DynamicJSON", targets="a@https://127.0.0.1:1/",
-                        certfile=str(tmp_path / "nowhere.pem"))
+    bad = make_settings(
+        tmp_path,
+        providers="DynamicJSON",
+        targets="a@https://127.0.0.1:1/",
+        certfile=str(tmp_path / "nowhere.pem"),
+    )
     with pytest.raises(ConfigError, match="vendordata_dynamic_ssl_certfile"):
         ThreadedVendordata(bad)
 
@@ -370,34 +449,60 @@ def tls_files(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str, str]:
     now = datetime.datetime.now(datetime.UTC)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "cloudseed test CA")])
-    ca = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name)
-          .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
-          .not_valid_before(now - datetime.timedelta(minutes=1))
-          .not_valid_after(now + datetime.timedelta(days=1))
-          .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-          .add_extension(x509.KeyUsage(digital_signature=True, content_commitment=False,
-                                       key_encipherment=False, data_encipherment=False,
-                                       key_agreement=False, key_cert_sign=True, crl_sign=True,
-                                       encipher_only=False, decipher_only=False), critical=True)
-          .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()),
-                         critical=False)
-          .sign(ca_key, hashes.SHA256()))
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(
+            x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
     key = ec.generate_private_key(ec.SECP256R1())
-    cert = (x509.CertificateBuilder()
-            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")]))
-            .issuer_name(ca_name).public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=1))
-            .not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.SubjectAlternativeName(
-                [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
-            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(
-                ca_key.public_key()), critical=False)
-            .sign(ca_key, hashes.SHA256()))
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")]))
+        .issuer_name(ca_name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
     paths = directory / "ca.pem", directory / "cert.pem", directory / "key.pem"
     paths[0].write_bytes(ca.public_bytes(serialization.Encoding.PEM))
     paths[1].write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    paths[2].write_bytes(key.private_bytes(serialization.Encoding.PEM,
-                                           serialization.PrivateFormat.PKCS8,
-                                           serialization.NoEncryption()))
+    paths[2].write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
     return str(paths[0]), str(paths[1]), str(paths[2])

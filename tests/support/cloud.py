@@ -35,8 +35,9 @@ def make_cloud(api: httpx.Client, api_db: Database, tmp_path: Path) -> Cloud:
         flavors.add_flavor(session, name="m1.tiny", flavorid="1", vcpus=1, ram=512, disk=1)
         image = images.add_image(session, name="cirros", path=raw, disk_format="raw")
         image2 = images.add_image(session, name="debian", path=raw, disk_format="raw")
-        net = networks.add_network(session, name="private", cidr="10.0.0.0/24",
-                                   gateway="10.0.0.1", dns=["10.0.0.2"])
+        net = networks.add_network(
+            session, name="private", cidr="10.0.0.0/24", gateway="10.0.0.1", dns=["10.0.0.2"]
+        )
         ids = image.uuid, image2.uuid, net.uuid
     key1, key2 = keys.ed25519_public("one"), keys.ed25519_public("two")
     for name, key in (("key1", key1), ("key2", key2)):
@@ -53,10 +54,10 @@ def mv(version: str) -> dict[str, str]:
     return {"OpenStack-API-Version": f"compute {version}"}
 
 
-def create_server(api: httpx.Client, cloud: Cloud, version: str = "2.1",
-                  **fields: Any) -> dict[str, Any]:
-    body: dict[str, Any] = {"name": "vm", "imageRef": cloud.image_id, "flavorRef": "1",
-                            **fields}
+def create_server(
+    api: httpx.Client, cloud: Cloud, version: str = "2.1", **fields: Any
+) -> dict[str, Any]:
+    body: dict[str, Any] = {"name": "vm", "imageRef": cloud.image_id, "flavorRef": "1", **fields}
     if APIVersion.parse(version) >= APIVersion(2, 37) and "networks" not in body:
         body["networks"] = "auto"
     r = api.post("/v2.1/servers", json={"server": body}, headers=mv(version))
@@ -65,8 +66,9 @@ def create_server(api: httpx.Client, cloud: Cloud, version: str = "2.1",
     return result
 
 
-def wait_for(api: httpx.Client, server_id: str, status: str, *, version: str = "2.1",
-             timeout: float = 20) -> dict[str, Any]:
+def wait_for(
+    api: httpx.Client, server_id: str, status: str, *, version: str = "2.1", timeout: float = 20
+) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     while True:
         r = api.get(f"/v2.1/servers/{server_id}", headers=mv(version))

@@ -68,12 +68,17 @@ def main() -> int:
     from cloudinit.sources.helpers import ec2, openstack
 
     args.work.mkdir(parents=True, exist_ok=True)
-    logging.basicConfig(filename=args.work / "cloud-init.log", level=logging.DEBUG, force=True,
-                        format="%(asctime)s %(name)s[%(levelname)s]: %(message)s")
+    logging.basicConfig(
+        filename=args.work / "cloud-init.log",
+        level=logging.DEBUG,
+        force=True,
+        format="%(asctime)s %(name)s[%(levelname)s]: %(message)s",
+    )
 
     def read_ec2_metadata(self: Any) -> Any:
-        return ec2.get_instance_metadata(metadata_address=self.base_path,
-                                         timeout=self.timeout, retries=self.retries)
+        return ec2.get_instance_metadata(
+            metadata_address=self.base_path, timeout=self.timeout, retries=self.retries
+        )
 
     openstack.MetadataReader._read_ec2_metadata = read_ec2_metadata
     guest_nics = {args.mac.lower(): "eth0"}
@@ -99,8 +104,9 @@ def openstack_reader(base: str, mac: str, work: Path) -> dict[str, Any]:
         "public_keys": sources.normalize_pubkey_data(result["metadata"].get("public_keys")),
         "vendordata_raw": sources.convert_vendordata(result.get("vendordata")),
         "vendordata2_raw": sources.convert_vendordata(result.get("vendordata2")),
-        "network_config": openstack.convert_net_json(result.get("networkdata"),
-                                                     known_macs={mac: "eth0"}),
+        "network_config": openstack.convert_net_json(
+            result.get("networkdata"), known_macs={mac: "eth0"}
+        ),
     }
 
 
@@ -109,9 +115,12 @@ def _datasource(cls: Any, name: str, base: str, work: Path) -> Any:
 
     paths = helpers.Paths({"cloud_dir": str(work / "cloud"), "run_dir": str(work / "run")})
     distro = distros.fetch("debian")("debian", {}, paths)
-    sys_cfg = {"datasource_list": [name],
-               "datasource": {name: {"metadata_urls": [base], "max_wait": 10,
-                                     "timeout": TIMEOUT, "retries": RETRIES}}}
+    sys_cfg = {
+        "datasource_list": [name],
+        "datasource": {
+            name: {"metadata_urls": [base], "max_wait": 10, "timeout": TIMEOUT, "retries": RETRIES}
+        },
+    }
     return cls(sys_cfg, distro, paths)
 
 
@@ -150,10 +159,12 @@ def ec2_helpers(base: str, mac: str, work: Path) -> dict[str, Any]:
     from cloudinit.sources.helpers import ec2
 
     return {
-        "meta_data": ec2.get_instance_metadata(api_version="2009-04-04", metadata_address=base,
-                                               timeout=TIMEOUT, retries=RETRIES),
-        "user_data": ec2.get_instance_userdata(api_version="2009-04-04", metadata_address=base,
-                                               timeout=TIMEOUT, retries=RETRIES),
+        "meta_data": ec2.get_instance_metadata(
+            api_version="2009-04-04", metadata_address=base, timeout=TIMEOUT, retries=RETRIES
+        ),
+        "user_data": ec2.get_instance_userdata(
+            api_version="2009-04-04", metadata_address=base, timeout=TIMEOUT, retries=RETRIES
+        ),
     }
 
 

@@ -23,8 +23,10 @@ def main() -> int:
     from cloudinit.sources.helpers import openstack
 
     directory = sys.argv[1]
-    result = {"read_v2": plain(openstack.ConfigDriveReader(directory).read_v2()),
-              "datasource": plain(DataSourceConfigDrive.read_config_drive(directory))}
+    result = {
+        "read_v2": plain(openstack.ConfigDriveReader(directory).read_v2()),
+        "datasource": plain(DataSourceConfigDrive.read_config_drive(directory)),
+    }
     print(json.dumps(result))
     return 0
 

@@ -18,10 +18,12 @@ from sqlalchemy.engine import make_url
 
 BACKENDS = ("sqlite", "postgresql", "mariadb")
 ADMIN_URLS = {
-    "postgresql": os.environ.get("CLOUDSEED_TEST_POSTGRESQL_URL",
-                                 "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"),
-    "mariadb": os.environ.get("CLOUDSEED_TEST_MYSQL_URL",
-                              "mysql+pymysql://root@127.0.0.1:3306/mysql"),
+    "postgresql": os.environ.get(
+        "CLOUDSEED_TEST_POSTGRESQL_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+    ),
+    "mariadb": os.environ.get(
+        "CLOUDSEED_TEST_MYSQL_URL", "mysql+pymysql://root@127.0.0.1:3306/mysql"
+    ),
 }
 
 
@@ -50,8 +52,10 @@ def scratch_database(backend: str, tmp_dir: str) -> Iterator[str]:
                 conn.execute(text(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4"))
     except Exception as exc:  # any connection failure means: not available here
         admin.dispose()
-        raise Unavailable(f"{backend} at {admin_url.render_as_string(hide_password=True)} "
-                          f"is not reachable: {type(exc).__name__}: {exc}") from exc
+        raise Unavailable(
+            f"{backend} at {admin_url.render_as_string(hide_password=True)} "
+            f"is not reachable: {type(exc).__name__}: {exc}"
+        ) from exc
     try:
         yield admin_url.set(database=name).render_as_string(hide_password=False)
     finally:

@@ -25,13 +25,17 @@ def need(*tools: str) -> None:
 
 
 def run(*argv: str | Path) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run([str(a) for a in argv], capture_output=True, env=ENV, timeout=120,
-                          check=False)
+    return subprocess.run(
+        [str(a) for a in argv], capture_output=True, env=ENV, timeout=120, check=False
+    )
 
 
 def tree_of(root: Path) -> dict[str, bytes]:
-    return {p.relative_to(root).as_posix(): p.read_bytes()
-            for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 def extract_iso(image: Path, dest: Path) -> dict[str, bytes]:
@@ -92,8 +96,10 @@ def label(image: Path, fmt: str) -> str:
 def cloud_init_reads(tree_dir: Path) -> dict[str, Any]:
     """What cloud-init's ConfigDriveReader (and the datasource's read_config_drive) make of
     an extracted drive; runs under Debian's python with Debian's cloud-init."""
-    if not os.path.exists(CLOUD_INIT_PYTHON) or run(
-            CLOUD_INIT_PYTHON, "-c", "import cloudinit").returncode != 0:
+    if (
+        not os.path.exists(CLOUD_INIT_PYTHON)
+        or run(CLOUD_INIT_PYTHON, "-c", "import cloudinit").returncode != 0
+    ):
         pytest.skip("Debian's cloud-init is not installed (tools/debian-packages.sh)")
     done = run(CLOUD_INIT_PYTHON, "-I", "-B", READER_SCRIPT, tree_dir)
     assert done.returncode == 0, done.stderr.decode()[-3000:]

@@ -20,26 +20,37 @@ HEADER_SIZE = 32
 
 def _code(message_address: int) -> bytes:
     # 32-bit protected mode, flat segments (Multiboot's promise):
-    return b"".join([
-        b"\xbe" + struct.pack("<I", message_address),  # mov esi, message
-        b"\x66\xba\xf8\x03",  # mov dx, 0x3f8 (COM1)
-        b"\xac",  # next: lodsb
-        b"\x84\xc0",  # test al, al
-        b"\x74\x03",  # jz halt
-        b"\xee",  # out dx, al
-        b"\xeb\xf8",  # jmp next
-        b"\xfa",  # halt: cli
-        b"\xf4",  # hlt
-        b"\xeb\xfc",  # jmp halt
-    ])
+    return b"".join(
+        [
+            b"\xbe" + struct.pack("<I", message_address),  # mov esi, message
+            b"\x66\xba\xf8\x03",  # mov dx, 0x3f8 (COM1)
+            b"\xac",  # next: lodsb
+            b"\x84\xc0",  # test al, al
+            b"\x74\x03",  # jz halt
+            b"\xee",  # out dx, al
+            b"\xeb\xf8",  # jmp next
+            b"\xfa",  # halt: cli
+            b"\xf4",  # hlt
+            b"\xeb\xfc",  # jmp halt
+        ]
+    )
 
 
 def kernel_bytes() -> bytes:
     entry = LOAD_ADDRESS + HEADER_SIZE
     code_size = len(_code(0))
     message = BANNER + b"\0"
-    header = struct.pack("<8I", MAGIC, FLAGS, (-(MAGIC + FLAGS)) & 0xFFFFFFFF,
-                         LOAD_ADDRESS, LOAD_ADDRESS, 0, 0, entry)
+    header = struct.pack(
+        "<8I",
+        MAGIC,
+        FLAGS,
+        (-(MAGIC + FLAGS)) & 0xFFFFFFFF,
+        LOAD_ADDRESS,
+        LOAD_ADDRESS,
+        0,
+        0,
+        entry,
+    )
     body = header + _code(entry + code_size) + message
     return body.ljust(8192, b"\0")  # QEMU reads an 8 KiB header block
 

@@ -70,10 +70,17 @@ DOMAIN = "default"
 # Words in pip's output that mean "the registry could not be reached", as opposed to a
 # resolver or build failure, which is a real error everywhere.
 _NETWORK_ERRORS = (
-    "Could not fetch URL", "Max retries exceeded", "NewConnectionError",
-    "Temporary failure in name resolution", "Name or service not known",
-    "Network is unreachable", "Connection refused", "ConnectTimeoutError", "ReadTimeoutError",
-    "No matching distribution found for keystone", "No matching distribution found for gunicorn",
+    "Could not fetch URL",
+    "Max retries exceeded",
+    "NewConnectionError",
+    "Temporary failure in name resolution",
+    "Name or service not known",
+    "Network is unreachable",
+    "Connection refused",
+    "ConnectTimeoutError",
+    "ReadTimeoutError",
+    "No matching distribution found for keystone",
+    "No matching distribution found for gunicorn",
 )
 
 Report = Callable[[str], None]
@@ -103,8 +110,11 @@ def _timed(report: Report, what: str) -> Iterator[None]:
 
 def clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     """The parent's environment without OS_* variables nor this project's venv."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("OS_") and k not in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("OS_") and k not in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME")
+    }
     env["PYTHONWARNINGS"] = "ignore"  # Keystone's deprecation noise (eventlet...) is not ours
     if extra:
         env.update(extra)
@@ -125,9 +135,14 @@ def _works(venv: Path) -> bool:
     if not _bin(venv, "gunicorn").exists():
         return False
     try:
-        result = subprocess.run([str(_bin(venv, "keystone-manage")), "--version"],
-                                capture_output=True, text=True, timeout=120, env=clean_env(),
-                                check=False)
+        result = subprocess.run(
+            [str(_bin(venv, "keystone-manage")), "--version"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=clean_env(),
+            check=False,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return False
     return result.returncode == 0 and bool(result.stdout.strip())
@@ -138,32 +153,56 @@ def _build(venv: Path, report: Report) -> None:
         shutil.rmtree(venv)
     try:
         with _timed(report, "create venv"):
-            subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True,
-                           capture_output=True, timeout=300)
+            subprocess.run(
+                [sys.executable, "-m", "venv", str(venv)],
+                check=True,
+                capture_output=True,
+                timeout=300,
+            )
         with _timed(report, f"pip install {' '.join(REQUIREMENTS)}"):
             result = subprocess.run(
-                [str(_bin(venv, "python")), "-m", "pip", "install", "--disable-pip-version-check",
-                 "--no-input", "--progress-bar", "off", "--timeout", "30", "--retries", "3",
-                 *REQUIREMENTS],
-                capture_output=True, text=True, timeout=INSTALL_TIMEOUT, env=clean_env(),
-                check=False)
+                [
+                    str(_bin(venv, "python")),
+                    "-m",
+                    "pip",
+                    "install",
+                    "--disable-pip-version-check",
+                    "--no-input",
+                    "--progress-bar",
+                    "off",
+                    "--timeout",
+                    "30",
+                    "--retries",
+                    "3",
+                    *REQUIREMENTS,
+                ],
+                capture_output=True,
+                text=True,
+                timeout=INSTALL_TIMEOUT,
+                env=clean_env(),
+                check=False,
+            )
     except subprocess.TimeoutExpired as exc:
         shutil.rmtree(venv, ignore_errors=True)
-        raise KeystoneUnavailable(f"installing {' '.join(REQUIREMENTS)} took longer than "
-                                  f"{exc.timeout} s (registry too slow or unreachable)") from exc
+        raise KeystoneUnavailable(
+            f"installing {' '.join(REQUIREMENTS)} took longer than "
+            f"{exc.timeout} s (registry too slow or unreachable)"
+        ) from exc
     if result.returncode != 0:
         shutil.rmtree(venv, ignore_errors=True)
         output = result.stdout[-4000:] + result.stderr[-4000:]
         if any(marker in output for marker in _NETWORK_ERRORS):
-            raise KeystoneUnavailable(f"cannot install {' '.join(REQUIREMENTS)}: the package "
-                                      f"registry is unreachable:\n{result.stderr[-1500:]}")
-        raise RuntimeError(f"pip install {' '.join(REQUIREMENTS)} failed "
-                           f"(exit {result.returncode}):\n{output}")
+            raise KeystoneUnavailable(
+                f"cannot install {' '.join(REQUIREMENTS)}: the package "
+                f"registry is unreachable:\n{result.stderr[-1500:]}"
+            )
+        raise RuntimeError(
+            f"pip install {' '.join(REQUIREMENTS)} failed (exit {result.returncode}):\n{output}"
+        )
     # Written last: a venv without it (an interrupted build) is rebuilt from scratch.
     (venv / MARKER).write_text("\n".join(REQUIREMENTS) + "\n")
     if not _works(venv):
-        raise RuntimeError(f"{_bin(venv, 'keystone-manage')} --version does not work after "
-                           "install")
+        raise RuntimeError(f"{_bin(venv, 'keystone-manage')} --version does not work after install")
 
 
 def keystone_venv(report: Report = _stderr_report) -> Path:
@@ -214,22 +253,35 @@ class Keystone:
 
     def token(self, user: User, project: str | None = None) -> str:
         """A project-scoped token for ``user`` (password authentication)."""
-        return issue_token(self.auth_url, user.name, user.password,
-                           {"project": {"name": project or user.project,
-                                        "domain": {"id": DOMAIN}}})
+        return issue_token(
+            self.auth_url,
+            user.name,
+            user.password,
+            {"project": {"name": project or user.project, "domain": {"id": DOMAIN}}},
+        )
 
     def logs(self) -> str:
         return _tail_logs(self.directory)
 
 
 def issue_token(auth_url: str, username: str, password: str, scope: dict[str, Any]) -> str:
-    response = httpx.post(f"{auth_url}/auth/tokens", timeout=30, json={"auth": {
-        "identity": {"methods": ["password"], "password": {"user": {
-            "name": username, "domain": {"id": DOMAIN}, "password": password}}},
-        "scope": scope}})
+    response = httpx.post(
+        f"{auth_url}/auth/tokens",
+        timeout=30,
+        json={
+            "auth": {
+                "identity": {
+                    "methods": ["password"],
+                    "password": {
+                        "user": {"name": username, "domain": {"id": DOMAIN}, "password": password}
+                    },
+                },
+                "scope": scope,
+            }
+        },
+    )
     if response.status_code != 201:
-        raise RuntimeError(f"token for {username} refused: {response.status_code} "
-                           f"{response.text}")
+        raise RuntimeError(f"token for {username} refused: {response.status_code} {response.text}")
     return response.headers["X-Subject-Token"]
 
 
@@ -247,8 +299,10 @@ def _tail(path: Path, lines: int = 40) -> str:
 
 
 def _tail_logs(directory: Path) -> str:
-    return "\n".join(f"--- {name} (tail) ---\n{_tail(directory / name)}"
-                     for name in ("keystone.log", "gunicorn.log"))
+    return "\n".join(
+        f"--- {name} (tail) ---\n{_tail(directory / name)}"
+        for name in ("keystone.log", "gunicorn.log")
+    )
 
 
 def _write_config(directory: Path) -> Path:
@@ -283,26 +337,56 @@ enabled = false
 
 def _manage(venv: Path, conf: Path, *args: str) -> None:
     command = [str(_bin(venv, "keystone-manage")), "--config-file", str(conf), *args]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=MANAGE_TIMEOUT,
-                            env=clean_env(), cwd=conf.parent, check=False)
+    result = subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        timeout=MANAGE_TIMEOUT,
+        env=clean_env(),
+        cwd=conf.parent,
+        check=False,
+    )
     if result.returncode != 0:
-        raise RuntimeError(f"keystone-manage {args[0]} failed (exit {result.returncode}):\n"
-                           f"{result.stdout[-3000:]}{result.stderr[-3000:]}\n"
-                           f"{_tail(conf.parent / 'keystone.log')}")
+        raise RuntimeError(
+            f"keystone-manage {args[0]} failed (exit {result.returncode}):\n"
+            f"{result.stdout[-3000:]}{result.stderr[-3000:]}\n"
+            f"{_tail(conf.parent / 'keystone.log')}"
+        )
 
 
 def _owner_args() -> list[str]:
-    return ["--keystone-user", pwd.getpwuid(os.getuid()).pw_name,
-            "--keystone-group", grp.getgrgid(os.getgid()).gr_name]
+    return [
+        "--keystone-user",
+        pwd.getpwuid(os.getuid()).pw_name,
+        "--keystone-group",
+        grp.getgrgid(os.getgid()).gr_name,
+    ]
 
 
 def _bootstrap(venv: Path, conf: Path, url: str) -> None:
-    _manage(venv, conf, "bootstrap", "--bootstrap-username", "admin",
-            "--bootstrap-password", ADMIN_PASSWORD, "--bootstrap-project-name", "admin",
-            "--bootstrap-role-name", "admin", "--bootstrap-service-name", "keystone",
-            "--bootstrap-region-id", "RegionOne",
-            "--bootstrap-admin-url", f"{url}/v3", "--bootstrap-public-url", f"{url}/v3",
-            "--bootstrap-internal-url", f"{url}/v3")
+    _manage(
+        venv,
+        conf,
+        "bootstrap",
+        "--bootstrap-username",
+        "admin",
+        "--bootstrap-password",
+        ADMIN_PASSWORD,
+        "--bootstrap-project-name",
+        "admin",
+        "--bootstrap-role-name",
+        "admin",
+        "--bootstrap-service-name",
+        "keystone",
+        "--bootstrap-region-id",
+        "RegionOne",
+        "--bootstrap-admin-url",
+        f"{url}/v3",
+        "--bootstrap-public-url",
+        f"{url}/v3",
+        "--bootstrap-internal-url",
+        f"{url}/v3",
+    )
 
 
 def _start_gunicorn(venv: Path, directory: Path, port: int) -> subprocess.Popen[bytes]:
@@ -315,14 +399,21 @@ timeout = 120
 graceful_timeout = 5
 errorlog = {str(directory / "gunicorn.log")!r}
 """)
-    env = clean_env({"OS_KEYSTONE_CONFIG_DIR": str(directory),
-                     "OS_KEYSTONE_CONFIG_FILES": "keystone.conf"})
+    env = clean_env(
+        {"OS_KEYSTONE_CONFIG_DIR": str(directory), "OS_KEYSTONE_CONFIG_FILES": "keystone.conf"}
+    )
     env.pop("GUNICORN_CMD_ARGS", None)
     log = open(directory / "gunicorn.out", "ab")  # noqa: SIM115 - handed to the child
     try:
-        return subprocess.Popen([str(_bin(venv, "gunicorn"))], cwd=directory, env=env,
-                                stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                start_new_session=True)
+        return subprocess.Popen(
+            [str(_bin(venv, "gunicorn"))],
+            cwd=directory,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+        )
     finally:
         log.close()
 
@@ -359,16 +450,17 @@ class _Admin:
 
     def __init__(self, auth_url: str) -> None:
         token = issue_token(auth_url, "admin", ADMIN_PASSWORD, {"system": {"all": True}})
-        self.client = httpx.Client(base_url=auth_url, headers={"X-Auth-Token": token},
-                                   timeout=30)
+        self.client = httpx.Client(base_url=auth_url, headers={"X-Auth-Token": token}, timeout=30)
 
     def close(self) -> None:
         self.client.close()
 
     def _check(self, response: httpx.Response) -> dict[str, Any]:
         if response.status_code >= 400:
-            raise RuntimeError(f"Keystone {response.request.method} {response.request.url}: "
-                               f"{response.status_code} {response.text}")
+            raise RuntimeError(
+                f"Keystone {response.request.method} {response.request.url}: "
+                f"{response.status_code} {response.text}"
+            )
         return response.json() if response.content else {}
 
     def find(self, collection: str, name: str) -> str | None:
@@ -379,18 +471,34 @@ class _Admin:
     def role(self, name: str) -> str:
         role_id = self.find("roles", name)
         if role_id is None:  # bootstrap creates it from Keystone 2023.2 on; older ones do not
-            role_id = self._check(self.client.post("/roles", json={"role": {"name": name}})
-                                  )["role"]["id"]
+            role_id = self._check(self.client.post("/roles", json={"role": {"name": name}}))[
+                "role"
+            ]["id"]
         return str(role_id)
 
     def project(self, name: str) -> str:
-        return self.find("projects", name) or str(self._check(self.client.post(
-            "/projects", json={"project": {"name": name, "domain_id": DOMAIN}}))["project"]["id"])
+        return self.find("projects", name) or str(
+            self._check(
+                self.client.post("/projects", json={"project": {"name": name, "domain_id": DOMAIN}})
+            )["project"]["id"]
+        )
 
     def user(self, name: str, password: str, project_id: str) -> str:
-        return str(self._check(self.client.post("/users", json={"user": {
-            "name": name, "password": password, "domain_id": DOMAIN,
-            "default_project_id": project_id}}))["user"]["id"])
+        return str(
+            self._check(
+                self.client.post(
+                    "/users",
+                    json={
+                        "user": {
+                            "name": name,
+                            "password": password,
+                            "domain_id": DOMAIN,
+                            "default_project_id": project_id,
+                        }
+                    },
+                )
+            )["user"]["id"]
+        )
 
     def grant(self, project_id: str, user_id: str, role_id: str) -> None:
         self._check(self.client.put(f"/projects/{project_id}/users/{user_id}/roles/{role_id}"))
@@ -411,8 +519,10 @@ def running_keystone(directory: Path, report: Report = _stderr_report) -> Iterat
     overall = time.monotonic()
     venv = keystone_venv(note)
     conf = _write_config(directory)
-    with _timed(note, "db_sync + fernet_setup + credential_setup (in parallel)"), \
-            concurrent.futures.ThreadPoolExecutor(3) as pool:
+    with (
+        _timed(note, "db_sync + fernet_setup + credential_setup (in parallel)"),
+        concurrent.futures.ThreadPoolExecutor(3) as pool,
+    ):
         steps = {
             "db_sync": ["db_sync"],
             "fernet_setup": ["fernet_setup", *_owner_args()],
@@ -439,8 +549,10 @@ def running_keystone(directory: Path, report: Report = _stderr_report) -> Iterat
                     _bootstrap(venv, conf, url)
                 if _wait_for_v3(proc, url):
                     break
-            note(f"keystone: gunicorn exited ({proc.returncode}) on port {port} "
-                 f"(attempt {attempt}):\n{_tail(directory / 'gunicorn.log', 10)}")
+            note(
+                f"keystone: gunicorn exited ({proc.returncode}) on port {port} "
+                f"(attempt {attempt}):\n{_tail(directory / 'gunicorn.log', 10)}"
+            )
             proc = None
         else:
             raise RuntimeError(f"Keystone would not start:\n{_tail_logs(directory)}")
@@ -450,11 +562,16 @@ def running_keystone(directory: Path, report: Report = _stderr_report) -> Iterat
             try:
                 roles = {name: admin.role(name) for name in ("admin", "member", "service")}
                 projects = {name: admin.project(name) for name in ("admin", "service", "proj")}
-                users: dict[str, User] = {"admin": User(
-                    "admin", str(admin.find("users", "admin")), ADMIN_PASSWORD, "admin")}
-                for name, project, role in (("cloudseed", "service", "service"),
-                                            ("alice", "proj", "member"),
-                                            ("bob", "proj", "member")):
+                users: dict[str, User] = {
+                    "admin": User(
+                        "admin", str(admin.find("users", "admin")), ADMIN_PASSWORD, "admin"
+                    )
+                }
+                for name, project, role in (
+                    ("cloudseed", "service", "service"),
+                    ("alice", "proj", "member"),
+                    ("bob", "proj", "member"),
+                ):
                     password = f"{name}-secret"
                     user_id = admin.user(name, password, projects[project])
                     admin.grant(projects[project], user_id, roles[role])
@@ -462,9 +579,16 @@ def running_keystone(directory: Path, report: Report = _stderr_report) -> Iterat
             finally:
                 admin.close()
         note(f"keystone: ready at {url} in {time.monotonic() - overall:.1f} s")
-        yield Keystone(url=url, directory=directory, admin=users["admin"],
-                       service_user=users["cloudseed"], alice=users["alice"], bob=users["bob"],
-                       project_ids=projects, timings=lines)
+        yield Keystone(
+            url=url,
+            directory=directory,
+            admin=users["admin"],
+            service_user=users["cloudseed"],
+            alice=users["alice"],
+            bob=users["bob"],
+            project_ids=projects,
+            timings=lines,
+        )
     finally:
         if proc is not None:
             with _timed(report, "stop"):

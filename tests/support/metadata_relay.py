@@ -29,12 +29,29 @@ from urllib.parse import urlsplit
 
 from cloudseed.metadata.identify import sign
 
-HOP_BY_HOP = frozenset({b"connection", b"keep-alive", b"proxy-connection", b"te", b"trailer",
-                        b"transfer-encoding", b"upgrade"})
+HOP_BY_HOP = frozenset(
+    {
+        b"connection",
+        b"keep-alive",
+        b"proxy-connection",
+        b"te",
+        b"trailer",
+        b"transfer-encoding",
+        b"upgrade",
+    }
+)
 # Headers only the proxy may set: whatever the guest sent under these names is dropped.
-IDENTITY = frozenset({b"x-instance-id", b"x-tenant-id", b"x-instance-id-signature",
-                      b"x-forwarded-for", b"forwarded", b"x-metadata-provider",
-                      b"x-metadata-provider-signature"})
+IDENTITY = frozenset(
+    {
+        b"x-instance-id",
+        b"x-tenant-id",
+        b"x-instance-id-signature",
+        b"x-forwarded-for",
+        b"forwarded",
+        b"x-metadata-provider",
+        b"x-metadata-provider-signature",
+    }
+)
 # The response is piped through byte for byte, so only its connection management changes.
 RESPONSE_HOP_BY_HOP = frozenset({b"connection", b"keep-alive", b"proxy-connection"})
 MAX_HEAD = 64 * 1024
@@ -73,13 +90,13 @@ def _split_head(head: bytes) -> tuple[bytes, list[tuple[bytes, bytes]]]:
 
 
 def _render_head(first: bytes, headers: list[tuple[bytes, bytes]]) -> bytes:
-    return b"\r\n".join([first, *(name + b": " + value for name, value in headers)]) + (
-        b"\r\n\r\n")
+    return b"\r\n".join([first, *(name + b": " + value for name, value in headers)]) + (b"\r\n\r\n")
 
 
 class _Forwarder:
-    def __init__(self, upstream: str, identity: list[tuple[bytes, bytes]],
-                 record: Callable[[Exchange], None]) -> None:
+    def __init__(
+        self, upstream: str, identity: list[tuple[bytes, bytes]], record: Callable[[Exchange], None]
+    ) -> None:
         parts = urlsplit(upstream)
         if parts.scheme != "http" or parts.hostname is None or parts.port is None:
             raise ValueError(f"upstream must be http://host:port, not {upstream!r}")
@@ -92,8 +109,9 @@ class _Forwarder:
             async with asyncio.timeout(TIMEOUT):
                 await self._one_request(reader, writer)
         except (_BadRequest, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
-            writer.write(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n"
-                         b"Connection: close\r\n\r\n")
+            writer.write(
+                b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+            )
         except (TimeoutError, ConnectionError):
             pass
         finally:
@@ -101,8 +119,9 @@ class _Forwarder:
             with suppress(ConnectionError):
                 await writer.wait_closed()
 
-    async def _one_request(self, reader: asyncio.StreamReader,
-                           writer: asyncio.StreamWriter) -> None:
+    async def _one_request(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
         first, headers = _split_head(await reader.readuntil(b"\r\n\r\n"))
         try:
             method, target, _version = first.split(b" ")
@@ -112,22 +131,28 @@ class _Forwarder:
         if b"transfer-encoding" in found:
             raise _BadRequest("chunked request bodies are not relayed")
         body = await reader.readexactly(int(found.get(b"content-length", b"0")))
-        forwarded = [(name, value) for name, value in headers
-                     if name not in HOP_BY_HOP and name not in IDENTITY
-                     and name != b"content-length"]
+        forwarded = [
+            (name, value)
+            for name, value in headers
+            if name not in HOP_BY_HOP and name not in IDENTITY and name != b"content-length"
+        ]
         forwarded += self.identity
         forwarded += [(b"content-length", str(len(body)).encode()), (b"connection", b"close")]
         up_reader, up_writer = await asyncio.open_connection(self.host, self.port)
         try:
-            up_writer.write(_render_head(first.replace(b"HTTP/1.0", b"HTTP/1.1"), forwarded)
-                            + body)
+            up_writer.write(_render_head(first.replace(b"HTTP/1.0", b"HTTP/1.1"), forwarded) + body)
             await up_writer.drain()
             status_line, answer = _split_head(await up_reader.readuntil(b"\r\n\r\n"))
             status = int(status_line.split(b" ")[1])
-            self.record(Exchange(method.decode(), target.decode(),
-                                 {k.decode(): v.decode("latin-1") for k, v in headers}, status))
-            answer = [(name, value) for name, value in answer
-                      if name not in RESPONSE_HOP_BY_HOP]
+            self.record(
+                Exchange(
+                    method.decode(),
+                    target.decode(),
+                    {k.decode(): v.decode("latin-1") for k, v in headers},
+                    status,
+                )
+            )
+            answer = [(name, value) for name, value in answer if name not in RESPONSE_HOP_BY_HOP]
             writer.write(_render_head(status_line, [*answer, (b"connection", b"close")]))
             while chunk := await up_reader.read(65536):
                 writer.write(chunk)
@@ -139,8 +164,9 @@ class _Forwarder:
 
 
 @contextmanager
-def _serving(start: Callable[[asyncio.Event, Callable[[int], None]],
-                             Coroutine[Any, Any, None]]) -> Iterator[int]:
+def _serving(
+    start: Callable[[asyncio.Event, Callable[[int], None]], Coroutine[Any, Any, None]],
+) -> Iterator[int]:
     """Run ``start(stop, ready)`` in an event loop in a thread of its own until the test is
     done; ``start`` calls ``ready(port)`` once it listens. Yields the port."""
     ready = threading.Event()
@@ -181,12 +207,21 @@ def _serving(start: Callable[[asyncio.Event, Callable[[int], None]],
 
 
 @contextmanager
-def metadata_relay(upstream: str, *, instance_id: str, tenant_id: str, secret: str,
-                   forwarded_for: str | None = None) -> Iterator[Relay]:
+def metadata_relay(
+    upstream: str,
+    *,
+    instance_id: str,
+    tenant_id: str,
+    secret: str,
+    forwarded_for: str | None = None,
+) -> Iterator[Relay]:
     """A metadata proxy for one instance in front of ``upstream`` (a metadata service in proxy
     mode); ``forwarded_for`` adds the X-Forwarded-For that Neutron's proxy also sends."""
-    identity = [(b"x-instance-id", instance_id.encode()), (b"x-tenant-id", tenant_id.encode()),
-                (b"x-instance-id-signature", sign(secret, instance_id).encode())]
+    identity = [
+        (b"x-instance-id", instance_id.encode()),
+        (b"x-tenant-id", tenant_id.encode()),
+        (b"x-instance-id-signature", sign(secret, instance_id).encode()),
+    ]
     if forwarded_for is not None:
         identity.append((b"x-forwarded-for", forwarded_for.encode()))
     exchanges: list[Exchange] = []
@@ -245,8 +280,7 @@ def vendordata_target(answer: Any) -> Iterator[Target]:
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, name="vendordata-target",
-                              daemon=True)
+    thread = threading.Thread(target=server.serve_forever, name="vendordata-target", daemon=True)
     thread.start()
     try:
         yield Target(f"http://127.0.0.1:{server.server_address[1]}/", bodies)

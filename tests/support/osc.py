@@ -43,9 +43,15 @@ INSTALL_TIMEOUT = 900  # seconds; a cold install pulls ~60 wheels
 # Words in pip's output that mean "the registry could not be reached", as opposed to a
 # resolver or build failure, which is a real error everywhere.
 NETWORK_ERRORS = (
-    "Could not fetch URL", "Max retries exceeded", "NewConnectionError",
-    "Temporary failure in name resolution", "Name or service not known",
-    "Network is unreachable", "Connection refused", "ConnectTimeoutError", "ReadTimeoutError",
+    "Could not fetch URL",
+    "Max retries exceeded",
+    "NewConnectionError",
+    "Temporary failure in name resolution",
+    "Name or service not known",
+    "Network is unreachable",
+    "Connection refused",
+    "ConnectTimeoutError",
+    "ReadTimeoutError",
     "(from versions: none)",  # no index answered with any version at all
 )
 
@@ -71,8 +77,14 @@ def _works(venv: Path) -> bool:
     if not binary.exists():
         return False
     try:
-        result = subprocess.run([str(binary), "--version"], capture_output=True, text=True,
-                                timeout=120, env=clean_env(), check=False)
+        result = subprocess.run(
+            [str(binary), "--version"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=clean_env(),
+            check=False,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return False
     return result.returncode == 0 and "openstack" in (result.stdout + result.stderr)
@@ -80,8 +92,11 @@ def _works(venv: Path) -> bool:
 
 def clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     """The parent's environment without any OS_* variable, nor this venv's VIRTUAL_ENV."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("OS_") and k not in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("OS_") and k not in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME")
+    }
     env["PYTHONWARNINGS"] = "ignore"  # OSC's own deprecation noise is not ours to judge
     if extra:
         env.update(extra)
@@ -91,19 +106,40 @@ def clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
 def _build(target: Path) -> None:
     scratch = CACHE_DIR / f".osc-venv-build-{uuid.uuid4().hex[:8]}"
     try:
-        subprocess.run([sys.executable, "-m", "venv", str(scratch)], check=True,
-                       capture_output=True, timeout=300)
+        subprocess.run(
+            [sys.executable, "-m", "venv", str(scratch)],
+            check=True,
+            capture_output=True,
+            timeout=300,
+        )
         result = subprocess.run(
-            [str(_venv_python(scratch)), "-m", "pip", "install", "--disable-pip-version-check",
-             "--no-input", "--progress-bar", "off", REQUIREMENT],
-            capture_output=True, text=True, timeout=INSTALL_TIMEOUT, env=clean_env(), check=False)
+            [
+                str(_venv_python(scratch)),
+                "-m",
+                "pip",
+                "install",
+                "--disable-pip-version-check",
+                "--no-input",
+                "--progress-bar",
+                "off",
+                REQUIREMENT,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=INSTALL_TIMEOUT,
+            env=clean_env(),
+            check=False,
+        )
         if result.returncode != 0:
             output = result.stdout[-4000:] + result.stderr[-4000:]
             if any(marker in output for marker in NETWORK_ERRORS):
-                raise OscUnavailable(f"cannot install {REQUIREMENT!r}: the package registry is "
-                                     f"unreachable:\n{result.stderr[-1500:]}")
-            raise RuntimeError(f"pip install {REQUIREMENT!r} failed (exit {result.returncode}):"
-                               f"\n{output}")
+                raise OscUnavailable(
+                    f"cannot install {REQUIREMENT!r}: the package registry is "
+                    f"unreachable:\n{result.stderr[-1500:]}"
+                )
+            raise RuntimeError(
+                f"pip install {REQUIREMENT!r} failed (exit {result.returncode}):\n{output}"
+            )
         if not _works(scratch):
             raise RuntimeError(f"{_openstack(scratch)} --version does not work after install")
         # venv scripts carry the venv path in their shebangs, so the venv is built at a scratch
@@ -113,8 +149,10 @@ def _build(target: Path) -> None:
             shutil.rmtree(target)
         scratch.rename(target)
     except subprocess.TimeoutExpired as exc:
-        raise OscUnavailable(f"installing {REQUIREMENT!r} took longer than {exc.timeout} s "
-                             "(registry too slow or unreachable)") from exc
+        raise OscUnavailable(
+            f"installing {REQUIREMENT!r} took longer than {exc.timeout} s "
+            "(registry too slow or unreachable)"
+        ) from exc
     finally:
         if scratch.exists():
             shutil.rmtree(scratch, ignore_errors=True)
@@ -190,19 +228,47 @@ def identity_stub() -> Iterator[IdentityStub]:
         def do_GET(self) -> None:
             self._record()
             if self.path.split("?")[0] in ("/", "/v3", "/v3/"):
-                self._send(200, {"version": {
-                    "id": "v3.14", "status": "stable", "updated": "2020-04-07T00:00:00Z",
-                    "links": [{"rel": "self", "href": f"{stub.url}/v3/"}],
-                    "media-types": [{"base": "application/json",
-                                     "type": "application/vnd.openstack.identity-v3+json"}]}})
+                self._send(
+                    200,
+                    {
+                        "version": {
+                            "id": "v3.14",
+                            "status": "stable",
+                            "updated": "2020-04-07T00:00:00Z",
+                            "links": [{"rel": "self", "href": f"{stub.url}/v3/"}],
+                            "media-types": [
+                                {
+                                    "base": "application/json",
+                                    "type": "application/vnd.openstack.identity-v3+json",
+                                }
+                            ],
+                        }
+                    },
+                )
             else:
-                self._send(404, {"error": {"code": 404, "title": "Not Found",
-                                           "message": "identity stub: version document only"}})
+                self._send(
+                    404,
+                    {
+                        "error": {
+                            "code": 404,
+                            "title": "Not Found",
+                            "message": "identity stub: version document only",
+                        }
+                    },
+                )
 
         def _refuse(self) -> None:
             self._record()
-            self._send(404, {"error": {"code": 404, "title": "Not Found",
-                                       "message": "identity stub: version document only"}})
+            self._send(
+                404,
+                {
+                    "error": {
+                        "code": 404,
+                        "title": "Not Found",
+                        "message": "identity stub: version document only",
+                    }
+                },
+            )
 
         do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = _refuse
 
@@ -212,8 +278,12 @@ def identity_stub() -> Iterator[IdentityStub]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
     stub.url = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
-                              name="identity-stub", daemon=True)
+    thread = threading.Thread(
+        target=server.serve_forever,
+        kwargs={"poll_interval": 0.05},
+        name="identity-stub",
+        daemon=True,
+    )
     thread.start()
     try:
         yield stub
@@ -225,9 +295,22 @@ def identity_stub() -> Iterator[IdentityStub]:
 
 # --- a transparent recording proxy in front of the API -------------------------------------------
 
-_HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization",
-                         "te", "trailers", "transfer-encoding", "upgrade", "content-length",
-                         "content-encoding", "server", "date"})
+_HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "te",
+        "trailers",
+        "transfer-encoding",
+        "upgrade",
+        "content-length",
+        "content-encoding",
+        "server",
+        "date",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -276,11 +359,17 @@ def recording_proxy(upstream: str) -> Iterator[RecordingProxy]:
             body = self.rfile.read(length) if length else b""
             headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_BY_HOP}
             with lock:
-                response = client.request(self.command, self.path, headers=headers,
-                                           content=body)
-                recorder.requests.append(Exchange(
-                    self.command, self.path, {k.lower(): v for k, v in headers.items()},
-                    body, response.status_code, response.content))
+                response = client.request(self.command, self.path, headers=headers, content=body)
+                recorder.requests.append(
+                    Exchange(
+                        self.command,
+                        self.path,
+                        {k.lower(): v for k, v in headers.items()},
+                        body,
+                        response.status_code,
+                        response.content,
+                    )
+                )
             payload = response.content
             self.send_response(response.status_code)
             for name, value in response.headers.multi_items():
@@ -299,8 +388,12 @@ def recording_proxy(upstream: str) -> Iterator[RecordingProxy]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
     recorder.url = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
-                              name="recording-proxy", daemon=True)
+    thread = threading.Thread(
+        target=server.serve_forever,
+        kwargs={"poll_interval": 0.05},
+        name="recording-proxy",
+        daemon=True,
+    )
     thread.start()
     try:
         yield recorder
@@ -314,37 +407,49 @@ def recording_proxy(upstream: str) -> Iterator[RecordingProxy]:
 # --- clouds.yaml ---------------------------------------------------------------------------------
 
 
-def write_clouds_yaml(directory: Path, compute_url: str, token: str, identity_url: str,
-                      cloud: str = "cloudseed") -> Path:
+def write_clouds_yaml(
+    directory: Path, compute_url: str, token: str, identity_url: str, cloud: str = "cloudseed"
+) -> Path:
     """Write a clouds.yaml for ``compute_url`` (``…/v2.1``) and return its path.
 
     ``admin_token`` sends ``X-Auth-Token: <token>`` as is (noauth2's ``user:project``) and asks
     no identity service for a token. ``identity_endpoint_override`` only serves OSC's identity
     version check. JSON is valid YAML, so no YAML library is needed.
     """
-    config = {"clouds": {cloud: {
-        "auth_type": "admin_token",
-        "auth": {"endpoint": compute_url, "token": token},
-        "compute_endpoint_override": compute_url,
-        "identity_endpoint_override": f"{identity_url}/v3",
-        # cloudseed's read-only Glance and Neutron slices, on the compute API's port.
-        "image_endpoint_override": compute_url.removesuffix("/v2.1") + "/image",
-        "network_endpoint_override": compute_url.removesuffix("/v2.1") + "/network",
-        "region_name": "RegionOne",
-    }}}
+    config = {
+        "clouds": {
+            cloud: {
+                "auth_type": "admin_token",
+                "auth": {"endpoint": compute_url, "token": token},
+                "compute_endpoint_override": compute_url,
+                "identity_endpoint_override": f"{identity_url}/v3",
+                # cloudseed's read-only Glance and Neutron slices, on the compute API's port.
+                "image_endpoint_override": compute_url.removesuffix("/v2.1") + "/image",
+                "network_endpoint_override": compute_url.removesuffix("/v2.1") + "/network",
+                "region_name": "RegionOne",
+            }
+        }
+    }
     path = directory / "clouds.yaml"
     path.write_text(json.dumps(config, indent=2) + "\n")
     return path
 
 
-def cloud_env(directory: Path, compute_url: str, token: str, identity_url: str,
-              cloud: str = "cloudseed") -> dict[str, str]:
+def cloud_env(
+    directory: Path, compute_url: str, token: str, identity_url: str, cloud: str = "cloudseed"
+) -> dict[str, str]:
     """Environment to run ``openstack`` with: only our clouds.yaml, none of the parent's OS_*."""
     path = write_clouds_yaml(directory, compute_url, token, identity_url, cloud)
     home = directory / "home"
     home.mkdir(exist_ok=True)
     # HOME and XDG_* keep OSC from reading ~/.config/openstack/clouds.yaml or secure.yaml,
     # and from writing its cache anywhere but the scratch directory.
-    return clean_env({"OS_CLIENT_CONFIG_FILE": str(path), "OS_CLOUD": cloud,
-                      "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"),
-                      "XDG_CACHE_HOME": str(home / ".cache")})
+    return clean_env(
+        {
+            "OS_CLIENT_CONFIG_FILE": str(path),
+            "OS_CLOUD": cloud,
+            "HOME": str(home),
+            "XDG_CONFIG_HOME": str(home / ".config"),
+            "XDG_CACHE_HOME": str(home / ".cache"),
+        }
+    )

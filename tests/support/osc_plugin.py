@@ -41,8 +41,7 @@ PLUGIN_DIR = osc.REPO_ROOT / "clients" / "osc-plugin"
 VENV_DIR = osc.CACHE_DIR / "osc-plugin-venv"
 STAMP_NAME = "cloudseed-osc-stamp.json"
 # Build outputs and caches inside the plugin's tree: not sources, and not copied.
-_NOT_SOURCES = ("build", "dist", "__pycache__", "*.egg-info", "*.pyc", ".ruff_cache",
-                ".mypy_cache")
+_NOT_SOURCES = ("build", "dist", "__pycache__", "*.egg-info", "*.pyc", ".ruff_cache", ".mypy_cache")
 
 
 def _plugin_files() -> list[Path]:
@@ -61,8 +60,7 @@ def wanted_stamp() -> dict[str, str]:
         sources.update(str(path.relative_to(PLUGIN_DIR)).encode() + b"\0")
         sources.update(path.read_bytes() + b"\0")
     pyproject = hashlib.sha256((PLUGIN_DIR / "pyproject.toml").read_bytes()).hexdigest()
-    return {"requirement": osc.REQUIREMENT, "pyproject": pyproject,
-            "sources": sources.hexdigest()}
+    return {"requirement": osc.REQUIREMENT, "pyproject": pyproject, "sources": sources.hexdigest()}
 
 
 def _stamp(venv: Path) -> dict[str, str] | None:
@@ -79,15 +77,30 @@ def _openstack(venv: Path) -> Path:
 
 def _pip_install(venv: Path, *args: str) -> None:
     result = subprocess.run(
-        [str(venv / "bin" / "python"), "-m", "pip", "install", "--disable-pip-version-check",
-         "--no-input", "--progress-bar", "off", *args],
-        capture_output=True, text=True, timeout=osc.INSTALL_TIMEOUT, env=osc.clean_env(),
-        check=False)
+        [
+            str(venv / "bin" / "python"),
+            "-m",
+            "pip",
+            "install",
+            "--disable-pip-version-check",
+            "--no-input",
+            "--progress-bar",
+            "off",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=osc.INSTALL_TIMEOUT,
+        env=osc.clean_env(),
+        check=False,
+    )
     if result.returncode != 0:
         output = result.stdout[-4000:] + result.stderr[-4000:]
         if any(marker in output for marker in NETWORK_ERRORS):
-            raise osc.OscUnavailable(f"cannot pip install {args}: the package registry is "
-                                     f"unreachable:\n{result.stderr[-1500:]}")
+            raise osc.OscUnavailable(
+                f"cannot pip install {args}: the package registry is "
+                f"unreachable:\n{result.stderr[-1500:]}"
+            )
         raise RuntimeError(f"pip install {args} failed (exit {result.returncode}):\n{output}")
 
 
@@ -97,16 +110,19 @@ def _install(venv: Path, have: dict[str, str] | None, want: dict[str, str]) -> N
     with tempfile.TemporaryDirectory(prefix="cloudseed-osc-") as scratch:
         source = Path(scratch) / "osc-plugin"
         shutil.copytree(PLUGIN_DIR, source, ignore=shutil.ignore_patterns(*_NOT_SOURCES))
-        same_base = (have is not None and _openstack(venv).exists()
-                     and (have["requirement"], have["pyproject"])
-                     == (want["requirement"], want["pyproject"]))
+        same_base = (
+            have is not None
+            and _openstack(venv).exists()
+            and (have["requirement"], have["pyproject"]) == (want["requirement"], want["pyproject"])
+        )
         if same_base:
             _pip_install(venv, "--no-deps", "--force-reinstall", str(source))
             return
         if venv.exists():
             shutil.rmtree(venv)
-        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True,
-                       capture_output=True, timeout=300)
+        subprocess.run(
+            [sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True, timeout=300
+        )
         _pip_install(venv, osc.REQUIREMENT, str(source))
 
 
@@ -125,8 +141,10 @@ def openstack_with_plugin() -> Path:
                 try:
                     _install(VENV_DIR, have, want)
                 except subprocess.TimeoutExpired as exc:
-                    raise osc.OscUnavailable(f"installing took longer than {exc.timeout} s "
-                                             "(registry too slow or unreachable)") from exc
+                    raise osc.OscUnavailable(
+                        f"installing took longer than {exc.timeout} s "
+                        "(registry too slow or unreachable)"
+                    ) from exc
                 (VENV_DIR / STAMP_NAME).write_text(json.dumps(want, indent=2) + "\n")
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
@@ -182,17 +200,44 @@ def older_compute(*, advertised: str, accepted: str) -> Iterator[OlderCompute]:
                 compute.requests.append((self.command, self.path, version))
             path = self.path.split("?")[0].rstrip("/")
             if path == "/v2.1":
-                self._send(200, {"version": {
-                    "id": "v2.1", "status": "CURRENT", "version": advertised,
-                    "min_version": "2.1", "updated": "2013-07-23T11:33:21Z",
-                    "links": [{"rel": "self", "href": f"{compute.url}/v2.1/"}]}})
+                self._send(
+                    200,
+                    {
+                        "version": {
+                            "id": "v2.1",
+                            "status": "CURRENT",
+                            "version": advertised,
+                            "min_version": "2.1",
+                            "updated": "2013-07-23T11:33:21Z",
+                            "links": [{"rel": "self", "href": f"{compute.url}/v2.1/"}],
+                        }
+                    },
+                )
             elif version and _version_tuple(version) > newest_accepted:
-                self._send(406, {"computeFault": {"code": 406, "message": (
-                    f"Version {version} is not supported by the API. "
-                    f"Minimum is 2.1 and maximum is {accepted}.")}})
+                self._send(
+                    406,
+                    {
+                        "computeFault": {
+                            "code": 406,
+                            "message": (
+                                f"Version {version} is not supported by the API. "
+                                f"Minimum is 2.1 and maximum is {accepted}."
+                            ),
+                        }
+                    },
+                )
             elif self.command == "GET" and path == f"/v2.1/servers/{SERVER_ID}":
-                self._send(200, {"server": {"id": SERVER_ID, "name": "vm", "status": "ACTIVE",
-                                            "config_drive": ""}})
+                self._send(
+                    200,
+                    {
+                        "server": {
+                            "id": SERVER_ID,
+                            "name": "vm",
+                            "status": "ACTIVE",
+                            "config_drive": "",
+                        }
+                    },
+                )
             else:
                 self._send(404, {"itemNotFound": {"code": 404, "message": "Not found"}})
 
@@ -204,8 +249,12 @@ def older_compute(*, advertised: str, accepted: str) -> Iterator[OlderCompute]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
     compute.url = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
-                              name="older-compute", daemon=True)
+    thread = threading.Thread(
+        target=server.serve_forever,
+        kwargs={"poll_interval": 0.05},
+        name="older-compute",
+        daemon=True,
+    )
     thread.start()
     try:
         yield compute

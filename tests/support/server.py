@@ -20,9 +20,11 @@ from cloudseed.settings import Settings
 def running_api(settings: Settings, *, driver: Driver | None = None) -> Iterator[str]:
     """Serve the compute API of ``settings`` (with ``driver``, if given) and yield its base
     URL."""
-    with _running(settings, serve.Listener("compute API", "127.0.0.1", 0,
-                                           lambda s: create_api_app(s, driver=driver)),
-                  "/healthz") as base:
+    with _running(
+        settings,
+        serve.Listener("compute API", "127.0.0.1", 0, lambda s: create_api_app(s, driver=driver)),
+        "/healthz",
+    ) as base:
         yield base
 
 
@@ -32,9 +34,17 @@ def running_metadata(settings: Settings) -> Iterator[str]:
     act as different guests by connecting from other 127.0.0.0/8 source addresses."""
     from cloudseed.metadata.app import create_metadata_app
 
-    with _running(settings, serve.Listener("metadata service", "127.0.0.1", 0,
-                                           create_metadata_app,
-                                           ip_ttl=settings.metadata.hop_limit), "/") as base:
+    with _running(
+        settings,
+        serve.Listener(
+            "metadata service",
+            "127.0.0.1",
+            0,
+            create_metadata_app,
+            ip_ttl=settings.metadata.hop_limit,
+        ),
+        "/",
+    ) as base:
         yield base
 
 
@@ -47,8 +57,7 @@ def _running(settings: Settings, listener: serve.Listener, ready_path: str) -> I
 
     def run() -> None:
         asyncio.set_event_loop(loop)
-        loop.run_until_complete(serve.serve_sockets(settings, [(listener, sock)],
-                                                    stop_event=stop))
+        loop.run_until_complete(serve.serve_sockets(settings, [(listener, sock)], stop_event=stop))
 
     thread = threading.Thread(target=run, name="cloudseed-test-server", daemon=True)
     thread.start()

@@ -69,8 +69,12 @@ class Targets:
 
     def calls_to(self, path: str, instance_id: str | None = None) -> list[Call]:
         with self._lock:
-            return [c for c in self.calls if c.path == path
-                    and (instance_id is None or c.json.get("instance-id") == instance_id)]
+            return [
+                c
+                for c in self.calls
+                if c.path == path
+                and (instance_id is None or c.json.get("instance-id") == instance_id)
+            ]
 
     def reset(self) -> None:
         with self._lock:
@@ -86,8 +90,11 @@ class Targets:
 
 def _app(targets: Targets) -> Starlette:
     async def recorded(request: Request) -> tuple[Call, int]:
-        call = Call(request.url.path, {k.lower(): v for k, v in request.headers.items()},
-                    await request.body())
+        call = Call(
+            request.url.path,
+            {k.lower(): v for k, v in request.headers.items()},
+            await request.body(),
+        )
         return call, targets._record(call)
 
     async def record(request: Request) -> Response:
@@ -123,10 +130,11 @@ def _app(targets: Targets) -> Starlette:
         etag = f'"{call.json["instance-id"]}-v1"'
         cache_control = f"max-age={targets.cached_max_age}"
         if request.headers.get("if-none-match") == etag:
-            return Response(status_code=304, headers={"ETag": etag,
-                                                      "Cache-Control": cache_control})
-        return JSONResponse({"instance": call.json["instance-id"], "n": n},
-                            headers={"ETag": etag, "Cache-Control": cache_control})
+            return Response(status_code=304, headers={"ETag": etag, "Cache-Control": cache_control})
+        return JSONResponse(
+            {"instance": call.json["instance-id"], "n": n},
+            headers={"ETag": etag, "Cache-Control": cache_control},
+        )
 
     async def no_store(request: Request) -> Response:
         _, n = await recorded(request)
@@ -163,12 +171,23 @@ def _app(targets: Targets) -> Starlette:
         await recorded(request)
         return Response(status_code=307, headers={"Location": "/record"})
 
-    handlers = {"/record": record, "/slow": slow, "/slow-for-some": slow_for_some,
-                "/error": error, "/not-json": not_json, "/empty": empty, "/cached": cached,
-                "/no-store": no_store, "/flaky": flaky, "/token": token,
-                "/token-once": token_once, "/redirect": redirect}
-    return Starlette(routes=[Route(path, handler, methods=["POST"])
-                             for path, handler in handlers.items()])
+    handlers = {
+        "/record": record,
+        "/slow": slow,
+        "/slow-for-some": slow_for_some,
+        "/error": error,
+        "/not-json": not_json,
+        "/empty": empty,
+        "/cached": cached,
+        "/no-store": no_store,
+        "/flaky": flaky,
+        "/token": token,
+        "/token-once": token_once,
+        "/redirect": redirect,
+    }
+    return Starlette(
+        routes=[Route(path, handler, methods=["POST"]) for path, handler in handlers.items()]
+    )
 
 
 def _static_token(expected: str) -> TokenCheck:
@@ -179,21 +198,33 @@ def _static_token(expected: str) -> TokenCheck:
 
 
 @contextmanager
-def running_targets(*, check_token: TokenCheck | None = None,
-                    ssl_certfile: str | None = None,
-                    ssl_keyfile: str | None = None) -> Iterator[Targets]:
+def running_targets(
+    *,
+    check_token: TokenCheck | None = None,
+    ssl_certfile: str | None = None,
+    ssl_keyfile: str | None = None,
+) -> Iterator[Targets]:
     """Serve the targets; ``check_token`` defaults to accepting only ``target-token``."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     scheme = "https" if ssl_certfile else "http"
-    targets = Targets(base_url=f"{scheme}://127.0.0.1:{port}",
-                      check_token=check_token or _static_token("target-token"))
-    config = uvicorn.Config(_app(targets), lifespan="off", log_level="warning",
-                            access_log=False, http="h11", ws="none",
-                            ssl_certfile=ssl_certfile, ssl_keyfile=ssl_keyfile,
-                            timeout_graceful_shutdown=1)
+    targets = Targets(
+        base_url=f"{scheme}://127.0.0.1:{port}",
+        check_token=check_token or _static_token("target-token"),
+    )
+    config = uvicorn.Config(
+        _app(targets),
+        lifespan="off",
+        log_level="warning",
+        access_log=False,
+        http="h11",
+        ws="none",
+        ssl_certfile=ssl_certfile,
+        ssl_keyfile=ssl_keyfile,
+        timeout_graceful_shutdown=1,
+    )
     server = uvicorn.Server(config)
     loop = asyncio.new_event_loop()
 

@@ -27,16 +27,18 @@ class Recording:
         return getattr(self.transport, name)
 
 
-def run(body: Callable[[CoalescingTransport, Recording, socket.socket], Awaitable[None]]
-        ) -> None:
+def run(body: Callable[[CoalescingTransport, Recording, socket.socket], Awaitable[None]]) -> None:
     async def main() -> None:
         ours, theirs = socket.socketpair()
         loop = asyncio.get_running_loop()
         transport, _ = await loop.connect_accepted_socket(asyncio.Protocol, ours)
         recording = Recording(transport)  # type: ignore[arg-type]
         try:
-            await body(CoalescingTransport(recording, loop), recording,  # type: ignore[arg-type]
-                       theirs)
+            await body(
+                CoalescingTransport(recording, loop),
+                recording,  # type: ignore[arg-type]
+                theirs,
+            )
         finally:
             transport.close()
             theirs.close()

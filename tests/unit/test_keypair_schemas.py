@@ -21,11 +21,18 @@ RULES = {
 
 
 def nova_accepts(name: str, allowed: re.Pattern[str]) -> bool:
-    printable = all(not unicodedata.category(c).startswith("C")
-                    and (not unicodedata.category(c).startswith("Z")
-                         or unicodedata.category(c) == "Zs") for c in name)
-    return (1 <= len(name) <= 255 and printable and not name[0].isspace()
-            and not name[-1].isspace() and allowed.fullmatch(name) is not None)
+    printable = all(
+        not unicodedata.category(c).startswith("C")
+        and (not unicodedata.category(c).startswith("Z") or unicodedata.category(c) == "Zs")
+        for c in name
+    )
+    return (
+        1 <= len(name) <= 255
+        and printable
+        and not name[0].isspace()
+        and not name[-1].isspace()
+        and allowed.fullmatch(name) is not None
+    )
 
 
 names = st.one_of(
@@ -49,8 +56,11 @@ def test_name_rule(version, name):
 
 
 @settings(max_examples=100, deadline=None)
-@given(extra=st.text(min_size=1, max_size=10).filter(
-    lambda k: k not in ("name", "public_key", "type", "user_id")))
+@given(
+    extra=st.text(min_size=1, max_size=10).filter(
+        lambda k: k not in ("name", "public_key", "type", "user_id")
+    )
+)
 def test_unknown_body_fields_always_rejected(extra):
     with pytest.raises(ValidationFailed, match="Additional properties are not allowed"):
         validate(schemas.CREATE_V292, {"keypair": {"name": "k", "public_key": "p", extra: 1}})

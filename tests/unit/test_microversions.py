@@ -18,8 +18,9 @@ def test_header_names_are_looked_up_lowercase():
 
 
 def test_other_services_in_header_fall_back_to_legacy():
-    assert requested_version({"openstack-api-version": "placement 1.30",
-                              "x-openstack-nova-api-version": "2.3"}) == APIVersion(2, 3)
+    assert requested_version(
+        {"openstack-api-version": "placement 1.30", "x-openstack-nova-api-version": "2.3"}
+    ) == APIVersion(2, 3)
 
 
 @pytest.mark.parametrize("text", ["2.0", "1.9"])

@@ -30,15 +30,21 @@ def test_defaults_match_nova():
 
 
 def test_precedence_defaults_file_env_flags(tmp_path):
-    conf = write(tmp_path, "[api]\nmax_limit = 10\n[quota]\nkey_pairs = 5\n"
-                           "[DEFAULT]\nstate_path = /srv/a\n")
+    conf = write(
+        tmp_path, "[api]\nmax_limit = 10\n[quota]\nkey_pairs = 5\n[DEFAULT]\nstate_path = /srv/a\n"
+    )
     s = load_settings(config_file=conf, environ={})
     assert (s.api.max_limit, s.quota.key_pairs, s.default.state_path) == (10, 5, "/srv/a")
-    s = load_settings(config_file=conf, environ={"CLOUDSEED_API__MAX_LIMIT": "20",
-                                                 "CLOUDSEED_STATE_PATH": "/srv/b"})
+    s = load_settings(
+        config_file=conf,
+        environ={"CLOUDSEED_API__MAX_LIMIT": "20", "CLOUDSEED_STATE_PATH": "/srv/b"},
+    )
     assert (s.api.max_limit, s.quota.key_pairs, s.default.state_path) == (20, 5, "/srv/b")
-    s = load_settings(config_file=conf, environ={"CLOUDSEED_API__MAX_LIMIT": "20"},
-                      overrides={("api", "max_limit"): 30, ("quota", "key_pairs"): None})
+    s = load_settings(
+        config_file=conf,
+        environ={"CLOUDSEED_API__MAX_LIMIT": "20"},
+        overrides={("api", "max_limit"): 30, ("quota", "key_pairs"): None},
+    )
     assert (s.api.max_limit, s.quota.key_pairs) == (30, 5)
 
 
@@ -48,11 +54,15 @@ def test_config_file_from_environment(tmp_path):
 
 
 def test_unknown_options_are_reported_not_fatal(tmp_path):
-    conf = write(tmp_path, "[api]\nmax_limit = 10\nuse_forwarded_for = true\n"
-                           "[glance]\napi_servers = x\n"
-                           "[keystone_authtoken]\nauth_url = http://k\n")
-    s = load_settings(config_file=conf, environ={"CLOUDSEED_BOGUS": "1",
-                                                 "CLOUDSEED_TEST_ANYTHING": "x"})
+    conf = write(
+        tmp_path,
+        "[api]\nmax_limit = 10\nuse_forwarded_for = true\n"
+        "[glance]\napi_servers = x\n"
+        "[keystone_authtoken]\nauth_url = http://k\n",
+    )
+    s = load_settings(
+        config_file=conf, environ={"CLOUDSEED_BOGUS": "1", "CLOUDSEED_TEST_ANYTHING": "x"}
+    )
     assert any("[api] use_forwarded_for" in w for w in s.warnings)
     assert any("[glance] api_servers" in w for w in s.warnings)
     assert any("CLOUDSEED_BOGUS" in w for w in s.warnings)
@@ -60,13 +70,16 @@ def test_unknown_options_are_reported_not_fatal(tmp_path):
     assert s.passthrough["keystone_authtoken"] == {"auth_url": "http://k"}
 
 
-@pytest.mark.parametrize("text, fragment", [
-    ("[api]\nmax_limit = lots\n", "invalid value 'lots' for [api] max_limit"),
-    ("[api]\nauth_strategy = magic\n", "must be one of noauth2, keystone"),
-    ("[quota]\nkey_pairs = -2\n", "must be at least -1"),
-    ("[quota]\nrecheck_quota = maybe\n", "expected true or false"),
-    ("not an ini file\n", "is not a valid INI file"),
-])
+@pytest.mark.parametrize(
+    "text, fragment",
+    [
+        ("[api]\nmax_limit = lots\n", "invalid value 'lots' for [api] max_limit"),
+        ("[api]\nauth_strategy = magic\n", "must be one of noauth2, keystone"),
+        ("[quota]\nkey_pairs = -2\n", "must be at least -1"),
+        ("[quota]\nrecheck_quota = maybe\n", "expected true or false"),
+        ("not an ini file\n", "is not a valid INI file"),
+    ],
+)
 def test_invalid_values_stop_with_a_clear_message(tmp_path, text, fragment):
     with pytest.raises(ConfigError) as info:
         load_settings(config_file=write(tmp_path, text), environ={})
@@ -88,33 +101,48 @@ def test_missing_config_file(tmp_path):
 def test_percent_signs_are_literal(tmp_path):
     conf = write(tmp_path, "[api_database]\nconnection = postgresql://u:p%40ss@h/db\n")
     assert load_settings(config_file=conf, environ={}).api_database.connection.endswith(
-        "p%40ss@h/db")
+        "p%40ss@h/db"
+    )
 
 
 def test_every_option_is_documented():
     doc = (ROOT / "docs" / "configuration.md").read_text()
-    missing = [f"[{o.section}] {o.name}" for o in all_options()
-               if f"`{o.name}`" not in doc or f"`{o.env_var}`" not in doc]
+    missing = [
+        f"[{o.section}] {o.name}"
+        for o in all_options()
+        if f"`{o.name}`" not in doc or f"`{o.env_var}`" not in doc
+    ]
     assert missing == []
 
 
-@pytest.mark.parametrize(("env", "message"), [
-    ({"CLOUDSEED_API__VENDORDATA_PROVIDERS": "StaticJSON,Dynamic"}, "StaticJSON or DynamicJSON"),
-    ({"CLOUDSEED_API__VENDORDATA_DYNAMIC_TARGETS": "no-at-sign"}, "name@http"),
-    ({"CLOUDSEED_API__VENDORDATA_DYNAMIC_TARGETS": "a@http://x,a@http://y"}, "is taken"),
-    ({"CLOUDSEED_API__VENDORDATA_DYNAMIC_TARGETS": "static@http://x"}, "is taken"),
-    ({"CLOUDSEED_METADATA__TRUSTED_PROXIES": "10.0.0.1,proxy.example"}, "not an address"),
-    ({"CLOUDSEED_LIBVIRT__INJECT_HANDLERS": "guestfs,magic"}, "must be guestfs"),
-])
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        (
+            {"CLOUDSEED_API__VENDORDATA_PROVIDERS": "StaticJSON,Dynamic"},
+            "StaticJSON or DynamicJSON",
+        ),
+        ({"CLOUDSEED_API__VENDORDATA_DYNAMIC_TARGETS": "no-at-sign"}, "name@http"),
+        ({"CLOUDSEED_API__VENDORDATA_DYNAMIC_TARGETS": "a@http://x,a@http://y"}, "is taken"),
+        ({"CLOUDSEED_API__VENDORDATA_DYNAMIC_TARGETS": "static@http://x"}, "is taken"),
+        ({"CLOUDSEED_METADATA__TRUSTED_PROXIES": "10.0.0.1,proxy.example"}, "not an address"),
+        ({"CLOUDSEED_LIBVIRT__INJECT_HANDLERS": "guestfs,magic"}, "must be guestfs"),
+    ],
+)
 def test_list_options_are_checked_item_by_item(env: dict[str, str], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         load_settings(environ=env)
 
 
 def test_list_options_accept_valid_items() -> None:
-    settings = load_settings(environ={
-        "CLOUDSEED_API__VENDORDATA_DYNAMIC_TARGETS": "cloud-init@http://h/x?a=b@c, t2@https://h",
-        "CLOUDSEED_METADATA__TRUSTED_PROXIES": "10.0.0.1, 192.168.0.0/16, ::1"})
+    settings = load_settings(
+        environ={
+            "CLOUDSEED_API__VENDORDATA_DYNAMIC_TARGETS": "cloud-init@http://h/x?a=b@c, t2@https://h",
+            "CLOUDSEED_METADATA__TRUSTED_PROXIES": "10.0.0.1, 192.168.0.0/16, ::1",
+        }
+    )
     assert split_list(settings.api.vendordata_dynamic_targets) == [
-        "cloud-init@http://h/x?a=b@c", "t2@https://h"]
+        "cloud-init@http://h/x?a=b@c",
+        "t2@https://h",
+    ]
     assert split_list(settings.metadata.trusted_proxies) == ["10.0.0.1", "192.168.0.0/16", "::1"]

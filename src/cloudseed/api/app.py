@@ -33,8 +33,9 @@ from cloudseed.settings import Settings
 from cloudseed.types import ASGIApp
 
 # Version documents are public, as in Nova, Glance and Neutron: clients discover before auth.
-PUBLIC_PATHS = frozenset({"/", "/v2.1", "/v2.1/", "/healthz", "/image", "/image/",
-                          "/network", "/network/"})
+PUBLIC_PATHS = frozenset(
+    {"/", "/v2.1", "/v2.1/", "/healthz", "/image", "/image/", "/network", "/network/"}
+)
 
 
 @dataclass(frozen=True)
@@ -51,8 +52,9 @@ def api_state(request: Request) -> ApiState:
     return state
 
 
-def create_api_app(settings: Settings, *, api_db: Database | None = None,
-                   driver: Driver | None = None) -> ASGIApp:
+def create_api_app(
+    settings: Settings, *, api_db: Database | None = None, driver: Driver | None = None
+) -> ASGIApp:
     """The compute API. ``api_db`` is opened from settings in the lifespan when not given;
     ``driver`` defaults to the one ``[DEFAULT] compute_driver`` names."""
     from cloudseed.images.glance_api import routes as image_service_routes
@@ -87,8 +89,11 @@ def create_api_app(settings: Settings, *, api_db: Database | None = None,
         return path in PUBLIC_PATHS
 
     if settings.api.auth_strategy == "keystone":
-        auth = Middleware(KeystoneMiddleware, is_public=is_public,
-                          options=settings.passthrough.get("keystone_authtoken", {}))
+        auth = Middleware(
+            KeystoneMiddleware,
+            is_public=is_public,
+            options=settings.passthrough.get("keystone_authtoken", {}),
+        )
     else:
         auth = Middleware(NoAuthMiddleware, is_public=is_public)
 
@@ -110,9 +115,16 @@ def create_api_app(settings: Settings, *, api_db: Database | None = None,
         *image_service_routes,
         *network_service_routes,
     ]
-    app = Starlette(routes=routes, lifespan=lifespan, middleware=[auth],
-                    exception_handlers={HTTPException: _http_exception,
-                                        CloudseedError: _fault, Exception: _fault})
+    app = Starlette(
+        routes=routes,
+        lifespan=lifespan,
+        middleware=[auth],
+        exception_handlers={
+            HTTPException: _http_exception,
+            CloudseedError: _fault,
+            Exception: _fault,
+        },
+    )
     return ComputeEdge(app)
 
 

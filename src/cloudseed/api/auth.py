@@ -48,15 +48,18 @@ class NoAuthMiddleware:
                 raise NotAuthenticated()
             user_id, _, project_id = token.strip().partition(":")
             scope[CONTEXT_KEY] = RequestContext(
-                user_id=user_id, project_id=project_id or user_id,
+                user_id=user_id,
+                project_id=project_id or user_id,
                 roles=ADMIN_ROLES if user_id == "admin" else USER_ROLES,
-                request_id=scope.get(REQUEST_ID_KEY, ""))
+                request_id=scope.get(REQUEST_ID_KEY, ""),
+            )
         await self.app(scope, receive, send)
 
 
 class KeystoneMiddleware:
-    def __init__(self, app: ASGIApp, *, is_public: Callable[[str], bool],
-                 options: Mapping[str, str]) -> None:
+    def __init__(
+        self, app: ASGIApp, *, is_public: Callable[[str], bool], options: Mapping[str, str]
+    ) -> None:
         self.app = app
         self.is_public = is_public
         self.auth = _auth_protocol(options)
@@ -68,8 +71,11 @@ class KeystoneMiddleware:
         outcome = await anyio.to_thread.run_sync(self._validate, _wsgi_environ(scope))
         if isinstance(outcome, RequestContext):
             scope[CONTEXT_KEY] = RequestContext(
-                user_id=outcome.user_id, project_id=outcome.project_id,
-                roles=outcome.roles, request_id=scope.get(REQUEST_ID_KEY, ""))
+                user_id=outcome.user_id,
+                project_id=outcome.project_id,
+                roles=outcome.roles,
+                request_id=scope.get(REQUEST_ID_KEY, ""),
+            )
             await self.app(scope, receive, send)
             return
         status, headers, body = outcome  # keystonemiddleware's own refusal, passed through
@@ -79,8 +85,9 @@ class KeystoneMiddleware:
     def _validate(self, environ: dict[str, Any]) -> RequestContext | tuple[int, list[Any], bytes]:
         started: dict[str, Any] = {}
 
-        def start_response(status: str, headers: list[tuple[str, str]],
-                           exc_info: Any = None) -> Callable[[bytes], None]:
+        def start_response(
+            status: str, headers: list[tuple[str, str]], exc_info: Any = None
+        ) -> Callable[[bytes], None]:
             started["status"] = int(status.split(" ", 1)[0])
             started["headers"] = [(k.lower().encode(), v.encode()) for k, v in headers]
             return lambda _data: None
@@ -117,11 +124,15 @@ def _auth_protocol(options: Mapping[str, str]) -> Any:
 def _record_identity(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
     """The WSGI app keystonemiddleware calls once it accepted the token."""
     if environ.get("HTTP_X_IDENTITY_STATUS") == "Confirmed":
-        roles = frozenset(r.strip() for r in environ.get("HTTP_X_ROLES", "").split(",")
-                          if r.strip())
+        roles = frozenset(
+            r.strip() for r in environ.get("HTTP_X_ROLES", "").split(",") if r.strip()
+        )
         environ["cloudseed.identity"] = RequestContext(
             user_id=environ.get("HTTP_X_USER_ID", ""),
-            project_id=environ.get("HTTP_X_PROJECT_ID", ""), roles=roles, request_id="")
+            project_id=environ.get("HTTP_X_PROJECT_ID", ""),
+            roles=roles,
+            request_id="",
+        )
         start_response("204 No Content", [])
         return []
     start_response("401 Unauthorized", [("Content-Type", "application/json")])

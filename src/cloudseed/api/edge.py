@@ -39,8 +39,10 @@ class ComputeEdge:
         status = 500
         response_started = False
         version: APIVersion | None = None
-        extra = [(b"x-openstack-request-id", request_id.encode()),
-                 (b"x-compute-request-id", request_id.encode())]
+        extra = [
+            (b"x-openstack-request-id", request_id.encode()),
+            (b"x-compute-request-id", request_id.encode()),
+        ]
 
         async def send_with_headers(message: Message) -> None:
             nonlocal status, response_started
@@ -62,16 +64,26 @@ class ComputeEdge:
                 pass
             else:
                 code, headers, body = fault_parts(exc)
-                await send_with_headers({
-                    "type": "http.response.start", "status": code,
-                    "headers": [(k.lower().encode(), v.encode()) for k, v in headers]})
+                await send_with_headers(
+                    {
+                        "type": "http.response.start",
+                        "status": code,
+                        "headers": [(k.lower().encode(), v.encode()) for k, v in headers],
+                    }
+                )
                 await send({"type": "http.response.body", "body": body})
         finally:
             context = scope.get(CONTEXT_KEY)
-            access_log.info("%s %s %s %d %.1fms user=%s version=%s", request_id, scope["method"],
-                            _path_with_query(scope), status,
-                            (time.perf_counter() - started_at) * 1000,
-                            context.user_id if context else "-", version or "-")
+            access_log.info(
+                "%s %s %s %d %.1fms user=%s version=%s",
+                request_id,
+                scope["method"],
+                _path_with_query(scope),
+                status,
+                (time.perf_counter() - started_at) * 1000,
+                context.user_id if context else "-",
+                version or "-",
+            )
 
 
 def _headers(scope: Scope) -> dict[str, str]:

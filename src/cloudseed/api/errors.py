@@ -1,15 +1,15 @@
 """Errors that only exist at the HTTP edge of the compute API.
 
-    InvalidInput ─┬─ MalformedRequestBody     not JSON                        (400)
-                  ├─ ValidationFailed         JSON Schema said no             (400)
-                  └─ InvalidAPIVersionString  bad microversion header         (400)
-    CloudseedError ┬ UnsupportedAPIVersion    microversion out of range       (406)
-                   ├ NotAuthenticated         no or bad credentials           (401)
-                   ├ MethodNotAllowed                                          (405)
-                   ├ RequestTooLarge          body over max_request_body_size (413)
-                   └ UnsupportedMediaType     Content-Type not JSON           (415)
-    Forbidden ──── PolicyNotAuthorized        policy rule denied the action   (403)
-    NotFound ───── ResourceNotFound           no such URL                     (404)
+InvalidInput ─┬─ MalformedRequestBody     not JSON                        (400)
+              ├─ ValidationFailed         JSON Schema said no             (400)
+              └─ InvalidAPIVersionString  bad microversion header         (400)
+CloudseedError ┬ UnsupportedAPIVersion    microversion out of range       (406)
+               ├ NotAuthenticated         no or bad credentials           (401)
+               ├ MethodNotAllowed                                          (405)
+               ├ RequestTooLarge          body over max_request_body_size (413)
+               └ UnsupportedMediaType     Content-Type not JSON           (415)
+Forbidden ──── PolicyNotAuthorized        policy rule denied the action   (403)
+NotFound ───── ResourceNotFound           no such URL                     (404)
 """
 
 from __future__ import annotations
@@ -28,14 +28,18 @@ class ValidationFailed(InvalidInput):
 
 class InvalidAPIVersionString(InvalidInput):
     def __init__(self, version: str) -> None:
-        super().__init__(f"API Version String {version} is of invalid format. Must be of "
-                         "format MajorNum.MinorNum.")
+        super().__init__(
+            f"API Version String {version} is of invalid format. Must be of "
+            "format MajorNum.MinorNum."
+        )
 
 
 class UnsupportedAPIVersion(CloudseedError):
     def __init__(self, *, requested: str, minimum: str, maximum: str) -> None:
-        super().__init__(f"Version {requested} is not supported by the API. Minimum is "
-                         f"{minimum} and maximum is {maximum}.")
+        super().__init__(
+            f"Version {requested} is not supported by the API. Minimum is "
+            f"{minimum} and maximum is {maximum}."
+        )
 
 
 class NotAuthenticated(CloudseedError):

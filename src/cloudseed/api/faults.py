@@ -53,8 +53,10 @@ FAULT_NAMES = {
     503: "serviceUnavailable",
 }
 
-INTERNAL_ERROR_MESSAGE = ("Unexpected API Error. Please report this at the cloudseed issue "
-                          "tracker and attach the cloudseed API log if possible.")
+INTERNAL_ERROR_MESSAGE = (
+    "Unexpected API Error. Please report this at the cloudseed issue "
+    "tracker and attach the cloudseed API log if possible."
+)
 
 
 def status_for(exc: BaseException) -> int:

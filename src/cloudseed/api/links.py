@@ -21,8 +21,9 @@ def base_url(request: Request, link_prefix: str) -> str:
     return urlunsplit(parts).rstrip("/")
 
 
-def next_link(request: Request, link_prefix: str, path: str,
-              params: Mapping[str, Sequence[str]], marker: str) -> str:
+def next_link(
+    request: Request, link_prefix: str, path: str, params: Mapping[str, Sequence[str]], marker: str
+) -> str:
     """Nova's "next" link: the same query parameters, sorted, with the marker replaced."""
     query = {k: v[-1] for k, v in sorted(params.items()) if k != "marker"}
     query["marker"] = marker

@@ -52,8 +52,9 @@ def requested_version(headers: Mapping[str, str]) -> APIVersion:
         return MAX_VERSION
     version = APIVersion.parse(text)
     if not MIN_VERSION <= version <= MAX_VERSION:
-        raise UnsupportedAPIVersion(requested=str(version), minimum=str(MIN_VERSION),
-                                    maximum=str(MAX_VERSION))
+        raise UnsupportedAPIVersion(
+            requested=str(version), minimum=str(MIN_VERSION), maximum=str(MAX_VERSION)
+        )
     return version
 
 

@@ -16,8 +16,10 @@ def context_of(request: Request) -> RequestContext:
     context: RequestContext = request.scope[CONTEXT_KEY]
     url_project = request.path_params.get("project_id")
     if url_project is not None and url_project != context.project_id:
-        raise InvalidInput(f"Malformed request URL: URL's project_id '{url_project}' doesn't "
-                           f"match Context's project_id '{context.project_id}'")
+        raise InvalidInput(
+            f"Malformed request URL: URL's project_id '{url_project}' doesn't "
+            f"match Context's project_id '{context.project_id}'"
+        )
     return context
 
 

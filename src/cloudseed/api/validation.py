@@ -55,10 +55,12 @@ def _is_printable(char: str) -> bool:
 def _check_name(instance: object) -> bool:
     if not isinstance(instance, str):
         return True  # the "type" keyword reports it
-    if instance and (instance[0].isspace() or instance[-1].isspace()
-                     or not all(_is_printable(c) for c in instance)):
-        raise InvalidName(f"An invalid 'name' value was provided. The name must be: "
-                          f"{NAME_REASON}")
+    if instance and (
+        instance[0].isspace()
+        or instance[-1].isspace()
+        or not all(_is_printable(c) for c in instance)
+    ):
+        raise InvalidName(f"An invalid 'name' value was provided. The name must be: {NAME_REASON}")
     return True
 
 
@@ -83,11 +85,15 @@ def validate(schema: Mapping[str, Any], instance: Any, *, query: bool = False) -
         raise ValidationFailed(str(error.cause))
     if error.path:
         if query:
-            detail = (f"Invalid input for query parameters {error.path[0]}. "
-                      f"Value: {_show(error.instance)}. {error.message}")
+            detail = (
+                f"Invalid input for query parameters {error.path[0]}. "
+                f"Value: {_show(error.instance)}. {error.message}"
+            )
         else:
-            detail = (f"Invalid input for field/attribute {error.path[-1]}. "
-                      f"Value: {_show(error.instance)}. {error.message}")
+            detail = (
+                f"Invalid input for field/attribute {error.path[-1]}. "
+                f"Value: {_show(error.instance)}. {error.message}"
+            )
     else:
         detail = error.message
     raise ValidationFailed(detail)
@@ -134,4 +140,3 @@ def query_lists(request: Request) -> dict[str, list[str]]:
     for key, value in request.query_params.multi_items():
         result.setdefault(key, []).append(value)
     return result
-

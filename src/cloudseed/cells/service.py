@@ -48,8 +48,12 @@ class CellDatabases:
     def default_cell(self) -> int:
         """Where new instances go: the first enabled cell."""
         with self.api_db.read() as session:
-            cell_id = session.scalar(select(CellMapping.id).where(~CellMapping.disabled)
-                                     .order_by(CellMapping.id).limit(1))
+            cell_id = session.scalar(
+                select(CellMapping.id)
+                .where(~CellMapping.disabled)
+                .order_by(CellMapping.id)
+                .limit(1)
+            )
         if cell_id is None:
             raise ConfigError("no enabled cell is mapped; run 'cloudseed db sync'")
         return cell_id
@@ -70,9 +74,11 @@ class CellDatabases:
         if not uuids:
             return found
         with self.api_db.read() as session:
-            rows = session.execute(select(InstanceMapping.cell_id, InstanceMapping.instance_uuid)
-                                   .where(InstanceMapping.instance_uuid.in_(uuids),
-                                          ~InstanceMapping.queued_for_delete)).all()
+            rows = session.execute(
+                select(InstanceMapping.cell_id, InstanceMapping.instance_uuid).where(
+                    InstanceMapping.instance_uuid.in_(uuids), ~InstanceMapping.queued_for_delete
+                )
+            ).all()
         for cell_id, uuid in rows:
             if cell_id is not None:
                 found.setdefault(cell_id, set()).add(uuid)
@@ -80,8 +86,11 @@ class CellDatabases:
 
     def for_instance(self, uuid: str) -> Database:
         with self.api_db.read() as session:
-            cell_id = session.scalar(select(InstanceMapping.cell_id).where(
-                InstanceMapping.instance_uuid == uuid, ~InstanceMapping.queued_for_delete))
+            cell_id = session.scalar(
+                select(InstanceMapping.cell_id).where(
+                    InstanceMapping.instance_uuid == uuid, ~InstanceMapping.queued_for_delete
+                )
+            )
         if cell_id is None:
             raise InstanceNotFound(uuid)
         return self.by_id(cell_id)

@@ -16,8 +16,12 @@ from cloudseed.errors import CloudseedError
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--config", "config_file", type=click.Path(dir_okay=False),
-              help="INI file in nova.conf's layout (also CLOUDSEED_CONFIG).")
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(dir_okay=False),
+    help="INI file in nova.conf's layout (also CLOUDSEED_CONFIG).",
+)
 @click.option("--data-dir", help="Directory for cloudseed's files ([DEFAULT] state_path).")
 @click.pass_context
 def cli(ctx: click.Context, config_file: str | None, data_dir: str | None) -> None:
@@ -45,8 +49,11 @@ _register()
 
 
 def main() -> None:
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     logging.getLogger("alembic").setLevel(logging.WARNING)
     try:
         cli(standalone_mode=True)

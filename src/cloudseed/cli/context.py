@@ -23,8 +23,9 @@ class CliContext:
         if self._settings is None:
             all_overrides = {("DEFAULT", "state_path"): self.data_dir, **(overrides or {})}
             with errors_as_click():
-                self._settings = load_settings(config_file=self.config_file,
-                                               overrides=all_overrides)
+                self._settings = load_settings(
+                    config_file=self.config_file, overrides=all_overrides
+                )
             for warning in self._settings.warnings:
                 click.echo(f"warning: {warning}", err=True)
         return self._settings

@@ -38,22 +38,34 @@ def image() -> None:
 
 @image.command("add")
 @click.argument("name")
-@click.option("--file", "path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              required=True)
+@click.option(
+    "--file", "path", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True
+)
 @click.option("--disk-format", type=click.Choice(["raw", "qcow2"]), required=True)
-@click.option("--property", "properties", multiple=True, metavar="KEY=VALUE",
-              help="Image property, e.g. img_config_drive=mandatory (repeatable).")
+@click.option(
+    "--property",
+    "properties",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Image property, e.g. img_config_drive=mandatory (repeatable).",
+)
 @pass_cli
-def image_add(cli: CliContext, name: str, path: Path, disk_format: str,
-              properties: tuple[str, ...]) -> None:
+def image_add(
+    cli: CliContext, name: str, path: Path, disk_format: str, properties: tuple[str, ...]
+) -> None:
     from cloudseed.images import service
 
     props = dict(p.split("=", 1) for p in properties if "=" in p)
     if len(props) != len(properties):
         raise click.BadParameter("properties are KEY=VALUE", param_hint="--property")
-    uuid = _write(cli, lambda s: service.add_image(s, name=name, path=path,
-                                                   disk_format=disk_format,
-                                                   properties=props).uuid)
+    uuid = _write(
+        cli,
+        lambda s: (
+            service.add_image(
+                s, name=name, path=path, disk_format=disk_format, properties=props
+            ).uuid
+        ),
+    )
     click.echo(uuid)
 
 
@@ -62,8 +74,12 @@ def image_add(cli: CliContext, name: str, path: Path, disk_format: str,
 def image_list(cli: CliContext) -> None:
     from cloudseed.images import service
 
-    for line in _read(cli, lambda s: [f"{i.uuid}\t{i.name}\t{i.disk_format}\t{i.size}"
-                                      for i in service.list_images(s)]):
+    for line in _read(
+        cli,
+        lambda s: [
+            f"{i.uuid}\t{i.name}\t{i.disk_format}\t{i.size}" for i in service.list_images(s)
+        ],
+    ):
         click.echo(line)
 
 
@@ -79,12 +95,21 @@ def flavor() -> None:
 @click.option("--disk", type=click.IntRange(min=0), required=True, help="Root disk in GiB.")
 @click.option("--id", "flavorid", help="Flavor id (default: the name).")
 @pass_cli
-def flavor_add(cli: CliContext, name: str, vcpus: int, ram: int, disk: int,
-               flavorid: str | None) -> None:
+def flavor_add(
+    cli: CliContext, name: str, vcpus: int, ram: int, disk: int, flavorid: str | None
+) -> None:
     from cloudseed.flavors import service
 
-    click.echo(_write(cli, lambda s: service.add_flavor(
-        s, name=name, vcpus=vcpus, ram=ram, disk=disk, flavorid=flavorid).flavorid))
+    click.echo(
+        _write(
+            cli,
+            lambda s: (
+                service.add_flavor(
+                    s, name=name, vcpus=vcpus, ram=ram, disk=disk, flavorid=flavorid
+                ).flavorid
+            ),
+        )
+    )
 
 
 @flavor.command("list")
@@ -92,8 +117,13 @@ def flavor_add(cli: CliContext, name: str, vcpus: int, ram: int, disk: int,
 def flavor_list(cli: CliContext) -> None:
     from cloudseed.flavors import service
 
-    for line in _read(cli, lambda s: [f"{f.flavorid}\t{f.name}\t{f.vcpus}\t{f.memory_mb}\t"
-                                      f"{f.root_gb}" for f in service.list_flavors(s)]):
+    for line in _read(
+        cli,
+        lambda s: [
+            f"{f.flavorid}\t{f.name}\t{f.vcpus}\t{f.memory_mb}\t{f.root_gb}"
+            for f in service.list_flavors(s)
+        ],
+    ):
         click.echo(line)
 
 
@@ -109,12 +139,21 @@ def network() -> None:
 @click.option("--dns", multiple=True, help="DNS server (repeatable).")
 @click.option("--mtu", type=int, default=1500, show_default=True)
 @pass_cli
-def network_add(cli: CliContext, name: str, cidr: str, gateway: str | None,
-                dns: tuple[str, ...], mtu: int) -> None:
+def network_add(
+    cli: CliContext, name: str, cidr: str, gateway: str | None, dns: tuple[str, ...], mtu: int
+) -> None:
     from cloudseed.networks import service
 
-    click.echo(_write(cli, lambda s: service.add_network(
-        s, name=name, cidr=cidr, gateway=gateway, dns=list(dns), mtu=mtu).uuid))
+    click.echo(
+        _write(
+            cli,
+            lambda s: (
+                service.add_network(
+                    s, name=name, cidr=cidr, gateway=gateway, dns=list(dns), mtu=mtu
+                ).uuid
+            ),
+        )
+    )
 
 
 @network.command("list")
@@ -122,7 +161,11 @@ def network_add(cli: CliContext, name: str, cidr: str, gateway: str | None,
 def network_list(cli: CliContext) -> None:
     from cloudseed.networks import service
 
-    rows = _read(cli, lambda s: [{"id": n.uuid, "name": n.name, "cidr": n.cidr,
-                                  "gateway": n.gateway, "mtu": n.mtu}
-                                 for n in service.list_networks(s)])
+    rows = _read(
+        cli,
+        lambda s: [
+            {"id": n.uuid, "name": n.name, "cidr": n.cidr, "gateway": n.gateway, "mtu": n.mtu}
+            for n in service.list_networks(s)
+        ],
+    )
     click.echo(json.dumps(rows, indent=2))

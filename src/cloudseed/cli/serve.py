@@ -19,30 +19,38 @@ def _host_port(value: str | None) -> tuple[str | None, int | None]:
 
 
 @click.command()
-@click.option("--api-listen", metavar="HOST:PORT", help="Compute API address (default "
-              "127.0.0.1:8774).")
-@click.option("--metadata-listen", metavar="HOST:PORT", help="Metadata service address "
-              "(default 127.0.0.1:8775).")
+@click.option(
+    "--api-listen", metavar="HOST:PORT", help="Compute API address (default 127.0.0.1:8774)."
+)
+@click.option(
+    "--metadata-listen",
+    metavar="HOST:PORT",
+    help="Metadata service address (default 127.0.0.1:8775).",
+)
 @click.option("--workers", type=int, help="Worker processes (default 1).")
 @pass_cli
-def serve(cli: CliContext, api_listen: str | None, metadata_listen: str | None,
-          workers: int | None) -> None:
+def serve(
+    cli: CliContext, api_listen: str | None, metadata_listen: str | None, workers: int | None
+) -> None:
     """Run the compute API (and the metadata service) until SIGTERM."""
     from cloudseed import serve as serving
 
     api_host, api_port = _host_port(api_listen)
     md_host, md_port = _host_port(metadata_listen)
-    settings = cli.settings({
-        ("DEFAULT", "osapi_compute_listen"): api_host,
-        ("DEFAULT", "osapi_compute_listen_port"): api_port,
-        ("DEFAULT", "metadata_listen"): md_host,
-        ("DEFAULT", "metadata_listen_port"): md_port,
-        ("DEFAULT", "workers"): workers,
-    })
+    settings = cli.settings(
+        {
+            ("DEFAULT", "osapi_compute_listen"): api_host,
+            ("DEFAULT", "osapi_compute_listen_port"): api_port,
+            ("DEFAULT", "metadata_listen"): md_host,
+            ("DEFAULT", "metadata_listen_port"): md_port,
+            ("DEFAULT", "workers"): workers,
+        }
+    )
     logging.getLogger().setLevel(settings.default.log_level.upper())
     if settings.api.auth_strategy == "noauth2":
         logging.getLogger("cloudseed").warning(
             "[api] auth_strategy is noauth2: anyone who can reach the API can act as any user, "
-            "including 'admin'. Use it for development only.")
+            "including 'admin'. Use it for development only."
+        )
     with errors_as_click():
         serving.run(settings)

@@ -31,8 +31,14 @@ class FakeDriver:
         self._failures: list[_Failure] = []
         self._lock = threading.Lock()
 
-    def fail(self, operation: str, *, uuid: str | None = None, times: int = 1,
-             message: str = "injected failure") -> None:
+    def fail(
+        self,
+        operation: str,
+        *,
+        uuid: str | None = None,
+        times: int = 1,
+        message: str = "injected failure",
+    ) -> None:
         """Make the next ``times`` calls of ``operation`` (for ``uuid``, or any) raise."""
         with self._lock:
             self._failures.append(_Failure(operation, uuid, times, message))
@@ -45,8 +51,11 @@ class FakeDriver:
         with self._lock:
             self.calls.append((operation, uuid))
             for failure in self._failures:
-                if (failure.operation == operation and failure.remaining > 0
-                        and failure.uuid in (None, uuid)):
+                if (
+                    failure.operation == operation
+                    and failure.remaining > 0
+                    and failure.uuid in (None, uuid)
+                ):
                     failure.remaining -= 1
                     raise DriverError(f"{operation} failed: {failure.message}")
         if self.delay:

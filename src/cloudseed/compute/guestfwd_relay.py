@@ -30,16 +30,30 @@ import sys
 from typing import BinaryIO
 
 # Headers only the proxy may set, and hop-by-hop headers, which end at the proxy.
-DROPPED = frozenset({
-    b"x-instance-id", b"x-tenant-id", b"x-instance-id-signature", b"x-forwarded-for",
-    b"forwarded", b"x-metadata-provider", b"x-metadata-provider-signature",
-    b"connection", b"keep-alive", b"proxy-connection", b"te", b"trailer", b"upgrade",
-    b"content-length", b"transfer-encoding"})
+DROPPED = frozenset(
+    {
+        b"x-instance-id",
+        b"x-tenant-id",
+        b"x-instance-id-signature",
+        b"x-forwarded-for",
+        b"forwarded",
+        b"x-metadata-provider",
+        b"x-metadata-provider-signature",
+        b"connection",
+        b"keep-alive",
+        b"proxy-connection",
+        b"te",
+        b"trailer",
+        b"upgrade",
+        b"content-length",
+        b"transfer-encoding",
+    }
+)
 MAX_HEAD = 64 * 1024
 MAX_BODY = 1024 * 1024  # a posted password is 256 bytes; nothing the guest sends is large
 TIMEOUT = 30.0  # seconds for any one read, from either side
-BAD_REQUEST = (b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
-BAD_GATEWAY = (b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+BAD_REQUEST = b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+BAD_GATEWAY = b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
 
 
 class BadRequest(Exception):
@@ -86,8 +100,12 @@ def rewrite(head: bytes, identity: list[tuple[bytes, bytes]]) -> tuple[bytes, in
     return b"\r\n".join([first, *kept]) + b"\r\n\r\n", length
 
 
-def relay(guest_in: BinaryIO, guest_out: BinaryIO, upstream: tuple[str, int],
-          identity: list[tuple[bytes, bytes]]) -> None:
+def relay(
+    guest_in: BinaryIO,
+    guest_out: BinaryIO,
+    upstream: tuple[str, int],
+    identity: list[tuple[bytes, bytes]],
+) -> None:
     try:
         head, length = rewrite(read_head(guest_in), identity)
         body = guest_in.read(length) if length else b""
@@ -123,8 +141,9 @@ def main(argv: list[str]) -> int:
     os.close(devnull)
     with open(argv[1], "rb") as fh:
         config = json.load(fh)
-    identity = [(name.encode("latin-1"), value.encode("latin-1"))
-                for name, value in config["headers"]]
+    identity = [
+        (name.encode("latin-1"), value.encode("latin-1")) for name, value in config["headers"]
+    ]
     upstream = (config["upstream"][0], int(config["upstream"][1]))
     guest_in = os.fdopen(sys.stdin.fileno(), "rb", buffering=65536, closefd=False)
     guest_out = os.fdopen(sys.stdout.fileno(), "wb", buffering=65536, closefd=False)

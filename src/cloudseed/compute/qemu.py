@@ -49,14 +49,15 @@ DISK_NAMES = ("disk.qcow2", "disk.raw")  # one per [qemu] images_type
 class QemuDriver:
     name = "qemu"
 
-    def __init__(self, settings: Settings, *,
-                 accel_probe: Callable[[], bool] = kvm_usable) -> None:
+    def __init__(self, settings: Settings, *, accel_probe: Callable[[], bool] = kvm_usable) -> None:
         if not settings.neutron.service_metadata_proxy:
             # Every guest's requests reach the metadata service from 127.0.0.1, through its
             # proxy; only the signed headers can tell the guests apart.
-            raise ConfigError("compute_driver = qemu needs [neutron] "
-                              "service_metadata_proxy = true (and a "
-                              "metadata_proxy_shared_secret)")
+            raise ConfigError(
+                "compute_driver = qemu needs [neutron] "
+                "service_metadata_proxy = true (and a "
+                "metadata_proxy_shared_secret)"
+            )
         q = settings.qemu
         self.settings = settings
         self.root = settings.state_dir.resolve() / "instances"
@@ -70,8 +71,9 @@ class QemuDriver:
         self.upstream = _metadata_upstream(settings)
         self.secret = settings.neutron.metadata_proxy_shared_secret
         self.processes = QemuProcesses(start_timeout=float(q.start_timeout))
-        log.info("qemu driver: %s with %s, instances in %s", self.binary, self.accel.name,
-                 self.root)
+        log.info(
+            "qemu driver: %s with %s, instances in %s", self.binary, self.accel.name, self.root
+        )
 
     # -- the Driver protocol -------------------------------------------------------------
 
@@ -84,8 +86,11 @@ class QemuDriver:
     def reboot(self, guest: GuestSpec, *, hard: bool) -> None:
         files = self._files(guest.uuid)
         if not hard and not self.processes.powerdown(files, timeout=self.shutdown_timeout):
-            log.info("guest %s did not power off within %g s; rebooting it hard",
-                     guest.uuid, self.shutdown_timeout)
+            log.info(
+                "guest %s did not power off within %g s; rebooting it hard",
+                guest.uuid,
+                self.shutdown_timeout,
+            )
         self.processes.kill(files)
         self._start(guest, files)
 
@@ -99,8 +104,11 @@ class QemuDriver:
     def power_off(self, uuid: str) -> None:
         files = self._files(uuid)
         if not self.processes.powerdown(files, timeout=self.shutdown_timeout):
-            log.info("guest %s did not power off within %g s; switching it off", uuid,
-                     self.shutdown_timeout)
+            log.info(
+                "guest %s did not power off within %g s; switching it off",
+                uuid,
+                self.shutdown_timeout,
+            )
         self.processes.kill(files)
 
     def power_on(self, guest: GuestSpec) -> None:
@@ -158,11 +166,36 @@ class QemuDriver:
         if self.images_type == "qcow2":
             # The backing file's format is stated, never probed: a raw image whose first
             # bytes look like qcow2 must not be read as one.
-            _run(["qemu-img", "create", "-q", "-f", "qcow2", "-F", image.disk_format,
-                  "-b", str(Path(image.path).resolve()), str(files.disk)])
+            _run(
+                [
+                    "qemu-img",
+                    "create",
+                    "-q",
+                    "-f",
+                    "qcow2",
+                    "-F",
+                    image.disk_format,
+                    "-b",
+                    str(Path(image.path).resolve()),
+                    str(files.disk),
+                ]
+            )
         else:
-            _run(["qemu-img", "convert", "-q", "-f", image.disk_format, "-O", "raw",
-                  "-S", "4k", str(Path(image.path).resolve()), str(files.disk)])
+            _run(
+                [
+                    "qemu-img",
+                    "convert",
+                    "-q",
+                    "-f",
+                    image.disk_format,
+                    "-O",
+                    "raw",
+                    "-S",
+                    "4k",
+                    str(Path(image.path).resolve()),
+                    str(files.disk),
+                ]
+            )
         self._inject(guest, files)
 
     def _inject(self, guest: GuestSpec, files: InstanceFiles) -> None:
@@ -172,32 +205,49 @@ class QemuDriver:
         options = InjectionOptions.from_settings(self.settings, allow_backing_file=True)
         if not options.enabled or guest.config_drive:
             return  # Nova injects only without a config drive
-        request = InjectionRequest.for_guest(guest, admin_password=guest.admin_password,
-                                             metadata=guest.metadata, files=guest.files)
+        request = InjectionRequest.for_guest(
+            guest, admin_password=guest.admin_password, metadata=guest.metadata, files=guest.files
+        )
         try:
             report = inject(files.disk, self.images_type, request, options=options)
         except CloudseedError as exc:
-            raise DriverError(f"Injection into the disk of {guest.uuid} failed: "
-                              f"{getattr(exc, 'message', exc)}") from exc
+            raise DriverError(
+                f"Injection into the disk of {guest.uuid} failed: {getattr(exc, 'message', exc)}"
+            ) from exc
         if report.handler is not None:
-            log.info("injected %s into %s with %s", ", ".join(report.written), guest.uuid,
-                     report.handler)
+            log.info(
+                "injected %s into %s with %s", ", ".join(report.written), guest.uuid, report.handler
+            )
 
     def _start(self, guest: GuestSpec, files: InstanceFiles) -> None:
         self._write_relay_config(guest, files)
-        relay = [sys.executable, "-I", str(Path(guestfwd_relay.__file__).resolve()),
-                 files.relay_config.name]
-        argv = build_argv(guest, files, binary=self.binary, accel=self.accel,
-                          disk_format=self.images_type, relay_command=relay,
-                          default_cmdline=self.settings.qemu.kernel_cmdline)
+        relay = [
+            sys.executable,
+            "-I",
+            str(Path(guestfwd_relay.__file__).resolve()),
+            files.relay_config.name,
+        ]
+        argv = build_argv(
+            guest,
+            files,
+            binary=self.binary,
+            accel=self.accel,
+            disk_format=self.images_type,
+            relay_command=relay,
+            default_cmdline=self.settings.qemu.kernel_cmdline,
+        )
         pid = self.processes.start(files, argv)
         log.info("guest %s running as QEMU process %d", guest.uuid, pid)
 
     def _write_relay_config(self, guest: GuestSpec, files: InstanceFiles) -> None:
-        config = {"upstream": list(self.upstream),
-                  "headers": [["X-Instance-ID", guest.uuid],
-                              ["X-Tenant-ID", guest.project_id],
-                              ["X-Instance-ID-Signature", sign(self.secret, guest.uuid)]]}
+        config = {
+            "upstream": list(self.upstream),
+            "headers": [
+                ["X-Instance-ID", guest.uuid],
+                ["X-Tenant-ID", guest.project_id],
+                ["X-Instance-ID-Signature", sign(self.secret, guest.uuid)],
+            ],
+        }
         fd = os.open(files.relay_config, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as fh:
             json.dump(config, fh)
@@ -210,8 +260,10 @@ def _metadata_upstream(settings: Settings) -> tuple[str, int]:
         return parts.hostname, parts.port
     host, port = settings.default.metadata_listen, settings.default.metadata_listen_port
     if port == 0:
-        raise ConfigError("the qemu driver needs [qemu] metadata_url when [DEFAULT] "
-                          "metadata_listen_port is 0 (picked at start)")
+        raise ConfigError(
+            "the qemu driver needs [qemu] metadata_url when [DEFAULT] "
+            "metadata_listen_port is 0 (picked at start)"
+        )
     if host in ("0.0.0.0", "::", ""):
         host = "127.0.0.1" if host != "::" else "::1"
     return host, port
@@ -219,10 +271,16 @@ def _metadata_upstream(settings: Settings) -> tuple[str, int]:
 
 def _run(argv: list[str]) -> None:
     try:
-        subprocess.run(argv, check=True, capture_output=True, timeout=QEMU_IMG_TIMEOUT,
-                       env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C"})
+        subprocess.run(
+            argv,
+            check=True,
+            capture_output=True,
+            timeout=QEMU_IMG_TIMEOUT,
+            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C"},
+        )
     except subprocess.CalledProcessError as exc:
-        raise DriverError(f"{argv[0]} failed: {exc.stderr.decode(errors='replace').strip()}"
-                          ) from exc
+        raise DriverError(
+            f"{argv[0]} failed: {exc.stderr.decode(errors='replace').strip()}"
+        ) from exc
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise DriverError(f"{argv[0]} failed: {exc}") from exc

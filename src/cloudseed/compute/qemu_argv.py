@@ -84,9 +84,16 @@ def opt_value(value: str) -> str:
     return value.replace(",", ",,")
 
 
-def build_argv(guest: GuestSpec, files: InstanceFiles, *, binary: str, accel: Accel,
-               disk_format: str, relay_command: list[str] | None,
-               default_cmdline: str) -> list[str]:
+def build_argv(
+    guest: GuestSpec,
+    files: InstanceFiles,
+    *,
+    binary: str,
+    accel: Accel,
+    disk_format: str,
+    relay_command: list[str] | None,
+    default_cmdline: str,
+) -> list[str]:
     """The full command line; ``relay_command`` is what slirp runs for each connection the
     guest opens to the metadata address (None: no metadata service for this guest)."""
     image = guest.image
@@ -94,32 +101,60 @@ def build_argv(guest: GuestSpec, files: InstanceFiles, *, binary: str, accel: Ac
         raise DriverError(f"Image {guest.image_ref} has no file on this host.")
     memory = _flavor_int(guest.flavor, "memory_mb", DEFAULT_MEMORY_MB)
     vcpus = _flavor_int(guest.flavor, "vcpus", DEFAULT_VCPUS)
-    argv = [binary, "-name", f"guest={opt_value(guest.uuid)}", *accel.argv(),
-            "-machine", "q35", "-m", str(memory), "-smp", str(vcpus),
-            "-nodefaults", "-display", "none", "-vga", "none",
-            "-smbios", "type=1,manufacturer=OpenStack Foundation,product=OpenStack Nova,"
-                       f"serial={guest.uuid},uuid={guest.uuid}",
-            "-uuid", guest.uuid]
+    argv = [
+        binary,
+        "-name",
+        f"guest={opt_value(guest.uuid)}",
+        *accel.argv(),
+        "-machine",
+        "q35",
+        "-m",
+        str(memory),
+        "-smp",
+        str(vcpus),
+        "-nodefaults",
+        "-display",
+        "none",
+        "-vga",
+        "none",
+        "-smbios",
+        "type=1,manufacturer=OpenStack Foundation,product=OpenStack Nova,"
+        f"serial={guest.uuid},uuid={guest.uuid}",
+        "-uuid",
+        guest.uuid,
+    ]
     if image.kernel_path:
-        argv += ["-kernel", image.kernel_path,
-                 "-append", image.cmdline or default_cmdline]
+        argv += ["-kernel", image.kernel_path, "-append", image.cmdline or default_cmdline]
         if image.ramdisk_path:
             argv += ["-initrd", image.ramdisk_path]
-    argv += ["-drive", f"file={opt_value(files.disk_name)},if=virtio,format={disk_format},"
-                       "cache=writeback,discard=unmap"]
+    argv += [
+        "-drive",
+        f"file={opt_value(files.disk_name)},if=virtio,format={disk_format},"
+        "cache=writeback,discard=unmap",
+    ]
     if guest.config_drive_path:
         drive = f"file={opt_value(guest.config_drive_path)},format=raw,readonly=on"
         if guest.config_drive_format == "vfat":
             argv += ["-drive", f"{drive},if=virtio"]
         else:
-            argv += ["-drive", f"{drive},if=none,id=configdrive,media=cdrom",
-                     *_cdrom_device(image.cdrom_bus, "configdrive")]
+            argv += [
+                "-drive",
+                f"{drive},if=none,id=configdrive,media=cdrom",
+                *_cdrom_device(image.cdrom_bus, "configdrive"),
+            ]
     argv += _network(guest, relay_command)
-    argv += ["-device", "virtio-rng-pci",
-             "-chardev", f"file,id=console,path={files.console_log.name},append=on",
-             "-serial", "chardev:console",
-             "-qmp", f"unix:{files.qmp_socket.name},server=on,wait=off",
-             "-pidfile", files.pidfile.name]
+    argv += [
+        "-device",
+        "virtio-rng-pci",
+        "-chardev",
+        f"file,id=console,path={files.console_log.name},append=on",
+        "-serial",
+        "chardev:console",
+        "-qmp",
+        f"unix:{files.qmp_socket.name},server=on,wait=off",
+        "-pidfile",
+        files.pidfile.name,
+    ]
     return argv
 
 
@@ -133,18 +168,25 @@ def _cdrom_device(bus: str | None, drive: str) -> list[str]:
     if bus in (None, "ide", "sata"):
         return ["-device", f"ide-cd,drive={drive}"]
     if bus == "scsi":
-        return ["-device", "virtio-scsi-pci,id=cdrom-scsi",
-                "-device", f"scsi-cd,bus=cdrom-scsi.0,drive={drive}"]
-    raise DriverError(f"hw_cdrom_bus {bus!r} is not supported by the qemu driver "
-                      "(ide, sata or scsi).")
+        return [
+            "-device",
+            "virtio-scsi-pci,id=cdrom-scsi",
+            "-device",
+            f"scsi-cd,bus=cdrom-scsi.0,drive={drive}",
+        ]
+    raise DriverError(
+        f"hw_cdrom_bus {bus!r} is not supported by the qemu driver (ide, sata or scsi)."
+    )
 
 
 def _network(guest: GuestSpec, relay_command: list[str] | None) -> list[str]:
     ports = guest.ports or [{}]  # a guest without ports still gets a NIC for the metadata
     argv: list[str] = []
     for index, port in enumerate(ports):
-        netdev = (f"user,id=net{index},net={GUEST_NET},host={GUEST_HOST},"
-                  f"dhcpstart={GUEST_DHCP_START},restrict=on")
+        netdev = (
+            f"user,id=net{index},net={GUEST_NET},host={GUEST_HOST},"
+            f"dhcpstart={GUEST_DHCP_START},restrict=on"
+        )
         if index == 0 and relay_command is not None:
             # slirp splits the command with shell rules (no shell runs it).
             command = " ".join(shlex.quote(part) for part in relay_command)

@@ -52,16 +52,22 @@ class QemuProcesses:
         prefix = [self._setpriv, "--pdeathsig", "KILL", "--"] if self._setpriv else []
         with files.qemu_log.open("ab") as stderr:
             child = subprocess.Popen(
-                [*prefix, *argv], cwd=files.directory, stdin=subprocess.DEVNULL,
-                stdout=stderr, stderr=stderr, start_new_session=True,
-                env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C"})
+                [*prefix, *argv],
+                cwd=files.directory,
+                stdin=subprocess.DEVNULL,
+                stdout=stderr,
+                stderr=stderr,
+                start_new_session=True,
+                env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C"},
+            )
         with self._lock:
             self._children[files.directory] = child
         deadline = time.monotonic() + self.start_timeout
         while time.monotonic() < deadline:
             if child.poll() is not None:
-                raise DriverError(f"QEMU exited with status {child.returncode} at start: "
-                                  f"{_tail(files.qemu_log)}")
+                raise DriverError(
+                    f"QEMU exited with status {child.returncode} at start: {_tail(files.qemu_log)}"
+                )
             if files.qmp_socket.exists():
                 try:
                     qmp(files, "query-status")
@@ -70,8 +76,9 @@ class QemuProcesses:
                     pass
             time.sleep(0.05)
         self.kill(files)
-        raise DriverError(f"QEMU did not come up within {self.start_timeout:g} s: "
-                          f"{_tail(files.qemu_log)}")
+        raise DriverError(
+            f"QEMU did not come up within {self.start_timeout:g} s: {_tail(files.qemu_log)}"
+        )
 
     def pid(self, files: InstanceFiles) -> int | None:
         """The guest's QEMU pid while it runs, else None."""
@@ -150,8 +157,7 @@ def qmp(files: InstanceFiles, command: str, **arguments: Any) -> Any:
             stream = sock.makefile("rwb")
             _read_reply(stream)  # the greeting
             for name, args in (("qmp_capabilities", {}), (command, arguments)):
-                stream.write(json.dumps({"execute": name, "arguments": args}).encode()
-                             + b"\n")
+                stream.write(json.dumps({"execute": name, "arguments": args}).encode() + b"\n")
                 stream.flush()
                 result = _read_reply(stream)
             return result

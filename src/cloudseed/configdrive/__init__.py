@@ -13,5 +13,11 @@ docs/configdrive.md is the operator's side of this.
 from cloudseed.configdrive.errors import DriveBuildFailed, UnknownDriveFormat, UnreadableDrive
 from cloudseed.configdrive.service import DriveBuilder, drive_path, read_drive
 
-__all__ = ["DriveBuildFailed", "DriveBuilder", "UnknownDriveFormat", "UnreadableDrive",
-           "drive_path", "read_drive"]
+__all__ = [
+    "DriveBuildFailed",
+    "DriveBuilder",
+    "UnknownDriveFormat",
+    "UnreadableDrive",
+    "drive_path",
+    "read_drive",
+]

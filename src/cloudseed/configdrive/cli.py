@@ -19,16 +19,27 @@ def configdrive() -> None:
 
 @configdrive.command()
 @click.argument("server")
-@click.option("--output", required=True, type=click.Path(dir_okay=False, path_type=Path),
-              help="Where to write the image (replaced atomically if it exists).")
-@click.option("--format", "fmt", type=click.Choice(["iso9660", "vfat"]),
-              help="Image format. Default: [DEFAULT] config_drive_format.")
-@click.option("--carry-over/--no-carry-over", default=True, show_default=True,
-              help="Keep the admin password and personality files of the instance's "
-              "current drive (they are stored nowhere else).")
+@click.option(
+    "--output",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Where to write the image (replaced atomically if it exists).",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["iso9660", "vfat"]),
+    help="Image format. Default: [DEFAULT] config_drive_format.",
+)
+@click.option(
+    "--carry-over/--no-carry-over",
+    default=True,
+    show_default=True,
+    help="Keep the admin password and personality files of the instance's "
+    "current drive (they are stored nowhere else).",
+)
 @pass_cli
-def build(cli: CliContext, server: str, output: Path, fmt: str | None,
-          carry_over: bool) -> None:
+def build(cli: CliContext, server: str, output: Path, fmt: str | None, carry_over: bool) -> None:
     """Build the config drive of instance SERVER (its uuid)."""
     from cloudseed.cells.service import CellDatabases
     from cloudseed.configdrive.service import DriveBuilder

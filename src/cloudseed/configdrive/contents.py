@@ -18,8 +18,9 @@ from cloudseed.metadata import versions as v
 from cloudseed.metadata.facts import GuestFacts
 
 # Nova's [api] config_drive_skip_versions: EC2 versions left off drives.
-DEFAULT_SKIP_VERSIONS = ("1.0 2007-01-19 2007-03-01 2007-08-29 2007-10-10 2007-12-15 "
-                         "2008-02-01 2008-09-01")
+DEFAULT_SKIP_VERSIONS = (
+    "1.0 2007-01-19 2007-03-01 2007-08-29 2007-10-10 2007-12-15 2008-02-01 2008-09-01"
+)
 LATEST = "latest"
 CONTENT_DIR = "openstack/content"
 
@@ -57,8 +58,9 @@ def drive_tree(facts: GuestFacts, data: DriveData) -> dict[str, bytes]:
     have no leading slash, and come in a stable order (OpenStack tree, content, EC2 tree)."""
     tree: dict[str, bytes] = {}
     seed = data.seed if data.seed is not None else render.new_seed()
-    files = [{"path": path, "content_path": content_path(i)}
-             for i, (path, _) in enumerate(data.files)]
+    files = [
+        {"path": path, "content_path": content_path(i)} for i, (path, _) in enumerate(data.files)
+    ]
     extra = {"admin_pass": data.admin_pass} if data.admin_pass is not None else None
     user_data = render.user_data(facts)
     network = render.network_data(facts)
@@ -69,8 +71,8 @@ def drive_tree(facts: GuestFacts, data: DriveData) -> dict[str, bytes]:
         variant = render.meta_data_variant(version)
         if variant not in meta_by_variant:
             meta_by_variant[variant] = render.meta_data(
-                facts, variant, dhcp_domain=data.dhcp_domain, extra=extra,
-                files=files).render(seed)
+                facts, variant, dhcp_domain=data.dhcp_domain, extra=extra, files=files
+            ).render(seed)
         base = f"openstack/{name}/"
         tree[base + "meta_data.json"] = meta_by_variant[variant]
         if user_data is not None:
@@ -90,7 +92,8 @@ def drive_tree(facts: GuestFacts, data: DriveData) -> dict[str, bytes]:
         assert version is not None
         base = f"ec2/{name}/"
         tree[base + "meta-data.json"] = render.ec2_meta_data_json(
-            facts, version, dhcp_domain=data.dhcp_domain)
+            facts, version, dhcp_domain=data.dhcp_domain
+        )
         if user_data is not None:
             tree[base + "user-data"] = user_data
     return tree

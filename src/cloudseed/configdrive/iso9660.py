@@ -25,15 +25,29 @@ def write(tree: Mapping[str, bytes], out: BinaryIO) -> None:
     import pycdlib  # imported on first use: the CLI and the API start without it
 
     iso = pycdlib.PyCdlib()
-    iso.new(interchange_level=3, vol_ident=LABEL, pub_ident_str=PUBLISHER,
-            app_ident_str=PUBLISHER, joliet=3, rock_ridge="1.09")
+    iso.new(
+        interchange_level=3,
+        vol_ident=LABEL,
+        pub_ident_str=PUBLISHER,
+        app_ident_str=PUBLISHER,
+        joliet=3,
+        rock_ridge="1.09",
+    )
     names = _IsoNames()
     for directory in directories(tree):
-        iso.add_directory(iso_path=names.directory(directory),
-                          rr_name=directory.rsplit("/", 1)[-1], joliet_path="/" + directory)
+        iso.add_directory(
+            iso_path=names.directory(directory),
+            rr_name=directory.rsplit("/", 1)[-1],
+            joliet_path="/" + directory,
+        )
     for path, content in tree.items():
-        iso.add_fp(io.BytesIO(content), len(content), iso_path=names.file(path),
-                   rr_name=path.rsplit("/", 1)[-1], joliet_path="/" + path)
+        iso.add_fp(
+            io.BytesIO(content),
+            len(content),
+            iso_path=names.file(path),
+            rr_name=path.rsplit("/", 1)[-1],
+            joliet_path="/" + path,
+        )
     iso.write_fp(out)
     iso.close()
 
@@ -54,15 +68,16 @@ class _IsoNames:
     def _name(self, path: str, *, is_file: bool) -> str:
         parent, _, leaf = path.rpartition("/")
         parent_iso = self._by_path[parent]
-        stem, dot, ext = leaf.upper().rpartition(".") if is_file and "." in leaf else (
-            leaf.upper(), "", "")
+        stem, dot, ext = (
+            leaf.upper().rpartition(".") if is_file and "." in leaf else (leaf.upper(), "", "")
+        )
         stem = _NOT_D_CHARACTER.sub("_", stem)[:24] or "_"
         ext = _NOT_D_CHARACTER.sub("_", ext)[:5]
         taken = self._taken.setdefault(parent_iso, set())
         candidate, n = stem, 0
         while (candidate + dot + ext) in taken:
             n += 1
-            candidate = f"{stem[:24 - len(str(n)) - 1]}_{n}"
+            candidate = f"{stem[: 24 - len(str(n)) - 1]}_{n}"
         name = candidate + dot + ext
         taken.add(name)
         full = f"{parent_iso}/{name}"

@@ -55,8 +55,7 @@ def write_drive(tree: Mapping[str, bytes], path: Path, fmt: str) -> None:
         raise UnknownDriveFormat(fmt)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp",
-                                         dir=path.parent)
+        fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     except OSError as exc:
         raise DriveBuildFailed(path=str(path), reason=exc.strerror or str(exc)) from exc
     try:
@@ -157,9 +156,16 @@ class DriveBuilder:
     def remove(self, uuid: str) -> None:
         remove_drive(self.settings, uuid)
 
-    def build(self, uuid: str, *, admin_pass: str | None = None,
-              files: tuple[tuple[str, bytes], ...] = (), user_data: Any = _KEEP,
-              carry_over: bool = False, output: Path | None = None) -> BuiltDrive:
+    def build(
+        self,
+        uuid: str,
+        *,
+        admin_pass: str | None = None,
+        files: tuple[tuple[str, bytes], ...] = (),
+        user_data: Any = _KEEP,
+        carry_over: bool = False,
+        output: Path | None = None,
+    ) -> BuiltDrive:
         """Build the drive of instance ``uuid`` and put it in place (or at ``output``).
 
         ``user_data`` (base64 text or None) stands in for the instance's, for a drive built
@@ -177,17 +183,20 @@ class DriveBuilder:
             admin_pass, files = carried.admin_pass, carried.files
         tree = self.tree(facts, admin_pass=admin_pass, files=files)
         write_drive(tree, path, self.format)
-        return BuiltDrive(path=str(path), format=self.format, admin_pass=admin_pass,
-                          files=files)
+        return BuiltDrive(path=str(path), format=self.format, admin_pass=admin_pass, files=files)
 
-    def tree(self, facts: GuestFacts, *, admin_pass: str | None,
-             files: tuple[tuple[str, bytes], ...]) -> dict[str, bytes]:
+    def tree(
+        self, facts: GuestFacts, *, admin_pass: str | None, files: tuple[tuple[str, bytes], ...]
+    ) -> dict[str, bytes]:
         vendordata = self._vendordata_client()
         data = contents.DriveData(
             dhcp_domain=self.settings.api.dhcp_domain,
             vendor_data_json=vendordata.vendor_data_json(),
             vendor_data2_json=vendordata.vendor_data2_for_build(vendordata_request(facts)),
-            admin_pass=admin_pass, files=files, skip_versions=self._skip)
+            admin_pass=admin_pass,
+            files=files,
+            skip_versions=self._skip,
+        )
         return contents.drive_tree(facts, data)
 
     @staticmethod

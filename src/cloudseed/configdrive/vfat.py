@@ -103,8 +103,14 @@ def geometry(size: int, cluster_sectors: int) -> Geometry:
         fat_sectors = needed
 
 
-def write(tree: Mapping[str, bytes], out: BinaryIO, *, size: int = DEFAULT_SIZE,
-          when: dt.datetime | None = None, volume_id: int = 0x0C0F16D2) -> int:
+def write(
+    tree: Mapping[str, bytes],
+    out: BinaryIO,
+    *,
+    size: int = DEFAULT_SIZE,
+    when: dt.datetime | None = None,
+    volume_id: int = 0x0C0F16D2,
+) -> int:
     """Write a VFAT image of ``tree`` (path -> bytes) to ``out``; returns the image size."""
     date, time = _dos_datetime(when or dt.datetime.now(dt.UTC))
     root = _build_nodes(tree)
@@ -153,8 +159,14 @@ def _short_basis(name: str) -> tuple[str, str, bool]:
     stem, _dot, ext = upper.rpartition(".") if "." in upper.lstrip(".") else (upper, "", "")
     base = _SHORT_CHARS.sub("_", stem.replace(" ", "").lstrip("."))
     extension = _SHORT_CHARS.sub("_", ext.replace(" ", ""))
-    exact = (name == upper and base == stem and extension == ext and 0 < len(base) <= 8
-             and len(extension) <= 3 and name.count(".") <= 1)
+    exact = (
+        name == upper
+        and base == stem
+        and extension == ext
+        and 0 < len(base) <= 8
+        and len(extension) <= 3
+        and name.count(".") <= 1
+    )
     return base or "_", extension, exact
 
 
@@ -168,8 +180,7 @@ def _name_children(directory: _Node, date: int, time: int) -> None:
             n = 1
             while True:
                 tail = f"~{n}"
-                short = (base[:8 - len(tail)] + tail).ljust(8).encode() + ext[:3].ljust(
-                    3).encode()
+                short = (base[: 8 - len(tail)] + tail).ljust(8).encode() + ext[:3].ljust(3).encode()
                 if short not in taken:
                     break
                 n += 1
@@ -182,7 +193,7 @@ def _name_children(directory: _Node, date: int, time: int) -> None:
 
 def _long_entries(name: str, checksum: int) -> list[bytes]:
     units = name.encode("utf-16-le")
-    chars = [units[i:i + 2] for i in range(0, len(units), 2)]
+    chars = [units[i : i + 2] for i in range(0, len(units), 2)]
     if len(chars) % LFN_CHARS:
         chars.append(b"\0\0")
     while len(chars) % LFN_CHARS:
@@ -190,10 +201,16 @@ def _long_entries(name: str, checksum: int) -> list[bytes]:
     count = len(chars) // LFN_CHARS
     entries = []
     for index in range(count, 0, -1):  # the last part first, as the format wants
-        part = chars[(index - 1) * LFN_CHARS:index * LFN_CHARS]
+        part = chars[(index - 1) * LFN_CHARS : index * LFN_CHARS]
         seq = index | (0x40 if index == count else 0)
-        entries.append(bytes([seq]) + b"".join(part[:5]) + bytes([ATTR_LFN, 0, checksum])
-                       + b"".join(part[5:11]) + b"\0\0" + b"".join(part[11:13]))
+        entries.append(
+            bytes([seq])
+            + b"".join(part[:5])
+            + bytes([ATTR_LFN, 0, checksum])
+            + b"".join(part[5:11])
+            + b"\0\0"
+            + b"".join(part[11:13])
+        )
     return entries
 
 
@@ -236,48 +253,64 @@ def _allocate(root: _Node, fat: list[int]) -> list[_Node]:
     return order
 
 
-def _short_entry(short: bytes, attr: int, cluster: int, size: int, date: int, time: int
-                 ) -> bytes:
-    return struct.pack("<11sBBBHHHHHHHI", short, attr, 0, 0, time, date, date, 0, time, date,
-                       cluster, size)
+def _short_entry(short: bytes, attr: int, cluster: int, size: int, date: int, time: int) -> bytes:
+    return struct.pack(
+        "<11sBBBHHHHHHHI", short, attr, 0, 0, time, date, date, 0, time, date, cluster, size
+    )
 
 
 def _directory_bytes(node: _Node, parent_cluster: int, date: int, time: int) -> bytes:
     entries: list[bytes] = []
     if node.path:
-        entries.append(_short_entry(b".          ", ATTR_DIRECTORY, node.cluster, 0, date,
-                                    time))
-        entries.append(_short_entry(b"..         ", ATTR_DIRECTORY, parent_cluster, 0, date,
-                                    time))
+        entries.append(_short_entry(b".          ", ATTR_DIRECTORY, node.cluster, 0, date, time))
+        entries.append(_short_entry(b"..         ", ATTR_DIRECTORY, parent_cluster, 0, date, time))
     else:
-        entries.append(_short_entry(LABEL.ljust(11).encode(), ATTR_VOLUME, 0, 0, date,
-                                    time))
+        entries.append(_short_entry(LABEL.ljust(11).encode(), ATTR_VOLUME, 0, 0, date, time))
     for child in node.children:
         entries.extend(child.entries)
-        entries.append(_short_entry(child.short,
-                                    ATTR_DIRECTORY if child.is_dir else ATTR_ARCHIVE,
-                                    child.cluster, 0 if child.is_dir else len(child.content),
-                                    date, time))
+        entries.append(
+            _short_entry(
+                child.short,
+                ATTR_DIRECTORY if child.is_dir else ATTR_ARCHIVE,
+                child.cluster,
+                0 if child.is_dir else len(child.content),
+                date,
+                time,
+            )
+        )
     return b"".join(entries)
 
 
-def _write_image(out: BinaryIO, geo: Geometry, root: _Node, order: list[_Node],
-                 fat: list[int], date: int, time: int, volume_id: int) -> None:
+def _write_image(
+    out: BinaryIO,
+    geo: Geometry,
+    root: _Node,
+    order: list[_Node],
+    fat: list[int],
+    date: int,
+    time: int,
+    volume_id: int,
+) -> None:
     header = bytearray(geo.data_sector * SECTOR)
     header[0:SECTOR] = _boot_sector(geo, volume_id)
     table = struct.pack(f"<{len(fat)}H", *fat)
     for copy in range(FATS):
         start = (RESERVED_SECTORS + copy * geo.fat_sectors) * SECTOR
-        header[start:start + len(table)] = table
+        header[start : start + len(table)] = table
     root_bytes = _directory_bytes(root, 0, date, time)
     start = geo.root_sector * SECTOR
-    header[start:start + len(root_bytes)] = root_bytes
+    header[start : start + len(root_bytes)] = root_bytes
     out.write(header)
-    parents = {child.path: node.cluster for node in [root, *order] if node.is_dir
-               for child in node.children}
+    parents = {
+        child.path: node.cluster
+        for node in [root, *order]
+        if node.is_dir
+        for child in node.children
+    }
     for node in order:
-        data = (_directory_bytes(node, parents[node.path], date, time) if node.is_dir
-                else node.content)
+        data = (
+            _directory_bytes(node, parents[node.path], date, time) if node.is_dir else node.content
+        )
         out.write(data)
         pad = node.clusters * geo.cluster_size - len(data)
         out.write(b"\0" * pad)
@@ -292,10 +325,28 @@ def _boot_sector(geo: Geometry, volume_id: int) -> bytes:
     small = geo.total_sectors if geo.total_sectors < 0x10000 else 0
     large = 0 if small else geo.total_sectors
     sector = struct.pack(
-        "<3s8sHBHBHHBHHHII BBBI11s8s", b"\xeb\x3c\x90", b"cloudsd ", SECTOR,
-        geo.cluster_sectors, RESERVED_SECTORS, FATS, ROOT_ENTRIES, small, 0xF8,
-        geo.fat_sectors, 32, 64, 0, large, 0x80, 0, 0x29, volume_id,
-        LABEL.ljust(11).encode(), b"FAT16   ")
+        "<3s8sHBHBHHBHHHII BBBI11s8s",
+        b"\xeb\x3c\x90",
+        b"cloudsd ",
+        SECTOR,
+        geo.cluster_sectors,
+        RESERVED_SECTORS,
+        FATS,
+        ROOT_ENTRIES,
+        small,
+        0xF8,
+        geo.fat_sectors,
+        32,
+        64,
+        0,
+        large,
+        0x80,
+        0,
+        0x29,
+        volume_id,
+        LABEL.ljust(11).encode(),
+        b"FAT16   ",
+    )
     # Not bootable: a tiny loop in place of boot code, and the signature.
     sector += b"\xf4\xeb\xfd"
     return sector.ljust(SECTOR - 2, b"\0") + b"\x55\xaa"

@@ -36,8 +36,9 @@ def _layout(image: BinaryIO) -> _Layout:
     boot = image.read(512)
     if len(boot) < 512 or boot[510:512] != b"\x55\xaa":
         raise UnreadableDrive("not a FAT image (no boot sector signature)")
-    (sector, cluster_sectors, reserved, fats, root_entries, total16, _media,
-     fat16) = struct.unpack_from("<HBHBHHBH", boot, 11)
+    (sector, cluster_sectors, reserved, fats, root_entries, total16, _media, fat16) = (
+        struct.unpack_from("<HBHBHHBH", boot, 11)
+    )
     total32, fat32 = struct.unpack_from("<II", boot, 32)
     root_cluster: int = struct.unpack_from("<I", boot, 44)[0]
     if sector not in (512, 1024, 2048, 4096) or cluster_sectors == 0 or fats == 0:
@@ -50,11 +51,17 @@ def _layout(image: BinaryIO) -> _Layout:
     bits = 12 if clusters < 4085 else 16 if clusters < 65525 else 32
     label_at = 71 if bits == 32 else 43
     return _Layout(
-        sector=sector, cluster_size=sector * cluster_sectors, fat_offset=reserved * sector,
-        root_offset=(reserved + fats * fat_sectors) * sector, root_size=root_sectors * sector,
-        root_cluster=root_cluster if bits == 32 else 0, data_offset=data_sector * sector,
-        bits=bits, clusters=clusters,
-        label=boot[label_at:label_at + 11].decode("ascii", "replace").rstrip())
+        sector=sector,
+        cluster_size=sector * cluster_sectors,
+        fat_offset=reserved * sector,
+        root_offset=(reserved + fats * fat_sectors) * sector,
+        root_size=root_sectors * sector,
+        root_cluster=root_cluster if bits == 32 else 0,
+        data_offset=data_sector * sector,
+        bits=bits,
+        clusters=clusters,
+        label=boot[label_at : label_at + 11].decode("ascii", "replace").rstrip(),
+    )
 
 
 class FatImage:
@@ -102,7 +109,7 @@ class FatImage:
         """The root directory's label entry, else the boot sector's."""
         raw = self._root()
         for offset in range(0, len(raw), 32):
-            entry = raw[offset:offset + 32]
+            entry = raw[offset : offset + 32]
             if entry[0] == 0:
                 break
             if entry[0] != 0xE5 and entry[11] & 0x1F == ATTR_VOLUME:
@@ -131,7 +138,7 @@ def _entries(raw: bytes) -> list[tuple[str, int, int, int]]:
     long_parts: dict[int, str] = {}
     long_sum = -1
     for offset in range(0, len(raw) - 31, 32):
-        entry = raw[offset:offset + 32]
+        entry = raw[offset : offset + 32]
         if entry[0] == 0:
             break
         if entry[0] == 0xE5:

@@ -27,8 +27,9 @@ NAMING_CONVENTION = {
 # Binary collation: equality and ORDER BY by code point on every backend.
 NameType = (
     String(255)
-    .with_variant(mysql.VARCHAR(255, charset="utf8mb4", collation="utf8mb4_bin"), "mysql",
-                  "mariadb")
+    .with_variant(
+        mysql.VARCHAR(255, charset="utf8mb4", collation="utf8mb4_bin"), "mysql", "mariadb"
+    )
     .with_variant(postgresql.VARCHAR(255, collation="C"), "postgresql")
 )
 LongText = Text().with_variant(mysql.MEDIUMTEXT(), "mysql", "mariadb")

@@ -48,8 +48,9 @@ def make_engine(url: str, *, pool_size: int = 10) -> Engine:
         parsed = parsed.update_query_dict({"charset": "utf8mb4"})
         kwargs.update(pool_size=pool_size, pool_pre_ping=True, pool_recycle=3600)
     else:
-        raise ConfigError(f"unsupported database {backend!r} in {url!r}: use sqlite, "
-                          "postgresql or mysql/mariadb")
+        raise ConfigError(
+            f"unsupported database {backend!r} in {url!r}: use sqlite, postgresql or mysql/mariadb"
+        )
     try:
         engine = create_engine(parsed, **kwargs)
     except (ArgumentError, ImportError) as exc:
@@ -100,11 +101,16 @@ class Database:
     @classmethod
     def connect(cls, name: str, url: str) -> Database:
         engine = make_engine(url)
-        return cls(name=name, url=url, engine=engine,
-                   writer=sessionmaker(engine, expire_on_commit=False),
-                   reader=sessionmaker(engine.execution_options(**{READ_ONLY_OPTION: True}),
-                                       expire_on_commit=False),
-                   write_lock=threading.Lock() if engine.dialect.name == "sqlite" else None)
+        return cls(
+            name=name,
+            url=url,
+            engine=engine,
+            writer=sessionmaker(engine, expire_on_commit=False),
+            reader=sessionmaker(
+                engine.execution_options(**{READ_ONLY_OPTION: True}), expire_on_commit=False
+            ),
+            write_lock=threading.Lock() if engine.dialect.name == "sqlite" else None,
+        )
 
     def dispose(self) -> None:
         self.engine.dispose()
@@ -112,8 +118,11 @@ class Database:
     @contextmanager
     def write(self) -> Iterator[Session]:
         """One unit of work: committed on success, rolled back on any error."""
-        with self.write_lock or contextlib.nullcontext(), _translate_outages(), \
-                self.writer.begin() as session:
+        with (
+            self.write_lock or contextlib.nullcontext(),
+            _translate_outages(),
+            self.writer.begin() as session,
+        ):
             yield session
 
     @contextmanager
@@ -135,6 +144,14 @@ def _translate_outages() -> Iterator[None]:
 
 def _is_connect_error(exc: DBAPIError) -> bool:
     text = str(exc.orig).lower()
-    return any(s in text for s in ("connection refused", "could not connect",
-                                   "can't connect", "server has gone away",
-                                   "lost connection", "unable to open database"))
+    return any(
+        s in text
+        for s in (
+            "connection refused",
+            "could not connect",
+            "can't connect",
+            "server has gone away",
+            "lost connection",
+            "unable to open database",
+        )
+    )

@@ -55,8 +55,7 @@ def upgrade(db: Database, kind: Kind) -> None:
 
 def current_revision(db: Database, kind: Kind) -> str | None:
     with db.engine.connect() as conn:
-        context = MigrationContext.configure(
-            conn, opts={"version_table": version_table(kind)})
+        context = MigrationContext.configure(conn, opts={"version_table": version_table(kind)})
         return context.get_current_revision()
 
 
@@ -99,16 +98,18 @@ def _map_default_cell(api: Database, url: str) -> None:
     with api.write() as session:
         cell = session.scalar(select(CellMapping).where(CellMapping.name == DEFAULT_CELL))
         if cell is None:
-            session.add(CellMapping(uuid=str(uuid.uuid4()), name=DEFAULT_CELL,
-                                    database_connection=url))
+            session.add(
+                CellMapping(uuid=str(uuid.uuid4()), name=DEFAULT_CELL, database_connection=url)
+            )
         elif cell.database_connection != url:
             cell.database_connection = url
 
 
 def cell_urls(api: Database) -> list[tuple[str, str]]:
     with api.read() as session:
-        rows = session.execute(select(CellMapping.name, CellMapping.database_connection)
-                               .order_by(CellMapping.id))
+        rows = session.execute(
+            select(CellMapping.name, CellMapping.database_connection).order_by(CellMapping.id)
+        )
         return [(name, url) for name, url in rows]
 
 
@@ -130,8 +131,10 @@ def check(settings: Settings) -> None:
 def _check_one(db: Database, kind: Kind) -> None:
     current, head = current_revision(db, kind), head_revision(kind)
     if current != head:
-        raise SchemaMismatch(f"{db.name} database is at revision {current or 'none'}, "
-                             f"head is {head}: run 'cloudseed db sync'")
+        raise SchemaMismatch(
+            f"{db.name} database is at revision {current or 'none'}, "
+            f"head is {head}: run 'cloudseed db sync'"
+        )
     # command.check prints "No new upgrade operations detected." on success; we say it once.
     with db.engine.connect() as conn, contextlib.redirect_stdout(io.StringIO()):
         try:

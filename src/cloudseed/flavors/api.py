@@ -18,16 +18,26 @@ from cloudseed.servers.views import links
 
 
 def _view(flavor: Flavor, version: APIVersion, base: str, *, detail: bool) -> dict[str, Any]:
-    body: dict[str, Any] = {"id": flavor.flavorid, "name": flavor.name,
-                            "links": links(base, "flavors", flavor.flavorid)}
+    body: dict[str, Any] = {
+        "id": flavor.flavorid,
+        "name": flavor.name,
+        "links": links(base, "flavors", flavor.flavorid),
+    }
     if version >= APIVersion(2, 55):
         body["description"] = flavor.description
     if detail:
-        body.update({"ram": flavor.memory_mb, "disk": flavor.root_gb, "vcpus": flavor.vcpus,
-                     "swap": flavor.swap or "", "rxtx_factor": 1.0,
-                     "OS-FLV-EXT-DATA:ephemeral": flavor.ephemeral_gb,
-                     "OS-FLV-DISABLED:disabled": flavor.disabled,
-                     "os-flavor-access:is_public": flavor.is_public})
+        body.update(
+            {
+                "ram": flavor.memory_mb,
+                "disk": flavor.root_gb,
+                "vcpus": flavor.vcpus,
+                "swap": flavor.swap or "",
+                "rxtx_factor": 1.0,
+                "OS-FLV-EXT-DATA:ephemeral": flavor.ephemeral_gb,
+                "OS-FLV-DISABLED:disabled": flavor.disabled,
+                "os-flavor-access:is_public": flavor.is_public,
+            }
+        )
         if version >= APIVersion(2, 61):
             body["extra_specs"] = {}
     return body
@@ -39,8 +49,7 @@ async def _list(request: Request, *, detail: bool) -> Response:
 
     def run() -> list[dict[str, Any]]:
         with db.read() as session:
-            return [_view(f, version, base, detail=detail)
-                    for f in service.list_flavors(session)]
+            return [_view(f, version, base, detail=detail) for f in service.list_flavors(session)]
 
     return JSONResponse({"flavors": await run_in_threadpool(run)})
 
@@ -59,7 +68,11 @@ async def show(request: Request) -> Response:
 
     def run() -> dict[str, Any]:
         with db.read() as session:
-            return _view(service.get_flavor(session, request.path_params["flavor_id"]),
-                         version, base, detail=True)
+            return _view(
+                service.get_flavor(session, request.path_params["flavor_id"]),
+                version,
+                base,
+                detail=True,
+            )
 
     return JSONResponse({"flavor": await run_in_threadpool(run)})

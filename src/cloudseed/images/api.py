@@ -25,15 +25,24 @@ def _time(value: Any) -> str | None:
 
 
 def _view(image: Image, base: str, *, detail: bool) -> dict[str, Any]:
-    body: dict[str, Any] = {"id": image.uuid, "name": image.name,
-                            "links": links(base, "images", image.uuid)}
+    body: dict[str, Any] = {
+        "id": image.uuid,
+        "name": image.name,
+        "links": links(base, "images", image.uuid),
+    }
     if detail:
-        body.update({"minRam": image.min_ram, "minDisk": image.min_disk,
-                     "metadata": service.properties_of(image),
-                     "created": _time(image.created_at),
-                     "updated": _time(image.updated_at or image.created_at),
-                     "status": image.status.upper(), "progress": 100,
-                     "OS-EXT-IMG-SIZE:size": image.size})
+        body.update(
+            {
+                "minRam": image.min_ram,
+                "minDisk": image.min_disk,
+                "metadata": service.properties_of(image),
+                "created": _time(image.created_at),
+                "updated": _time(image.updated_at or image.created_at),
+                "status": image.status.upper(),
+                "progress": 100,
+                "OS-EXT-IMG-SIZE:size": image.size,
+            }
+        )
     return body
 
 
@@ -62,7 +71,8 @@ async def show(request: Request) -> Response:
 
     def run() -> dict[str, Any]:
         with db.read() as session:
-            return _view(service.get_image(session, request.path_params["image_id"]), base,
-                         detail=True)
+            return _view(
+                service.get_image(session, request.path_params["image_id"]), base, detail=True
+            )
 
     return JSONResponse({"image": await run_in_threadpool(run)})

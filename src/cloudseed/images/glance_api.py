@@ -28,15 +28,27 @@ def _time(value: Any) -> str | None:
 
 def image_body(image: Image) -> dict[str, Any]:
     body: dict[str, Any] = {
-        "id": image.uuid, "name": image.name, "status": image.status,
-        "disk_format": image.disk_format, "container_format": image.container_format,
-        "size": image.size, "virtual_size": None, "min_disk": image.min_disk,
-        "min_ram": image.min_ram, "os_hash_algo": "sha256",
-        "os_hash_value": image.checksum_sha256, "checksum": None, "visibility": "public",
-        "protected": False, "tags": [], "created_at": _time(image.created_at),
+        "id": image.uuid,
+        "name": image.name,
+        "status": image.status,
+        "disk_format": image.disk_format,
+        "container_format": image.container_format,
+        "size": image.size,
+        "virtual_size": None,
+        "min_disk": image.min_disk,
+        "min_ram": image.min_ram,
+        "os_hash_algo": "sha256",
+        "os_hash_value": image.checksum_sha256,
+        "checksum": None,
+        "visibility": "public",
+        "protected": False,
+        "tags": [],
+        "created_at": _time(image.created_at),
         "updated_at": _time(image.updated_at or image.created_at),
-        "self": f"/v2/images/{image.uuid}", "file": f"/v2/images/{image.uuid}/file",
-        "schema": "/v2/schemas/image"}
+        "self": f"/v2/images/{image.uuid}",
+        "file": f"/v2/images/{image.uuid}/file",
+        "schema": "/v2/schemas/image",
+    }
     for key, value in service.properties_of(image).items():
         body.setdefault(key, value)  # Glance flattens properties into the image
     return body
@@ -44,8 +56,17 @@ def image_body(image: Image) -> dict[str, Any]:
 
 async def versions(request: Request) -> Response:
     prefix = api_state(request).settings.api.compute_link_prefix
-    return JSONResponse({"versions": [{"id": "v2.16", "status": "CURRENT", "links": [
-        {"rel": "self", "href": f"{base_url(request, prefix)}/image/v2/"}]}]})
+    return JSONResponse(
+        {
+            "versions": [
+                {
+                    "id": "v2.16",
+                    "status": "CURRENT",
+                    "links": [{"rel": "self", "href": f"{base_url(request, prefix)}/image/v2/"}],
+                }
+            ]
+        }
+    )
 
 
 async def show(request: Request) -> Response:
@@ -68,11 +89,19 @@ async def index(request: Request) -> Response:
 
     def run() -> list[dict[str, Any]]:
         with db.read() as session:
-            return [image_body(i) for i in service.list_images(session)
-                    if name is None or i.name == name]
+            return [
+                image_body(i)
+                for i in service.list_images(session)
+                if name is None or i.name == name
+            ]
 
-    return JSONResponse({"images": await run_in_threadpool(run), "first": "/v2/images",
-                         "schema": "/v2/schemas/images"})
+    return JSONResponse(
+        {
+            "images": await run_in_threadpool(run),
+            "first": "/v2/images",
+            "schema": "/v2/schemas/images",
+        }
+    )
 
 
 routes = [

@@ -47,23 +47,40 @@ def inspect_file(path: Path, disk_format: str) -> tuple[int, str]:
     return path.stat().st_size, digest.hexdigest()
 
 
-def add_image(session: Session, *, name: str, path: Path, disk_format: str,
-              properties: dict[str, str] | None = None, min_disk: int = 0,
-              min_ram: int = 0) -> Image:
+def add_image(
+    session: Session,
+    *,
+    name: str,
+    path: Path,
+    disk_format: str,
+    properties: dict[str, str] | None = None,
+    min_disk: int = 0,
+    min_ram: int = 0,
+) -> Image:
     size, checksum = inspect_file(path, disk_format)
-    image = Image(uuid=str(uuid.uuid4()), name=name, disk_format=disk_format,
-                  path=str(path.resolve()), size=size, checksum_sha256=checksum,
-                  min_disk=min_disk, min_ram=min_ram,
-                  properties=json.dumps(properties or {}, sort_keys=True))
+    image = Image(
+        uuid=str(uuid.uuid4()),
+        name=name,
+        disk_format=disk_format,
+        path=str(path.resolve()),
+        size=size,
+        checksum_sha256=checksum,
+        min_disk=min_disk,
+        min_ram=min_ram,
+        properties=json.dumps(properties or {}, sort_keys=True),
+    )
     session.add(image)
     session.flush()
     return image
 
 
 def get_image(session: Session, image_ref: str) -> Image:
-    image = session.scalar(select(Image).where(or_(Image.uuid == image_ref,
-                                                   Image.name == image_ref))
-                           .order_by(Image.uuid != image_ref).limit(1))
+    image = session.scalar(
+        select(Image)
+        .where(or_(Image.uuid == image_ref, Image.name == image_ref))
+        .order_by(Image.uuid != image_ref)
+        .limit(1)
+    )
     if image is None:
         raise ImageNotFound(image_ref)
     return image
@@ -94,8 +111,11 @@ def boot_image(session: Session, image_ref: str) -> BootImage | None:
     props = properties_of(image)
     kernel = props.get("kernel_id")
     ramdisk = props.get("ramdisk_id")
-    return BootImage(path=image.path, disk_format=image.disk_format,
-                     kernel_path=get_image(session, kernel).path if kernel else None,
-                     ramdisk_path=get_image(session, ramdisk).path if ramdisk else None,
-                     cmdline=props.get("os_command_line") or None,
-                     cdrom_bus=props.get("hw_cdrom_bus") or None)
+    return BootImage(
+        path=image.path,
+        disk_format=image.disk_format,
+        kernel_path=get_image(session, kernel).path if kernel else None,
+        ramdisk_path=get_image(session, ramdisk).path if ramdisk else None,
+        cmdline=props.get("os_command_line") or None,
+        cdrom_bus=props.get("hw_cdrom_bus") or None,
+    )

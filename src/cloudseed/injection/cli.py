@@ -33,24 +33,57 @@ def _split_metadata_option(value: str) -> tuple[str, str]:
 
 @click.command("inject")
 @click.argument("image", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--key", "key_file", type=click.File("r"),
-              help="OpenSSH public key to append to /root/.ssh/authorized_keys ('-' for "
-              "standard input).")
-@click.option("--password", "ask_password", is_flag=True,
-              help="Prompt for an admin password for root (stored as a SHA-512 crypt hash).")
-@click.option("--file", "file_specs", multiple=True, metavar="SRC:DST",
-              help="Copy the host file SRC to the guest path DST (repeatable).")
-@click.option("--metadata", "metadata_specs", multiple=True, metavar="KEY=VALUE",
-              help="Server metadata for /meta.js (repeatable).")
-@click.option("--partition", type=click.IntRange(min=-1),
-              help="-1 find the root filesystem by inspection (guestfs only), 0 the whole "
-              "image is the filesystem, N partition N. Default: [libvirt] inject_partition.")
-@click.option("--format", "fmt", type=click.Choice(["raw", "qcow2"]), default="raw",
-              show_default=True, help="The image's format; anything else is refused.")
+@click.option(
+    "--key",
+    "key_file",
+    type=click.File("r"),
+    help="OpenSSH public key to append to /root/.ssh/authorized_keys ('-' for standard input).",
+)
+@click.option(
+    "--password",
+    "ask_password",
+    is_flag=True,
+    help="Prompt for an admin password for root (stored as a SHA-512 crypt hash).",
+)
+@click.option(
+    "--file",
+    "file_specs",
+    multiple=True,
+    metavar="SRC:DST",
+    help="Copy the host file SRC to the guest path DST (repeatable).",
+)
+@click.option(
+    "--metadata",
+    "metadata_specs",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Server metadata for /meta.js (repeatable).",
+)
+@click.option(
+    "--partition",
+    type=click.IntRange(min=-1),
+    help="-1 find the root filesystem by inspection (guestfs only), 0 the whole "
+    "image is the filesystem, N partition N. Default: [libvirt] inject_partition.",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["raw", "qcow2"]),
+    default="raw",
+    show_default=True,
+    help="The image's format; anything else is refused.",
+)
 @pass_cli
-def inject(cli: CliContext, image: Path, key_file: IO[str] | None, ask_password: bool,
-           file_specs: tuple[str, ...], metadata_specs: tuple[str, ...],
-           partition: int | None, fmt: str) -> None:
+def inject(
+    cli: CliContext,
+    image: Path,
+    key_file: IO[str] | None,
+    ask_password: bool,
+    file_specs: tuple[str, ...],
+    metadata_specs: tuple[str, ...],
+    partition: int | None,
+    fmt: str,
+) -> None:
     """Write a key, root password, metadata or files into a disk image."""
     from cloudseed.injection.request import (
         PARTITION_OFF,
@@ -65,27 +98,38 @@ def inject(cli: CliContext, image: Path, key_file: IO[str] | None, ask_password:
         try:
             files.append((dst, src.read_bytes()))
         except OSError as exc:
-            raise click.BadParameter(f"cannot read {src}: {exc.strerror}",
-                                     param_hint="--file") from None
+            raise click.BadParameter(
+                f"cannot read {src}: {exc.strerror}", param_hint="--file"
+            ) from None
     metadata = dict(_split_metadata_option(spec) for spec in metadata_specs)
     key = key_file.read() if key_file is not None else None
-    password = (click.prompt("Admin password", hide_input=True, confirmation_prompt=True)
-                if ask_password else None)
+    password = (
+        click.prompt("Admin password", hide_input=True, confirmation_prompt=True)
+        if ask_password
+        else None
+    )
 
     settings = cli.settings()
     chosen = settings.libvirt.inject_partition if partition is None else partition
     if chosen == PARTITION_OFF:
-        raise click.UsageError("[libvirt] inject_partition is -2 (injection off); pass "
-                               "--partition (0 whole image, N partition N, -1 inspect).")
+        raise click.UsageError(
+            "[libvirt] inject_partition is -2 (injection off); pass "
+            "--partition (0 whole image, N partition N, -1 inspect)."
+        )
     with errors_as_click():
-        request = InjectionRequest(key_data=key, admin_password=password, metadata=metadata,
-                                   files=tuple(files))
+        request = InjectionRequest(
+            key_data=key, admin_password=password, metadata=metadata, files=tuple(files)
+        )
         if request.is_empty:
-            raise click.UsageError("Nothing to inject: give --key, --password, --file or "
-                                   "--metadata.")
+            raise click.UsageError(
+                "Nothing to inject: give --key, --password, --file or --metadata."
+            )
         options = InjectionOptions.from_settings(
-            settings, partition=chosen, inject_key=key is not None,
-            inject_password=password is not None)
+            settings,
+            partition=chosen,
+            inject_key=key is not None,
+            inject_password=password is not None,
+        )
         report = inject_image(image, fmt, request, options=options)
     for name, reason in report.unavailable:
         click.echo(f"{name}: cannot serve this image: {reason}", err=True)

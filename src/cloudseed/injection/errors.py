@@ -1,16 +1,16 @@
 """Injection errors. Context travels as attributes; the message is what an operator reads.
 
-    InvalidInput ─────── InvalidInjectionRequest   a guest path, password or option is unusable
-                 ├────── InjectionDisabled         [libvirt] inject_partition is -2
-                 ├────── ImageFormatMismatch       the image is not in the declared format
-                 └────── UnsafeImage               backing file or external data file refused
-    Conflict ─────────── GuestRefused              the guest's own files do not allow it:
-                                                   a symlink on the way, root missing from
-                                                   /etc/shadow, a directory where a file goes
-    ServiceUnavailable ─ HandlerUnavailable        one handler cannot serve this image (the
-                 │                                 service catches it and tries the next)
-                 ├────── NoHandlerAvailable        every handler said why not; ``reasons``
-                 └────── ImageToolFailed           qemu-img, debugfs, mount … failed or timed out
+InvalidInput ─────── InvalidInjectionRequest   a guest path, password or option is unusable
+             ├────── InjectionDisabled         [libvirt] inject_partition is -2
+             ├────── ImageFormatMismatch       the image is not in the declared format
+             └────── UnsafeImage               backing file or external data file refused
+Conflict ─────────── GuestRefused              the guest's own files do not allow it:
+                                               a symlink on the way, root missing from
+                                               /etc/shadow, a directory where a file goes
+ServiceUnavailable ─ HandlerUnavailable        one handler cannot serve this image (the
+             │                                 service catches it and tries the next)
+             ├────── NoHandlerAvailable        every handler said why not; ``reasons``
+             └────── ImageToolFailed           qemu-img, debugfs, mount … failed or timed out
 """
 
 from __future__ import annotations

@@ -30,6 +30,6 @@ SIGNATURES: tuple[tuple[str, int, bytes], ...] = (
 def detect(header: bytes) -> str | None:
     """The image format whose signature ``header`` starts with, or None (raw data)."""
     for name, offset, magic in SIGNATURES:
-        if header[offset:offset + len(magic)] == magic:
+        if header[offset : offset + len(magic)] == magic:
             return name
     return None

@@ -18,9 +18,11 @@ from collections.abc import Mapping, Sequence
 # well-formed addresses are written.
 MAC = re.compile(r"^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$")
 
-HEADER = ("# Written by cloudseed image injection from the instance's ports.\n"
-          "# Interfaces are named in port order.\n\n"
-          "auto lo\niface lo inet loopback\n")
+HEADER = (
+    "# Written by cloudseed image injection from the instance's ports.\n"
+    "# Interfaces are named in port order.\n\n"
+    "auto lo\niface lo inet loopback\n"
+)
 
 
 def _port_info(port: Mapping[str, object]) -> dict[str, object]:
@@ -66,8 +68,11 @@ def _stanza(name: str, address: str, info: Mapping[str, object]) -> list[str]:
     if gateway and ipaddress.ip_address(gateway).version == ip.version:
         lines.append(f"    gateway {gateway}")
     dns = info.get("dns_nameservers")
-    servers = ([s for s in (_ip_or_none(d) for d in dns) if s]
-               if isinstance(dns, Sequence) and not isinstance(dns, str) else [])
+    servers = (
+        [s for s in (_ip_or_none(d) for d in dns) if s]
+        if isinstance(dns, Sequence) and not isinstance(dns, str)
+        else []
+    )
     if servers:
         lines.append(f"    dns-nameservers {' '.join(servers)}")
     return lines

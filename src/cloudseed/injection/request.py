@@ -57,31 +57,46 @@ class InjectionRequest:
     def __post_init__(self) -> None:
         normalised = tuple((guest_path(path), data) for path, data in self.files)
         object.__setattr__(self, "files", normalised)
-        if self.admin_password is not None and ("\n" in self.admin_password
-                                                 or "\r" in self.admin_password):
+        if self.admin_password is not None and (
+            "\n" in self.admin_password or "\r" in self.admin_password
+        ):
             # The hash is made by a tool that reads the password as one line.
             raise InvalidInjectionRequest("The admin password may not contain a line break.")
         if self.key_data is not None and not self.key_data.strip():
             raise InvalidInjectionRequest("The key is empty.")
 
     @classmethod
-    def for_guest(cls, guest: GuestSpec, *, admin_password: str | None = None,
-                  metadata: Mapping[str, str] | None = None,
-                  files: tuple[tuple[str, bytes], ...] = (),
-                  include_network: bool = False) -> InjectionRequest:
+    def for_guest(
+        cls,
+        guest: GuestSpec,
+        *,
+        admin_password: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+        files: tuple[tuple[str, bytes], ...] = (),
+        include_network: bool = False,
+    ) -> InjectionRequest:
         """The request create and rebuild make: the guest's key and, with
         ``include_network`` (Nova's ``flat_injected``, off by default), an interfaces file
         rendered from its ports."""
         from cloudseed.injection.network import render_interfaces
 
-        return cls(key_data=guest.key_data or None, admin_password=admin_password,
-                   metadata=dict(metadata or {}), files=files,
-                   network_config=render_interfaces(guest.ports) if include_network else None)
+        return cls(
+            key_data=guest.key_data or None,
+            admin_password=admin_password,
+            metadata=dict(metadata or {}),
+            files=files,
+            network_config=render_interfaces(guest.ports) if include_network else None,
+        )
 
     @property
     def is_empty(self) -> bool:
-        return not (self.key_data or self.admin_password is not None or self.metadata
-                    or self.network_config or self.files)
+        return not (
+            self.key_data
+            or self.admin_password is not None
+            or self.metadata
+            or self.network_config
+            or self.files
+        )
 
     def allowed_by(self, options: InjectionOptions) -> InjectionRequest:
         """The request less the items the operator did not enable (Nova's inject_key and
@@ -89,7 +104,8 @@ class InjectionRequest:
         return dataclasses.replace(
             self,
             key_data=self.key_data if options.inject_key else None,
-            admin_password=self.admin_password if options.inject_password else None)
+            admin_password=self.admin_password if options.inject_password else None,
+        )
 
 
 @dataclass(frozen=True)
@@ -111,8 +127,8 @@ class InjectionOptions:
         unknown = [h for h in self.handlers if h not in HANDLER_NAMES]
         if unknown:
             raise InvalidInjectionRequest(
-                f"Unknown image handler(s) {', '.join(unknown)}; known: "
-                f"{', '.join(HANDLER_NAMES)}.")
+                f"Unknown image handler(s) {', '.join(unknown)}; known: {', '.join(HANDLER_NAMES)}."
+            )
 
     @property
     def enabled(self) -> bool:
@@ -123,14 +139,18 @@ class InjectionOptions:
         from cloudseed.settings import split_list
 
         libvirt = settings.libvirt
-        options = cls(partition=libvirt.inject_partition, inject_key=libvirt.inject_key,
-                      inject_password=libvirt.inject_password,
-                      handlers=tuple(split_list(libvirt.inject_handlers)))
+        options = cls(
+            partition=libvirt.inject_partition,
+            inject_key=libvirt.inject_key,
+            inject_password=libvirt.inject_password,
+            handlers=tuple(split_list(libvirt.inject_handlers)),
+        )
         return dataclasses.replace(options, **changes)  # type: ignore[arg-type]
 
 
 def check_format(fmt: str) -> str:
     if fmt not in IMAGE_FORMATS:
         raise InvalidInjectionRequest(
-            f"Image format {fmt!r} is not supported; use {' or '.join(IMAGE_FORMATS)}.")
+            f"Image format {fmt!r} is not supported; use {' or '.join(IMAGE_FORMATS)}."
+        )
     return fmt

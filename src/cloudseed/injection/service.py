@@ -47,8 +47,13 @@ class InjectionReport:
     unavailable: tuple[tuple[str, str], ...] = ()
 
 
-def inject(image_path: str | os.PathLike[str], fmt: str, request: InjectionRequest, *,
-           options: InjectionOptions) -> InjectionReport:
+def inject(
+    image_path: str | os.PathLike[str],
+    fmt: str,
+    request: InjectionRequest,
+    *,
+    options: InjectionOptions,
+) -> InjectionReport:
     """Inject ``request`` into the image at ``image_path`` (declared format ``fmt``).
 
     Raises ``InjectionDisabled``, ``InvalidInjectionRequest``, ``ImageFormatMismatch``,
@@ -64,16 +69,18 @@ def inject(image_path: str | os.PathLike[str], fmt: str, request: InjectionReque
     image = Path(image_path)
     if not image.is_file():
         raise InvalidInjectionRequest(f"No image file at {image}.")
-    qemu_img.verify(image, fmt, allow_backing_file=options.allow_backing_file,
-                    timeout=options.tool_timeout)
-    password_hash = (None if wanted.admin_password is None
-                     else passwords.sha512_crypt(wanted.admin_password))
+    qemu_img.verify(
+        image, fmt, allow_backing_file=options.allow_backing_file, timeout=options.tool_timeout
+    )
+    password_hash = (
+        None if wanted.admin_password is None else passwords.sha512_crypt(wanted.admin_password)
+    )
 
     unavailable: list[tuple[str, str]] = []
-    with copies.working_copy(image, timeout=max(options.tool_timeout,
-                                                 copies.COPY_TIMEOUT)) as copy:
-        target = ImageTarget(path=copy, fmt=fmt, partition=options.partition,
-                             timeout=options.tool_timeout)
+    with copies.working_copy(image, timeout=max(options.tool_timeout, copies.COPY_TIMEOUT)) as copy:
+        target = ImageTarget(
+            path=copy, fmt=fmt, partition=options.partition, timeout=options.tool_timeout
+        )
         for name in options.handlers:
             with ExitStack() as stack:
                 try:
@@ -84,7 +91,6 @@ def inject(image_path: str | os.PathLike[str], fmt: str, request: InjectionReque
                     continue
                 written = write_request(fs, wanted, password_hash=password_hash)
             log.info("injected %s into %s with %s", ", ".join(written), image, name)
-            return InjectionReport(handler=name, written=written,
-                                   unavailable=tuple(unavailable))
+            return InjectionReport(handler=name, written=written, unavailable=tuple(unavailable))
         raise NoHandlerAvailable(unavailable)
     raise AssertionError("unreachable")  # pragma: no cover - the with block returns or raises

@@ -64,8 +64,11 @@ class _Session:
             if st is None:
                 return None
             if st.kind == "symlink":
-                raise GuestRefused(guest_path=path, detail=f"{prefix} is a symlink; cloudseed "
-                                   "does not follow symlinks in the guest")
+                raise GuestRefused(
+                    guest_path=path,
+                    detail=f"{prefix} is a symlink; cloudseed "
+                    "does not follow symlinks in the guest",
+                )
             if depth < len(parts) and st.kind != "dir":
                 raise GuestRefused(guest_path=path, detail=f"{prefix} is not a directory")
             if depth == len(parts):
@@ -155,8 +158,11 @@ class _Session:
         self.fs.chown(SSH_DIR, self.uid, self.gid)
         self.fs.chmod(SSH_DIR, SSH_DIR_MODE)
         current = self.read_text(AUTHORIZED_KEYS) or ""
-        self.replace(AUTHORIZED_KEYS, _encode(guestfiles.with_key_appended(current, key)),
-                     new_mode=KEY_FILE_MODE)
+        self.replace(
+            AUTHORIZED_KEYS,
+            _encode(guestfiles.with_key_appended(current, key)),
+            new_mode=KEY_FILE_MODE,
+        )
         self.fs.chown(AUTHORIZED_KEYS, self.uid, self.gid)
         self.fs.chmod(AUTHORIZED_KEYS, KEY_FILE_MODE)
 
@@ -171,15 +177,17 @@ class _Session:
         passwd = self.read_text("/etc/passwd")
         shadow = self.read_text("/etc/shadow")
         if passwd is None or shadow is None:
-            raise GuestRefused(guest_path="/etc/shadow",
-                               detail="the guest has no /etc/passwd or /etc/shadow")
+            raise GuestRefused(
+                guest_path="/etc/shadow", detail="the guest has no /etc/passwd or /etc/shadow"
+            )
         if not guestfiles.has_account(passwd, "root"):
             raise GuestRefused(guest_path="/etc/shadow", detail="no root user in /etc/passwd")
         try:
             updated = guestfiles.with_root_password(shadow, password_hash)
         except LookupError:
-            raise GuestRefused(guest_path="/etc/shadow",
-                               detail="no root user in /etc/shadow") from None
+            raise GuestRefused(
+                guest_path="/etc/shadow", detail="no root user in /etc/shadow"
+            ) from None
         self.replace("/etc/shadow", _encode(updated), new_mode=0o600)
 
     def file(self, path: str, data: bytes) -> None:
@@ -204,8 +212,9 @@ class _Session:
         self.fs.chmod(target, RC_LOCAL_MODE)
 
 
-def write_request(fs: GuestFilesystem, request: InjectionRequest, *,
-                  password_hash: str | None) -> tuple[str, ...]:
+def write_request(
+    fs: GuestFilesystem, request: InjectionRequest, *, password_hash: str | None
+) -> tuple[str, ...]:
     """Write every item of the request, the admin password as ``password_hash`` (a crypt
     string; the request's clear text is not used here). Returns the guest paths written."""
     session = _Session(fs)

@@ -68,9 +68,18 @@ async def index(request: Request) -> Response:
     keypairs = await run_in_threadpool(run)
     body: dict[str, Any] = {"keypairs": [views.index_item(k, version) for k in keypairs]}
     if limit and len(keypairs) == limit:
-        body["keypairs_links"] = [{"rel": "next", "href": next_link(
-            request, state.settings.api.compute_link_prefix, request.url.path, query,
-            keypairs[-1].name)}]
+        body["keypairs_links"] = [
+            {
+                "rel": "next",
+                "href": next_link(
+                    request,
+                    state.settings.api.compute_link_prefix,
+                    request.url.path,
+                    query,
+                    keypairs[-1].name,
+                ),
+            }
+        ]
     return JSONResponse(body)
 
 
@@ -89,24 +98,37 @@ async def create(request: Request) -> Response:
     params = body["keypair"]
     user_id = params.get("user_id") or context.user_id
     authorize_owner_or_admin(context, POLICY.format("create"), target_user_id=user_id)
-    quota = service.Quota(default=state.settings.quota.key_pairs,
-                          recheck=state.settings.quota.recheck_quota,
-                          project_id=context.project_id)
+    quota = service.Quota(
+        default=state.settings.quota.key_pairs,
+        recheck=state.settings.quota.recheck_quota,
+        project_id=context.project_id,
+    )
     key_type = params.get("type", "ssh")
 
     def run() -> tuple[Any, str | None]:
         with state.api_db.write() as session:
             if "public_key" in params:
                 return service.import_keypair(
-                    session, user_id=user_id, name=params["name"],
-                    public_key=params["public_key"], key_type=key_type, quota=quota), None
+                    session,
+                    user_id=user_id,
+                    name=params["name"],
+                    public_key=params["public_key"],
+                    key_type=key_type,
+                    quota=quota,
+                ), None
             return service.generate_keypair(
-                session, user_id=user_id, name=params["name"], key_type=key_type,
-                algorithm=state.settings.api.keypair_generation_algorithm, quota=quota)
+                session,
+                user_id=user_id,
+                name=params["name"],
+                key_type=key_type,
+                algorithm=state.settings.api.keypair_generation_algorithm,
+                quota=quota,
+            )
 
     keypair, private_key = await run_in_threadpool(run)
-    return JSONResponse(views.created(keypair, version, private_key),
-                        status_code=201 if version >= V2_2 else 200)
+    return JSONResponse(
+        views.created(keypair, version, private_key), status_code=201 if version >= V2_2 else 200
+    )
 
 
 async def show(request: Request) -> Response:

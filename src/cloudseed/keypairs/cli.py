@@ -14,16 +14,21 @@ from cloudseed.keypairs import service
 from cloudseed.keypairs.models import KeyPair
 
 user_option = click.option("--user", "user_id", required=True, help="Owner of the key pairs.")
-format_option = click.option("--format", "fmt", type=click.Choice(["table", "json"]),
-                             default="table", show_default=True)
+format_option = click.option(
+    "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True
+)
 
 
 def _record(keypair: KeyPair) -> dict[str, Any]:
-    return {"name": keypair.name, "user_id": keypair.user_id, "type": keypair.type,
-            "fingerprint": keypair.fingerprint,
-            "fingerprint_sha256": keypair.fingerprint_sha256,
-            "public_key": keypair.public_key,
-            "created_at": keypair.created_at.isoformat()}
+    return {
+        "name": keypair.name,
+        "user_id": keypair.user_id,
+        "type": keypair.type,
+        "fingerprint": keypair.fingerprint,
+        "fingerprint_sha256": keypair.fingerprint_sha256,
+        "public_key": keypair.public_key,
+        "created_at": keypair.created_at.isoformat(),
+    }
 
 
 def _api_db(cli: CliContext) -> Database:
@@ -73,37 +78,63 @@ def show(cli: CliContext, name: str, user_id: str, fmt: str) -> None:
 @keypair.command("import")
 @click.argument("name")
 @user_option
-@click.option("--public-key", "public_key_file", type=click.File("r"), required=True,
-              help="File with the OpenSSH public key or the x509 PEM certificate ('-' for "
-              "standard input).")
-@click.option("--type", "key_type", type=click.Choice(["ssh", "x509"]), default="ssh",
-              show_default=True)
-@click.option("--project", "project_id", help="Project whose quota overrides apply "
-              "(default: none, the [quota] default).")
+@click.option(
+    "--public-key",
+    "public_key_file",
+    type=click.File("r"),
+    required=True,
+    help="File with the OpenSSH public key or the x509 PEM certificate ('-' for standard input).",
+)
+@click.option(
+    "--type", "key_type", type=click.Choice(["ssh", "x509"]), default="ssh", show_default=True
+)
+@click.option(
+    "--project",
+    "project_id",
+    help="Project whose quota overrides apply (default: none, the [quota] default).",
+)
 @format_option
 @pass_cli
-def import_(cli: CliContext, name: str, user_id: str, public_key_file: Any, key_type: str,
-            project_id: str | None, fmt: str) -> None:
+def import_(
+    cli: CliContext,
+    name: str,
+    user_id: str,
+    public_key_file: Any,
+    key_type: str,
+    project_id: str | None,
+    fmt: str,
+) -> None:
     """Import a public key for a user."""
     from cloudseed.api.validation import validate
     from cloudseed.keypairs.schemas import NAME_V292
 
     settings = cli.settings()
-    quota = service.Quota(default=settings.quota.key_pairs,
-                          recheck=settings.quota.recheck_quota, project_id=project_id or "")
+    quota = service.Quota(
+        default=settings.quota.key_pairs,
+        recheck=settings.quota.recheck_quota,
+        project_id=project_id or "",
+    )
     db = _api_db(cli)
     with errors_as_click():
         validate({"type": "object", "properties": {"name": NAME_V292}}, {"name": name})
         with db.write() as session:
-            record = _record(service.import_keypair(
-                session, user_id=user_id, name=name, public_key=public_key_file.read(),
-                key_type=key_type, quota=quota))
+            record = _record(
+                service.import_keypair(
+                    session,
+                    user_id=user_id,
+                    name=name,
+                    public_key=public_key_file.read(),
+                    key_type=key_type,
+                    quota=quota,
+                )
+            )
     db.dispose()
     if fmt == "json":
         click.echo(json.dumps(record, indent=2))
     else:
-        click.echo(f"imported {record['name']} for {record['user_id']}: "
-                   f"{record['fingerprint_sha256']}")
+        click.echo(
+            f"imported {record['name']} for {record['user_id']}: {record['fingerprint_sha256']}"
+        )
 
 
 @keypair.command()

@@ -30,8 +30,7 @@ class KeyPair(ApiBase):
     fingerprint_sha256: Mapped[str] = mapped_column(String(64))
     # Stored exactly as sent, as Nova does: users compare it with their file byte for byte.
     public_key: Mapped[str] = mapped_column(LongText)
-    type: Mapped[str] = mapped_column(Enum(*KEY_TYPES, name="keypair_types"),
-                                      server_default="ssh")
+    type: Mapped[str] = mapped_column(Enum(*KEY_TYPES, name="keypair_types"), server_default="ssh")
     created_at: Mapped[timestamp] = mapped_column(default=utcnow)
     updated_at: Mapped[optional_timestamp] = mapped_column(default=None)
 

@@ -36,13 +36,20 @@ class Quota:
 
 
 def count(session: Session, user_id: str) -> int:
-    return session.scalar(select(func.count()).select_from(KeyPair)
-                          .where(KeyPair.user_id == user_id)) or 0
+    return (
+        session.scalar(select(func.count()).select_from(KeyPair).where(KeyPair.user_id == user_id))
+        or 0
+    )
 
 
 def _limit(session: Session, user_id: str, quota: Quota) -> int:
-    return quotas.limit_for(session, resource=RESOURCE, project_id=quota.project_id,
-                            user_id=user_id, default=quota.default)
+    return quotas.limit_for(
+        session,
+        resource=RESOURCE,
+        project_id=quota.project_id,
+        user_id=user_id,
+        default=quota.default,
+    )
 
 
 def _check_quota(session: Session, user_id: str, limit: int, *, adding: int) -> None:
@@ -51,13 +58,26 @@ def _check_quota(session: Session, user_id: str, limit: int, *, adding: int) -> 
         raise KeypairLimitExceeded(limit=limit)
 
 
-def _insert(session: Session, *, user_id: str, name: str, public_key: str,
-            parsed: keys.ParsedKey, quota: Quota, limit: int | None = None) -> KeyPair:
+def _insert(
+    session: Session,
+    *,
+    user_id: str,
+    name: str,
+    public_key: str,
+    parsed: keys.ParsedKey,
+    quota: Quota,
+    limit: int | None = None,
+) -> KeyPair:
     limit = _limit(session, user_id, quota) if limit is None else limit
     _check_quota(session, user_id, limit, adding=1)
-    keypair = KeyPair(name=name, user_id=user_id, public_key=public_key, type=parsed.type,
-                      fingerprint=parsed.fingerprint,
-                      fingerprint_sha256=parsed.fingerprint_sha256)
+    keypair = KeyPair(
+        name=name,
+        user_id=user_id,
+        public_key=public_key,
+        type=parsed.type,
+        fingerprint=parsed.fingerprint,
+        fingerprint_sha256=parsed.fingerprint_sha256,
+    )
     session.add(keypair)
     try:
         # The unique constraint decides between concurrent creators, not a read before writing.
@@ -70,15 +90,18 @@ def _insert(session: Session, *, user_id: str, name: str, public_key: str,
     return keypair
 
 
-def import_keypair(session: Session, *, user_id: str, name: str, public_key: str,
-                   key_type: str, quota: Quota) -> KeyPair:
+def import_keypair(
+    session: Session, *, user_id: str, name: str, public_key: str, key_type: str, quota: Quota
+) -> KeyPair:
     parsed = keys.parse_public_key(public_key, key_type)
-    return _insert(session, user_id=user_id, name=name, public_key=public_key, parsed=parsed,
-                   quota=quota)
+    return _insert(
+        session, user_id=user_id, name=name, public_key=public_key, parsed=parsed, quota=quota
+    )
 
 
-def generate_keypair(session: Session, *, user_id: str, name: str, key_type: str,
-                     algorithm: str, quota: Quota) -> tuple[KeyPair, str]:
+def generate_keypair(
+    session: Session, *, user_id: str, name: str, key_type: str, algorithm: str, quota: Quota
+) -> tuple[KeyPair, str]:
     """Make a key pair on the server; the private key is returned once and never stored."""
     # Fail on quota before spending time on key generation.
     limit = _limit(session, user_id, quota)
@@ -87,30 +110,44 @@ def generate_keypair(session: Session, *, user_id: str, name: str, key_type: str
         generated = keys.generate_x509_key(user_id)
     else:
         generated = keys.generate_ssh_key("ed25519" if algorithm == "ed25519" else "rsa")
-    keypair = _insert(session, user_id=user_id, name=name, public_key=generated.public_key,
-                      parsed=generated.parsed, quota=quota, limit=limit)
+    keypair = _insert(
+        session,
+        user_id=user_id,
+        name=name,
+        public_key=generated.public_key,
+        parsed=generated.parsed,
+        quota=quota,
+        limit=limit,
+    )
     return keypair, generated.private_key
 
 
 def get_keypair(session: Session, *, user_id: str, name: str) -> KeyPair:
-    keypair = session.scalar(select(KeyPair).where(KeyPair.user_id == user_id,
-                                                   KeyPair.name == name))
+    keypair = session.scalar(
+        select(KeyPair).where(KeyPair.user_id == user_id, KeyPair.name == name)
+    )
     if keypair is None:
         raise KeypairNotFound(name=name, user_id=user_id)
     return keypair
 
 
-def list_keypairs(session: Session, *, user_id: str, limit: int | None = None,
-                  marker: str | None = None) -> list[KeyPair]:
+def list_keypairs(
+    session: Session, *, user_id: str, limit: int | None = None, marker: str | None = None
+) -> list[KeyPair]:
     """A user's key pairs by name; ``marker`` is the last name of the previous page."""
-    query = (select(KeyPair).where(KeyPair.user_id == user_id).order_by(KeyPair.name)
-             # MariaDB otherwise walks the user_id prefix of the index past the marker
-             # (~8x slower for a page in the middle of 100,000 key pairs).
-             .with_hint(KeyPair, f"FORCE INDEX ({UNIQUE_INDEX})", "mysql")
-             .with_hint(KeyPair, f"FORCE INDEX ({UNIQUE_INDEX})", "mariadb"))
+    query = (
+        select(KeyPair)
+        .where(KeyPair.user_id == user_id)
+        .order_by(KeyPair.name)
+        # MariaDB otherwise walks the user_id prefix of the index past the marker
+        # (~8x slower for a page in the middle of 100,000 key pairs).
+        .with_hint(KeyPair, f"FORCE INDEX ({UNIQUE_INDEX})", "mysql")
+        .with_hint(KeyPair, f"FORCE INDEX ({UNIQUE_INDEX})", "mariadb")
+    )
     if marker is not None:
-        exists = session.scalar(select(KeyPair.id).where(KeyPair.user_id == user_id,
-                                                         KeyPair.name == marker))
+        exists = session.scalar(
+            select(KeyPair.id).where(KeyPair.user_id == user_id, KeyPair.name == marker)
+        )
         if exists is None:
             raise MarkerNotFound(marker)
         query = query.where(KeyPair.name > marker)
@@ -120,7 +157,8 @@ def list_keypairs(session: Session, *, user_id: str, limit: int | None = None,
 
 
 def delete_keypair(session: Session, *, user_id: str, name: str) -> None:
-    result = session.execute(delete(KeyPair).where(KeyPair.user_id == user_id,
-                                                   KeyPair.name == name))
+    result = session.execute(
+        delete(KeyPair).where(KeyPair.user_id == user_id, KeyPair.name == name)
+    )
     if result.rowcount == 0:  # type: ignore[attr-defined]
         raise KeypairNotFound(name=name, user_id=user_id)

@@ -16,8 +16,11 @@ SHA256_FIELD_SINCE = APIVersion(2, 105)
 
 
 def _common(keypair: KeyPair, version: APIVersion) -> dict[str, Any]:
-    body: dict[str, Any] = {"name": keypair.name, "public_key": keypair.public_key,
-                            "fingerprint": keypair.fingerprint}
+    body: dict[str, Any] = {
+        "name": keypair.name,
+        "public_key": keypair.public_key,
+        "fingerprint": keypair.fingerprint,
+    }
     if version >= V2_2:
         body["type"] = keypair.type
     if version >= SHA256_FIELD_SINCE:
@@ -39,13 +42,15 @@ def created(keypair: KeyPair, version: APIVersion, private_key: str | None) -> d
 
 def shown(keypair: KeyPair, version: APIVersion) -> dict[str, Any]:
     body = _common(keypair, version)
-    body.update({
-        "user_id": keypair.user_id,
-        # Key pairs are deleted for real; Nova still reports these fixed values.
-        "deleted": False,
-        "deleted_at": None,
-        "created_at": keypair.created_at.isoformat(),
-        "updated_at": keypair.updated_at.isoformat() if keypair.updated_at else None,
-        "id": keypair.id,
-    })
+    body.update(
+        {
+            "user_id": keypair.user_id,
+            # Key pairs are deleted for real; Nova still reports these fixed values.
+            "deleted": False,
+            "deleted_at": None,
+            "created_at": keypair.created_at.isoformat(),
+            "updated_at": keypair.updated_at.isoformat() if keypair.updated_at else None,
+            "id": keypair.id,
+        }
+    )
     return {"keypair": body}

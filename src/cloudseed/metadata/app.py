@@ -33,12 +33,21 @@ access_log = logging.getLogger("cloudseed.metadata.access")
 TEXT = b"text/plain; charset=utf-8"
 JSON = b"application/json"
 BINARY = b"application/octet-stream"
-REASONS = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
-           405: "Method Not Allowed", 409: "Conflict", 500: "Internal Server Error",
-           503: "Service Unavailable"}
+REASONS = {
+    400: "Bad Request",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    409: "Conflict",
+    500: "Internal Server Error",
+    503: "Service Unavailable",
+}
 GET_HEAD = (b"GET, HEAD", frozenset({"GET", "HEAD"}))
-ALLOWED = {tree.PASSWORD: (b"POST, GET, HEAD", frozenset({"POST", "GET", "HEAD"})),
-           tree.TOKEN: (b"PUT", frozenset({"PUT"}))}
+ALLOWED = {
+    tree.PASSWORD: (b"POST, GET, HEAD", frozenset({"POST", "GET", "HEAD"})),
+    tree.TOKEN: (b"PUT", frozenset({"PUT"})),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,10 +106,12 @@ class MetadataApp:
         if db is None:
             db = self._own_db = Database.connect("api", self.settings.api_database_url)
         self.vendordata = Vendordata(self.settings)
-        self.store = GuestStore(CellDatabases(db), dhcp_domain=self.dhcp_domain,
-                                capacity=self.settings.metadata.cache_size,
-                                poll_interval=self.settings.metadata.change_poll_interval_ms
-                                / 1000)
+        self.store = GuestStore(
+            CellDatabases(db),
+            dhcp_domain=self.dhcp_domain,
+            capacity=self.settings.metadata.cache_size,
+            poll_interval=self.settings.metadata.change_poll_interval_ms / 1000,
+        )
         await self.store.start()
 
     async def shutdown(self) -> None:
@@ -122,21 +133,21 @@ class MetadataApp:
             answer = self._refusal(exc, method, scope["path"], peer)
         except Exception:
             log.exception("metadata request %s %s from %s failed", method, scope["path"], peer)
-            answer = Answer(500, b"An unknown error has occurred. Please try your request "
-                                 b"again.")
+            answer = Answer(500, b"An unknown error has occurred. Please try your request again.")
         else:
             if self.log_every_request:
-                access_log.info('%s "%s %s" %d %d', peer, method, scope["path"],
-                                answer.status, len(answer.body))
-        headers = [(b"content-type", answer.content_type),
-                   (b"content-length", str(len(answer.body)).encode()), *answer.headers]
-        await send({"type": "http.response.start", "status": answer.status,
-                    "headers": headers})
-        await send({"type": "http.response.body",
-                    "body": b"" if method == "HEAD" else answer.body})
+                access_log.info(
+                    '%s "%s %s" %d %d', peer, method, scope["path"], answer.status, len(answer.body)
+                )
+        headers = [
+            (b"content-type", answer.content_type),
+            (b"content-length", str(len(answer.body)).encode()),
+            *answer.headers,
+        ]
+        await send({"type": "http.response.start", "status": answer.status, "headers": headers})
+        await send({"type": "http.response.body", "body": b"" if method == "HEAD" else answer.body})
 
-    def _refusal(self, exc: CloudseedError, method: str, path: str, peer: str | None
-                 ) -> Answer:
+    def _refusal(self, exc: CloudseedError, method: str, path: str, peer: str | None) -> Answer:
         if isinstance(exc, MethodNotAllowed):
             return Answer(405, exc.message.encode(), headers=((b"allow", exc.allow),))
         status = status_for(exc)
@@ -148,8 +159,14 @@ class MetadataApp:
 
     # -- one request -------------------------------------------------------------------------
 
-    async def answer(self, method: str, path: str, peer: str | None,
-                     headers: list[tuple[bytes, bytes]], receive: Receive) -> Answer:
+    async def answer(
+        self,
+        method: str,
+        path: str,
+        peer: str | None,
+        headers: list[tuple[bytes, bytes]],
+        receive: Receive,
+    ) -> Answer:
         target = tree.parse(path)
         kind = target.kind if target is not None else None
         allowed = ALLOWED.get(kind, GET_HEAD)  # type: ignore[arg-type]
@@ -176,21 +193,22 @@ class MetadataApp:
             if guest is None:
                 raise UnknownCaller(f"no instance {claim.instance_id}")
             if guest.facts.project_id != claim.tenant_id:
-                raise UnknownCaller(f"tenant {claim.tenant_id} does not own "
-                                    f"{claim.instance_id}")
+                raise UnknownCaller(f"tenant {claim.tenant_id} does not own {claim.instance_id}")
             return guest
         guest = await store.by_address(claim.address)
         if guest is None:
             raise UnknownCaller(f"no instance has address {claim.address}")
         if isinstance(claim, ByProvider) and not any(
-                claim.address in p.addresses and claim.provider == p.network_id
-                for p in guest.facts.ports):
-            raise InvalidInput(f"Expected a single port matching provider {claim.provider} "
-                               f"and IP {claim.address}. Found 0.")
+            claim.address in p.addresses and claim.provider == p.network_id
+            for p in guest.facts.ports
+        ):
+            raise InvalidInput(
+                f"Expected a single port matching provider {claim.provider} "
+                f"and IP {claim.address}. Found 0."
+            )
         return guest
 
-    def _issue_token(self, guest: GuestDocuments, headers: list[tuple[bytes, bytes]]
-                     ) -> Answer:
+    def _issue_token(self, guest: GuestDocuments, headers: list[tuple[bytes, bytes]]) -> Answer:
         ttl_header = None
         for name, value in headers:
             if name == TTL_HEADER:
@@ -206,8 +224,14 @@ class MetadataApp:
         if self.require_token or guest.facts.tokens_required:
             raise TokenRequired()
 
-    async def _document(self, target: tree.Target, guest: GuestDocuments, method: str,
-                        receive: Receive, address: str | None) -> Answer:
+    async def _document(
+        self,
+        target: tree.Target,
+        guest: GuestDocuments,
+        method: str,
+        receive: Receive,
+        address: str | None,
+    ) -> Answer:
         facts = guest.facts
         kind = target.kind
         if kind == tree.META_DATA:
@@ -230,9 +254,14 @@ class MetadataApp:
             return Answer(200, render.OPENSTACK_INDEX)
         if kind == tree.OPENSTACK_VERSION:
             assert self.vendordata is not None
-            return Answer(200, render.openstack_listing(
-                facts, target.version, vendor_data_json=self.vendordata.vendor_data_json
-                is not None))
+            return Answer(
+                200,
+                render.openstack_listing(
+                    facts,
+                    target.version,
+                    vendor_data_json=self.vendordata.vendor_data_json is not None,
+                ),
+            )
         if kind == tree.PASSWORD:
             if method == "POST":
                 await self._post_password(facts.uuid, receive)
@@ -247,16 +276,17 @@ class MetadataApp:
         raise UnknownCaller("nothing at this path")  # content: no network template here
 
     def _ec2(self, facts: GuestFacts, target: tree.Target, address: str | None) -> Answer:
-        node: object = render.ec2_meta_data(facts, target.version, dhcp_domain=self.dhcp_domain,
-                                         local_ipv4=address)
+        node: object = render.ec2_meta_data(
+            facts, target.version, dhcp_domain=self.dhcp_domain, local_ipv4=address
+        )
         rest = target.rest
         if rest[:1] == ("public-keys",) and facts.key_name:
             # EC2 names key 0 "0=<name>" in the listing; its only leaf is openssh-key.
             if len(rest) == 1:
-                return Answer(200, render.ec2_listing({}, key_name=facts.key_name,
-                                                      public_keys=True))
-            if rest[1] != "0" or len(rest) > 3 or (len(rest) == 3
-                                                     and rest[2] != "openssh-key"):
+                return Answer(
+                    200, render.ec2_listing({}, key_name=facts.key_name, public_keys=True)
+                )
+            if rest[1] != "0" or len(rest) > 3 or (len(rest) == 3 and rest[2] != "openssh-key"):
                 raise UnknownCaller("no such key")
             if len(rest) == 2:
                 return Answer(200, b"openssh-key")
@@ -299,4 +329,3 @@ class MetadataApp:
 
 def create_metadata_app(settings: Settings, *, api_db: Database | None = None) -> MetadataApp:
     return MetadataApp(settings, api_db=api_db)
-

@@ -16,9 +16,14 @@ from cloudseed.vendordata import ThreadedVendordata, VendordataRequest
 
 def vendordata_request(facts: GuestFacts) -> VendordataRequest:
     return VendordataRequest(
-        project_id=facts.project_id, instance_id=facts.uuid, image_id=facts.image_ref,
-        user_data=facts.user_data, hostname=facts.hostname, metadata=dict(facts.meta),
-        boot_roles=facts.boot_roles)
+        project_id=facts.project_id,
+        instance_id=facts.uuid,
+        image_id=facts.image_ref,
+        user_data=facts.user_data,
+        hostname=facts.hostname,
+        metadata=dict(facts.meta),
+        boot_roles=facts.boot_roles,
+    )
 
 
 class BuildCheck:
@@ -38,8 +43,10 @@ class BuildCheck:
 def build_check(settings: Settings, cells: CellDatabases) -> BuildCheck | None:
     """The check to run before each build, or None when failures are not fatal."""
     api = settings.api
-    if not (api.vendordata_dynamic_failure_fatal
-            and "DynamicJSON" in split_list(api.vendordata_providers)
-            and split_list(api.vendordata_dynamic_targets)):
+    if not (
+        api.vendordata_dynamic_failure_fatal
+        and "DynamicJSON" in split_list(api.vendordata_providers)
+        and split_list(api.vendordata_dynamic_targets)
+    ):
         return None
     return BuildCheck(settings, cells)

@@ -60,8 +60,7 @@ class GuestFacts:
 
     @property
     def tokens_required(self) -> bool:
-        return any(key == TOKENS_REQUIRED_ITEM and value == "required"
-                   for key, value in self.meta)
+        return any(key == TOKENS_REQUIRED_ITEM and value == "required" for key, value in self.meta)
 
     @property
     def addresses(self) -> tuple[str, ...]:
@@ -80,31 +79,52 @@ def _shared(value: str | None) -> Any:
 def facts_from_record(record: Any) -> GuestFacts:
     """``record`` is a servers.records.ServerRecord."""
     instance = record.instance
-    keys = tuple(KeyFacts(name=_shared(k["name"]), type=_shared(k.get("type", "ssh")),
-                          public_key=_shared(k["public_key"])) for k in record.keypairs)
+    keys = tuple(
+        KeyFacts(
+            name=_shared(k["name"]),
+            type=_shared(k.get("type", "ssh")),
+            public_key=_shared(k["public_key"]),
+        )
+        for k in record.keypairs
+    )
     key_data = instance.key_data
     if keys and key_data == keys[0].public_key:
         key_data = keys[0].public_key  # one string for both trees, not two copies
     ports = []
     for port, ips in record.ports:
         info = json.loads(port.network_info)
-        ports.append(PortFacts(port_id=port.uuid, network_id=_shared(port.network_id),
-                               mac=port.mac_address, mtu=port.mtu, cidr=_shared(info["cidr"]),
-                               gateway=_shared(info.get("gateway")),
-                               dns=tuple(_shared(d) for d in info.get("dns_nameservers", ())),
-                               addresses=tuple(ip.address for ip in ips)))
+        ports.append(
+            PortFacts(
+                port_id=port.uuid,
+                network_id=_shared(port.network_id),
+                mac=port.mac_address,
+                mtu=port.mtu,
+                cidr=_shared(info["cidr"]),
+                gateway=_shared(info.get("gateway")),
+                dns=tuple(_shared(d) for d in info.get("dns_nameservers", ())),
+                addresses=tuple(ip.address for ip in ips),
+            )
+        )
     sysmeta = record.system_metadata
     return GuestFacts(
-        uuid=instance.uuid, ec2_number=instance.id, project_id=_shared(instance.project_id),
-        user_id=_shared(instance.user_id), name=instance.display_name,
-        hostname=instance.hostname, launch_index=instance.launch_index,
+        uuid=instance.uuid,
+        ec2_number=instance.id,
+        project_id=_shared(instance.project_id),
+        user_id=_shared(instance.user_id),
+        name=instance.display_name,
+        hostname=instance.hostname,
+        launch_index=instance.launch_index,
         availability_zone=_shared(instance.availability_zone),
         image_ref=_shared(instance.image_ref),
         flavor_name=_shared(str(record.flavor.get("name", ""))),
-        reservation_id=instance.reservation_id, key_name=_shared(instance.key_name),
+        reservation_id=instance.reservation_id,
+        key_name=_shared(instance.key_name),
         key_data=_shared(key_data),
-        keys=keys, meta=tuple((_shared(k), _shared(v)) for k, v in sorted(record.metadata.items())),
+        keys=keys,
+        meta=tuple((_shared(k), _shared(v)) for k, v in sorted(record.metadata.items())),
         user_data=instance.user_data,
         boot_roles=_shared(sysmeta.get("boot_roles", "")),
         password="".join(sysmeta.get(k, "") for k in PASSWORD_CHUNKS),
-        ports=tuple(ports), config_drive=bool(instance.config_drive))
+        ports=tuple(ports),
+        config_drive=bool(instance.config_drive),
+    )

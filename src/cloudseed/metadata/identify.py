@@ -56,8 +56,10 @@ class Identifier:
         # The key's HMAC state, set up once: copying it is cheaper than keying a new one for
         # every request of a storm.
         self._keyed = hmac.new(self.secret.encode(), digestmod=hashlib.sha256)
-        self.trusted = tuple(ipaddress.ip_network(n, strict=False)
-                             for n in split_list(settings.metadata.trusted_proxies))
+        self.trusted = tuple(
+            ipaddress.ip_network(n, strict=False)
+            for n in split_list(settings.metadata.trusted_proxies)
+        )
 
     def claim(self, peer: str | None, headers: Headers) -> Claim:
         if self.proxy_mode:
@@ -108,8 +110,12 @@ class Identifier:
             if forwarded is None:
                 raise BadProxyRequest("X-Forwarded-For is missing from request.")
             if self.secret:
-                self._check(provider, _single(found, b"x-metadata-provider-signature",
-                                              "X-Metadata-Provider-Signature"))
+                self._check(
+                    provider,
+                    _single(
+                        found, b"x-metadata-provider-signature", "X-Metadata-Provider-Signature"
+                    ),
+                )
             return ByProvider(provider, forwarded)
         instance_id = _single(found, b"x-instance-id", "X-Instance-ID")
         if instance_id is None:
@@ -127,8 +133,7 @@ class Identifier:
         mac = self._keyed.copy()
         mac.update(value.encode())
         expected = mac.hexdigest()
-        if signature is None or not hmac.compare_digest(expected.encode(),
-                                                        signature.encode()):
+        if signature is None or not hmac.compare_digest(expected.encode(), signature.encode()):
             raise BadSignature()
 
 

@@ -31,8 +31,9 @@ class Key:
     value: str
 
 
-def load_guests(cells: CellDatabases, keys: Iterable[Key], *, dhcp_domain: str
-                ) -> dict[Key, GuestDocuments | None]:
+def load_guests(
+    cells: CellDatabases, keys: Iterable[Key], *, dhcp_domain: str
+) -> dict[Key, GuestDocuments | None]:
     """Every key's guest, or None where no live instance answers to it."""
     keys = list(keys)
     found: dict[Key, GuestDocuments | None] = dict.fromkeys(keys)
@@ -46,8 +47,10 @@ def load_guests(cells: CellDatabases, keys: Iterable[Key], *, dhcp_domain: str
         with db.read() as session:
             if unresolved:
                 rows = session.execute(
-                    select(FixedIP.address, FixedIP.instance_uuid)
-                    .where(FixedIP.address.in_(unresolved))).all()
+                    select(FixedIP.address, FixedIP.instance_uuid).where(
+                        FixedIP.address.in_(unresolved)
+                    )
+                ).all()
                 for address, uuid in rows:
                     unresolved.discard(address)
                     addresses_of.setdefault(uuid, []).append(address)

@@ -26,8 +26,11 @@ def store(session: Session, uuid: str, password: str) -> None:
         raise PasswordTooLarge()
     records.load(session, uuid)  # 404 for a deleted instance
     for index, key in enumerate(PASSWORD_CHUNKS):
-        session.add(InstanceSystemMetadata(
-            instance_uuid=uuid, key=key, value=password[index * CHUNK:(index + 1) * CHUNK]))
+        session.add(
+            InstanceSystemMetadata(
+                instance_uuid=uuid, key=key, value=password[index * CHUNK : (index + 1) * CHUNK]
+            )
+        )
     try:
         session.flush()
     except IntegrityError as exc:
@@ -37,9 +40,12 @@ def store(session: Session, uuid: str, password: str) -> None:
 
 def clear(session: Session, uuid: str) -> None:
     records.load(session, uuid)
-    session.execute(delete(InstanceSystemMetadata).where(
-        InstanceSystemMetadata.instance_uuid == uuid,
-        InstanceSystemMetadata.key.in_(PASSWORD_CHUNKS)))
+    session.execute(
+        delete(InstanceSystemMetadata).where(
+            InstanceSystemMetadata.instance_uuid == uuid,
+            InstanceSystemMetadata.key.in_(PASSWORD_CHUNKS),
+        )
+    )
     records.guest_changed(session, uuid)
 
 

@@ -52,9 +52,14 @@ def hostname_with_domain(facts: GuestFacts, dhcp_domain: str) -> str:
     return f"{facts.hostname}.{dhcp_domain}" if dhcp_domain else facts.hostname
 
 
-def meta_data(facts: GuestFacts, version: str, *, dhcp_domain: str,
-              extra: Mapping[str, Any] | None = None,
-              files: list[dict[str, str]] | None = None) -> SeededJSON:
+def meta_data(
+    facts: GuestFacts,
+    version: str,
+    *,
+    dhcp_domain: str,
+    extra: Mapping[str, Any] | None = None,
+    files: list[dict[str, str]] | None = None,
+) -> SeededJSON:
     """``meta_data.json`` for one OpenStack version, fields in Nova's order.
 
     ``extra`` (``admin_pass``) and ``files`` exist only on config drives.
@@ -68,8 +73,7 @@ def meta_data(facts: GuestFacts, version: str, *, dhcp_domain: str,
         doc.setdefault(key, value)
     if facts.key_name and facts.keys:
         doc["public_keys"] = {facts.keys[0].name: facts.keys[0].public_key}
-        doc["keys"] = [{"name": k.name, "type": k.type, "data": k.public_key}
-                       for k in facts.keys]
+        doc["keys"] = [{"name": k.name, "type": k.type, "data": k.public_key} for k in facts.keys]
     doc["hostname"] = hostname_with_domain(facts, dhcp_domain)
     doc["name"] = facts.name
     doc["launch_index"] = facts.launch_index
@@ -108,20 +112,37 @@ def network_data(facts: GuestFacts) -> bytes:
     services: list[dict[str, str]] = []
     for port in facts.ports:
         link_id = "tap" + port.port_id[:11]
-        links.append({"id": link_id, "vif_id": port.port_id, "type": "phy", "mtu": port.mtu,
-                      "ethernet_mac_address": port.mac})
+        links.append(
+            {
+                "id": link_id,
+                "vif_id": port.port_id,
+                "type": "phy",
+                "mtu": port.mtu,
+                "ethernet_mac_address": port.mac,
+            }
+        )
         for address in _first_of_each_family(port.addresses):
             net = ipaddress.ip_network(port.cidr, strict=False)
             if net.version != ipaddress.ip_address(address).version:
                 continue
             default = "0.0.0.0" if net.version == 4 else "::"
-            routes = ([{"network": default, "netmask": default, "gateway": port.gateway}]
-                      if port.gateway else [])
-            networks.append({
-                "id": f"network{len(networks)}", "type": f"ipv{net.version}",
-                "link": link_id, "ip_address": address, "netmask": str(net.netmask),
-                "routes": routes, "network_id": port.network_id,
-                "services": [{"type": "dns", "address": d} for d in port.dns]})
+            routes = (
+                [{"network": default, "netmask": default, "gateway": port.gateway}]
+                if port.gateway
+                else []
+            )
+            networks.append(
+                {
+                    "id": f"network{len(networks)}",
+                    "type": f"ipv{net.version}",
+                    "link": link_id,
+                    "ip_address": address,
+                    "netmask": str(net.netmask),
+                    "routes": routes,
+                    "network_id": port.network_id,
+                    "services": [{"type": "dns", "address": d} for d in port.dns],
+                }
+            )
         for server in port.dns:
             entry = {"type": "dns", "address": server}
             if entry not in services:
@@ -146,8 +167,9 @@ def first_ipv4(facts: GuestFacts) -> str | None:
     return None
 
 
-def ec2_meta_data(facts: GuestFacts, version: str, *, dhcp_domain: str,
-                  local_ipv4: str | None) -> dict[str, Any]:
+def ec2_meta_data(
+    facts: GuestFacts, version: str, *, dhcp_domain: str, local_ipv4: str | None
+) -> dict[str, Any]:
     """The EC2 ``meta-data`` tree as nested dicts (leaves are str, int or list of str)."""
     hostname = hostname_with_domain(facts, dhcp_domain)
     data: dict[str, Any] = {
@@ -177,14 +199,14 @@ def ec2_meta_data(facts: GuestFacts, version: str, *, dhcp_domain: str,
     return data
 
 
-def ec2_listing(node: dict[str, Any], *, key_name: str | None = None,
-                public_keys: bool = False) -> bytes:
+def ec2_listing(
+    node: dict[str, Any], *, key_name: str | None = None, public_keys: bool = False
+) -> bytes:
     """A directory of the EC2 tree: sorted names, sub-directories with a trailing ``/``;
     the ``public-keys`` directory lists ``0=<key name>`` as EC2 does."""
     if public_keys:
         return f"0={key_name}".encode()
-    return "\n".join(f"{k}/" if isinstance(node[k], dict) else k
-                     for k in sorted(node)).encode()
+    return "\n".join(f"{k}/" if isinstance(node[k], dict) else k for k in sorted(node)).encode()
 
 
 def ec2_leaf(value: Any) -> bytes:

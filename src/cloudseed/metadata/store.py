@@ -42,8 +42,9 @@ class _Feed:
 
 
 class GuestStore:
-    def __init__(self, cells: CellDatabases, *, dhcp_domain: str, capacity: int,
-                 poll_interval: float) -> None:
+    def __init__(
+        self, cells: CellDatabases, *, dhcp_domain: str, capacity: int, poll_interval: float
+    ) -> None:
         self.cells = cells
         self.dhcp_domain = dhcp_domain
         self.capacity = capacity
@@ -99,8 +100,9 @@ class GuestStore:
             keys, self._queue = self._queue[:BATCH_SIZE], self._queue[BATCH_SIZE:]
             started = self._changes
             try:
-                found = await asyncio.to_thread(load_guests, self.cells, keys,
-                                                dhcp_domain=self.dhcp_domain)
+                found = await asyncio.to_thread(
+                    load_guests, self.cells, keys, dhcp_domain=self.dhcp_domain
+                )
             except BaseException as exc:
                 for key in keys:
                     future = self._loading.pop(key)
@@ -205,8 +207,11 @@ class GuestStore:
         if feed.gaps:
             condition = or_(condition, GuestChange.id.in_(list(feed.gaps)))
         with cell.read() as session:
-            rows = session.execute(select(GuestChange.id, GuestChange.instance_uuid)
-                                   .where(condition).order_by(GuestChange.id)).all()
+            rows = session.execute(
+                select(GuestChange.id, GuestChange.instance_uuid)
+                .where(condition)
+                .order_by(GuestChange.id)
+            ).all()
         for change_id, _ in rows:
             feed.gaps.pop(change_id, None)
             if change_id > feed.cursor:
@@ -223,7 +228,8 @@ class GuestStore:
                 # left, and an emptied table would restart below every worker's cursor.
                 newest = session.scalar(select(func.max(GuestChange.id)))
                 if newest is not None:
-                    session.execute(delete(GuestChange).where(
-                        GuestChange.changed_at < cutoff, GuestChange.id < newest))
-
-
+                    session.execute(
+                        delete(GuestChange).where(
+                            GuestChange.changed_at < cutoff, GuestChange.id < newest
+                        )
+                    )

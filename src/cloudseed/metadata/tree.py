@@ -39,8 +39,14 @@ VENDOR_DATA2 = "vendor_data2.json"
 NETWORK_DATA = "network_data.json"
 CONTENT = "content"
 
-_OPENSTACK_FILES = {META_DATA: v.FOLSOM, USER_DATA: v.FOLSOM, PASSWORD: v.GRIZZLY,
-                    VENDOR_DATA: v.HAVANA, NETWORK_DATA: v.LIBERTY, VENDOR_DATA2: v.NEWTON_TWO}
+_OPENSTACK_FILES = {
+    META_DATA: v.FOLSOM,
+    USER_DATA: v.FOLSOM,
+    PASSWORD: v.GRIZZLY,
+    VENDOR_DATA: v.HAVANA,
+    NETWORK_DATA: v.LIBERTY,
+    VENDOR_DATA2: v.NEWTON_TWO,
+}
 
 
 _parsed: dict[str, Target | None] = {}

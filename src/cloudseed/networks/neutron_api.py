@@ -22,16 +22,37 @@ from cloudseed.networks.models import Network
 
 
 def network_body(network: Network) -> dict[str, Any]:
-    return {"id": network.uuid, "name": network.name, "status": "ACTIVE",
-            "admin_state_up": True, "shared": True, "subnets": [], "mtu": network.mtu,
-            "router:external": False, "tenant_id": "", "project_id": "",
-            "description": f"{network.cidr} (cloudseed)", "tags": []}
+    return {
+        "id": network.uuid,
+        "name": network.name,
+        "status": "ACTIVE",
+        "admin_state_up": True,
+        "shared": True,
+        "subnets": [],
+        "mtu": network.mtu,
+        "router:external": False,
+        "tenant_id": "",
+        "project_id": "",
+        "description": f"{network.cidr} (cloudseed)",
+        "tags": [],
+    }
 
 
 async def versions(request: Request) -> Response:
     prefix = api_state(request).settings.api.compute_link_prefix
-    return JSONResponse({"versions": [{"id": "v2.0", "status": "CURRENT", "links": [
-        {"rel": "self", "href": f"{base_url(request, prefix)}/network/v2.0/"}]}]})
+    return JSONResponse(
+        {
+            "versions": [
+                {
+                    "id": "v2.0",
+                    "status": "CURRENT",
+                    "links": [
+                        {"rel": "self", "href": f"{base_url(request, prefix)}/network/v2.0/"}
+                    ],
+                }
+            ]
+        }
+    )
 
 
 async def show(request: Request) -> Response:
@@ -54,8 +75,11 @@ async def index(request: Request) -> Response:
 
     def run() -> list[dict[str, Any]]:
         with db.read() as session:
-            return [network_body(n) for n in service.list_networks(session)
-                    if name is None or n.name == name]
+            return [
+                network_body(n)
+                for n in service.list_networks(session)
+                if name is None or n.name == name
+            ]
 
     return JSONResponse({"networks": await run_in_threadpool(run)})
 

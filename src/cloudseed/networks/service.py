@@ -38,8 +38,15 @@ class PortPlan:
     dns_nameservers: list[str]
 
 
-def add_network(session: Session, *, name: str, cidr: str, gateway: str | None = None,
-                dns: list[str] | None = None, mtu: int = 1500) -> Network:
+def add_network(
+    session: Session,
+    *,
+    name: str,
+    cidr: str,
+    gateway: str | None = None,
+    dns: list[str] | None = None,
+    mtu: int = 1500,
+) -> Network:
     try:
         net = ipaddress.ip_network(cidr, strict=True)
         if gateway is not None and ipaddress.ip_address(gateway) not in net:
@@ -50,8 +57,14 @@ def add_network(session: Session, *, name: str, cidr: str, gateway: str | None =
         raise InvalidInput(str(exc)) from exc
     if not 68 <= mtu <= 65535:
         raise InvalidInput("mtu must be between 68 and 65535")
-    network = Network(uuid=str(uuid.uuid4()), name=name, cidr=str(net), gateway=gateway,
-                      dns_nameservers=json.dumps(dns or []), mtu=mtu)
+    network = Network(
+        uuid=str(uuid.uuid4()),
+        name=name,
+        cidr=str(net),
+        gateway=gateway,
+        dns_nameservers=json.dumps(dns or []),
+        mtu=mtu,
+    )
     session.add(network)
     try:
         session.flush()
@@ -76,8 +89,9 @@ def random_mac() -> str:
     return "fa:16:3e:" + ":".join(f"{b:02x}" for b in secrets.token_bytes(3))
 
 
-def allocate(session: Session, *, network: Network, instance_uuid: str,
-             fixed_ip: str | None = None) -> PortPlan:
+def allocate(
+    session: Session, *, network: Network, instance_uuid: str, fixed_ip: str | None = None
+) -> PortPlan:
     """Reserve an address (the requested one, or the lowest free one) for a new port."""
     net = ipaddress.ip_network(network.cidr)
     pool = _pool(session, network, net)
@@ -85,25 +99,40 @@ def allocate(session: Session, *, network: Network, instance_uuid: str,
     if fixed_ip is not None:
         try:
             if ipaddress.ip_address(fixed_ip) not in net:
-                raise InvalidInput(f"Fixed IP {fixed_ip} is not a valid ip address for "
-                                   f"network {network.uuid}.")
+                raise InvalidInput(
+                    f"Fixed IP {fixed_ip} is not a valid ip address for network {network.uuid}."
+                )
         except ValueError as exc:
             raise InvalidInput(f"Invalid fixed IP address ({fixed_ip})") from exc
         if fixed_ip in taken or fixed_ip in reserved:
-            raise Conflict(f"Fixed IP address {fixed_ip} is already in use on instance "
-                           "or reserved.")
+            raise Conflict(
+                f"Fixed IP address {fixed_ip} is already in use on instance or reserved."
+            )
         address = fixed_ip
     else:
         address = next((a for a in pool.candidates if a not in taken and a not in reserved), "")
         if not address:
             raise Conflict(f"No more fixed IP addresses in network {network.name}.")
-    plan = PortPlan(uuid=str(uuid.uuid4()), network_id=network.uuid,
-                    network_name=network.name, mac_address=random_mac(), mtu=network.mtu,
-                    address=address, version=net.version, cidr=network.cidr,
-                    gateway=network.gateway,
-                    dns_nameservers=json.loads(network.dns_nameservers))
-    session.add(IPAllocation(address=address, network_uuid=network.uuid, port_uuid=plan.uuid,
-                             instance_uuid=instance_uuid))
+    plan = PortPlan(
+        uuid=str(uuid.uuid4()),
+        network_id=network.uuid,
+        network_name=network.name,
+        mac_address=random_mac(),
+        mtu=network.mtu,
+        address=address,
+        version=net.version,
+        cidr=network.cidr,
+        gateway=network.gateway,
+        dns_nameservers=json.loads(network.dns_nameservers),
+    )
+    session.add(
+        IPAllocation(
+            address=address,
+            network_uuid=network.uuid,
+            port_uuid=plan.uuid,
+            instance_uuid=instance_uuid,
+        )
+    )
     taken.add(address)
     try:
         session.flush()
@@ -123,16 +152,19 @@ class _Pool:
     candidates: Iterator[str]  # hosts in order; those passed over are taken or reserved
 
 
-def _pool(session: Session, network: Network,
-          net: ipaddress.IPv4Network | ipaddress.IPv6Network) -> _Pool:
+def _pool(
+    session: Session, network: Network, net: ipaddress.IPv4Network | ipaddress.IPv6Network
+) -> _Pool:
     key = ("cloudseed.networks.pool", network.uuid)
     pool: _Pool | None = session.info.get(key)
     if pool is None:
-        taken = set(session.scalars(select(IPAllocation.address)
-                                    .where(IPAllocation.network_uuid == network.uuid)))
+        taken = set(
+            session.scalars(
+                select(IPAllocation.address).where(IPAllocation.network_uuid == network.uuid)
+            )
+        )
         # The gateway and DNS servers on the subnet are other hosts' addresses.
-        reserved = {str(net.network_address), network.gateway,
-                    *json.loads(network.dns_nameservers)}
+        reserved = {str(net.network_address), network.gateway, *json.loads(network.dns_nameservers)}
         if net.version == 4:
             reserved.add(str(net.broadcast_address))
         pool = session.info[key] = _Pool(taken, reserved, (str(a) for a in net.hosts()))
@@ -141,7 +173,8 @@ def _pool(session: Session, network: Network,
 
 def release(session: Session, *, instance_uuid: str) -> None:
     # Addresses freed here may be handed out again by this transaction.
-    for key in [k for k in session.info if isinstance(k, tuple)
-                and k[:1] == ("cloudseed.networks.pool",)]:
+    for key in [
+        k for k in session.info if isinstance(k, tuple) and k[:1] == ("cloudseed.networks.pool",)
+    ]:
         del session.info[key]
     session.execute(delete(IPAllocation).where(IPAllocation.instance_uuid == instance_uuid))

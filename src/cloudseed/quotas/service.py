@@ -11,15 +11,23 @@ from cloudseed.quotas.models import ProjectQuota, ProjectUserQuota
 UNLIMITED = -1
 
 
-def limit_for(session: Session, *, resource: str, project_id: str, user_id: str,
-              default: int) -> int:
-    user_limit = session.scalar(select(ProjectUserQuota.hard_limit).where(
-        ProjectUserQuota.resource == resource, ProjectUserQuota.project_id == project_id,
-        ProjectUserQuota.user_id == user_id))
+def limit_for(
+    session: Session, *, resource: str, project_id: str, user_id: str, default: int
+) -> int:
+    user_limit = session.scalar(
+        select(ProjectUserQuota.hard_limit).where(
+            ProjectUserQuota.resource == resource,
+            ProjectUserQuota.project_id == project_id,
+            ProjectUserQuota.user_id == user_id,
+        )
+    )
     if user_limit is not None:
         return user_limit
-    project_limit = session.scalar(select(ProjectQuota.hard_limit).where(
-        ProjectQuota.resource == resource, ProjectQuota.project_id == project_id))
+    project_limit = session.scalar(
+        select(ProjectQuota.hard_limit).where(
+            ProjectQuota.resource == resource, ProjectQuota.project_id == project_id
+        )
+    )
     return project_limit if project_limit is not None else default
 
 

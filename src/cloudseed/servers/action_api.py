@@ -23,8 +23,9 @@ V = APIVersion
 
 
 async def action(request: Request) -> Response:
-    body = await read_json(request, max_size=api_state(request).settings.oslo_middleware
-                           .max_request_body_size)
+    body = await read_json(
+        request, max_size=api_state(request).settings.oslo_middleware.max_request_body_size
+    )
     if not isinstance(body, dict) or len(body) != 1:
         raise InvalidInput("Malformed request body")
     name = next(iter(body))
@@ -43,8 +44,11 @@ async def _reboot(request: Request, body: dict[str, Any]) -> Response:
     if user_data is not UNSET and not hard:
         raise InvalidInput("user_data can only be changed with a HARD reboot.")
     record = await load_owned(request)
-    await run_in_threadpool(lambda: servers_of(request).reboot(
-        record.instance.uuid, actor=actor_of(request), hard=hard, user_data=user_data))
+    await run_in_threadpool(
+        lambda: servers_of(request).reboot(
+            record.instance.uuid, actor=actor_of(request), hard=hard, user_data=user_data
+        )
+    )
     return Response(status_code=202)
 
 
@@ -54,15 +58,25 @@ async def _rebuild(request: Request, body: dict[str, Any]) -> Response:
     params = body["rebuild"]
     record = await load_owned(request)
     admin_pass = params.get("adminPass") or generate_password()
-    rebuilt = await run_in_threadpool(lambda: servers_of(request).rebuild(
-        record.instance.uuid, actor=actor_of(request), image_ref=params["imageRef"],
-        name=params.get("name"), metadata=params.get("metadata"),
-        key_name=params.get("key_name", UNSET), user_data=params.get("user_data", UNSET),
-        hostname=params.get("hostname"), description=params.get("description", UNSET),
-        admin_password=admin_pass, files=personality.from_request(params.get("personality")),
-        quota=api_state(request).settings.quota))
-    view = views.show(rebuilt, version, api_base(request), admin=context.is_admin,
-                      with_user_data=False)
+    rebuilt = await run_in_threadpool(
+        lambda: servers_of(request).rebuild(
+            record.instance.uuid,
+            actor=actor_of(request),
+            image_ref=params["imageRef"],
+            name=params.get("name"),
+            metadata=params.get("metadata"),
+            key_name=params.get("key_name", UNSET),
+            user_data=params.get("user_data", UNSET),
+            hostname=params.get("hostname"),
+            description=params.get("description", UNSET),
+            admin_password=admin_pass,
+            files=personality.from_request(params.get("personality")),
+            quota=api_state(request).settings.quota,
+        )
+    )
+    view = views.show(
+        rebuilt, version, api_base(request), admin=context.is_admin, with_user_data=False
+    )
     server = view["server"]
     if version >= V(2, 57):
         server["user_data"] = rebuilt.instance.user_data
@@ -73,16 +87,18 @@ async def _rebuild(request: Request, body: dict[str, Any]) -> Response:
 async def _stop(request: Request, body: dict[str, Any]) -> Response:
     validate(schemas.EMPTY_ACTION, body["os-stop"])
     record = await load_owned(request)
-    await run_in_threadpool(lambda: servers_of(request).stop(record.instance.uuid,
-                                                             actor=actor_of(request)))
+    await run_in_threadpool(
+        lambda: servers_of(request).stop(record.instance.uuid, actor=actor_of(request))
+    )
     return Response(status_code=202)
 
 
 async def _start(request: Request, body: dict[str, Any]) -> Response:
     validate(schemas.EMPTY_ACTION, body["os-start"])
     record = await load_owned(request)
-    await run_in_threadpool(lambda: servers_of(request).start(record.instance.uuid,
-                                                              actor=actor_of(request)))
+    await run_in_threadpool(
+        lambda: servers_of(request).start(record.instance.uuid, actor=actor_of(request))
+    )
     return Response(status_code=202)
 
 
@@ -94,10 +110,16 @@ async def _console_output(request: Request, body: dict[str, Any]) -> Response:
     if length is not None and length < -1:
         raise InvalidInput("length must be -1 or more")
     record = await load_owned(request)
-    output = await run_in_threadpool(lambda: servers_of(request).console_output(
-        record.instance.uuid, length=length))
+    output = await run_in_threadpool(
+        lambda: servers_of(request).console_output(record.instance.uuid, length=length)
+    )
     return JSONResponse({"output": output})
 
 
-HANDLERS = {"reboot": _reboot, "rebuild": _rebuild, "os-stop": _stop, "os-start": _start,
-            "os-getConsoleOutput": _console_output}
+HANDLERS = {
+    "reboot": _reboot,
+    "rebuild": _rebuild,
+    "os-stop": _stop,
+    "os-start": _start,
+    "os-getConsoleOutput": _console_output,
+}

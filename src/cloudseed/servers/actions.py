@@ -19,11 +19,22 @@ class ActionNotFound(NotFound):
         super().__init__(f"Action {request_id} not found")
 
 
-def start(session: Session, *, instance_uuid: str, action: str, actor: Actor,
-          event: str | None = None, details: str | None = None) -> int:
-    row = InstanceAction(instance_uuid=instance_uuid, action=action,
-                         request_id=actor.request_id, user_id=actor.user_id,
-                         project_id=actor.project_id)
+def start(
+    session: Session,
+    *,
+    instance_uuid: str,
+    action: str,
+    actor: Actor,
+    event: str | None = None,
+    details: str | None = None,
+) -> int:
+    row = InstanceAction(
+        instance_uuid=instance_uuid,
+        action=action,
+        request_id=actor.request_id,
+        user_id=actor.user_id,
+        project_id=actor.project_id,
+    )
     session.add(row)
     session.flush()
     if event is not None:
@@ -31,12 +42,22 @@ def start(session: Session, *, instance_uuid: str, action: str, actor: Actor,
     return row.id
 
 
-def finish(session: Session, *, action_id: int, event: str, error: str | None = None,
-           details: str | None = None) -> None:
+def finish(
+    session: Session,
+    *,
+    action_id: int,
+    event: str,
+    error: str | None = None,
+    details: str | None = None,
+) -> None:
     now = utcnow()
-    found = session.scalar(select(InstanceActionEvent).where(
-        InstanceActionEvent.action_id == action_id, InstanceActionEvent.event == event,
-        InstanceActionEvent.finish_time.is_(None)))
+    found = session.scalar(
+        select(InstanceActionEvent).where(
+            InstanceActionEvent.action_id == action_id,
+            InstanceActionEvent.event == event,
+            InstanceActionEvent.finish_time.is_(None),
+        )
+    )
     if found is None:
         found = InstanceActionEvent(action_id=action_id, event=event, start_time=now)
         session.add(found)
@@ -45,41 +66,58 @@ def finish(session: Session, *, action_id: int, event: str, error: str | None = 
     found.traceback = error
     if details:
         found.details = "; ".join(d for d in (found.details, details) if d)
-    session.execute(update(InstanceAction).where(InstanceAction.id == action_id)
-                    .values(finish_time=now, updated_at=now,
-                            message="Error" if error else None))
+    session.execute(
+        update(InstanceAction)
+        .where(InstanceAction.id == action_id)
+        .values(finish_time=now, updated_at=now, message="Error" if error else None)
+    )
 
 
 def _action_body(row: InstanceAction) -> dict[str, Any]:
-    return {"action": row.action, "instance_uuid": row.instance_uuid,
-            "request_id": row.request_id, "user_id": row.user_id,
-            "project_id": row.project_id, "start_time": row.start_time.isoformat(),
-            "message": row.message,
-            "updated_at": (row.updated_at or row.start_time).isoformat()}
+    return {
+        "action": row.action,
+        "instance_uuid": row.instance_uuid,
+        "request_id": row.request_id,
+        "user_id": row.user_id,
+        "project_id": row.project_id,
+        "start_time": row.start_time.isoformat(),
+        "message": row.message,
+        "updated_at": (row.updated_at or row.start_time).isoformat(),
+    }
 
 
 def list_actions(session: Session, instance_uuid: str) -> list[dict[str, Any]]:
-    rows = session.scalars(select(InstanceAction)
-                           .where(InstanceAction.instance_uuid == instance_uuid)
-                           .order_by(InstanceAction.start_time.desc(), InstanceAction.id.desc()))
+    rows = session.scalars(
+        select(InstanceAction)
+        .where(InstanceAction.instance_uuid == instance_uuid)
+        .order_by(InstanceAction.start_time.desc(), InstanceAction.id.desc())
+    )
     return [_action_body(r) for r in rows]
 
 
-def show_action(session: Session, instance_uuid: str, request_id: str, *,
-                with_details: bool) -> dict[str, Any]:
-    row = session.scalar(select(InstanceAction).where(
-        InstanceAction.instance_uuid == instance_uuid, InstanceAction.request_id == request_id))
+def show_action(
+    session: Session, instance_uuid: str, request_id: str, *, with_details: bool
+) -> dict[str, Any]:
+    row = session.scalar(
+        select(InstanceAction).where(
+            InstanceAction.instance_uuid == instance_uuid, InstanceAction.request_id == request_id
+        )
+    )
     if row is None:
         raise ActionNotFound(request_id)
     body = _action_body(row)
     events = []
-    for ev in session.scalars(select(InstanceActionEvent)
-                              .where(InstanceActionEvent.action_id == row.id)
-                              .order_by(InstanceActionEvent.id)):
+    for ev in session.scalars(
+        select(InstanceActionEvent)
+        .where(InstanceActionEvent.action_id == row.id)
+        .order_by(InstanceActionEvent.id)
+    ):
         item: dict[str, Any] = {
-            "event": ev.event, "start_time": ev.start_time.isoformat(),
+            "event": ev.event,
+            "start_time": ev.start_time.isoformat(),
             "finish_time": ev.finish_time.isoformat() if ev.finish_time else None,
-            "result": ev.result}
+            "result": ev.result,
+        }
         if with_details:
             item["traceback"] = ev.traceback
             item["details"] = ev.details

@@ -30,8 +30,9 @@ V = APIVersion
 
 def actor_of(request: Request) -> Actor:
     context = context_of(request)
-    return Actor(user_id=context.user_id, project_id=context.project_id,
-                 request_id=context.request_id)
+    return Actor(
+        user_id=context.user_id, project_id=context.project_id, request_id=context.request_id
+    )
 
 
 def servers_of(request: Request) -> Servers:
@@ -47,9 +48,9 @@ def api_base(request: Request) -> str:
 
 
 async def body_of(request: Request, schema: dict[str, Any]) -> dict[str, Any]:
-    body = await read_json(request,
-                           max_size=api_state(request).settings.oslo_middleware
-                           .max_request_body_size)
+    body = await read_json(
+        request, max_size=api_state(request).settings.oslo_middleware.max_request_body_size
+    )
     validate(schema, body)
     result: dict[str, Any] = body
     return result
@@ -76,39 +77,60 @@ async def create(request: Request) -> Response:
     max_count = int(server.get("max_count", min_count))
     if min_count > max_count:
         raise InvalidInput("min_count must be <= max_count")
-    image_ref = schemas.boot_image(server.get("block_device_mapping_v2", []),
-                                   server.get("imageRef"))
+    image_ref = schemas.boot_image(
+        server.get("block_device_mapping_v2", []), server.get("imageRef")
+    )
     if not image_ref:
         raise InvalidInput("Missing imageRef attribute")
     create_request = CreateRequest(
-        name=server["name"], flavor_ref=str(server["flavorRef"]), image_ref=image_ref,
-        actor=actor_of(request), roles=context.roles, key_name=server.get("key_name"),
-        user_data=server.get("user_data"), metadata=server.get("metadata", {}),
+        name=server["name"],
+        flavor_ref=str(server["flavorRef"]),
+        image_ref=image_ref,
+        actor=actor_of(request),
+        roles=context.roles,
+        key_name=server.get("key_name"),
+        user_data=server.get("user_data"),
+        metadata=server.get("metadata", {}),
         config_drive=schemas.true_value(server.get("config_drive", False)),
-        hostname=server.get("hostname"), description=server.get("description"),
+        hostname=server.get("hostname"),
+        description=server.get("description"),
         availability_zone=server.get("availability_zone"),
-        access_ip_v4=server.get("accessIPv4"), access_ip_v6=server.get("accessIPv6"),
-        networks=server.get("networks"), count=max_count, admin_pass=server.get("adminPass"),
-        files=personality.from_request(server.get("personality")))
+        access_ip_v4=server.get("accessIPv4"),
+        access_ip_v6=server.get("accessIPv6"),
+        networks=server.get("networks"),
+        count=max_count,
+        admin_pass=server.get("adminPass"),
+        files=personality.from_request(server.get("personality")),
+    )
     servers = servers_of(request)
     created = await run_in_threadpool(
-        create_servers, state.api_db, servers.cells, create_request,
+        create_servers,
+        state.api_db,
+        servers.cells,
+        create_request,
         force_config_drive=state.settings.default.force_config_drive,
-        quota=state.settings.quota)
+        quota=state.settings.quota,
+    )
     files = personality.decode(create_request.files)
     for uuid in created.uuids:
         # The password and files go to the build in memory (onto the config drive).
-        servers.operations.build(uuid, created.action_ids[uuid],
-                                 admin_password=created.admin_pass, files=files)
+        servers.operations.build(
+            uuid, created.action_ids[uuid], admin_password=created.admin_pass, files=files
+        )
     if schemas.true_value(server.get("return_reservation_id", False)):
         return JSONResponse({"reservation_id": created.reservation_id}, status_code=202)
     uuid = created.uuids[0]
     server_links = views.links(api_base(request), "servers", uuid)
-    body_out = {"server": {"id": uuid, "links": server_links, "OS-DCF:diskConfig": "MANUAL",
-                           "security_groups": [{"name": "default"}],
-                           "adminPass": created.admin_pass}}
-    return JSONResponse(body_out, status_code=202,
-                        headers={"Location": server_links[0]["href"]})
+    body_out = {
+        "server": {
+            "id": uuid,
+            "links": server_links,
+            "OS-DCF:diskConfig": "MANUAL",
+            "security_groups": [{"name": "default"}],
+            "adminPass": created.admin_pass,
+        }
+    }
+    return JSONResponse(body_out, status_code=202, headers={"Location": server_links[0]["href"]})
 
 
 def _parse_time(value: str) -> dt.datetime:
@@ -126,7 +148,11 @@ async def _list(request: Request, *, detail: bool) -> Response:
     query = query_lists(request)
     first = {k: v[-1] for k, v in query.items()}
     all_projects = context.is_admin and first.get("all_tenants", "0").lower() not in (
-        "0", "false", "off", "no")
+        "0",
+        "false",
+        "off",
+        "no",
+    )
     if "all_tenants" in first and not context.is_admin:
         raise PolicyNotAuthorized("os_compute_api:servers:index:get_all_tenants")
     max_limit = api_state(request).settings.api.max_limit
@@ -136,24 +162,38 @@ async def _list(request: Request, *, detail: bool) -> Response:
         raise InvalidInput("limit param must be an integer") from exc
     if limit < 0:
         raise InvalidInput("limit param must be positive")
-    flt = ListFilter(project_id=None if all_projects else context.project_id,
-                     name=first.get("name"), key_name=first.get("key_name"),
-                     status=first.get("status"),
-                     changes_since=_parse_time(first["changes-since"])
-                     if "changes-since" in first else None,
-                     limit=limit, marker=first.get("marker"))
+    flt = ListFilter(
+        project_id=None if all_projects else context.project_id,
+        name=first.get("name"),
+        key_name=first.get("key_name"),
+        status=first.get("status"),
+        changes_since=_parse_time(first["changes-since"]) if "changes-since" in first else None,
+        limit=limit,
+        marker=first.get("marker"),
+    )
     found = await run_in_threadpool(list_servers, servers_of(request).cells, flt)
     base = api_base(request)
     if detail:
-        items = [views.show(r, version, base, admin=context.is_admin,
-                            with_server_groups=False)["server"] for r in found]
+        items = [
+            views.show(r, version, base, admin=context.is_admin, with_server_groups=False)["server"]
+            for r in found
+        ]
     else:
         items = [views.basic(r, base) for r in found]
     body: dict[str, Any] = {"servers": items}
     if limit and len(found) == limit:
-        body["servers_links"] = [{"rel": "next", "href": next_link(
-            request, api_state(request).settings.api.compute_link_prefix, request.url.path,
-            query, found[-1].instance.uuid)}]
+        body["servers_links"] = [
+            {
+                "rel": "next",
+                "href": next_link(
+                    request,
+                    api_state(request).settings.api.compute_link_prefix,
+                    request.url.path,
+                    query,
+                    found[-1].instance.uuid,
+                ),
+            }
+        ]
     return JSONResponse(body)
 
 
@@ -167,30 +207,45 @@ async def detail(request: Request) -> Response:
 
 async def show(request: Request) -> Response:
     record = await load_owned(request)
-    return JSONResponse(views.show(record, version_of(request), api_base(request),
-                                   admin=context_of(request).is_admin))
+    return JSONResponse(
+        views.show(
+            record, version_of(request), api_base(request), admin=context_of(request).is_admin
+        )
+    )
 
 
 async def update(request: Request) -> Response:
     version = version_of(request)
     body = (await body_of(request, schemas.update(version)))["server"]
     record = await load_owned(request)
-    updated = await run_in_threadpool(lambda: servers_of(request).update(
-        record.instance.uuid, actor=actor_of(request), name=body.get("name"),
-        description=body.get("description", UNSET), hostname=body.get("hostname"),
-        user_data=body.get("user_data", UNSET)))
+    updated = await run_in_threadpool(
+        lambda: servers_of(request).update(
+            record.instance.uuid,
+            actor=actor_of(request),
+            name=body.get("name"),
+            description=body.get("description", UNSET),
+            hostname=body.get("hostname"),
+            user_data=body.get("user_data", UNSET),
+        )
+    )
     view = views.show(updated, version, api_base(request), admin=context_of(request).is_admin)
     if version < V(2, 75):
         # Before 2.75, PUT answered with a reduced body (no extended attributes).
         server = view["server"]
-        view = {"server": {k: v for k, v in server.items()
-                           if not k.startswith(("OS-EXT-", "OS-SRV-USG", "os-extended"))
-                           and k not in ("config_drive", "key_name", "security_groups")}}
+        view = {
+            "server": {
+                k: v
+                for k, v in server.items()
+                if not k.startswith(("OS-EXT-", "OS-SRV-USG", "os-extended"))
+                and k not in ("config_drive", "key_name", "security_groups")
+            }
+        }
     return JSONResponse(view)
 
 
 async def delete(request: Request) -> Response:
     record = await load_owned(request)
-    await run_in_threadpool(lambda: servers_of(request).delete(record.instance.uuid,
-                                                               actor=actor_of(request)))
+    await run_in_threadpool(
+        lambda: servers_of(request).delete(record.instance.uuid, actor=actor_of(request))
+    )
     return Response(status_code=204)

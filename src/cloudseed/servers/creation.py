@@ -80,44 +80,71 @@ def generate_password(length: int = 12) -> str:
 
 
 def keypair_snapshot(keypair: Any) -> list[dict[str, Any]]:
-    return [{"name": keypair.name, "user_id": keypair.user_id,
-             "fingerprint": keypair.fingerprint, "public_key": keypair.public_key,
-             "type": keypair.type, "created_at": keypair.created_at.isoformat()}]
+    return [
+        {
+            "name": keypair.name,
+            "user_id": keypair.user_id,
+            "fingerprint": keypair.fingerprint,
+            "public_key": keypair.public_key,
+            "type": keypair.type,
+            "created_at": keypair.created_at.isoformat(),
+        }
+    ]
 
 
 def lookup_keypair(api_db: Database, *, user_id: str, key_name: str) -> list[dict[str, Any]]:
     """The caller's key pair as an instance keeps it; unknown -> 400 as in Nova."""
     with api_db.read() as session:
         try:
-            return keypair_snapshot(keypairs.get_keypair(session, user_id=user_id,
-                                                         name=key_name))
+            return keypair_snapshot(keypairs.get_keypair(session, user_id=user_id, name=key_name))
         except KeypairNotFound as exc:
             raise InvalidKeyName() from exc
 
 
-def create_servers(api_db: Database, cells: CellDatabases, request: CreateRequest,
-                   *, force_config_drive: bool, quota: QuotaSection | None = None
-                   ) -> Created:
+def create_servers(
+    api_db: Database,
+    cells: CellDatabases,
+    request: CreateRequest,
+    *,
+    force_config_drive: bool,
+    quota: QuotaSection | None = None,
+) -> Created:
     reservation_id = "r-" + secrets.token_hex(4)
     admin_pass = request.admin_pass or generate_password()
     uuids = [str(uuid.uuid4()) for _ in range(request.count)]
-    keypair = (lookup_keypair(api_db, user_id=request.actor.user_id, key_name=request.key_name)
-               if request.key_name else [])
+    keypair = (
+        lookup_keypair(api_db, user_id=request.actor.user_id, key_name=request.key_name)
+        if request.key_name
+        else []
+    )
     cell_id = cells.default_cell()
     with api_db.write() as session:
-        personality.check_limits(session, request.files, project_id=request.actor.project_id,
-                                 user_id=request.actor.user_id, quota=quota or QuotaSection())
+        personality.check_limits(
+            session,
+            request.files,
+            project_id=request.actor.project_id,
+            user_id=request.actor.user_id,
+            quota=quota or QuotaSection(),
+        )
         flavor = flavors.snapshot(flavors.get_flavor(session, request.flavor_ref))
         image = images.get_image(session, request.image_ref)
         image_props = images.properties_of(image)
         ports = {u: _plan_ports(session, request.networks, u) for u in uuids}
         for u in uuids:
-            session.add(InstanceMapping(instance_uuid=u, cell_id=cell_id,
-                                        project_id=request.actor.project_id,
-                                        user_id=request.actor.user_id))
+            session.add(
+                InstanceMapping(
+                    instance_uuid=u,
+                    cell_id=cell_id,
+                    project_id=request.actor.project_id,
+                    user_id=request.actor.user_id,
+                )
+            )
         image_uuid = image.uuid
-    config_drive = (request.config_drive or force_config_drive
-                    or image_props.get("img_config_drive") == "mandatory")
+    config_drive = (
+        request.config_drive
+        or force_config_drive
+        or image_props.get("img_config_drive") == "mandatory"
+    )
     cell = cells.by_id(cell_id)
     ports = _unique_macs(cell, ports)
     action_ids: dict[str, int] = {}
@@ -128,45 +155,76 @@ def create_servers(api_db: Database, cells: CellDatabases, request: CreateReques
                 hostname = request.hostname or sanitize_hostname(name, default=f"Server-{u}")
                 if request.hostname and request.count > 1:
                     hostname = f"{request.hostname}-{index + 1}"
-                session.add(Instance(
-                    uuid=u, display_name=name, display_description=request.description,
-                    hostname=hostname, project_id=request.actor.project_id,
-                    user_id=request.actor.user_id, image_ref=image_uuid,
-                    flavor_id=str(flavor["id"]), vm_state=states.BUILDING,
-                    task_state=states.SCHEDULING, power_state=states.NOSTATE,
-                    key_name=request.key_name, key_data=keypair[0]["public_key"] if keypair
-                    else None, user_data=request.user_data,
-                    config_drive="True" if config_drive else "", launch_index=index,
-                    reservation_id=reservation_id,
-                    availability_zone=request.availability_zone,
-                    access_ip_v4=request.access_ip_v4, access_ip_v6=request.access_ip_v6))
+                session.add(
+                    Instance(
+                        uuid=u,
+                        display_name=name,
+                        display_description=request.description,
+                        hostname=hostname,
+                        project_id=request.actor.project_id,
+                        user_id=request.actor.user_id,
+                        image_ref=image_uuid,
+                        flavor_id=str(flavor["id"]),
+                        vm_state=states.BUILDING,
+                        task_state=states.SCHEDULING,
+                        power_state=states.NOSTATE,
+                        key_name=request.key_name,
+                        key_data=keypair[0]["public_key"] if keypair else None,
+                        user_data=request.user_data,
+                        config_drive="True" if config_drive else "",
+                        launch_index=index,
+                        reservation_id=reservation_id,
+                        availability_zone=request.availability_zone,
+                        access_ip_v4=request.access_ip_v4,
+                        access_ip_v6=request.access_ip_v6,
+                    )
+                )
                 session.flush()
-                session.add(InstanceExtra(instance_uuid=u, keypairs=json.dumps(keypair),
-                                          flavor=json.dumps(flavor)))
+                session.add(
+                    InstanceExtra(
+                        instance_uuid=u, keypairs=json.dumps(keypair), flavor=json.dumps(flavor)
+                    )
+                )
                 for key, value in _system_metadata(request, image_props).items():
                     session.add(InstanceSystemMetadata(instance_uuid=u, key=key, value=value))
                 for key, value in request.metadata.items():
                     session.add(InstanceMetadata(instance_uuid=u, key=key, value=value))
                 for plan in ports[u]:
                     _add_port(session, u, plan)
-                action_ids[u] = actions.start(session, instance_uuid=u, action="create",
-                                              actor=request.actor,
-                                              event="compute__do_build_and_run_instance")
-                history.record(session, instance_uuid=u, field="key_pair", action="create",
-                               actor=request.actor, old=None,
-                               new=history.describe_key(keypair))
-                history.record(session, instance_uuid=u, field="user_data", action="create",
-                               actor=request.actor, old=None,
-                               new=history.describe_user_data(request.user_data))
+                action_ids[u] = actions.start(
+                    session,
+                    instance_uuid=u,
+                    action="create",
+                    actor=request.actor,
+                    event="compute__do_build_and_run_instance",
+                )
+                history.record(
+                    session,
+                    instance_uuid=u,
+                    field="key_pair",
+                    action="create",
+                    actor=request.actor,
+                    old=None,
+                    new=history.describe_key(keypair),
+                )
+                history.record(
+                    session,
+                    instance_uuid=u,
+                    field="user_data",
+                    action="create",
+                    actor=request.actor,
+                    old=None,
+                    new=history.describe_user_data(request.user_data),
+                )
     except BaseException:
         with api_db.write() as session:
-            session.execute(delete(InstanceMapping)
-                            .where(InstanceMapping.instance_uuid.in_(uuids)))
+            session.execute(delete(InstanceMapping).where(InstanceMapping.instance_uuid.in_(uuids)))
             for u in uuids:
                 networks.release(session, instance_uuid=u)
         raise
-    return Created(uuids=uuids, reservation_id=reservation_id, admin_pass=admin_pass,
-                   action_ids=action_ids)
+    return Created(
+        uuids=uuids, reservation_id=reservation_id, admin_pass=admin_pass, action_ids=action_ids
+    )
 
 
 def _system_metadata(request: CreateRequest, image_props: dict[str, str]) -> dict[str, str]:
@@ -175,14 +233,18 @@ def _system_metadata(request: CreateRequest, image_props: dict[str, str]) -> dic
     return values
 
 
-def _unique_macs(cell: Database, ports: dict[str, list[networks.PortPlan]]
-                 ) -> dict[str, list[networks.PortPlan]]:
+def _unique_macs(
+    cell: Database, ports: dict[str, list[networks.PortPlan]]
+) -> dict[str, list[networks.PortPlan]]:
     """Random MACs (24 random bits) collide now and then in a large cloud (about 3 times in
     10,000 ports): draw again for any MAC already in the cell or in this request."""
     plans = [p for group in ports.values() for p in group]
     with cell.read() as session:
-        taken = set(session.scalars(select(Port.mac_address).where(
-            Port.mac_address.in_([p.mac_address for p in plans]))))
+        taken = set(
+            session.scalars(
+                select(Port.mac_address).where(Port.mac_address.in_([p.mac_address for p in plans]))
+            )
+        )
     fixed: dict[str, list[networks.PortPlan]] = {}
     for uuid_, group in ports.items():
         fixed[uuid_] = []
@@ -194,38 +256,66 @@ def _unique_macs(cell: Database, ports: dict[str, list[networks.PortPlan]]
     return fixed
 
 
-def _plan_ports(session: Any, requested: list[dict[str, Any]] | str | None,
-                instance_uuid: str) -> list[networks.PortPlan]:
+def _plan_ports(
+    session: Any, requested: list[dict[str, Any]] | str | None, instance_uuid: str
+) -> list[networks.PortPlan]:
     if requested == "none":
         return []
     if requested in (None, "auto", []):
         available = networks.list_networks(session)
-        return ([networks.allocate(session, network=available[0], instance_uuid=instance_uuid)]
-                if available else [])
+        return (
+            [networks.allocate(session, network=available[0], instance_uuid=instance_uuid)]
+            if available
+            else []
+        )
     plans = []
     assert isinstance(requested, list)
     for item in requested:
         if item.get("port"):
-            raise InvalidInput("Requesting a pre-made port is not supported; ask for a "
-                               "network uuid (cloudseed manages ports itself).")
+            raise InvalidInput(
+                "Requesting a pre-made port is not supported; ask for a "
+                "network uuid (cloudseed manages ports itself)."
+            )
         if "uuid" not in item:
-            raise InvalidInput("Bad networks format: network uuid is not in proper format "
-                               f"({item})")
+            raise InvalidInput(
+                f"Bad networks format: network uuid is not in proper format ({item})"
+            )
         network = networks.get_network(session, item["uuid"])
-        plans.append(networks.allocate(session, network=network, instance_uuid=instance_uuid,
-                                       fixed_ip=item.get("fixed_ip")))
+        plans.append(
+            networks.allocate(
+                session, network=network, instance_uuid=instance_uuid, fixed_ip=item.get("fixed_ip")
+            )
+        )
     return plans
 
 
 def _add_port(session: Any, instance_uuid: str, plan: networks.PortPlan) -> None:
-    session.add(Port(uuid=plan.uuid, instance_uuid=instance_uuid, network_id=plan.network_id,
-                     network_name=plan.network_name, mac_address=plan.mac_address,
-                     mtu=plan.mtu, network_info=json.dumps({
-                         "cidr": plan.cidr, "gateway": plan.gateway,
-                         "dns_nameservers": plan.dns_nameservers})))
+    session.add(
+        Port(
+            uuid=plan.uuid,
+            instance_uuid=instance_uuid,
+            network_id=plan.network_id,
+            network_name=plan.network_name,
+            mac_address=plan.mac_address,
+            mtu=plan.mtu,
+            network_info=json.dumps(
+                {
+                    "cidr": plan.cidr,
+                    "gateway": plan.gateway,
+                    "dns_nameservers": plan.dns_nameservers,
+                }
+            ),
+        )
+    )
     session.flush()
-    session.add(FixedIP(address=plan.address, version=plan.version, port_uuid=plan.uuid,
-                        instance_uuid=instance_uuid))
+    session.add(
+        FixedIP(
+            address=plan.address,
+            version=plan.version,
+            port_uuid=plan.uuid,
+            instance_uuid=instance_uuid,
+        )
+    )
 
 
 __all__ = ["CreateRequest", "Created", "create_servers", "lookup_keypair"]

@@ -27,8 +27,11 @@ async def metadata_replace_or_update(request: Request) -> Response:
     body = await body_of(request, schemas.METADATA_BODY)
     record = await load_owned(request)
     replace = request.method == "PUT"
-    result = await run_in_threadpool(lambda: servers_of(request).set_metadata(
-        record.instance.uuid, body["metadata"], replace=replace))
+    result = await run_in_threadpool(
+        lambda: servers_of(request).set_metadata(
+            record.instance.uuid, body["metadata"], replace=replace
+        )
+    )
     return JSONResponse({"metadata": result})
 
 
@@ -45,15 +48,17 @@ async def metadata_put_item(request: Request) -> Response:
     if key not in body["meta"]:
         raise InvalidInput("Request body and URI mismatch")
     record = await load_owned(request)
-    await run_in_threadpool(lambda: servers_of(request).set_metadata(
-        record.instance.uuid, body["meta"], replace=False))
+    await run_in_threadpool(
+        lambda: servers_of(request).set_metadata(record.instance.uuid, body["meta"], replace=False)
+    )
     return JSONResponse({"meta": body["meta"]})
 
 
 async def metadata_delete_item(request: Request) -> Response:
     record, key = await load_owned(request), request.path_params["key"]
     deleted = await run_in_threadpool(
-        lambda: servers_of(request).delete_metadata_item(record.instance.uuid, key))
+        lambda: servers_of(request).delete_metadata_item(record.instance.uuid, key)
+    )
     if not deleted:
         raise MetadataItemNotFound()
     return Response(status_code=204)
@@ -78,9 +83,12 @@ async def actions_show(request: Request) -> Response:
 
     def run() -> dict[str, object]:
         with db.read() as session:
-            return actions.show_action(session, record.instance.uuid,
-                                       request.path_params["request_id"],
-                                       with_details=with_details)
+            return actions.show_action(
+                session,
+                record.instance.uuid,
+                request.path_params["request_id"],
+                with_details=with_details,
+            )
 
     action = await run_in_threadpool(run)
     if not context.is_admin:
@@ -107,8 +115,7 @@ async def bootstrap_history(request: Request) -> Response:
 async def password_show(request: Request) -> Response:
     """``os-server-password``: what the guest posted to the metadata service ('' if none)."""
     record = await load_owned(request)
-    value = await run_in_threadpool(
-        lambda: servers_of(request).password(record.instance.uuid))
+    value = await run_in_threadpool(lambda: servers_of(request).password(record.instance.uuid))
     return JSONResponse({"password": value})
 
 

@@ -1,12 +1,12 @@
 """Server errors, with Nova's messages.
 
-    InvalidInput ── InvalidKeyName        key_name unknown for the caller     (400)
-    QuotaExceeded ─ TooManyPersonalityFiles    more files than injected_files    (403)
-                    ├ PersonalityPathTooLong     a path over the path limit       (403)
-                    └ PersonalityContentTooLong  a content over the content limit (403)
-    Conflict ────── InstanceInvalidState  busy or in the wrong state          (409)
-                    InstanceHasConfigDrive  user data needs a hard reboot      (409)
-    NotFound ────── cells.InstanceNotFound                                     (404)
+InvalidInput ── InvalidKeyName        key_name unknown for the caller     (400)
+QuotaExceeded ─ TooManyPersonalityFiles    more files than injected_files    (403)
+                ├ PersonalityPathTooLong     a path over the path limit       (403)
+                └ PersonalityContentTooLong  a content over the content limit (403)
+Conflict ────── InstanceInvalidState  busy or in the wrong state          (409)
+                InstanceHasConfigDrive  user data needs a hard reboot      (409)
+NotFound ────── cells.InstanceNotFound                                     (404)
 """
 
 from __future__ import annotations
@@ -31,23 +31,35 @@ class InstanceHasConfigDrive(Conflict):
         super().__init__(
             f"Instance {uuid} has a config drive, which holds the user data, so it cannot be "
             "updated in place. Use a hard reboot with user_data instead: POST "
-            f"/servers/{uuid}/action {{\"reboot\": {{\"type\": \"HARD\", \"user_data\": ...}}}}")
+            f'/servers/{uuid}/action {{"reboot": {{"type": "HARD", "user_data": ...}}}}'
+        )
         self.uuid = uuid
 
 
 class TooManyPersonalityFiles(QuotaExceeded):
-    def __init__(self, limit: int, *, message: str = "Personality file limit exceeded",
-                 resource: str = "injected_files") -> None:
+    def __init__(
+        self,
+        limit: int,
+        *,
+        message: str = "Personality file limit exceeded",
+        resource: str = "injected_files",
+    ) -> None:
         super().__init__(message, resource=resource, limit=limit)
 
 
 class PersonalityPathTooLong(TooManyPersonalityFiles):
     def __init__(self, limit: int) -> None:
-        super().__init__(limit, message=f"Personality file path exceeds maximum {limit}",
-                         resource="injected_file_path_bytes")
+        super().__init__(
+            limit,
+            message=f"Personality file path exceeds maximum {limit}",
+            resource="injected_file_path_bytes",
+        )
 
 
 class PersonalityContentTooLong(TooManyPersonalityFiles):
     def __init__(self, limit: int) -> None:
-        super().__init__(limit, message=f"Personality file content exceeds maximum {limit}",
-                         resource="injected_file_content_bytes")
+        super().__init__(
+            limit,
+            message=f"Personality file content exceeds maximum {limit}",
+            resource="injected_file_content_bytes",
+        )

@@ -34,8 +34,14 @@ def describe_key(keypairs: list[dict[str, Any]]) -> str | None:
     if not keypairs:
         return None
     first = keypairs[0]
-    return json.dumps({"name": first["name"], "fingerprint": first["fingerprint"],
-                       "type": first.get("type", "ssh")}, sort_keys=True)
+    return json.dumps(
+        {
+            "name": first["name"],
+            "fingerprint": first["fingerprint"],
+            "type": first.get("type", "ssh"),
+        },
+        sort_keys=True,
+    )
 
 
 def describe_user_data(user_data: str | None) -> str | None:
@@ -45,36 +51,63 @@ def describe_user_data(user_data: str | None) -> str | None:
         raw = base64.b64decode(user_data)
     except (binascii.Error, ValueError):
         raw = user_data.encode()
-    return json.dumps({"sha256": hashlib.sha256(raw).hexdigest(), "size": len(raw)},
-                      sort_keys=True)
+    return json.dumps({"sha256": hashlib.sha256(raw).hexdigest(), "size": len(raw)}, sort_keys=True)
 
 
-def record(session: Session, *, instance_uuid: str, field: str, action: str, actor: Actor,
-           old: str | None, new: str | None) -> None:
+def record(
+    session: Session,
+    *,
+    instance_uuid: str,
+    field: str,
+    action: str,
+    actor: Actor,
+    old: str | None,
+    new: str | None,
+) -> None:
     """Add a change, unless nothing changed."""
     if old == new:
         return
-    version = (session.scalar(select(func.max(BootstrapChange.version))
-                              .where(BootstrapChange.instance_uuid == instance_uuid)) or 0) + 1
-    session.add(BootstrapChange(instance_uuid=instance_uuid, version=version, field=field,
-                                action=action, request_id=actor.request_id,
-                                user_id=actor.user_id, project_id=actor.project_id,
-                                old_value=old, new_value=new))
+    version = (
+        session.scalar(
+            select(func.max(BootstrapChange.version)).where(
+                BootstrapChange.instance_uuid == instance_uuid
+            )
+        )
+        or 0
+    ) + 1
+    session.add(
+        BootstrapChange(
+            instance_uuid=instance_uuid,
+            version=version,
+            field=field,
+            action=action,
+            request_id=actor.request_id,
+            user_id=actor.user_id,
+            project_id=actor.project_id,
+            old_value=old,
+            new_value=new,
+        )
+    )
     session.flush()
 
 
 def history(session: Session, instance_uuid: str) -> list[dict[str, Any]]:
-    rows = session.scalars(select(BootstrapChange)
-                           .where(BootstrapChange.instance_uuid == instance_uuid)
-                           .order_by(BootstrapChange.version))
-    return [{
-        "version": row.version,
-        "field": row.field,
-        "action": row.action,
-        "request_id": row.request_id,
-        "user_id": row.user_id,
-        "project_id": row.project_id,
-        "changed_at": row.changed_at.isoformat(),
-        "old": json.loads(row.old_value) if row.old_value else None,
-        "new": json.loads(row.new_value) if row.new_value else None,
-    } for row in rows]
+    rows = session.scalars(
+        select(BootstrapChange)
+        .where(BootstrapChange.instance_uuid == instance_uuid)
+        .order_by(BootstrapChange.version)
+    )
+    return [
+        {
+            "version": row.version,
+            "field": row.field,
+            "action": row.action,
+            "request_id": row.request_id,
+            "user_id": row.user_id,
+            "project_id": row.project_id,
+            "changed_at": row.changed_at.isoformat(),
+            "old": json.loads(row.old_value) if row.old_value else None,
+            "new": json.loads(row.new_value) if row.new_value else None,
+        }
+        for row in rows
+    ]

@@ -41,8 +41,9 @@ def list_servers(cells: CellDatabases, f: ListFilter) -> list[records.ServerReco
     for db in cells.all_cells():
         with db.read() as session:
             if f.marker is not None and marker_key is None:
-                row = session.execute(select(Instance.created_at, Instance.id)
-                                      .where(Instance.uuid == f.marker)).first()
+                row = session.execute(
+                    select(Instance.created_at, Instance.id).where(Instance.uuid == f.marker)
+                ).first()
                 if row is not None:
                     marker_key = (row[0], row[1])
             query = select(Instance).order_by(Instance.created_at.desc(), Instance.id.desc())
@@ -58,16 +59,28 @@ def list_servers(cells: CellDatabases, f: ListFilter) -> list[records.ServerReco
                 pairs = states.STATUS_FILTERS.get(f.status.upper(), [])
                 if not pairs:
                     return []
-                query = query.where(or_(*[
-                    (Instance.vm_state == vm) & (Instance.task_state.is_(None) if task is None
-                                                 else Instance.task_state == task)
-                    for vm, task in pairs]))
-            instances = [i for i in session.scalars(query)
-                         if name_re is None or name_re.search(i.display_name)]
+                query = query.where(
+                    or_(
+                        *[
+                            (Instance.vm_state == vm)
+                            & (
+                                Instance.task_state.is_(None)
+                                if task is None
+                                else Instance.task_state == task
+                            )
+                            for vm, task in pairs
+                        ]
+                    )
+                )
+            instances = [
+                i
+                for i in session.scalars(query)
+                if name_re is None or name_re.search(i.display_name)
+            ]
             found.extend(records.load_many(session, instances))
     if f.marker is not None and marker_key is None:
         raise ServerMarkerNotFound(f.marker)
     found.sort(key=lambda r: (r.instance.created_at, r.instance.id), reverse=True)
     if marker_key is not None:
         found = [r for r in found if (r.instance.created_at, r.instance.id) < marker_key]
-    return found[:f.limit]
+    return found[: f.limit]

@@ -23,10 +23,18 @@ from cloudseed.settings import QuotaSection
 
 # Nova's parameter_types.personality, with path and contents required (Nova answers a missing
 # one with a 500 from a KeyError).
-SCHEMA: dict[str, Any] = {"type": "array", "items": {
-    "type": "object", "properties": {"path": {"type": "string"},
-                                     "contents": {"type": "string", "format": "base64"}},
-    "required": ["path", "contents"], "additionalProperties": False}}
+SCHEMA: dict[str, Any] = {
+    "type": "array",
+    "items": {
+        "type": "object",
+        "properties": {
+            "path": {"type": "string"},
+            "contents": {"type": "string", "format": "base64"},
+        },
+        "required": ["path", "contents"],
+        "additionalProperties": False,
+    },
+}
 
 Encoded = tuple[tuple[str, str], ...]  # (path, base64 text), as the request had them
 Files = tuple[tuple[str, bytes], ...]
@@ -36,15 +44,17 @@ def from_request(personality: list[dict[str, str]] | None) -> Encoded:
     return tuple((item["path"], item["contents"]) for item in personality or ())
 
 
-def check_limits(session: Session, files: Encoded, *, project_id: str, user_id: str,
-                 quota: QuotaSection) -> None:
+def check_limits(
+    session: Session, files: Encoded, *, project_id: str, user_id: str, quota: QuotaSection
+) -> None:
     """Raise a QuotaExceeded (403) when the files pass a limit."""
     if not files:
         return
 
     def limit(resource: str, default: int) -> int:
-        return limit_for(session, resource=resource, project_id=project_id, user_id=user_id,
-                         default=default)
+        return limit_for(
+            session, resource=resource, project_id=project_id, user_id=user_id, default=default
+        )
 
     count_limit = limit("injected_files", quota.injected_files)
     if not within(count_limit, len(files)):

@@ -56,8 +56,11 @@ class ServerRecord:
 def load(session: Session, uuid: str, *, for_update: bool = False) -> ServerRecord:
     # populate_existing: claim_task and friends update rows with Core statements, so an
     # instance already in this session's identity map must be read again, not reused.
-    query = (select(Instance).where(Instance.uuid == uuid, Instance.deleted == 0)
-             .execution_options(populate_existing=True))
+    query = (
+        select(Instance)
+        .where(Instance.uuid == uuid, Instance.deleted == 0)
+        .execution_options(populate_existing=True)
+    )
     if for_update:
         query = query.with_for_update()
     instance = session.scalar(query)
@@ -68,62 +71,94 @@ def load(session: Session, uuid: str, *, for_update: bool = False) -> ServerReco
 
 def load_live(session: Session, uuids: Iterable[str]) -> list[ServerRecord]:
     """Records of the instances among ``uuids`` that exist and are not deleted."""
-    instances = list(session.scalars(
-        select(Instance).where(Instance.uuid.in_(list(uuids)), Instance.deleted == 0)
-        .execution_options(populate_existing=True)))
+    instances = list(
+        session.scalars(
+            select(Instance)
+            .where(Instance.uuid.in_(list(uuids)), Instance.deleted == 0)
+            .execution_options(populate_existing=True)
+        )
+    )
     return load_many(session, instances) if instances else []
 
 
 def load_many(session: Session, instances: list[Instance]) -> list[ServerRecord]:
     """Records for ``instances`` with four queries in all, whatever their number."""
     uuids = [i.uuid for i in instances]
-    extras = {e.instance_uuid: e for e in session.scalars(
-        select(InstanceExtra).where(InstanceExtra.instance_uuid.in_(uuids))
-        .execution_options(populate_existing=True))}
+    extras = {
+        e.instance_uuid: e
+        for e in session.scalars(
+            select(InstanceExtra)
+            .where(InstanceExtra.instance_uuid.in_(uuids))
+            .execution_options(populate_existing=True)
+        )
+    }
     metadata: dict[str, dict[str, str]] = {u: {} for u in uuids}
-    for row in session.scalars(select(InstanceMetadata)
-                               .where(InstanceMetadata.instance_uuid.in_(uuids))):
+    for row in session.scalars(
+        select(InstanceMetadata).where(InstanceMetadata.instance_uuid.in_(uuids))
+    ):
         metadata[row.instance_uuid][row.key] = row.value
     sysmeta: dict[str, dict[str, str]] = {u: {} for u in uuids}
-    for srow in session.scalars(select(InstanceSystemMetadata)
-                                .where(InstanceSystemMetadata.instance_uuid.in_(uuids))):
+    for srow in session.scalars(
+        select(InstanceSystemMetadata).where(InstanceSystemMetadata.instance_uuid.in_(uuids))
+    ):
         sysmeta[srow.instance_uuid][srow.key] = srow.value or ""
     ports: dict[str, list[tuple[Port, list[FixedIP]]]] = {u: [] for u in uuids}
     ips: dict[str, list[FixedIP]] = {}
-    for ip in session.scalars(select(FixedIP).where(FixedIP.instance_uuid.in_(uuids))
-                              .order_by(FixedIP.id)):
+    for ip in session.scalars(
+        select(FixedIP).where(FixedIP.instance_uuid.in_(uuids)).order_by(FixedIP.id)
+    ):
         ips.setdefault(ip.port_uuid, []).append(ip)
-    for port in session.scalars(select(Port).where(Port.instance_uuid.in_(uuids))
-                                .order_by(Port.id)):
+    for port in session.scalars(
+        select(Port).where(Port.instance_uuid.in_(uuids)).order_by(Port.id)
+    ):
         ports[port.instance_uuid].append((port, ips.get(port.uuid, [])))
-    return [ServerRecord(instance=i,
-                         extra=extras.get(i.uuid) or InstanceExtra(instance_uuid=i.uuid),
-                         metadata=metadata[i.uuid], system_metadata=sysmeta[i.uuid],
-                         ports=ports[i.uuid]) for i in instances]
+    return [
+        ServerRecord(
+            instance=i,
+            extra=extras.get(i.uuid) or InstanceExtra(instance_uuid=i.uuid),
+            metadata=metadata[i.uuid],
+            system_metadata=sysmeta[i.uuid],
+            ports=ports[i.uuid],
+        )
+        for i in instances
+    ]
 
 
-def claim_task(session: Session, uuid: str, *, operation: str, task_state: str,
-               allowed: tuple[str, ...] | None = None, **changes: Any) -> None:
+def claim_task(
+    session: Session,
+    uuid: str,
+    *,
+    operation: str,
+    task_state: str,
+    allowed: tuple[str, ...] | None = None,
+    **changes: Any,
+) -> None:
     """Atomically start ``operation``: set ``task_state`` (and ``changes``) if the instance is
     idle and in an allowed vm_state; otherwise raise InstanceInvalidState (409)."""
     allowed = allowed if allowed is not None else states.ALLOWED[operation]
     result = session.execute(
         update(Instance)
-        .where(Instance.uuid == uuid, Instance.deleted == 0, Instance.task_state.is_(None),
-               Instance.vm_state.in_(allowed))
+        .where(
+            Instance.uuid == uuid,
+            Instance.deleted == 0,
+            Instance.task_state.is_(None),
+            Instance.vm_state.in_(allowed),
+        )
         .values(task_state=task_state, updated_at=utcnow(), **changes)
-        .execution_options(synchronize_session=False))
+        .execution_options(synchronize_session=False)
+    )
     if result.rowcount == 1:  # type: ignore[attr-defined]
         return
-    instance = session.scalar(select(Instance).where(Instance.uuid == uuid,
-                                                     Instance.deleted == 0))
+    instance = session.scalar(select(Instance).where(Instance.uuid == uuid, Instance.deleted == 0))
     if instance is None:
         raise InstanceNotFound(uuid)
     if instance.task_state is not None:
-        raise InstanceInvalidState(uuid=uuid, operation=operation, attr="task_state",
-                                   state=instance.task_state)
-    raise InstanceInvalidState(uuid=uuid, operation=operation, attr="vm_state",
-                               state=instance.vm_state)
+        raise InstanceInvalidState(
+            uuid=uuid, operation=operation, attr="task_state", state=instance.task_state
+        )
+    raise InstanceInvalidState(
+        uuid=uuid, operation=operation, attr="vm_state", state=instance.vm_state
+    )
 
 
 def set_extra(session: Session, uuid: str, **documents: Any) -> None:
@@ -138,7 +173,10 @@ def set_extra(session: Session, uuid: str, **documents: Any) -> None:
 def guest_changed(session: Session, uuid: str) -> None:
     """Record that what the guest would see has changed: bump the generation and write to the
     change feed, in the caller's transaction, so every metadata worker drops its copy."""
-    session.execute(update(Instance).where(Instance.uuid == uuid)
-                    .values(generation=Instance.generation + 1, updated_at=utcnow())
-                    .execution_options(synchronize_session=False))
+    session.execute(
+        update(Instance)
+        .where(Instance.uuid == uuid)
+        .values(generation=Instance.generation + 1, updated_at=utcnow())
+        .execution_options(synchronize_session=False)
+    )
     session.add(GuestChange(instance_uuid=uuid))

@@ -15,42 +15,90 @@ from cloudseed.servers import personality
 
 V = APIVersion
 NAME: dict[str, Any] = NAME_FORMAT
-BOOLEAN = {"type": ["boolean", "string"], "enum": [
-    True, "True", "TRUE", "true", "1", "ON", "On", "on", "YES", "Yes", "yes",
-    False, "False", "FALSE", "false", "0", "OFF", "Off", "off", "NO", "No", "no"]}
-POSITIVE_INT = {"type": ["integer", "string"], "pattern": "^[0-9]*$", "minimum": 1,
-                "minLength": 1}
-METADATA = {"type": "object", "patternProperties": {
-    "^[a-zA-Z0-9-_:. ]{1,255}$": {"type": "string", "maxLength": 255}},
-    "additionalProperties": False}
+BOOLEAN = {
+    "type": ["boolean", "string"],
+    "enum": [
+        True,
+        "True",
+        "TRUE",
+        "true",
+        "1",
+        "ON",
+        "On",
+        "on",
+        "YES",
+        "Yes",
+        "yes",
+        False,
+        "False",
+        "FALSE",
+        "false",
+        "0",
+        "OFF",
+        "Off",
+        "off",
+        "NO",
+        "No",
+        "no",
+    ],
+}
+POSITIVE_INT = {"type": ["integer", "string"], "pattern": "^[0-9]*$", "minimum": 1, "minLength": 1}
+METADATA = {
+    "type": "object",
+    "patternProperties": {"^[a-zA-Z0-9-_:. ]{1,255}$": {"type": "string", "maxLength": 255}},
+    "additionalProperties": False,
+}
 USER_DATA = {"type": "string", "format": "base64", "maxLength": 65535}
 USER_DATA_OR_NULL = {"type": ["string", "null"], "format": "base64", "maxLength": 65535}
-DESCRIPTION = {"type": ["string", "null"], "minLength": 0, "maxLength": 255,
-               "pattern": r"^[^\x00-\x1f\x7f]*$"}
-HOSTNAME_LABEL = {"type": "string", "pattern": "^[a-zA-Z0-9]+[a-zA-Z0-9-]*[a-zA-Z0-9]+$",
-                  "minLength": 2, "maxLength": 63}
+DESCRIPTION = {
+    "type": ["string", "null"],
+    "minLength": 0,
+    "maxLength": 255,
+    "pattern": r"^[^\x00-\x1f\x7f]*$",
+}
+HOSTNAME_LABEL = {
+    "type": "string",
+    "pattern": "^[a-zA-Z0-9]+[a-zA-Z0-9-]*[a-zA-Z0-9]+$",
+    "minLength": 2,
+    "maxLength": 63,
+}
 FQDN = {"type": "string", "pattern": "^[a-zA-Z0-9-._]*$", "minLength": 1, "maxLength": 255}
 DISK_CONFIG = {"type": "string", "enum": ["AUTO", "MANUAL"]}
-NETWORK_ITEM: dict[str, Any] = {"type": "object", "properties": {
-    "fixed_ip": {"type": "string", "oneOf": [{"format": "ipv4"}, {"format": "ipv6"}]},
-    "port": {"type": ["string", "null"], "format": "uuid"},
-    "uuid": {"type": "string"}}, "additionalProperties": False}
+NETWORK_ITEM: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "fixed_ip": {"type": "string", "oneOf": [{"format": "ipv4"}, {"format": "ipv6"}]},
+        "port": {"type": ["string", "null"], "format": "uuid"},
+        "uuid": {"type": "string"},
+    },
+    "additionalProperties": False,
+}
 
 # Nova's block device mapping entry; cloudseed accepts the one the openstack CLI always sends
 # (boot from the image onto a local disk) and refuses volumes (see creation.py).
-BDM_V2: dict[str, Any] = {"type": "object", "properties": {
-    "uuid": {"type": "string", "minLength": 1, "maxLength": 255},
-    "boot_index": {"type": ["integer", "string", "null"], "pattern": "^-?[0-9]+$"},
-    "source_type": {"type": "string", "enum": ["volume", "image", "snapshot", "blank"]},
-    "destination_type": {"type": "string", "enum": ["local", "volume"]},
-    "delete_on_termination": BOOLEAN, "device_name": {"type": "string"},
-    "volume_size": {"type": ["integer", "string", "null"]},
-    "guest_format": {"type": "string"}, "disk_bus": {"type": "string"},
-    "device_type": {"type": "string"}, "no_device": {}, "connection_info": {"type": "string"},
-    "volume_id": {"type": "string"}, "snapshot_id": {"type": "string"},
-    "image_id": {"type": "string"}, "tag": {"type": "string"},
-    "volume_type": {"type": ["string", "null"]}},
-    "additionalProperties": False}
+BDM_V2: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "uuid": {"type": "string", "minLength": 1, "maxLength": 255},
+        "boot_index": {"type": ["integer", "string", "null"], "pattern": "^-?[0-9]+$"},
+        "source_type": {"type": "string", "enum": ["volume", "image", "snapshot", "blank"]},
+        "destination_type": {"type": "string", "enum": ["local", "volume"]},
+        "delete_on_termination": BOOLEAN,
+        "device_name": {"type": "string"},
+        "volume_size": {"type": ["integer", "string", "null"]},
+        "guest_format": {"type": "string"},
+        "disk_bus": {"type": "string"},
+        "device_type": {"type": "string"},
+        "no_device": {},
+        "connection_info": {"type": "string"},
+        "volume_id": {"type": "string"},
+        "snapshot_id": {"type": "string"},
+        "image_id": {"type": "string"},
+        "tag": {"type": "string"},
+        "volume_type": {"type": ["string", "null"]},
+    },
+    "additionalProperties": False,
+}
 
 # Personality files went with 2.57 (on create and rebuild), as in Nova.
 PERSONALITY_REMOVED = V(2, 57)
@@ -60,10 +108,19 @@ USER_DATA_UPDATE = V(2, 105)
 
 
 def _wrap(key: str, properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {"type": "object",
-            "properties": {key: {"type": "object", "properties": properties,
-                                 "required": required, "additionalProperties": False}},
-            "required": [key], "additionalProperties": False}
+    return {
+        "type": "object",
+        "properties": {
+            key: {
+                "type": "object",
+                "properties": properties,
+                "required": required,
+                "additionalProperties": False,
+            }
+        },
+        "required": [key],
+        "additionalProperties": False,
+    }
 
 
 def _hostname(version: APIVersion) -> dict[str, Any]:
@@ -73,18 +130,29 @@ def _hostname(version: APIVersion) -> dict[str, Any]:
 @cache
 def create(version: APIVersion) -> dict[str, Any]:
     props: dict[str, Any] = {
-        "name": NAME, "imageRef": {"type": "string"}, "flavorRef": {
-            "type": ["string", "integer"], "minLength": 1},
-        "adminPass": {"type": "string"}, "metadata": METADATA,
+        "name": NAME,
+        "imageRef": {"type": "string"},
+        "flavorRef": {"type": ["string", "integer"], "minLength": 1},
+        "adminPass": {"type": "string"},
+        "metadata": METADATA,
         "networks": {"type": "array", "items": NETWORK_ITEM},
         "OS-DCF:diskConfig": DISK_CONFIG,
         "accessIPv4": {"type": "string", "format": "ipv4"},
         "accessIPv6": {"type": "string", "format": "ipv6"},
-        "availability_zone": NAME, "config_drive": BOOLEAN, "key_name": NAME,
-        "min_count": POSITIVE_INT, "max_count": POSITIVE_INT,
+        "availability_zone": NAME,
+        "config_drive": BOOLEAN,
+        "key_name": NAME,
+        "min_count": POSITIVE_INT,
+        "max_count": POSITIVE_INT,
         "return_reservation_id": BOOLEAN,
-        "security_groups": {"type": "array", "items": {
-            "type": "object", "properties": {"name": NAME}, "additionalProperties": False}},
+        "security_groups": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {"name": NAME},
+                "additionalProperties": False,
+            },
+        },
         "user_data": USER_DATA,
         "block_device_mapping_v2": {"type": "array", "items": BDM_V2},
     }
@@ -96,8 +164,12 @@ def create(version: APIVersion) -> dict[str, Any]:
     if version >= V(2, 37):
         item = copy.deepcopy(NETWORK_ITEM)
         item["properties"]["uuid"] = {"type": "string", "format": "uuid"}
-        props["networks"] = {"oneOf": [{"type": "array", "items": item},
-                                       {"type": "string", "enum": ["none", "auto"]}]}
+        props["networks"] = {
+            "oneOf": [
+                {"type": "array", "items": item},
+                {"type": "string", "enum": ["none", "auto"]},
+            ]
+        }
         required.append("networks")
     if version >= V(2, 90):
         props["hostname"] = _hostname(version)
@@ -109,8 +181,10 @@ def boot_image(block_devices: list[dict[str, Any]], image_ref: str | None) -> st
     entries are supported (cloudseed has no volumes)."""
     for bdm in block_devices:
         if bdm.get("source_type") != "image" or bdm.get("destination_type", "local") != "local":
-            raise InvalidInput("Block device mappings other than an image on a local disk are "
-                               "not supported: cloudseed has no volume service.")
+            raise InvalidInput(
+                "Block device mappings other than an image on a local disk are "
+                "not supported: cloudseed has no volume service."
+            )
         if str(bdm.get("boot_index", "0")) == "0" and not image_ref:
             image_ref = bdm.get("uuid")
     return image_ref
@@ -118,9 +192,12 @@ def boot_image(block_devices: list[dict[str, Any]], image_ref: str | None) -> st
 
 @cache
 def update(version: APIVersion) -> dict[str, Any]:
-    props: dict[str, Any] = {"name": NAME, "OS-DCF:diskConfig": DISK_CONFIG,
-                             "accessIPv4": {"type": "string", "format": "ipv4"},
-                             "accessIPv6": {"type": "string", "format": "ipv6"}}
+    props: dict[str, Any] = {
+        "name": NAME,
+        "OS-DCF:diskConfig": DISK_CONFIG,
+        "accessIPv4": {"type": "string", "format": "ipv4"},
+        "accessIPv6": {"type": "string", "format": "ipv6"},
+    }
     if version >= V(2, 19):
         props["description"] = DESCRIPTION
     if version >= V(2, 90):
@@ -133,9 +210,12 @@ def update(version: APIVersion) -> dict[str, Any]:
 @cache
 def rebuild(version: APIVersion) -> dict[str, Any]:
     props: dict[str, Any] = {
-        "name": NAME, "imageRef": {"type": "string", "format": "uuid"},
-        "adminPass": {"type": "string"}, "metadata": METADATA,
-        "preserve_ephemeral": BOOLEAN, "OS-DCF:diskConfig": DISK_CONFIG,
+        "name": NAME,
+        "imageRef": {"type": "string", "format": "uuid"},
+        "adminPass": {"type": "string"},
+        "metadata": METADATA,
+        "preserve_ephemeral": BOOLEAN,
+        "OS-DCF:diskConfig": DISK_CONFIG,
         "accessIPv4": {"type": "string", "format": "ipv4"},
         "accessIPv6": {"type": "string", "format": "ipv6"},
     }
@@ -154,8 +234,9 @@ def rebuild(version: APIVersion) -> dict[str, Any]:
 
 @cache
 def reboot(version: APIVersion) -> dict[str, Any]:
-    props: dict[str, Any] = {"type": {"type": "string", "enum": [
-        "HARD", "Hard", "hard", "SOFT", "Soft", "soft"]}}
+    props: dict[str, Any] = {
+        "type": {"type": "string", "enum": ["HARD", "Hard", "hard", "SOFT", "Soft", "soft"]}
+    }
     if version >= USER_DATA_UPDATE:
         props["user_data"] = USER_DATA_OR_NULL
     return _wrap("reboot", props, ["type"])
@@ -163,16 +244,26 @@ def reboot(version: APIVersion) -> dict[str, Any]:
 
 EMPTY_ACTION = {"type": ["object", "null"]}
 # Nova's: -1 (or null) is the whole log; a string of digits is taken too.
-CONSOLE_OUTPUT = {"type": "object", "properties": {"length": {
-    "type": ["integer", "string", "null"], "pattern": "^-?[0-9]+$", "minimum": -1}},
-    "additionalProperties": False}
-METADATA_BODY = {"type": "object", "properties": {"metadata": METADATA},
-                 "required": ["metadata"], "additionalProperties": False}
-METADATA_ITEM_BODY = {"type": "object", "properties": {"meta": {
-    **METADATA, "minProperties": 1, "maxProperties": 1}},
-    "required": ["meta"], "additionalProperties": False}
+CONSOLE_OUTPUT = {
+    "type": "object",
+    "properties": {
+        "length": {"type": ["integer", "string", "null"], "pattern": "^-?[0-9]+$", "minimum": -1}
+    },
+    "additionalProperties": False,
+}
+METADATA_BODY = {
+    "type": "object",
+    "properties": {"metadata": METADATA},
+    "required": ["metadata"],
+    "additionalProperties": False,
+}
+METADATA_ITEM_BODY = {
+    "type": "object",
+    "properties": {"meta": {**METADATA, "minProperties": 1, "maxProperties": 1}},
+    "required": ["meta"],
+    "additionalProperties": False,
+}
 
 
 def true_value(value: object) -> bool:
-    return value is True or (isinstance(value, str) and value.lower() in (
-        "true", "1", "on", "yes"))
+    return value is True or (isinstance(value, str) and value.lower() in ("true", "1", "on", "yes"))

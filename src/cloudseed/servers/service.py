@@ -43,9 +43,16 @@ class Servers:
         with self.cells.for_instance(uuid).read() as session:
             return records.load(session, uuid)
 
-    def update(self, uuid: str, *, actor: Actor, name: str | None = None,
-               description: Any = UNSET, hostname: str | None = None,
-               user_data: Any = UNSET) -> records.ServerRecord:
+    def update(
+        self,
+        uuid: str,
+        *,
+        actor: Actor,
+        name: str | None = None,
+        description: Any = UNSET,
+        hostname: str | None = None,
+        user_data: Any = UNSET,
+    ) -> records.ServerRecord:
         with self.cells.for_instance(uuid).write() as session:
             record = records.load(session, uuid, for_update=True)
             instance = record.instance
@@ -59,16 +66,30 @@ class Servers:
                 if instance.config_drive:
                     raise InstanceHasConfigDrive(uuid)
                 if instance.task_state is not None:
-                    raise InstanceInvalidState(uuid=uuid, operation="update_user_data",
-                                               attr="task_state", state=instance.task_state)
+                    raise InstanceInvalidState(
+                        uuid=uuid,
+                        operation="update_user_data",
+                        attr="task_state",
+                        state=instance.task_state,
+                    )
                 old = history.describe_user_data(instance.user_data)
                 instance.user_data = user_data
-                history.record(session, instance_uuid=uuid, field="user_data",
-                               action="update", actor=actor, old=old,
-                               new=history.describe_user_data(user_data))
-                action_id = actions.start(session, instance_uuid=uuid,
-                                          action="update_user_data", actor=actor,
-                                          event="api_update_user_data")
+                history.record(
+                    session,
+                    instance_uuid=uuid,
+                    field="user_data",
+                    action="update",
+                    actor=actor,
+                    old=old,
+                    new=history.describe_user_data(user_data),
+                )
+                action_id = actions.start(
+                    session,
+                    instance_uuid=uuid,
+                    action="update_user_data",
+                    actor=actor,
+                    event="api_update_user_data",
+                )
                 actions.finish(session, action_id=action_id, event="api_update_user_data")
             instance.updated_at = utcnow()
             session.flush()
@@ -77,27 +98,46 @@ class Servers:
                 records.guest_changed(session, uuid)
             return records.load(session, uuid)
 
-    def rebuild(self, uuid: str, *, actor: Actor, image_ref: str, name: str | None = None,
-                metadata: dict[str, str] | None = None, key_name: Any = UNSET,
-                user_data: Any = UNSET, hostname: str | None = None,
-                description: Any = UNSET, admin_password: str | None = None,
-                files: personality.Encoded = (), quota: QuotaSection | None = None
-                ) -> records.ServerRecord:
+    def rebuild(
+        self,
+        uuid: str,
+        *,
+        actor: Actor,
+        image_ref: str,
+        name: str | None = None,
+        metadata: dict[str, str] | None = None,
+        key_name: Any = UNSET,
+        user_data: Any = UNSET,
+        hostname: str | None = None,
+        description: Any = UNSET,
+        admin_password: str | None = None,
+        files: personality.Encoded = (),
+        quota: QuotaSection | None = None,
+    ) -> records.ServerRecord:
         """``admin_password`` and ``files`` go to the new config drive, in memory only."""
         with self.api_db.read() as session:
             image_uuid = images.get_image(session, image_ref).uuid
             # The caller's limits, as Nova checks them (the request context's project).
-            personality.check_limits(session, files, project_id=actor.project_id,
-                                     user_id=actor.user_id, quota=quota or QuotaSection())
-        snapshot = (lookup_keypair(self.api_db, user_id=actor.user_id, key_name=key_name)
-                    if key_name not in (UNSET, None) else [])
+            personality.check_limits(
+                session,
+                files,
+                project_id=actor.project_id,
+                user_id=actor.user_id,
+                quota=quota or QuotaSection(),
+            )
+        snapshot = (
+            lookup_keypair(self.api_db, user_id=actor.user_id, key_name=key_name)
+            if key_name not in (UNSET, None)
+            else []
+        )
         with self.cells.for_instance(uuid).write() as session:
             before = records.load(session, uuid)
             # Described now: the record's objects change with the writes below.
             old_key = history.describe_key(before.keypairs)
             old_user_data = history.describe_user_data(before.instance.user_data)
-            final_state = (states.STOPPED if before.instance.vm_state == states.STOPPED
-                           else states.ACTIVE)
+            final_state = (
+                states.STOPPED if before.instance.vm_state == states.STOPPED else states.ACTIVE
+            )
             changes: dict[str, Any] = {"image_ref": image_uuid}
             if name is not None:
                 changes["display_name"] = name
@@ -106,51 +146,93 @@ class Servers:
             if description is not UNSET:
                 changes["display_description"] = description
             if key_name is not UNSET:
-                changes.update(key_name=key_name,
-                               key_data=snapshot[0]["public_key"] if snapshot else None)
+                changes.update(
+                    key_name=key_name, key_data=snapshot[0]["public_key"] if snapshot else None
+                )
             if user_data is not UNSET:
                 changes["user_data"] = user_data
-            records.claim_task(session, uuid, operation="rebuild",
-                               task_state=states.REBUILDING, **changes)
+            records.claim_task(
+                session, uuid, operation="rebuild", task_state=states.REBUILDING, **changes
+            )
             records.guest_changed(session, uuid)
             if key_name is not UNSET:
                 records.set_extra(session, uuid, keypairs=snapshot)
-                history.record(session, instance_uuid=uuid, field="key_pair", action="rebuild",
-                               actor=actor, old=old_key, new=history.describe_key(snapshot))
+                history.record(
+                    session,
+                    instance_uuid=uuid,
+                    field="key_pair",
+                    action="rebuild",
+                    actor=actor,
+                    old=old_key,
+                    new=history.describe_key(snapshot),
+                )
             if user_data is not UNSET:
-                history.record(session, instance_uuid=uuid, field="user_data",
-                               action="rebuild", actor=actor, old=old_user_data,
-                               new=history.describe_user_data(user_data))
+                history.record(
+                    session,
+                    instance_uuid=uuid,
+                    field="user_data",
+                    action="rebuild",
+                    actor=actor,
+                    old=old_user_data,
+                    new=history.describe_user_data(user_data),
+                )
             if metadata is not None:
                 _replace_metadata(session, uuid, metadata)
-            action_id = actions.start(session, instance_uuid=uuid, action="rebuild",
-                                      actor=actor, event="compute_rebuild_instance")
+            action_id = actions.start(
+                session,
+                instance_uuid=uuid,
+                action="rebuild",
+                actor=actor,
+                event="compute_rebuild_instance",
+            )
             session.flush()
             record = records.load(session, uuid)
-        self.operations.rebuild(uuid, action_id, final_vm_state=final_state,
-                                admin_password=admin_password,
-                                files=personality.decode(files))
+        self.operations.rebuild(
+            uuid,
+            action_id,
+            final_vm_state=final_state,
+            admin_password=admin_password,
+            files=personality.decode(files),
+        )
         return record
 
     def reboot(self, uuid: str, *, actor: Actor, hard: bool, user_data: Any = UNSET) -> None:
         operation = "reboot_hard" if hard else "reboot_soft"
         with self.cells.for_instance(uuid).write() as session:
             before = records.load(session, uuid)
-            records.claim_task(session, uuid, operation=operation,
-                               task_state=states.REBOOTING_HARD if hard else states.REBOOTING)
+            records.claim_task(
+                session,
+                uuid,
+                operation=operation,
+                task_state=states.REBOOTING_HARD if hard else states.REBOOTING,
+            )
             details = None
             if user_data is not UNSET:
                 # Applied when the reboot (and, with a config drive, its rebuild) succeeds.
                 details = "user_data " + (history.describe_user_data(user_data) or "null")
-                history.record(session, instance_uuid=uuid, field="user_data",
-                               action="reboot", actor=actor,
-                               old=history.describe_user_data(before.instance.user_data),
-                               new=history.describe_user_data(user_data))
-            action_id = actions.start(session, instance_uuid=uuid, action="reboot",
-                                      actor=actor, event="compute_reboot_instance",
-                                      details=details)
-        self.operations.reboot(uuid, action_id, hard=hard,
-                               pending_user_data=None if user_data is UNSET else (user_data,))
+                history.record(
+                    session,
+                    instance_uuid=uuid,
+                    field="user_data",
+                    action="reboot",
+                    actor=actor,
+                    old=history.describe_user_data(before.instance.user_data),
+                    new=history.describe_user_data(user_data),
+                )
+            action_id = actions.start(
+                session,
+                instance_uuid=uuid,
+                action="reboot",
+                actor=actor,
+                event="compute_reboot_instance",
+                details=details,
+            )
+        self.operations.reboot(
+            uuid,
+            action_id,
+            hard=hard,
+            pending_user_data=None if user_data is UNSET else (user_data,),
+        )
 
     def stop(self, uuid: str, *, actor: Actor) -> None:
         self._simple(uuid, actor, "stop", states.POWERING_OFF, self.operations.stop)
@@ -158,13 +240,13 @@ class Servers:
     def start(self, uuid: str, *, actor: Actor) -> None:
         self._simple(uuid, actor, "start", states.POWERING_ON, self.operations.start)
 
-    def _simple(self, uuid: str, actor: Actor, operation: str, task_state: str,
-                run: Any) -> None:
+    def _simple(self, uuid: str, actor: Actor, operation: str, task_state: str, run: Any) -> None:
         event = f"compute_{operation}_instance"
         with self.cells.for_instance(uuid).write() as session:
             records.claim_task(session, uuid, operation=operation, task_state=task_state)
-            action_id = actions.start(session, instance_uuid=uuid, action=operation,
-                                      actor=actor, event=event)
+            action_id = actions.start(
+                session, instance_uuid=uuid, action=operation, actor=actor, event=event
+            )
         run(uuid, action_id)
 
     def delete(self, uuid: str, *, actor: Actor) -> None:
@@ -176,17 +258,28 @@ class Servers:
             now = utcnow()
             session.execute(delete(FixedIP).where(FixedIP.instance_uuid == uuid))
             session.execute(delete(Port).where(Port.instance_uuid == uuid))
-            session.execute(update(Instance).where(Instance.uuid == uuid).values(
-                deleted=instance.id, deleted_at=now, terminated_at=now,
-                vm_state=states.DELETED, task_state=None, updated_at=now).execution_options(
-                    synchronize_session=False))
+            session.execute(
+                update(Instance)
+                .where(Instance.uuid == uuid)
+                .values(
+                    deleted=instance.id,
+                    deleted_at=now,
+                    terminated_at=now,
+                    vm_state=states.DELETED,
+                    task_state=None,
+                    updated_at=now,
+                )
+                .execution_options(synchronize_session=False)
+            )
             records.guest_changed(session, uuid)
             actions.start(session, instance_uuid=uuid, action="delete", actor=actor)
         with self.api_db.write() as session:
             networks.release(session, instance_uuid=uuid)
-            session.execute(update(InstanceMapping)
-                            .where(InstanceMapping.instance_uuid == uuid)
-                            .values(queued_for_delete=True, updated_at=utcnow()))
+            session.execute(
+                update(InstanceMapping)
+                .where(InstanceMapping.instance_uuid == uuid)
+                .values(queued_for_delete=True, updated_at=utcnow())
+            )
         self.operations.destroy(uuid)
 
     def set_metadata(self, uuid: str, items: dict[str, str], *, replace: bool) -> dict[str, str]:
@@ -218,8 +311,11 @@ class Servers:
     def delete_metadata_item(self, uuid: str, key: str) -> bool:
         with self.cells.for_instance(uuid).write() as session:
             records.load(session, uuid, for_update=True)
-            result = session.execute(delete(InstanceMetadata).where(
-                InstanceMetadata.instance_uuid == uuid, InstanceMetadata.key == key))
+            result = session.execute(
+                delete(InstanceMetadata).where(
+                    InstanceMetadata.instance_uuid == uuid, InstanceMetadata.key == key
+                )
+            )
             if result.rowcount:  # type: ignore[attr-defined]
                 records.guest_changed(session, uuid)
                 return True
@@ -227,8 +323,12 @@ class Servers:
 
 
 def _metadata(session: Any, uuid: str) -> dict[str, str]:
-    return {row.key: row.value for row in session.scalars(
-        select(InstanceMetadata).where(InstanceMetadata.instance_uuid == uuid))}
+    return {
+        row.key: row.value
+        for row in session.scalars(
+            select(InstanceMetadata).where(InstanceMetadata.instance_uuid == uuid)
+        )
+    }
 
 
 def _replace_metadata(session: Any, uuid: str, items: dict[str, str]) -> None:

@@ -12,13 +12,21 @@ ACTIVE, BUILDING, STOPPED, ERROR, DELETED = "active", "building", "stopped", "er
 SCHEDULING, SPAWNING = "scheduling", "spawning"
 REBOOTING, REBOOTING_HARD = "rebooting", "rebooting_hard"
 REBUILDING, POWERING_OFF, POWERING_ON, DELETING = (
-    "rebuilding", "powering-off", "powering-on", "deleting")
+    "rebuilding",
+    "powering-off",
+    "powering-on",
+    "deleting",
+)
 
 NOSTATE, RUNNING, SHUTDOWN = 0, 1, 4
 
 _STATUS: dict[str, dict[str | None, str]] = {
-    ACTIVE: {None: "ACTIVE", REBOOTING: "REBOOT", REBOOTING_HARD: "HARD_REBOOT",
-             REBUILDING: "REBUILD"},
+    ACTIVE: {
+        None: "ACTIVE",
+        REBOOTING: "REBOOT",
+        REBOOTING_HARD: "HARD_REBOOT",
+        REBUILDING: "REBUILD",
+    },
     BUILDING: {None: "BUILD"},
     STOPPED: {None: "SHUTOFF", REBUILDING: "REBUILD"},
     ERROR: {None: "ERROR", REBUILDING: "REBUILD"},

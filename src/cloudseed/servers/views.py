@@ -27,8 +27,10 @@ def _strtime(value: Any) -> str | None:
 
 def links(base: str, collection: str, uuid: str) -> list[dict[str, str]]:
     root = base.removesuffix("/v2.1")
-    return [{"rel": "self", "href": f"{base}/{collection}/{uuid}"},
-            {"rel": "bookmark", "href": f"{root}/{collection}/{uuid}"}]
+    return [
+        {"rel": "self", "href": f"{base}/{collection}/{uuid}"},
+        {"rel": "bookmark", "href": f"{root}/{collection}/{uuid}"},
+    ]
 
 
 def basic(record: ServerRecord, base: str) -> dict[str, Any]:
@@ -40,25 +42,44 @@ def addresses(record: ServerRecord) -> dict[str, list[dict[str, Any]]]:
     result: dict[str, list[dict[str, Any]]] = {}
     for port, ips in record.ports:
         for ip in ips:
-            result.setdefault(port.network_name, []).append({
-                "version": ip.version, "addr": ip.address, "OS-EXT-IPS:type": "fixed",
-                "OS-EXT-IPS-MAC:mac_addr": port.mac_address})
+            result.setdefault(port.network_name, []).append(
+                {
+                    "version": ip.version,
+                    "addr": ip.address,
+                    "OS-EXT-IPS:type": "fixed",
+                    "OS-EXT-IPS-MAC:mac_addr": port.mac_address,
+                }
+            )
     return result
 
 
 def _flavor(record: ServerRecord, version: APIVersion, base: str) -> dict[str, Any]:
     flavor = record.flavor
     if version >= V(2, 47):
-        return {"vcpus": flavor.get("vcpus"), "ram": flavor.get("ram"),
-                "disk": flavor.get("disk"), "ephemeral": flavor.get("ephemeral", 0),
-                "swap": flavor.get("swap", 0), "original_name": flavor.get("name")}
+        return {
+            "vcpus": flavor.get("vcpus"),
+            "ram": flavor.get("ram"),
+            "disk": flavor.get("disk"),
+            "ephemeral": flavor.get("ephemeral", 0),
+            "swap": flavor.get("swap", 0),
+            "original_name": flavor.get("name"),
+        }
     root = base.removesuffix("/v2.1")
-    return {"id": str(flavor.get("id")),
-            "links": [{"rel": "bookmark", "href": f"{root}/flavors/{flavor.get('id')}"}]}
+    return {
+        "id": str(flavor.get("id")),
+        "links": [{"rel": "bookmark", "href": f"{root}/flavors/{flavor.get('id')}"}],
+    }
 
 
-def show(record: ServerRecord, version: APIVersion, base: str, *, admin: bool,
-         with_server_groups: bool = True, with_user_data: bool = True) -> dict[str, Any]:
+def show(
+    record: ServerRecord,
+    version: APIVersion,
+    base: str,
+    *,
+    admin: bool,
+    with_server_groups: bool = True,
+    with_user_data: bool = True,
+) -> dict[str, Any]:
     i = record.instance
     status = states.status_of(i.vm_state, i.task_state)
     root = base.removesuffix("/v2.1")
@@ -69,10 +90,13 @@ def show(record: ServerRecord, version: APIVersion, base: str, *, admin: bool,
         "created": _isotime(i.created_at),
         "flavor": _flavor(record, version, base),
         "hostId": hashlib.sha224((i.project_id + HOST).encode()).hexdigest()
-        if i.launched_at else "",
+        if i.launched_at
+        else "",
         "id": i.uuid,
-        "image": {"id": i.image_ref,
-                  "links": [{"rel": "bookmark", "href": f"{root}/images/{i.image_ref}"}]},
+        "image": {
+            "id": i.image_ref,
+            "links": [{"rel": "bookmark", "href": f"{root}/images/{i.image_ref}"}],
+        },
         "links": links(base, "servers", i.uuid),
         "metadata": dict(record.metadata),
         "name": i.display_name,
@@ -94,23 +118,34 @@ def show(record: ServerRecord, version: APIVersion, base: str, *, admin: bool,
     }
     if status in FAULT_STATUSES and record.fault:
         fault = record.fault
-        server["fault"] = {"code": fault["code"], "created": fault["created"][:19] + "Z",
-                           "message": fault["message"]}
+        server["fault"] = {
+            "code": fault["code"],
+            "created": fault["created"][:19] + "Z",
+            "message": fault["message"],
+        }
         if admin:
             server["fault"]["details"] = fault.get("details", "")
     if status in PROGRESS_STATUSES:
         server["progress"] = 100 if status == "ACTIVE" else 0
     if admin:
-        server.update({"OS-EXT-SRV-ATTR:host": HOST if i.launched_at else None,
-                       "OS-EXT-SRV-ATTR:instance_name": f"instance-{i.id:08x}",
-                       "OS-EXT-SRV-ATTR:hypervisor_hostname": HOST if i.launched_at else None})
+        server.update(
+            {
+                "OS-EXT-SRV-ATTR:host": HOST if i.launched_at else None,
+                "OS-EXT-SRV-ATTR:instance_name": f"instance-{i.id:08x}",
+                "OS-EXT-SRV-ATTR:hypervisor_hostname": HOST if i.launched_at else None,
+            }
+        )
         if version >= V(2, 3):
-            server.update({"OS-EXT-SRV-ATTR:hostname": i.hostname,
-                           "OS-EXT-SRV-ATTR:kernel_id": "",
-                           "OS-EXT-SRV-ATTR:launch_index": i.launch_index,
-                           "OS-EXT-SRV-ATTR:ramdisk_id": "",
-                           "OS-EXT-SRV-ATTR:reservation_id": i.reservation_id,
-                           "OS-EXT-SRV-ATTR:root_device_name": "/dev/vda"})
+            server.update(
+                {
+                    "OS-EXT-SRV-ATTR:hostname": i.hostname,
+                    "OS-EXT-SRV-ATTR:kernel_id": "",
+                    "OS-EXT-SRV-ATTR:launch_index": i.launch_index,
+                    "OS-EXT-SRV-ATTR:ramdisk_id": "",
+                    "OS-EXT-SRV-ATTR:reservation_id": i.reservation_id,
+                    "OS-EXT-SRV-ATTR:root_device_name": "/dev/vda",
+                }
+            )
             if with_user_data:
                 server["OS-EXT-SRV-ATTR:user_data"] = i.user_data
     if version >= V(2, 9):

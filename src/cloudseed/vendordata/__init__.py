@@ -22,5 +22,10 @@ from cloudseed.vendordata.request import VendordataRequest
 from cloudseed.vendordata.service import Vendordata
 from cloudseed.vendordata.threaded import ThreadedVendordata
 
-__all__ = ["ThreadedVendordata", "Vendordata", "VendordataError", "VendordataFileError",
-           "VendordataRequest"]
+__all__ = [
+    "ThreadedVendordata",
+    "Vendordata",
+    "VendordataError",
+    "VendordataFileError",
+    "VendordataRequest",
+]

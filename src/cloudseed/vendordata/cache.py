@@ -75,11 +75,25 @@ class Outcome:
 
 class _Entry:
     # Slots and plain fields: with 100,000 entries every byte counts.
-    __slots__ = ("etag", "failure", "fresh_until", "max_age", "retry_after", "stale_if_error",
-                 "value")
+    __slots__ = (
+        "etag",
+        "failure",
+        "fresh_until",
+        "max_age",
+        "retry_after",
+        "stale_if_error",
+        "value",
+    )
 
-    def __init__(self, value: bytes | None, *, etag: str | None = None, max_age: int = 0,
-                 stale_if_error: bool = True, fresh_until: float = 0.0) -> None:
+    def __init__(
+        self,
+        value: bytes | None,
+        *,
+        etag: str | None = None,
+        max_age: int = 0,
+        stale_if_error: bool = True,
+        fresh_until: float = 0.0,
+    ) -> None:
         self.value = value
         self.etag = etag
         self.max_age = max_age
@@ -95,9 +109,14 @@ class _Entry:
 class AnswerCache:
     """One per Vendordata (so one per worker process); all methods run on its event loop."""
 
-    def __init__(self, *, max_entries: int = DEFAULT_MAX_ENTRIES,
-                 failure_backoff: float = DEFAULT_FAILURE_BACKOFF, clock: Clock = time.monotonic,
-                 on_failure: FailureReport | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        max_entries: int = DEFAULT_MAX_ENTRIES,
+        failure_backoff: float = DEFAULT_FAILURE_BACKOFF,
+        clock: Clock = time.monotonic,
+        on_failure: FailureReport | None = None,
+    ) -> None:
         self._entries: OrderedDict[Key, _Entry] = OrderedDict()
         self._flights: dict[Key, asyncio.Task[Outcome]] = {}
         self._max_entries = max_entries
@@ -146,10 +165,12 @@ class AnswerCache:
             if isinstance(answer, Answer):
                 return self._store(key, answer.value, answer.policy, answer.etag)
             if entry is None or entry.value is None or etag is None:
-                return self._failed(key, entry, "answered 304 Not Modified to a request "
-                                                "without If-None-Match")
-            policy = answer.policy or CachePolicy(max_age=entry.max_age,
-                                                  stale_if_error=entry.stale_if_error)
+                return self._failed(
+                    key, entry, "answered 304 Not Modified to a request without If-None-Match"
+                )
+            policy = answer.policy or CachePolicy(
+                max_age=entry.max_age, stale_if_error=entry.stale_if_error
+            )
             return self._store(key, entry.value, policy, answer.etag or entry.etag)
         finally:
             self._flights.pop(key, None)
@@ -158,9 +179,16 @@ class AnswerCache:
         if not policy.store:
             self._entries.pop(key, None)  # no-store also retires what an earlier answer left
             return Outcome(value)
-        self._put(key, _Entry(value, etag=etag, max_age=policy.max_age,
-                              stale_if_error=policy.stale_if_error,
-                              fresh_until=self._clock() + policy.max_age))
+        self._put(
+            key,
+            _Entry(
+                value,
+                etag=etag,
+                max_age=policy.max_age,
+                stale_if_error=policy.stale_if_error,
+                fresh_until=self._clock() + policy.max_age,
+            ),
+        )
         return Outcome(value)
 
     def _failed(self, key: Key, entry: _Entry | None, reason: str) -> Outcome:

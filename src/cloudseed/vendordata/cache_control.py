@@ -51,5 +51,6 @@ def parse_cache_control(headers: Iterable[str]) -> CachePolicy:
     max_age = 0
     if "no-cache" not in directives and directives.get("max-age") is not None:
         max_age = _delta_seconds(directives["max-age"] or "") or 0
-    return CachePolicy(store=True, max_age=max_age,
-                       stale_if_error="must-revalidate" not in directives)
+    return CachePolicy(
+        store=True, max_age=max_age, stale_if_error="must-revalidate" not in directives
+    )

@@ -1,8 +1,8 @@
 """Vendordata errors.
 
-    ConfigError ──────── VendordataFileError   the static file is missing or not JSON, at start
-    ServiceUnavailable ─ VendordataError       a dynamic target failed while an instance was
-                                               being built with vendordata_dynamic_failure_fatal
+ConfigError ──────── VendordataFileError   the static file is missing or not JSON, at start
+ServiceUnavailable ─ VendordataError       a dynamic target failed while an instance was
+                                           being built with vendordata_dynamic_failure_fatal
 """
 
 from __future__ import annotations

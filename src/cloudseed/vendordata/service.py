@@ -47,34 +47,56 @@ class Vendordata:
     first uses them); callers in worker threads use ``ThreadedVendordata``.
     """
 
-    def __init__(self, settings: Settings, *, max_cache_entries: int = DEFAULT_MAX_ENTRIES,
-                 failure_backoff: float = DEFAULT_FAILURE_BACKOFF) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        max_cache_entries: int = DEFAULT_MAX_ENTRIES,
+        failure_backoff: float = DEFAULT_FAILURE_BACKOFF,
+    ) -> None:
         api = settings.api
         # In the configured order (it is the key order of vendor_data2.json), each once.
         self.providers = tuple(dict.fromkeys(split_list(api.vendordata_providers)))
-        self._static = (StaticFile(api.vendordata_jsonfile_path)
-                        if STATIC_JSON in self.providers else None)
+        self._static = (
+            StaticFile(api.vendordata_jsonfile_path) if STATIC_JSON in self.providers else None
+        )
         targets = parse_targets(api.vendordata_dynamic_targets)
         if targets and DYNAMIC_JSON not in self.providers:
-            log.warning("[api] vendordata_dynamic_targets is set but DynamicJSON is not in "
-                        "vendordata_providers: the targets are not called")
+            log.warning(
+                "[api] vendordata_dynamic_targets is set but DynamicJSON is not in "
+                "vendordata_providers: the targets are not called"
+            )
             targets = []
         self.has_dynamic = bool(targets)
         self._failure_fatal = api.vendordata_dynamic_failure_fatal
         self._failure_backoff = failure_backoff
         self._token = _service_token(settings) if targets else None
         if targets and self._token is None:
-            log.warning("%d DynamicJSON target(s) but [vendordata_dynamic_auth] is not "
-                        "configured: no token will be sent to them", len(targets))
-        verify = (tls_verification(api.vendordata_dynamic_ssl_certfile)
-                  if any(t.url.startswith("https:") for t in targets) else False)
+            log.warning(
+                "%d DynamicJSON target(s) but [vendordata_dynamic_auth] is not "
+                "configured: no token will be sent to them",
+                len(targets),
+            )
+        verify = (
+            tls_verification(api.vendordata_dynamic_ssl_certfile)
+            if any(t.url.startswith("https:") for t in targets)
+            else False
+        )
         self._clients = [
-            TargetClient(target, connect_timeout=api.vendordata_dynamic_connect_timeout,
-                         read_timeout=api.vendordata_dynamic_read_timeout, verify=verify,
-                         token=self._token)
-            for target in targets]
-        self._cache = AnswerCache(max_entries=max_cache_entries, failure_backoff=failure_backoff,
-                                  on_failure=self._report_failure)
+            TargetClient(
+                target,
+                connect_timeout=api.vendordata_dynamic_connect_timeout,
+                read_timeout=api.vendordata_dynamic_read_timeout,
+                verify=verify,
+                token=self._token,
+            )
+            for target in targets
+        ]
+        self._cache = AnswerCache(
+            max_entries=max_cache_entries,
+            failure_backoff=failure_backoff,
+            on_failure=self._report_failure,
+        )
         self._static_only: tuple[bytes, bytes] | None = None  # (static content, document)
 
     @property
@@ -121,8 +143,10 @@ class Vendordata:
             if provider == STATIC_JSON and self._static is not None:
                 members.append((STATIC_KEY, self._static.content()))
             elif provider == DYNAMIC_JSON:
-                members.extend((client.target.name, outcome.value or documents.EMPTY_OBJECT)
-                               for client, outcome in zip(self._clients, outcomes, strict=True))
+                members.extend(
+                    (client.target.name, outcome.value or documents.EMPTY_OBJECT)
+                    for client, outcome in zip(self._clients, outcomes, strict=True)
+                )
         return documents.join_object(members)
 
     async def check_for_build(self, request: VendordataRequest) -> None:
@@ -136,8 +160,9 @@ class Vendordata:
     def _raise_for_missing(self, outcomes: list[Outcome]) -> None:
         for client, outcome in zip(self._clients, outcomes, strict=True):
             if outcome.value is None:
-                raise VendordataError(target=client.target.name,
-                                      reason=outcome.failure or "no answer")
+                raise VendordataError(
+                    target=client.target.name, reason=outcome.failure or "no answer"
+                )
 
     async def aclose(self) -> None:
         await self._cache.aclose()
@@ -149,15 +174,27 @@ class Vendordata:
         body = request.body()
         digest = hashlib.sha256(body).digest()
         # All targets at once: the slowest sets the pace, not the sum.
-        return list(await asyncio.gather(*(
-            self._cache.get((request.instance_id, client.target.name, digest),
-                            _caller(client, body))
-            for client in self._clients)))
+        return list(
+            await asyncio.gather(
+                *(
+                    self._cache.get(
+                        (request.instance_id, client.target.name, digest), _caller(client, body)
+                    )
+                    for client in self._clients
+                )
+            )
+        )
 
     def _report_failure(self, key: Key, reason: str, serving_stale: bool) -> None:
-        log.warning("vendordata target %r failed for instance %s: %s; serving %s, and not "
-                    "calling it again for this instance for %g s", key[1], key[0], reason,
-                    "its last good answer" if serving_stale else "{}", self._failure_backoff)
+        log.warning(
+            "vendordata target %r failed for instance %s: %s; serving %s, and not "
+            "calling it again for this instance for %g s",
+            key[1],
+            key[0],
+            reason,
+            "its last good answer" if serving_stale else "{}",
+            self._failure_backoff,
+        )
 
 
 def _caller(client: TargetClient, body: bytes) -> Fetch:
@@ -178,9 +215,12 @@ def _service_token(settings: Settings) -> ServiceToken | None:
     except ModuleNotFoundError as exc:
         if (exc.name or "").partition(".")[0] != "keystoneauth1":
             raise
-        raise ConfigError("[vendordata_dynamic_auth] needs keystoneauth1: install "
-                          "cloudseed[keystone]") from None
+        raise ConfigError(
+            "[vendordata_dynamic_auth] needs keystoneauth1: install cloudseed[keystone]"
+        ) from None
     api = settings.api
     return service_token.load_service_token(
-        options, default_timeout=api.vendordata_dynamic_connect_timeout
-        + api.vendordata_dynamic_read_timeout)
+        options,
+        default_timeout=api.vendordata_dynamic_connect_timeout
+        + api.vendordata_dynamic_read_timeout,
+    )

@@ -28,8 +28,9 @@ log = logging.getLogger(__name__)
 
 SECTION = "vendordata_dynamic_auth"
 # keystoneauth's session options (keystoneauth1.loading.session), as nova.conf spells them.
-SESSION_OPTIONS = frozenset({"cafile", "certfile", "keyfile", "insecure", "timeout",
-                             "collect_timing", "split_loggers"})
+SESSION_OPTIONS = frozenset(
+    {"cafile", "certfile", "keyfile", "insecure", "timeout", "collect_timing", "split_loggers"}
+)
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off"})
 
@@ -82,14 +83,19 @@ def load_service_token(options: Mapping[str, str], *, default_timeout: float) ->
     try:
         loader: loading.BaseLoader[Any] = loading.get_plugin_loader(auth_type)
     except exceptions.NoMatchingPlugin:
-        raise ConfigError(f"[{SECTION}] auth_type = {auth_type}: no such keystoneauth "
-                          "plugin") from None
+        raise ConfigError(
+            f"[{SECTION}] auth_type = {auth_type}: no such keystoneauth plugin"
+        ) from None
     plugin_options = loader.get_options()
     known = {"auth_type"} | SESSION_OPTIONS
     known.update(name for opt in plugin_options for name in _config_names(opt))
     for name in sorted(set(options) - known):
-        log.warning("[%s] %s is not an option of keystoneauth's %s plugin (ignored)",
-                    SECTION, name, auth_type)
+        log.warning(
+            "[%s] %s is not an option of keystoneauth's %s plugin (ignored)",
+            SECTION,
+            name,
+            auth_type,
+        )
 
     def value_of(opt: loading.Opt) -> Any:
         for name in _config_names(opt):
@@ -118,9 +124,12 @@ def load_service_token(options: Mapping[str, str], *, default_timeout: float) ->
     except ValueError:
         raise ConfigError(f"[{SECTION}] timeout = {timeout!r}: expected seconds") from None
     auth_session = session.Session(
-        auth=plugin, verify=cafile or not insecure,
+        auth=plugin,
+        verify=cafile or not insecure,
         cert=(certfile, keyfile) if certfile and keyfile else certfile or None,
-        timeout=timeout_seconds, app_name="cloudseed-vendordata",
+        timeout=timeout_seconds,
+        app_name="cloudseed-vendordata",
         collect_timing=_flag("collect_timing", options.get("collect_timing") or "false"),
-        split_loggers=_flag("split_loggers", options.get("split_loggers") or "false"))
+        split_loggers=_flag("split_loggers", options.get("split_loggers") or "false"),
+    )
     return ServiceToken(auth_session)

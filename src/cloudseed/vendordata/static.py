@@ -31,8 +31,13 @@ def _signature(stat: os.stat_result) -> Signature:
 class StaticFile:
     """The file's content as compact JSON bytes; ``{}`` when no path is configured."""
 
-    def __init__(self, path: str, *, check_interval: float = DEFAULT_CHECK_INTERVAL,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        path: str,
+        *,
+        check_interval: float = DEFAULT_CHECK_INTERVAL,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.path = path
         self._check_interval = check_interval
         self._clock = clock
@@ -73,8 +78,11 @@ class StaticFile:
             current = (-1, -1, -1, -1)  # gone: reported once, like a broken version
             if self._refused != current:
                 self._refused = current
-                log.error("vendordata file %s: %s; still serving its last good content",
-                          self.path, exc.strerror or exc)
+                log.error(
+                    "vendordata file %s: %s; still serving its last good content",
+                    self.path,
+                    exc.strerror or exc,
+                )
             return
         if current in (self._signature, self._refused):
             return

@@ -64,8 +64,10 @@ def tls_verification(certfile: str) -> ssl.SSLContext:
     try:
         return ssl.create_default_context(cafile=certfile or None)
     except (OSError, ssl.SSLError) as exc:
-        raise ConfigError(f"[api] vendordata_dynamic_ssl_certfile {certfile}: "
-                          f"{getattr(exc, 'strerror', None) or exc}") from None
+        raise ConfigError(
+            f"[api] vendordata_dynamic_ssl_certfile {certfile}: "
+            f"{getattr(exc, 'strerror', None) or exc}"
+        ) from None
 
 
 def _no_cookies() -> httpx.Cookies:
@@ -81,8 +83,15 @@ def _etag(response: httpx.Response) -> str | None:
 class TargetClient:
     """Calls one target: POST the request body, read and check its answer."""
 
-    def __init__(self, target: Target, *, connect_timeout: float, read_timeout: float,
-                 verify: ssl.SSLContext | bool, token: TokenSource | None) -> None:
+    def __init__(
+        self,
+        target: Target,
+        *,
+        connect_timeout: float,
+        read_timeout: float,
+        verify: ssl.SSLContext | bool,
+        token: TokenSource | None,
+    ) -> None:
         self.target = target
         self._token = token
         self._timeouts = (connect_timeout, read_timeout)
@@ -92,16 +101,27 @@ class TargetClient:
         self._client = httpx.AsyncClient(
             # Writing the small body is as quick as connecting; waiting for a free
             # connection of this target's pool is bounded like connecting too.
-            timeout=httpx.Timeout(connect=connect_timeout, read=read_timeout,
-                                  write=connect_timeout, pool=connect_timeout),
-            limits=httpx.Limits(max_connections=MAX_CONNECTIONS,
-                                max_keepalive_connections=MAX_CONNECTIONS // 5),
-            verify=verify, cookies=_no_cookies(), follow_redirects=False,
+            timeout=httpx.Timeout(
+                connect=connect_timeout,
+                read=read_timeout,
+                write=connect_timeout,
+                pool=connect_timeout,
+            ),
+            limits=httpx.Limits(
+                max_connections=MAX_CONNECTIONS, max_keepalive_connections=MAX_CONNECTIONS // 5
+            ),
+            verify=verify,
+            cookies=_no_cookies(),
+            follow_redirects=False,
             # Proxies come from settings or not at all: nothing in cloudseed reads the
             # environment after start-up.
             trust_env=False,
-            headers={"Content-Type": "application/json", "Accept": "application/json",
-                     "User-Agent": USER_AGENT})
+            headers={
+                "Content-Type": "application/json",
+                "Accept": "application/json",
+                "User-Agent": USER_AGENT,
+            },
+        )
 
     async def aclose(self) -> None:
         await self._client.aclose()
@@ -111,8 +131,11 @@ class TargetClient:
         try:
             async with asyncio.timeout(self._deadline):
                 response, content = await self._send(body, etag)
-                if (response.status_code == 401 and self._token is not None
-                        and await self._token.invalidate()):
+                if (
+                    response.status_code == 401
+                    and self._token is not None
+                    and await self._token.invalidate()
+                ):
                     # A revoked or expired token: keystoneauth fetches a new one, once.
                     response, content = await self._send(body, etag)
         except TimeoutError:
@@ -122,8 +145,9 @@ class TargetClient:
         except httpx.ReadTimeout:
             raise TargetFailure(f"no answer within {self._timeouts[1]:g} s") from None
         except httpx.PoolTimeout:
-            raise TargetFailure(f"all {MAX_CONNECTIONS} connections busy for "
-                                f"{self._timeouts[0]:g} s") from None
+            raise TargetFailure(
+                f"all {MAX_CONNECTIONS} connections busy for {self._timeouts[0]:g} s"
+            ) from None
         except httpx.HTTPError as exc:
             raise TargetFailure(f"{type(exc).__name__}: {exc}") from None
         return _interpret(response, content, etag)
@@ -132,8 +156,7 @@ class TargetClient:
         headers = dict(await self._token.headers()) if self._token is not None else {}
         if etag is not None:
             headers["If-None-Match"] = etag
-        request = self._client.build_request("POST", self.target.url, content=body,
-                                             headers=headers)
+        request = self._client.build_request("POST", self.target.url, content=body, headers=headers)
         response = await self._client.send(request, stream=True)
         try:
             content = bytearray()
@@ -146,15 +169,16 @@ class TargetClient:
         return response, bytes(content)
 
 
-def _interpret(response: httpx.Response, content: bytes,
-               etag: str | None) -> Answer | NotModified:
+def _interpret(response: httpx.Response, content: bytes, etag: str | None) -> Answer | NotModified:
     status = response.status_code
     cache_control = response.headers.get_list("cache-control")
     # For a POST, RFC 9110 says a matching If-None-Match gets 412 rather than 304; both mean
     # "what you hold is still right" here, since If-None-Match is the only condition we send.
     if etag is not None and status in (304, 412):
-        return NotModified(policy=parse_cache_control(cache_control) if cache_control else None,
-                           etag=_etag(response))
+        return NotModified(
+            policy=parse_cache_control(cache_control) if cache_control else None,
+            etag=_etag(response),
+        )
     if not 200 <= status < 300:
         raise TargetFailure(f"HTTP {status} {response.reason_phrase}".rstrip())
     try:

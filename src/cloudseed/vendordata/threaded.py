@@ -27,8 +27,9 @@ class ThreadedVendordata:
         """``options`` are Vendordata's (max_cache_entries, failure_backoff). Raises what
         Vendordata raises (ConfigError), with the thread already stopped."""
         self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="vendordata",
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="vendordata", daemon=True
+        )
         self._thread.start()
 
         async def build() -> Vendordata:

@@ -16,19 +16,37 @@ FILES = InstanceFiles(Path("/var/lib/cloudseed/instances") / UUID, "disk.qcow2")
 
 def guest(**changes: object) -> GuestSpec:
     values: dict[str, object] = dict(
-        uuid=UUID, name="vm", hostname="vm", image_ref="img", flavor={"memory_mb": 1024,
-                                                                       "vcpus": 2},
-        key_data=None, user_data=None, config_drive=False,
-        ports=[{"mac_address": "fa:16:3e:00:00:01"}], project_id="proj",
-        image=BootImage(path="/images/disk.raw", disk_format="raw",
-                        kernel_path="/images/vmlinuz", ramdisk_path="/images/initrd.img"))
+        uuid=UUID,
+        name="vm",
+        hostname="vm",
+        image_ref="img",
+        flavor={"memory_mb": 1024, "vcpus": 2},
+        key_data=None,
+        user_data=None,
+        config_drive=False,
+        ports=[{"mac_address": "fa:16:3e:00:00:01"}],
+        project_id="proj",
+        image=BootImage(
+            path="/images/disk.raw",
+            disk_format="raw",
+            kernel_path="/images/vmlinuz",
+            ramdisk_path="/images/initrd.img",
+        ),
+    )
     values.update(changes)
     return GuestSpec(**values)  # type: ignore[arg-type]
 
 
 def argv_of(spec: GuestSpec, relay: list[str] | None = None) -> list[str]:
-    return build_argv(spec, FILES, binary="qemu-system-x86_64", accel=Accel("tcg"),
-                      disk_format="qcow2", relay_command=relay, default_cmdline="root=/dev/vda")
+    return build_argv(
+        spec,
+        FILES,
+        binary="qemu-system-x86_64",
+        accel=Accel("tcg"),
+        disk_format="qcow2",
+        relay_command=relay,
+        default_cmdline="root=/dev/vda",
+    )
 
 
 def option(argv: list[str], name: str) -> list[str]:
@@ -38,8 +56,8 @@ def option(argv: list[str], name: str) -> list[str]:
 def test_openstack_smbios_with_the_instance_uuid() -> None:
     argv = argv_of(guest())
     assert option(argv, "-smbios") == [
-        "type=1,manufacturer=OpenStack Foundation,product=OpenStack Nova,"
-        f"serial={UUID},uuid={UUID}"]
+        f"type=1,manufacturer=OpenStack Foundation,product=OpenStack Nova,serial={UUID},uuid={UUID}"
+    ]
     assert option(argv, "-uuid") == [UUID]
 
 
@@ -60,14 +78,18 @@ def test_image_command_line_wins_and_no_kernel_means_no_append() -> None:
 
 def test_disk_is_the_instance_overlay_by_relative_name() -> None:
     assert option(argv_of(guest()), "-drive") == [
-        "file=disk.qcow2,if=virtio,format=qcow2,cache=writeback,discard=unmap"]
+        "file=disk.qcow2,if=virtio,format=qcow2,cache=writeback,discard=unmap"
+    ]
 
 
 def test_nic_with_the_port_mac_on_a_restricted_network() -> None:
-    argv = argv_of(guest(ports=[{"mac_address": "fa:16:3e:00:00:01"},
-                                {"mac_address": "fa:16:3e:00:00:02"}]))
-    assert option(argv, "-device")[:2] == ["virtio-net-pci,netdev=net0,mac=fa:16:3e:00:00:01",
-                                           "virtio-net-pci,netdev=net1,mac=fa:16:3e:00:00:02"]
+    argv = argv_of(
+        guest(ports=[{"mac_address": "fa:16:3e:00:00:01"}, {"mac_address": "fa:16:3e:00:00:02"}])
+    )
+    assert option(argv, "-device")[:2] == [
+        "virtio-net-pci,netdev=net0,mac=fa:16:3e:00:00:01",
+        "virtio-net-pci,netdev=net1,mac=fa:16:3e:00:00:02",
+    ]
     for netdev in option(argv, "-netdev"):
         assert "net=169.254.169.0/24" in netdev and "restrict=on" in netdev
 
@@ -90,23 +112,33 @@ def test_guest_without_ports_still_has_a_nic() -> None:
     assert option(argv, "-device")[0] == "virtio-net-pci,netdev=net0"
 
 
-@pytest.mark.parametrize(("fmt", "expected"), [
-    ("iso9660", ["file=/d/cd,,1.iso,format=raw,readonly=on,if=none,id=configdrive,media=cdrom"]),
-    ("vfat", ["file=/d/cd,,1.iso,format=raw,readonly=on,if=virtio"]),
-])
+@pytest.mark.parametrize(
+    ("fmt", "expected"),
+    [
+        (
+            "iso9660",
+            ["file=/d/cd,,1.iso,format=raw,readonly=on,if=none,id=configdrive,media=cdrom"],
+        ),
+        ("vfat", ["file=/d/cd,,1.iso,format=raw,readonly=on,if=virtio"]),
+    ],
+)
 def test_config_drive(fmt: str, expected: list[str]) -> None:
-    argv = argv_of(guest(config_drive=True, config_drive_path="/d/cd,1.iso",
-                         config_drive_format=fmt))
+    argv = argv_of(
+        guest(config_drive=True, config_drive_path="/d/cd,1.iso", config_drive_format=fmt)
+    )
     assert option(argv, "-drive")[1:] == expected
     assert ("ide-cd,drive=configdrive" in option(argv, "-device")) == (fmt == "iso9660")
 
 
-@pytest.mark.parametrize(("bus", "devices"), [
-    (None, ["ide-cd,drive=configdrive"]),
-    ("sata", ["ide-cd,drive=configdrive"]),
-    ("ide", ["ide-cd,drive=configdrive"]),
-    ("scsi", ["virtio-scsi-pci,id=cdrom-scsi", "scsi-cd,bus=cdrom-scsi.0,drive=configdrive"]),
-])
+@pytest.mark.parametrize(
+    ("bus", "devices"),
+    [
+        (None, ["ide-cd,drive=configdrive"]),
+        ("sata", ["ide-cd,drive=configdrive"]),
+        ("ide", ["ide-cd,drive=configdrive"]),
+        ("scsi", ["virtio-scsi-pci,id=cdrom-scsi", "scsi-cd,bus=cdrom-scsi.0,drive=configdrive"]),
+    ],
+)
 def test_iso_config_drive_on_the_images_cdrom_bus(bus: str | None, devices: list[str]) -> None:
     image = BootImage(path="/images/disk.raw", disk_format="raw", cdrom_bus=bus)
     argv = argv_of(guest(image=image, config_drive=True, config_drive_path="/d/cd.iso"))

@@ -15,8 +15,10 @@ def upstream(**env: str) -> tuple[str, int]:
 
 def test_defaults_to_the_services_own_metadata_listener() -> None:
     assert upstream() == ("127.0.0.1", 8775)
-    assert upstream(CLOUDSEED_METADATA_LISTEN="0.0.0.0",
-                    CLOUDSEED_METADATA_LISTEN_PORT="9000") == ("127.0.0.1", 9000)
+    assert upstream(CLOUDSEED_METADATA_LISTEN="0.0.0.0", CLOUDSEED_METADATA_LISTEN_PORT="9000") == (
+        "127.0.0.1",
+        9000,
+    )
     assert upstream(CLOUDSEED_METADATA_LISTEN="::") == ("::1", 8775)
 
 
@@ -29,8 +31,9 @@ def test_a_port_picked_at_start_needs_the_url() -> None:
         upstream(CLOUDSEED_METADATA_LISTEN_PORT="0")
 
 
-@pytest.mark.parametrize("url", ["10.0.0.1:80", "https://h:1", "http://h",
-                                 "http://h:1/x", "http://h:port", "http://:80"])
+@pytest.mark.parametrize(
+    "url", ["10.0.0.1:80", "https://h:1", "http://h", "http://h:1/x", "http://h:port", "http://:80"]
+)
 def test_bad_metadata_urls_stop_start_up(url: str) -> None:
     with pytest.raises(ConfigError, match=r"\[qemu\] metadata_url"):
         load_settings(environ={"CLOUDSEED_QEMU__METADATA_URL": url})

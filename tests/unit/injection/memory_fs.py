@@ -32,8 +32,9 @@ class MemoryFilesystem:
     def add_dir(self, path: str, mode: int = 0o755, uid: int = 0, gid: int = 0) -> None:
         self.nodes[path] = Node("dir", mode, uid, gid)
 
-    def add_file(self, path: str, data: bytes | str, mode: int = 0o644, uid: int = 0,
-                 gid: int = 0) -> None:
+    def add_file(
+        self, path: str, data: bytes | str, mode: int = 0o644, uid: int = 0, gid: int = 0
+    ) -> None:
         raw = data.encode() if isinstance(data, str) else data
         self.nodes[path] = Node("file", mode, uid, gid, data=raw)
 
@@ -56,10 +57,11 @@ class MemoryFilesystem:
                 if hops > 40:
                     raise OSError("ELOOP")
                 base = "/" if node.target.startswith("/") else current
-                rest = "/".join(parts[index + 1:])
+                rest = "/".join(parts[index + 1 :])
                 joined = f"{base.rstrip('/')}/{node.target}/{rest}"
-                return self._resolve(self._normalise(joined), follow_last=follow_last,
-                                     hops=hops + 1)
+                return self._resolve(
+                    self._normalise(joined), follow_last=follow_last, hops=hops + 1
+                )
             current = candidate
         return current
 

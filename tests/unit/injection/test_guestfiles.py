@@ -26,15 +26,20 @@ def test_missing_root_in_shadow():
 
 def test_key_appended_after_marker_once():
     first = guestfiles.with_key_appended("ssh-rsa OLD old\n", " ssh-ed25519 NEW new \n")
-    assert first == ("ssh-rsa OLD old\n\n# The following ssh key was injected by cloudseed\n"
-                     "ssh-ed25519 NEW new\n")
+    assert first == (
+        "ssh-rsa OLD old\n\n# The following ssh key was injected by cloudseed\n"
+        "ssh-ed25519 NEW new\n"
+    )
     assert guestfiles.with_key_appended(first, "ssh-ed25519 NEW new") == first
 
 
 def test_relabel_hook_new_file_gets_shebang():
     text = guestfiles.with_relabel_hook(None, ["/root/.ssh", "/opt/a b", "/root/.ssh"])
-    assert text == ("#!/bin/sh\n" + guestfiles.RELABEL_COMMENT +
-                    "\nrestorecon -RF '/opt/a b' /root/.ssh 2>/dev/null || :\n")
+    assert text == (
+        "#!/bin/sh\n"
+        + guestfiles.RELABEL_COMMENT
+        + "\nrestorecon -RF '/opt/a b' /root/.ssh 2>/dev/null || :\n"
+    )
 
 
 def test_relabel_hook_goes_before_exit_0():

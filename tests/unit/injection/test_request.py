@@ -11,16 +11,20 @@ from cloudseed.settings import load_settings
 
 
 class TestGuestPath:
-    @pytest.mark.parametrize(("given", "expected"), [
-        ("meta.js", "/meta.js"),  # Nova: relative means from the root
-        ("/etc//network/./interfaces", "/etc/network/interfaces"),
-        ("/a b/c\\d", "/a b/c\\d"),
-    ])
+    @pytest.mark.parametrize(
+        ("given", "expected"),
+        [
+            ("meta.js", "/meta.js"),  # Nova: relative means from the root
+            ("/etc//network/./interfaces", "/etc/network/interfaces"),
+            ("/a b/c\\d", "/a b/c\\d"),
+        ],
+    )
     def test_made_absolute_and_normal(self, given, expected):
         assert guest_path(given) == expected
 
-    @pytest.mark.parametrize("bad", ["", "/", "/./", "../etc/passwd", "/etc/../shadow",
-                                     "/etc/x\ny", "/tmp/\x00"])
+    @pytest.mark.parametrize(
+        "bad", ["", "/", "/./", "../etc/passwd", "/etc/../shadow", "/etc/x\ny", "/tmp/\x00"]
+    )
     def test_refused(self, bad):
         with pytest.raises(InvalidInjectionRequest):
             guest_path(bad)
@@ -45,14 +49,19 @@ class TestRequest:
         assert not InjectionRequest(metadata={"a": "b"}).is_empty
 
     def test_options_filter_key_and_password_only(self):
-        request = InjectionRequest(key_data="ssh-ed25519 AAAA", admin_password="pw",
-                                   metadata={"a": "b"}, network_config="auto lo\n",
-                                   files=(("/f", b"x"),))
+        request = InjectionRequest(
+            key_data="ssh-ed25519 AAAA",
+            admin_password="pw",
+            metadata={"a": "b"},
+            network_config="auto lo\n",
+            files=(("/f", b"x"),),
+        )
         allowed = request.allowed_by(InjectionOptions(partition=0))
         assert allowed.key_data is None and allowed.admin_password is None
         assert allowed.metadata == {"a": "b"} and allowed.files == (("/f", b"x"),)
-        both = request.allowed_by(InjectionOptions(partition=0, inject_key=True,
-                                                   inject_password=True))
+        both = request.allowed_by(
+            InjectionOptions(partition=0, inject_key=True, inject_password=True)
+        )
         assert both == request
 
 
@@ -64,10 +73,13 @@ class TestOptions:
         assert options.handlers == ("guestfs", "debugfs", "loop", "nbd")
 
     def test_from_settings_reads_libvirt_section(self):
-        settings = load_settings(environ={
-            "CLOUDSEED_LIBVIRT__INJECT_PARTITION": "1",
-            "CLOUDSEED_LIBVIRT__INJECT_KEY": "true",
-            "CLOUDSEED_LIBVIRT__INJECT_HANDLERS": " debugfs , loop ,"})
+        settings = load_settings(
+            environ={
+                "CLOUDSEED_LIBVIRT__INJECT_PARTITION": "1",
+                "CLOUDSEED_LIBVIRT__INJECT_KEY": "true",
+                "CLOUDSEED_LIBVIRT__INJECT_HANDLERS": " debugfs , loop ,",
+            }
+        )
         options = InjectionOptions.from_settings(settings, inject_password=True)
         assert options.partition == 1 and options.enabled
         assert options.inject_key and options.inject_password
@@ -90,17 +102,33 @@ class TestOptions:
 def test_for_guest():
     from cloudseed.compute.driver import GuestSpec
 
-    guest = GuestSpec(uuid="u", name="n", hostname="h", image_ref="i", flavor={},
-                      key_data="ssh-ed25519 AAAA k", user_data=None, config_drive=False,
-                      ports=[{"mac_address": "fa:16:3e:00:00:01", "mtu": 1500,
-                              "fixed_ips": ["10.0.0.5"]}])
-    request = InjectionRequest.for_guest(guest, admin_password="pw", metadata={"a": "b"},
-                                         files=(("etc/motd", b"hi"),))
+    guest = GuestSpec(
+        uuid="u",
+        name="n",
+        hostname="h",
+        image_ref="i",
+        flavor={},
+        key_data="ssh-ed25519 AAAA k",
+        user_data=None,
+        config_drive=False,
+        ports=[{"mac_address": "fa:16:3e:00:00:01", "mtu": 1500, "fixed_ips": ["10.0.0.5"]}],
+    )
+    request = InjectionRequest.for_guest(
+        guest, admin_password="pw", metadata={"a": "b"}, files=(("etc/motd", b"hi"),)
+    )
     assert request.key_data == "ssh-ed25519 AAAA k" and request.admin_password == "pw"
     assert request.metadata == {"a": "b"} and request.files == (("/etc/motd", b"hi"),)
     assert request.network_config is None
     with_net = InjectionRequest.for_guest(guest, include_network=True)
     assert with_net.network_config is not None and "auto eth0" in with_net.network_config
-    keyless = GuestSpec(uuid="u", name="n", hostname="h", image_ref="i", flavor={},
-                        key_data=None, user_data=None, config_drive=False)
+    keyless = GuestSpec(
+        uuid="u",
+        name="n",
+        hostname="h",
+        image_ref="i",
+        flavor={},
+        key_data=None,
+        user_data=None,
+        config_drive=False,
+    )
     assert InjectionRequest.for_guest(keyless).is_empty

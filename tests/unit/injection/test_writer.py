@@ -23,18 +23,31 @@ def linux_guest(*, root_uid: int = 0) -> MemoryFilesystem:
 
 def test_everything_in_novas_order_with_novas_modes():
     fs = linux_guest()
-    request = InjectionRequest(key_data=KEY, admin_password="pw", metadata={"role": "web"},
-                               network_config="auto lo\n",
-                               files=(("/opt/app/conf", b"x=1\n"),))
+    request = InjectionRequest(
+        key_data=KEY,
+        admin_password="pw",
+        metadata={"role": "web"},
+        network_config="auto lo\n",
+        files=(("/opt/app/conf", b"x=1\n"),),
+    )
     written = write_request(fs, request, password_hash=HASH)
-    assert written == ("/root/.ssh", "/root/.ssh/authorized_keys", "/etc/network",
-                       "/etc/network/interfaces", "/meta.js", "/etc/shadow", "/opt",
-                       "/opt/app", "/opt/app/conf")
+    assert written == (
+        "/root/.ssh",
+        "/root/.ssh/authorized_keys",
+        "/etc/network",
+        "/etc/network/interfaces",
+        "/meta.js",
+        "/etc/shadow",
+        "/opt",
+        "/opt/app",
+        "/opt/app/conf",
+    )
     ssh, keys = fs.nodes["/root/.ssh"], fs.nodes["/root/.ssh/authorized_keys"]
     assert (ssh.mode, ssh.uid, ssh.gid) == (0o700, 0, 0)
     assert (keys.mode, keys.uid, keys.gid) == (0o600, 0, 0)
     assert fs.text("/root/.ssh/authorized_keys") == (
-        "\n# The following ssh key was injected by cloudseed\n" + KEY + "\n")
+        "\n# The following ssh key was injected by cloudseed\n" + KEY + "\n"
+    )
     assert fs.nodes["/etc/network"].mode == 0o744
     assert fs.text("/etc/network/interfaces") == "auto lo\n"
     assert json.loads(fs.text("/meta.js")) == {"role": "web"}
@@ -85,8 +98,7 @@ def test_symlink_in_a_file_parent_is_refused():
     fs = linux_guest()
     fs.add_symlink("/opt", "/etc")
     with pytest.raises(GuestRefused, match="/opt is a symlink"):
-        write_request(fs, InjectionRequest(files=(("/opt/passwd", b"evil"),)),
-                      password_hash=None)
+        write_request(fs, InjectionRequest(files=(("/opt/passwd", b"evil"),)), password_hash=None)
     assert fs.text("/etc/passwd").startswith("root:x:0")
 
 
@@ -104,12 +116,15 @@ def test_directory_where_a_file_goes_is_refused():
         write_request(fs, InjectionRequest(metadata={"a": "b"}), password_hash=None)
 
 
-@pytest.mark.parametrize(("passwd", "shadow", "why"), [
-    (None, "root:*:1::::::\n", "no /etc/passwd or /etc/shadow"),
-    ("root:x:0:0::/root:/bin/sh\n", None, "no /etc/passwd or /etc/shadow"),
-    ("daemon:x:1:1::/:/bin/sh\n", "root:*:1::::::\n", "no root user in /etc/passwd"),
-    ("root:x:0:0::/root:/bin/sh\n", "daemon:*:1::::::\n", "no root user in /etc/shadow"),
-])
+@pytest.mark.parametrize(
+    ("passwd", "shadow", "why"),
+    [
+        (None, "root:*:1::::::\n", "no /etc/passwd or /etc/shadow"),
+        ("root:x:0:0::/root:/bin/sh\n", None, "no /etc/passwd or /etc/shadow"),
+        ("daemon:x:1:1::/:/bin/sh\n", "root:*:1::::::\n", "no root user in /etc/passwd"),
+        ("root:x:0:0::/root:/bin/sh\n", "daemon:*:1::::::\n", "no root user in /etc/shadow"),
+    ],
+)
 def test_password_needs_root_in_passwd_and_shadow(passwd, shadow, why):
     fs = MemoryFilesystem()
     fs.add_dir("/etc")
@@ -125,33 +140,34 @@ def test_shadow_bytes_that_are_not_utf8_survive():
     fs = linux_guest()
     fs.add_file("/etc/shadow", b"root:*:1::::::\nj\xe9r\xf4me:!:1::::::\n")
     write_request(fs, InjectionRequest(admin_password="pw"), password_hash=HASH)
-    assert fs.nodes["/etc/shadow"].data == (f"root:{HASH}:1::::::\n".encode()
-                                            + b"j\xe9r\xf4me:!:1::::::\n")
+    assert fs.nodes["/etc/shadow"].data == (
+        f"root:{HASH}:1::::::\n".encode() + b"j\xe9r\xf4me:!:1::::::\n"
+    )
 
 
 class TestSelinux:
     def test_hook_in_new_rc_local_relabels_everything_written(self):
         fs = linux_guest()
         fs.add_dir("/etc/selinux")
-        write_request(fs, InjectionRequest(key_data=KEY, metadata={"a": "b"}),
-                      password_hash=None)
+        write_request(fs, InjectionRequest(key_data=KEY, metadata={"a": "b"}), password_hash=None)
         rc = fs.nodes["/etc/rc.local"]
         assert rc.mode == 0o700
         assert fs.text("/etc/rc.local") == (
             "#!/bin/sh\n# Added by cloudseed: restore SELinux labels of the files it "
-            "injected\nrestorecon -RF /meta.js /root/.ssh 2>/dev/null || :\n")
+            "injected\nrestorecon -RF /meta.js /root/.ssh 2>/dev/null || :\n"
+        )
 
     def test_rhel_layout_link_is_followed_inside_the_guest(self):
         fs = linux_guest()
         fs.add_dir("/etc/selinux")
         fs.add_dir("/etc/rc.d")
-        fs.add_file("/etc/rc.d/rc.local", "#!/bin/bash\ntouch /var/lock/subsys/local\n",
-                    mode=0o644)
+        fs.add_file("/etc/rc.d/rc.local", "#!/bin/bash\ntouch /var/lock/subsys/local\n", mode=0o644)
         fs.add_symlink("/etc/rc.local", "rc.d/rc.local")
         write_request(fs, InjectionRequest(key_data=KEY), password_hash=None)
         assert fs.nodes["/etc/rc.local"].kind == "symlink"
-        assert fs.text("/etc/rc.d/rc.local").endswith("restorecon -RF /root/.ssh "
-                                                      "2>/dev/null || :\n")
+        assert fs.text("/etc/rc.d/rc.local").endswith(
+            "restorecon -RF /root/.ssh 2>/dev/null || :\n"
+        )
         assert fs.nodes["/etc/rc.d/rc.local"].mode == 0o700
 
     def test_only_rc_d_exists(self):

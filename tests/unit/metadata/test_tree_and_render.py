@@ -14,48 +14,85 @@ from cloudseed.metadata.facts import GuestFacts, KeyFacts, PortFacts
 
 def facts(**changes: object) -> GuestFacts:
     values: dict[str, object] = dict(
-        uuid="6f2c1f55-2b1e-4a43-9b8e-3b3c8f0d9a10", ec2_number=7, project_id="proj",
-        user_id="alice", name="web 1", hostname="web-1", launch_index=0,
-        availability_zone=None, image_ref="0a1b2c3d-0000-4000-8000-000000000000",
-        flavor_name="m1.tiny", reservation_id="r-1234", key_name="k",
-        key_data="ssh-ed25519 AAAA k", keys=(KeyFacts("k", "ssh", "ssh-ed25519 AAAA k"),),
-        meta=(("a", "1"),), user_data=base64.b64encode(b"hello").decode(), boot_roles="member",
-        password="", config_drive=False,
-        ports=(PortFacts(port_id="11111111-2222-3333-4444-555555555555", network_id="n1",
-                         mac="fa:16:3e:00:00:01", mtu=1450, cidr="10.0.0.0/24",
-                         gateway="10.0.0.1", dns=("10.0.0.2", "10.0.0.2"),
-                         addresses=("10.0.0.5", "fd00::5", "10.0.0.6")),))
+        uuid="6f2c1f55-2b1e-4a43-9b8e-3b3c8f0d9a10",
+        ec2_number=7,
+        project_id="proj",
+        user_id="alice",
+        name="web 1",
+        hostname="web-1",
+        launch_index=0,
+        availability_zone=None,
+        image_ref="0a1b2c3d-0000-4000-8000-000000000000",
+        flavor_name="m1.tiny",
+        reservation_id="r-1234",
+        key_name="k",
+        key_data="ssh-ed25519 AAAA k",
+        keys=(KeyFacts("k", "ssh", "ssh-ed25519 AAAA k"),),
+        meta=(("a", "1"),),
+        user_data=base64.b64encode(b"hello").decode(),
+        boot_roles="member",
+        password="",
+        config_drive=False,
+        ports=(
+            PortFacts(
+                port_id="11111111-2222-3333-4444-555555555555",
+                network_id="n1",
+                mac="fa:16:3e:00:00:01",
+                mtu=1450,
+                cidr="10.0.0.0/24",
+                gateway="10.0.0.1",
+                dns=("10.0.0.2", "10.0.0.2"),
+                addresses=("10.0.0.5", "fd00::5", "10.0.0.6"),
+            ),
+        ),
+    )
     values.update(changes)
     return GuestFacts(**values)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize(("path", "expected"), [
-    ("/", tree.Target(tree.EC2_INDEX)),
-    ("", tree.Target(tree.EC2_INDEX)),
-    ("/ec2", tree.Target(tree.EC2_INDEX_IDENTIFIED)),
-    ("/openstack", tree.Target(tree.OPENSTACK_INDEX)),
-    ("/openstack/", tree.Target(tree.OPENSTACK_INDEX)),
-    ("/openstack/latest", tree.Target(tree.OPENSTACK_VERSION, v.EPOXY)),
-    ("/openstack/2018-08-27/version", tree.Target(tree.OPENSTACK_VERSION, v.ROCKY)),
-    ("/openstack/2018-08-27/meta_data.json", tree.Target(tree.META_DATA, v.ROCKY)),
-    ("/openstack/a/../latest/user_data", tree.Target(tree.USER_DATA, v.EPOXY)),
-    ("/openstack/content/0001", tree.Target(tree.CONTENT, rest=("0001",))),
-    ("/latest/meta-data/", tree.Target(tree.EC2_META_DATA, v.EC2_LATEST)),
-    ("/ec2/1.0/meta-data/public-keys/0",
-     tree.Target(tree.EC2_META_DATA, "1.0", ("public-keys", "0"))),
-    ("/2009-04-04/user-data", tree.Target(tree.EC2_USER_DATA, v.EC2_LATEST)),
-    ("/latest/api/token", tree.Target(tree.TOKEN)),
-])
+@pytest.mark.parametrize(
+    ("path", "expected"),
+    [
+        ("/", tree.Target(tree.EC2_INDEX)),
+        ("", tree.Target(tree.EC2_INDEX)),
+        ("/ec2", tree.Target(tree.EC2_INDEX_IDENTIFIED)),
+        ("/openstack", tree.Target(tree.OPENSTACK_INDEX)),
+        ("/openstack/", tree.Target(tree.OPENSTACK_INDEX)),
+        ("/openstack/latest", tree.Target(tree.OPENSTACK_VERSION, v.EPOXY)),
+        ("/openstack/2018-08-27/version", tree.Target(tree.OPENSTACK_VERSION, v.ROCKY)),
+        ("/openstack/2018-08-27/meta_data.json", tree.Target(tree.META_DATA, v.ROCKY)),
+        ("/openstack/a/../latest/user_data", tree.Target(tree.USER_DATA, v.EPOXY)),
+        ("/openstack/content/0001", tree.Target(tree.CONTENT, rest=("0001",))),
+        ("/latest/meta-data/", tree.Target(tree.EC2_META_DATA, v.EC2_LATEST)),
+        (
+            "/ec2/1.0/meta-data/public-keys/0",
+            tree.Target(tree.EC2_META_DATA, "1.0", ("public-keys", "0")),
+        ),
+        ("/2009-04-04/user-data", tree.Target(tree.EC2_USER_DATA, v.EC2_LATEST)),
+        ("/latest/api/token", tree.Target(tree.TOKEN)),
+    ],
+)
 def test_paths(path: str, expected: tree.Target) -> None:
     assert tree.parse(path) == expected
 
 
-@pytest.mark.parametrize("path", [
-    "/openstack/2012-08-10/password", "/openstack/2013-04-04/vendor_data.json",
-    "/openstack/2015-10-15/vendor_data2.json", "/openstack/latest/content",
-    "/openstack/content", "/openstack/content/1", "/openstack/content/../../x",
-    "/openstack/2099-01-01/meta_data.json", "/2010-01-01/meta-data", "/latest/other",
-    "/latest/api/token/x", "/openstack/latest/meta_data.json/x"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/openstack/2012-08-10/password",
+        "/openstack/2013-04-04/vendor_data.json",
+        "/openstack/2015-10-15/vendor_data2.json",
+        "/openstack/latest/content",
+        "/openstack/content",
+        "/openstack/content/1",
+        "/openstack/content/../../x",
+        "/openstack/2099-01-01/meta_data.json",
+        "/2010-01-01/meta-data",
+        "/latest/other",
+        "/latest/api/token/x",
+        "/openstack/latest/meta_data.json/x",
+    ],
+)
 def test_paths_that_name_nothing(path: str) -> None:
     assert tree.parse(path) is None
 
@@ -63,8 +100,16 @@ def test_paths_that_name_nothing(path: str) -> None:
 def test_meta_data_versions_and_seed() -> None:
     f = facts()
     folsom = json.loads(render.meta_data(f, v.FOLSOM, dhcp_domain="novalocal").render())
-    assert list(folsom) == ["uuid", "meta", "public_keys", "keys", "hostname", "name",
-                            "launch_index", "availability_zone"]
+    assert list(folsom) == [
+        "uuid",
+        "meta",
+        "public_keys",
+        "keys",
+        "hostname",
+        "name",
+        "launch_index",
+        "availability_zone",
+    ]
     assert folsom["hostname"] == "web-1.novalocal"
     doc = render.meta_data(f, v.EPOXY, dhcp_domain="")
     first, second = json.loads(doc.render()), json.loads(doc.render())
@@ -77,9 +122,15 @@ def test_meta_data_versions_and_seed() -> None:
 
 
 def test_meta_data_extra_cannot_override_and_files_are_listed() -> None:
-    doc = json.loads(render.meta_data(
-        facts(), v.EPOXY, dhcp_domain="d", extra={"admin_pass": "pw", "uuid": "evil"},
-        files=[{"path": "/etc/x", "content_path": "/content/0000"}]).render())
+    doc = json.loads(
+        render.meta_data(
+            facts(),
+            v.EPOXY,
+            dhcp_domain="d",
+            extra={"admin_pass": "pw", "uuid": "evil"},
+            files=[{"path": "/etc/x", "content_path": "/content/0000"}],
+        ).render()
+    )
     assert doc["uuid"] == facts().uuid and doc["admin_pass"] == "pw"
     assert list(doc)[:4] == ["uuid", "meta", "files", "admin_pass"]
 
@@ -93,8 +144,13 @@ def test_a_marker_lookalike_in_user_values_is_not_replaced() -> None:
 def test_network_data() -> None:
     doc = json.loads(render.network_data(facts()))
     (link,) = doc["links"]
-    assert link == {"id": "tap11111111-22", "vif_id": facts().ports[0].port_id,
-                    "type": "phy", "mtu": 1450, "ethernet_mac_address": "fa:16:3e:00:00:01"}
+    assert link == {
+        "id": "tap11111111-22",
+        "vif_id": facts().ports[0].port_id,
+        "type": "phy",
+        "mtu": 1450,
+        "ethernet_mac_address": "fa:16:3e:00:00:01",
+    }
     (net,) = doc["networks"]  # the IPv6 address is not in the IPv4 subnet; one per family
     assert net["ip_address"] == "10.0.0.5" and net["netmask"] == "255.255.255.0"
     assert doc["services"] == [{"type": "dns", "address": "10.0.0.2"}]
@@ -102,8 +158,9 @@ def test_network_data() -> None:
 
 
 def test_ec2_tree_and_listing() -> None:
-    data = render.ec2_meta_data(facts(), v.EC2_LATEST, dhcp_domain="novalocal",
-                                local_ipv4="192.0.2.1")
+    data = render.ec2_meta_data(
+        facts(), v.EC2_LATEST, dhcp_domain="novalocal", local_ipv4="192.0.2.1"
+    )
     assert data["instance-id"] == "i-00000007"
     assert data["ami-id"] == "ami-0a1b2c3d"
     assert data["local-ipv4"] == "10.0.0.5"
@@ -113,15 +170,23 @@ def test_ec2_tree_and_listing() -> None:
     old = render.ec2_meta_data(facts(key_name=None), "1.0", dhcp_domain="", local_ipv4="x")
     assert "public-keys" not in old and "placement" not in old
     no_ipv4 = facts(ports=())
-    assert render.ec2_meta_data(no_ipv4, "1.0", dhcp_domain="",
-                                local_ipv4="192.0.2.9")["local-ipv4"] == "192.0.2.9"
+    assert (
+        render.ec2_meta_data(no_ipv4, "1.0", dhcp_domain="", local_ipv4="192.0.2.9")["local-ipv4"]
+        == "192.0.2.9"
+    )
     drive = json.loads(render.ec2_meta_data_json(facts(), v.EC2_LATEST, dhcp_domain=""))
     assert drive["public-keys"] == {"0": {"openssh-key": "ssh-ed25519 AAAA k"}}
 
 
 def test_openstack_listing() -> None:
-    assert render.openstack_listing(facts(user_data=None), v.FOLSOM,
-                                    vendor_data_json=True) == b"meta_data.json"
+    assert (
+        render.openstack_listing(facts(user_data=None), v.FOLSOM, vendor_data_json=True)
+        == b"meta_data.json"
+    )
     assert render.openstack_listing(facts(), v.EPOXY, vendor_data_json=False).split() == [
-        b"meta_data.json", b"user_data", b"password", b"network_data.json",
-        b"vendor_data2.json"]
+        b"meta_data.json",
+        b"user_data",
+        b"password",
+        b"network_data.json",
+        b"vendor_data2.json",
+    ]

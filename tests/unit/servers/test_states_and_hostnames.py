@@ -6,18 +6,21 @@ from cloudseed.servers import states
 from cloudseed.servers.hostnames import sanitize_hostname
 
 
-@pytest.mark.parametrize("vm, task, status", [
-    ("active", None, "ACTIVE"),
-    ("active", "rebooting", "REBOOT"),
-    ("active", "rebooting_hard", "HARD_REBOOT"),
-    ("active", "rebuilding", "REBUILD"),
-    ("stopped", "rebuilding", "REBUILD"),
-    ("stopped", None, "SHUTOFF"),
-    ("stopped", "powering-on", "SHUTOFF"),
-    ("building", "spawning", "BUILD"),
-    ("error", None, "ERROR"),
-    ("mystery", None, "UNKNOWN"),
-])
+@pytest.mark.parametrize(
+    "vm, task, status",
+    [
+        ("active", None, "ACTIVE"),
+        ("active", "rebooting", "REBOOT"),
+        ("active", "rebooting_hard", "HARD_REBOOT"),
+        ("active", "rebuilding", "REBUILD"),
+        ("stopped", "rebuilding", "REBUILD"),
+        ("stopped", None, "SHUTOFF"),
+        ("stopped", "powering-on", "SHUTOFF"),
+        ("building", "spawning", "BUILD"),
+        ("error", None, "ERROR"),
+        ("mystery", None, "UNKNOWN"),
+    ],
+)
 def test_status_map(vm, task, status):
     assert states.status_of(vm, task) == status
 
@@ -27,21 +30,32 @@ def test_status_filters_cover_every_status():
     assert ("error", "rebuilding") in states.STATUS_FILTERS["REBUILD"]
 
 
-@pytest.mark.parametrize("name, expected", [
-    ("My Server", "my-server"),
-    ("web_01.example", "web-01-example"),
-    ("--x--", "x"),
-    ("ünïcode ☃ name", "unicode--name"),
-    ("☃☃", "server-x"),
-    ("a" * 80, "a" * 63),
-])
+@pytest.mark.parametrize(
+    "name, expected",
+    [
+        ("My Server", "my-server"),
+        ("web_01.example", "web-01-example"),
+        ("--x--", "x"),
+        ("ünïcode ☃ name", "unicode--name"),
+        ("☃☃", "server-x"),
+        ("a" * 80, "a" * 63),
+    ],
+)
 def test_sanitize_hostname(name, expected):
     assert sanitize_hostname(name, default="server-x") == expected
 
 
 def guest(uuid: str = "u1") -> GuestSpec:
-    return GuestSpec(uuid=uuid, name="n", hostname="n", image_ref="i", flavor={},
-                     key_data=None, user_data=None, config_drive=False)
+    return GuestSpec(
+        uuid=uuid,
+        name="n",
+        hostname="n",
+        image_ref="i",
+        flavor={},
+        key_data=None,
+        user_data=None,
+        config_drive=False,
+    )
 
 
 def test_fake_driver_states_and_injected_failures():

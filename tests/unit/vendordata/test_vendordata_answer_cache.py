@@ -94,11 +94,13 @@ async def test_fresh_answer_is_served_without_a_call(clock: Clock) -> None:
 
 async def test_etag_revalidation_and_304(clock: Clock) -> None:
     cache, _ = make_cache(clock)
-    script = Script(Answer(b"v1", CachePolicy(max_age=5), etag='"a"'),
-                    NotModified(policy=CachePolicy(max_age=60)),
-                    NotModified(),  # no Cache-Control: the stored max-age (60) stands
-                    NotModified(etag='"b"'),
-                    Answer(b"v2", REVALIDATE))
+    script = Script(
+        Answer(b"v1", CachePolicy(max_age=5), etag='"a"'),
+        NotModified(policy=CachePolicy(max_age=60)),
+        NotModified(),  # no Cache-Control: the stored max-age (60) stands
+        NotModified(etag='"b"'),
+        Answer(b"v2", REVALIDATE),
+    )
     assert (await cache.get(KEY, script)).value == b"v1"
     clock.now += 5
     assert (await cache.get(KEY, script)).value == b"v1"
@@ -126,8 +128,7 @@ async def test_revalidate_each_time_without_etag(clock: Clock) -> None:
 async def test_304_to_an_unconditional_call_is_a_failure(clock: Clock) -> None:
     cache, failures = make_cache(clock)
     outcome = await cache.get(KEY, Script(NotModified()))
-    assert outcome == Outcome(None, "answered 304 Not Modified to a request without "
-                                    "If-None-Match")
+    assert outcome == Outcome(None, "answered 304 Not Modified to a request without If-None-Match")
     assert failures == [(outcome.failure, False)]
 
 
@@ -162,8 +163,9 @@ async def test_a_cancelled_waiter_does_not_cancel_the_shared_call(clock: Clock) 
 
 async def test_no_store_is_not_kept_and_retires_an_older_answer(clock: Clock) -> None:
     cache, _ = make_cache(clock)
-    script = Script(Answer(b"1", REVALIDATE, etag='"e"'), Answer(b"2", NO_STORE),
-                    TargetFailure("down"))
+    script = Script(
+        Answer(b"1", REVALIDATE, etag='"e"'), Answer(b"2", NO_STORE), TargetFailure("down")
+    )
     await cache.get(KEY, script)
     assert (await cache.get(KEY, script)).value == b"2"
     # Nothing stored any more: no ETag sent, and no stale value for the failure.
@@ -174,8 +176,9 @@ async def test_no_store_is_not_kept_and_retires_an_older_answer(clock: Clock) ->
 
 async def test_no_store_on_a_304_serves_once_and_forgets(clock: Clock) -> None:
     cache, _ = make_cache(clock)
-    script = Script(Answer(b"1", REVALIDATE, etag='"e"'), NotModified(policy=NO_STORE),
-                    Answer(b"3", REVALIDATE))
+    script = Script(
+        Answer(b"1", REVALIDATE, etag='"e"'), NotModified(policy=NO_STORE), Answer(b"3", REVALIDATE)
+    )
     await cache.get(KEY, script)
     assert (await cache.get(KEY, script)).value == b"1"
     assert (await cache.get(KEY, script)).value == b"3"
@@ -184,8 +187,12 @@ async def test_no_store_on_a_304_serves_once_and_forgets(clock: Clock) -> None:
 
 async def test_stale_if_error_then_back_off(clock: Clock) -> None:
     cache, failures = make_cache(clock, failure_backoff=2.0)
-    script = Script(Answer(b"good", REVALIDATE), TargetFailure("HTTP 500"),
-                    TargetFailure("HTTP 502"), Answer(b"better", REVALIDATE))
+    script = Script(
+        Answer(b"good", REVALIDATE),
+        TargetFailure("HTTP 500"),
+        TargetFailure("HTTP 502"),
+        Answer(b"better", REVALIDATE),
+    )
     await cache.get(KEY, script)
     assert await cache.get(KEY, script) == Outcome(b"good", "HTTP 500")
     clock.now += 1.9  # backing off: served without a call
@@ -211,8 +218,7 @@ async def test_failure_without_a_stored_answer_backs_off_too(clock: Clock) -> No
 
 async def test_must_revalidate_forbids_stale_if_error(clock: Clock) -> None:
     cache, failures = make_cache(clock)
-    script = Script(Answer(b"1", MUST_REVALIDATE, etag='"e"'), TargetFailure("down"),
-                    NotModified())
+    script = Script(Answer(b"1", MUST_REVALIDATE, etag='"e"'), TargetFailure("down"), NotModified())
     await cache.get(KEY, script)
     clock.now += 10
     assert await cache.get(KEY, script) == Outcome(None, "down")
@@ -223,8 +229,9 @@ async def test_must_revalidate_forbids_stale_if_error(clock: Clock) -> None:
     assert script.etags == [None, '"e"', '"e"']
 
 
-async def test_an_unexpected_error_is_contained(clock: Clock,
-                                                caplog: pytest.LogCaptureFixture) -> None:
+async def test_an_unexpected_error_is_contained(
+    clock: Clock, caplog: pytest.LogCaptureFixture
+) -> None:
     cache, failures = make_cache(clock)
     outcome = await cache.get(KEY, Script(RuntimeError("bug")))
     assert outcome == Outcome(None, "internal error: RuntimeError('bug')")
@@ -257,5 +264,3 @@ async def test_aclose_cancels_calls_in_flight(clock: Clock) -> None:
     await cache.aclose()
     with pytest.raises(asyncio.CancelledError):
         await waiter
-
-

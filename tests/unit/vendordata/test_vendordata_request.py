@@ -11,16 +11,29 @@ from cloudseed.vendordata import VendordataRequest, documents
 
 def make(**changes: object) -> VendordataRequest:
     fields: dict[str, object] = {
-        "project_id": "p", "instance_id": "i", "image_id": "", "user_data": None,
-        "hostname": "h", "metadata": {"b": "2", "a": "1"}, "boot_roles": ""}
+        "project_id": "p",
+        "instance_id": "i",
+        "image_id": "",
+        "user_data": None,
+        "hostname": "h",
+        "metadata": {"b": "2", "a": "1"},
+        "boot_roles": "",
+    }
     fields.update(changes)
     return VendordataRequest(**fields)  # type: ignore[arg-type]
 
 
 def test_body_has_novas_keys_in_novas_order() -> None:
     body = json.loads(make(user_data="aGk=", boot_roles="admin").body())
-    assert list(body) == ["project-id", "instance-id", "image-id", "user-data", "hostname",
-                          "metadata", "boot-roles"]
+    assert list(body) == [
+        "project-id",
+        "instance-id",
+        "image-id",
+        "user-data",
+        "hostname",
+        "metadata",
+        "boot-roles",
+    ]
     assert body["user-data"] == "aGk="  # base64 as stored, not decoded
     assert body["image-id"] == ""
     assert make().body().count(b"null") == 1  # no user data: null

@@ -18,12 +18,20 @@ from cloudseed.vendordata.targets import parse_targets
 
 pytestmark = pytest.mark.anyio
 
-REQUEST = VendordataRequest(project_id="p", instance_id="i", image_id="img", user_data=None,
-                            hostname="h", metadata={}, boot_roles="")
+REQUEST = VendordataRequest(
+    project_id="p",
+    instance_id="i",
+    image_id="img",
+    user_data=None,
+    hostname="h",
+    metadata={},
+    boot_roles="",
+)
 
 
-def settings_from(tmp_path: Path, api: dict[str, str],
-                  auth: dict[str, str] | None = None) -> Settings:
+def settings_from(
+    tmp_path: Path, api: dict[str, str], auth: dict[str, str] | None = None
+) -> Settings:
     lines = ["[api]", *(f"{name} = {value}" for name, value in api.items())]
     if auth is not None:
         lines += ["[vendordata_dynamic_auth]", *(f"{k} = {v}" for k, v in auth.items())]
@@ -50,21 +58,22 @@ async def test_defaults_static_json_without_a_file() -> None:
 
 @pytest.mark.parametrize("providers", ["", "DynamicJSON"])
 async def test_without_static_json_vendor_data_json_is_absent(
-        tmp_path: Path, providers: str) -> None:
+    tmp_path: Path, providers: str
+) -> None:
     service = await build(settings_from(tmp_path, {"vendordata_providers": providers}))
     assert service.vendor_data_json is None
     assert service.static_only_vendor_data2() == b"{}"
 
 
 async def test_providers_are_taken_once_in_order(tmp_path: Path) -> None:
-    service = await build(settings_from(tmp_path, {
-        "vendordata_providers": "DynamicJSON, StaticJSON, DynamicJSON"}))
+    service = await build(
+        settings_from(tmp_path, {"vendordata_providers": "DynamicJSON, StaticJSON, DynamicJSON"})
+    )
     assert service.providers == ("DynamicJSON", "StaticJSON")
 
 
 async def test_static_file_is_checked_at_start(tmp_path: Path) -> None:
-    settings = settings_from(tmp_path, {
-        "vendordata_jsonfile_path": str(tmp_path / "missing.json")})
+    settings = settings_from(tmp_path, {"vendordata_jsonfile_path": str(tmp_path / "missing.json")})
     with pytest.raises(VendordataFileError, match=r"missing\.json: No such file"):
         Vendordata(settings)
 
@@ -85,54 +94,88 @@ async def test_static_document_follows_the_file(tmp_path: Path) -> None:
 
 
 async def test_targets_without_dynamic_json_are_ignored(
-        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    service = await build(settings_from(tmp_path, {
-        "vendordata_providers": "StaticJSON",
-        "vendordata_dynamic_targets": "t@http://127.0.0.1:1/"}))
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    service = await build(
+        settings_from(
+            tmp_path,
+            {
+                "vendordata_providers": "StaticJSON",
+                "vendordata_dynamic_targets": "t@http://127.0.0.1:1/",
+            },
+        )
+    )
     assert service.has_dynamic is False
     assert "DynamicJSON is not in vendordata_providers" in caplog.text
 
 
 @pytest.mark.parametrize("auth", [None, {"username": "cloudseed"}])
 async def test_warns_at_start_when_no_token_will_be_sent(
-        tmp_path: Path, caplog: pytest.LogCaptureFixture, auth: dict[str, str] | None) -> None:
-    service = await build(settings_from(tmp_path, {
-        "vendordata_providers": "DynamicJSON",
-        "vendordata_dynamic_targets": "a@http://127.0.0.1:1/,b@http://127.0.0.1:2/"}, auth))
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, auth: dict[str, str] | None
+) -> None:
+    service = await build(
+        settings_from(
+            tmp_path,
+            {
+                "vendordata_providers": "DynamicJSON",
+                "vendordata_dynamic_targets": "a@http://127.0.0.1:1/,b@http://127.0.0.1:2/",
+            },
+            auth,
+        )
+    )
     assert service.has_dynamic is True
     assert service.static_only_vendor_data2() is None
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert warnings == ["2 DynamicJSON target(s) but [vendordata_dynamic_auth] is not "
-                        "configured: no token will be sent to them"]
+    assert warnings == [
+        "2 DynamicJSON target(s) but [vendordata_dynamic_auth] is not "
+        "configured: no token will be sent to them"
+    ]
 
 
 async def test_no_warning_with_a_service_token(
-        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    await build(settings_from(
-        tmp_path, {"vendordata_providers": "DynamicJSON",
-                   "vendordata_dynamic_targets": "a@http://127.0.0.1:1/"},
-        {"auth_type": "admin_token", "token": "t", "endpoint": "http://127.0.0.1:1/"}))
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    await build(
+        settings_from(
+            tmp_path,
+            {
+                "vendordata_providers": "DynamicJSON",
+                "vendordata_dynamic_targets": "a@http://127.0.0.1:1/",
+            },
+            {"auth_type": "admin_token", "token": "t", "endpoint": "http://127.0.0.1:1/"},
+        )
+    )
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
 
 
 async def test_bad_auth_section_stops_start_up(tmp_path: Path) -> None:
     settings = settings_from(
-        tmp_path, {"vendordata_providers": "DynamicJSON",
-                   "vendordata_dynamic_targets": "a@http://127.0.0.1:1/"},
-        {"auth_type": "password", "username": "cloudseed"})
+        tmp_path,
+        {
+            "vendordata_providers": "DynamicJSON",
+            "vendordata_dynamic_targets": "a@http://127.0.0.1:1/",
+        },
+        {"auth_type": "password", "username": "cloudseed"},
+    )
     with pytest.raises(ConfigError, match="needs: auth_url"):
         Vendordata(settings)
 
 
 async def test_https_target_with_a_missing_ca_bundle_stops_start_up(tmp_path: Path) -> None:
-    settings = settings_from(tmp_path, {
-        "vendordata_providers": "DynamicJSON",
-        "vendordata_dynamic_targets": "a@https://127.0.0.1:1/",
-        "vendordata_dynamic_ssl_certfile": str(tmp_path / "ca.pem")})
+    settings = settings_from(
+        tmp_path,
+        {
+            "vendordata_providers": "DynamicJSON",
+            "vendordata_dynamic_targets": "a@https://127.0.0.1:1/",
+            "vendordata_dynamic_ssl_certfile": str(tmp_path / "ca.pem"),
+        },
+    )
     with pytest.raises(ConfigError, match=r"vendordata_dynamic_ssl_certfile .*ca\.pem"):
         Vendordata(settings)
 
 
 def test_target_url_may_contain_at() -> None:
     assert [(t.name, t.url) for t in parse_targets(" a@http://u@h/p , b@https://h/ ,")] == [
-        ("a", "http://u@h/p"), ("b", "https://h/")]
+        ("a", "http://u@h/p"),
+        ("b", "https://h/"),
+    ]

@@ -14,35 +14,50 @@ from cloudseed.vendordata.service_token import load_service_token
 
 pytestmark = pytest.mark.anyio
 
-PASSWORD = {"auth_type": "password", "auth_url": "http://127.0.0.1:1/v3",
-            "username": "cloudseed", "password": "secret", "project_name": "service",
-            "user_domain_name": "Default", "project_domain_name": "Default"}
+PASSWORD = {
+    "auth_type": "password",
+    "auth_url": "http://127.0.0.1:1/v3",
+    "username": "cloudseed",
+    "password": "secret",
+    "project_name": "service",
+    "user_domain_name": "Default",
+    "project_domain_name": "Default",
+}
 
 
-@pytest.mark.parametrize(("options", "message"), [
-    ({"auth_type": "pasword"}, "auth_type = pasword: no such keystoneauth plugin"),
-    ({"auth_type": "password", "username": "u"}, "auth_type = password needs: auth_url"),
-    ({**PASSWORD, "insecure": "maybe"}, "insecure = 'maybe': expected true or false"),
-    ({**PASSWORD, "timeout": "soon"}, "timeout = 'soon': expected seconds"),
-])
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"auth_type": "pasword"}, "auth_type = pasword: no such keystoneauth plugin"),
+        ({"auth_type": "password", "username": "u"}, "auth_type = password needs: auth_url"),
+        ({**PASSWORD, "insecure": "maybe"}, "insecure = 'maybe': expected true or false"),
+        ({**PASSWORD, "timeout": "soon"}, "timeout = 'soon': expected seconds"),
+    ],
+)
 def test_mistakes_stop_start_up(options: dict[str, str], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         load_service_token(options, default_timeout=10)
 
 
 def test_unknown_options_are_reported(caplog: pytest.LogCaptureFixture) -> None:
-    token = load_service_token({**PASSWORD, "pasword": "x", "tenant_name": "service",
-                                "cafile": "", "insecure": "false"}, default_timeout=10)
+    token = load_service_token(
+        {**PASSWORD, "pasword": "x", "tenant_name": "service", "cafile": "", "insecure": "false"},
+        default_timeout=10,
+    )
     token.close()
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     # tenant_name is password's deprecated spelling of project_name: known.
-    assert warnings == ["[vendordata_dynamic_auth] pasword is not an option of keystoneauth's "
-                        "password plugin (ignored)"]
+    assert warnings == [
+        "[vendordata_dynamic_auth] pasword is not an option of keystoneauth's "
+        "password plugin (ignored)"
+    ]
 
 
 async def test_admin_token_headers() -> None:
-    token = load_service_token({"auth_type": "admin_token", "token": "abc",
-                                "endpoint": "http://127.0.0.1:1/"}, default_timeout=10)
+    token = load_service_token(
+        {"auth_type": "admin_token", "token": "abc", "endpoint": "http://127.0.0.1:1/"},
+        default_timeout=10,
+    )
     try:
         assert dict(await token.headers()) == {"X-Auth-Token": "abc"}
         assert await token.invalidate() is False  # a fixed token: no point retrying

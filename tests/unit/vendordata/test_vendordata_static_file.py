@@ -38,12 +38,15 @@ def test_content_is_compact_json(tmp_path: Path) -> None:
     assert StaticFile(str(path)).content() == b'{"cloud-init":"#cloud-config\\n","n":[1,2]}'
 
 
-@pytest.mark.parametrize(("text", "reason"), [
-    (None, "No such file or directory"),
-    ("{", "not valid JSON: Expecting property name"),
-    ('{"a": NaN}', "not valid JSON: NaN is not valid JSON"),
-    ("", "not valid JSON: Expecting value"),
-])
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        (None, "No such file or directory"),
+        ("{", "not valid JSON: Expecting property name"),
+        ('{"a": NaN}', "not valid JSON: NaN is not valid JSON"),
+        ("", "not valid JSON: Expecting value"),
+    ],
+)
 def test_bad_file_stops_start_up(tmp_path: Path, text: str | None, reason: str) -> None:
     path = tmp_path / "vd.json"
     if text is not None:
@@ -60,7 +63,8 @@ def test_directory_is_refused(tmp_path: Path) -> None:
 
 
 def test_edits_are_picked_up_at_most_once_per_interval(
-        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     caplog.set_level(logging.INFO, "cloudseed.vendordata")
     path = tmp_path / "vd.json"
     write(path, '{"v": 1}')
@@ -75,7 +79,8 @@ def test_edits_are_picked_up_at_most_once_per_interval(
 
 
 def test_a_bad_edit_keeps_the_last_good_content(
-        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     path = tmp_path / "vd.json"
     write(path, '{"v": 1}')
     clock = Clock()

@@ -53,13 +53,17 @@ def require_user_data_updates(compute: Proxy) -> None:
         newest_text = discover.version_to_string(newest)
         raise exceptions.CommandError(
             f"{UNSUPPORTED}: that needs compute API microversion {USER_DATA_MICROVERSION} "
-            f"(cloudseed), and this cloud's newest is {newest_text}.")
+            f"(cloudseed), and this cloud's newest is {newest_text}."
+        )
 
 
 def update_user_data(compute: Proxy, server_id: str, encoded: str | None) -> None:
     """``PUT /servers/{id}`` with only ``user_data`` (``None`` removes it)."""
-    response = compute.put(f"/servers/{server_id}", json={"server": {"user_data": encoded}},
-                           microversion=USER_DATA_MICROVERSION)
+    response = compute.put(
+        f"/servers/{server_id}",
+        json={"server": {"user_data": encoded}},
+        microversion=USER_DATA_MICROVERSION,
+    )
     _raise_for_status(response)
 
 
@@ -67,8 +71,9 @@ def hard_reboot_with_user_data(compute: Proxy, server_id: str, encoded: str | No
     """One ``reboot`` action of type HARD that also replaces (or, with ``None``, removes) the
     user data: the way for servers whose config drive holds it."""
     body = {"reboot": {"type": "HARD", "user_data": encoded}}
-    response = compute.post(f"/servers/{server_id}/action", json=body,
-                            microversion=USER_DATA_MICROVERSION)
+    response = compute.post(
+        f"/servers/{server_id}/action", json=body, microversion=USER_DATA_MICROVERSION
+    )
     _raise_for_status(response)
 
 
@@ -79,7 +84,8 @@ def _raise_for_status(response: Response) -> None:
     if status == 406:  # "Version 2.105 is not supported by the API": a cloud without it
         raise exceptions.CommandError(
             f"{UNSUPPORTED}: it refused compute API microversion {USER_DATA_MICROVERSION} "
-            f"({fault_message(response)}).")
+            f"({fault_message(response)})."
+        )
     if status == 409:
         raise UserDataConflict(fault_message(response))
     raise exceptions.CommandError(f"{fault_message(response)} (HTTP {status})")

@@ -31,8 +31,10 @@ if TYPE_CHECKING:
     from openstack.compute.v2.server import Server
 
 WAIT_INTERVAL = 2  # seconds between polls with --wait; a hard reboot takes seconds
-EPILOG = ("--user-data and --no-user-data come from the cloudseed-osc plugin, work with --hard "
-          "only, and need a cloud with compute API microversion 2.105 (cloudseed).")
+EPILOG = (
+    "--user-data and --no-user-data come from the cloudseed-osc plugin, work with --hard "
+    "only, and need a cloud with compute API microversion 2.105 (cloudseed)."
+)
 
 
 class RebootUserDataHook(hooks.CommandHook):
@@ -41,15 +43,21 @@ class RebootUserDataHook(hooks.CommandHook):
     def get_parser(self, parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         group = parser.add_mutually_exclusive_group()
         group.add_argument(
-            "--user-data", metavar="<user-data>", dest="user_data",
+            "--user-data",
+            metavar="<user-data>",
+            dest="user_data",
             help="With --hard: replace the server's user data with this file in the same "
-                 "reboot (compute API 2.105, cloudseed); the way to change the user data of a "
-                 "server with a config drive. Cannot be specified with the --no-user-data "
-                 "option.")
+            "reboot (compute API 2.105, cloudseed); the way to change the user data of a "
+            "server with a config drive. Cannot be specified with the --no-user-data "
+            "option.",
+        )
         group.add_argument(
-            "--no-user-data", action="store_true", dest="no_user_data",
+            "--no-user-data",
+            action="store_true",
+            dest="no_user_data",
             help="With --hard: remove the server's user data in the same reboot (compute API "
-                 "2.105, cloudseed). Cannot be specified with the --user-data option.")
+            "2.105, cloudseed). Cannot be specified with the --user-data option.",
+        )
         return parser
 
     def get_epilog(self) -> str | None:
@@ -63,13 +71,15 @@ class RebootUserDataHook(hooks.CommandHook):
             # Checked before any request: a soft reboot leaves the guest's disks (and its
             # config drive) as they are, so the API only takes user data with a hard one.
             raise exceptions.CommandError(
-                f"{option} needs --hard: user data can only be changed by a hard reboot.")
+                f"{option} needs --hard: user data can only be changed by a hard reboot."
+            )
         encoded = None if parsed_args.no_user_data else read_user_data(parsed_args.user_data)
         require_user_data_updates(compute_of(self.cmd))
         # An instance attribute shadows the class's take_action for this run only (cliff's
         # run() calls self.take_action after the before() hooks); see the module docstring.
         self.cmd.take_action = functools.partial(  # type: ignore[method-assign]
-            self._reboot_with_user_data, encoded)
+            self._reboot_with_user_data, encoded
+        )
         return parsed_args
 
     def after(self, parsed_args: argparse.Namespace, return_code: int) -> int:
@@ -96,8 +106,14 @@ def _wait_until_active(stdout: TextIO, compute: Proxy, server: Server) -> None:
     # says ACTIVE, and ``server`` was read before the reboot.
     rebooting = compute.get_server(server.id)
     try:
-        compute.wait_for_server(rebooting, status="ACTIVE", failures=["ERROR"],
-                                interval=WAIT_INTERVAL, wait=None, callback=show_progress)
+        compute.wait_for_server(
+            rebooting,
+            status="ACTIVE",
+            failures=["ERROR"],
+            interval=WAIT_INTERVAL,
+            wait=None,
+            callback=show_progress,
+        )
     except sdk_exceptions.ResourceFailure:
         raise exceptions.CommandError(f"Error rebooting server: {server.id}") from None
     stdout.write("Complete\n")

@@ -39,11 +39,13 @@ class RebuildUserDataHook(hooks.CommandHook):
             return parsed_args
         # The SDK's own check, as the stock command's: it honours --os-compute-api-version
         # when given, and otherwise the cloud's newest version (what the SDK will negotiate).
-        if not sdk_utils.supports_microversion(compute_of(self.cmd),
-                                               REBUILD_USER_DATA_MICROVERSION):
+        if not sdk_utils.supports_microversion(
+            compute_of(self.cmd), REBUILD_USER_DATA_MICROVERSION
+        ):
             raise exceptions.CommandError(
                 f"--os-compute-api-version {REBUILD_USER_DATA_MICROVERSION} or greater is "
-                f"required to support the {option} option")
+                f"required to support the {option} option"
+            )
         return parsed_args
 
     def after(self, parsed_args: argparse.Namespace, return_code: int) -> int:

@@ -24,8 +24,10 @@ from cloudseed_osc._compute import (
 )
 from cloudseed_osc._user_data import read_user_data
 
-EPILOG = ("--user-data and --no-user-data come from the cloudseed-osc plugin and need a cloud "
-          "with compute API microversion 2.105 (cloudseed).")
+EPILOG = (
+    "--user-data and --no-user-data come from the cloudseed-osc plugin and need a cloud "
+    "with compute API microversion 2.105 (cloudseed)."
+)
 
 
 class SetUserDataHook(hooks.CommandHook):
@@ -34,15 +36,21 @@ class SetUserDataHook(hooks.CommandHook):
     def get_parser(self, parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         group = parser.add_mutually_exclusive_group()
         group.add_argument(
-            "--user-data", metavar="<user-data>", dest="user_data",
+            "--user-data",
+            metavar="<user-data>",
+            dest="user_data",
             help="Replace the server's user data with this file (compute API 2.105, cloudseed). "
-                 "A server with a config drive needs "
-                 "'openstack server reboot --hard --user-data' instead. "
-                 "Cannot be specified with the --no-user-data option.")
+            "A server with a config drive needs "
+            "'openstack server reboot --hard --user-data' instead. "
+            "Cannot be specified with the --no-user-data option.",
+        )
         group.add_argument(
-            "--no-user-data", action="store_true", dest="no_user_data",
+            "--no-user-data",
+            action="store_true",
+            dest="no_user_data",
             help="Remove the server's user data (compute API 2.105, cloudseed). "
-                 "Cannot be specified with the --user-data option.")
+            "Cannot be specified with the --user-data option.",
+        )
         return parser
 
     def get_epilog(self) -> str | None:
@@ -62,7 +70,8 @@ class SetUserDataHook(hooks.CommandHook):
                 raise
             raise exceptions.CommandError(
                 f"{exc}\nThe user data of a server with a config drive changes with a hard "
-                f"reboot: {_reboot_hint(parsed_args)}") from None
+                f"reboot: {_reboot_hint(parsed_args)}"
+            ) from None
         return parsed_args
 
     def after(self, parsed_args: argparse.Namespace, return_code: int) -> int:
@@ -71,6 +80,7 @@ class SetUserDataHook(hooks.CommandHook):
 
 def _reboot_hint(parsed_args: argparse.Namespace) -> str:
     """The command to run instead, with the user's own file and server, quoted for a shell."""
-    data = ["--no-user-data"] if parsed_args.no_user_data else ["--user-data",
-                                                                 parsed_args.user_data]
+    data = (
+        ["--no-user-data"] if parsed_args.no_user_data else ["--user-data", parsed_args.user_data]
+    )
     return shlex.join(["openstack", "server", "reboot", "--hard", *data, parsed_args.server])

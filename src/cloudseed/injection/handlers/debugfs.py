@@ -36,8 +36,7 @@ class DebugfsFilesystem:
 
     def lstat(self, path: str) -> GuestStat | None:
         st = self.debugfs.stat(path)
-        return None if st is None else GuestStat(kind=st.kind, mode=st.mode, uid=st.uid,
-                                                 gid=st.gid)
+        return None if st is None else GuestStat(kind=st.kind, mode=st.mode, uid=st.uid, gid=st.gid)
 
     def readlink(self, path: str) -> str:
         st = self.debugfs.stat(path)
@@ -59,8 +58,7 @@ class DebugfsFilesystem:
             self.debugfs.request(f"rm {quote(path)}", write=True)
         self.debugfs.request(f"write {source} {quote(path)}", write=True)
         # The new inode took our temporary file's mode and owner; give it the old ones.
-        mode, uid, gid = (0o600, 0, 0) if before is None else (before.mode, before.uid,
-                                                               before.gid)
+        mode, uid, gid = (0o600, 0, 0) if before is None else (before.mode, before.uid, before.gid)
         self._set(path, "file", mode, uid, gid)
 
     def mkdir(self, path: str) -> None:
@@ -102,8 +100,9 @@ def open_guest(target: ImageTarget) -> Iterator[DebugfsFilesystem]:
     if target.fmt != "raw":
         raise HandlerUnavailable(f"debugfs reads raw images only, this one is {target.fmt}")
     if target.partition < 0:
-        raise HandlerUnavailable("finding the root filesystem by inspection (partition -1) "
-                                 "needs guestfs")
+        raise HandlerUnavailable(
+            "finding the root filesystem by inspection (partition -1) needs guestfs"
+        )
     offset, _ = partitions.locate(target.path, target.partition, timeout=target.timeout)
     where = "the image" if target.partition == 0 else f"partition {target.partition}"
     if not _has_ext_superblock(target.path, offset):
@@ -121,9 +120,11 @@ def open_guest(target: ImageTarget) -> Iterator[DebugfsFilesystem]:
         except DebugfsError as exc:
             # A filesystem this debugfs cannot open (newer features, damage): another
             # handler may still manage.
-            raise HandlerUnavailable(f"debugfs cannot open the filesystem on {where}: "
-                                     f"{exc.detail}") from None
+            raise HandlerUnavailable(
+                f"debugfs cannot open the filesystem on {where}: {exc.detail}"
+            ) from None
         if "needs_recovery" in features:
-            raise HandlerUnavailable(f"the filesystem on {where} has a journal to replay, "
-                                     "which debugfs does not do")
+            raise HandlerUnavailable(
+                f"the filesystem on {where} has a journal to replay, which debugfs does not do"
+            )
         yield DebugfsFilesystem(debugfs, workdir)

@@ -33,8 +33,12 @@ class GuestfsFilesystem:
             if str(exc).endswith(MISSING):
                 return None
             raise
-        return GuestStat(kind=kind_of_mode(st["st_mode"]), mode=st["st_mode"] & 0o7777,
-                         uid=st["st_uid"], gid=st["st_gid"])
+        return GuestStat(
+            kind=kind_of_mode(st["st_mode"]),
+            mode=st["st_mode"] & 0o7777,
+            uid=st["st_uid"],
+            gid=st["st_gid"],
+        )
 
     def readlink(self, path: str) -> str:
         return str(self.g.readlink(path))
@@ -69,16 +73,20 @@ def _launch(module: Any, target: ImageTarget) -> Any:
         except RuntimeError as exc:
             failures.append(str(exc).strip())
             handle.close()
-    raise HandlerUnavailable("the libguestfs appliance cannot start here ("
-                             + "; with TCG: ".join(failures) + "); libguestfs-test-tool tells why")
+    raise HandlerUnavailable(
+        "the libguestfs appliance cannot start here ("
+        + "; with TCG: ".join(failures)
+        + "); libguestfs-test-tool tells why"
+    )
 
 
 def _mount(g: Any, target: ImageTarget) -> None:
     if target.partition < 0:
         roots = g.inspect_os()
         if len(roots) != 1:
-            raise HandlerUnavailable(f"inspection found {len(roots)} operating systems, "
-                                     "need exactly one")
+            raise HandlerUnavailable(
+                f"inspection found {len(roots)} operating systems, need exactly one"
+            )
         mountpoints = g.inspect_get_mountpoints(roots[0])
         # Parents before children: "/" first, then "/boot", "/boot/efi"…
         for mountpoint in sorted(mountpoints, key=len):

@@ -57,8 +57,12 @@ def guestfs_module() -> ModuleType:
                     _load("libguestfsmod", extension)
                     return _load("guestfs", wrapper)
                 except ImportError as exc:
-                    raise BindingMissing(f"the libguestfs binding in {directory} does not load "
-                                         f"into Python {sys.version.split()[0]}: {exc}") from None
-        raise BindingMissing(f"the libguestfs binding in {directory} is not built for Python "
-                             f"{sys.version_info.major}.{sys.version_info.minor}")
+                    raise BindingMissing(
+                        f"the libguestfs binding in {directory} does not load "
+                        f"into Python {sys.version.split()[0]}: {exc}"
+                    ) from None
+        raise BindingMissing(
+            f"the libguestfs binding in {directory} is not built for Python "
+            f"{sys.version_info.major}.{sys.version_info.minor}"
+        )
     raise BindingMissing("libguestfs' Python binding is not installed (python3-guestfs)")

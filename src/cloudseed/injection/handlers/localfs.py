@@ -42,8 +42,9 @@ class LocalFilesystem:
                 except OSError as exc:
                     if exc.errno in (errno.ELOOP, errno.ENOTDIR):
                         prefix = "/" + "/".join(parts[:depth])
-                        raise GuestRefused(guest_path=path, detail=f"{prefix} is a symlink or "
-                                           "not a directory") from None
+                        raise GuestRefused(
+                            guest_path=path, detail=f"{prefix} is a symlink or not a directory"
+                        ) from None
                     raise
                 os.close(fd)
                 fd = child
@@ -75,8 +76,12 @@ class LocalFilesystem:
             raise
         except NotADirectoryError:
             return None
-        return GuestStat(kind=kind_of_mode(st.st_mode), mode=stat.S_IMODE(st.st_mode),
-                         uid=st.st_uid, gid=st.st_gid)
+        return GuestStat(
+            kind=kind_of_mode(st.st_mode),
+            mode=stat.S_IMODE(st.st_mode),
+            uid=st.st_uid,
+            gid=st.st_gid,
+        )
 
     def readlink(self, path: str) -> str:
         with self._parent(path) as (parent, name):
@@ -117,7 +122,7 @@ class LocalFilesystem:
                 os.ftruncate(fd, 0)
                 view = memoryview(data)
                 while view:
-                    view = view[os.write(fd, view):]
+                    view = view[os.write(fd, view) :]
                 os.fsync(fd)
             finally:
                 os.close(fd)

@@ -19,21 +19,25 @@ from cloudseed.injection.tools import mounts, partitions
 @contextmanager
 def open_guest(target: ImageTarget) -> Iterator[LocalFilesystem]:
     if target.fmt != "raw":
-        raise HandlerUnavailable(f"loop devices show raw images only, never a copy-on-write "
-                                 f"({target.fmt}) image")
+        raise HandlerUnavailable(
+            f"loop devices show raw images only, never a copy-on-write ({target.fmt}) image"
+        )
     if target.partition < 0:
-        raise HandlerUnavailable("finding the root filesystem by inspection (partition -1) "
-                                 "needs guestfs")
+        raise HandlerUnavailable(
+            "finding the root filesystem by inspection (partition -1) needs guestfs"
+        )
     if os.geteuid() != 0:
         raise HandlerUnavailable("loop devices and mounting need root")
     missing = mounts.missing_tools("losetup", "mount", "umount")
     if missing:
         raise HandlerUnavailable(f"{', '.join(missing)} not installed (mount, util-linux)")
     if not os.path.exists("/dev/loop-control"):
-        raise HandlerUnavailable("the kernel has no loop device support (/dev/loop-control "
-                                 "missing)")
+        raise HandlerUnavailable(
+            "the kernel has no loop device support (/dev/loop-control missing)"
+        )
     offset, size = partitions.locate(target.path, target.partition, timeout=target.timeout)
-    with mounts.loop_device(target.path, offset=offset, size=size,
-                            timeout=target.timeout) as device, \
-            mounts.mounted(device, timeout=target.timeout) as root:
+    with (
+        mounts.loop_device(target.path, offset=offset, size=size, timeout=target.timeout) as device,
+        mounts.mounted(device, timeout=target.timeout) as root,
+    ):
         yield LocalFilesystem(root)

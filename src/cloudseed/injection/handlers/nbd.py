@@ -42,11 +42,15 @@ def _wait_for(path: Path, timeout: float) -> bool:
 def _connected(target: ImageTarget) -> Iterator[str]:
     name = _free_device()
     device = f"/dev/{name}"
-    result = commands.run(["qemu-nbd", "--format", target.fmt, "--connect", device,
-                           str(target.path)], timeout=target.timeout, check=False)
+    result = commands.run(
+        ["qemu-nbd", "--format", target.fmt, "--connect", device, str(target.path)],
+        timeout=target.timeout,
+        check=False,
+    )
     if result.returncode != 0:
-        raise HandlerUnavailable(f"qemu-nbd could not connect: "
-                                 f"{commands.stderr_tail(result.stderr)}")
+        raise HandlerUnavailable(
+            f"qemu-nbd could not connect: {commands.stderr_tail(result.stderr)}"
+        )
     try:
         if not _wait_for(SYS_BLOCK / name / "pid", target.timeout):
             raise HandlerUnavailable(f"{device} did not come up within {target.timeout:g} s")
@@ -58,13 +62,16 @@ def _connected(target: ImageTarget) -> Iterator[str]:
 @contextmanager
 def open_guest(target: ImageTarget) -> Iterator[LocalFilesystem]:
     if target.partition < 0:
-        raise HandlerUnavailable("finding the root filesystem by inspection (partition -1) "
-                                 "needs guestfs")
+        raise HandlerUnavailable(
+            "finding the root filesystem by inspection (partition -1) needs guestfs"
+        )
     if os.geteuid() != 0:
         raise HandlerUnavailable("nbd devices and mounting need root")
     if not (SYS_BLOCK / "nbd0").exists():
-        raise HandlerUnavailable("the nbd kernel module is not loaded (/sys/block/nbd0 "
-                                 "missing; modprobe nbd max_part=16)")
+        raise HandlerUnavailable(
+            "the nbd kernel module is not loaded (/sys/block/nbd0 "
+            "missing; modprobe nbd max_part=16)"
+        )
     missing = mounts.missing_tools("qemu-nbd", "mount", "umount")
     if missing:
         raise HandlerUnavailable(f"{', '.join(missing)} not installed (qemu-utils, mount)")
@@ -72,7 +79,9 @@ def open_guest(target: ImageTarget) -> Iterator[LocalFilesystem]:
         if target.partition:
             device = f"{device}p{target.partition}"
             if not _wait_for(Path(device), min(target.timeout, 10.0)):
-                raise HandlerUnavailable(f"{device} does not exist (no partition "
-                                         f"{target.partition}, or nbd loaded without max_part)")
+                raise HandlerUnavailable(
+                    f"{device} does not exist (no partition "
+                    f"{target.partition}, or nbd loaded without max_part)"
+                )
         with mounts.mounted(device, timeout=target.timeout) as root:
             yield LocalFilesystem(root)

@@ -28,20 +28,33 @@ def stderr_tail(stderr: bytes, limit: int = 400) -> str:
     return text[-limit:] if text else "no error output"
 
 
-def run(argv: Sequence[str], *, input: bytes | None = None, timeout: float = DEFAULT_TIMEOUT,
-        check: bool = True) -> subprocess.CompletedProcess[bytes]:
+def run(
+    argv: Sequence[str],
+    *,
+    input: bytes | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+    check: bool = True,
+) -> subprocess.CompletedProcess[bytes]:
     """Run ``argv`` and return its output; with ``check``, a non-zero exit raises."""
     tool = argv[0].rsplit("/", 1)[-1]
     try:
-        result = subprocess.run(list(argv), input=input, capture_output=True, timeout=timeout,
-                                env=TOOL_ENV, check=False,
-                                stdin=None if input is not None else subprocess.DEVNULL)
+        result = subprocess.run(
+            list(argv),
+            input=input,
+            capture_output=True,
+            timeout=timeout,
+            env=TOOL_ENV,
+            check=False,
+            stdin=None if input is not None else subprocess.DEVNULL,
+        )
     except FileNotFoundError:
         raise ImageToolFailed(tool=tool, detail="not installed") from None
     except subprocess.TimeoutExpired:
         raise ImageToolFailed(tool=tool, detail=f"no answer within {timeout:g} s") from None
     if check and result.returncode != 0:
-        raise ImageToolFailed(tool=tool, returncode=result.returncode,
-                              detail=f"exit status {result.returncode}: "
-                              f"{stderr_tail(result.stderr)}")
+        raise ImageToolFailed(
+            tool=tool,
+            returncode=result.returncode,
+            detail=f"exit status {result.returncode}: {stderr_tail(result.stderr)}",
+        )
     return result

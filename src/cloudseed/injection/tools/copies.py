@@ -34,16 +34,25 @@ def working_copy(image: Path, *, timeout: float = COPY_TIMEOUT) -> Iterator[Path
     """Yields a copy of ``image``; a clean exit renames it over ``image``, an exception
     deletes it and leaves ``image`` exactly as it was."""
     try:
-        fd, name = tempfile.mkstemp(dir=image.parent, prefix=f".{image.name}.",
-                                    suffix=".inject")
+        fd, name = tempfile.mkstemp(dir=image.parent, prefix=f".{image.name}.", suffix=".inject")
     except OSError as exc:
-        raise ImageToolFailed(tool="working copy", detail=f"cannot create a file next to "
-                              f"{image}: {exc.strerror}") from None
+        raise ImageToolFailed(
+            tool="working copy", detail=f"cannot create a file next to {image}: {exc.strerror}"
+        ) from None
     os.close(fd)
     copy = Path(name)
     try:
-        commands.run(["cp", "--reflink=auto", "--sparse=always", "--preserve=mode,ownership",
-                      str(image), str(copy)], timeout=timeout)
+        commands.run(
+            [
+                "cp",
+                "--reflink=auto",
+                "--sparse=always",
+                "--preserve=mode,ownership",
+                str(image),
+                str(copy),
+            ],
+            timeout=timeout,
+        )
         yield copy
         with copy.open("rb+") as fh:
             os.fsync(fh.fileno())

@@ -39,8 +39,10 @@ class InodeStat:
 def quote(path: str) -> str:
     """A path as one debugfs argument; its parser has no escape for a double quote."""
     if '"' in path:
-        raise InvalidInjectionRequest(f"The debugfs handler cannot name {path!r} (it has a "
-                                      "double quote); use guestfs or loop.")
+        raise InvalidInjectionRequest(
+            f"The debugfs handler cannot name {path!r} (it has a "
+            "double quote); use guestfs or loop."
+        )
     return f'"{path}"'
 
 
@@ -51,10 +53,13 @@ def parse_stat(text: str) -> InodeStat:
     if not (kind_match and mode_match and owner_match):
         raise ImageToolFailed(tool="debugfs", detail="unexpected stat output")
     link = re.search(r'Fast link dest: "(.*)"', text)
-    return InodeStat(kind=KINDS.get(kind_match.group(1), "other"),
-                     mode=int(mode_match.group(1), 8) & 0o7777,
-                     uid=int(owner_match.group(1)), gid=int(owner_match.group(2)),
-                     fast_link=link.group(1) if link else None)
+    return InodeStat(
+        kind=KINDS.get(kind_match.group(1), "other"),
+        mode=int(mode_match.group(1), 8) & 0o7777,
+        uid=int(owner_match.group(1)),
+        gid=int(owner_match.group(2)),
+        fast_link=link.group(1) if link else None,
+    )
 
 
 class Debugfs:
@@ -67,8 +72,11 @@ class Debugfs:
     def request(self, request: str, *, write: bool = False) -> bytes:
         argv = ["debugfs", *(["-w"] if write else []), "-R", request, self.device]
         result = commands.run(argv, timeout=self.timeout)
-        errors = [line for line in result.stderr.decode("utf-8", "replace").splitlines()
-                  if line.strip() and not BANNER.match(line.strip())]
+        errors = [
+            line
+            for line in result.stderr.decode("utf-8", "replace").splitlines()
+            if line.strip() and not BANNER.match(line.strip())
+        ]
         if errors:
             raise DebugfsError(request, "; ".join(errors))
         return result.stdout

@@ -25,8 +25,7 @@ def missing_tools(*tools: str) -> list[str]:
 
 
 @contextmanager
-def loop_device(image: Path, *, offset: int, size: int | None,
-                timeout: float) -> Iterator[str]:
+def loop_device(image: Path, *, offset: int, size: int | None, timeout: float) -> Iterator[str]:
     """A free loop device showing ``image`` from ``offset`` (``size`` bytes, or to the end)."""
     argv = ["losetup", "--find", "--show"]
     if offset:
@@ -36,8 +35,9 @@ def loop_device(image: Path, *, offset: int, size: int | None,
     result = commands.run([*argv, str(image)], timeout=timeout, check=False)
     device = result.stdout.decode().strip()
     if result.returncode != 0 or not device.startswith("/dev/"):
-        raise HandlerUnavailable(f"losetup could not attach the image: "
-                                 f"{commands.stderr_tail(result.stderr)}")
+        raise HandlerUnavailable(
+            f"losetup could not attach the image: {commands.stderr_tail(result.stderr)}"
+        )
     try:
         yield device
     finally:
@@ -49,8 +49,11 @@ def mounted(device: str, *, timeout: float) -> Iterator[Path]:
     """``device`` mounted on a fresh private directory; unmounted (flushed) on exit."""
     mountpoint = Path(tempfile.mkdtemp(prefix="cloudseed-mount-"))
     try:
-        result = commands.run(["mount", "-t", FILESYSTEM_TYPES, "-o", MOUNT_OPTIONS, device,
-                               str(mountpoint)], timeout=timeout, check=False)
+        result = commands.run(
+            ["mount", "-t", FILESYSTEM_TYPES, "-o", MOUNT_OPTIONS, device, str(mountpoint)],
+            timeout=timeout,
+            check=False,
+        )
         if result.returncode != 0:
             raise HandlerUnavailable(f"mount failed: {commands.stderr_tail(result.stderr)}")
         try:
@@ -63,5 +66,6 @@ def mounted(device: str, *, timeout: float) -> Iterator[Path]:
         try:
             os.rmdir(mountpoint)
         except OSError as exc:  # still mounted after a failed umount: leave it for the admin
-            raise ImageToolFailed(tool="umount", detail=f"{mountpoint} left behind: {exc}") \
-                from None
+            raise ImageToolFailed(
+                tool="umount", detail=f"{mountpoint} left behind: {exc}"
+            ) from None

@@ -20,8 +20,9 @@ class Partition:
 
 def partitions(image: Path, *, timeout: float = 60.0) -> list[Partition]:
     if commands.which("sfdisk") is None:
-        raise HandlerUnavailable("sfdisk is not installed (fdisk package), so partitions "
-                                 "cannot be located")
+        raise HandlerUnavailable(
+            "sfdisk is not installed (fdisk package), so partitions cannot be located"
+        )
     result = commands.run(["sfdisk", "--json", str(image)], timeout=timeout, check=False)
     if result.returncode != 0 or not result.stdout.strip():
         return []  # no partition table
@@ -34,11 +35,16 @@ def partitions(image: Path, *, timeout: float = 60.0) -> list[Partition]:
     for entry in table.get("partitions", []):
         # Nodes are "<image path><N>"; the number is what follows the path.
         node = str(entry["node"])
-        digits = node[len(str(image)):] if node.startswith(str(image)) else node
+        digits = node[len(str(image)) :] if node.startswith(str(image)) else node
         number = "".join(c for c in digits if c.isdigit())
         if number:
-            found.append(Partition(number=int(number), offset=int(entry["start"]) * sector,
-                                   size=int(entry["size"]) * sector))
+            found.append(
+                Partition(
+                    number=int(number),
+                    offset=int(entry["start"]) * sector,
+                    size=int(entry["size"]) * sector,
+                )
+            )
     return found
 
 

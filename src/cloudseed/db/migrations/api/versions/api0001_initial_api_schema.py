@@ -19,8 +19,9 @@ depends_on = None
 
 NAME = (
     sa.String(255)
-    .with_variant(mysql.VARCHAR(255, charset="utf8mb4", collation="utf8mb4_bin"), "mysql",
-                  "mariadb")
+    .with_variant(
+        mysql.VARCHAR(255, charset="utf8mb4", collation="utf8mb4_bin"), "mysql", "mariadb"
+    )
     .with_variant(sa.VARCHAR(255, collation="C"), "postgresql")
 )
 TIMESTAMP = sa.DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql", "mariadb")
@@ -57,8 +58,12 @@ def upgrade() -> None:
         sa.Column("fingerprint", sa.String(255), nullable=False),
         sa.Column("fingerprint_sha256", sa.String(64), nullable=False),
         sa.Column("public_key", LONG_TEXT, nullable=False),
-        sa.Column("type", sa.Enum("ssh", "x509", name="keypair_types"), server_default="ssh",
-                  nullable=False),
+        sa.Column(
+            "type",
+            sa.Enum("ssh", "x509", name="keypair_types"),
+            server_default="ssh",
+            nullable=False,
+        ),
         *_timestamps(),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_key_pairs")),
         sa.UniqueConstraint("user_id", "name", name=op.f("uq_key_pairs_user_id_name")),
@@ -84,8 +89,12 @@ def upgrade() -> None:
         sa.Column("hard_limit", sa.Integer(), nullable=False),
         *_timestamps(updated=False),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_project_user_quotas")),
-        sa.UniqueConstraint("user_id", "project_id", "resource",
-                            name=op.f("uq_project_user_quotas_user_id_project_id_resource")),
+        sa.UniqueConstraint(
+            "user_id",
+            "project_id",
+            "resource",
+            name=op.f("uq_project_user_quotas_user_id_project_id_resource"),
+        ),
         **TABLE_ARGS,
     )
     op.create_table(
@@ -97,15 +106,17 @@ def upgrade() -> None:
         sa.Column("user_id", NAME, nullable=False),
         sa.Column("queued_for_delete", sa.Boolean(), nullable=False),
         *_timestamps(),
-        sa.ForeignKeyConstraint(["cell_id"], ["cell_mappings.id"],
-                                name=op.f("fk_instance_mappings_cell_id_cell_mappings")),
+        sa.ForeignKeyConstraint(
+            ["cell_id"],
+            ["cell_mappings.id"],
+            name=op.f("fk_instance_mappings_cell_id_cell_mappings"),
+        ),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_instance_mappings")),
         sa.UniqueConstraint("instance_uuid", name=op.f("uq_instance_mappings_instance_uuid")),
         **TABLE_ARGS,
     )
     op.create_index(op.f("ix_instance_mappings_cell_id"), "instance_mappings", ["cell_id"])
-    op.create_index(op.f("ix_instance_mappings_project_id"), "instance_mappings",
-                    ["project_id"])
+    op.create_index(op.f("ix_instance_mappings_project_id"), "instance_mappings", ["project_id"])
 
 
 def downgrade() -> None:
