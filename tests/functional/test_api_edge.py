@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from cloudseed.api.microversions import MAX_VERSION
+from cloudseed.web.microversions import MAX_VERSION
 
 pytestmark = pytest.mark.usefixtures("clean_api_db")
 

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from cloudseed.compute.driver import BootImage, DriverError, GuestSpec
+from cloudseed.compute.errors import DriverError
+from cloudseed.compute.interfaces import BootImage, GuestSpec
 from cloudseed.compute.qemu import QemuDriver
 from cloudseed.compute.qemu_process import qmp
 from cloudseed.errors import ConfigError

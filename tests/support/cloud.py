@@ -11,11 +11,11 @@ from typing import Any
 
 import httpx
 
-from cloudseed.api.microversions import APIVersion
 from cloudseed.db.engines import Database
 from cloudseed.flavors import service as flavors
 from cloudseed.images import service as images
 from cloudseed.networks import service as networks
+from cloudseed.web.microversions import APIVersion
 from tests.support import keys
 
 

@@ -12,7 +12,7 @@ import httpx
 
 from cloudseed import serve
 from cloudseed.api.app import create_api_app
-from cloudseed.compute.driver import Driver
+from cloudseed.compute.interfaces import Driver
 from cloudseed.settings import Settings
 
 

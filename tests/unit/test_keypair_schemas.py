@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cloudseed.api.errors import ValidationFailed
-from cloudseed.api.validation import validate
 from cloudseed.keypairs import schemas
+from cloudseed.web.errors import ValidationFailed
+from cloudseed.web.validation import validate
 
 RULES = {
     "2.1": (schemas.CREATE_V21, re.compile(r"[_\- a-zA-Z0-9]+")),

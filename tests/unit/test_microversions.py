@@ -1,7 +1,7 @@
 import pytest
 
-from cloudseed.api.errors import InvalidAPIVersionString, UnsupportedAPIVersion
-from cloudseed.api.microversions import MAX_VERSION, MIN_VERSION, APIVersion, requested_version
+from cloudseed.web.errors import InvalidAPIVersionString, UnsupportedAPIVersion
+from cloudseed.web.microversions import MAX_VERSION, MIN_VERSION, APIVersion, requested_version
 
 
 def test_versions_compare_numerically():

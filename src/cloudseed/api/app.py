@@ -1,13 +1,16 @@
-"""The compute API application factory."""
+"""The compute API application factory: the lifespan that opens what requests share, the
+auth middleware, every domain's routes, and the error handlers that turn errors into Nova
+faults (``web/faults.py``)."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from typing import Any
 
+from sqlalchemy import text
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
@@ -17,20 +20,26 @@ from starlette.routing import Route
 from cloudseed.api import versions
 from cloudseed.api.auth import KeystoneMiddleware, NoAuthMiddleware
 from cloudseed.api.edge import ComputeEdge
-from cloudseed.api.errors import MethodNotAllowed, ResourceNotFound
-from cloudseed.api.faults import fault_parts
-from cloudseed.api.links import base_url
 from cloudseed.cells.service import CellDatabases
-from cloudseed.compute.driver import Driver
-from cloudseed.compute.drivers import make_driver
+from cloudseed.compute.factory import make_driver
+from cloudseed.compute.interfaces import Driver
 from cloudseed.configdrive.service import DriveBuilder
 from cloudseed.db.engines import Database
 from cloudseed.errors import CloudseedError
+from cloudseed.flavors import api as flavors_api
+from cloudseed.images import api as images_api
+from cloudseed.keypairs import api as keypairs_api
 from cloudseed.metadata.build_check import build_check
+from cloudseed.networks import api as networks_api
+from cloudseed.servers import api as servers_api
 from cloudseed.servers.operations import Operations
 from cloudseed.servers.service import Servers
 from cloudseed.settings import Settings
 from cloudseed.types import ASGIApp
+from cloudseed.web.errors import MethodNotAllowed, ResourceNotFound
+from cloudseed.web.faults import fault_parts
+from cloudseed.web.links import base_url
+from cloudseed.web.requests import api_db_of
 
 # Version documents are public, as in Nova, Glance and Neutron: clients discover before auth.
 PUBLIC_PATHS = frozenset(
@@ -38,29 +47,11 @@ PUBLIC_PATHS = frozenset(
 )
 
 
-@dataclass(frozen=True)
-class ApiState:
-    """What every request handler may use; built once in the lifespan."""
-
-    settings: Settings
-    api_db: Database
-    servers: Servers | None = None
-
-
-def api_state(request: Request) -> ApiState:
-    state: ApiState = request.state.cloudseed
-    return state
-
-
 def create_api_app(
     settings: Settings, *, api_db: Database | None = None, driver: Driver | None = None
 ) -> ASGIApp:
     """The compute API. ``api_db`` is opened from settings in the lifespan when not given;
     ``driver`` defaults to the one ``[DEFAULT] compute_driver`` names."""
-    from cloudseed.images.glance_api import routes as image_service_routes
-    from cloudseed.keypairs.api import routes as keypair_routes
-    from cloudseed.networks.neutron_api import routes as network_service_routes
-    from cloudseed.servers.routes import routes as server_routes
 
     @asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[dict[str, Any]]:
@@ -73,7 +64,9 @@ def create_api_app(
         operations = Operations(cells=cells, driver=compute, build_check=check, drives=drives)
         servers = Servers(api_db=db, cells=cells, operations=operations)
         try:
-            yield {"cloudseed": ApiState(settings=settings, api_db=db, servers=servers)}
+            # Starlette copies this into every request.state; read it with web.requests'
+            # settings_of/api_db_of and servers.api.requests.servers_of.
+            yield {"settings": settings, "api_db": db, "servers": servers}
         finally:
             operations.shutdown()
             drives.close()
@@ -110,10 +103,7 @@ def create_api_app(
         Route("/v2.1", v21, methods=["GET"]),
         Route("/v2.1/", v21, methods=["GET"]),
         Route("/healthz", healthz, methods=["GET"]),
-        *keypair_routes,
-        *server_routes,
-        *image_service_routes,
-        *network_service_routes,
+        *domain_routes(),
     ]
     app = Starlette(
         routes=routes,
@@ -128,12 +118,22 @@ def create_api_app(
     return ComputeEdge(app)
 
 
+def domain_routes() -> list[Route]:
+    """Every domain's routes. The plain ``/v2.1/...`` ones come first so that a path such as
+    ``/v2.1/flavors/servers`` is a flavor, never the servers of a project called "flavors"."""
+    compute = [
+        *keypairs_api.routes,
+        *servers_api.routes,
+        *flavors_api.routes,
+        *images_api.routes,
+        *networks_api.routes,
+    ]
+    return sorted(compute, key=lambda route: "{project_id}" in route.path)
+
+
 async def healthz(request: Request) -> Response:
     """200 when the API database answers; 503 otherwise (for load balancers)."""
-    from sqlalchemy import text
-    from starlette.concurrency import run_in_threadpool
-
-    db = api_state(request).api_db
+    db = api_db_of(request)
 
     def ping() -> None:
         with db.read() as session:
@@ -153,5 +153,9 @@ async def _fault(_request: Request, exc: Exception) -> Response:
 
 async def _http_exception(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
-    mapped = MethodNotAllowed() if exc.status_code == 405 else ResourceNotFound()
+    mapped: CloudseedError
+    if exc.status_code == 405:
+        mapped = MethodNotAllowed((exc.headers or {}).get("Allow"))
+    else:
+        mapped = ResourceNotFound()
     return await _fault(request, mapped)

@@ -19,12 +19,11 @@ from typing import Any
 
 import anyio.to_thread
 
-from cloudseed.api.context import RequestContext
-from cloudseed.api.errors import NotAuthenticated
 from cloudseed.types import ASGIApp, Receive, Scope, Send
+from cloudseed.web.context import CONTEXT_KEY, REQUEST_ID_KEY, RequestContext
+from cloudseed.web.errors import NotAuthenticated
+from cloudseed.web.faults import fault_parts
 
-CONTEXT_KEY = "cloudseed.context"
-REQUEST_ID_KEY = "cloudseed.request_id"
 ADMIN_ROLES = frozenset({"admin", "member", "reader"})
 USER_ROLES = frozenset({"member", "reader"})
 
@@ -135,8 +134,10 @@ def _record_identity(environ: dict[str, Any], start_response: Callable[..., Any]
         )
         start_response("204 No Content", [])
         return []
-    start_response("401 Unauthorized", [("Content-Type", "application/json")])
-    return [b'{"unauthorized": {"code": 401, "message": "Authentication required"}}']
+    # The same fault every other 401 of the compute API gets (web/faults.py).
+    _status, headers, body = fault_parts(NotAuthenticated())
+    start_response("401 Unauthorized", headers)
+    return [body]
 
 
 def _wsgi_environ(scope: Scope) -> dict[str, Any]:

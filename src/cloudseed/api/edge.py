@@ -12,12 +12,11 @@ import logging
 import time
 import uuid
 
-from cloudseed.api.auth import CONTEXT_KEY, REQUEST_ID_KEY
-from cloudseed.api.faults import fault_parts
-from cloudseed.api.microversions import APIVersion, requested_version, response_headers
 from cloudseed.types import ASGIApp, Message, Receive, Scope, Send
+from cloudseed.web.context import CONTEXT_KEY, REQUEST_ID_KEY, VERSION_KEY
+from cloudseed.web.faults import fault_parts
+from cloudseed.web.microversions import APIVersion, requested_version, response_headers
 
-VERSION_KEY = "cloudseed.api_version"
 access_log = logging.getLogger("cloudseed.access")
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cloudseed.api.microversions import MAX_VERSION, MIN_VERSION
+from cloudseed.web.microversions import MAX_VERSION, MIN_VERSION
 
 UPDATED = "2013-07-23T11:33:21Z"  # Nova's date for v2.1; clients do not use it
 

@@ -11,15 +11,10 @@ from collections.abc import Iterable
 
 from sqlalchemy import select
 
+from cloudseed.cells.errors import InstanceNotFound
 from cloudseed.cells.models import CellMapping, InstanceMapping
 from cloudseed.db.engines import Database
-from cloudseed.errors import ConfigError, NotFound
-
-
-class InstanceNotFound(NotFound):
-    def __init__(self, uuid: str) -> None:
-        super().__init__(f"Instance {uuid} could not be found.")
-        self.uuid = uuid
+from cloudseed.errors import ConfigError
 
 
 class CellDatabases:

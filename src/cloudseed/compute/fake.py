@@ -7,7 +7,8 @@ import threading
 import time
 from dataclasses import dataclass
 
-from cloudseed.compute.driver import DriverError, GuestSpec
+from cloudseed.compute.errors import DriverError
+from cloudseed.compute.interfaces import GuestSpec
 
 RUNNING, SHUTDOWN = 1, 4  # Nova's power_state values
 

@@ -32,7 +32,8 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from cloudseed.compute import guestfwd_relay
-from cloudseed.compute.driver import DriverError, GuestSpec
+from cloudseed.compute.errors import DriverError
+from cloudseed.compute.interfaces import GuestSpec
 from cloudseed.compute.qemu_argv import Accel, InstanceFiles, build_argv
 from cloudseed.compute.qemu_process import QemuProcesses, kvm_usable
 from cloudseed.errors import CloudseedError, ConfigError

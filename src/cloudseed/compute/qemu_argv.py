@@ -23,7 +23,8 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from cloudseed.compute.driver import DriverError, GuestSpec
+from cloudseed.compute.errors import DriverError
+from cloudseed.compute.interfaces import GuestSpec
 
 GUEST_NET = "169.254.169.0/24"
 GUEST_HOST = "169.254.169.2"  # slirp's gateway address

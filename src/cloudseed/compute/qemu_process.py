@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cloudseed.compute.driver import DriverError
+from cloudseed.compute.errors import DriverError
 from cloudseed.compute.qemu_argv import InstanceFiles
 
 log = logging.getLogger(__name__)

@@ -7,14 +7,13 @@ from typing import Any
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
 
-from cloudseed.api.app import api_state
-from cloudseed.api.microversions import APIVersion
-from cloudseed.api.requests import context_of, version_of
 from cloudseed.flavors import service
 from cloudseed.flavors.models import Flavor
-from cloudseed.servers.api import api_base
-from cloudseed.servers.views import links
+from cloudseed.web.links import links
+from cloudseed.web.microversions import APIVersion
+from cloudseed.web.requests import api_base, api_db_of, context_of, version_of
 
 
 def _view(flavor: Flavor, version: APIVersion, base: str, *, detail: bool) -> dict[str, Any]:
@@ -45,7 +44,7 @@ def _view(flavor: Flavor, version: APIVersion, base: str, *, detail: bool) -> di
 
 async def _list(request: Request, *, detail: bool) -> Response:
     context_of(request)
-    db, version, base = api_state(request).api_db, version_of(request), api_base(request)
+    db, version, base = api_db_of(request), version_of(request), api_base(request)
 
     def run() -> list[dict[str, Any]]:
         with db.read() as session:
@@ -64,7 +63,7 @@ async def detail(request: Request) -> Response:
 
 async def show(request: Request) -> Response:
     context_of(request)
-    db, version, base = api_state(request).api_db, version_of(request), api_base(request)
+    db, version, base = api_db_of(request), version_of(request), api_base(request)
 
     def run() -> dict[str, Any]:
         with db.read() as session:
@@ -76,3 +75,15 @@ async def show(request: Request) -> Response:
             )
 
     return JSONResponse({"flavor": await run_in_threadpool(run)})
+
+
+# Nova also answers under /v2.1/{project_id}/..., which old service catalogs still use.
+routes = [
+    route
+    for prefix in ("/v2.1", "/v2.1/{project_id}")
+    for route in (
+        Route(f"{prefix}/flavors", index, methods=["GET"]),
+        Route(f"{prefix}/flavors/detail", detail, methods=["GET"]),
+        Route(f"{prefix}/flavors/{{flavor_id}}", show, methods=["GET"]),
+    )
+]

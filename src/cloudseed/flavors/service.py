@@ -6,13 +6,9 @@ from sqlalchemy import or_, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from cloudseed.errors import Conflict, InvalidInput, NotFound
+from cloudseed.errors import Conflict, InvalidInput
+from cloudseed.flavors.errors import FlavorNotFound
 from cloudseed.flavors.models import Flavor
-
-
-class FlavorNotFound(NotFound):
-    def __init__(self, flavor_id: str) -> None:
-        super().__init__(f"Flavor {flavor_id} could not be found.")
 
 
 def add_flavor(

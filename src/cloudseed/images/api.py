@@ -1,4 +1,5 @@
-"""``/v2.1/images``: Nova's image proxy API over the image registry (read only).
+"""``/v2.1/images``: Nova's image proxy API over the image registry (read only); ``routes``
+also carries the Glance slice (``glance_api``).
 
 Nova answers 404 here from microversion 2.36 on and sends clients to Glance; cloudseed has no
 Glance, so it keeps answering at every microversion (see docs/api-differences.md).
@@ -11,13 +12,12 @@ from typing import Any
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
 
-from cloudseed.api.app import api_state
-from cloudseed.api.requests import context_of
-from cloudseed.images import service
+from cloudseed.images import glance_api, service
 from cloudseed.images.models import Image
-from cloudseed.servers.api import api_base
-from cloudseed.servers.views import links
+from cloudseed.web.links import links
+from cloudseed.web.requests import api_base, api_db_of, context_of
 
 
 def _time(value: Any) -> str | None:
@@ -48,7 +48,7 @@ def _view(image: Image, base: str, *, detail: bool) -> dict[str, Any]:
 
 async def _list(request: Request, *, detail: bool) -> Response:
     context_of(request)
-    db, base = api_state(request).api_db, api_base(request)
+    db, base = api_db_of(request), api_base(request)
 
     def run() -> list[dict[str, Any]]:
         with db.read() as session:
@@ -67,7 +67,7 @@ async def detail(request: Request) -> Response:
 
 async def show(request: Request) -> Response:
     context_of(request)
-    db, base = api_state(request).api_db, api_base(request)
+    db, base = api_db_of(request), api_base(request)
 
     def run() -> dict[str, Any]:
         with db.read() as session:
@@ -76,3 +76,19 @@ async def show(request: Request) -> Response:
             )
 
     return JSONResponse({"image": await run_in_threadpool(run)})
+
+
+# Nova's image proxy (also under /v2.1/{project_id}/..., which old catalogs still use), and
+# the Glance slice at /image.
+routes = [
+    *(
+        route
+        for prefix in ("/v2.1", "/v2.1/{project_id}")
+        for route in (
+            Route(f"{prefix}/images", index, methods=["GET"]),
+            Route(f"{prefix}/images/detail", detail, methods=["GET"]),
+            Route(f"{prefix}/images/{{image_id}}", show, methods=["GET"]),
+        )
+    ),
+    *glance_api.routes,
+]

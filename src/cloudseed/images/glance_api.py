@@ -15,11 +15,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from cloudseed.api.app import api_state
-from cloudseed.api.links import base_url
-from cloudseed.api.requests import context_of
 from cloudseed.images import service
+from cloudseed.images.errors import ImageNotFound
 from cloudseed.images.models import Image
+from cloudseed.web.links import base_url
+from cloudseed.web.requests import api_db_of, context_of, settings_of
 
 
 def _time(value: Any) -> str | None:
@@ -55,7 +55,7 @@ def image_body(image: Image) -> dict[str, Any]:
 
 
 async def versions(request: Request) -> Response:
-    prefix = api_state(request).settings.api.compute_link_prefix
+    prefix = settings_of(request).api.compute_link_prefix
     return JSONResponse(
         {
             "versions": [
@@ -71,13 +71,13 @@ async def versions(request: Request) -> Response:
 
 async def show(request: Request) -> Response:
     context_of(request)
-    db, ref = api_state(request).api_db, request.path_params["image_id"]
+    db, ref = api_db_of(request), request.path_params["image_id"]
 
     def run() -> dict[str, Any]:
         with db.read() as session:
             image = service.get_image(session, ref)
             if image.uuid != ref:  # Glance looks images up by id only
-                raise service.ImageNotFound(ref)
+                raise ImageNotFound(ref)
             return image_body(image)
 
     return JSONResponse(await run_in_threadpool(run))
@@ -85,7 +85,7 @@ async def show(request: Request) -> Response:
 
 async def index(request: Request) -> Response:
     context_of(request)
-    db, name = api_state(request).api_db, request.query_params.get("name")
+    db, name = api_db_of(request), request.query_params.get("name")
 
     def run() -> list[dict[str, Any]]:
         with db.read() as session:

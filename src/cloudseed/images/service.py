@@ -6,23 +6,16 @@ import hashlib
 import json
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
-from cloudseed.errors import InvalidInput, NotFound
+from cloudseed.compute.interfaces import BootImage
+from cloudseed.errors import InvalidInput
+from cloudseed.images.errors import ImageNotFound
 from cloudseed.images.models import DISK_FORMATS, Image
 
-if TYPE_CHECKING:
-    from cloudseed.compute.driver import BootImage
-
 QCOW2_MAGIC = b"QFI\xfb"
-
-
-class ImageNotFound(NotFound):
-    def __init__(self, image_ref: str) -> None:
-        super().__init__(f"Image {image_ref} could not be found.")
 
 
 def inspect_file(path: Path, disk_format: str) -> tuple[int, str]:
@@ -102,8 +95,6 @@ def boot_image(session: Session, image_ref: str) -> BootImage | None:
     (the kernel and initramfs for a direct kernel boot) and ``os_command_line`` the kernel's
     command line, ``hw_cdrom_bus`` the CD-ROM bus.
     """
-    from cloudseed.compute.driver import BootImage
-
     try:
         image = get_image(session, image_ref)
     except ImageNotFound:

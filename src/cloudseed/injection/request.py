@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from cloudseed.injection.errors import InvalidInjectionRequest
 
 if TYPE_CHECKING:
-    from cloudseed.compute.driver import GuestSpec
+    from cloudseed.compute.interfaces import GuestSpec
     from cloudseed.settings import Settings
 
 HANDLER_NAMES = ("guestfs", "debugfs", "loop", "nbd")

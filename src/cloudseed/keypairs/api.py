@@ -13,13 +13,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from cloudseed.api.app import api_state
-from cloudseed.api.links import next_link
-from cloudseed.api.microversions import APIVersion
-from cloudseed.api.policy import authorize_owner_or_admin
-from cloudseed.api.requests import context_of, version_of
-from cloudseed.api.validation import query_lists, read_json, validate
 from cloudseed.keypairs import schemas, service, views
+from cloudseed.web.links import next_link
+from cloudseed.web.microversions import APIVersion
+from cloudseed.web.policy import authorize_owner_or_admin
+from cloudseed.web.requests import api_db_of, context_of, settings_of, version_of
+from cloudseed.web.validation import query_lists, read_json, validate
 
 V2_2, V2_10, V2_35, V2_75, V2_92 = (APIVersion(2, n) for n in (2, 10, 35, 75, 92))
 POLICY = "os_compute_api:os-keypairs:{}"
@@ -52,8 +51,8 @@ async def index(request: Request) -> Response:
     version, query = version_of(request), _check_query(request, index=True)
     user_id = _target_user(request, query)
     authorize_owner_or_admin(context_of(request), POLICY.format("index"), target_user_id=user_id)
-    state = api_state(request)
-    max_limit = state.settings.api.max_limit
+    settings, db = settings_of(request), api_db_of(request)
+    max_limit = settings.api.max_limit
     limit: int | None = None
     marker: str | None = None
     if version >= V2_35:
@@ -62,7 +61,7 @@ async def index(request: Request) -> Response:
         marker = query["marker"][-1] if "marker" in query else None
 
     def run() -> list[Any]:
-        with state.api_db.read() as session:
+        with db.read() as session:
             return service.list_keypairs(session, user_id=user_id, limit=limit, marker=marker)
 
     keypairs = await run_in_threadpool(run)
@@ -73,7 +72,7 @@ async def index(request: Request) -> Response:
                 "rel": "next",
                 "href": next_link(
                     request,
-                    state.settings.api.compute_link_prefix,
+                    settings.api.compute_link_prefix,
                     request.url.path,
                     query,
                     keypairs[-1].name,
@@ -84,8 +83,9 @@ async def index(request: Request) -> Response:
 
 
 async def create(request: Request) -> Response:
-    version, context, state = version_of(request), context_of(request), api_state(request)
-    body = await read_json(request, max_size=state.settings.oslo_middleware.max_request_body_size)
+    version, context = version_of(request), context_of(request)
+    settings, db = settings_of(request), api_db_of(request)
+    body = await read_json(request, max_size=settings.oslo_middleware.max_request_body_size)
     if version >= V2_92:
         schema = schemas.CREATE_V292
     elif version >= V2_10:
@@ -99,14 +99,14 @@ async def create(request: Request) -> Response:
     user_id = params.get("user_id") or context.user_id
     authorize_owner_or_admin(context, POLICY.format("create"), target_user_id=user_id)
     quota = service.Quota(
-        default=state.settings.quota.key_pairs,
-        recheck=state.settings.quota.recheck_quota,
+        default=settings.quota.key_pairs,
+        recheck=settings.quota.recheck_quota,
         project_id=context.project_id,
     )
     key_type = params.get("type", "ssh")
 
     def run() -> tuple[Any, str | None]:
-        with state.api_db.write() as session:
+        with db.write() as session:
             if "public_key" in params:
                 return service.import_keypair(
                     session,
@@ -121,7 +121,7 @@ async def create(request: Request) -> Response:
                 user_id=user_id,
                 name=params["name"],
                 key_type=key_type,
-                algorithm=state.settings.api.keypair_generation_algorithm,
+                algorithm=settings.api.keypair_generation_algorithm,
                 quota=quota,
             )
 
@@ -135,10 +135,10 @@ async def show(request: Request) -> Response:
     version, query = version_of(request), _check_query(request, index=False)
     user_id = _target_user(request, query)
     authorize_owner_or_admin(context_of(request), POLICY.format("show"), target_user_id=user_id)
-    state, name = api_state(request), request.path_params["name"]
+    db, name = api_db_of(request), request.path_params["name"]
 
     def run() -> Any:
-        with state.api_db.read() as session:
+        with db.read() as session:
             return service.get_keypair(session, user_id=user_id, name=name)
 
     return JSONResponse(views.shown(await run_in_threadpool(run), version))
@@ -148,10 +148,10 @@ async def delete(request: Request) -> Response:
     version, query = version_of(request), _check_query(request, index=False)
     user_id = _target_user(request, query)
     authorize_owner_or_admin(context_of(request), POLICY.format("delete"), target_user_id=user_id)
-    state, name = api_state(request), request.path_params["name"]
+    db, name = api_db_of(request), request.path_params["name"]
 
     def run() -> None:
-        with state.api_db.write() as session:
+        with db.write() as session:
             service.delete_keypair(session, user_id=user_id, name=name)
 
     await run_in_threadpool(run)

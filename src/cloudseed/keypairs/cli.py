@@ -105,8 +105,8 @@ def import_(
     fmt: str,
 ) -> None:
     """Import a public key for a user."""
-    from cloudseed.api.validation import validate
     from cloudseed.keypairs.schemas import NAME_V292
+    from cloudseed.web.validation import validate
 
     settings = cli.settings()
     quota = service.Quota(

@@ -2,6 +2,7 @@
 tempest compare them.
 
     InvalidInput ── InvalidKeypair       bad key material or name   (400)
+                    MarkerNotFound       ?marker= names no key pair (400)
     NotFound ────── KeypairNotFound                                  (404)
     Conflict ────── KeypairExists        (user_id, name) taken       (409)
     QuotaExceeded ─ KeypairLimitExceeded [quota] key_pairs reached   (403)
@@ -35,3 +36,9 @@ class KeypairExists(Conflict):
 class KeypairLimitExceeded(QuotaExceeded):
     def __init__(self, *, limit: int) -> None:
         super().__init__("Quota exceeded, too many key pairs.", resource="key_pairs", limit=limit)
+
+
+class MarkerNotFound(InvalidInput):
+    def __init__(self, marker: str) -> None:
+        super().__init__(f"Marker {marker} could not be found.")
+        self.marker = marker

@@ -10,20 +10,18 @@ from sqlalchemy import delete, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from cloudseed.errors import InvalidInput
 from cloudseed.keypairs import keys
-from cloudseed.keypairs.errors import KeypairExists, KeypairLimitExceeded, KeypairNotFound
+from cloudseed.keypairs.errors import (
+    KeypairExists,
+    KeypairLimitExceeded,
+    KeypairNotFound,
+    MarkerNotFound,
+)
 from cloudseed.keypairs.models import KeyPair
 from cloudseed.quotas import service as quotas
 
 RESOURCE = "key_pairs"
 UNIQUE_INDEX = "uq_key_pairs_user_id_name"
-
-
-class MarkerNotFound(InvalidInput):
-    def __init__(self, marker: str) -> None:
-        super().__init__(f"Marker {marker} could not be found.")
-        self.marker = marker
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from cloudseed.api.microversions import APIVersion
 from cloudseed.keypairs.models import KeyPair
+from cloudseed.web.microversions import APIVersion
 
 V2_2 = APIVersion(2, 2)
 SHA256_FIELD_SINCE = APIVersion(2, 105)

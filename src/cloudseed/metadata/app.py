@@ -2,7 +2,8 @@
 
 A request is: parse the path (no IO), identify the caller (a dict lookup once cached), check
 the session token, send bytes rendered at most once per change of the instance. Errors are
-plain text with the status from the one error table (``api/faults.py``).
+plain text (as Nova's metadata API) with the status from the one error table
+(``web/faults.py``).
 """
 
 from __future__ import annotations
@@ -11,14 +12,19 @@ import asyncio
 import logging
 from dataclasses import dataclass
 
-from cloudseed.api.faults import status_for
 from cloudseed.cells.service import CellDatabases
 from cloudseed.db.engines import Database
 from cloudseed.errors import CloudseedError, InvalidInput
 from cloudseed.metadata import password, render, tree
 from cloudseed.metadata.build_check import vendordata_request
 from cloudseed.metadata.documents import GuestDocuments
-from cloudseed.metadata.errors import PasswordTooLarge, TokenRefused, TokenRequired, UnknownCaller
+from cloudseed.metadata.errors import (
+    NoSuchDocument,
+    PasswordTooLarge,
+    TokenRefused,
+    TokenRequired,
+    UnknownCaller,
+)
 from cloudseed.metadata.facts import GuestFacts
 from cloudseed.metadata.identify import ByInstance, ByProvider, Claim, Identifier
 from cloudseed.metadata.store import GuestStore
@@ -26,6 +32,8 @@ from cloudseed.metadata.tokens import TOKEN_HEADER, TTL_HEADER, Tokens
 from cloudseed.settings import Settings
 from cloudseed.types import Receive, Scope, Send
 from cloudseed.vendordata import Vendordata
+from cloudseed.web.errors import MethodNotAllowed
+from cloudseed.web.faults import status_for
 
 log = logging.getLogger(__name__)
 access_log = logging.getLogger("cloudseed.metadata.access")
@@ -43,10 +51,10 @@ REASONS = {
     500: "Internal Server Error",
     503: "Service Unavailable",
 }
-GET_HEAD = (b"GET, HEAD", frozenset({"GET", "HEAD"}))
+GET_HEAD = ("GET, HEAD", frozenset({"GET", "HEAD"}))
 ALLOWED = {
-    tree.PASSWORD: (b"POST, GET, HEAD", frozenset({"POST", "GET", "HEAD"})),
-    tree.TOKEN: (b"PUT", frozenset({"PUT"})),
+    tree.PASSWORD: ("POST, GET, HEAD", frozenset({"POST", "GET", "HEAD"})),
+    tree.TOKEN: ("PUT", frozenset({"PUT"})),
 }
 
 
@@ -56,12 +64,6 @@ class Answer:
     body: bytes
     content_type: bytes = TEXT
     headers: tuple[tuple[bytes, bytes], ...] = ()
-
-
-class MethodNotAllowed(CloudseedError):
-    def __init__(self, allow: bytes) -> None:
-        super().__init__("The method is not allowed for this resource.")
-        self.allow = allow
 
 
 class MetadataApp:
@@ -148,12 +150,15 @@ class MetadataApp:
         await send({"type": "http.response.body", "body": b"" if method == "HEAD" else answer.body})
 
     def _refusal(self, exc: CloudseedError, method: str, path: str, peer: str | None) -> Answer:
-        if isinstance(exc, MethodNotAllowed):
-            return Answer(405, exc.message.encode(), headers=((b"allow", exc.allow),))
         status = status_for(exc)
-        why = getattr(exc, "why", exc.message)
-        access_log.warning('%s "%s %s" %d %s', peer, method, path, status, why)
-        headers = ((b"www-authenticate", b"Token"),) if status == 401 else ()
+        headers: tuple[tuple[bytes, bytes], ...] = ()
+        if isinstance(exc, MethodNotAllowed):
+            headers = ((b"allow", (exc.allow or "").encode()),)
+        else:
+            why = getattr(exc, "why", exc.message)
+            access_log.warning('%s "%s %s" %d %s', peer, method, path, status, why)
+        if status == 401:
+            headers = ((b"www-authenticate", b"Token"),)
         body = f"{status} {REASONS.get(status, '')}\n\n{exc.message}".encode()
         return Answer(status, body, headers=headers)
 
@@ -173,7 +178,7 @@ class MetadataApp:
         if method not in allowed[1]:
             raise MethodNotAllowed(allowed[0])
         if target is None:
-            raise UnknownCaller("no such path")
+            raise NoSuchDocument("no such path")
         if target.kind == tree.EC2_INDEX:
             return Answer(200, render.EC2_INDEX)
         claim = self.identifier.claim(peer, headers)
@@ -239,14 +244,14 @@ class MetadataApp:
         if kind == tree.USER_DATA or kind == tree.EC2_USER_DATA:
             data = render.user_data(facts)
             if data is None:
-                raise UnknownCaller("no user data")
+                raise NoSuchDocument("no user data")
             return Answer(200, data, BINARY)
         if kind == tree.NETWORK_DATA:
             return Answer(200, guest.network_data(), JSON)
         if kind == tree.VENDOR_DATA:
             assert self.vendordata is not None
             if self.vendordata.vendor_data_json is None:
-                raise UnknownCaller("StaticJSON is not a vendordata provider")
+                raise NoSuchDocument("StaticJSON is not a vendordata provider")
             return Answer(200, self.vendordata.vendor_data_json, JSON)
         if kind == tree.VENDOR_DATA2:
             return Answer(200, await self._vendor_data2(facts), JSON)
@@ -273,7 +278,7 @@ class MetadataApp:
             return Answer(200, b"meta-data/\nuser-data" if facts.user_data else b"meta-data/")
         if kind == tree.EC2_META_DATA:
             return self._ec2(facts, target, address)
-        raise UnknownCaller("nothing at this path")  # content: no network template here
+        raise NoSuchDocument("nothing at this path")  # content: no network template here
 
     def _ec2(self, facts: GuestFacts, target: tree.Target, address: str | None) -> Answer:
         node: object = render.ec2_meta_data(
@@ -287,13 +292,13 @@ class MetadataApp:
                     200, render.ec2_listing({}, key_name=facts.key_name, public_keys=True)
                 )
             if rest[1] != "0" or len(rest) > 3 or (len(rest) == 3 and rest[2] != "openssh-key"):
-                raise UnknownCaller("no such key")
+                raise NoSuchDocument("no such key")
             if len(rest) == 2:
                 return Answer(200, b"openssh-key")
             return Answer(200, render.ec2_leaf(facts.key_data))
         for name in rest:
             if not isinstance(node, dict) or name not in node:
-                raise UnknownCaller("no such meta-data key")
+                raise NoSuchDocument("no such meta-data key")
             node = node[name]
         if isinstance(node, dict):
             return Answer(200, render.ec2_listing(node))

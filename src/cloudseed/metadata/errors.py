@@ -1,5 +1,18 @@
-"""What the metadata service refuses, in the root error families; ``app`` maps them to
-statuses in one table."""
+"""What the metadata service refuses, in the root error families; ``app`` takes their
+statuses from the one table (``web/faults.py``).
+
+InvalidInput ─┬─ BadProxyRequest      proxy headers missing or malformed     (400)
+              └─ PasswordTooLarge     a posted password over the limit       (400)
+Unauthorized ─── TokenRequired        no session token, and one is needed    (401)
+Forbidden ────┬─ BadSignature         the proxy's instance id signature      (403)
+              └─ TokenRefused         a bad or expired token, or relayed     (403)
+NotFound ─────┬─ UnknownCaller        no instance matches the caller         (404)
+              └─ NoSuchDocument       the caller is known; nothing at the path (404)
+Conflict ─────── PasswordAlreadySet   the guest posts its password once      (409)
+
+UnknownCaller and NoSuchDocument answer with the same body, so a caller cannot tell from the
+answer whether it was recognised; ``why`` (for the log) says which.
+"""
 
 from __future__ import annotations
 
@@ -17,6 +30,14 @@ class BadSignature(Forbidden):
 
 class UnknownCaller(NotFound):
     """No live instance matches the request (404, as Nova, so callers learn nothing)."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__("The resource could not be found.")
+        self.why = why
+
+
+class NoSuchDocument(NotFound):
+    """The caller is known but there is nothing at this path (404, same body as UnknownCaller)."""
 
     def __init__(self, why: str) -> None:
         super().__init__("The resource could not be found.")

@@ -13,13 +13,9 @@ from sqlalchemy import delete, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from cloudseed.errors import Conflict, InvalidInput, NotFound
+from cloudseed.errors import Conflict, InvalidInput
+from cloudseed.networks.errors import NetworkNotFound
 from cloudseed.networks.models import IPAllocation, Network
-
-
-class NetworkNotFound(NotFound):
-    def __init__(self, ref: str) -> None:
-        super().__init__(f"Network {ref} could not be found.")
 
 
 @dataclass(frozen=True)

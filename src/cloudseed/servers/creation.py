@@ -26,7 +26,7 @@ from cloudseed.images import service as images
 from cloudseed.keypairs import service as keypairs
 from cloudseed.keypairs.errors import KeypairNotFound
 from cloudseed.networks import service as networks
-from cloudseed.servers import actions, history, personality, states
+from cloudseed.servers import action_log, history, personality, states
 from cloudseed.servers.errors import InvalidKeyName
 from cloudseed.servers.history import Actor
 from cloudseed.servers.hostnames import sanitize_hostname
@@ -191,7 +191,7 @@ def create_servers(
                     session.add(InstanceMetadata(instance_uuid=u, key=key, value=value))
                 for plan in ports[u]:
                     _add_port(session, u, plan)
-                action_ids[u] = actions.start(
+                action_ids[u] = action_log.start(
                     session,
                     instance_uuid=u,
                     action="create",

@@ -1,17 +1,20 @@
 """Server errors, with Nova's messages.
 
 InvalidInput ── InvalidKeyName        key_name unknown for the caller     (400)
+                ServerMarkerNotFound  ?marker= names no listed server     (400)
 QuotaExceeded ─ TooManyPersonalityFiles    more files than injected_files    (403)
                 ├ PersonalityPathTooLong     a path over the path limit       (403)
                 └ PersonalityContentTooLong  a content over the content limit (403)
 Conflict ────── InstanceInvalidState  busy or in the wrong state          (409)
                 InstanceHasConfigDrive  user data needs a hard reboot      (409)
-NotFound ────── cells.InstanceNotFound                                     (404)
+NotFound ────── MetadataItemNotFound  no such metadata key               (404)
+                ActionNotFound        no instance action with this id    (404)
+                (cells.InstanceNotFound: no such server)                   (404)
 """
 
 from __future__ import annotations
 
-from cloudseed.errors import Conflict, InvalidInput, QuotaExceeded
+from cloudseed.errors import Conflict, InvalidInput, NotFound, QuotaExceeded
 
 
 class InvalidKeyName(InvalidInput):
@@ -63,3 +66,18 @@ class PersonalityContentTooLong(TooManyPersonalityFiles):
             message=f"Personality file content exceeds maximum {limit}",
             resource="injected_file_content_bytes",
         )
+
+
+class ServerMarkerNotFound(InvalidInput):
+    def __init__(self, marker: str) -> None:
+        super().__init__(f"marker [{marker}] not found")
+
+
+class MetadataItemNotFound(NotFound):
+    def __init__(self) -> None:
+        super().__init__("Metadata item was not found")
+
+
+class ActionNotFound(NotFound):
+    def __init__(self, request_id: str) -> None:
+        super().__init__(f"Action {request_id} not found")

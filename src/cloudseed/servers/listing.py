@@ -11,6 +11,7 @@ from sqlalchemy import or_, select
 from cloudseed.cells.service import CellDatabases
 from cloudseed.errors import InvalidInput
 from cloudseed.servers import records, states
+from cloudseed.servers.errors import ServerMarkerNotFound
 from cloudseed.servers.models import Instance
 
 
@@ -23,11 +24,6 @@ class ListFilter:
     changes_since: dt.datetime | None = None
     limit: int = 1000
     marker: str | None = None
-
-
-class ServerMarkerNotFound(InvalidInput):
-    def __init__(self, marker: str) -> None:
-        super().__init__(f"marker [{marker}] not found")
 
 
 def list_servers(cells: CellDatabases, f: ListFilter) -> list[records.ServerRecord]:

@@ -26,10 +26,10 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import update
 
 from cloudseed.cells.service import CellDatabases
-from cloudseed.compute.driver import Driver, GuestSpec
+from cloudseed.compute.interfaces import Driver, GuestSpec
 from cloudseed.db.base import utcnow
 from cloudseed.images.service import boot_image
-from cloudseed.servers import actions, records, states
+from cloudseed.servers import action_log, records, states
 from cloudseed.servers.models import Instance
 
 if TYPE_CHECKING:
@@ -290,7 +290,7 @@ class Operations:
             if pending_user_data is not None:
                 records.guest_changed(session, uuid)
             records.set_extra(session, uuid, fault=None)
-            actions.finish(session, action_id=action_id, event=event)
+            action_log.finish(session, action_id=action_id, event=event)
 
     def _fail(self, uuid: str, action_id: int, event: str, exc: Exception) -> None:
         self._record_failure(uuid, action_id, event, exc, {"vm_state": states.ERROR})
@@ -322,6 +322,6 @@ class Operations:
                         "details": "".join(traceback.format_exception(exc))[-4000:],
                     },
                 )
-                actions.finish(session, action_id=action_id, event=event, error=message)
+                action_log.finish(session, action_id=action_id, event=event, error=message)
         except Exception:
             log.exception("recording the failure of %s on %s failed", event, uuid)

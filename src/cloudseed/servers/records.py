@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from cloudseed.cells.service import InstanceNotFound
+from cloudseed.cells.errors import InstanceNotFound
 from cloudseed.db.base import utcnow
 from cloudseed.servers import states
 from cloudseed.servers.errors import InstanceInvalidState

@@ -8,10 +8,10 @@ import copy
 from functools import cache
 from typing import Any
 
-from cloudseed.api.microversions import APIVersion
 from cloudseed.errors import InvalidInput
 from cloudseed.keypairs.schemas import NAME_FORMAT
 from cloudseed.servers import personality
+from cloudseed.web.microversions import APIVersion
 
 V = APIVersion
 NAME: dict[str, Any] = NAME_FORMAT

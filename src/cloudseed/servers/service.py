@@ -20,7 +20,7 @@ from cloudseed.db.engines import Database
 from cloudseed.images import service as images
 from cloudseed.metadata import password
 from cloudseed.networks import service as networks
-from cloudseed.servers import actions, history, personality, records, states
+from cloudseed.servers import action_log, history, personality, records, states
 from cloudseed.servers.creation import lookup_keypair
 from cloudseed.servers.errors import InstanceHasConfigDrive, InstanceInvalidState
 from cloudseed.servers.history import Actor
@@ -83,14 +83,14 @@ class Servers:
                     old=old,
                     new=history.describe_user_data(user_data),
                 )
-                action_id = actions.start(
+                action_id = action_log.start(
                     session,
                     instance_uuid=uuid,
                     action="update_user_data",
                     actor=actor,
                     event="api_update_user_data",
                 )
-                actions.finish(session, action_id=action_id, event="api_update_user_data")
+                action_log.finish(session, action_id=action_id, event="api_update_user_data")
             instance.updated_at = utcnow()
             session.flush()
             # The guest sees its name and hostname (meta_data.json) and its user data.
@@ -178,7 +178,7 @@ class Servers:
                 )
             if metadata is not None:
                 _replace_metadata(session, uuid, metadata)
-            action_id = actions.start(
+            action_id = action_log.start(
                 session,
                 instance_uuid=uuid,
                 action="rebuild",
@@ -219,7 +219,7 @@ class Servers:
                     old=history.describe_user_data(before.instance.user_data),
                     new=history.describe_user_data(user_data),
                 )
-            action_id = actions.start(
+            action_id = action_log.start(
                 session,
                 instance_uuid=uuid,
                 action="reboot",
@@ -244,7 +244,7 @@ class Servers:
         event = f"compute_{operation}_instance"
         with self.cells.for_instance(uuid).write() as session:
             records.claim_task(session, uuid, operation=operation, task_state=task_state)
-            action_id = actions.start(
+            action_id = action_log.start(
                 session, instance_uuid=uuid, action=operation, actor=actor, event=event
             )
         run(uuid, action_id)
@@ -272,7 +272,7 @@ class Servers:
                 .execution_options(synchronize_session=False)
             )
             records.guest_changed(session, uuid)
-            actions.start(session, instance_uuid=uuid, action="delete", actor=actor)
+            action_log.start(session, instance_uuid=uuid, action="delete", actor=actor)
         with self.api_db.write() as session:
             networks.release(session, instance_uuid=uuid)
             session.execute(

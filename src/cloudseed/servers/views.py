@@ -7,9 +7,10 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from cloudseed.api.microversions import APIVersion
 from cloudseed.servers import states
 from cloudseed.servers.records import ServerRecord
+from cloudseed.web.links import links
+from cloudseed.web.microversions import APIVersion
 
 V = APIVersion
 PROGRESS_STATUSES = {"ACTIVE", "BUILD", "REBUILD", "RESIZE", "VERIFY_RESIZE", "MIGRATING"}
@@ -23,14 +24,6 @@ def _isotime(value: Any) -> str | None:
 
 def _strtime(value: Any) -> str | None:
     return value.strftime("%Y-%m-%dT%H:%M:%S.%f") if value else None
-
-
-def links(base: str, collection: str, uuid: str) -> list[dict[str, str]]:
-    root = base.removesuffix("/v2.1")
-    return [
-        {"rel": "self", "href": f"{base}/{collection}/{uuid}"},
-        {"rel": "bookmark", "href": f"{root}/{collection}/{uuid}"},
-    ]
 
 
 def basic(record: ServerRecord, base: str) -> dict[str, Any]:

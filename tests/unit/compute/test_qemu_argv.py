@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from cloudseed.compute.driver import BootImage, DriverError, GuestSpec
+from cloudseed.compute.errors import DriverError
+from cloudseed.compute.interfaces import BootImage, GuestSpec
 from cloudseed.compute.qemu_argv import Accel, InstanceFiles, build_argv
 
 UUID = "6f2b5d7e-2a4c-4a8e-9a53-0c1f3b1d2e4f"

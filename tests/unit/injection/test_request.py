@@ -100,7 +100,7 @@ class TestOptions:
 
 
 def test_for_guest():
-    from cloudseed.compute.driver import GuestSpec
+    from cloudseed.compute.interfaces import GuestSpec
 
     guest = GuestSpec(
         uuid="u",

@@ -1,7 +1,8 @@
 import pytest
 
-from cloudseed.compute.driver import DriverError, GuestSpec
+from cloudseed.compute.errors import DriverError
 from cloudseed.compute.fake import RUNNING, SHUTDOWN, FakeDriver
+from cloudseed.compute.interfaces import GuestSpec
 from cloudseed.servers import states
 from cloudseed.servers.hostnames import sanitize_hostname
 

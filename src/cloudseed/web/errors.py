@@ -1,4 +1,4 @@
-"""Errors that only exist at the HTTP edge of the compute API.
+"""Errors that only exist at the HTTP edge (both apps; no domain raises them).
 
 InvalidInput ─┬─ MalformedRequestBody     not JSON                        (400)
               ├─ ValidationFailed         JSON Schema said no             (400)
@@ -10,6 +10,8 @@ CloudseedError ┬ UnsupportedAPIVersion    microversion out of range       (406
                └ UnsupportedMediaType     Content-Type not JSON           (415)
 Forbidden ──── PolicyNotAuthorized        policy rule denied the action   (403)
 NotFound ───── ResourceNotFound           no such URL                     (404)
+Exception ──── InvalidName                Nova's ``name`` format check said no; only inside
+                                          validation, which turns it into ValidationFailed
 """
 
 from __future__ import annotations
@@ -48,8 +50,11 @@ class NotAuthenticated(CloudseedError):
 
 
 class MethodNotAllowed(CloudseedError):
-    def __init__(self) -> None:
+    """The one 405 of both apps; ``allow`` is the ``Allow`` header's value when known."""
+
+    def __init__(self, allow: str | None = None) -> None:
         super().__init__("The method is not allowed for the requested URL.")
+        self.allow = allow
 
 
 class RequestTooLarge(CloudseedError):
@@ -71,3 +76,7 @@ class PolicyNotAuthorized(Forbidden):
 class ResourceNotFound(NotFound):
     def __init__(self) -> None:
         super().__init__("The resource could not be found.")
+
+
+class InvalidName(Exception):
+    """Raised by the ``name`` format check; its message is Nova's whole fault message."""

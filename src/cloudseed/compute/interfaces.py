@@ -11,12 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from cloudseed.errors import CloudseedError
-
-
-class DriverError(CloudseedError):
-    """The hypervisor could not do what was asked; ``message`` says why."""
-
 
 @dataclass(frozen=True)
 class BootImage:

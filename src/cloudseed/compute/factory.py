@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from cloudseed.compute.driver import Driver
 from cloudseed.compute.fake import FakeDriver
+from cloudseed.compute.interfaces import Driver
 from cloudseed.settings import Settings
 
 

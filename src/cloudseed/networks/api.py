@@ -14,11 +14,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from cloudseed.api.app import api_state
-from cloudseed.api.links import base_url
-from cloudseed.api.requests import context_of
 from cloudseed.networks import service
+from cloudseed.networks.errors import NetworkNotFound
 from cloudseed.networks.models import Network
+from cloudseed.web.links import base_url
+from cloudseed.web.requests import api_db_of, context_of, settings_of
 
 
 def network_body(network: Network) -> dict[str, Any]:
@@ -39,7 +39,7 @@ def network_body(network: Network) -> dict[str, Any]:
 
 
 async def versions(request: Request) -> Response:
-    prefix = api_state(request).settings.api.compute_link_prefix
+    prefix = settings_of(request).api.compute_link_prefix
     return JSONResponse(
         {
             "versions": [
@@ -57,13 +57,13 @@ async def versions(request: Request) -> Response:
 
 async def show(request: Request) -> Response:
     context_of(request)
-    db, ref = api_state(request).api_db, request.path_params["network_id"]
+    db, ref = api_db_of(request), request.path_params["network_id"]
 
     def run() -> dict[str, Any]:
         with db.read() as session:
             network = service.get_network(session, ref)
             if network.uuid != ref:  # Neutron looks networks up by id only
-                raise service.NetworkNotFound(ref)
+                raise NetworkNotFound(ref)
             return network_body(network)
 
     return JSONResponse({"network": await run_in_threadpool(run)})
@@ -71,7 +71,7 @@ async def show(request: Request) -> Response:
 
 async def index(request: Request) -> Response:
     context_of(request)
-    db, name = api_state(request).api_db, request.query_params.get("name")
+    db, name = api_db_of(request), request.query_params.get("name")
 
     def run() -> list[dict[str, Any]]:
         with db.read() as session:

@@ -18,7 +18,8 @@ from typing import Any
 import jsonschema
 from starlette.requests import Request
 
-from cloudseed.api.errors import (
+from cloudseed.web.errors import (
+    InvalidName,
     MalformedRequestBody,
     RequestTooLarge,
     UnsupportedMediaType,
@@ -26,10 +27,6 @@ from cloudseed.api.errors import (
 )
 
 JSON_TYPES = ("application/json", "application/vnd.openstack.compute+json")
-
-
-class InvalidName(Exception):
-    """Raised by the ``name`` format check; its message is Nova's whole fault message."""
 
 
 FORMAT_CHECKER = jsonschema.FormatChecker()

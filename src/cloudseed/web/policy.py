@@ -4,8 +4,8 @@ act only on their own resources (``os_compute_api:os-keypairs:*`` is
 
 from __future__ import annotations
 
-from cloudseed.api.context import RequestContext
-from cloudseed.api.errors import PolicyNotAuthorized
+from cloudseed.web.context import RequestContext
+from cloudseed.web.errors import PolicyNotAuthorized
 
 
 def authorize_owner_or_admin(context: RequestContext, action: str, *, target_user_id: str) -> None:

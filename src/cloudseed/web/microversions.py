@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping
 from typing import NamedTuple
 
-from cloudseed.api.errors import InvalidAPIVersionString, UnsupportedAPIVersion
+from cloudseed.web.errors import InvalidAPIVersionString, UnsupportedAPIVersion
 
 HEADER = "OpenStack-API-Version"
 LEGACY_HEADER = "X-OpenStack-Nova-API-Version"

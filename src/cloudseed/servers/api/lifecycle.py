@@ -1,5 +1,5 @@
-"""``POST /v2.1/servers/{id}/action``: reboot, rebuild, os-stop, os-start,
-os-getConsoleOutput."""
+"""``POST /v2.1/servers/{id}/action``: the lifecycle verbs reboot, rebuild, os-stop, os-start,
+and os-getConsoleOutput (one URL, the verb is the body's only key)."""
 
 from __future__ import annotations
 
@@ -9,22 +9,21 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from cloudseed.api.app import api_state
-from cloudseed.api.microversions import APIVersion
-from cloudseed.api.requests import context_of, version_of
-from cloudseed.api.validation import read_json, validate
 from cloudseed.errors import InvalidInput
 from cloudseed.servers import personality, schemas, views
-from cloudseed.servers.api import actor_of, api_base, load_owned, servers_of
+from cloudseed.servers.api.requests import actor_of, load_owned, servers_of
 from cloudseed.servers.creation import generate_password
 from cloudseed.servers.service import UNSET
+from cloudseed.web.microversions import APIVersion
+from cloudseed.web.requests import api_base, context_of, settings_of, version_of
+from cloudseed.web.validation import read_json, validate
 
 V = APIVersion
 
 
 async def action(request: Request) -> Response:
     body = await read_json(
-        request, max_size=api_state(request).settings.oslo_middleware.max_request_body_size
+        request, max_size=settings_of(request).oslo_middleware.max_request_body_size
     )
     if not isinstance(body, dict) or len(body) != 1:
         raise InvalidInput("Malformed request body")
@@ -71,7 +70,7 @@ async def _rebuild(request: Request, body: dict[str, Any]) -> Response:
             description=params.get("description", UNSET),
             admin_password=admin_pass,
             files=personality.from_request(params.get("personality")),
-            quota=api_state(request).settings.quota,
+            quota=settings_of(request).quota,
         )
     )
     view = views.show(

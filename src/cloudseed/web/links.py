@@ -29,3 +29,12 @@ def next_link(
     query["marker"] = marker
     query = dict(sorted(query.items()))
     return f"{base_url(request, link_prefix)}{path}?{urlencode(query)}"
+
+
+def links(base: str, collection: str, uuid: str) -> list[dict[str, str]]:
+    """Nova's ``self`` (versioned) and ``bookmark`` (unversioned) links of one resource."""
+    root = base.removesuffix("/v2.1")
+    return [
+        {"rel": "self", "href": f"{base}/{collection}/{uuid}"},
+        {"rel": "bookmark", "href": f"{root}/{collection}/{uuid}"},
+    ]

@@ -9,14 +9,9 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from cloudseed.db.base import utcnow
-from cloudseed.errors import NotFound
+from cloudseed.servers.errors import ActionNotFound
 from cloudseed.servers.history import Actor
 from cloudseed.servers.models import InstanceAction, InstanceActionEvent
-
-
-class ActionNotFound(NotFound):
-    def __init__(self, request_id: str) -> None:
-        super().__init__(f"Action {request_id} not found")
 
 
 def start(

@@ -9,70 +9,33 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from cloudseed.api.app import api_state
-from cloudseed.api.context import RequestContext
-from cloudseed.api.errors import PolicyNotAuthorized
-from cloudseed.api.links import base_url, next_link
-from cloudseed.api.microversions import APIVersion
-from cloudseed.api.requests import context_of, version_of
-from cloudseed.api.validation import query_lists, read_json, validate
-from cloudseed.cells.service import InstanceNotFound
 from cloudseed.errors import InvalidInput
 from cloudseed.servers import personality, schemas, views
+from cloudseed.servers.api.requests import actor_of, load_owned, servers_of
 from cloudseed.servers.creation import CreateRequest, create_servers
-from cloudseed.servers.history import Actor
 from cloudseed.servers.listing import ListFilter, list_servers
-from cloudseed.servers.records import ServerRecord
-from cloudseed.servers.service import UNSET, Servers
+from cloudseed.servers.service import UNSET
+from cloudseed.web.errors import PolicyNotAuthorized
+from cloudseed.web.links import links, next_link
+from cloudseed.web.microversions import APIVersion
+from cloudseed.web.requests import (
+    api_base,
+    api_db_of,
+    body_of,
+    context_of,
+    settings_of,
+    version_of,
+)
+from cloudseed.web.validation import query_lists
 
 V = APIVersion
-
-
-def actor_of(request: Request) -> Actor:
-    context = context_of(request)
-    return Actor(
-        user_id=context.user_id, project_id=context.project_id, request_id=context.request_id
-    )
-
-
-def servers_of(request: Request) -> Servers:
-    servers = api_state(request).servers
-    assert servers is not None
-    return servers
-
-
-def api_base(request: Request) -> str:
-    prefix = api_state(request).settings.api.compute_link_prefix
-    project = request.path_params.get("project_id")
-    return base_url(request, prefix) + "/v2.1" + (f"/{project}" if project else "")
-
-
-async def body_of(request: Request, schema: dict[str, Any]) -> dict[str, Any]:
-    body = await read_json(
-        request, max_size=api_state(request).settings.oslo_middleware.max_request_body_size
-    )
-    validate(schema, body)
-    result: dict[str, Any] = body
-    return result
-
-
-def owned(context: RequestContext, record: ServerRecord) -> ServerRecord:
-    """Another project's server does not exist, for non-administrators (Nova's 404)."""
-    if not context.is_admin and record.instance.project_id != context.project_id:
-        raise InstanceNotFound(record.instance.uuid)
-    return record
-
-
-async def load_owned(request: Request) -> ServerRecord:
-    servers, uuid = servers_of(request), request.path_params["server_id"]
-    return owned(context_of(request), await run_in_threadpool(servers.get, uuid))
 
 
 async def create(request: Request) -> Response:
     version, context = version_of(request), context_of(request)
     body = await body_of(request, schemas.create(version))
     server = body["server"]
-    state = api_state(request)
+    settings = settings_of(request)
     min_count = int(server.get("min_count", 1))
     max_count = int(server.get("max_count", min_count))
     if min_count > max_count:
@@ -105,11 +68,11 @@ async def create(request: Request) -> Response:
     servers = servers_of(request)
     created = await run_in_threadpool(
         create_servers,
-        state.api_db,
+        api_db_of(request),
         servers.cells,
         create_request,
-        force_config_drive=state.settings.default.force_config_drive,
-        quota=state.settings.quota,
+        force_config_drive=settings.default.force_config_drive,
+        quota=settings.quota,
     )
     files = personality.decode(create_request.files)
     for uuid in created.uuids:
@@ -120,7 +83,7 @@ async def create(request: Request) -> Response:
     if schemas.true_value(server.get("return_reservation_id", False)):
         return JSONResponse({"reservation_id": created.reservation_id}, status_code=202)
     uuid = created.uuids[0]
-    server_links = views.links(api_base(request), "servers", uuid)
+    server_links = links(api_base(request), "servers", uuid)
     body_out = {
         "server": {
             "id": uuid,
@@ -155,7 +118,7 @@ async def _list(request: Request, *, detail: bool) -> Response:
     )
     if "all_tenants" in first and not context.is_admin:
         raise PolicyNotAuthorized("os_compute_api:servers:index:get_all_tenants")
-    max_limit = api_state(request).settings.api.max_limit
+    max_limit = settings_of(request).api.max_limit
     try:
         limit = min(max_limit, int(first["limit"])) if "limit" in first else max_limit
     except ValueError as exc:
@@ -187,7 +150,7 @@ async def _list(request: Request, *, detail: bool) -> Response:
                 "rel": "next",
                 "href": next_link(
                     request,
-                    api_state(request).settings.api.compute_link_prefix,
+                    settings_of(request).api.compute_link_prefix,
                     request.url.path,
                     query,
                     found[-1].instance.uuid,

@@ -1,8 +1,10 @@
-"""The one place where errors become HTTP: status code and Nova's fault body.
+"""The one place where errors become HTTP: the status table, and Nova's fault body.
 
 Nova's body is ``{"<faultName>": {"code": N, "message": "..."}}``; clients (openstacksdk,
 tempest) read ``message`` from it, so every error path of the compute API goes through
-``fault_response``.
+``fault_parts``: the app's exception handlers, the edge (errors before routing), and the
+keystone middleware's 401. The metadata service takes its statuses from ``status_for`` too
+(its bodies are plain text, as Nova's metadata API).
 """
 
 from __future__ import annotations
@@ -10,7 +12,6 @@ from __future__ import annotations
 import json
 import logging
 
-from cloudseed.api import errors as edge
 from cloudseed.errors import (
     CloudseedError,
     Conflict,
@@ -20,6 +21,7 @@ from cloudseed.errors import (
     ServiceUnavailable,
     Unauthorized,
 )
+from cloudseed.web import errors as edge
 
 log = logging.getLogger(__name__)
 
@@ -82,4 +84,6 @@ def fault_parts(exc: BaseException) -> tuple[int, list[tuple[str, str]], bytes]:
     headers = [("Content-Type", "application/json; charset=UTF-8")]
     if status == 401:
         headers.append(("WWW-Authenticate", "Keystone uri=''"))
+    if isinstance(exc, edge.MethodNotAllowed) and exc.allow:
+        headers.append(("Allow", exc.allow))
     return status, headers, fault_body(status, message)

@@ -1,0 +1,47 @@
+"""The servers API: ``routes`` mounts every ``/v2.1/servers`` URL.
+
+One module per resource: ``servers`` (create, list, show, update, delete), ``lifecycle`` (the
+``POST .../action`` verbs), ``metadata_items``, ``instance_actions``, ``password`` and
+``bootstrap_history``; ``requests`` holds what they all read from a request.
+"""
+
+from __future__ import annotations
+
+from starlette.routing import Route
+
+from cloudseed.servers.api import (
+    bootstrap_history,
+    instance_actions,
+    lifecycle,
+    metadata_items,
+    password,
+    servers,
+)
+
+
+def _routes(prefix: str) -> list[Route]:
+    s = f"{prefix}/servers"
+    one = f"{s}/{{server_id}}"
+    return [
+        Route(s, servers.index, methods=["GET"]),
+        Route(s, servers.create, methods=["POST"]),
+        Route(f"{s}/detail", servers.detail, methods=["GET"]),
+        Route(one, servers.show, methods=["GET"]),
+        Route(one, servers.update, methods=["PUT"]),
+        Route(one, servers.delete, methods=["DELETE"]),
+        Route(f"{one}/action", lifecycle.action, methods=["POST"]),
+        Route(f"{one}/metadata", metadata_items.index, methods=["GET"]),
+        Route(f"{one}/metadata", metadata_items.replace_or_update, methods=["PUT", "POST"]),
+        Route(f"{one}/metadata/{{key}}", metadata_items.show, methods=["GET"]),
+        Route(f"{one}/metadata/{{key}}", metadata_items.put_item, methods=["PUT"]),
+        Route(f"{one}/metadata/{{key}}", metadata_items.delete_item, methods=["DELETE"]),
+        Route(f"{one}/os-instance-actions", instance_actions.index, methods=["GET"]),
+        Route(f"{one}/os-instance-actions/{{request_id}}", instance_actions.show, methods=["GET"]),
+        Route(f"{one}/os-server-password", password.show, methods=["GET"]),
+        Route(f"{one}/os-server-password", password.clear, methods=["DELETE"]),
+        Route(f"{one}/bootstrap-history", bootstrap_history.show, methods=["GET"]),
+    ]
+
+
+# Nova also answers under /v2.1/{project_id}/..., which old service catalogs still use.
+routes = [*_routes("/v2.1"), *_routes("/v2.1/{project_id}")]
