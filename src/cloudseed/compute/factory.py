@@ -1,15 +1,14 @@
-"""Choosing the compute driver from settings."""
+"""Choosing the compute driver from settings (``[DEFAULT] compute_driver``)."""
 
 from __future__ import annotations
 
 from cloudseed.compute.fake import FakeDriver
 from cloudseed.compute.interfaces import Driver
+from cloudseed.compute.qemu import QemuDriver
 from cloudseed.settings import Settings
 
 
 def make_driver(settings: Settings) -> Driver:
     if settings.default.compute_driver == "qemu":
-        from cloudseed.compute.qemu import QemuDriver
-
         return QemuDriver(settings)
     return FakeDriver(delay=settings.fake_driver.delay_ms / 1000)

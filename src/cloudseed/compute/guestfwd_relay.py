@@ -29,6 +29,8 @@ import socket
 import sys
 from typing import BinaryIO
 
+from cloudseed.compute.errors import BadRelayRequest
+
 # Headers only the proxy may set, and hop-by-hop headers, which end at the proxy.
 DROPPED = frozenset(
     {
@@ -56,20 +58,16 @@ BAD_REQUEST = b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: clo
 BAD_GATEWAY = b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
 
 
-class BadRequest(Exception):
-    pass
-
-
 def read_head(stream: BinaryIO) -> bytes:
     """The request line and headers, up to and including the blank line."""
     head = b""
     while not head.endswith(b"\r\n\r\n"):
         line = stream.readline(MAX_HEAD + 1)
         if not line:
-            raise BadRequest("connection closed before the request was complete")
+            raise BadRelayRequest("connection closed before the request was complete")
         head += line
         if len(head) > MAX_HEAD:
-            raise BadRequest("request head too large")
+            raise BadRelayRequest("request head too large")
         if head == b"\r\n":  # tolerate a stray empty line before the request, as HTTP does
             head = b""
     return head
@@ -79,19 +77,19 @@ def rewrite(head: bytes, identity: list[tuple[bytes, bytes]]) -> tuple[bytes, in
     """The request head as it goes upstream, and the length of the body that follows."""
     first, *lines = head[:-4].split(b"\r\n")
     if len(first.split(b" ")) != 3:
-        raise BadRequest("malformed request line")
+        raise BadRelayRequest("malformed request line")
     kept: list[bytes] = []
     length = 0
     for line in lines:
         name, colon, value = line.partition(b":")
         key = name.strip().lower()
         if not colon or not key or key != name.lower():  # no "Name :" tricks either
-            raise BadRequest("malformed header line")
+            raise BadRelayRequest("malformed header line")
         if key == b"transfer-encoding":
-            raise BadRequest("chunked request bodies are not relayed")
+            raise BadRelayRequest("chunked request bodies are not relayed")
         if key == b"content-length":
             if not value.strip().isdigit() or int(value) > MAX_BODY:
-                raise BadRequest("bad Content-Length")
+                raise BadRelayRequest("bad Content-Length")
             length = int(value)
         if key not in DROPPED:
             kept.append(line)
@@ -110,8 +108,8 @@ def relay(
         head, length = rewrite(read_head(guest_in), identity)
         body = guest_in.read(length) if length else b""
         if len(body) != length:
-            raise BadRequest("body shorter than its Content-Length")
-    except BadRequest:
+            raise BadRelayRequest("body shorter than its Content-Length")
+    except BadRelayRequest:
         guest_out.write(BAD_REQUEST)
         guest_out.flush()
         return

@@ -11,6 +11,8 @@ ServiceUnavailable ─ HandlerUnavailable        one handler cannot serve this i
              │                                 service catches it and tries the next)
              ├────── NoHandlerAvailable        every handler said why not; ``reasons``
              └────── ImageToolFailed           qemu-img, debugfs, mount … failed or timed out
+                     └ DebugfsError            one debugfs request failed
+Exception ────────── BindingMissing            the libguestfs binding cannot be loaded
 """
 
 from __future__ import annotations
@@ -72,3 +74,14 @@ class ImageToolFailed(ServiceUnavailable):
         self.tool = tool
         self.detail = detail
         self.returncode = returncode
+
+
+class DebugfsError(ImageToolFailed):
+    def __init__(self, request: str, detail: str) -> None:
+        super().__init__(tool="debugfs", detail=f"{request!r}: {detail}")
+        self.request = request
+
+
+class BindingMissing(Exception):
+    """The libguestfs Python binding is not installed where we look (the guestfs handler
+    is then unavailable)."""

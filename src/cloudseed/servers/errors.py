@@ -10,6 +10,8 @@ Conflict ────── InstanceInvalidState  busy or in the wrong state    
 NotFound ────── MetadataItemNotFound  no such metadata key               (404)
                 ActionNotFound        no instance action with this id    (404)
                 (cells.InstanceNotFound: no such server)                   (404)
+Exception ───── NotStarted            a background operation failed before the driver ran;
+                                      the instance keeps its vm_state (never an API answer)
 """
 
 from __future__ import annotations
@@ -81,3 +83,12 @@ class MetadataItemNotFound(NotFound):
 class ActionNotFound(NotFound):
     def __init__(self, request_id: str) -> None:
         super().__init__(f"Action {request_id} not found")
+
+
+class NotStarted(Exception):
+    """The operation failed before the driver was called and the guest is as it was: the
+    instance keeps its vm_state (the reboot that could not rebuild its config drive)."""
+
+    def __init__(self, cause: Exception) -> None:
+        super().__init__(str(cause))
+        self.cause = cause

@@ -30,6 +30,7 @@ from cloudseed.compute.interfaces import Driver, GuestSpec
 from cloudseed.db.base import utcnow
 from cloudseed.images.service import boot_image
 from cloudseed.servers import action_log, records, states
+from cloudseed.servers.errors import NotStarted
 from cloudseed.servers.models import Instance
 
 if TYPE_CHECKING:
@@ -75,15 +76,6 @@ class Outcome:
     vm_state: str
     power_state: int
     launched: bool = False
-
-
-class NotStarted(Exception):
-    """The operation failed before the driver was called and the guest is as it was: the
-    instance keeps its vm_state (the reboot that could not rebuild its config drive)."""
-
-    def __init__(self, cause: Exception) -> None:
-        super().__init__(str(cause))
-        self.cause = cause
 
 
 class Operations:

@@ -21,6 +21,7 @@ from cloudseed.images import service as images
 from cloudseed.metadata import password
 from cloudseed.networks import service as networks
 from cloudseed.servers import action_log, history, personality, records, states
+from cloudseed.servers.console import console_tail
 from cloudseed.servers.creation import lookup_keypair
 from cloudseed.servers.errors import InstanceHasConfigDrive, InstanceInvalidState
 from cloudseed.servers.history import Actor
@@ -296,8 +297,6 @@ class Servers:
 
     def console_output(self, uuid: str, *, length: int | None) -> str:
         """The end of the guest's console log, as ``os-getConsoleOutput`` returns it."""
-        from cloudseed.servers.console import console_tail
-
         return console_tail(self.operations.driver.console_output(uuid), length)
 
     def password(self, uuid: str) -> str:

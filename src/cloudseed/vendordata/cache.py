@@ -27,6 +27,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from cloudseed.vendordata.cache_control import CachePolicy
+from cloudseed.vendordata.errors import TargetFailure
 
 log = logging.getLogger(__name__)
 
@@ -51,14 +52,6 @@ class NotModified:
 
     policy: CachePolicy | None = None  # None: the 304 had no Cache-Control; keep the old one
     etag: str | None = None
-
-
-class TargetFailure(Exception):
-    """The call failed: connection, timeout, HTTP error status, an answer that is not JSON."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
 
 
 # Called with the ETag of the stored answer to revalidate, or None for a plain call.

@@ -11,11 +11,9 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+from cloudseed.vendordata.errors import NotJSON
+
 EMPTY_OBJECT = b"{}"
-
-
-class NotJSON(ValueError):
-    """The text is not one JSON value (RFC 8259: no NaN, no Infinity)."""
 
 
 def _refuse_constant(name: str) -> Any:

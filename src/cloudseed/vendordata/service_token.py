@@ -22,7 +22,7 @@ from typing import Any
 from keystoneauth1 import exceptions, loading, session
 
 from cloudseed.errors import ConfigError
-from cloudseed.vendordata.cache import TargetFailure
+from cloudseed.vendordata.errors import TargetFailure
 
 log = logging.getLogger(__name__)
 

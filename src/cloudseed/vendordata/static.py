@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 
 from cloudseed.vendordata import documents
-from cloudseed.vendordata.errors import VendordataFileError
+from cloudseed.vendordata.errors import NotJSON, VendordataFileError
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +68,7 @@ class StaticFile:
             raise VendordataFileError(path=self.path, reason=exc.strerror or str(exc)) from None
         try:
             return signature, documents.compact(documents.parse(text))
-        except documents.NotJSON as exc:
+        except NotJSON as exc:
             raise VendordataFileError(path=self.path, reason=f"not valid JSON: {exc}") from None
 
     def _reload_if_changed(self) -> None:

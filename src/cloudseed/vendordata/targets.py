@@ -18,8 +18,9 @@ import httpx
 
 from cloudseed.errors import ConfigError
 from cloudseed.vendordata import documents
-from cloudseed.vendordata.cache import Answer, NotModified, TargetFailure
+from cloudseed.vendordata.cache import Answer, NotModified
 from cloudseed.vendordata.cache_control import parse_cache_control
+from cloudseed.vendordata.errors import NotJSON, TargetFailure
 
 USER_AGENT = "cloudseed-vendordata"  # Nova sends openstack-nova-vendordata
 # The largest answer we accept. Vendordata is a few KB of cloud-config; an answer this big is a
@@ -183,6 +184,6 @@ def _interpret(response: httpx.Response, content: bytes, etag: str | None) -> An
         raise TargetFailure(f"HTTP {status} {response.reason_phrase}".rstrip())
     try:
         value = documents.normalise(content)
-    except documents.NotJSON as exc:
+    except NotJSON as exc:
         raise TargetFailure(f"answer is not JSON: {exc}") from None
     return Answer(value, parse_cache_control(cache_control), _etag(response))

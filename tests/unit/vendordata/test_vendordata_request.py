@@ -7,6 +7,7 @@ import json
 import pytest
 
 from cloudseed.vendordata import VendordataRequest, documents
+from cloudseed.vendordata.errors import NotJSON
 
 
 def make(**changes: object) -> VendordataRequest:
@@ -52,7 +53,7 @@ def test_body_keeps_unicode_as_utf8() -> None:
 
 @pytest.mark.parametrize("text", [b"NaN", b"[Infinity]", b"{", b"\xff", b"{} {}"])
 def test_parse_refuses_what_is_not_json(text: bytes) -> None:
-    with pytest.raises(documents.NotJSON):
+    with pytest.raises(NotJSON):
         documents.parse(text)
 
 

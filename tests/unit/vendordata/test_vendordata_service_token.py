@@ -9,7 +9,7 @@ import logging
 import pytest
 
 from cloudseed.errors import ConfigError
-from cloudseed.vendordata.cache import TargetFailure
+from cloudseed.vendordata.errors import TargetFailure
 from cloudseed.vendordata.service_token import load_service_token
 
 pytestmark = pytest.mark.anyio

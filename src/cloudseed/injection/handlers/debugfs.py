@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from cloudseed.injection.errors import GuestRefused, HandlerUnavailable
+from cloudseed.injection.errors import DebugfsError, GuestRefused, HandlerUnavailable
 from cloudseed.injection.guest import GuestStat
 from cloudseed.injection.handlers.protocol import ImageTarget
 from cloudseed.injection.tools import commands, partitions
@@ -22,7 +22,6 @@ from cloudseed.injection.tools.debugfs import (
     EXT_MAGIC,
     SUPERBLOCK_MAGIC_OFFSET,
     Debugfs,
-    DebugfsError,
     quote,
 )
 

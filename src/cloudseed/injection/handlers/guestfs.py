@@ -13,9 +13,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from cloudseed.injection.errors import HandlerUnavailable, ImageToolFailed
+from cloudseed.injection.errors import BindingMissing, HandlerUnavailable, ImageToolFailed
 from cloudseed.injection.guest import GuestStat, kind_of_mode
-from cloudseed.injection.handlers.guestfs_binding import BindingMissing, guestfs_module
+from cloudseed.injection.handlers.guestfs_binding import guestfs_module
 from cloudseed.injection.handlers.protocol import ImageTarget
 
 MISSING = ("No such file or directory", "Not a directory")

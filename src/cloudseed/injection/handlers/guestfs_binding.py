@@ -18,11 +18,9 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+from cloudseed.injection.errors import BindingMissing
+
 SYSTEM_DIRS = (Path("/usr/lib/python3/dist-packages"), Path("/usr/lib/python3/site-packages"))
-
-
-class BindingMissing(Exception):
-    pass
 
 
 def _load(name: str, path: Path) -> ModuleType:

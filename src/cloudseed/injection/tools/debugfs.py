@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from cloudseed.injection.errors import ImageToolFailed, InvalidInjectionRequest
+from cloudseed.injection.errors import DebugfsError, ImageToolFailed, InvalidInjectionRequest
 from cloudseed.injection.guest import Kind
 from cloudseed.injection.tools import commands
 
@@ -19,12 +19,6 @@ NOT_FOUND = ("File not found by ext2_lookup", "Ext2 inode is not a directory")
 KINDS: dict[str, Kind] = {"regular": "file", "directory": "dir", "symlink": "symlink"}
 SUPERBLOCK_MAGIC_OFFSET = 1080
 EXT_MAGIC = b"\x53\xef"
-
-
-class DebugfsError(ImageToolFailed):
-    def __init__(self, request: str, detail: str) -> None:
-        super().__init__(tool="debugfs", detail=f"{request!r}: {detail}")
-        self.request = request
 
 
 @dataclass(frozen=True)
