@@ -117,7 +117,12 @@ def test_unknown_path_and_method(api):
     }
     r = api.put("/v2.1/os-keypairs", json={})
     assert r.status_code == 405
-    assert r.json()["badMethod"]["code"] == 405
+    assert r.json() == {
+        "badMethod": {"code": 405, "message": "The method is not allowed for the requested URL."}
+    }
+    # One route per method at this URL: Allow names every one of them.
+    assert r.headers["allow"] == "GET, HEAD, POST"
+    assert api.patch("/v2.1/servers/x/metadata").headers["allow"] == "GET, HEAD, POST, PUT"
 
 
 @pytest.mark.parametrize(
@@ -182,3 +187,51 @@ def test_healthz(anon):
     r = anon.get("/healthz")
     assert r.status_code == 200
     assert r.json() == {"status": "ok"}
+
+
+def _fault_of(r: httpx.Response) -> tuple[str, int, str]:
+    """The one fault in a Nova fault body, after checking the shape every error path shares."""
+    assert r.headers["content-type"] == "application/json; charset=UTF-8"
+    assert r.headers["x-openstack-request-id"].startswith("req-")
+    body = r.json()
+    assert len(body) == 1
+    [(name, fault)] = body.items()
+    assert set(fault) == {"code", "message"} and fault["code"] == r.status_code
+    return name, fault["code"], fault["message"]
+
+
+def test_every_error_path_answers_a_nova_fault(api, anon):
+    """Errors raised before routing (auth, microversion), by Starlette's router (404, 405),
+    by validation and by the domains all come out in the same shape, from web/faults.py."""
+    api.post("/v2.1/os-keypairs", json={"keypair": {"name": "k1"}})
+    v210 = {"OpenStack-API-Version": "compute 2.10"}
+    answers = {
+        "auth": anon.get("/v2.1/os-keypairs"),
+        "version": api.get("/v2.1/os-keypairs", headers={"OpenStack-API-Version": "compute 9.9"}),
+        "no route": api.get("/v2.1/os-nothing"),
+        "method": api.delete("/v2.1/os-keypairs"),
+        "body": api.post("/v2.1/os-keypairs", content=b"{"),
+        "schema": api.post("/v2.1/os-keypairs", json={"keypair": {}}),
+        "media type": api.post(
+            "/v2.1/os-keypairs", content=b"{}", headers={"Content-Type": "image/png"}
+        ),
+        "policy": api.get("/v2.1/os-keypairs?user_id=bob", headers=v210),
+        "not found": api.get("/v2.1/os-keypairs/nope"),
+        "conflict": api.post("/v2.1/os-keypairs", json={"keypair": {"name": "k1"}}),
+        "project in URL": api.get("/v2.1/other-project/os-keypairs"),
+    }
+    faults = {what: _fault_of(r)[:2] for what, r in answers.items()}
+    assert faults == {
+        "auth": ("unauthorized", 401),
+        "version": ("computeFault", 406),
+        "no route": ("itemNotFound", 404),
+        "method": ("badMethod", 405),
+        "body": ("badRequest", 400),
+        "schema": ("badRequest", 400),
+        "media type": ("badMediaType", 415),
+        "policy": ("forbidden", 403),
+        "not found": ("itemNotFound", 404),
+        "conflict": ("conflictingRequest", 409),
+        "project in URL": ("badRequest", 400),
+    }
+    assert answers["auth"].headers["www-authenticate"] == "Keystone uri=''"

@@ -243,6 +243,12 @@ def test_methods_and_head(api: httpx.Client, cloud: Cloud, metadata_url: str) ->
         assert md.put("/latest/meta-data/").status_code == 405
         assert md.get("/latest/api/token").status_code == 405
         assert md.delete("/openstack/latest/password").headers["allow"] == "POST, GET, HEAD"
+        # The same MethodNotAllowed as the compute API's, in the metadata service's plain text.
+        r = md.post("/latest/meta-data/")
+        assert r.headers["content-type"] == "text/plain; charset=utf-8"
+        assert r.text == (
+            "405 Method Not Allowed\n\nThe method is not allowed for the requested URL."
+        )
 
 
 # -- the EC2 tree ---------------------------------------------------------------------------
@@ -308,6 +314,23 @@ def test_unknown_and_deleted_callers_get_nothing(
         assert md.get("/openstack/latest/meta_data.json").status_code == 200  # now cached
         assert api.delete(f"/v2.1/servers/{guest.id}").status_code == 204
         eventually(lambda: md.get("/openstack/latest/meta_data.json").status_code == 404, timeout=2)
+
+
+def test_an_unknown_caller_cannot_tell_from_a_missing_document(
+    api: httpx.Client, cloud: Cloud, metadata_url: str
+) -> None:
+    """UnknownCaller (nobody has this address) and NoSuchDocument (no user data here) are two
+    errors for the log, one answer for the caller."""
+    guest = boot(api, cloud)  # no user data
+    with Guest("none", "127.0.0.98", "").client(metadata_url) as md:
+        unknown = md.get("/openstack/latest/user_data")
+    with guest.client(metadata_url) as md:
+        missing = md.get("/openstack/latest/user_data")
+        no_path = md.get("/openstack/latest/nothing")
+    for r in (unknown, missing, no_path):
+        assert r.status_code == 404
+        assert r.headers["content-type"] == "text/plain; charset=utf-8"
+        assert r.text == "404 Not Found\n\nThe resource could not be found."
 
 
 def test_forwarded_headers_count_only_from_trusted_proxies(

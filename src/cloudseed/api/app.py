@@ -15,7 +15,7 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Match, Route
 
 from cloudseed.api import versions
 from cloudseed.api.auth import KeystoneMiddleware, NoAuthMiddleware
@@ -35,7 +35,7 @@ from cloudseed.servers import api as servers_api
 from cloudseed.servers.operations import Operations
 from cloudseed.servers.service import Servers
 from cloudseed.settings import Settings
-from cloudseed.types import ASGIApp
+from cloudseed.types import ASGIApp, Scope
 from cloudseed.web.errors import MethodNotAllowed, ResourceNotFound
 from cloudseed.web.faults import fault_parts
 from cloudseed.web.links import base_url
@@ -155,7 +155,17 @@ async def _http_exception(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     mapped: CloudseedError
     if exc.status_code == 405:
-        mapped = MethodNotAllowed((exc.headers or {}).get("Allow"))
+        mapped = MethodNotAllowed(allowed_methods(request.app.router.routes, request.scope))
     else:
         mapped = ResourceNotFound()
     return await _fault(request, mapped)
+
+
+def allowed_methods(routes: list[BaseRoute], scope: Scope) -> str:
+    """The ``Allow`` header of a 405: every method some route serves at this path (Starlette's
+    own names only the first route's, and a URL often has one route per method)."""
+    methods: set[str] = set()
+    for route in routes:
+        if isinstance(route, Route) and route.methods and route.matches(scope)[0] != Match.NONE:
+            methods |= route.methods
+    return ", ".join(sorted(methods))

@@ -117,10 +117,10 @@ def _auth_protocol(options: Mapping[str, str]) -> Any:
         fh.flush()
         conf = cfg.ConfigOpts()
         conf([], project="cloudseed", default_config_files=[fh.name])
-        return auth_token.AuthProtocol(_record_identity, {"oslo_config_config": conf})
+        return auth_token.AuthProtocol(record_identity, {"oslo_config_config": conf})
 
 
-def _record_identity(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
+def record_identity(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
     """The WSGI app keystonemiddleware calls once it accepted the token."""
     if environ.get("HTTP_X_IDENTITY_STATUS") == "Confirmed":
         roles = frozenset(
