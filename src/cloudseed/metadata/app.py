@@ -325,6 +325,7 @@ class MetadataApp:
         assert store is not None
 
         def write() -> None:
+            # The app is the caller here: it owns the transaction, password.store takes it.
             with store.cells.for_instance(uuid).write() as session:
                 password.store(session, uuid, body.decode("utf-8", "replace"))
 

@@ -1,8 +1,12 @@
-"""Creating servers: resolve what the request names, write the records, start the builds.
+"""Creating servers: resolve what the request names and write the records (the route then
+starts the builds).
 
-The API database is written first (instance mappings, address allocations), then the cell
-database (the instances themselves). If the cell write fails, the API rows are removed again,
-so a failed create leaves nothing behind.
+``create_servers`` is a coordinator (docs/architecture.md, "Transactions"): it opens its own
+transactions, one per database, because a create spans two. The API database is written first
+(instance mappings, address allocations), then the cell database (the instances themselves).
+If the cell write fails, the API rows are removed again in a compensating transaction, so a
+failed create leaves nothing behind. Both transactions are committed before it returns, so
+the builds the route starts find the instances.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import delete, select
+from sqlalchemy.orm import Session
 
 from cloudseed.cells.models import InstanceMapping
 from cloudseed.cells.service import CellDatabases
@@ -92,13 +97,13 @@ def keypair_snapshot(keypair: Any) -> list[dict[str, Any]]:
     ]
 
 
-def lookup_keypair(api_db: Database, *, user_id: str, key_name: str) -> list[dict[str, Any]]:
-    """The caller's key pair as an instance keeps it; unknown -> 400 as in Nova."""
-    with api_db.read() as session:
-        try:
-            return keypair_snapshot(keypairs.get_keypair(session, user_id=user_id, name=key_name))
-        except KeypairNotFound as exc:
-            raise InvalidKeyName() from exc
+def keypair_of(session: Session, *, user_id: str, key_name: str) -> list[dict[str, Any]]:
+    """The caller's key pair as an instance keeps it (API database); unknown -> 400 as in
+    Nova."""
+    try:
+        return keypair_snapshot(keypairs.get_keypair(session, user_id=user_id, name=key_name))
+    except KeypairNotFound as exc:
+        raise InvalidKeyName() from exc
 
 
 def create_servers(
@@ -112,13 +117,13 @@ def create_servers(
     reservation_id = "r-" + secrets.token_hex(4)
     admin_pass = request.admin_pass or generate_password()
     uuids = [str(uuid.uuid4()) for _ in range(request.count)]
-    keypair = (
-        lookup_keypair(api_db, user_id=request.actor.user_id, key_name=request.key_name)
-        if request.key_name
-        else []
-    )
     cell_id = cells.default_cell()
     with api_db.write() as session:
+        keypair = (
+            keypair_of(session, user_id=request.actor.user_id, key_name=request.key_name)
+            if request.key_name
+            else []
+        )
         personality.check_limits(
             session,
             request.files,
@@ -318,4 +323,4 @@ def _add_port(session: Any, instance_uuid: str, plan: networks.PortPlan) -> None
     )
 
 
-__all__ = ["CreateRequest", "Created", "create_servers", "lookup_keypair"]
+__all__ = ["CreateRequest", "Created", "create_servers", "keypair_of"]

@@ -1,9 +1,17 @@
-"""Changing servers after create: update, rebuild, reboot, stop, start, delete, metadata.
+"""Changing servers in ways that start a driver operation: rebuild, reboot, stop, start,
+delete (and the console, which asks the driver).
 
-Every change that starts a driver operation claims the task first (409 when busy) and, in the
-same transaction, writes what the request changes: key pair snapshot with ``key_name`` and
-``key_data`` together, user data, the history, the instance action. The background operation
-then only records its outcome.
+``Servers`` is a coordinator, the one exception to the house rule that service functions take
+a Session and the caller owns the transaction (docs/architecture.md, "Transactions"). It opens
+its own transactions because each change spans the API database and the instance's cell
+database, and because the background operation may only start once the change is committed
+(the operation's worker thread reads the instance in a transaction of its own). Inside, it
+calls Session-taking functions (``records``, ``history``, ``action_log``, ``edits``).
+
+Every change claims the task first (409 when busy) and, in the same transaction, writes what
+the request changes: key pair snapshot with ``key_name`` and ``key_data`` together, user data,
+the history, the instance action. The background operation then only records its outcome.
+Changes that start no operation and touch one cell database are in ``edits``.
 """
 
 from __future__ import annotations
@@ -11,93 +19,31 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, update
 
 from cloudseed.cells.models import InstanceMapping
 from cloudseed.cells.service import CellDatabases
 from cloudseed.db.base import utcnow
 from cloudseed.db.engines import Database
 from cloudseed.images import service as images
-from cloudseed.metadata import password
 from cloudseed.networks import service as networks
-from cloudseed.servers import action_log, history, personality, records, states
+from cloudseed.servers import action_log, edits, history, personality, records, states
 from cloudseed.servers.console import console_tail
-from cloudseed.servers.creation import lookup_keypair
-from cloudseed.servers.errors import InstanceHasConfigDrive, InstanceInvalidState
+from cloudseed.servers.creation import keypair_of
+from cloudseed.servers.edits import UNSET
 from cloudseed.servers.history import Actor
-from cloudseed.servers.models import FixedIP, Instance, InstanceMetadata, Port
+from cloudseed.servers.models import FixedIP, Instance, Port
 from cloudseed.servers.operations import Operations
 from cloudseed.settings import QuotaSection
-
-UNSET: Any = object()  # "not in the request", as opposed to None ("set to null")
 
 
 @dataclass(frozen=True)
 class Servers:
-    """The server service: databases and the background operations."""
+    """The server coordinator: the API database, the cells, and the background operations."""
 
     api_db: Database
     cells: CellDatabases
     operations: Operations
-
-    def get(self, uuid: str) -> records.ServerRecord:
-        with self.cells.for_instance(uuid).read() as session:
-            return records.load(session, uuid)
-
-    def update(
-        self,
-        uuid: str,
-        *,
-        actor: Actor,
-        name: str | None = None,
-        description: Any = UNSET,
-        hostname: str | None = None,
-        user_data: Any = UNSET,
-    ) -> records.ServerRecord:
-        with self.cells.for_instance(uuid).write() as session:
-            record = records.load(session, uuid, for_update=True)
-            instance = record.instance
-            if name is not None:
-                instance.display_name = name
-            if description is not UNSET:
-                instance.display_description = description
-            if hostname is not None:
-                instance.hostname = hostname
-            if user_data is not UNSET:
-                if instance.config_drive:
-                    raise InstanceHasConfigDrive(uuid)
-                if instance.task_state is not None:
-                    raise InstanceInvalidState(
-                        uuid=uuid,
-                        operation="update_user_data",
-                        attr="task_state",
-                        state=instance.task_state,
-                    )
-                old = history.describe_user_data(instance.user_data)
-                instance.user_data = user_data
-                history.record(
-                    session,
-                    instance_uuid=uuid,
-                    field="user_data",
-                    action="update",
-                    actor=actor,
-                    old=old,
-                    new=history.describe_user_data(user_data),
-                )
-                action_id = action_log.start(
-                    session,
-                    instance_uuid=uuid,
-                    action="update_user_data",
-                    actor=actor,
-                    event="api_update_user_data",
-                )
-                action_log.finish(session, action_id=action_id, event="api_update_user_data")
-            instance.updated_at = utcnow()
-            session.flush()
-            # The guest sees its name and hostname (meta_data.json) and its user data.
-            if name is not None or hostname is not None or user_data is not UNSET:
-                records.guest_changed(session, uuid)
-            return records.load(session, uuid)
 
     def rebuild(
         self,
@@ -126,11 +72,11 @@ class Servers:
                 user_id=actor.user_id,
                 quota=quota or QuotaSection(),
             )
-        snapshot = (
-            lookup_keypair(self.api_db, user_id=actor.user_id, key_name=key_name)
-            if key_name not in (UNSET, None)
-            else []
-        )
+            snapshot = (
+                keypair_of(session, user_id=actor.user_id, key_name=key_name)
+                if key_name not in (UNSET, None)
+                else []
+            )
         with self.cells.for_instance(uuid).write() as session:
             before = records.load(session, uuid)
             # Described now: the record's objects change with the writes below.
@@ -178,7 +124,7 @@ class Servers:
                     new=history.describe_user_data(user_data),
                 )
             if metadata is not None:
-                _replace_metadata(session, uuid, metadata)
+                edits.replace_metadata(session, uuid, metadata)
             action_id = action_log.start(
                 session,
                 instance_uuid=uuid,
@@ -283,58 +229,9 @@ class Servers:
             )
         self.operations.destroy(uuid)
 
-    def set_metadata(self, uuid: str, items: dict[str, str], *, replace: bool) -> dict[str, str]:
-        with self.cells.for_instance(uuid).write() as session:
-            records.load(session, uuid, for_update=True)
-            if replace:
-                _replace_metadata(session, uuid, items)
-            else:
-                current = _metadata(session, uuid)
-                current.update(items)
-                _replace_metadata(session, uuid, current)
-            records.guest_changed(session, uuid)
-            return _metadata(session, uuid)
-
     def console_output(self, uuid: str, *, length: int | None) -> str:
         """The end of the guest's console log, as ``os-getConsoleOutput`` returns it."""
         return console_tail(self.operations.driver.console_output(uuid), length)
 
-    def password(self, uuid: str) -> str:
-        with self.cells.for_instance(uuid).read() as session:
-            return password.read(session, uuid)
 
-    def clear_password(self, uuid: str) -> None:
-        with self.cells.for_instance(uuid).write() as session:
-            password.clear(session, uuid)
-
-    def delete_metadata_item(self, uuid: str, key: str) -> bool:
-        with self.cells.for_instance(uuid).write() as session:
-            records.load(session, uuid, for_update=True)
-            result = session.execute(
-                delete(InstanceMetadata).where(
-                    InstanceMetadata.instance_uuid == uuid, InstanceMetadata.key == key
-                )
-            )
-            if result.rowcount:  # type: ignore[attr-defined]
-                records.guest_changed(session, uuid)
-                return True
-            return False
-
-
-def _metadata(session: Any, uuid: str) -> dict[str, str]:
-    return {
-        row.key: row.value
-        for row in session.scalars(
-            select(InstanceMetadata).where(InstanceMetadata.instance_uuid == uuid)
-        )
-    }
-
-
-def _replace_metadata(session: Any, uuid: str, items: dict[str, str]) -> None:
-    session.execute(delete(InstanceMetadata).where(InstanceMetadata.instance_uuid == uuid))
-    for key, value in items.items():
-        session.add(InstanceMetadata(instance_uuid=uuid, key=key, value=value))
-    session.flush()
-
-
-__all__ = ["UNSET", "Servers"]
+__all__ = ["Servers"]

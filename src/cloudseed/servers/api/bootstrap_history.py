@@ -3,26 +3,18 @@ user data change of a server (administrators only)."""
 
 from __future__ import annotations
 
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from cloudseed.servers import history
-from cloudseed.servers.api.requests import load_owned, servers_of
+from cloudseed.servers.api.requests import in_cell, load_owned
 from cloudseed.web.errors import PolicyNotAuthorized
 from cloudseed.web.requests import context_of
 
 
 async def show(request: Request) -> Response:
-    """cloudseed's extension: every key pair and user data change of a server (admins)."""
-    context = context_of(request)
-    if not context.is_admin:
+    if not context_of(request).is_admin:
         raise PolicyNotAuthorized("cloudseed:servers:bootstrap-history")
-    record = await load_owned(request)
-    db = servers_of(request).cells.for_instance(record.instance.uuid)
-
-    def run() -> list[dict[str, object]]:
-        with db.read() as session:
-            return history.history(session, record.instance.uuid)
-
-    return JSONResponse({"bootstrap_history": await run_in_threadpool(run)})
+    uuid = (await load_owned(request)).instance.uuid
+    changes = await in_cell(request, uuid, lambda session: history.history(session, uuid))
+    return JSONResponse({"bootstrap_history": changes})

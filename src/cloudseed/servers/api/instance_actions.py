@@ -3,44 +3,34 @@
 
 from __future__ import annotations
 
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from cloudseed.servers import action_log
-from cloudseed.servers.api.requests import load_owned, servers_of
+from cloudseed.servers.api.requests import in_cell, load_owned
 from cloudseed.web.microversions import APIVersion
 from cloudseed.web.requests import context_of, version_of
 
 
 async def index(request: Request) -> Response:
-    record = await load_owned(request)
-    db = servers_of(request).cells.for_instance(record.instance.uuid)
-
-    def run() -> list[dict[str, object]]:
-        with db.read() as session:
-            return action_log.list_actions(session, record.instance.uuid)
-
-    return JSONResponse({"instanceActions": await run_in_threadpool(run)})
+    uuid = (await load_owned(request)).instance.uuid
+    actions = await in_cell(request, uuid, lambda session: action_log.list_actions(session, uuid))
+    return JSONResponse({"instanceActions": actions})
 
 
 async def show(request: Request) -> Response:
-    record = await load_owned(request)
+    uuid = (await load_owned(request)).instance.uuid
     context = context_of(request)
-    db = servers_of(request).cells.for_instance(record.instance.uuid)
     with_details = context.is_admin or version_of(request) >= APIVersion(2, 84)
-
-    def run() -> dict[str, object]:
-        with db.read() as session:
-            return action_log.show_action(
-                session,
-                record.instance.uuid,
-                request.path_params["request_id"],
-                with_details=with_details,
-            )
-
-    action = await run_in_threadpool(run)
+    request_id = request.path_params["request_id"]
+    action = await in_cell(
+        request,
+        uuid,
+        lambda session: action_log.show_action(
+            session, uuid, request_id, with_details=with_details
+        ),
+    )
     if not context.is_admin:
-        for event in action["events"]:  # type: ignore[attr-defined]
+        for event in action["events"]:
             event.pop("traceback", None)
     return JSONResponse({"instanceAction": action})

@@ -13,7 +13,7 @@ from cloudseed.errors import InvalidInput
 from cloudseed.servers import personality, schemas, views
 from cloudseed.servers.api.requests import actor_of, load_owned, servers_of
 from cloudseed.servers.creation import generate_password
-from cloudseed.servers.service import UNSET
+from cloudseed.servers.edits import UNSET
 from cloudseed.web.microversions import APIVersion
 from cloudseed.web.requests import api_base, context_of, settings_of, version_of
 from cloudseed.web.validation import read_json, validate

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from cloudseed.errors import InvalidInput
-from cloudseed.servers import schemas
-from cloudseed.servers.api.requests import load_owned, servers_of
+from cloudseed.servers import edits, schemas
+from cloudseed.servers.api.requests import in_cell, load_owned
 from cloudseed.servers.errors import MetadataItemNotFound
 from cloudseed.web.requests import body_of
 
@@ -19,12 +18,13 @@ async def index(request: Request) -> Response:
 
 async def replace_or_update(request: Request) -> Response:
     body = await body_of(request, schemas.METADATA_BODY)
-    record = await load_owned(request)
+    uuid = (await load_owned(request)).instance.uuid
     replace = request.method == "PUT"
-    result = await run_in_threadpool(
-        lambda: servers_of(request).set_metadata(
-            record.instance.uuid, body["metadata"], replace=replace
-        )
+    result = await in_cell(
+        request,
+        uuid,
+        lambda session: edits.set_metadata(session, uuid, body["metadata"], replace=replace),
+        write=True,
     )
     return JSONResponse({"metadata": result})
 
@@ -41,17 +41,20 @@ async def put_item(request: Request) -> Response:
     key = request.path_params["key"]
     if key not in body["meta"]:
         raise InvalidInput("Request body and URI mismatch")
-    record = await load_owned(request)
-    await run_in_threadpool(
-        lambda: servers_of(request).set_metadata(record.instance.uuid, body["meta"], replace=False)
+    uuid = (await load_owned(request)).instance.uuid
+    await in_cell(
+        request,
+        uuid,
+        lambda session: edits.set_metadata(session, uuid, body["meta"], replace=False),
+        write=True,
     )
     return JSONResponse({"meta": body["meta"]})
 
 
 async def delete_item(request: Request) -> Response:
-    record, key = await load_owned(request), request.path_params["key"]
-    deleted = await run_in_threadpool(
-        lambda: servers_of(request).delete_metadata_item(record.instance.uuid, key)
+    uuid, key = (await load_owned(request)).instance.uuid, request.path_params["key"]
+    deleted = await in_cell(
+        request, uuid, lambda session: edits.delete_metadata_item(session, uuid, key), write=True
     )
     if not deleted:
         raise MetadataItemNotFound()

@@ -3,21 +3,21 @@ metadata service."""
 
 from __future__ import annotations
 
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from cloudseed.servers.api.requests import load_owned, servers_of
+from cloudseed.metadata import password as stored_password
+from cloudseed.servers.api.requests import in_cell, load_owned
 
 
 async def show(request: Request) -> Response:
-    """``os-server-password``: what the guest posted to the metadata service ('' if none)."""
-    record = await load_owned(request)
-    value = await run_in_threadpool(lambda: servers_of(request).password(record.instance.uuid))
+    """What the guest posted to the metadata service ('' if none)."""
+    uuid = (await load_owned(request)).instance.uuid
+    value = await in_cell(request, uuid, lambda session: stored_password.read(session, uuid))
     return JSONResponse({"password": value})
 
 
 async def clear(request: Request) -> Response:
-    record = await load_owned(request)
-    await run_in_threadpool(lambda: servers_of(request).clear_password(record.instance.uuid))
+    uuid = (await load_owned(request)).instance.uuid
+    await in_cell(request, uuid, lambda session: stored_password.clear(session, uuid), write=True)
     return Response(status_code=204)

@@ -1,17 +1,25 @@
 """What every servers route reads from its request: the ``Servers`` service the app's lifespan
-put in ``request.state``, the caller as an ``Actor``, and a server the caller may see."""
+put in ``request.state``, the caller as an ``Actor``, a server the caller may see, and
+``in_cell``, the one way a route owns a transaction in a server's cell database."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypeVar
+
+from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
 from cloudseed.cells.errors import InstanceNotFound
+from cloudseed.servers import records
 from cloudseed.servers.history import Actor
 from cloudseed.servers.records import ServerRecord
 from cloudseed.servers.service import Servers
 from cloudseed.web.context import RequestContext
 from cloudseed.web.requests import context_of
+
+T = TypeVar("T")
 
 
 def servers_of(request: Request) -> Servers:
@@ -26,6 +34,22 @@ def actor_of(request: Request) -> Actor:
     )
 
 
+async def in_cell(
+    request: Request, uuid: str, work: Callable[[Session], T], *, write: bool = False
+) -> T:
+    """``work(session)`` in one transaction of the server's cell database, in a worker thread
+    (finding the cell reads the API database). The route owns the transaction; ``work`` is a
+    service function that takes the Session and never commits."""
+    cells = servers_of(request).cells
+
+    def run() -> T:
+        db = cells.for_instance(uuid)
+        with db.write() if write else db.read() as session:
+            return work(session)
+
+    return await run_in_threadpool(run)
+
+
 def owned(context: RequestContext, record: ServerRecord) -> ServerRecord:
     """Another project's server does not exist, for non-administrators (Nova's 404)."""
     if not context.is_admin and record.instance.project_id != context.project_id:
@@ -34,5 +58,6 @@ def owned(context: RequestContext, record: ServerRecord) -> ServerRecord:
 
 
 async def load_owned(request: Request) -> ServerRecord:
-    servers, uuid = servers_of(request), request.path_params["server_id"]
-    return owned(context_of(request), await run_in_threadpool(servers.get, uuid))
+    uuid = request.path_params["server_id"]
+    record = await in_cell(request, uuid, lambda session: records.load(session, uuid))
+    return owned(context_of(request), record)

@@ -10,11 +10,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from cloudseed.errors import InvalidInput
-from cloudseed.servers import personality, schemas, views
-from cloudseed.servers.api.requests import actor_of, load_owned, servers_of
+from cloudseed.servers import edits, personality, schemas, views
+from cloudseed.servers.api.requests import actor_of, in_cell, load_owned, servers_of
 from cloudseed.servers.creation import CreateRequest, create_servers
+from cloudseed.servers.edits import UNSET
 from cloudseed.servers.listing import ListFilter, list_servers
-from cloudseed.servers.service import UNSET
 from cloudseed.web.errors import PolicyNotAuthorized
 from cloudseed.web.links import links, next_link
 from cloudseed.web.microversions import APIVersion
@@ -181,15 +181,20 @@ async def update(request: Request) -> Response:
     version = version_of(request)
     body = (await body_of(request, schemas.update(version)))["server"]
     record = await load_owned(request)
-    updated = await run_in_threadpool(
-        lambda: servers_of(request).update(
+    actor = actor_of(request)
+    updated = await in_cell(
+        request,
+        record.instance.uuid,
+        lambda session: edits.update(
+            session,
             record.instance.uuid,
-            actor=actor_of(request),
+            actor=actor,
             name=body.get("name"),
             description=body.get("description", UNSET),
             hostname=body.get("hostname"),
             user_data=body.get("user_data", UNSET),
-        )
+        ),
+        write=True,
     )
     view = views.show(updated, version, api_base(request), admin=context_of(request).is_admin)
     if version < V(2, 75):

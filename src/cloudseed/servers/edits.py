@@ -1,0 +1,121 @@
+"""Changes to a server that start no driver operation and touch only its cell database:
+name, description, hostname, user data (without a config drive), and metadata items.
+
+These are service functions in the house rule: they take the ``Session`` and never commit;
+the caller (the route, through ``servers.api.requests.in_cell``) owns the transaction.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import delete, select
+from sqlalchemy.orm import Session
+
+from cloudseed.db.base import utcnow
+from cloudseed.servers import action_log, history, records
+from cloudseed.servers.errors import InstanceHasConfigDrive, InstanceInvalidState
+from cloudseed.servers.history import Actor
+from cloudseed.servers.models import InstanceMetadata
+
+UNSET: Any = object()  # "not in the request", as opposed to None ("set to null")
+
+
+def update(
+    session: Session,
+    uuid: str,
+    *,
+    actor: Actor,
+    name: str | None = None,
+    description: Any = UNSET,
+    hostname: str | None = None,
+    user_data: Any = UNSET,
+) -> records.ServerRecord:
+    record = records.load(session, uuid, for_update=True)
+    instance = record.instance
+    if name is not None:
+        instance.display_name = name
+    if description is not UNSET:
+        instance.display_description = description
+    if hostname is not None:
+        instance.hostname = hostname
+    if user_data is not UNSET:
+        if instance.config_drive:
+            raise InstanceHasConfigDrive(uuid)
+        if instance.task_state is not None:
+            raise InstanceInvalidState(
+                uuid=uuid,
+                operation="update_user_data",
+                attr="task_state",
+                state=instance.task_state,
+            )
+        old = history.describe_user_data(instance.user_data)
+        instance.user_data = user_data
+        history.record(
+            session,
+            instance_uuid=uuid,
+            field="user_data",
+            action="update",
+            actor=actor,
+            old=old,
+            new=history.describe_user_data(user_data),
+        )
+        action_id = action_log.start(
+            session,
+            instance_uuid=uuid,
+            action="update_user_data",
+            actor=actor,
+            event="api_update_user_data",
+        )
+        action_log.finish(session, action_id=action_id, event="api_update_user_data")
+    instance.updated_at = utcnow()
+    session.flush()
+    # The guest sees its name and hostname (meta_data.json) and its user data.
+    if name is not None or hostname is not None or user_data is not UNSET:
+        records.guest_changed(session, uuid)
+    return records.load(session, uuid)
+
+
+def set_metadata(
+    session: Session, uuid: str, items: dict[str, str], *, replace: bool
+) -> dict[str, str]:
+    """Replace the metadata items (PUT) or merge into them (POST); the items afterwards."""
+    records.load(session, uuid, for_update=True)
+    if replace:
+        replace_metadata(session, uuid, items)
+    else:
+        current = metadata(session, uuid)
+        current.update(items)
+        replace_metadata(session, uuid, current)
+    records.guest_changed(session, uuid)
+    return metadata(session, uuid)
+
+
+def delete_metadata_item(session: Session, uuid: str, key: str) -> bool:
+    """False when there was no such key."""
+    records.load(session, uuid, for_update=True)
+    result = session.execute(
+        delete(InstanceMetadata).where(
+            InstanceMetadata.instance_uuid == uuid, InstanceMetadata.key == key
+        )
+    )
+    if result.rowcount:  # type: ignore[attr-defined]
+        records.guest_changed(session, uuid)
+        return True
+    return False
+
+
+def metadata(session: Session, uuid: str) -> dict[str, str]:
+    return {
+        row.key: row.value
+        for row in session.scalars(
+            select(InstanceMetadata).where(InstanceMetadata.instance_uuid == uuid)
+        )
+    }
+
+
+def replace_metadata(session: Session, uuid: str, items: dict[str, str]) -> None:
+    session.execute(delete(InstanceMetadata).where(InstanceMetadata.instance_uuid == uuid))
+    for key, value in items.items():
+        session.add(InstanceMetadata(instance_uuid=uuid, key=key, value=value))
+    session.flush()
