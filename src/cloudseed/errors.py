@@ -1,12 +1,13 @@
 """The root of every error cloudseed raises on purpose.
 
 Domain packages subclass one of the families below in their own ``errors.py``;
-nothing here knows about HTTP. The compute API maps each family to a status
-code and Nova's fault name in one table (``cloudseed.api._faults``), and the
+nothing here knows about HTTP. Both HTTP apps map each family to a status
+code and Nova's fault name in one table (``cloudseed.web.faults``), and the
 CLI prints the same messages, so the tree is the contract between them::
 
     CloudseedError                 message for humans, context as attributes
     ├── InvalidInput               the request itself is wrong          (400)
+    ├── Unauthorized               no valid credentials                 (401)
     ├── Forbidden                  not allowed for this caller          (403)
     │   └── QuotaExceeded          a limit would be passed              (403)
     ├── NotFound                   the thing does not exist (for you)   (404)
