@@ -235,3 +235,12 @@ def test_every_error_path_answers_a_nova_fault(api, anon):
         "project in URL": ("badRequest", 400),
     }
     assert answers["auth"].headers["www-authenticate"] == "Keystone uri=''"
+
+
+def test_a_plain_v21_path_is_never_read_as_a_project_id(api):
+    """Every domain answers under /v2.1 and /v2.1/{project_id}; the plain routes match first,
+    so "flavors" here is the flavors collection, not a project whose servers are listed."""
+    r = api.get("/v2.1/flavors/servers")
+    assert r.status_code == 404
+    assert r.json()["itemNotFound"]["message"] == "Flavor servers could not be found."
+    assert api.get("/v2.1/proj/servers").json() == {"servers": []}
