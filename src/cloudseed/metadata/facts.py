@@ -11,6 +11,8 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
+from cloudseed.servers.password import PASSWORD_CHUNKS
+
 # Server metadata item by which a user makes session tokens mandatory for one instance, like
 # EC2's per-instance HttpTokens=required.
 TOKENS_REQUIRED_ITEM = "metadata_http_tokens"
@@ -65,9 +67,6 @@ class GuestFacts:
     @property
     def addresses(self) -> tuple[str, ...]:
         return tuple(a for p in self.ports for a in p.addresses)
-
-
-PASSWORD_CHUNKS = tuple(f"password_{i}" for i in range(4))
 
 
 def _shared(value: str | None) -> Any:

@@ -1,11 +1,13 @@
 """Server errors, with Nova's messages.
 
 InvalidInput ── InvalidKeyName        key_name unknown for the caller     (400)
+                PasswordTooLarge      a posted password over 1020 bytes    (400)
 QuotaExceeded ─ TooManyPersonalityFiles    more files than injected_files    (403)
                 ├ PersonalityPathTooLong     a path over the path limit       (403)
                 └ PersonalityContentTooLong  a content over the content limit (403)
 Conflict ────── InstanceInvalidState  busy or in the wrong state          (409)
                 InstanceHasConfigDrive  user data needs a hard reboot      (409)
+                PasswordAlreadySet    the guest's password is set once     (409)
 NotFound ────── cells.InstanceNotFound                                     (404)
 """
 
@@ -17,6 +19,16 @@ from cloudseed.errors import Conflict, InvalidInput, QuotaExceeded
 class InvalidKeyName(InvalidInput):
     def __init__(self) -> None:
         super().__init__("Invalid key_name provided.")
+
+
+class PasswordTooLarge(InvalidInput):
+    def __init__(self) -> None:
+        super().__init__("Request is too large.")
+
+
+class PasswordAlreadySet(Conflict):
+    def __init__(self) -> None:
+        super().__init__("The password has already been set.")
 
 
 class InstanceInvalidState(Conflict):

@@ -18,9 +18,8 @@ from cloudseed.cells.service import CellDatabases
 from cloudseed.db.base import utcnow
 from cloudseed.db.engines import Database
 from cloudseed.images import service as images
-from cloudseed.metadata import password
 from cloudseed.networks import service as networks
-from cloudseed.servers import actions, history, personality, records, states
+from cloudseed.servers import actions, history, password, personality, records, states
 from cloudseed.servers.creation import lookup_keypair
 from cloudseed.servers.errors import InstanceHasConfigDrive, InstanceInvalidState
 from cloudseed.servers.history import Actor
