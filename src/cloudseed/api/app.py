@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from starlette.applications import Starlette
@@ -26,11 +27,12 @@ from cloudseed.compute.drivers import make_driver
 from cloudseed.configdrive.service import DriveBuilder
 from cloudseed.db.engines import Database
 from cloudseed.errors import CloudseedError
-from cloudseed.metadata.build_check import build_check
+from cloudseed.metadata.loading import vendordata_request_for
 from cloudseed.servers.operations import Operations
 from cloudseed.servers.service import Servers
 from cloudseed.settings import Settings
 from cloudseed.types import ASGIApp
+from cloudseed.vendordata.build_check import build_check
 
 # Version documents are public, as in Nova, Glance and Neutron: clients discover before auth.
 PUBLIC_PATHS = frozenset(
@@ -66,7 +68,7 @@ def create_api_app(
     async def lifespan(_app: Starlette) -> AsyncIterator[dict[str, Any]]:
         db = api_db or Database.connect("api", settings.api_database_url)
         cells = CellDatabases(db)
-        check = build_check(settings, cells)
+        check = build_check(settings, partial(vendordata_request_for, cells))
         drives = DriveBuilder(settings, cells)
         # A driver handed in belongs to the caller; one made here is closed here.
         compute = driver if driver is not None else make_driver(settings)

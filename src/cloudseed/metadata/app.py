@@ -16,10 +16,9 @@ from cloudseed.cells.service import CellDatabases
 from cloudseed.db.engines import Database
 from cloudseed.errors import CloudseedError, InvalidInput
 from cloudseed.metadata import render, tree
-from cloudseed.metadata.build_check import vendordata_request
 from cloudseed.metadata.documents import GuestDocuments
 from cloudseed.metadata.errors import TokenRefused, TokenRequired, UnknownCaller
-from cloudseed.metadata.facts import GuestFacts
+from cloudseed.metadata.facts import GuestFacts, vendordata_request
 from cloudseed.metadata.identify import ByInstance, ByProvider, Claim, Identifier
 from cloudseed.metadata.store import GuestStore
 from cloudseed.metadata.tokens import TOKEN_HEADER, TTL_HEADER, Tokens

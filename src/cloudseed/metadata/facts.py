@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cloudseed.servers.password import PASSWORD_CHUNKS
+from cloudseed.vendordata.request import VendordataRequest
 
 # Server metadata item by which a user makes session tokens mandatory for one instance, like
 # EC2's per-instance HttpTokens=required.
@@ -126,4 +127,17 @@ def facts_from_record(record: Any) -> GuestFacts:
         password="".join(sysmeta.get(k, "") for k in PASSWORD_CHUNKS),
         ports=tuple(ports),
         config_drive=bool(instance.config_drive),
+    )
+
+
+def vendordata_request(facts: GuestFacts) -> VendordataRequest:
+    """What DynamicJSON targets are posted about this guest."""
+    return VendordataRequest(
+        project_id=facts.project_id,
+        instance_id=facts.uuid,
+        image_id=facts.image_ref,
+        user_data=facts.user_data,
+        hostname=facts.hostname,
+        metadata=dict(facts.meta),
+        boot_roles=facts.boot_roles,
     )
