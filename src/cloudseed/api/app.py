@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Any
 
 from sqlalchemy import text
@@ -29,13 +30,14 @@ from cloudseed.errors import CloudseedError
 from cloudseed.flavors import api as flavors_api
 from cloudseed.images import api as images_api
 from cloudseed.keypairs import api as keypairs_api
-from cloudseed.metadata.build_check import build_check
+from cloudseed.metadata.loading import vendordata_request_for
 from cloudseed.networks import api as networks_api
 from cloudseed.servers import api as servers_api
 from cloudseed.servers.operations import Operations
 from cloudseed.servers.service import Servers
 from cloudseed.settings import Settings
 from cloudseed.types import ASGIApp, Scope
+from cloudseed.vendordata.build_check import build_check
 from cloudseed.web.errors import MethodNotAllowed, ResourceNotFound
 from cloudseed.web.faults import fault_parts
 from cloudseed.web.links import base_url
@@ -57,7 +59,7 @@ def create_api_app(
     async def lifespan(_app: Starlette) -> AsyncIterator[dict[str, Any]]:
         db = api_db or Database.connect("api", settings.api_database_url)
         cells = CellDatabases(db)
-        check = build_check(settings, cells)
+        check = build_check(settings, partial(vendordata_request_for, cells))
         drives = DriveBuilder(settings, cells)
         # A driver handed in belongs to the caller; one made here is closed here.
         compute = driver if driver is not None else make_driver(settings)

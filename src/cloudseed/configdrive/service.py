@@ -26,8 +26,7 @@ from typing import Any, BinaryIO
 from cloudseed.cells.service import CellDatabases
 from cloudseed.configdrive import contents, iso9660, vfat, vfat_reader
 from cloudseed.configdrive.errors import DriveBuildFailed, UnknownDriveFormat, UnreadableDrive
-from cloudseed.metadata.build_check import vendordata_request
-from cloudseed.metadata.facts import GuestFacts, facts_from_record
+from cloudseed.metadata.facts import GuestFacts, facts_from_record, vendordata_request
 from cloudseed.servers import records
 from cloudseed.settings import Settings
 from cloudseed.vendordata import ThreadedVendordata

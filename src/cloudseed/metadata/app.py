@@ -15,20 +15,15 @@ from dataclasses import dataclass
 from cloudseed.cells.service import CellDatabases
 from cloudseed.db.engines import Database
 from cloudseed.errors import CloudseedError, InvalidInput
-from cloudseed.metadata import password, render, tree
-from cloudseed.metadata.build_check import vendordata_request
+from cloudseed.metadata import render, tree
 from cloudseed.metadata.documents import GuestDocuments
-from cloudseed.metadata.errors import (
-    NoSuchDocument,
-    PasswordTooLarge,
-    TokenRefused,
-    TokenRequired,
-    UnknownCaller,
-)
-from cloudseed.metadata.facts import GuestFacts
+from cloudseed.metadata.errors import NoSuchDocument, TokenRefused, TokenRequired, UnknownCaller
+from cloudseed.metadata.facts import GuestFacts, vendordata_request
 from cloudseed.metadata.identify import ByInstance, ByProvider, Claim, Identifier
 from cloudseed.metadata.store import GuestStore
 from cloudseed.metadata.tokens import TOKEN_HEADER, TTL_HEADER, Tokens
+from cloudseed.servers import password
+from cloudseed.servers.errors import PasswordTooLarge
 from cloudseed.settings import Settings
 from cloudseed.types import Receive, Scope, Send
 from cloudseed.vendordata import Vendordata

@@ -16,7 +16,7 @@ answer whether it was recognised; ``why`` (for the log) says which.
 
 from __future__ import annotations
 
-from cloudseed.errors import Conflict, Forbidden, InvalidInput, NotFound, Unauthorized
+from cloudseed.errors import Forbidden, InvalidInput, NotFound, Unauthorized
 
 
 class BadProxyRequest(InvalidInput):
@@ -51,13 +51,3 @@ class TokenRequired(Unauthorized):
 
 class TokenRefused(Forbidden):
     pass
-
-
-class PasswordAlreadySet(Conflict):
-    def __init__(self) -> None:
-        super().__init__("The password has already been set.")
-
-
-class PasswordTooLarge(InvalidInput):
-    def __init__(self) -> None:
-        super().__init__("Request is too large.")

@@ -11,6 +11,9 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
+from cloudseed.servers.password import PASSWORD_CHUNKS
+from cloudseed.vendordata.request import VendordataRequest
+
 # Server metadata item by which a user makes session tokens mandatory for one instance, like
 # EC2's per-instance HttpTokens=required.
 TOKENS_REQUIRED_ITEM = "metadata_http_tokens"
@@ -65,9 +68,6 @@ class GuestFacts:
     @property
     def addresses(self) -> tuple[str, ...]:
         return tuple(a for p in self.ports for a in p.addresses)
-
-
-PASSWORD_CHUNKS = tuple(f"password_{i}" for i in range(4))
 
 
 def _shared(value: str | None) -> Any:
@@ -127,4 +127,17 @@ def facts_from_record(record: Any) -> GuestFacts:
         password="".join(sysmeta.get(k, "") for k in PASSWORD_CHUNKS),
         ports=tuple(ports),
         config_drive=bool(instance.config_drive),
+    )
+
+
+def vendordata_request(facts: GuestFacts) -> VendordataRequest:
+    """What DynamicJSON targets are posted about this guest."""
+    return VendordataRequest(
+        project_id=facts.project_id,
+        instance_id=facts.uuid,
+        image_id=facts.image_ref,
+        user_data=facts.user_data,
+        hostname=facts.hostname,
+        metadata=dict(facts.meta),
+        boot_roles=facts.boot_roles,
     )

@@ -4,6 +4,8 @@ A boot storm is thousands of cache misses at once. Loading them one by one costs
 and seven queries per guest per worker; a batch of any size costs one hop, one query for the
 instance mappings and six per cell (``records.load_many``), and the fewer, larger temporary
 objects also leave less fragmentation behind in the long-lived worker.
+
+``vendordata_request_for`` reads one instance for the compute app's vendordata build check.
 """
 
 from __future__ import annotations
@@ -15,9 +17,10 @@ from sqlalchemy import select
 
 from cloudseed.cells.service import CellDatabases
 from cloudseed.metadata.documents import GuestDocuments
-from cloudseed.metadata.facts import facts_from_record
+from cloudseed.metadata.facts import facts_from_record, vendordata_request
 from cloudseed.servers import records
 from cloudseed.servers.models import FixedIP
+from cloudseed.vendordata.request import VendordataRequest
 
 BY_ADDRESS = "address"
 BY_UUID = "uuid"
@@ -66,3 +69,10 @@ def load_guests(
                 for address in addresses_of.get(uuid, ()):
                     found[Key(BY_ADDRESS, address)] = guest
     return found
+
+
+def vendordata_request_for(cells: CellDatabases, uuid: str) -> VendordataRequest:
+    """What DynamicJSON targets are posted about instance ``uuid``, read from its cell now
+    (the build check's ``request_for``; NotFound when the instance is gone)."""
+    with cells.for_instance(uuid).read() as session:
+        return vendordata_request(facts_from_record(records.load(session, uuid)))

@@ -2,11 +2,13 @@
 
 InvalidInput ── InvalidKeyName        key_name unknown for the caller     (400)
                 ServerMarkerNotFound  ?marker= names no listed server     (400)
+                PasswordTooLarge      a posted password over 1020 bytes    (400)
 QuotaExceeded ─ TooManyPersonalityFiles    more files than injected_files    (403)
                 ├ PersonalityPathTooLong     a path over the path limit       (403)
                 └ PersonalityContentTooLong  a content over the content limit (403)
 Conflict ────── InstanceInvalidState  busy or in the wrong state          (409)
                 InstanceHasConfigDrive  user data needs a hard reboot      (409)
+                PasswordAlreadySet    the guest's password is set once     (409)
 NotFound ────── MetadataItemNotFound  no such metadata key               (404)
                 ActionNotFound        no instance action with this id    (404)
                 (cells.InstanceNotFound: no such server)                   (404)
@@ -22,6 +24,16 @@ from cloudseed.errors import Conflict, InvalidInput, NotFound, QuotaExceeded
 class InvalidKeyName(InvalidInput):
     def __init__(self) -> None:
         super().__init__("Invalid key_name provided.")
+
+
+class PasswordTooLarge(InvalidInput):
+    def __init__(self) -> None:
+        super().__init__("Request is too large.")
+
+
+class PasswordAlreadySet(Conflict):
+    def __init__(self) -> None:
+        super().__init__("The password has already been set.")
 
 
 class InstanceInvalidState(Conflict):

@@ -11,7 +11,9 @@ rebuild when the instance has one (with the admin password and personality files
 passed in memory and never stored), and on a HARD reboot that carries new user data. A drive
 that cannot be built fails create and rebuild (ERROR, with the reason); a reboot whose drive
 cannot be built is not done at all: the guest, its old drive and its old user data stay as
-they were, and the failure is recorded in the action and the fault.
+they were, and the failure is recorded in the action and the fault. The drive builder and the
+vendordata build check are handed in (``api/app.py`` wires them): servers imports neither
+configdrive nor vendordata, only the ``ConfigDrives`` protocol declared here.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import traceback
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from sqlalchemy import update
 
@@ -32,9 +34,6 @@ from cloudseed.images.service import boot_image
 from cloudseed.servers import action_log, records, states
 from cloudseed.servers.errors import NotStarted
 from cloudseed.servers.models import Instance
-
-if TYPE_CHECKING:
-    from cloudseed.configdrive.service import DriveBuilder
 
 Files = tuple[tuple[str, bytes], ...]
 
@@ -69,6 +68,38 @@ def guest_spec(record: records.ServerRecord, drive: tuple[str, str] | None = Non
     )
 
 
+class BuiltDrive(Protocol):
+    @property
+    def path(self) -> str: ...
+
+    @property
+    def format(self) -> str: ...
+
+
+class ConfigDrives(Protocol):
+    """What operations ask of config drives (``configdrive.service.DriveBuilder``)."""
+
+    def build(
+        self,
+        uuid: str,
+        *,
+        admin_pass: str | None = ...,
+        files: Files = ...,
+        user_data: str | None = ...,
+        carry_over: bool = ...,
+    ) -> BuiltDrive:
+        """Build and put in place the drive of ``uuid``. ``user_data`` (when given) stands in
+        for the instance's; ``carry_over`` keeps the admin password and files of its current
+        drive."""
+        ...
+
+    def existing(self, uuid: str) -> tuple[str, str] | None:
+        """(path, format) of the instance's drive, or None."""
+        ...
+
+    def remove(self, uuid: str) -> None: ...
+
+
 @dataclass(frozen=True)
 class Outcome:
     """Instance columns to set when the driver call succeeded."""
@@ -86,7 +117,7 @@ class Operations:
         driver: Driver,
         max_workers: int = 8,
         build_check: Callable[[str], None] | None = None,
-        drives: DriveBuilder | None = None,
+        drives: ConfigDrives | None = None,
     ) -> None:
         self.cells = cells
         self.driver = driver

@@ -12,6 +12,7 @@ service and written to config drives.
     service_token.py  keystoneauth1 service token (imported only when configured)
     service.py        Vendordata: the providers together, as the metadata service uses them
     threaded.py       ThreadedVendordata: a Vendordata on its own loop, for worker threads
+    build_check.py    the check before a build when dynamic failures are fatal
     errors.py         VendordataFileError (ConfigError), VendordataError (ServiceUnavailable)
 
 docs/vendordata.md is the operator's side of this.

@@ -6,7 +6,7 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from cloudseed.metadata import password as stored_password
+from cloudseed.servers import password as stored_password
 from cloudseed.servers.api.requests import in_cell, load_owned
 
 

@@ -4,6 +4,10 @@ cleared through the compute API (``os-server-password``).
 Stored as Nova does, in up to four 255-character system metadata chunks. "Only once" is the
 database's unique constraint, not a cached read (Nova's check can race within its cache
 window): two concurrent posts give one 200 and one 409.
+
+The metadata service (``metadata/app.py``) stores it and reads it back through
+``PASSWORD_CHUNKS``; the compute API (``servers/service.py``) reads and clears it. It lives here,
+with the instance's other system metadata, so that servers imports nothing of metadata.
 """
 
 from __future__ import annotations
@@ -12,11 +16,12 @@ from sqlalchemy import delete
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from cloudseed.metadata.errors import PasswordAlreadySet, PasswordTooLarge
-from cloudseed.metadata.facts import PASSWORD_CHUNKS
 from cloudseed.servers import records
+from cloudseed.servers.errors import PasswordAlreadySet, PasswordTooLarge
 from cloudseed.servers.models import InstanceSystemMetadata
 
+# The system metadata keys, in order, that hold the password's 255-character chunks.
+PASSWORD_CHUNKS = tuple(f"password_{i}" for i in range(4))
 CHUNK = 255
 MAX_SIZE = CHUNK * len(PASSWORD_CHUNKS)  # 1020 bytes
 
