@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from cloudseed.cli.context import CliContext, errors_as_click, pass_cli
+from cloudseed.cli.context import CliContext, errors_as_click, pass_cli, state_options
 from cloudseed.schema import sync as schema_sync
 
 
@@ -14,6 +14,7 @@ def db() -> None:
 
 
 @db.command()
+@state_options
 @pass_cli
 def sync(cli: CliContext) -> None:
     """Create or upgrade the API database and every cell database to the newest schema."""
@@ -23,6 +24,7 @@ def sync(cli: CliContext) -> None:
 
 
 @db.command()
+@state_options
 @pass_cli
 def check(cli: CliContext) -> None:
     """Fail unless every database is at the newest revision and matches the models."""

@@ -1,4 +1,9 @@
-"""``cloudseed serve``."""
+"""``cloudseed serve``.
+
+Before anything listens, ``preflight`` checks what would otherwise fail later and less clearly:
+the databases must be at the newest schema (else every request is a 500), and
+``auth_strategy = keystone`` needs the ``keystone`` extra (else each worker dies on import).
+"""
 
 from __future__ import annotations
 
@@ -6,7 +11,14 @@ import logging
 
 import click
 
-from cloudseed.cli.context import CliContext, errors_as_click, pass_cli
+from cloudseed.cli.context import (
+    CliContext,
+    errors_as_click,
+    open_databases,
+    pass_cli,
+    state_options,
+)
+from cloudseed.settings import Settings
 
 
 def _host_port(value: str | None) -> tuple[str | None, int | None]:
@@ -28,6 +40,7 @@ def _host_port(value: str | None) -> tuple[str | None, int | None]:
     help="Metadata service address (default 127.0.0.1:8775).",
 )
 @click.option("--workers", type=int, help="Worker processes (default 1).")
+@state_options
 @pass_cli
 def serve(
     cli: CliContext, api_listen: str | None, metadata_listen: str | None, workers: int | None
@@ -52,5 +65,21 @@ def serve(
             "[api] auth_strategy is noauth2: anyone who can reach the API can act as any user, "
             "including 'admin'. Use it for development only."
         )
+    preflight(cli, settings)
     with errors_as_click():
         serving.run(settings)
+
+
+def preflight(cli: CliContext, settings: Settings) -> None:
+    """Stop with a message, before binding a port, when serving could not work."""
+    if settings.api.auth_strategy == "keystone":
+        try:
+            import keystonemiddleware.auth_token  # noqa: F401
+        except ImportError as exc:
+            raise click.ClickException(
+                "[api] auth_strategy = keystone needs keystonemiddleware, which cannot be "
+                f"imported ({exc}): install cloudseed with the keystone extra "
+                "(pip install 'cloudseed[keystone]') or set auth_strategy = noauth2"
+            ) from None
+    with open_databases(cli):
+        pass

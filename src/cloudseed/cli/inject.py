@@ -13,7 +13,7 @@ from typing import IO
 
 import click
 
-from cloudseed.cli.context import CliContext, errors_as_click, pass_cli
+from cloudseed.cli.context import CliContext, errors_as_click, pass_cli, state_options
 
 
 def _split_file_option(value: str) -> tuple[Path, str]:
@@ -73,6 +73,7 @@ def _split_metadata_option(value: str) -> tuple[str, str]:
     show_default=True,
     help="The image's format; anything else is refused.",
 )
+@state_options
 @pass_cli
 def inject(
     cli: CliContext,
