@@ -36,8 +36,8 @@ from cloudseed.compute.driver import DriverError, GuestSpec
 from cloudseed.compute.qemu_argv import Accel, InstanceFiles, build_argv
 from cloudseed.compute.qemu_process import QemuProcesses, kvm_usable
 from cloudseed.errors import CloudseedError, ConfigError
-from cloudseed.metadata.identify import sign
 from cloudseed.settings import Settings
+from cloudseed.signing import sign
 
 log = logging.getLogger(__name__)
 
