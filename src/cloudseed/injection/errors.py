@@ -10,7 +10,10 @@ Conflict ─────────── GuestRefused              the guest's
 ServiceUnavailable ─ HandlerUnavailable        one handler cannot serve this image (the
              │                                 service catches it and tries the next)
              ├────── NoHandlerAvailable        every handler said why not; ``reasons``
-             └────── ImageToolFailed           qemu-img, debugfs, mount … failed or timed out
+             └────── ProgramFailed             (cloudseed.programs) qemu-img, debugfs,
+                     │                         mount … not installed, failed or timed out
+                     └── ImageToolFailed       a tool's answer was unusable, or a step
+                                               around it (working copy, unmount) failed
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from cloudseed.errors import Conflict, InvalidInput, ServiceUnavailable
+from cloudseed.programs.errors import ProgramFailed
 
 
 class InvalidInjectionRequest(InvalidInput):
@@ -66,9 +70,6 @@ class NoHandlerAvailable(ServiceUnavailable):
         self.reasons = tuple(reasons)
 
 
-class ImageToolFailed(ServiceUnavailable):
+class ImageToolFailed(ProgramFailed):
     def __init__(self, *, tool: str, detail: str, returncode: int | None = None) -> None:
-        super().__init__(f"{tool} failed: {detail}")
-        self.tool = tool
-        self.detail = detail
-        self.returncode = returncode
+        super().__init__(program=tool, detail=detail, returncode=returncode)
