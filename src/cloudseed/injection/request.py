@@ -48,7 +48,7 @@ class InjectionRequest:
     """Everything that may be written into one guest; ``None`` or empty means "not this"."""
 
     key_data: str | None = None
-    admin_password: str | None = None
+    admin_password: str | None = field(default=None, repr=False)  # never shown
     metadata: Mapping[str, str] = field(default_factory=dict)
     # /etc/network/interfaces text; ``network.render_interfaces`` makes one from ports.
     network_config: str | None = None
