@@ -35,6 +35,7 @@ from cloudseed.compute.driver import DriverError, GuestSpec
 from cloudseed.compute.qemu_argv import Accel, InstanceFiles, build_argv
 from cloudseed.compute.qemu_process import QemuProcesses, kvm_usable
 from cloudseed.errors import CloudseedError, ConfigError
+from cloudseed.injection import InjectionOptions, InjectionRequest, inject
 from cloudseed.programs import qemu_img
 from cloudseed.programs.errors import ProgramFailed
 from cloudseed.settings import Settings
@@ -177,8 +178,6 @@ class QemuDriver:
         self._inject(guest, files)
 
     def _inject(self, guest: GuestSpec, files: InstanceFiles) -> None:
-        from cloudseed.injection import InjectionOptions, InjectionRequest, inject
-
         # The overlay's backing file is the registered image, which this driver chose.
         options = InjectionOptions.from_settings(self.settings, allow_backing_file=True)
         if not options.enabled or guest.config_drive:
