@@ -16,6 +16,7 @@ from cloudseed.cli.context import (
     pass_cli,
     state_options,
 )
+from cloudseed.configdrive.service import DriveBuilder, read_drive
 
 
 @click.group()
@@ -48,8 +49,6 @@ def configdrive() -> None:
 @pass_cli
 def build(cli: CliContext, server: str, output: Path, fmt: str | None, carry_over: bool) -> None:
     """Build the config drive of instance SERVER (its uuid)."""
-    from cloudseed.configdrive.service import DriveBuilder
-
     settings = cli.settings({("DEFAULT", "config_drive_format"): fmt})
     with open_databases(cli) as dbs:
         builder = DriveBuilder(settings, dbs.cells)
@@ -68,8 +67,6 @@ def build(cli: CliContext, server: str, output: Path, fmt: str | None, carry_ove
 def show(image: Path, file: str | None) -> None:
     """List the files of a drive image, or print FILE (a path such as
     openstack/latest/meta_data.json) to standard output."""
-    from cloudseed.configdrive.service import read_drive
-
     with errors_as_click():
         fmt, label, tree = read_drive(image)
     if file is not None:

@@ -14,6 +14,8 @@ from typing import IO
 import click
 
 from cloudseed.cli.context import CliContext, errors_as_click, pass_cli, state_options
+from cloudseed.injection.request import PARTITION_OFF, InjectionOptions, InjectionRequest
+from cloudseed.injection.service import inject as inject_image
 
 
 def _split_file_option(value: str) -> tuple[Path, str]:
@@ -86,13 +88,6 @@ def inject(
     fmt: str,
 ) -> None:
     """Write a key, root password, metadata or files into a disk image."""
-    from cloudseed.injection.request import (
-        PARTITION_OFF,
-        InjectionOptions,
-        InjectionRequest,
-    )
-    from cloudseed.injection.service import inject as inject_image
-
     files = []
     for spec in file_specs:
         src, dst = _split_file_option(spec)

@@ -11,6 +11,7 @@ import logging
 
 import click
 
+from cloudseed import serve as serving
 from cloudseed.cli.context import (
     CliContext,
     errors_as_click,
@@ -46,8 +47,6 @@ def serve(
     cli: CliContext, api_listen: str | None, metadata_listen: str | None, workers: int | None
 ) -> None:
     """Run the compute API (and the metadata service) until SIGTERM."""
-    from cloudseed import serve as serving
-
     api_host, api_port = _host_port(api_listen)
     md_host, md_port = _host_port(metadata_listen)
     settings = cli.settings(
