@@ -143,7 +143,7 @@ class TestErrorMessages:
         conf = write_config(tmp_path / "c.conf")
         result = CliRunner().invoke(cli, ["keypair", "list", "--user", "u", "--config", str(conf)])
         assert result.exit_code == 1
-        assert "cannot reach the api database" in result.output
+        assert "cannot reach a database" in result.output
         assert_hidden(result.output)
 
 

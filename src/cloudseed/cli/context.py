@@ -82,6 +82,10 @@ def errors_as_click() -> Iterator[None]:
         raise click.ClickException(exc.message) from exc
 
 
+class DatabaseUnreachable(click.ClickException):
+    """A database did not answer the schema check (its message names the server's error)."""
+
+
 @dataclass(frozen=True)
 class Databases:
     api: Database
@@ -104,9 +108,7 @@ def open_databases(cli: CliContext) -> Iterator[Databases]:
             try:
                 require_current(api)
             except OperationalError as exc:
-                raise click.ClickException(
-                    f"cannot reach the {api.name} database: {exc.orig}"
-                ) from None
+                raise DatabaseUnreachable(f"cannot reach a database: {exc.orig}") from None
         yield Databases(api, cells)
     finally:
         cells.dispose()

@@ -14,6 +14,7 @@ import click
 from cloudseed import serve as serving
 from cloudseed.cli.context import (
     CliContext,
+    DatabaseUnreachable,
     errors_as_click,
     open_databases,
     pass_cli,
@@ -80,5 +81,10 @@ def preflight(cli: CliContext, settings: Settings) -> None:
                 f"imported ({exc}): install cloudseed with the keystone extra "
                 "(pip install 'cloudseed[keystone]') or set auth_strategy = noauth2"
             ) from None
-    with open_databases(cli):
-        pass
+    try:
+        with open_databases(cli):
+            pass
+    except DatabaseUnreachable as exc:
+        # An outage at start is not a configuration error: serve, and let /healthz say 503
+        # until the database answers (as it does for an outage later on).
+        logging.getLogger("cloudseed").warning("%s; the schema was not checked", exc.message)
