@@ -60,9 +60,9 @@ from report import cpu_model, write_section
 from sqlalchemy import create_engine, insert, text
 from sqlalchemy.engine import make_url
 
-from cloudseed.db import migrate
 from cloudseed.db.engines import make_engine
 from cloudseed.keypairs.models import KeyPair
+from cloudseed.schema import sync as schema_sync
 from cloudseed.settings import Settings, load_settings
 
 ADMIN_URLS = {
@@ -598,7 +598,7 @@ def main(argv: list[str] | None = None) -> int:
                 }
             )
             done = step(f"migrating a new {server_version} database")
-            migrate.sync(settings)
+            schema_sync.sync(settings)
             done()
 
             with running_server(tmp, api_url, cell_url, args.workers, results) as base:

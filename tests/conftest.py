@@ -16,9 +16,9 @@ import pytest
 from sqlalchemy import MetaData, delete
 
 from cloudseed.compute.fake import FakeDriver
-from cloudseed.db import migrate
 from cloudseed.db.base import ApiBase, CellBase
 from cloudseed.db.engines import Database
+from cloudseed.schema import sync as schema_sync
 from cloudseed.settings import Settings, load_settings
 from tests.support import databases
 from tests.support.server import running_api
@@ -59,7 +59,7 @@ def make_settings(database_url: str, state_path: Path, **env: str) -> Settings:
 @pytest.fixture(scope="session")
 def migrated_settings(database_url: str, session_tmp: Path, backend: str) -> Settings:
     settings = make_settings(database_url, session_tmp / backend)
-    migrate.sync(settings)
+    schema_sync.sync(settings)
     return settings
 
 

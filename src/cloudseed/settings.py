@@ -19,6 +19,7 @@ import configparser
 import dataclasses
 import ipaddress
 import os
+import re
 import types
 import typing
 import urllib.parse
@@ -36,6 +37,28 @@ NON_SETTING_ENV = frozenset({"CLOUDSEED_CONFIG", "CLOUDSEED_REQUIRE_DBS"})
 NON_SETTING_ENV_PREFIX = "CLOUDSEED_TEST_"
 # Sections handed to a library as they are; their option names are the library's business.
 PASSTHROUGH_SECTIONS = frozenset({"keystone_authtoken", "vendordata_dynamic_auth"})
+
+
+class Secret(str):
+    """A setting's value that must not be shown: a password, a shared secret, a database URL
+    with a password in it.
+
+    It is the string itself everywhere it is used (hashing, headers, handing it to a library),
+    but its ``repr`` is a mask, so a Settings object in a log line, a traceback's locals or a
+    debugger shows ``Secret('**********')`` instead of the value. Messages about a setting name
+    the setting, never interpolate its value.
+    """
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "Secret('**********')"
+
+
+# Pass-through options whose values are secrets, by the name the library gives them
+# (keystonemiddleware's password, admin_token, memcache_secret_key; keystoneauth's password,
+# application_credential_secret, token ...).
+SECRET_PASSTHROUGH_NAME = re.compile(r"(password|secret|secret_key|_token|^token)$")
 
 
 def option(
@@ -485,7 +508,10 @@ def load_settings(
                 }
             )
             if section in PASSTHROUGH_SECTIONS:
-                passthrough[section] = dict(items)
+                passthrough[section] = {
+                    name: Secret(value) if SECRET_PASSTHROUGH_NAME.search(name) else value
+                    for name, value in items.items()
+                }
                 continue
             for name, value in items.items():
                 if (section, name) in options:
@@ -590,8 +616,10 @@ _FALSE = {"0", "false", "no", "off"}
 
 
 def _cast(opt: OptionInfo, value: Any, origin: str) -> Any:
-    """Turn a raw value into the option's type, or stop with a message naming its origin."""
+    """Turn a raw value into the option's type, or stop with a message naming its origin
+    (and the value, unless the option is secret)."""
     target = opt.type
+    shown = "(secret value)" if opt.secret else repr(value)
     if isinstance(target, types.UnionType) or typing.get_origin(target) is Literal:
         raise AssertionError(f"unsupported option type for {opt.name}")  # pragma: no cover
     try:
@@ -612,16 +640,18 @@ def _cast(opt: OptionInfo, value: Any, origin: str) -> Any:
             result = str(value).strip()
     except ValueError as exc:
         raise ConfigError(
-            f"invalid value {value!r} for [{opt.section}] {opt.name} (from {origin}): {exc}"
+            f"invalid value {shown} for [{opt.section}] {opt.name} (from {origin}): {exc}"
         ) from exc
     if opt.choices and result not in opt.choices:
         raise ConfigError(
-            f"invalid value {value!r} for [{opt.section}] {opt.name} "
+            f"invalid value {shown} for [{opt.section}] {opt.name} "
             f"(from {origin}): must be one of {', '.join(opt.choices)}"
         )
     if opt.minimum is not None and result < opt.minimum:
         raise ConfigError(
-            f"invalid value {value!r} for [{opt.section}] {opt.name} "
+            f"invalid value {shown} for [{opt.section}] {opt.name} "
             f"(from {origin}): must be at least {opt.minimum}"
         )
+    if opt.secret and isinstance(result, str):
+        result = Secret(result)
     return result

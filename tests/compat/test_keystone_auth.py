@@ -20,9 +20,9 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 from sqlalchemy import select
 
-from cloudseed.db import migrate
 from cloudseed.db.engines import Database
 from cloudseed.keypairs.models import KeyPair
+from cloudseed.schema import sync as schema_sync
 from cloudseed.settings import Settings, load_settings
 from tests.support import keystone as keystone_support
 from tests.support.keystone import Keystone
@@ -115,7 +115,7 @@ project_domain_name = Default
     settings = load_settings(config_file=config, environ={})
     assert settings.warnings == ()
     assert settings.api.auth_strategy == "keystone"
-    migrate.sync(settings)
+    schema_sync.sync(settings)
     return settings
 
 

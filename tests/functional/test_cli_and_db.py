@@ -16,8 +16,8 @@ from click.testing import CliRunner
 from sqlalchemy import text
 
 from cloudseed.cli import cli
-from cloudseed.db import migrate
 from cloudseed.db.engines import Database
+from cloudseed.schema import sync as schema_sync
 from tests.conftest import make_settings
 from tests.support import keys
 
@@ -31,8 +31,8 @@ class TestDb:
     def test_sync_is_idempotent_and_check_passes(self, tmp_path):
         code, out = run("--data-dir", str(tmp_path), "db", "sync")
         assert code == 0, out
-        assert f"api: at revision {migrate.head_revision('api')}" in out
-        assert f"cell1: at revision {migrate.head_revision('cell')}" in out
+        assert f"api: at revision {schema_sync.head_revision('api')}" in out
+        assert f"cell1: at revision {schema_sync.head_revision('cell')}" in out
         assert (tmp_path / "cloudseed_api.sqlite").exists()
         assert run("--data-dir", str(tmp_path), "db", "sync")[0] == 0
         code, out = run("--data-dir", str(tmp_path), "db", "check")
@@ -45,17 +45,17 @@ class TestDb:
 
     def test_check_detects_drift(self, database_url, tmp_path, backend):
         settings = make_settings(database_url, tmp_path)
-        migrate.sync(settings)
-        migrate.check(settings)
+        schema_sync.sync(settings)
+        schema_sync.check(settings)
         db = Database.connect("api", settings.api_database_url)
         with db.engine.begin() as conn:
             conn.execute(text("ALTER TABLE key_pairs ADD COLUMN stray INTEGER"))
-        with pytest.raises(migrate.SchemaMismatch, match="differs from the models"):
-            migrate.check(settings)
+        with pytest.raises(schema_sync.SchemaMismatch, match="differs from the models"):
+            schema_sync.check(settings)
         with db.engine.begin() as conn:
             conn.execute(text("ALTER TABLE key_pairs DROP COLUMN stray"))
         db.dispose()
-        migrate.check(settings)
+        schema_sync.check(settings)
 
     def test_invalid_config_stops_with_message(self, tmp_path):
         conf = tmp_path / "c.conf"

@@ -18,8 +18,9 @@ import pytest
 
 from cloudseed.compute import guestfwd_relay
 from cloudseed.metadata.errors import BadSignature
-from cloudseed.metadata.identify import ByInstance, Identifier, sign
+from cloudseed.metadata.identify import ByInstance, Identifier
 from cloudseed.settings import load_settings
+from cloudseed.signing import sign
 
 SECRET = "s3cret"
 UUID = "0b8f3f49-5c0e-4d0a-8f39-4f8c1d2a9e11"

@@ -22,10 +22,10 @@ import pytest
 
 from cloudseed.cells.service import CellDatabases
 from cloudseed.db.engines import Database
-from cloudseed.metadata.identify import sign
 from cloudseed.metadata.loading import BY_ADDRESS, BY_UUID, Key, load_guests
 from cloudseed.networks import service as networks
 from cloudseed.settings import Settings
+from cloudseed.signing import sign
 from tests.support.cloud import Cloud, b64, create_server, make_cloud, mv, wait_for
 from tests.support.server import running_metadata
 

@@ -22,8 +22,8 @@ from cloudseed.compute.interfaces import BootImage, GuestSpec
 from cloudseed.compute.qemu import QemuDriver
 from cloudseed.compute.qemu_process import qmp
 from cloudseed.errors import ConfigError
-from cloudseed.metadata.identify import sign
 from cloudseed.settings import Settings, load_settings
+from cloudseed.signing import sign
 from tests.support import keys
 from tests.support.dummy_guest import BANNER, write_kernel
 

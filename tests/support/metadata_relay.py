@@ -27,7 +27,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
-from cloudseed.metadata.identify import sign
+from cloudseed.signing import sign
 
 HOP_BY_HOP = frozenset(
     {

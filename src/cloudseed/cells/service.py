@@ -1,20 +1,45 @@
 """Finding the cell database that holds an instance, and connecting to it once.
 
 The API database maps every instance to its cell (``instance_mappings``); cell databases are
-opened lazily from ``cell_mappings`` and kept for the life of the process.
+opened lazily from ``cell_mappings`` and kept for the life of the process. The default cell,
+``cell1``, is the one ``[database] connection`` names; ``map_default_cell`` keeps its mapping
+in step with that setting (``cloudseed db sync`` calls it).
 """
 
 from __future__ import annotations
 
 import threading
+import uuid as uuid_module
 from collections.abc import Iterable
 
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from cloudseed.cells.errors import InstanceNotFound
 from cloudseed.cells.models import CellMapping, InstanceMapping
 from cloudseed.db.engines import Database
 from cloudseed.errors import ConfigError
+
+DEFAULT_CELL = "cell1"
+
+
+def map_default_cell(session: Session, url: str) -> None:
+    """Keep the ``cell1`` mapping pointing at ``[database] connection``."""
+    cell = session.scalar(select(CellMapping).where(CellMapping.name == DEFAULT_CELL))
+    if cell is None:
+        session.add(
+            CellMapping(uuid=str(uuid_module.uuid4()), name=DEFAULT_CELL, database_connection=url)
+        )
+    elif cell.database_connection != url:
+        cell.database_connection = url
+
+
+def cell_urls(session: Session) -> list[tuple[str, str]]:
+    """(name, database URL) of every mapped cell, in mapping order."""
+    rows = session.execute(
+        select(CellMapping.name, CellMapping.database_connection).order_by(CellMapping.id)
+    )
+    return [(name, url) for name, url in rows]
 
 
 class CellDatabases:

@@ -1,7 +1,8 @@
 """The ``cloudseed`` command: a thin shell over the Python API.
 
-Each command group lives in its own module; settings are loaded once per invocation, lazily, so
-``cloudseed --help`` works without a config file.
+Each command group lives in its own module of this package; settings are loaded once per
+invocation, lazily, so ``cloudseed --help`` works without a config file. ``--config`` and
+``--data-dir`` go before or after the sub-command (``context.state_options``).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import sys
 
 import click
 
+from cloudseed.cli import configdrive, db, flavors, images, inject, keypairs, networks, serve
 from cloudseed.cli.context import CliContext, pass_cli
 from cloudseed.errors import CloudseedError
 
@@ -29,23 +31,17 @@ def cli(ctx: click.Context, config_file: str | None, data_dir: str | None) -> No
     ctx.obj = CliContext(config_file=config_file, data_dir=data_dir)
 
 
-def _register() -> None:
-    from cloudseed.cli import db, registries, serve
-    from cloudseed.configdrive import cli as configdrive_cli
-    from cloudseed.injection import cli as injection_cli
-    from cloudseed.keypairs import cli as keypair_cli
-
-    cli.add_command(serve.serve)
-    cli.add_command(db.db)
-    cli.add_command(keypair_cli.keypair)
-    cli.add_command(registries.image)
-    cli.add_command(registries.flavor)
-    cli.add_command(registries.network)
-    cli.add_command(injection_cli.inject)
-    cli.add_command(configdrive_cli.configdrive)
-
-
-_register()
+for _command in (
+    serve.serve,
+    db.db,
+    keypairs.keypair,
+    images.image,
+    flavors.flavor,
+    networks.network,
+    inject.inject,
+    configdrive.configdrive,
+):
+    cli.add_command(_command)
 
 
 def main() -> None:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from cloudseed.cli.context import CliContext, errors_as_click, pass_cli
+from cloudseed.cli.context import CliContext, errors_as_click, pass_cli, state_options
+from cloudseed.schema import sync as schema_sync
 
 
 @click.group()
@@ -13,22 +14,20 @@ def db() -> None:
 
 
 @db.command()
+@state_options
 @pass_cli
 def sync(cli: CliContext) -> None:
     """Create or upgrade the API database and every cell database to the newest schema."""
-    from cloudseed.db import migrate
-
     with errors_as_click():
-        for result in migrate.sync(cli.settings()):
+        for result in schema_sync.sync(cli.settings()):
             click.echo(f"{result.database}: at revision {result.revision}")
 
 
 @db.command()
+@state_options
 @pass_cli
 def check(cli: CliContext) -> None:
     """Fail unless every database is at the newest revision and matches the models."""
-    from cloudseed.db import migrate
-
     with errors_as_click():
-        migrate.check(cli.settings())
+        schema_sync.check(cli.settings())
     click.echo("all databases match the models")

@@ -47,8 +47,9 @@ class GuestSpec:
     # The built drive to attach ("iso9660": a CD-ROM, "vfat": a disk); None without one.
     config_drive_path: str | None = None
     config_drive_format: str = "iso9660"
-    # Known only while a create or rebuild runs; cloudseed never stores them.
-    admin_password: str | None = None
+    # Known only while a create or rebuild runs; cloudseed never stores them. Not in repr:
+    # a GuestSpec may end up in a log line or a traceback.
+    admin_password: str | None = field(default=None, repr=False)
     files: tuple[tuple[str, bytes], ...] = ()
     # The owner, for the metadata proxy's X-Tenant-ID; the server metadata, for injection.
     project_id: str = ""

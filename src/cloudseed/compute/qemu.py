@@ -25,7 +25,6 @@ import json
 import logging
 import os
 import shutil
-import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -37,13 +36,15 @@ from cloudseed.compute.interfaces import GuestSpec
 from cloudseed.compute.qemu_argv import Accel, InstanceFiles, build_argv
 from cloudseed.compute.qemu_process import QemuProcesses, kvm_usable
 from cloudseed.errors import CloudseedError, ConfigError
-from cloudseed.metadata.identify import sign
+from cloudseed.injection import InjectionOptions, InjectionRequest, inject
+from cloudseed.programs import qemu_img
+from cloudseed.programs.errors import ProgramFailed
 from cloudseed.settings import Settings
+from cloudseed.signing import sign
 
 log = logging.getLogger(__name__)
 
 CONSOLE_TAIL = 100 * 1024  # what Nova's libvirt driver returns at most
-QEMU_IMG_TIMEOUT = 120.0
 DISK_NAMES = ("disk.qcow2", "disk.raw")  # one per [qemu] images_type
 
 
@@ -164,50 +165,30 @@ class QemuDriver:
         # is called, so it is already the new one here.
         for name in DISK_NAMES:
             (files.directory / name).unlink(missing_ok=True)
-        if self.images_type == "qcow2":
-            # The backing file's format is stated, never probed: a raw image whose first
-            # bytes look like qcow2 must not be read as one.
-            _run(
-                [
-                    "qemu-img",
-                    "create",
-                    "-q",
-                    "-f",
-                    "qcow2",
-                    "-F",
-                    image.disk_format,
-                    "-b",
-                    str(Path(image.path).resolve()),
-                    str(files.disk),
-                ]
-            )
-        else:
-            _run(
-                [
-                    "qemu-img",
-                    "convert",
-                    "-q",
-                    "-f",
-                    image.disk_format,
-                    "-O",
-                    "raw",
-                    "-S",
-                    "4k",
-                    str(Path(image.path).resolve()),
-                    str(files.disk),
-                ]
-            )
+        try:
+            if self.images_type == "qcow2":
+                qemu_img.create_overlay(
+                    files.disk, backing=Path(image.path), backing_format=image.disk_format
+                )
+            else:
+                qemu_img.convert_to_raw(
+                    Path(image.path), source_format=image.disk_format, disk=files.disk
+                )
+        except ProgramFailed as exc:
+            raise DriverError(exc.message) from exc
         self._inject(guest, files)
 
     def _inject(self, guest: GuestSpec, files: InstanceFiles) -> None:
-        from cloudseed.injection import InjectionOptions, InjectionRequest, inject
-
         # The overlay's backing file is the registered image, which this driver chose.
         options = InjectionOptions.from_settings(self.settings, allow_backing_file=True)
         if not options.enabled or guest.config_drive:
             return  # Nova injects only without a config drive
-        request = InjectionRequest.for_guest(
-            guest, admin_password=guest.admin_password, metadata=guest.metadata, files=guest.files
+        request = InjectionRequest.for_instance(
+            key_data=guest.key_data,
+            ports=guest.ports,
+            admin_password=guest.admin_password,
+            metadata=guest.metadata,
+            files=guest.files,
         )
         try:
             report = inject(files.disk, self.images_type, request, options=options)
@@ -268,20 +249,3 @@ def _metadata_upstream(settings: Settings) -> tuple[str, int]:
     if host in ("0.0.0.0", "::", ""):
         host = "127.0.0.1" if host != "::" else "::1"
     return host, port
-
-
-def _run(argv: list[str]) -> None:
-    try:
-        subprocess.run(
-            argv,
-            check=True,
-            capture_output=True,
-            timeout=QEMU_IMG_TIMEOUT,
-            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C"},
-        )
-    except subprocess.CalledProcessError as exc:
-        raise DriverError(
-            f"{argv[0]} failed: {exc.stderr.decode(errors='replace').strip()}"
-        ) from exc
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise DriverError(f"{argv[0]} failed: {exc}") from exc

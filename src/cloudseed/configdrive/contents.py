@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from cloudseed.metadata import render
@@ -35,7 +35,7 @@ class DriveData:
     vendor_data_json: bytes | None
     vendor_data2_json: bytes
     # Known only while a create or rebuild runs (or carried over from the previous drive).
-    admin_pass: str | None = None
+    admin_pass: str | None = field(default=None, repr=False)  # never shown
     files: tuple[tuple[str, bytes], ...] = ()
     # EC2 versions left off the drive ("latest" may be one of them).
     skip_versions: frozenset[str] = frozenset(DEFAULT_SKIP_VERSIONS.split())
@@ -114,7 +114,7 @@ class Carried:
     """What a drive holds that cloudseed stores nowhere else: the admin password and the
     personality files of the last create or rebuild."""
 
-    admin_pass: str | None
+    admin_pass: str | None = field(repr=False)  # never shown
     files: tuple[tuple[str, bytes], ...]
 
 

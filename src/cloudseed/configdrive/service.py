@@ -19,7 +19,7 @@ import os
 import tempfile
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -121,7 +121,7 @@ def remove_drive(settings: Settings, uuid: str) -> None:
 class BuiltDrive:
     path: str
     format: str
-    admin_pass: str | None
+    admin_pass: str | None = field(repr=False)  # never shown
     files: tuple[tuple[str, bytes], ...]
 
 

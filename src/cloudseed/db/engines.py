@@ -12,7 +12,7 @@ import contextlib
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -26,12 +26,27 @@ from cloudseed.errors import ConfigError, DatabaseUnavailable
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 
 
+def redacted(url: str) -> str:
+    """``url`` as it may be shown: the password replaced by ``***``.
+
+    Database URLs carry passwords, and they reach error messages and logs; only this form
+    does. A string that does not even parse as a URL is not shown at all.
+    """
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except (ArgumentError, ValueError):
+        return "(unparsable URL, not shown)"
+
+
 def make_engine(url: str, *, pool_size: int = 10) -> Engine:
     """An engine for ``url`` with the settings cloudseed relies on for that backend."""
     try:
         parsed = make_url(url)
-    except ArgumentError as exc:
-        raise ConfigError(f"invalid database URL {url!r}: {exc}") from exc
+    except (ArgumentError, ValueError):  # ValueError: e.g. a port that is not a number
+        # SQLAlchemy's message quotes the whole string, password and all.
+        raise ConfigError(
+            "invalid database URL: expected dialect[+driver]://user:password@host/database"
+        ) from None
     backend = parsed.get_backend_name()
     kwargs: dict[str, Any] = {}
     if backend == "sqlite":
@@ -49,12 +64,16 @@ def make_engine(url: str, *, pool_size: int = 10) -> Engine:
         kwargs.update(pool_size=pool_size, pool_pre_ping=True, pool_recycle=3600)
     else:
         raise ConfigError(
-            f"unsupported database {backend!r} in {url!r}: use sqlite, postgresql or mysql/mariadb"
+            f"unsupported database {backend!r} in {redacted(url)}: "
+            "use sqlite, postgresql or mysql/mariadb"
         )
     try:
         engine = create_engine(parsed, **kwargs)
     except (ArgumentError, ImportError) as exc:
-        raise ConfigError(f"cannot use database URL {url!r}: {exc}") from exc
+        detail = str(exc).replace(url, redacted(url))
+        if parsed.password:
+            detail = detail.replace(str(parsed.password), "***")
+        raise ConfigError(f"cannot use database URL {redacted(url)}: {detail}") from None
     if backend == "sqlite":
         _configure_sqlite(engine)
     return engine
@@ -89,7 +108,7 @@ class Database:
     """One database: its engine, and session factories for writing and for reading."""
 
     name: str
-    url: str
+    url: str = field(repr=False)  # has the password in it
     engine: Engine
     writer: sessionmaker[Session]
     reader: sessionmaker[Session]

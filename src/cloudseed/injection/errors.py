@@ -10,8 +10,11 @@ Conflict ─────────── GuestRefused              the guest's
 ServiceUnavailable ─ HandlerUnavailable        one handler cannot serve this image (the
              │                                 service catches it and tries the next)
              ├────── NoHandlerAvailable        every handler said why not; ``reasons``
-             └────── ImageToolFailed           qemu-img, debugfs, mount … failed or timed out
-                     └ DebugfsError            one debugfs request failed
+             └────── ProgramFailed             (cloudseed.programs) qemu-img, debugfs,
+                     │                         mount … not installed, failed or timed out
+                     └── ImageToolFailed       a tool's answer was unusable, or a step
+                         │                     around it (working copy, unmount) failed
+                         └── DebugfsError      one debugfs request failed
 Exception ────────── BindingMissing            the libguestfs binding cannot be loaded
 """
 
@@ -20,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from cloudseed.errors import Conflict, InvalidInput, ServiceUnavailable
+from cloudseed.programs.errors import ProgramFailed
 
 
 class InvalidInjectionRequest(InvalidInput):
@@ -68,12 +72,10 @@ class NoHandlerAvailable(ServiceUnavailable):
         self.reasons = tuple(reasons)
 
 
-class ImageToolFailed(ServiceUnavailable):
+class ImageToolFailed(ProgramFailed):
     def __init__(self, *, tool: str, detail: str, returncode: int | None = None) -> None:
-        super().__init__(f"{tool} failed: {detail}")
+        super().__init__(program=tool, detail=detail, returncode=returncode)
         self.tool = tool
-        self.detail = detail
-        self.returncode = returncode
 
 
 class DebugfsError(ImageToolFailed):

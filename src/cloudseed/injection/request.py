@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import dataclasses
 import posixpath
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from cloudseed.injection.errors import InvalidInjectionRequest
+from cloudseed.injection.network import render_interfaces
 
 if TYPE_CHECKING:
-    from cloudseed.compute.interfaces import GuestSpec
     from cloudseed.settings import Settings
 
 HANDLER_NAMES = ("guestfs", "debugfs", "loop", "nbd")
@@ -48,7 +48,7 @@ class InjectionRequest:
     """Everything that may be written into one guest; ``None`` or empty means "not this"."""
 
     key_data: str | None = None
-    admin_password: str | None = None
+    admin_password: str | None = field(default=None, repr=False)  # never shown
     metadata: Mapping[str, str] = field(default_factory=dict)
     # /etc/network/interfaces text; ``network.render_interfaces`` makes one from ports.
     network_config: str | None = None
@@ -66,26 +66,26 @@ class InjectionRequest:
             raise InvalidInjectionRequest("The key is empty.")
 
     @classmethod
-    def for_guest(
+    def for_instance(
         cls,
-        guest: GuestSpec,
         *,
+        key_data: str | None,
+        ports: Sequence[Mapping[str, object]] = (),
         admin_password: str | None = None,
         metadata: Mapping[str, str] | None = None,
         files: tuple[tuple[str, bytes], ...] = (),
         include_network: bool = False,
     ) -> InjectionRequest:
-        """The request create and rebuild make: the guest's key and, with
+        """The request create and rebuild make: the instance's key and, with
         ``include_network`` (Nova's ``flat_injected``, off by default), an interfaces file
-        rendered from its ports."""
-        from cloudseed.injection.network import render_interfaces
-
+        rendered from its ports. Plain values, not the driver's GuestSpec: injection sits
+        below compute and does not import it."""
         return cls(
-            key_data=guest.key_data or None,
+            key_data=key_data or None,
             admin_password=admin_password,
             metadata=dict(metadata or {}),
             files=files,
-            network_config=render_interfaces(guest.ports) if include_network else None,
+            network_config=render_interfaces(ports) if include_network else None,
         )
 
     @property

@@ -31,7 +31,7 @@ from cloudseed.injection.errors import (
 )
 from cloudseed.injection.handlers import HANDLERS, ImageTarget
 from cloudseed.injection.request import InjectionOptions, InjectionRequest, check_format
-from cloudseed.injection.tools import copies, passwords, qemu_img
+from cloudseed.injection.tools import copies, image_check, passwords
 from cloudseed.injection.writer import write_request
 
 log = logging.getLogger(__name__)
@@ -69,7 +69,7 @@ def inject(
     image = Path(image_path)
     if not image.is_file():
         raise InvalidInjectionRequest(f"No image file at {image}.")
-    qemu_img.verify(
+    image_check.verify(
         image, fmt, allow_backing_file=options.allow_backing_file, timeout=options.tool_timeout
     )
     password_hash = (

@@ -12,14 +12,13 @@
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import ipaddress
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from cloudseed.metadata.errors import BadProxyRequest, BadSignature, UnknownCaller
 from cloudseed.settings import Settings, split_list
+from cloudseed.signing import Verifier
 
 Headers = Sequence[tuple[bytes, bytes]]
 
@@ -45,17 +44,11 @@ class ByProvider:
 Claim = ByAddress | ByInstance | ByProvider
 
 
-def sign(secret: str, value: str) -> str:
-    return hmac.new(secret.encode(), value.encode(), hashlib.sha256).hexdigest()
-
-
 class Identifier:
     def __init__(self, settings: Settings) -> None:
         self.proxy_mode = settings.neutron.service_metadata_proxy
         self.secret = settings.neutron.metadata_proxy_shared_secret
-        # The key's HMAC state, set up once: copying it is cheaper than keying a new one for
-        # every request of a storm.
-        self._keyed = hmac.new(self.secret.encode(), digestmod=hashlib.sha256)
+        self._verifier = Verifier(self.secret)
         self.trusted = tuple(
             ipaddress.ip_network(n, strict=False)
             for n in split_list(settings.metadata.trusted_proxies)
@@ -130,10 +123,7 @@ class Identifier:
         return ByInstance(instance_id, tenant_id, forwarded)
 
     def _check(self, value: str, signature: str | None) -> None:
-        mac = self._keyed.copy()
-        mac.update(value.encode())
-        expected = mac.hexdigest()
-        if signature is None or not hmac.compare_digest(expected.encode(), signature.encode()):
+        if not self._verifier.valid(value, signature):
             raise BadSignature()
 
 

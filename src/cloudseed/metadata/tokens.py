@@ -16,7 +16,7 @@ import time
 
 from cloudseed.errors import InvalidInput
 from cloudseed.metadata.errors import TokenRequired
-from cloudseed.settings import Settings
+from cloudseed.settings import Secret, Settings
 
 MAX_TTL = 21600
 TTL_HEADER = b"x-aws-ec2-metadata-token-ttl-seconds"
@@ -62,5 +62,5 @@ def with_shared_key(settings: Settings) -> Settings:
     (call before forking workers)."""
     if settings.metadata.token_secret:
         return settings
-    metadata = dataclasses.replace(settings.metadata, token_secret=secrets.token_hex(32))
+    metadata = dataclasses.replace(settings.metadata, token_secret=Secret(secrets.token_hex(32)))
     return dataclasses.replace(settings, metadata=metadata)

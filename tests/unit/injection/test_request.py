@@ -99,36 +99,19 @@ class TestOptions:
             check_format("vmdk")
 
 
-def test_for_guest():
-    from cloudseed.compute.interfaces import GuestSpec
-
-    guest = GuestSpec(
-        uuid="u",
-        name="n",
-        hostname="h",
-        image_ref="i",
-        flavor={},
+def test_for_instance():
+    ports = [{"mac_address": "fa:16:3e:00:00:01", "mtu": 1500, "fixed_ips": ["10.0.0.5"]}]
+    request = InjectionRequest.for_instance(
         key_data="ssh-ed25519 AAAA k",
-        user_data=None,
-        config_drive=False,
-        ports=[{"mac_address": "fa:16:3e:00:00:01", "mtu": 1500, "fixed_ips": ["10.0.0.5"]}],
-    )
-    request = InjectionRequest.for_guest(
-        guest, admin_password="pw", metadata={"a": "b"}, files=(("etc/motd", b"hi"),)
+        ports=ports,
+        admin_password="pw",
+        metadata={"a": "b"},
+        files=(("etc/motd", b"hi"),),
     )
     assert request.key_data == "ssh-ed25519 AAAA k" and request.admin_password == "pw"
     assert request.metadata == {"a": "b"} and request.files == (("/etc/motd", b"hi"),)
     assert request.network_config is None
-    with_net = InjectionRequest.for_guest(guest, include_network=True)
+    with_net = InjectionRequest.for_instance(key_data=None, ports=ports, include_network=True)
     assert with_net.network_config is not None and "auto eth0" in with_net.network_config
-    keyless = GuestSpec(
-        uuid="u",
-        name="n",
-        hostname="h",
-        image_ref="i",
-        flavor={},
-        key_data=None,
-        user_data=None,
-        config_drive=False,
-    )
-    assert InjectionRequest.for_guest(keyless).is_empty
+    assert InjectionRequest.for_instance(key_data=None).is_empty
+    assert InjectionRequest.for_instance(key_data="").is_empty

@@ -17,13 +17,14 @@ from pathlib import Path
 from cloudseed.injection.errors import DebugfsError, GuestRefused, HandlerUnavailable
 from cloudseed.injection.guest import GuestStat
 from cloudseed.injection.handlers.protocol import ImageTarget
-from cloudseed.injection.tools import commands, partitions
+from cloudseed.injection.tools import partitions
 from cloudseed.injection.tools.debugfs import (
     EXT_MAGIC,
     SUPERBLOCK_MAGIC_OFFSET,
     Debugfs,
     quote,
 )
+from cloudseed.programs import run as program
 
 TYPE_BITS = {"file": 0o100000, "dir": 0o040000, "symlink": 0o120000}
 
@@ -94,7 +95,7 @@ def _has_ext_superblock(image: Path, offset: int) -> bool:
 
 @contextmanager
 def open_guest(target: ImageTarget) -> Iterator[DebugfsFilesystem]:
-    if commands.which("debugfs") is None:
+    if program.which("debugfs") is None:
         raise HandlerUnavailable("debugfs is not installed (e2fsprogs)")
     if target.fmt != "raw":
         raise HandlerUnavailable(f"debugfs reads raw images only, this one is {target.fmt}")

@@ -15,7 +15,8 @@ from pathlib import Path
 from cloudseed.injection.errors import HandlerUnavailable
 from cloudseed.injection.handlers.localfs import LocalFilesystem
 from cloudseed.injection.handlers.protocol import ImageTarget
-from cloudseed.injection.tools import commands, mounts
+from cloudseed.injection.tools import mounts
+from cloudseed.programs import run as program
 
 SYS_BLOCK = Path("/sys/block")
 POLL_SECONDS = 0.1
@@ -42,21 +43,21 @@ def _wait_for(path: Path, timeout: float) -> bool:
 def _connected(target: ImageTarget) -> Iterator[str]:
     name = _free_device()
     device = f"/dev/{name}"
-    result = commands.run(
+    result = program.run(
         ["qemu-nbd", "--format", target.fmt, "--connect", device, str(target.path)],
         timeout=target.timeout,
         check=False,
     )
     if result.returncode != 0:
         raise HandlerUnavailable(
-            f"qemu-nbd could not connect: {commands.stderr_tail(result.stderr)}"
+            f"qemu-nbd could not connect: {program.stderr_tail(result.stderr)}"
         )
     try:
         if not _wait_for(SYS_BLOCK / name / "pid", target.timeout):
             raise HandlerUnavailable(f"{device} did not come up within {target.timeout:g} s")
         yield device
     finally:
-        commands.run(["qemu-nbd", "--disconnect", device], timeout=target.timeout)
+        program.run(["qemu-nbd", "--disconnect", device], timeout=target.timeout)
 
 
 @contextmanager

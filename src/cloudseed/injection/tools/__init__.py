@@ -1,2 +1,3 @@
-"""One module per external program, each returning typed results or raising
-``ImageToolFailed``; ``commands.run`` is the only place a subprocess is started."""
+"""One module per external program (or per check made with one), each returning typed
+results or raising ``ImageToolFailed`` / ``ProgramFailed``; processes are started only through
+``cloudseed.programs.run``."""

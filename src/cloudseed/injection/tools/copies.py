@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from cloudseed.injection.errors import ImageToolFailed
-from cloudseed.injection.tools import commands
+from cloudseed.programs import run as program
 
 # Copying is bounded by disk speed and image size, not by a hostile image: allow an hour.
 COPY_TIMEOUT = 3600.0
@@ -42,7 +42,7 @@ def working_copy(image: Path, *, timeout: float = COPY_TIMEOUT) -> Iterator[Path
     os.close(fd)
     copy = Path(name)
     try:
-        commands.run(
+        program.run(
             [
                 "cp",
                 "--reflink=auto",

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from cloudseed.injection.errors import DebugfsError, ImageToolFailed, InvalidInjectionRequest
 from cloudseed.injection.guest import Kind
-from cloudseed.injection.tools import commands
+from cloudseed.programs import run as program
 
 BANNER = re.compile(r"^debugfs \S+ \(.*\)$")
 NOT_FOUND = ("File not found by ext2_lookup", "Ext2 inode is not a directory")
@@ -65,7 +65,7 @@ class Debugfs:
 
     def request(self, request: str, *, write: bool = False) -> bytes:
         argv = ["debugfs", *(["-w"] if write else []), "-R", request, self.device]
-        result = commands.run(argv, timeout=self.timeout)
+        result = program.run(argv, timeout=self.timeout)
         errors = [
             line
             for line in result.stderr.decode("utf-8", "replace").splitlines()

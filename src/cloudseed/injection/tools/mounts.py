@@ -14,14 +14,14 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from cloudseed.injection.errors import HandlerUnavailable, ImageToolFailed
-from cloudseed.injection.tools import commands
+from cloudseed.programs import run as program
 
 FILESYSTEM_TYPES = "ext4,ext3,ext2,xfs,btrfs"
 MOUNT_OPTIONS = "nosuid,nodev,noexec"
 
 
 def missing_tools(*tools: str) -> list[str]:
-    return [tool for tool in tools if commands.which(tool) is None]
+    return [tool for tool in tools if program.which(tool) is None]
 
 
 @contextmanager
@@ -32,16 +32,16 @@ def loop_device(image: Path, *, offset: int, size: int | None, timeout: float) -
         argv += ["--offset", str(offset)]
     if size is not None:
         argv += ["--sizelimit", str(size)]
-    result = commands.run([*argv, str(image)], timeout=timeout, check=False)
+    result = program.run([*argv, str(image)], timeout=timeout, check=False)
     device = result.stdout.decode().strip()
     if result.returncode != 0 or not device.startswith("/dev/"):
         raise HandlerUnavailable(
-            f"losetup could not attach the image: {commands.stderr_tail(result.stderr)}"
+            f"losetup could not attach the image: {program.stderr_tail(result.stderr)}"
         )
     try:
         yield device
     finally:
-        commands.run(["losetup", "--detach", device], timeout=timeout)
+        program.run(["losetup", "--detach", device], timeout=timeout)
 
 
 @contextmanager
@@ -49,19 +49,19 @@ def mounted(device: str, *, timeout: float) -> Iterator[Path]:
     """``device`` mounted on a fresh private directory; unmounted (flushed) on exit."""
     mountpoint = Path(tempfile.mkdtemp(prefix="cloudseed-mount-"))
     try:
-        result = commands.run(
+        result = program.run(
             ["mount", "-t", FILESYSTEM_TYPES, "-o", MOUNT_OPTIONS, device, str(mountpoint)],
             timeout=timeout,
             check=False,
         )
         if result.returncode != 0:
-            raise HandlerUnavailable(f"mount failed: {commands.stderr_tail(result.stderr)}")
+            raise HandlerUnavailable(f"mount failed: {program.stderr_tail(result.stderr)}")
         try:
             yield mountpoint
         finally:
             # Unmounting writes everything back; if it fails, the copy is not to be trusted,
             # and the error reaches the service, which then discards the copy.
-            commands.run(["umount", str(mountpoint)], timeout=timeout)
+            program.run(["umount", str(mountpoint)], timeout=timeout)
     finally:
         try:
             os.rmdir(mountpoint)

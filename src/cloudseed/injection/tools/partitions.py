@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cloudseed.injection.errors import HandlerUnavailable, ImageToolFailed
-from cloudseed.injection.tools import commands
+from cloudseed.programs import run as program
 
 
 @dataclass(frozen=True)
@@ -19,11 +19,11 @@ class Partition:
 
 
 def partitions(image: Path, *, timeout: float = 60.0) -> list[Partition]:
-    if commands.which("sfdisk") is None:
+    if program.which("sfdisk") is None:
         raise HandlerUnavailable(
             "sfdisk is not installed (fdisk package), so partitions cannot be located"
         )
-    result = commands.run(["sfdisk", "--json", str(image)], timeout=timeout, check=False)
+    result = program.run(["sfdisk", "--json", str(image)], timeout=timeout, check=False)
     if result.returncode != 0 or not result.stdout.strip():
         return []  # no partition table
     try:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from cloudseed.injection.errors import ImageToolFailed, InvalidInjectionRequest
-from cloudseed.injection.tools import commands
+from cloudseed.programs import run as program
 
 SHA512_CRYPT = re.compile(r"^\$6\$[./0-9A-Za-z]{1,16}\$[./0-9A-Za-z]{86}$")
 
@@ -23,7 +23,7 @@ def sha512_crypt(password: str, *, salt: str | None = None) -> str:
     argv = ["openssl", "passwd", "-6", "-stdin"]
     if salt is not None:
         argv[3:3] = ["-salt", salt]
-    result = commands.run(argv, input=password.encode() + b"\n", timeout=30)
+    result = program.run(argv, input=password.encode() + b"\n", timeout=30)
     hashed = result.stdout.decode("ascii", "replace").strip()
     if not SHA512_CRYPT.match(hashed):
         raise ImageToolFailed(tool="openssl", detail="passwd -6 did not print a SHA-512 hash")

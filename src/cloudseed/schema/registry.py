@@ -1,10 +1,15 @@
-"""Import every model module, so each database's MetaData is complete.
+"""Every model module imported, so each database's MetaData is complete.
 
 Alembic's autogenerate and ``cloudseed db check`` compare these against the live schema; a
-model module missing here would look like a table to drop.
+model module missing here would look like a table to drop. This is the one module that knows
+all domains' models, which is why it lives above them and not in ``cloudseed.db``.
 """
 
 from __future__ import annotations
+
+from typing import Literal
+
+from sqlalchemy import MetaData
 
 from cloudseed.cells import models as _cells  # noqa: F401
 from cloudseed.db.base import ApiBase, CellBase
@@ -15,4 +20,6 @@ from cloudseed.networks import models as _networks  # noqa: F401
 from cloudseed.quotas import models as _quotas  # noqa: F401
 from cloudseed.servers import models as _servers  # noqa: F401
 
-METADATA = {"api": ApiBase.metadata, "cell": CellBase.metadata}
+Kind = Literal["api", "cell"]
+
+METADATA: dict[Kind, MetaData] = {"api": ApiBase.metadata, "cell": CellBase.metadata}

@@ -13,7 +13,9 @@ from typing import IO
 
 import click
 
-from cloudseed.cli.context import CliContext, errors_as_click, pass_cli
+from cloudseed.cli.context import CliContext, errors_as_click, pass_cli, state_options
+from cloudseed.injection.request import PARTITION_OFF, InjectionOptions, InjectionRequest
+from cloudseed.injection.service import inject as inject_image
 
 
 def _split_file_option(value: str) -> tuple[Path, str]:
@@ -73,6 +75,7 @@ def _split_metadata_option(value: str) -> tuple[str, str]:
     show_default=True,
     help="The image's format; anything else is refused.",
 )
+@state_options
 @pass_cli
 def inject(
     cli: CliContext,
@@ -85,13 +88,6 @@ def inject(
     fmt: str,
 ) -> None:
     """Write a key, root password, metadata or files into a disk image."""
-    from cloudseed.injection.request import (
-        PARTITION_OFF,
-        InjectionOptions,
-        InjectionRequest,
-    )
-    from cloudseed.injection.service import inject as inject_image
-
     files = []
     for spec in file_specs:
         src, dst = _split_file_option(spec)

@@ -1,5 +1,5 @@
 """The Alembic environment both histories share, configured from code
-(cloudseed.db.migrate): the caller hands over an open connection, the target MetaData and the
+(cloudseed.schema.sync): the caller hands over an open connection, the target MetaData and the
 version table in ``config.attributes``.
 
 Each kind of database keeps its revision in its own version table and looks only at its own

@@ -8,10 +8,12 @@ from typing import Any
 
 import click
 
-from cloudseed.cli.context import CliContext, errors_as_click, pass_cli
-from cloudseed.db.engines import Database
+from cloudseed.web.validation import validate
+from cloudseed.cli.context import CliContext, errors_as_click, pass_cli, state_options
+from cloudseed.cli.sessions import read, write
 from cloudseed.keypairs import service
 from cloudseed.keypairs.models import KeyPair
+from cloudseed.keypairs.schemas import NAME_V292
 
 user_option = click.option("--user", "user_id", required=True, help="Owner of the key pairs.")
 format_option = click.option(
@@ -31,10 +33,6 @@ def _record(keypair: KeyPair) -> dict[str, Any]:
     }
 
 
-def _api_db(cli: CliContext) -> Database:
-    return Database.connect("api", cli.settings().api_database_url)
-
-
 @click.group()
 def keypair() -> None:
     """Manage key pairs in the API database."""
@@ -43,13 +41,11 @@ def keypair() -> None:
 @keypair.command("list")
 @user_option
 @format_option
+@state_options
 @pass_cli
 def list_(cli: CliContext, user_id: str, fmt: str) -> None:
     """List a user's key pairs."""
-    db = _api_db(cli)
-    with errors_as_click(), db.read() as session:
-        records = [_record(k) for k in service.list_keypairs(session, user_id=user_id)]
-    db.dispose()
+    records = read(cli, lambda s: [_record(k) for k in service.list_keypairs(s, user_id=user_id)])
     if fmt == "json":
         click.echo(json.dumps(records, indent=2))
         return
@@ -61,13 +57,11 @@ def list_(cli: CliContext, user_id: str, fmt: str) -> None:
 @click.argument("name")
 @user_option
 @format_option
+@state_options
 @pass_cli
 def show(cli: CliContext, name: str, user_id: str, fmt: str) -> None:
     """Show one key pair."""
-    db = _api_db(cli)
-    with errors_as_click(), db.read() as session:
-        record = _record(service.get_keypair(session, user_id=user_id, name=name))
-    db.dispose()
+    record = read(cli, lambda s: _record(service.get_keypair(s, user_id=user_id, name=name)))
     if fmt == "json":
         click.echo(json.dumps(record, indent=2))
         return
@@ -94,6 +88,7 @@ def show(cli: CliContext, name: str, user_id: str, fmt: str) -> None:
     help="Project whose quota overrides apply (default: none, the [quota] default).",
 )
 @format_option
+@state_options
 @pass_cli
 def import_(
     cli: CliContext,
@@ -105,30 +100,28 @@ def import_(
     fmt: str,
 ) -> None:
     """Import a public key for a user."""
-    from cloudseed.keypairs.schemas import NAME_V292
-    from cloudseed.web.validation import validate
-
     settings = cli.settings()
     quota = service.Quota(
         default=settings.quota.key_pairs,
         recheck=settings.quota.recheck_quota,
         project_id=project_id or "",
     )
-    db = _api_db(cli)
     with errors_as_click():
         validate({"type": "object", "properties": {"name": NAME_V292}}, {"name": name})
-        with db.write() as session:
-            record = _record(
-                service.import_keypair(
-                    session,
-                    user_id=user_id,
-                    name=name,
-                    public_key=public_key_file.read(),
-                    key_type=key_type,
-                    quota=quota,
-                )
+    public_key = public_key_file.read()
+    record = write(
+        cli,
+        lambda s: _record(
+            service.import_keypair(
+                s,
+                user_id=user_id,
+                name=name,
+                public_key=public_key,
+                key_type=key_type,
+                quota=quota,
             )
-    db.dispose()
+        ),
+    )
     if fmt == "json":
         click.echo(json.dumps(record, indent=2))
     else:
@@ -140,11 +133,9 @@ def import_(
 @keypair.command()
 @click.argument("name")
 @user_option
+@state_options
 @pass_cli
 def delete(cli: CliContext, name: str, user_id: str) -> None:
     """Delete a key pair (instances keep their copy)."""
-    db = _api_db(cli)
-    with errors_as_click(), db.write() as session:
-        service.delete_keypair(session, user_id=user_id, name=name)
-    db.dispose()
+    write(cli, lambda s: service.delete_keypair(s, user_id=user_id, name=name))
     click.echo(f"deleted {name} of {user_id}")

@@ -9,7 +9,14 @@ from pathlib import Path
 
 import click
 
-from cloudseed.cli.context import CliContext, errors_as_click, pass_cli
+from cloudseed.cli.context import (
+    CliContext,
+    errors_as_click,
+    open_databases,
+    pass_cli,
+    state_options,
+)
+from cloudseed.configdrive.service import DriveBuilder, read_drive
 
 
 @click.group()
@@ -38,35 +45,28 @@ def configdrive() -> None:
     help="Keep the admin password and personality files of the instance's "
     "current drive (they are stored nowhere else).",
 )
+@state_options
 @pass_cli
 def build(cli: CliContext, server: str, output: Path, fmt: str | None, carry_over: bool) -> None:
     """Build the config drive of instance SERVER (its uuid)."""
-    from cloudseed.cells.service import CellDatabases
-    from cloudseed.configdrive.service import DriveBuilder
-    from cloudseed.db.engines import Database
-
     settings = cli.settings({("DEFAULT", "config_drive_format"): fmt})
-    db = Database.connect("api", settings.api_database_url)
-    cells = CellDatabases(db)
-    builder = DriveBuilder(settings, cells)
-    try:
-        with errors_as_click():
-            built = builder.build(server, carry_over=carry_over, output=output)
-    finally:
-        builder.close()
-        cells.dispose()
-        db.dispose()
+    with open_databases(cli) as dbs:
+        builder = DriveBuilder(settings, dbs.cells)
+        try:
+            with errors_as_click():
+                built = builder.build(server, carry_over=carry_over, output=output)
+        finally:
+            builder.close()
     click.echo(f"wrote {built.path} ({built.format})")
 
 
 @configdrive.command()
 @click.argument("image", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.argument("file", required=False)
+@state_options
 def show(image: Path, file: str | None) -> None:
     """List the files of a drive image, or print FILE (a path such as
     openstack/latest/meta_data.json) to standard output."""
-    from cloudseed.configdrive.service import read_drive
-
     with errors_as_click():
         fmt, label, tree = read_drive(image)
     if file is not None:

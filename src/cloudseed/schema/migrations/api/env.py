@@ -1,5 +1,5 @@
 """Alembic runs this file; the environment is shared (see environment.py)."""
 
-from cloudseed.db.migrations.environment import run
+from cloudseed.schema.migrations.environment import run
 
 run()
