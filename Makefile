@@ -30,10 +30,14 @@ test: test-venv  ## run the whole test suite (SQLite; PostgreSQL and MariaDB whe
 	sh tools/debian-packages.sh
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-lint:  ## ruff and mypy
-	$(BIN)/pip install --quiet ruff mypy types-jsonschema
-	$(BIN)/ruff check src tests bench clients tools
+LINT_PATHS := src tests bench clients tools
+
+lint: venv  ## ruff format --check, ruff check, mypy --strict, import-linter (pinned: the lint extra)
+	$(BIN)/pip install --quiet -e '.[lint]'
+	$(BIN)/ruff format --check $(LINT_PATHS)
+	$(BIN)/ruff check $(LINT_PATHS)
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-cache
 
 bench: test-venv  ## key pair benchmarks; results go to docs/benchmarks.md
 	$(BIN)/python bench/keypairs.py --write docs/benchmarks.md
@@ -59,4 +63,4 @@ e2e: test-venv e2e-image  ## boot real guests under QEMU against a running cloud
 	CLOUDSEED_TEST_E2E_DIR=$(E2E_DIR) $(BIN)/python -m pytest tests/e2e -p no:xdist $(PYTEST_ARGS)
 
 clean:  ## remove the venv and local data
-	rm -rf $(VENV) $(DATA_DIR) .pytest_cache .hypothesis
+	rm -rf $(VENV) $(DATA_DIR) .pytest_cache .hypothesis .ruff_cache .mypy_cache

@@ -8,10 +8,14 @@ set -eu
 # xorriso, genisoimage (isoinfo), mtools, dosfstools (fsck.vfat): config drives are read back
 # with them, independently of cloudseed's own readers; genisoimage is also Nova's way in
 # the config drive benchmark.
-# libguestfs-tools, python3-guestfs: the guestfs injection handler (skipped when absent; its
-# appliance also needs a kernel in /boot, e.g. linux-image-cloud-amd64).
+# qemu-system-x86: the QEMU compute driver's tests boot a tiny guest kernel under it.
+# libguestfs-tools, python3-guestfs: the guestfs injection handler; its appliance also needs a
+# kernel in /boot: linux-image-cloud-amd64 is added only when /boot has none (a container), so a
+# workstation's own kernels are left alone.
 # Arguments add packages for one target (benchmarks: wrk nginx-light).
-packages="cloud-init e2fsprogs fdisk qemu-utils openssl xorriso genisoimage mtools dosfstools $*"
+packages="cloud-init e2fsprogs fdisk qemu-utils qemu-system-x86 openssl xorriso genisoimage mtools
+    dosfstools libguestfs-tools python3-guestfs $*"
+ls /boot/vmlinuz-* >/dev/null 2>&1 || packages="$packages linux-image-cloud-amd64"
 missing=""
 for p in $packages; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \
