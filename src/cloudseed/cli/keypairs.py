@@ -8,12 +8,12 @@ from typing import Any
 
 import click
 
-from cloudseed.web.validation import validate
 from cloudseed.cli.context import CliContext, errors_as_click, pass_cli, state_options
 from cloudseed.cli.sessions import read, write
 from cloudseed.keypairs import service
 from cloudseed.keypairs.models import KeyPair
 from cloudseed.keypairs.schemas import NAME_V292
+from cloudseed.web.validation import validate
 
 user_option = click.option("--user", "user_id", required=True, help="Owner of the key pairs.")
 format_option = click.option(

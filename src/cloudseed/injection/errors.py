@@ -75,7 +75,6 @@ class NoHandlerAvailable(ServiceUnavailable):
 class ImageToolFailed(ProgramFailed):
     def __init__(self, *, tool: str, detail: str, returncode: int | None = None) -> None:
         super().__init__(program=tool, detail=detail, returncode=returncode)
-        self.tool = tool
 
 
 class DebugfsError(ImageToolFailed):

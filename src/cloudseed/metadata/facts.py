@@ -11,7 +11,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from cloudseed.servers.password import PASSWORD_CHUNKS
+from cloudseed.servers.system_keys import PASSWORD_CHUNKS
 from cloudseed.vendordata.request import VendordataRequest
 
 # Server metadata item by which a user makes session tokens mandatory for one instance, like

@@ -6,8 +6,8 @@ database's unique constraint, not a cached read (Nova's check can race within it
 window): two concurrent posts give one 200 and one 409.
 
 The metadata service (``metadata/app.py``) stores it and reads it back through
-``PASSWORD_CHUNKS``; the compute API (``servers/service.py``) reads and clears it. It lives here,
-with the instance's other system metadata, so that servers imports nothing of metadata.
+``system_keys.PASSWORD_CHUNKS``; the compute API reads and clears it. It lives here, with the
+instance's other system metadata, so that servers imports nothing of metadata.
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ from sqlalchemy.orm import Session
 from cloudseed.servers import records
 from cloudseed.servers.errors import PasswordAlreadySet, PasswordTooLarge
 from cloudseed.servers.models import InstanceSystemMetadata
+from cloudseed.servers.system_keys import PASSWORD_CHUNK_SIZE as CHUNK
+from cloudseed.servers.system_keys import PASSWORD_CHUNKS
+from cloudseed.servers.system_keys import PASSWORD_MAX_SIZE as MAX_SIZE
 
-# The system metadata keys, in order, that hold the password's 255-character chunks.
-PASSWORD_CHUNKS = tuple(f"password_{i}" for i in range(4))
-CHUNK = 255
-MAX_SIZE = CHUNK * len(PASSWORD_CHUNKS)  # 1020 bytes
+__all__ = ["CHUNK", "MAX_SIZE", "PASSWORD_CHUNKS", "clear", "read", "store"]
 
 
 def store(session: Session, uuid: str, password: str) -> None:

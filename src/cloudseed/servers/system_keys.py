@@ -1,0 +1,13 @@
+"""Keys of an instance's system metadata that more than one package reads (IO-free).
+
+The guest's password is kept as Nova keeps it: up to four 255-character chunks under
+``password_0`` .. ``password_3``. ``servers/password.py`` writes them; the metadata service's
+IO-free ``facts.py`` joins them, which is why the layout lives here and not beside the writes.
+"""
+
+from __future__ import annotations
+
+# The system metadata keys, in order, that hold the password's 255-character chunks.
+PASSWORD_CHUNKS = tuple(f"password_{i}" for i in range(4))
+PASSWORD_CHUNK_SIZE = 255
+PASSWORD_MAX_SIZE = PASSWORD_CHUNK_SIZE * len(PASSWORD_CHUNKS)  # 1020 bytes
