@@ -59,12 +59,13 @@ def make_settings(
     fatal: bool = False,
     auth: dict[str, str] | None = None,
     certfile: str = "",
+    read_timeout: int = READ_TIMEOUT,
 ) -> Settings:
     lines = [
         "[api]",
         f"vendordata_providers = {providers}",
         f"vendordata_dynamic_targets = {targets}",
-        f"vendordata_dynamic_read_timeout = {READ_TIMEOUT}",
+        f"vendordata_dynamic_read_timeout = {read_timeout}",
         "vendordata_dynamic_connect_timeout = 3",
         f"vendordata_dynamic_failure_fatal = {str(fatal).lower()}",
         f"vendordata_dynamic_ssl_certfile = {certfile}",
@@ -318,8 +319,12 @@ async def test_stale_if_error_then_back_off(tmp_path: Path, targets: Targets) ->
 
 
 async def test_slow_target_does_not_delay_other_instances(tmp_path: Path, targets: Targets) -> None:
+    # The stuck targets give up after 2 s (the slow target sleeps 3): that long is the margin
+    # a loaded machine has to answer the other instance first.
     settings = make_settings(
-        tmp_path, targets=(f"lazy@{targets.url('/slow-for-some')},good@{targets.url('/record')}")
+        tmp_path,
+        targets=(f"lazy@{targets.url('/slow-for-some')},good@{targets.url('/record')}"),
+        read_timeout=2,
     )
     async with vendordata(settings) as service:
         # Twenty instances for which "lazy" hangs until the read timeout...
@@ -328,15 +333,14 @@ async def test_slow_target_does_not_delay_other_instances(tmp_path: Path, target
         ]
         await asyncio.sleep(0.2)
         assert not any(task.done() for task in stuck)
-        # ...while another instance is answered by both targets at once.
-        started = time.monotonic()
+        # ...while another instance is answered by both targets before any of them gives up:
+        # an order, not a stopwatch, so a loaded machine cannot fail it.
         data = document(await service.vendor_data2(request_for("fast-1")))
-        elapsed = time.monotonic() - started
         assert data == {
             "lazy": {"instance": "fast-1"},
             "good": {"instance": "fast-1", "n": data["good"]["n"]},
         }
-        assert elapsed < 0.5
+        assert not any(task.done() for task in stuck)
         results = await asyncio.gather(*stuck)
     assert all(document(r)["lazy"] == {} for r in results)
     assert all(document(r)["good"]["instance"].startswith("slow-") for r in results)
