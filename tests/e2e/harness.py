@@ -34,7 +34,20 @@ from typing import Any, BinaryIO
 import httpx
 
 QUIET_LOCK = Path("/tmp/cloudseed-quiet.lock")
-BOOT_TIMEOUT = 600.0  # a TCG boot takes 60-100 s here; leave room for a loaded machine
+# The waits come from boots measured on this 2-core machine without KVM (docs/benchmarks.md,
+# "End-to-end boots under QEMU"). From the API request to the guest's END marker one guest took
+# 29-84 s on an idle machine and 94-199 s with the load average at 7-10 (other test suites
+# running beside it); two guests booting together took 88-96 s idle and 147-163 s loaded. A
+# wait allows three times the slowest boot seen, per guest booting at the same time, so only a
+# guest that is stuck fails it.
+SLOWEST_BOOT = 200.0  # seconds: one guest, request to END, load average 9
+BOOT_TIMEOUT = 3 * SLOWEST_BOOT  # times the guests booting together (wait_run's ``together``)
+# QEMU runs 0.2-0.9 s after the API request (loaded); ACTIVE follows.
+ACTIVE_TIMEOUT = 120.0
+# A restarted `cloudseed serve` answers /healthz 3-7 s after the old one was told to stop.
+SERVE_TIMEOUT = 120.0
+# One HTTP request from the guest script to the metadata service, through its proxy.
+GUEST_HTTP_TIMEOUT = 60
 GUEST_ADDRESS = "169.254.169.15"
 MARKER = re.compile(r"^E2E (\w+) run=(\S+)(.*)$", re.MULTILINE)
 
@@ -83,7 +96,8 @@ def user_data(
             "python3 - <<'PY' && say PASSWORD posted",
             "import urllib.request as u",
             "u.urlopen(u.Request('http://169.254.169.254/openstack/2013-04-04/password',",
-            f"                   data=b'{post_password}', method='POST'), timeout=30)",
+            f"                   data=b'{post_password}', method='POST'),",
+            f"            timeout={GUEST_HTTP_TIMEOUT})",
             "PY",
         ]
     if identity_check is not None:
@@ -103,7 +117,7 @@ def identity_lines(run: str, *, forged_id: str) -> list[str]:
         "def who(headers):",
         "    try:",
         "        with urllib.request.urlopen(urllib.request.Request(URL, headers=headers),",
-        "                                    timeout=30) as answer:",
+        f"                                    timeout={GUEST_HTTP_TIMEOUT}) as answer:",
         "            meta = json.load(answer)",
         "    except urllib.error.HTTPError as exc:",
         "        return 'status=%d' % exc.code",
@@ -298,7 +312,7 @@ class E2ECloud:
         self.process = subprocess.Popen(
             [self.cloudseed, "serve"], env=self.environ, stdout=self.log, stderr=self.log
         )
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + SERVE_TIMEOUT
         while True:
             try:
                 if self.client.get("/healthz").status_code == 200:
@@ -372,7 +386,9 @@ class E2ECloud:
         )
         assert r.status_code == 200, r.text
 
-    def wait_status(self, server_id: str, status: str, timeout: float = 300) -> dict[str, Any]:
+    def wait_status(
+        self, server_id: str, status: str, timeout: float = ACTIVE_TIMEOUT
+    ) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
         while True:
             r = self.client.get(f"/v2.1/servers/{server_id}")
@@ -392,8 +408,10 @@ class E2ECloud:
         output: str = r.json()["output"]
         return output
 
-    def wait_run(self, server_id: str, run: str, started: float) -> Boot:
-        deadline = started + BOOT_TIMEOUT
+    def wait_run(self, server_id: str, run: str, started: float, *, together: int = 1) -> Boot:
+        """Wait for the run's END marker; ``together`` guests boot at the same time (they share
+        the two cores, so each takes about that many times as long)."""
+        deadline = started + together * BOOT_TIMEOUT
         while True:
             found = markers(self.console(server_id), run)
             if found.done:

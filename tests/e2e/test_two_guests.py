@@ -48,8 +48,8 @@ def test_6_two_guests_at_once_see_only_their_own_data(e2e_cloud, keypairs, timin
         cloud.wait_status(b_id, "ACTIVE")
         cloud.wait_status(a_id, "ACTIVE")
         # Both are booting now; whichever finishes first, the other is still running.
-        a = cloud.wait_run(a_id, "guest-a", a_started)
-        b = cloud.wait_run(b_id, "guest-b", b_started)
+        a = cloud.wait_run(a_id, "guest-a", a_started, together=2)
+        b = cloud.wait_run(b_id, "guest-b", b_started, together=2)
         timings["6 two guests at once"] = {
             "a_request_to_user_data_done_s": round(a.seconds, 1),
             "a_guest_uptime_s": a.guest_uptime,

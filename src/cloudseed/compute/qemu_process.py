@@ -91,6 +91,7 @@ class QemuProcesses:
             if Path(f"/proc/{pid}/cwd").resolve() != files.directory.resolve():
                 return None
         except OSError:  # gone, or a zombie of another worker (no cwd any more)
+            self._collect(pid)
             return None
         return pid
 
@@ -135,6 +136,16 @@ class QemuProcesses:
                 return False
             time.sleep(0.1)
         return True
+
+    def _collect(self, pid: int) -> None:
+        """Wait for our child ``pid`` once it has no cwd: it is exiting (killed by another
+        worker, say) but may not be a zombie yet, so ``reap`` could still miss it."""
+        with self._lock:
+            found = [d for d, child in self._children.items() if child.pid == pid]
+            children = [self._children.pop(d) for d in found]
+        for child in children:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                child.wait(KILL_TIMEOUT)
 
     def reap(self) -> None:
         """Collect the exit status of our children that ended (by themselves or through
