@@ -85,16 +85,16 @@ def wait_all_active(api: httpx.Client) -> None:
 
 
 class TestCountBound:
-    """``max_count`` and ``min_count`` are bounded by [api] max_count_per_request (1000)
+    """``max_count`` and ``min_count`` are bounded by [api] max_count_per_request (500)
     before anything is counted or allocated; today's code spent 30 s and gigabytes on
     ``max_count: 1000000000``."""
 
     @pytest.mark.parametrize(
         ("field", "value", "shown", "reason"),
         [
-            ("max_count", 1000000000, "1000000000", "is greater than the maximum of 1000"),
-            ("max_count", "1000000000", "1000000000", "is greater than the maximum of 1000"),
-            ("max_count", 1001, "1001", "is greater than the maximum of 1000"),
+            ("max_count", 1000000000, "1000000000", "is greater than the maximum of 500"),
+            ("max_count", "1000000000", "1000000000", "is greater than the maximum of 500"),
+            ("max_count", 501, "501", "is greater than the maximum of 500"),
             ("min_count", "0", "0", "is less than the minimum of 1"),
             ("min_count", "000", "000", "is less than the minimum of 1"),
         ],
@@ -120,7 +120,7 @@ class TestCountBound:
         assert r.status_code == 400, r.text
         message = r.json()["badRequest"]["message"]
         assert message.startswith(f"Invalid input for field/attribute {field}. Value: 999")
-        assert message.endswith("is greater than the maximum of 1000")
+        assert message.endswith("is greater than the maximum of 500")
         assert len(message) < 200
 
     def test_leading_zeros_are_the_number(self, api, cloud):
