@@ -245,6 +245,18 @@ def identity_stub() -> Iterator[IdentityStub]:
                         }
                     },
                 )
+            elif self.path.startswith("/v3/projects"):
+                # Any project exists, named as its id (``openstack quota show <project>``
+                # resolves the name here first).
+                path, _, query = self.path.partition("?")
+                name = path.removeprefix("/v3/projects").strip("/")
+                if not name and query.startswith("name="):
+                    name = query.removeprefix("name=").split("&")[0]
+                project = {"id": name, "name": name, "domain_id": "default", "enabled": True}
+                if path.strip("/").count("/") == 2:
+                    self._send(200, {"project": project})
+                else:
+                    self._send(200, {"projects": [project], "links": {}})
             else:
                 self._send(
                     404,
