@@ -332,11 +332,12 @@ def _over(
         scopes.append((limits_.user, user_usage))
     for quotas, usage in scopes:
         used = usage.as_dict()
-        overs = [
+        # Sorted, as Nova's OverQuota names them.
+        overs = sorted(
             r
             for r in INSTANCE_RESOURCES
             if quotas[r] != UNLIMITED and quotas[r] < used[r] + deltas[r]
-        ]
+        )
         if overs:
             return quotas, usage, overs
     return None
