@@ -188,7 +188,7 @@ def openstack_binary() -> Path:
     return _openstack(VENV_DIR)
 
 
-# --- a Keystone stand-in: the v3 version document, nothing else --------------------------------
+# --- a Keystone stand-in: the v3 version document and project look-ups, nothing else -----------
 
 
 @dataclass
@@ -202,7 +202,8 @@ class IdentityStub:
 
 @contextmanager
 def identity_stub() -> Iterator[IdentityStub]:
-    """Serve Keystone's v3 version document on 127.0.0.1 (a random port); record requests."""
+    """Serve Keystone's v3 version document and project look-ups (any project exists) on
+    127.0.0.1 (a random port); record requests."""
     stub = IdentityStub(url="")
     lock = threading.Lock()
 
