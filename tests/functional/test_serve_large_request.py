@@ -75,7 +75,9 @@ def test_a_billion_is_refused_at_once(tmp_path: Path) -> None:
 
 def test_sigterm_during_the_largest_create(tmp_path: Path) -> None:
     """With the quota unlimited, max_count 500 (the per-request bound) is the most work one
-    request can ask for; SIGTERM in the middle of it stops the process in a few seconds."""
+    request can ask for. SIGTERM in the middle of it lets that request finish (its length is
+    what the bound bounds: about 2 s on an idle machine) and then stops at once: the 500 builds
+    it queued are dropped, not waited for (which took 8 s more for 1000 before)."""
     proc, base, log_path = _serve(
         tmp_path,
         CLOUDSEED_QUOTA__INSTANCES="-1",
@@ -83,12 +85,14 @@ def test_sigterm_during_the_largest_create(tmp_path: Path) -> None:
         CLOUDSEED_QUOTA__RAM="-1",
     )
     answers: list[httpx.Response | Exception] = []
+    answered: list[float] = []
 
     def create() -> None:
         try:
             answers.append(_create(base, max_count=500))
         except Exception as exc:  # the connection may be closed by the stopping server
             answers.append(exc)
+        answered.append(time.monotonic())
 
     thread = threading.Thread(target=create)
     try:
@@ -98,13 +102,16 @@ def test_sigterm_during_the_largest_create(tmp_path: Path) -> None:
         proc.send_signal(signal.SIGTERM)
         started = time.monotonic()
         try:
-            code = proc.wait(timeout=20)
+            code = proc.wait(timeout=40)
         finally:
             if proc.poll() is None:
                 proc.kill()
-    stopped_in = time.monotonic() - started
+    stopped = time.monotonic()
     thread.join(timeout=30)
     assert code == 0, log_path.read_text()
     # The request was being served (it is answered, or cut off by the stop), not refused.
     assert answers and not (isinstance(answers[0], httpx.Response) and answers[0].is_error)
-    assert stopped_in < 5, (stopped_in, log_path.read_text())
+    # Within uvicorn's graceful timeout, and at once after the request was answered.
+    assert stopped - started < 30, log_path.read_text()
+    assert stopped - answered[0] < 3, (stopped - answered[0], log_path.read_text())
+    assert "queued server operations were not started" in log_path.read_text()
