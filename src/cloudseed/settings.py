@@ -180,6 +180,17 @@ class ApiSection:
     vendordata_dynamic_read_timeout: int = option(
         5, "Seconds to wait for a vendordata target's answer.", minimum=0
     )
+    # Issue 13: an absolute bound on one create request, before any quota is counted.
+    max_count_per_request: int = option(
+        500,
+        "The most servers one create request may ask for (max_count, or min_count when "
+        "larger); more is refused with 400 before anything is counted or allocated. "
+        "cloudseed's own option: Nova bounds max_count only by the instance quota, which "
+        "may be unlimited (-1); this keeps one request's time and memory bounded even then "
+        "(500 servers are written in about 2 s on SQLite, so a stop never waits long for "
+        "one). Larger boot storms take several requests.",
+        minimum=1,
+    )
     vendordata_dynamic_failure_fatal: bool = option(
         False,
         "A failing vendordata target fails the instance's build (ERROR with the "
@@ -206,6 +217,19 @@ class QuotaSection:
     )
     injected_file_path_length: int = option(
         255, "Longest personality file path, in characters. -1 for unlimited.", minimum=-1
+    )
+    # Instance quotas (issue 13): Nova's [quota] instances, cores, ram.
+    instances: int = option(10, "Instances each project may have (-1 for unlimited).", minimum=-1)
+    cores: int = option(
+        20,
+        "Instance cores (the flavors' vcpus) each project may use (-1 for unlimited).",
+        minimum=-1,
+    )
+    ram: int = option(
+        51200,
+        "Megabytes of instance RAM (the flavors' memory_mb) each project may use "
+        "(-1 for unlimited).",
+        minimum=-1,
     )
     recheck_quota: bool = option(
         True,

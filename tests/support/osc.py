@@ -188,7 +188,7 @@ def openstack_binary() -> Path:
     return _openstack(VENV_DIR)
 
 
-# --- a Keystone stand-in: the v3 version document, nothing else --------------------------------
+# --- a Keystone stand-in: the v3 version document and project look-ups, nothing else -----------
 
 
 @dataclass
@@ -202,7 +202,8 @@ class IdentityStub:
 
 @contextmanager
 def identity_stub() -> Iterator[IdentityStub]:
-    """Serve Keystone's v3 version document on 127.0.0.1 (a random port); record requests."""
+    """Serve Keystone's v3 version document and project look-ups (any project exists) on
+    127.0.0.1 (a random port); record requests."""
     stub = IdentityStub(url="")
     lock = threading.Lock()
 
@@ -245,6 +246,18 @@ def identity_stub() -> Iterator[IdentityStub]:
                         }
                     },
                 )
+            elif self.path.startswith("/v3/projects"):
+                # Any project exists, named as its id (``openstack quota show <project>``
+                # resolves the name here first).
+                path, _, query = self.path.partition("?")
+                name = path.removeprefix("/v3/projects").strip("/")
+                if not name and query.startswith("name="):
+                    name = query.removeprefix("name=").split("&")[0]
+                project = {"id": name, "name": name, "domain_id": "default", "enabled": True}
+                if path.strip("/").count("/") == 2:
+                    self._send(200, {"project": project})
+                else:
+                    self._send(200, {"projects": [project], "links": {}})
             else:
                 self._send(
                     404,

@@ -32,7 +32,9 @@ from cloudseed.images import api as images_api
 from cloudseed.keypairs import api as keypairs_api
 from cloudseed.metadata.loading import vendordata_request_for
 from cloudseed.networks import api as networks_api
+from cloudseed.quotas import api as quotas_api
 from cloudseed.servers import api as servers_api
+from cloudseed.servers import quota as server_quota
 from cloudseed.servers.operations import Operations
 from cloudseed.servers.service import Servers
 from cloudseed.settings import Settings
@@ -68,7 +70,13 @@ def create_api_app(
         try:
             # Starlette copies this into every request.state; read it with web.requests'
             # settings_of/api_db_of and servers.api.requests.servers_of.
-            yield {"settings": settings, "api_db": db, "servers": servers}
+            # quota_usage: quotas.api's usage counter (quotas is below servers and cells).
+            yield {
+                "settings": settings,
+                "api_db": db,
+                "servers": servers,
+                "quota_usage": partial(server_quota.usages, cells),
+            }
         finally:
             operations.shutdown()
             drives.close()
@@ -129,6 +137,7 @@ def domain_routes() -> list[Route]:
         *flavors_api.routes,
         *images_api.routes,
         *networks_api.routes,
+        *quotas_api.routes,
     ]
     return sorted(compute, key=lambda route: "{project_id}" in route.path)
 

@@ -31,7 +31,9 @@ from cloudseed.images import service as images
 from cloudseed.keypairs import service as keypairs
 from cloudseed.keypairs.errors import KeypairNotFound
 from cloudseed.networks import service as networks
+from cloudseed.quotas import service as quotas
 from cloudseed.servers import action_log, history, personality, states
+from cloudseed.servers import quota as usage
 from cloudseed.servers.errors import InvalidKeyName
 from cloudseed.servers.history import Actor
 from cloudseed.servers.hostnames import sanitize_hostname
@@ -64,7 +66,9 @@ class CreateRequest:
     access_ip_v6: str | None = None
     # None or "auto": every registered network's first one; "none": no port.
     networks: list[dict[str, Any]] | str | None = None
+    # The request's max_count; as many as the quota allows down to min_count are created.
     count: int = 1
+    min_count: int = 1
     admin_pass: str | None = None
     # Personality files (path, base64 text): checked here, then handed to the build in
     # memory (servers/personality.py); never stored.
@@ -114,10 +118,11 @@ def create_servers(
     force_config_drive: bool,
     quota: QuotaSection | None = None,
 ) -> Created:
+    quota = quota or QuotaSection()
     reservation_id = "r-" + secrets.token_hex(4)
     admin_pass = request.admin_pass or generate_password()
-    uuids = [str(uuid.uuid4()) for _ in range(request.count)]
     cell_id = cells.default_cell()
+    project_id, user_id = request.actor.project_id, request.actor.user_id
     with api_db.write() as session:
         keypair = (
             keypair_of(session, user_id=request.actor.user_id, key_name=request.key_name)
@@ -129,11 +134,26 @@ def create_servers(
             request.files,
             project_id=request.actor.project_id,
             user_id=request.actor.user_id,
-            quota=quota or QuotaSection(),
+            quota=quota,
         )
         flavor = flavors.snapshot(flavors.get_flavor(session, request.flavor_ref))
         image = images.get_image(session, request.image_ref)
         image_props = images.properties_of(image)
+        vcpus, memory_mb = int(str(flavor["vcpus"])), int(str(flavor["ram"]))
+        # The quota decides how many before anything is allocated (names, ports, rows).
+        limits = quotas.instance_limits(session, quota, project_id=project_id, user_id=user_id)
+        count = quotas.allowed_instances(
+            limits,
+            project_usage=usage.count(cells, project_id=project_id),
+            user_usage=usage.count(cells, project_id=project_id, user_id=user_id)
+            if limits.user is not None
+            else None,
+            vcpus=vcpus,
+            memory_mb=memory_mb,
+            min_count=request.min_count,
+            max_count=request.count,
+        )
+        uuids = [str(uuid.uuid4()) for _ in range(count)]
         ports = {u: _plan_ports(session, request.networks, u) for u in uuids}
         for u in uuids:
             session.add(
@@ -156,9 +176,9 @@ def create_servers(
     try:
         with cell.write() as session:
             for index, u in enumerate(uuids):
-                name = request.name if request.count == 1 else f"{request.name}-{index + 1}"
+                name = request.name if count == 1 else f"{request.name}-{index + 1}"
                 hostname = request.hostname or sanitize_hostname(name, default=f"Server-{u}")
-                if request.hostname and request.count > 1:
+                if request.hostname and count > 1:
                     hostname = f"{request.hostname}-{index + 1}"
                 session.add(
                     Instance(
@@ -221,6 +241,19 @@ def create_servers(
                     old=None,
                     new=history.describe_user_data(request.user_data),
                 )
+            if quota.recheck_quota:
+                # Others may have created since we counted; this count includes them and us.
+                session.flush()
+                quotas.recheck_instances(
+                    limits,
+                    project_usage=_usage_with(session, cells, cell_id, project_id),
+                    user_usage=_usage_with(session, cells, cell_id, project_id, user_id)
+                    if limits.user is not None
+                    else None,
+                    vcpus=vcpus,
+                    memory_mb=memory_mb,
+                    requested=count,
+                )
     except BaseException:
         with api_db.write() as session:
             session.execute(delete(InstanceMapping).where(InstanceMapping.instance_uuid.in_(uuids)))
@@ -229,6 +262,20 @@ def create_servers(
         raise
     return Created(
         uuids=uuids, reservation_id=reservation_id, admin_pass=admin_pass, action_ids=action_ids
+    )
+
+
+def _usage_with(
+    session: Session,
+    cells: CellDatabases,
+    cell_id: int,
+    project_id: str,
+    user_id: str | None = None,
+) -> quotas.Usage:
+    """Usage with this cell counted in the writing session (our inserts included)."""
+    return usage.add(
+        usage.count_in(session, project_id=project_id, user_id=user_id),
+        usage.count(cells, project_id=project_id, user_id=user_id, except_cell=cell_id),
     )
 
 

@@ -36,8 +36,10 @@ async def create(request: Request) -> Response:
     body = await body_of(request, schemas.create(version))
     server = body["server"]
     settings = settings_of(request)
-    min_count = int(server.get("min_count", 1))
-    max_count = int(server.get("max_count", min_count))
+    # Both bounded before anything else: an absurd count costs nothing (issue 13).
+    bound = settings.api.max_count_per_request
+    min_count = _count(server, "min_count", 1, bound)
+    max_count = _count(server, "max_count", min_count, bound)
     if min_count > max_count:
         raise InvalidInput("min_count must be <= max_count")
     image_ref = schemas.boot_image(
@@ -62,6 +64,7 @@ async def create(request: Request) -> Response:
         access_ip_v6=server.get("accessIPv6"),
         networks=server.get("networks"),
         count=max_count,
+        min_count=min_count,
         admin_pass=server.get("adminPass"),
         files=personality.from_request(server.get("personality")),
     )
@@ -94,6 +97,35 @@ async def create(request: Request) -> Response:
         }
     }
     return JSONResponse(body_out, status_code=202, headers={"Location": server_links[0]["href"]})
+
+
+def _count(server: dict[str, Any], field: str, default: int, bound: int) -> int:
+    """``min_count``/``max_count`` (an integer or a string of digits; the schema checked the
+    form) as an int between 1 and ``[api] max_count_per_request``. A string is measured
+    before it is converted, so a number of any length costs nothing, and a string gets the
+    same answers an integer gets from the schema."""
+    value = server.get(field)
+    if value is None:
+        return default
+    digits = str(value).lstrip("0") if isinstance(value, str) else None
+    if digits is not None and len(digits) > len(str(bound)):
+        shown = value if len(value) <= 32 else f"{value[:32]}..."
+        raise InvalidInput(
+            f"Invalid input for field/attribute {field}. Value: {shown}. "
+            f"{shown} is greater than the maximum of {bound}"
+        )
+    number = int(digits or "0") if digits is not None else int(value)
+    if number < 1:
+        raise InvalidInput(
+            f"Invalid input for field/attribute {field}. Value: {value}. "
+            f"{value} is less than the minimum of 1"
+        )
+    if number > bound:
+        raise InvalidInput(
+            f"Invalid input for field/attribute {field}. Value: {value}. "
+            f"{value} is greater than the maximum of {bound}"
+        )
+    return number
 
 
 def _parse_time(value: str) -> dt.datetime:

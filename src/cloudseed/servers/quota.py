@@ -1,0 +1,64 @@
+"""Instance quota usage: the instances, cores and RAM of a project (and of one user in it),
+counted from the cells as Nova's legacy counting does (non-deleted instances; cores and RAM
+from each instance's flavor snapshot, so a later flavor edit does not change usage).
+
+The limits and the check are ``cloudseed.quotas`` (generic, below servers); this module is
+where the counting happens, because only servers knows the instance tables.
+"""
+
+from __future__ import annotations
+
+import json
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from cloudseed.cells.service import CellDatabases
+from cloudseed.quotas.service import Usage
+from cloudseed.servers.models import Instance, InstanceExtra
+
+
+def count_in(session: Session, *, project_id: str, user_id: str | None = None) -> Usage:
+    """Usage in one cell database, as this session sees it (its own inserts included)."""
+    query = (
+        select(InstanceExtra.flavor)
+        .select_from(Instance)
+        .outerjoin(InstanceExtra, InstanceExtra.instance_uuid == Instance.uuid)
+        .where(Instance.project_id == project_id, Instance.deleted == 0)
+    )
+    if user_id is not None:
+        query = query.where(Instance.user_id == user_id)
+    instances = cores = ram = 0
+    for (flavor,) in session.execute(query):
+        snapshot = json.loads(flavor) if flavor else {}
+        instances += 1
+        cores += int(snapshot.get("vcpus", 0))
+        ram += int(snapshot.get("ram", 0))
+    return Usage(instances=instances, cores=cores, ram=ram)
+
+
+def add(a: Usage, b: Usage) -> Usage:
+    return Usage(instances=a.instances + b.instances, cores=a.cores + b.cores, ram=a.ram + b.ram)
+
+
+def count(
+    cells: CellDatabases,
+    *,
+    project_id: str,
+    user_id: str | None = None,
+    except_cell: int | None = None,
+) -> Usage:
+    """Usage across every cell (each read in its own transaction), leaving out
+    ``except_cell`` (the caller counts that one in its own session)."""
+    total = Usage()
+    for cell_id, db in cells.all_cells_by_id().items():
+        if cell_id == except_cell:
+            continue
+        with db.read() as session:
+            total = add(total, count_in(session, project_id=project_id, user_id=user_id))
+    return total
+
+
+def usages(cells: CellDatabases, project_id: str, user_id: str | None) -> dict[str, int]:
+    """The in-use numbers of the quota-sets API (``quotas.api``'s usage counter)."""
+    return count(cells, project_id=project_id, user_id=user_id).as_dict()
