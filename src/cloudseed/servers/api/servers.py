@@ -26,7 +26,7 @@ from cloudseed.web.requests import (
     settings_of,
     version_of,
 )
-from cloudseed.web.validation import query_lists
+from cloudseed.web.validation import bounded_int, query_lists
 
 V = APIVersion
 
@@ -36,8 +36,9 @@ async def create(request: Request) -> Response:
     body = await body_of(request, schemas.create(version))
     server = body["server"]
     settings = settings_of(request)
-    min_count = int(server.get("min_count", 1))
-    max_count = int(server.get("max_count", min_count))
+    # The schema allows digit strings ("0" among them): bounded and converted before anything.
+    min_count = bounded_int(server.get("min_count", 1), "min_count", minimum=1)
+    max_count = bounded_int(server.get("max_count", min_count), "max_count", minimum=1)
     if min_count > max_count:
         raise InvalidInput("min_count must be <= max_count")
     image_ref = schemas.boot_image(
@@ -119,10 +120,12 @@ async def _list(request: Request, *, detail: bool) -> Response:
     if "all_tenants" in first and not context.is_admin:
         raise PolicyNotAuthorized("os_compute_api:servers:index:get_all_tenants")
     max_limit = settings_of(request).api.max_limit
-    try:
-        limit = min(max_limit, int(first["limit"])) if "limit" in first else max_limit
-    except ValueError as exc:
-        raise InvalidInput("limit param must be an integer") from exc
+    limit = max_limit
+    if "limit" in first:
+        try:
+            limit = min(max_limit, bounded_int(first["limit"], "limit"))
+        except InvalidInput as exc:
+            raise InvalidInput("limit param must be an integer") from exc
     if limit < 0:
         raise InvalidInput("limit param must be positive")
     flt = ListFilter(
