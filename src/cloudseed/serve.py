@@ -25,7 +25,7 @@ from types import FrameType
 
 import uvicorn
 
-from cloudseed.coalescing import CoalescingHttpToolsProtocol
+from cloudseed.coalescing import CoalescingHttpToolsProtocol, HeadLimits
 from cloudseed.settings import Settings
 from cloudseed.types import ASGIApp
 
@@ -114,6 +114,14 @@ async def serve_sockets(
     """Serve each listener's app on its socket in this process until SIGTERM/SIGINT, or until
     ``stop_event`` is set (for embedding, e.g. in tests)."""
     servers = []
+    w = settings.wsgi
+    protocol = CoalescingHttpToolsProtocol.with_limits(
+        HeadLimits(
+            max_request_line=w.max_request_line,
+            max_header_line=w.max_header_line,
+            max_header_size=w.max_header_size,
+        )
+    )
     for listener, sock in bound:
         # proxy_headers off: uvicorn would otherwise believe X-Forwarded-For from 127.0.0.1
         # and rewrite the client address the metadata service identifies guests by.
@@ -122,7 +130,7 @@ async def serve_sockets(
             lifespan="on",
             access_log=False,
             proxy_headers=False,
-            http=CoalescingHttpToolsProtocol,
+            http=protocol,
             log_config=None,
             server_header=False,
             date_header=True,

@@ -272,6 +272,31 @@ class OsloMiddlewareSection:
     )
 
 
+# --- [wsgi]: request head limits (issue 13, P2) ---
+@dataclass(frozen=True)
+class WsgiSection:
+    """``[wsgi]``: limits on request heads, on both listeners (compute API and metadata)."""
+
+    max_header_line: int = option(
+        16384,
+        "Longest header line accepted, in bytes (Nova's option); a longer one gets 431 and the "
+        "connection is closed.",
+        minimum=256,
+    )
+    max_request_line: int = option(
+        8192,
+        "Longest request line (method, URL, version) accepted, in bytes; a longer one gets "
+        "414 and the connection is closed.",
+        minimum=256,
+    )
+    max_header_size: int = option(
+        65536,
+        "Largest request head (request line and all headers) accepted, in bytes; a larger one "
+        "gets 431 and the connection is closed.",
+        minimum=1024,
+    )
+
+
 @dataclass(frozen=True)
 class NeutronSection:
     """``[neutron]``: how the metadata service trusts a metadata proxy (Nova's options)."""
@@ -416,6 +441,7 @@ class Settings:
     api_database: ApiDatabaseSection = field(default_factory=ApiDatabaseSection)
     database: DatabaseSection = field(default_factory=DatabaseSection)
     oslo_middleware: OsloMiddlewareSection = field(default_factory=OsloMiddlewareSection)
+    wsgi: WsgiSection = field(default_factory=WsgiSection)
     fake_driver: FakeDriverSection = field(default_factory=FakeDriverSection)
     neutron: NeutronSection = field(default_factory=NeutronSection)
     metadata: MetadataSection = field(default_factory=MetadataSection)
@@ -451,6 +477,7 @@ SECTIONS: dict[str, str] = {
     "api_database": "api_database",
     "database": "database",
     "oslo_middleware": "oslo_middleware",
+    "wsgi": "wsgi",
     "fake_driver": "fake_driver",
     "neutron": "neutron",
     "metadata": "metadata",

@@ -18,7 +18,7 @@ from cloudseed.web.links import next_link
 from cloudseed.web.microversions import APIVersion
 from cloudseed.web.policy import authorize_owner_or_admin
 from cloudseed.web.requests import api_db_of, context_of, settings_of, version_of
-from cloudseed.web.validation import query_lists, read_json, validate
+from cloudseed.web.validation import bounded_int, query_lists, read_json, validate
 
 V2_2, V2_10, V2_35, V2_75, V2_92 = (APIVersion(2, n) for n in (2, 10, 35, 75, 92))
 POLICY = "os_compute_api:os-keypairs:{}"
@@ -57,7 +57,11 @@ async def index(request: Request) -> Response:
     marker: str | None = None
     if version >= V2_35:
         # Like webob's MultiDict, a repeated limit or marker means its last value.
-        limit = min(max_limit, int(query["limit"][-1])) if "limit" in query else max_limit
+        limit = (
+            min(max_limit, bounded_int(query["limit"][-1], "limit"))
+            if "limit" in query
+            else max_limit
+        )
         marker = query["marker"][-1] if "marker" in query else None
 
     def run() -> list[Any]:

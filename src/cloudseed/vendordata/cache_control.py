@@ -32,8 +32,10 @@ REVALIDATE_EACH_TIME = CachePolicy()
 
 def _delta_seconds(value: str) -> int | None:
     value = value.strip().strip('"')
-    if not value.isdigit():
+    if not (value.isascii() and value.isdigit()):
         return None  # a malformed max-age counts as absent: revalidate
+    if len(value) > 10:  # bounded before int(): RFC 9111 caps it at 2**31 anyway
+        return MAX_DELTA_SECONDS
     return min(int(value), MAX_DELTA_SECONDS)
 
 

@@ -29,11 +29,13 @@ class APIVersion(NamedTuple):
     def parse(cls, text: str) -> APIVersion:
         match = _VERSION_RE.match(text)
         if match is None:
-            raise InvalidAPIVersionString(text)
+            raise InvalidAPIVersionString(text if len(text) <= 64 else text[:64] + "...")
         return cls(int(match["major"]), int(match["minor"]))
 
 
-_VERSION_RE = re.compile(r"^(?P<major>[1-9]\d*)\.(?P<minor>[1-9]\d*|0)$")
+# Bounded before int(): a version number of more than 9 digits is no version (and one of more
+# than 4,300 digits made int() raise, a 500 before authentication).
+_VERSION_RE = re.compile(r"^(?P<major>[1-9][0-9]{0,8})\.(?P<minor>[1-9][0-9]{0,8}|0)$")
 
 MIN_VERSION = APIVersion(2, 1)
 # 2.1-2.104 are Nova's. 2.105 is cloudseed's first: see docs/api-differences.md.

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 import unicodedata
 from collections.abc import Mapping
 from typing import Any
@@ -18,6 +19,7 @@ from typing import Any
 import jsonschema
 from starlette.requests import Request
 
+from cloudseed.errors import InvalidInput
 from cloudseed.web.errors import (
     InvalidName,
     MalformedRequestBody,
@@ -113,7 +115,12 @@ async def read_json(request: Request, *, max_size: int) -> Any:
         if media_type not in ("", "text/plain", *JSON_TYPES):
             raise UnsupportedMediaType()
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > max_size:
+    if (
+        declared is not None
+        and declared.isascii()
+        and declared.isdigit()
+        and (len(declared) > 20 or int(declared) > max_size)
+    ):
         raise RequestTooLarge()
     chunks = []
     size = 0
@@ -126,9 +133,82 @@ async def read_json(request: Request, *, max_size: int) -> Any:
     if not body.strip():
         return {}
     try:
-        return json.loads(body)
+        parsed = json.loads(body)
     except (ValueError, RecursionError) as exc:
         raise MalformedRequestBody() from exc
+    check_unicode(parsed)
+    return parsed
+
+
+# A lone surrogate: JSON's "\\ud800" escape decodes to one, and no UTF-8 encoder (database
+# drivers, the password's encryption, log handlers) accepts it.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def has_surrogate(text: str) -> bool:
+    return not text.isascii() and _SURROGATE.search(text) is not None
+
+
+def check_unicode(document: Any) -> None:
+    """Every key and string of a parsed JSON document is valid Unicode (scalar values only), or
+    ValidationFailed (400) names the first field that is not. Iterative: a deeply nested
+    document costs no recursion."""
+    stack: list[tuple[str | None, Any]] = [(None, document)]
+    while stack:
+        name, value = stack.pop()
+        if isinstance(value, str):
+            if has_surrogate(value):
+                raise _not_unicode(name)
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                if has_surrogate(key):
+                    raise _not_unicode(None)
+                stack.append((key, item))
+        elif isinstance(value, list):
+            stack.extend((name, item) for item in value)
+
+
+def _not_unicode(name: str | None) -> ValidationFailed:
+    reason = "The value is not valid Unicode: it contains a lone surrogate."
+    if name is None:
+        return ValidationFailed(f"Invalid input: a key or value is not valid Unicode. {reason}")
+    return ValidationFailed(f"Invalid input for field/attribute {name}. {reason}")
+
+
+# Client-supplied integers are bounded before conversion: int() of a digit string costs
+# quadratic time and refuses more than 4,300 digits (ValueError, which was a 500). Nothing a
+# client may send needs more than a 64-bit integer: Nova's database columns are at most that.
+MAX_INT = 2**63 - 1
+MIN_INT = -(2**63)
+_INT_TEXT = re.compile(r"[+-]?[0-9]+")
+_MAX_INT_TEXT = 32  # characters: leading zeros and a sign are allowed, and nothing longer
+
+
+def bounded_int(value: object, name: str, *, minimum: int = MIN_INT, maximum: int = MAX_INT) -> int:
+    """``value`` (an int, or a string of decimal digits as Nova's schemas allow) as an int
+    within ``minimum``..``maximum``, or InvalidInput with Nova's ``validate_integer`` messages.
+    A string longer than 32 characters never reaches int()."""
+    if isinstance(value, bool):
+        raise InvalidInput(f"{name} must be an integer")
+    if isinstance(value, int):
+        number = value
+    elif isinstance(value, str):
+        text = value.strip()
+        if _INT_TEXT.fullmatch(text) is None:
+            raise InvalidInput(f"{name} must be an integer")
+        if len(text) > _MAX_INT_TEXT:
+            # Digits enough to pass any bound: say which one, without converting them.
+            raise InvalidInput(
+                f"{name} must be >= {minimum}" if text[0] == "-" else f"{name} must be <= {maximum}"
+            )
+        number = int(text)
+    else:
+        raise InvalidInput(f"{name} must be an integer")
+    if number < minimum:
+        raise InvalidInput(f"{name} must be >= {minimum}")
+    if number > maximum:
+        raise InvalidInput(f"{name} must be <= {maximum}")
+    return number
 
 
 def query_lists(request: Request) -> dict[str, list[str]]:
@@ -136,4 +216,5 @@ def query_lists(request: Request) -> dict[str, list[str]]:
     result: dict[str, list[str]] = {}
     for key, value in request.query_params.multi_items():
         result.setdefault(key, []).append(value)
+    check_unicode(result)
     return result

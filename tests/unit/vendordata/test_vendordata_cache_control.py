@@ -30,3 +30,10 @@ from cloudseed.vendordata.cache_control import MAX_DELTA_SECONDS, CachePolicy, p
 )
 def test_policy(headers: list[str], policy: CachePolicy) -> None:
     assert parse_cache_control(headers) == policy
+
+
+def test_huge_and_non_ascii_max_age() -> None:
+    """A target's max-age of more than 4,300 digits (int() refuses it) or of non-ASCII digits
+    ("²" is a digit to str.isdigit, not to int) is no ValueError."""
+    assert parse_cache_control(["max-age=" + "9" * 5000]).max_age == MAX_DELTA_SECONDS
+    assert parse_cache_control(["max-age=\u00b2"]) == parse_cache_control(["max-age=x"])

@@ -16,7 +16,7 @@ from cloudseed.servers.creation import generate_password
 from cloudseed.servers.edits import UNSET
 from cloudseed.web.microversions import APIVersion
 from cloudseed.web.requests import api_base, context_of, settings_of, version_of
-from cloudseed.web.validation import read_json, validate
+from cloudseed.web.validation import bounded_int, read_json, validate
 
 V = APIVersion
 
@@ -105,9 +105,8 @@ async def _console_output(request: Request, body: dict[str, Any]) -> Response:
     params = body["os-getConsoleOutput"]
     validate(schemas.CONSOLE_OUTPUT, params)
     raw = params.get("length")
-    length = None if raw is None or int(raw) == -1 else int(raw)
-    if length is not None and length < -1:
-        raise InvalidInput("length must be -1 or more")
+    number = None if raw is None else bounded_int(raw, "length", minimum=-1)
+    length = None if number is None or number == -1 else number
     record = await load_owned(request)
     output = await run_in_threadpool(
         lambda: servers_of(request).console_output(record.instance.uuid, length=length)

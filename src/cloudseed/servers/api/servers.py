@@ -26,7 +26,7 @@ from cloudseed.web.requests import (
     settings_of,
     version_of,
 )
-from cloudseed.web.validation import query_lists
+from cloudseed.web.validation import bounded_int, query_lists
 
 V = APIVersion
 
@@ -151,10 +151,12 @@ async def _list(request: Request, *, detail: bool) -> Response:
     if "all_tenants" in first and not context.is_admin:
         raise PolicyNotAuthorized("os_compute_api:servers:index:get_all_tenants")
     max_limit = settings_of(request).api.max_limit
-    try:
-        limit = min(max_limit, int(first["limit"])) if "limit" in first else max_limit
-    except ValueError as exc:
-        raise InvalidInput("limit param must be an integer") from exc
+    limit = max_limit
+    if "limit" in first:
+        try:
+            limit = min(max_limit, bounded_int(first["limit"], "limit"))
+        except InvalidInput as exc:
+            raise InvalidInput("limit param must be an integer") from exc
     if limit < 0:
         raise InvalidInput("limit param must be positive")
     flt = ListFilter(
