@@ -198,6 +198,8 @@ class GuestStore:
             # times a second), with the future kept so that stop() need not wait it out.
             loop = asyncio.get_running_loop()
             self._nap = loop.create_future()
+            if self._stopping.is_set():  # stop() came during the last poll
+                return
             wake = loop.call_later(self.poll_interval, _wake, self._nap)
             try:
                 await self._nap
