@@ -98,8 +98,10 @@ class Identifier:
         """The client as the trusted proxies report it, from their one header only (never
         merged with the other kind, which the guest may have sent): walking the chain from
         the nearest hop, the first address that is not itself a trusted proxy, i.e. the one
-        the outermost trusted proxy appended. Anything a guest wrote is to its left."""
-        return self._nearest_untrusted(_hops(headers, self.header)) or peer
+        the trusted proxy nearest the guest appended. Anything a guest wrote is to its left.
+        Without the header, the caller is the proxy itself."""
+        hops = _hops(headers, self.header)
+        return (self._nearest_untrusted(hops) or "") if hops else peer
 
     def _nearest_untrusted(self, hops: list[str]) -> str | None:
         for hop in reversed(hops):
