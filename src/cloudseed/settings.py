@@ -324,6 +324,15 @@ class MetadataSection:
         "service. Only requests from these may name the client in X-Forwarded-For or "
         "Forwarded; from anyone else those headers are ignored.",
     )
+    # -- issue 13 (P3): which forwarding header the trusted proxies set --
+    forwarded_header: str = option(
+        "x-forwarded-for",
+        "The one forwarding header the trusted proxies set: x-forwarded-for (as Nova "
+        "reads) or forwarded (RFC 7239). The other kind is the guest's own and never counts, "
+        "and the client is the right-most hop that is not a trusted proxy (the one the "
+        "proxy appended), never an address the guest wrote.",
+        choices=("x-forwarded-for", "forwarded"),
+    )
     require_token: bool = option(
         False,
         "Require a session token (PUT /latest/api/token, then "

@@ -357,11 +357,13 @@ def test_forwarded_headers_count_only_from_trusted_proxies(
         assert md.get("/openstack/latest/meta_data.json").status_code == 404  # itself
         r = md.get("/openstack/latest/meta_data.json", headers={"X-Forwarded-For": victim.address})
         assert r.json()["uuid"] == victim.id
+        # Only the configured header (X-Forwarded-For by default) counts: Forwarded is the
+        # guest's own, so the caller is the proxy itself.
         r = md.get(
             "/openstack/latest/meta_data.json",
             headers={"Forwarded": f'for="{attacker.address}:4711";proto=http'},
         )
-        assert r.json()["uuid"] == attacker.id
+        assert r.status_code == 404
         # A client that prepends a forged hop is still itself: the nearest untrusted hop.
         r = md.get(
             "/openstack/latest/meta_data.json",
@@ -548,6 +550,32 @@ def test_password_posted_once_and_read_through_the_api(
     assert httpx.get(
         api.base_url.join(url), headers={"X-Auth-Token": "mallory:other"}
     ).status_code in (403, 404)
+
+
+def test_empty_password_post_sets_nothing(
+    api: httpx.Client, cloud: Cloud, metadata_url: str
+) -> None:
+    """As Nova: an empty post is a no-op (200), so the guest can still post its password."""
+    guest = boot(api, cloud)
+    with guest.client(metadata_url) as md:
+        assert md.post("/openstack/latest/password", content=b"").status_code == 200
+        assert md.get("/openstack/latest/password").content == b""
+        assert md.post("/openstack/latest/password", content=b"real").status_code == 200
+        assert md.get("/openstack/latest/password").content == b"real"
+
+
+def test_password_that_is_not_utf8_is_refused(
+    api: httpx.Client, cloud: Cloud, metadata_url: str
+) -> None:
+    guest = boot(api, cloud)
+    url = f"/v2.1/servers/{guest.id}/os-server-password"
+    with guest.client(metadata_url) as md:
+        for body in (b"pass\xffword", b"\xed\xa0\x80", b"\xc3"):  # bad byte, surrogate, cut
+            r = md.post("/openstack/latest/password", content=body)
+            assert r.status_code == 400 and "not valid UTF-8" in r.text, body
+        assert api.get(url).json() == {"password": ""}
+        assert md.post("/openstack/latest/password", content="pässword".encode()).status_code == 200
+        assert md.get("/openstack/latest/password").text == "pässword"
 
 
 # -- changes are visible at once -----------------------------------------------------------

@@ -222,6 +222,23 @@ async def test_failing_targets_give_empty_entries_and_warnings(
     assert "'good'" not in messages and "'empty'" not in messages
 
 
+async def test_deeply_nested_answer_is_a_failed_target_logged_once(
+    tmp_path: Path, targets: Targets, caplog: pytest.LogCaptureFixture
+) -> None:
+    settings = make_settings(
+        tmp_path, providers="DynamicJSON", targets=f"deep@{targets.url('/deep')}"
+    )
+    caplog.set_level(logging.WARNING, "cloudseed.vendordata")
+    async with vendordata(settings) as service:
+        for _ in range(3):
+            data = await service.vendor_data2(request_for("inst-deep"))
+            assert document(data)["deep"] == {}
+    failures = [r for r in caplog.records if "'deep' failed" in r.getMessage()]
+    assert len(failures) == 1  # backed off, not one per request
+    assert "nested too deeply" in failures[0].getMessage()
+    assert not [r for r in caplog.records if r.exc_info or "Recursion" in r.getMessage()]
+
+
 async def test_failure_is_fatal_for_a_build_only_when_configured(
     tmp_path: Path, targets: Targets
 ) -> None:

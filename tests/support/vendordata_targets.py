@@ -121,6 +121,10 @@ def _app(targets: Targets) -> Starlette:
         await recorded(request)
         return Response("<html>maintenance</html>", media_type="text/html")
 
+    async def deep(request: Request) -> Response:
+        await recorded(request)
+        return Response(b"[" * 100_000 + b"]" * 100_000, media_type="application/json")
+
     async def empty(request: Request) -> Response:
         await recorded(request)
         return Response(b"", status_code=200)
@@ -177,6 +181,7 @@ def _app(targets: Targets) -> Starlette:
         "/slow-for-some": slow_for_some,
         "/error": error,
         "/not-json": not_json,
+        "/deep": deep,
         "/empty": empty,
         "/cached": cached,
         "/no-store": no_store,

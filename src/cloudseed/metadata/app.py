@@ -316,13 +316,20 @@ class MetadataApp:
                 raise PasswordTooLarge()
             if not message.get("more_body"):
                 break
+        try:
+            text = body.decode("utf-8")
+        except UnicodeDecodeError:
+            raise InvalidInput("The password is not valid UTF-8.") from None
+        if not text:
+            # As Nova: an empty post sets nothing, so the guest can still post its password.
+            return
         store = self.store
         assert store is not None
 
         def write() -> None:
             # The app is the caller here: it owns the transaction, password.store takes it.
             with store.cells.for_instance(uuid).write() as session:
-                password.store(session, uuid, body.decode("utf-8", "replace"))
+                password.store(session, uuid, text)
 
         await asyncio.to_thread(write)
         store.changed(uuid)  # this worker answers from the new value at once

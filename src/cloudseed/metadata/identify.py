@@ -1,13 +1,17 @@
 """Who is asking: trust only what is configured or signed.
 
 - Remote-address mode (default): the instance whose port has the request's source address.
-  ``X-Forwarded-For``/``Forwarded`` count only when the connection comes from a configured
-  trusted proxy; from anyone else they are ignored, so a guest cannot claim another's address.
+  A forwarding header counts only when the connection comes from a configured trusted proxy,
+  and then only the one kind the operator says that proxy sets (``[metadata]
+  forwarded_header``), never merged with the other, and only its right-most untrusted hop
+  (what the proxy appended); from anyone else they are ignored, so a guest cannot claim
+  another's address.
 - Proxy mode (``[neutron] service_metadata_proxy``): the proxy names the instance in
   ``X-Instance-ID`` + ``X-Tenant-ID``, signed with the shared secret
   (``X-Instance-ID-Signature`` = hex HMAC-SHA256 of the instance id); or, with
-  ``X-Metadata-Provider``, names the address in ``X-Forwarded-For`` and its provider, which
-  cloudseed takes to be the network (id or name) the address is on.
+  ``X-Metadata-Provider``, names the address in ``X-Forwarded-For`` (its right-most entry,
+  which the proxy appended) and its provider, which cloudseed takes to be the network (id or
+  name) the address is on.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ from cloudseed.settings import Settings, split_list
 from cloudseed.signing import Verifier
 
 Headers = Sequence[tuple[bytes, bytes]]
+XFF = b"x-forwarded-for"
+FORWARDED = b"forwarded"
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +59,8 @@ class Identifier:
             ipaddress.ip_network(n, strict=False)
             for n in split_list(settings.metadata.trusted_proxies)
         )
+        # The one header the trusted proxies set; the other kind is the guest's own.
+        self.header = FORWARDED if settings.metadata.forwarded_header == "forwarded" else XFF
 
     def claim(self, peer: str | None, headers: Headers) -> Claim:
         if self.proxy_mode:
@@ -75,29 +83,39 @@ class Identifier:
         a guest, say): session tokens are never handed out through one, as in EC2.
 
         The proxies cloudseed trusts (a signing metadata proxy, ``trusted_proxies``) add one
-        hop for the guest; a further hop was added by someone else."""
-        hops = _hops(headers)
+        hop for the guest, in their one header (``X-Forwarded-For`` for a signing proxy,
+        ``[metadata] forwarded_header`` for trusted proxies); a further hop in that header,
+        or any forwarding header of the other kind, was added by someone else."""
         if self.proxy_mode:
-            return len(hops) > 1
+            return len(_hops(headers, XFF)) > 1 or bool(_hops(headers, FORWARDED))
         if peer is not None and self.trusted and self.is_trusted(peer):
-            return sum(1 for hop in hops if not self.is_trusted(hop)) > 1
-        return bool(hops)
+            other = FORWARDED if self.header == XFF else XFF
+            untrusted = [hop for hop in _hops(headers, self.header) if not self.is_trusted(hop)]
+            return len(untrusted) > 1 or bool(_hops(headers, other))
+        return bool(_hops(headers, XFF) or _hops(headers, FORWARDED))
 
     def _forwarded_client(self, peer: str, headers: Headers) -> str:
-        """The client as the trusted proxies report it: walking the chain from the nearest
-        hop, the first address that is not itself a trusted proxy."""
-        hops = _hops(headers)
+        """The client as the trusted proxies report it, from their one header only (never
+        merged with the other kind, which the guest may have sent): walking the chain from
+        the nearest hop, the first address that is not itself a trusted proxy, i.e. the one
+        the trusted proxy nearest the guest appended. Anything a guest wrote is to its left.
+        Without the header, the caller is the proxy itself."""
+        hops = _hops(headers, self.header)
+        return (self._nearest_untrusted(hops) or "") if hops else peer
+
+    def _nearest_untrusted(self, hops: list[str]) -> str | None:
         for hop in reversed(hops):
             if not self.is_trusted(hop):
                 return hop
-        return hops[0] if hops else peer
+        return hops[0] if hops else None
 
     def _proxy_claim(self, headers: Headers) -> Claim:
         found: dict[bytes, list[str]] = {}
         for name, value in headers:
             if name.startswith(b"x-"):
                 found.setdefault(name, []).append(value.decode("latin-1"))
-        forwarded = found.get(b"x-forwarded-for", [""])[0].split(",")[0].strip() or None
+        # The address the proxy appended: the right-most (the guest controls the rest).
+        forwarded = self._nearest_untrusted(_hops(headers, XFF)) or None
         provider = _single(found, b"x-metadata-provider", "X-Metadata-Provider")
         if provider is not None:
             if forwarded is None:
@@ -136,28 +154,42 @@ def _single(found: dict[bytes, list[str]], name: bytes, label: str) -> str | Non
     return values[0]
 
 
-def _hops(headers: Headers) -> list[str]:
-    """The forwarding chain from Forwarded and X-Forwarded-For, farthest first."""
+def _hops(headers: Headers, which: bytes) -> list[str]:
+    """The forwarding chain in one kind of header (every line of it, in order), farthest
+    first. Entries are normalised addresses; one that is not an address (or is empty) is kept
+    as it is, and then matches no instance."""
     hops: list[str] = []
     for name, value in headers:
-        if name == b"forwarded":
-            hops += _forwarded_for(value.decode("latin-1"))
-        elif name == b"x-forwarded-for":
-            hops += [h.strip() for h in value.decode("latin-1").split(",") if h.strip()]
+        if name == which:
+            text = value.decode("latin-1")
+            raw = _forwarded_for(text) if which == FORWARDED else text.split(",")
+            hops += [_address(h) for h in raw]  # an empty entry is an unknown hop
     return hops
 
 
 def _forwarded_for(value: str) -> list[str]:
-    """The ``for=`` addresses of an RFC 7239 Forwarded header, in order."""
+    """The ``for=`` values of an RFC 7239 Forwarded header, in order (one per element; an
+    element without ``for=`` counts as an unknown hop)."""
     hops = []
     for element in value.split(","):
+        found = "unknown"
         for pair in element.split(";"):
             key, _, raw = pair.strip().partition("=")
-            if key.lower() == "for" and raw:
-                address = raw.strip('"')
-                if address.startswith("["):  # "[2001:db8::1]:4711"
-                    address = address[1:].partition("]")[0]
-                elif address.count(":") == 1:  # "192.0.2.1:4711"
-                    address = address.partition(":")[0]
-                hops.append(address)
+            if key.strip().lower() == "for":
+                found = raw
+        hops.append(found)
     return hops
+
+
+def _address(raw: str) -> str:
+    """``raw`` (``192.0.2.1``, ``192.0.2.1:4711``, ``"[2001:db8::1]:4711"``, ``2001:db8::1``)
+    as a normalised address, or as it is when it is none."""
+    text = raw.strip().strip('"').strip()
+    if text.startswith("["):
+        text = text[1:].partition("]")[0]
+    elif text.count(":") == 1:
+        text = text.partition(":")[0]
+    try:
+        return str(ipaddress.ip_address(text))
+    except ValueError:
+        return text

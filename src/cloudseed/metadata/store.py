@@ -11,10 +11,12 @@ is being loaded makes that load's result uncacheable, so an old copy never outli
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import logging
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from sqlalchemy import delete, func, or_, select
@@ -24,6 +26,7 @@ from cloudseed.db.base import utcnow
 from cloudseed.db.engines import Database
 from cloudseed.metadata.documents import GuestDocuments
 from cloudseed.metadata.loading import BY_ADDRESS, BY_UUID, Key, load_guests
+from cloudseed.servers import records
 from cloudseed.servers.models import GuestChange
 
 log = logging.getLogger(__name__)
@@ -32,6 +35,11 @@ GAP_PATIENCE = 10.0  # seconds a skipped change id is watched for
 FEED_RETENTION = dt.timedelta(minutes=10)
 PRUNE_EVERY = 60.0
 BATCH_SIZE = 200  # guests loaded per thread hop at most
+
+
+def _wake(nap: asyncio.Future[None] | None) -> None:
+    if nap is not None and not nap.done():
+        nap.set_result(None)
 
 
 @dataclass
@@ -59,6 +67,8 @@ class GuestStore:
         self._feeds: dict[str, _Feed] = {}
         self._task: asyncio.Task[None] | None = None
         self._stopping = asyncio.Event()
+        self._unsubscribe: Callable[[], None] | None = None
+        self._nap: asyncio.Future[None] | None = None  # the feed's wait for its next poll
 
     # -- lookups (the hot path: a dict hit, no IO) -------------------------------------------
 
@@ -147,12 +157,28 @@ class GuestStore:
 
     async def start(self) -> None:
         await asyncio.to_thread(self._start_feeds)
+        loop = asyncio.get_running_loop()
+
+        def heard(uuids: frozenset[str]) -> None:
+            # Called in the thread that committed: queued on this loop before that thread's
+            # caller resumes, so before the change's own answer (a DELETE's 204) is sent.
+            with contextlib.suppress(RuntimeError):  # this loop is closed: nothing to drop
+                loop.call_soon_threadsafe(self._changed_all, uuids)
+
+        self._unsubscribe = records.on_guest_changes(heard)
         self._task = asyncio.create_task(self._follow())
+
+    def _changed_all(self, uuids: frozenset[str]) -> None:
+        for uuid in uuids:
+            self.changed(uuid)
 
     async def stop(self) -> None:
         # Not task.cancel(): a poll running in a thread would go on using a connection that
         # shutdown is about to close. The loop sees the flag after its current poll.
         self._stopping.set()
+        _wake(self._nap)
+        if self._unsubscribe is not None:
+            self._unsubscribe()
         if self._task is not None:
             await self._task
         if self._loader is not None:
@@ -168,8 +194,17 @@ class GuestStore:
     async def _follow(self) -> None:
         last_prune = last_cells = time.monotonic()
         while True:
-            # A plain sleep, not wait_for(event): that costs a Task per poll, 50 times a second.
-            await asyncio.sleep(self.poll_interval)
+            # What asyncio.sleep does (not wait_for(event): that costs a Task per poll, 50
+            # times a second), with the future kept so that stop() need not wait it out.
+            loop = asyncio.get_running_loop()
+            self._nap = loop.create_future()
+            if self._stopping.is_set():  # stop() came during the last poll
+                return
+            wake = loop.call_later(self.poll_interval, _wake, self._nap)
+            try:
+                await self._nap
+            finally:
+                wake.cancel()
             if self._stopping.is_set():
                 return
             try:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import hmac
+import re
 import secrets
 import time
 
@@ -21,6 +22,8 @@ from cloudseed.settings import Secret, Settings
 MAX_TTL = 21600
 TTL_HEADER = b"x-aws-ec2-metadata-token-ttl-seconds"
 TOKEN_HEADER = b"x-aws-ec2-metadata-token"
+# Exactly what issue() writes: no sign, no leading zero, no underscore, no space, lower hex.
+TOKEN = re.compile(rb"v1\.([1-9][0-9]{0,15})\.([0-9a-f]{40})")
 
 
 class Tokens:
@@ -41,14 +44,15 @@ class Tokens:
         return f"v1.{expires}.{self._mac(instance_uuid, expires)}", ttl
 
     def check(self, instance_uuid: str, token: bytes) -> None:
-        try:
-            version, expires_text, mac = token.decode("ascii").split(".")
-            expires = int(expires_text)
-        except (UnicodeDecodeError, ValueError):
-            raise TokenRequired("The session token is not valid.") from None
-        if version != "v1" or expires < time.time():
+        # Strict: int() would take "+1", "01" or "1_0" for the same expiry, so a rewritten
+        # token would validate. Only the canonical form is ever issued, so only it passes.
+        match = TOKEN.fullmatch(token)
+        if match is None:
+            raise TokenRequired("The session token is not valid.")
+        expires = int(match[1])
+        if expires < time.time():
             raise TokenRequired("The session token has expired or is not valid.")
-        if not hmac.compare_digest(mac, self._mac(instance_uuid, expires)):
+        if not hmac.compare_digest(match[2].decode(), self._mac(instance_uuid, expires)):
             raise TokenRequired("The session token is not valid.")
 
     def _mac(self, instance_uuid: str, expires: int) -> str:

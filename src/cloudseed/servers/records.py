@@ -8,11 +8,11 @@ empty and ``vm_state`` allows the operation, so of two concurrent operations exa
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import event, select, update
 from sqlalchemy.orm import Session
 
 from cloudseed.cells.errors import InstanceNotFound
@@ -180,3 +180,31 @@ def guest_changed(session: Session, uuid: str) -> None:
         .execution_options(synchronize_session=False)
     )
     session.add(GuestChange(instance_uuid=uuid))
+    session.info.setdefault(_CHANGED, set()).add(uuid)
+
+
+# In-process announcement of committed guest changes: a metadata service in the same process
+# drops its copy before the request that made the change has answered (other processes hear
+# of it from the change feed within one poll). Listeners are called in the committing thread.
+_CHANGED = "cloudseed.guest_changes"
+_listeners: list[Callable[[frozenset[str]], None]] = []
+
+
+def on_guest_changes(listener: Callable[[frozenset[str]], None]) -> Callable[[], None]:
+    """Call ``listener(uuids)`` after each commit that changed what guests see; returns the
+    function that stops it."""
+    _listeners.append(listener)
+    return lambda: _listeners.remove(listener) if listener in _listeners else None
+
+
+@event.listens_for(Session, "after_commit")
+def _announce(session: Session) -> None:
+    changed = session.info.pop(_CHANGED, None)
+    if changed:
+        for listener in list(_listeners):
+            listener(frozenset(changed))
+
+
+@event.listens_for(Session, "after_rollback")
+def _forget_unannounced(session: Session) -> None:
+    session.info.pop(_CHANGED, None)

@@ -30,11 +30,18 @@ def parse(text: bytes | str) -> Any:
         raise
     except (ValueError, UnicodeDecodeError) as exc:
         raise NotJSON(str(exc)) from None
+    except RecursionError:
+        # The parser recurses per level: nesting deeper than the interpreter's recursion
+        # limit (about a thousand) is refused as a bad answer, not a crash with a traceback.
+        raise NotJSON("nested too deeply") from None
 
 
 def compact(value: Any) -> bytes:
     """``value`` as compact UTF-8 JSON."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+    try:
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+    except RecursionError:
+        raise NotJSON("nested too deeply") from None
 
 
 def normalise(text: bytes) -> bytes:
