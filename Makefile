@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 DATA_DIR ?= ./var
 PYTEST_ARGS ?=
 
-.PHONY: help run test venv test-venv lint bench bench-metadata bench-configdrive e2e-image e2e clean
+.PHONY: help run test venv test-venv lint fuzz bench bench-metadata bench-configdrive e2e-image e2e clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -29,6 +29,12 @@ run: venv  ## migrate the embedded SQLite databases and serve (compute API on 12
 test: test-venv  ## run the whole test suite (SQLite; PostgreSQL and MariaDB where reachable)
 	sh tools/debian-packages.sh
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+FUZZ_EXAMPLES ?= 300
+
+fuzz: test-venv  ## the fuzzers of tests/functional/test_fuzz.py at length (minutes; docs/fuzzing.md)
+	CLOUDSEED_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -p no:xdist -q \
+		tests/functional/test_fuzz.py -k sqlite $(PYTEST_ARGS)
 
 LINT_PATHS := src tests bench clients tools
 

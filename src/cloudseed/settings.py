@@ -440,6 +440,14 @@ class QemuSection:
     start_timeout: int = option(
         30, "Seconds to wait for a QEMU process to come up before the operation fails.", minimum=1
     )
+    # issue 13: a guest printing in a loop must not fill the host's disk.
+    console_log_max_size: int = option(
+        2 * 1024 * 1024,
+        "Bytes a guest's console.log may reach before it is rotated once to console.log.0 "
+        "(the previous one is dropped), as virtlogd's max_size and max_backups = 1 bound a "
+        "Nova/libvirt guest's: about twice this on disk per guest. 0: never rotated.",
+        minimum=0,
+    )
 
 
 @dataclass(frozen=True)

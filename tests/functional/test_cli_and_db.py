@@ -215,4 +215,10 @@ class TestRegistryCli:
         assert code == 0, out
         code, out = run(*d, "network", "add", "bad", "--cidr", "10.1.0.0/33")
         assert code == 1
+        # Overlapping networks are refused (servers on the second could never get an address).
+        for overlapping in ("10.1.0.128/25", "10.0.0.0/8", "10.1.0.0/24"):
+            code, out = run(*d, "network", "add", "other", "--cidr", overlapping)
+            assert code == 1 and "overlaps with network private (10.1.0.0/24)" in out, out
+        assert run(*d, "network", "add", "next", "--cidr", "10.1.1.0/24")[0] == 0
+        assert run(*d, "network", "add", "v6", "--cidr", "fd00::/64")[0] == 0
         assert '"cidr": "10.1.0.0/24"' in run(*d, "network", "list")[1]

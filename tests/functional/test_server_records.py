@@ -94,3 +94,18 @@ def test_address_allocation(api_db, clean_api_db):
         assert networks.allocate(session, network=net, instance_uuid="again").address == "10.9.0.3"
     with pytest.raises(InvalidInput), api_db.write() as session:
         networks.add_network(session, name="bad", cidr="10.9.0.1/24")
+
+
+def test_overlapping_networks_are_refused(api_db, clean_api_db):
+    with api_db.write() as session:
+        networks.add_network(session, name="n1", cidr="10.9.0.0/24")
+    for cidr in ("10.9.0.0/24", "10.9.0.64/26", "10.0.0.0/8"):
+        with (
+            pytest.raises(InvalidInput, match=r"overlaps with network n1 \(10.9.0.0/24\)"),
+            api_db.write() as session,
+        ):
+            networks.add_network(session, name="n2", cidr=cidr)
+    with api_db.write() as session:
+        networks.add_network(session, name="n2", cidr="10.9.1.0/24")
+        networks.add_network(session, name="n3", cidr="fd00::/64")
+        assert [n.name for n in networks.list_networks(session)] == ["n1", "n2", "n3"]

@@ -394,6 +394,36 @@ class TestListAndDetails:
         r = api.get("/v2.1/servers?marker=nope")
         assert r.status_code == 400
 
+    def test_all_tenants_as_nova_reads_it(self, api, cloud):
+        """Nova's ``is_all_tenants``: false-ish values (oslo's strict bool_from_string) list the
+        caller's own servers, even for a non-administrator; true-ish or empty values need the
+        get_all_tenants policy; anything else is a 400."""
+        mine = create_server(api, cloud)["id"]
+        r = api.post(
+            "/v2.1/servers",
+            headers={"X-Auth-Token": "bob:other"},
+            json={"server": {"name": "vm", "imageRef": cloud.image_id, "flavorRef": "1"}},
+        )
+        assert r.status_code == 202, r.text
+        theirs = r.json()["server"]["id"]
+        for value in ("0", "false", "FALSE", "off", "no", "n", "f", " 0 "):
+            r = api.get("/v2.1/servers", params={"all_tenants": value})
+            assert r.status_code == 200, (value, r.text)
+            assert [s["id"] for s in r.json()["servers"]] == [mine]
+        for value in ("1", "true", "yes", "on", "t", "y", ""):
+            r = api.get("/v2.1/servers", params={"all_tenants": value})
+            assert r.status_code == 403, (value, r.text)
+            assert r.json()["forbidden"]["code"] == 403
+            r = api.get("/v2.1/servers", params={"all_tenants": value}, headers=ADMIN)
+            assert r.status_code == 200, (value, r.text)
+            assert {s["id"] for s in r.json()["servers"]} == {mine, theirs}
+        r = api.get("/v2.1/servers/detail", params={"all_tenants": "maybe"})
+        assert r.status_code == 400
+        assert r.json()["badRequest"]["message"] == (
+            "Unrecognized value 'maybe', acceptable values are: '0', '1', 'f', 'false', 'n', "
+            "'no', 'off', 'on', 't', 'true', 'y', 'yes'"
+        )
+
     def test_metadata_and_instance_actions(self, api, cloud):
         server_id = create_server(api, cloud, metadata={"a": "1"})["id"]
         wait_for(api, server_id, "ACTIVE")

@@ -2,7 +2,8 @@
 booting an operating system.
 
 It is a Multiboot kernel, which QEMU's ``-kernel`` loads directly: it writes ``BANNER`` to the
-first serial port, then halts with interrupts off. A halted TCG guest costs no CPU, and it never
+first serial port, then halts with interrupts off (or, ``loop=True``, writes it again and again,
+a guest filling its console log). A halted TCG guest costs no CPU, and it never
 answers the ACPI power button, which is what the "switch off after the timeout" paths need.
 """
 
@@ -18,27 +19,34 @@ FLAGS = 0x00010000  # the addresses are in the header ("a.out kludge"): no ELF n
 HEADER_SIZE = 32
 
 
-def _code(message_address: int) -> bytes:
+def _code(message_address: int, *, loop: bool = False) -> bytes:
     # 32-bit protected mode, flat segments (Multiboot's promise):
+    end = (
+        [b"\xeb\xed", b"\x90\x90"]  # done: jmp start (offset 0); nop; nop (same size)
+        if loop
+        else [
+            b"\xfa",  # done: cli
+            b"\xf4",  # hlt
+            b"\xeb\xfc",  # jmp done
+        ]
+    )
     return b"".join(
         [
-            b"\xbe" + struct.pack("<I", message_address),  # mov esi, message
+            b"\xbe" + struct.pack("<I", message_address),  # start: mov esi, message
             b"\x66\xba\xf8\x03",  # mov dx, 0x3f8 (COM1)
             b"\xac",  # next: lodsb
             b"\x84\xc0",  # test al, al
-            b"\x74\x03",  # jz halt
+            b"\x74\x03",  # jz done
             b"\xee",  # out dx, al
             b"\xeb\xf8",  # jmp next
-            b"\xfa",  # halt: cli
-            b"\xf4",  # hlt
-            b"\xeb\xfc",  # jmp halt
+            *end,
         ]
     )
 
 
-def kernel_bytes() -> bytes:
+def kernel_bytes(*, loop: bool = False) -> bytes:
     entry = LOAD_ADDRESS + HEADER_SIZE
-    code_size = len(_code(0))
+    code_size = len(_code(0, loop=loop))
     message = BANNER + b"\0"
     header = struct.pack(
         "<8I",
@@ -51,10 +59,10 @@ def kernel_bytes() -> bytes:
         0,
         entry,
     )
-    body = header + _code(entry + code_size) + message
+    body = header + _code(entry + code_size, loop=loop) + message
     return body.ljust(8192, b"\0")  # QEMU reads an 8 KiB header block
 
 
-def write_kernel(path: Path) -> Path:
-    path.write_bytes(kernel_bytes())
+def write_kernel(path: Path, *, loop: bool = False) -> Path:
+    path.write_bytes(kernel_bytes(loop=loop))
     return path

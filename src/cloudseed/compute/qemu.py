@@ -4,7 +4,8 @@ Per instance, in ``<state_path>/instances/<uuid>/``:
 
 - the disk: a qcow2 overlay on the image (``[qemu] images_type = qcow2``) or a sparse raw copy
   of it (``raw``), made again on rebuild;
-- ``console.log``, the serial console, appended across reboots (``os-getConsoleOutput``);
+- ``console.log``, the serial console, appended across reboots (``os-getConsoleOutput``),
+  rotated once to ``console.log.0`` past ``[qemu] console_log_max_size`` (console_log.py);
 - ``metadata-relay.json`` (0600), what the guest's metadata proxy signs requests with;
 - ``qemu.pid``, ``qmp.sock``, ``qemu.log``, ``qemu.cmd`` while or after QEMU runs.
 
@@ -31,6 +32,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from cloudseed.compute import guestfwd_relay
+from cloudseed.compute.console_log import ConsoleLogRotator, read_tail
 from cloudseed.compute.errors import DriverError
 from cloudseed.compute.interfaces import GuestSpec
 from cloudseed.compute.qemu_argv import Accel, InstanceFiles, build_argv
@@ -73,6 +75,7 @@ class QemuDriver:
         self.upstream = _metadata_upstream(settings)
         self.secret = settings.neutron.metadata_proxy_shared_secret
         self.processes = QemuProcesses(start_timeout=float(q.start_timeout))
+        self.console_logs = ConsoleLogRotator(self.root, max_size=q.console_log_max_size)
         log.info(
             "qemu driver: %s with %s, instances in %s", self.binary, self.accel.name, self.root
         )
@@ -129,15 +132,13 @@ class QemuDriver:
         shutil.rmtree(files.directory, ignore_errors=True)
 
     def console_output(self, uuid: str) -> str:
-        try:
-            with self._files(uuid).console_log.open("rb") as fh:
-                fh.seek(max(0, fh.seek(0, os.SEEK_END) - CONSOLE_TAIL))
-                return fh.read().decode("utf-8", errors="replace")
-        except FileNotFoundError:
-            return ""
+        return read_tail(self._files(uuid).console_log, CONSOLE_TAIL).decode(
+            "utf-8", errors="replace"
+        )
 
     def close(self) -> None:
         """Switch off every guest of this host (the service is stopping)."""
+        self.console_logs.stop()
         if not self.root.is_dir():
             return
         for directory in sorted(self.root.iterdir()):
@@ -220,6 +221,7 @@ class QemuDriver:
         )
         pid = self.processes.start(files, argv)
         log.info("guest %s running as QEMU process %d", guest.uuid, pid)
+        self.console_logs.start()
 
     def _write_relay_config(self, guest: GuestSpec, files: InstanceFiles) -> None:
         config = {

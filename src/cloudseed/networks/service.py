@@ -53,6 +53,14 @@ def add_network(
         raise InvalidInput(str(exc)) from exc
     if not 68 <= mtu <= 65535:
         raise InvalidInput("mtu must be between 68 and 65535")
+    # Addresses are unique across networks (ip_allocations.address): a second network over the
+    # same addresses could never give its servers one, so refuse it here, as Neutron refuses
+    # overlapping subnets.
+    for other in session.scalars(select(Network).order_by(Network.name)):
+        if net.overlaps(ipaddress.ip_network(other.cidr)):
+            raise InvalidInput(
+                f"Requested CIDR {net} overlaps with network {other.name} ({other.cidr})."
+            )
     network = Network(
         uuid=str(uuid.uuid4()),
         name=name,

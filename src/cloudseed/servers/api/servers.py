@@ -138,17 +138,34 @@ def _parse_time(value: str) -> dt.datetime:
     return parsed
 
 
+_TRUE_STRINGS = ("1", "t", "true", "on", "y", "yes")
+_FALSE_STRINGS = ("0", "f", "false", "off", "n", "no")
+
+
+def _is_all_tenants(first: dict[str, str]) -> bool:
+    """Nova's ``common.is_all_tenants``: absent or false-ish (oslo's strict
+    ``bool_from_string``) lists the caller's own project, true-ish or empty all projects (an
+    administrator's), anything else is a 400."""
+    if "all_tenants" not in first:
+        return False
+    value = first["all_tenants"]
+    if not value:
+        return True  # Nova: "The empty string is considered enabling all_tenants"
+    lowered = value.strip().lower()
+    if lowered in _TRUE_STRINGS:
+        return True
+    if lowered in _FALSE_STRINGS:
+        return False
+    acceptable = ", ".join(f"'{s}'" for s in sorted(_TRUE_STRINGS + _FALSE_STRINGS))
+    raise InvalidInput(f"Unrecognized value '{value}', acceptable values are: {acceptable}")
+
+
 async def _list(request: Request, *, detail: bool) -> Response:
     version, context = version_of(request), context_of(request)
     query = query_lists(request)
     first = {k: v[-1] for k, v in query.items()}
-    all_projects = context.is_admin and first.get("all_tenants", "0").lower() not in (
-        "0",
-        "false",
-        "off",
-        "no",
-    )
-    if "all_tenants" in first and not context.is_admin:
+    all_projects = _is_all_tenants(first)
+    if all_projects and not context.is_admin:
         raise PolicyNotAuthorized("os_compute_api:servers:index:get_all_tenants")
     max_limit = settings_of(request).api.max_limit
     limit = max_limit
