@@ -9,8 +9,7 @@ plain hostile values; headers, query strings and path parameters are drawn likew
 only (the requests, not the backend, are under test).
 
 ``CLOUDSEED_FUZZ_EXAMPLES`` sets the examples per test (default 10, about a minute in all);
-``make fuzz`` runs many more (docs/fuzzing.md). ``CLOUDSEED_FUZZ_ALL=1`` also sends the inputs
-of ``KNOWN_FIXED_ELSEWHERE`` (to see them fail until the fixes are merged).
+``make fuzz`` runs many more (docs/fuzzing.md).
 """
 
 from __future__ import annotations
@@ -23,13 +22,13 @@ import re
 import time
 import traceback
 import urllib.parse
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 import pytest
-from hypothesis import HealthCheck, Phase, assume, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import delete
 
@@ -41,13 +40,12 @@ from cloudseed.networks import service as networks
 from cloudseed.servers import schemas as server_schemas
 from cloudseed.web.microversions import MAX_VERSION, APIVersion
 from tests.support.cloud import Cloud, create_server, make_cloud, wait_for
-from tests.support.db_snapshot import Snapshot, changes, snapshot
 from tests.support.fuzzing import BIG_DIGITS, HOSTILE_STRINGS, Raw, dumps, from_schema, spoiled
 from tests.support.fuzzing import hostile as hostile_value
 from tests.support.server import running_metadata
+from tests.support.snapshot import Snapshot, changes, snapshot
 
 EXAMPLES = int(os.environ.get("CLOUDSEED_FUZZ_EXAMPLES", "10"))
-SEND_KNOWN = os.environ.get("CLOUDSEED_FUZZ_ALL") == "1"
 # A file to append each failure to (one JSON line: route, input, status, the server's traceback
 # line) instead of stopping at the first: how docs/fuzzing.md's list is made.
 REPORT = os.environ.get("CLOUDSEED_FUZZ_REPORT")
@@ -71,88 +69,6 @@ class Request:
 
     def text(self) -> str | None:
         return None if self.body is None else dumps(self.body)
-
-
-def _text(value: Any) -> str:
-    return dumps(value) if not isinstance(value, str) else value
-
-
-def _numbers(value: Any) -> Iterator[str]:
-    """Every number and string inside a body, as text."""
-    if isinstance(value, dict):
-        for k, v in value.items():
-            yield str(k)
-            yield from _numbers(v)
-    elif isinstance(value, list):
-        for v in value:
-            yield from _numbers(v)
-    elif value is not None:
-        yield _text(value)
-
-
-def _has(request: Request, predicate: Callable[[str], bool]) -> bool:
-    texts = [request.path, *request.query.values(), *request.headers.values()]
-    return any(predicate(t) for t in [*texts, *_numbers(request.body)])
-
-
-def _surrogate(text: str) -> bool:
-    return any(0xD800 <= ord(c) <= 0xDFFF for c in text) or bool(
-        re.search(r"\\u[dD][89a-fA-F]", text)
-    )
-
-
-def _huge_digits(text: str) -> bool:
-    return re.search(r"[0-9]{4301}", text) is not None
-
-
-def _count(request: Request, key: str) -> str | None:
-    server = request.body.get("server") if isinstance(request.body, dict) else None
-    return _text(server[key]) if isinstance(server, dict) and key in server else None
-
-
-def _creates(request: Request) -> bool:
-    return request.method == "POST" and request.path.rstrip("/").endswith("/servers")
-
-
-# Inputs whose 5xx (or memory blow-up) other work packages of issue 13 fix; each skipped here
-# until they are merged, then this list is emptied (the lead's job).
-KNOWN_FIXED_ELSEWHERE: list[tuple[str, Callable[[Request], bool]]] = [
-    (
-        "P1, issue 13 item 1 (max_count vs quota): a create asking for more than a few servers",
-        lambda r: (
-            _creates(r)
-            and any(
-                (c := _count(r, k)) is not None and not re.fullmatch(r"\s*-?[0-3]?\s*", c)
-                for k in ("max_count", "min_count")
-            )
-        ),
-    ),
-    (
-        "P2, issue 13 items 3-4 (lone surrogates in bodies, headers, paths, queries)",
-        lambda r: _has(r, _surrogate),
-    ),
-    (
-        "P2, issue 13 item 4 (numbers longer than Python's 4,300-digit limit)",
-        lambda r: _has(r, _huge_digits),
-    ),
-    (
-        'P2, issue 13 item 4 (min_count "0" and other counts as strings)',
-        lambda r: _creates(r) and _count(r, "min_count") not in (None, "1"),
-    ),
-    (
-        "P2, issue 13 item 5 (header limits)",
-        lambda r: any(len(v) > 8000 for v in r.headers.values()),
-    ),
-]
-
-
-def owner(request: Request) -> str | None:
-    """The KNOWN_FIXED_ELSEWHERE entry a request falls under, if any."""
-    return next((name for name, matches in KNOWN_FIXED_ELSEWHERE if matches(request)), None)
-
-
-def known(request: Request) -> str | None:
-    return None if SEND_KNOWN else owner(request)
 
 
 class _Tracebacks(logging.Handler):
@@ -196,7 +112,6 @@ def outcome(route: str, request: Request) -> Iterator[None]:
                 "body": (request.text() or "")[:600],
                 "failure": str(exc)[:600],
                 "server": handler.seen,
-                "known": owner(request),
             }
             fh.write(json.dumps(line, ensure_ascii=True) + "\n")
     finally:
@@ -462,8 +377,6 @@ def test_compute_route(world: World, method: str, path: str) -> None:
     @FUZZ
     @given(request=compute_requests(method, path, world))
     def run(request: Request) -> None:
-        reason = known(request)
-        assume(reason is None)
         with outcome(f"{method} {path}", request):
             before = snapshot(world.api_db, world.cell_db)
             response = _send(world.client, request)
@@ -570,7 +483,6 @@ def test_metadata_paths(world: World, metadata_url: str) -> None:
         @FUZZ
         @given(request=metadata_requests())
         def run(request: Request) -> None:
-            assume(known(request) is None)
             with outcome("metadata", request):
                 before = snapshot(world.api_db, world.cell_db)
                 body = request.body
@@ -597,7 +509,7 @@ def test_the_writer_sends_what_json_cannot() -> None:
     assert dumps({"a": [Raw("1" * 5), "\ud800", float("inf")]}) == '{"a":[11111,"\\ud800",1e999]}'
 
 
-# -- the inputs issue 13 names, sent every run (skipped while KNOWN_FIXED_ELSEWHERE owns them) --
+# -- the inputs issue 13 names, sent every run --
 
 S = "\ud800"
 ISSUE_13_INPUTS: list[tuple[str, str, dict[str, Any] | Raw | None, dict[str, str]]] = [
@@ -643,9 +555,6 @@ def test_issue_13_inputs(
         {"OpenStack-API-Version": f"compute {version}", "Content-Type": "application/json"},
         body,
     )
-    reason = known(request)
-    if reason is not None:
-        pytest.skip(f"KNOWN_FIXED_ELSEWHERE: {reason}")
     before = snapshot(world.api_db, world.cell_db)
     response = _send(world.client, request)
     if response.status_code < 400:

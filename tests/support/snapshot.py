@@ -25,10 +25,13 @@ def snapshot(*dbs: Database) -> Snapshot:
     return result
 
 
-def changes(before: Snapshot, after: Snapshot) -> dict[str, tuple[int, int]]:
-    """The tables whose rows differ: name -> (rows before, rows after)."""
-    return {
-        name: (len(before.get(name, [])), len(after.get(name, [])))
-        for name in sorted(set(before) | set(after))
-        if before.get(name) != after.get(name)
-    }
+def changes(before: Snapshot, after: Snapshot) -> list[str]:
+    """What differs, one line per table (rows gone, rows new); empty when nothing changed."""
+    out = []
+    for table in sorted(set(before) | set(after)):
+        old, new = before.get(table, []), after.get(table, [])
+        if old != new:
+            gone = [r for r in old if r not in new]
+            added = [r for r in new if r not in old]
+            out.append(f"{table}: -{gone!r:.300} +{added!r:.300}")
+    return out

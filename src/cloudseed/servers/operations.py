@@ -131,14 +131,11 @@ class Operations:
         self._pending: set[Future[None]] = set()
 
     def shutdown(self) -> None:
-        """Let running operations finish (they are short with the fake driver); queued ones
-        are dropped, so a stop never waits for a large create's builds (issue 13). Their
-        instances keep the task they had claimed (BUILD for a create), as in Nova when the
-        service stops before the compute host picked the request up."""
-        dropped = sum(f.cancel() for f in list(self._pending))
-        if dropped:
-            log.warning("stopping: %d queued server operations were not started", dropped)
-        self._executor.shutdown(wait=True, cancel_futures=True)
+        """Let running and queued operations finish, so no instance is left in a task with
+        nothing working on it (they live only in this process until operations are durable).
+        ``[api] max_count_per_request`` bounds how much one request can queue, and so how long
+        a stop waits."""
+        self._executor.shutdown(wait=True)
 
     def idle(self) -> bool:
         return not any(not f.done() for f in self._pending)
