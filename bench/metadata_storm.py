@@ -285,6 +285,11 @@ def running_server(data_dir: Path, workers: int) -> Iterator[Server]:
         "CLOUDSEED_NEUTRON__METADATA_PROXY_SHARED_SECRET": SECRET,
         "CLOUDSEED_LOG_LEVEL": "warning",
         "CLOUDSEED_FAKE_DRIVER__DELAY_MS": "0",
+        # 10,000 guests in one project: no instance quota (batches stay under
+        # [api] max_count_per_request).
+        "CLOUDSEED_QUOTA__INSTANCES": "-1",
+        "CLOUDSEED_QUOTA__CORES": "-1",
+        "CLOUDSEED_QUOTA__RAM": "-1",
     }
     command = [
         venv_tool("cloudseed", "run with the project's venv python"),

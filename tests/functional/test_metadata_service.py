@@ -688,6 +688,13 @@ def test_a_cold_storm_loads_each_guest_its_own_documents(
 ) -> None:
     """Concurrent misses are loaded together in batches; each caller must still get its own
     instance, and strangers nothing, whatever else is in the batch."""
+    # More guests than Nova's default instance quota (10) allows one project.
+    r = api.put(
+        "/v2.1/os-quota-sets/proj",
+        json={"quota_set": {"instances": -1}},
+        headers={"X-Auth-Token": "admin:proj"},
+    )
+    assert r.status_code == 200, r.text
     guests = [boot(api, cloud, name=f"storm-{n}") for n in range(12)]
     strangers = [Guest("none", f"127.0.0.{200 + n}", "") for n in range(3)]
 
