@@ -229,12 +229,12 @@ class TestInstanceQuota:
         assert len(server_names(api)) == 25
         wait_all_active(api)
 
+    @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
     def test_concurrent_creates_stay_within_the_limit(self, api, cloud, backend):
         """Both requests may pass the first count; the count after the insert, in the
         insert's transaction, refuses the one that would pass the limit. Exact where
         writers are serialised (SQLite); see docs/quotas.md for PostgreSQL and MariaDB."""
-        if backend != "sqlite":
-            pytest.skip("concurrent writers are not serialised on this backend")
+        assert backend == "sqlite"
 
         def one(name: str) -> int:
             return create(api, cloud, name=name, min_count=4).status_code
