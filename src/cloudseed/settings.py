@@ -18,6 +18,7 @@ from __future__ import annotations
 import configparser
 import dataclasses
 import ipaddress
+import math
 import os
 import re
 import types
@@ -117,6 +118,60 @@ class DefaultSection:
         "attached as a CD-ROM) or 'vfat' (FAT16 with long names, attached as a disk). Both "
         "are labelled config-2 and built in-process.",
         choices=("iso9660", "vfat"),
+    )
+    # issue 14: compute hosts (Nova's names and defaults).
+    host: str = option(
+        "",
+        "Name of this compute host: the agent that runs here owns the guests scheduled to "
+        "it. Empty means the machine's hostname (Nova's host).",
+    )
+    service_down_time: int = option(
+        60,
+        "Seconds since its last heartbeat after which a compute service counts as down and "
+        "gets no new servers.",
+        minimum=1,
+    )
+    report_interval: int = option(10, "Seconds between a compute agent's heartbeats.", minimum=1)
+    default_availability_zone: str = option(
+        "nova", "Availability zone of compute hosts (Nova's default_availability_zone)."
+    )
+    max_concurrent_builds: int = option(
+        10, "Operations one compute agent runs at the same time.", minimum=1
+    )
+    reserved_host_memory_mb: int = option(
+        512, "RAM kept back for the host itself when scheduling.", minimum=0
+    )
+    reserved_host_disk_mb: int = option(
+        0, "Disk kept back for the host itself when scheduling.", minimum=0
+    )
+    initial_cpu_allocation_ratio: float = option(
+        4.0, "Virtual CPUs per physical CPU the scheduler may hand out."
+    )
+    initial_ram_allocation_ratio: float = option(1.0, "RAM overcommit the scheduler allows.")
+    initial_disk_allocation_ratio: float = option(1.0, "Disk overcommit the scheduler allows.")
+
+
+@dataclass(frozen=True)
+class ComputeSection:
+    """``[compute]``: durable operations and the compute agent (cloudseed's own options)."""
+
+    lease_seconds: int = option(
+        20,
+        "How long an agent's claim on an operation lasts without renewal. An agent that "
+        "dies leaves its operations to the next agent of its host after this long, so every "
+        "instance reaches a final state within about this time after a restart.",
+        minimum=2,
+    )
+    poll_interval_ms: int = option(
+        1000,
+        "How often an idle agent looks for new operations when the database cannot push "
+        "(PostgreSQL LISTEN/NOTIFY wakes it at once).",
+        minimum=10,
+    )
+    vcpus: int = option(0, "vCPUs this host offers; 0: the machine's CPU count.", minimum=0)
+    memory_mb: int = option(0, "RAM this host offers in MiB; 0: the machine's.", minimum=0)
+    disk_gb: int = option(
+        0, "Disk this host offers in GiB; 0: the free space under state_path.", minimum=0
     )
 
 
@@ -464,6 +519,7 @@ class Settings:
     metadata: MetadataSection = field(default_factory=MetadataSection)
     libvirt: LibvirtSection = field(default_factory=LibvirtSection)
     qemu: QemuSection = field(default_factory=QemuSection)
+    compute: ComputeSection = field(default_factory=ComputeSection)
     # [keystone_authtoken] and other pass-through sections, exactly as written.
     passthrough: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     # What was reported while loading (unknown options); logged by whoever starts the service.
@@ -500,6 +556,7 @@ SECTIONS: dict[str, str] = {
     "metadata": "metadata",
     "libvirt": "libvirt",
     "qemu": "qemu",
+    "compute": "compute",
 }
 
 
@@ -704,6 +761,12 @@ def _cast(opt: OptionInfo, value: Any, origin: str) -> Any:
             if isinstance(value, bool):
                 raise ValueError("expected an integer")
             result = int(str(value).strip(), 10) if not isinstance(value, int) else value
+        elif target is float:
+            if isinstance(value, bool):
+                raise ValueError("expected a number")
+            result = float(str(value).strip())
+            if not math.isfinite(result) or result <= 0:
+                raise ValueError("expected a positive number")
         else:
             result = str(value).strip()
     except ValueError as exc:

@@ -8,7 +8,7 @@ could see; caches of rendered metadata key on it.
 
 from __future__ import annotations
 
-from sqlalchemy import Boolean, ForeignKey, Integer, String, Text, UniqueConstraint
+from sqlalchemy import Boolean, ForeignKey, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
 from cloudseed.db.base import (
@@ -49,6 +49,10 @@ class Instance(CellBase):
     access_ip_v4: Mapped[str | None] = mapped_column(String(39), default=None)
     access_ip_v6: Mapped[str | None] = mapped_column(String(39), default=None)
     locked: Mapped[bool] = mapped_column(Boolean, default=False)
+    # The compute host that owns the guest (chosen by the scheduler at create) and its
+    # hypervisor node; None until scheduled. Operations of the instance go to this host.
+    host: Mapped[str | None] = mapped_column(String(255), default=None, index=True)
+    node: Mapped[str | None] = mapped_column(String(255), default=None)
     generation: Mapped[int] = mapped_column(Integer, default=1)
     created_at: Mapped[timestamp] = mapped_column(default=utcnow)
     updated_at: Mapped[optional_timestamp] = mapped_column(default=None)
@@ -187,3 +191,41 @@ class GuestChange(CellBase):
     id: Mapped[int] = mapped_column(primary_key=True)
     instance_uuid: Mapped[str] = mapped_column(String(36))
     changed_at: Mapped[timestamp] = mapped_column(default=utcnow, index=True)
+
+
+class Operation(CellBase):
+    """A background operation (build, rebuild, reboot, stop, start, destroy) as a record.
+
+    Written in the same transaction as the task claim and the values the request applies, so
+    an accepted request always has its work queued. A compute agent of ``host`` claims it by
+    taking a lease (``lease_owner``, ``lease_expires_at``), renews the lease while it works, and
+    records the outcome together with the instance's new state. A lease that runs out means
+    its agent died: the next agent of the host resumes the operation (``attempts`` counts the
+    tries). ``payload`` is JSON: what the operation applies on success (pending user data, key
+    pair) and what it passes in memory to the build (admin password, personality files); the
+    secrets are removed from it when the operation ends.
+    """
+
+    __tablename__ = "operations"
+    __table_args__ = (
+        Index("ix_operations_host_state", "host", "state"),
+        MYSQL_TABLE_ARGS,
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    uuid: Mapped[str] = mapped_column(String(36), unique=True)
+    instance_uuid: Mapped[str] = mapped_column(String(36), index=True)
+    # build | rebuild | reboot_soft | reboot_hard | stop | start | destroy
+    kind: Mapped[str] = mapped_column(String(32))
+    host: Mapped[str | None] = mapped_column(String(255), default=None)
+    # pending | running | done | failed
+    state: Mapped[str] = mapped_column(String(16), default="pending")
+    action_id: Mapped[int | None] = mapped_column(Integer, default=None)
+    payload: Mapped[str | None] = mapped_column(LongText, default=None)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    lease_owner: Mapped[str | None] = mapped_column(String(255), default=None)
+    lease_expires_at: Mapped[optional_timestamp] = mapped_column(default=None)
+    error: Mapped[str | None] = mapped_column(Text, default=None)
+    created_at: Mapped[timestamp] = mapped_column(default=utcnow)
+    updated_at: Mapped[optional_timestamp] = mapped_column(default=None)
+    finished_at: Mapped[optional_timestamp] = mapped_column(default=None)
