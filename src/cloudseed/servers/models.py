@@ -53,6 +53,11 @@ class Instance(CellBase):
     # hypervisor node; None until scheduled. Operations of the instance go to this host.
     host: Mapped[str | None] = mapped_column(String(255), default=None, index=True)
     node: Mapped[str | None] = mapped_column(String(255), default=None)
+    # The flavor's resources, copied at create like Nova's columns: the scheduler sums them
+    # per host without parsing the flavor snapshot. None on instances made before issue 14.
+    vcpus: Mapped[int | None] = mapped_column(Integer, default=None)
+    memory_mb: Mapped[int | None] = mapped_column(Integer, default=None)
+    root_gb: Mapped[int | None] = mapped_column(Integer, default=None)
     generation: Mapped[int] = mapped_column(Integer, default=1)
     created_at: Mapped[timestamp] = mapped_column(default=utcnow)
     updated_at: Mapped[optional_timestamp] = mapped_column(default=None)

@@ -23,6 +23,9 @@ def upgrade() -> None:
     with op.batch_alter_table("instances") as batch:
         batch.add_column(sa.Column("host", sa.String(length=255), nullable=True))
         batch.add_column(sa.Column("node", sa.String(length=255), nullable=True))
+        batch.add_column(sa.Column("vcpus", sa.Integer(), nullable=True))
+        batch.add_column(sa.Column("memory_mb", sa.Integer(), nullable=True))
+        batch.add_column(sa.Column("root_gb", sa.Integer(), nullable=True))
         batch.create_index(batch.f("ix_instances_host"), ["host"], unique=False)
     op.create_table(
         "operations",
@@ -115,5 +118,8 @@ def downgrade() -> None:
     op.drop_table("operations")
     with op.batch_alter_table("instances") as batch:
         batch.drop_index(batch.f("ix_instances_host"))
+        batch.drop_column("root_gb")
+        batch.drop_column("memory_mb")
+        batch.drop_column("vcpus")
         batch.drop_column("node")
         batch.drop_column("host")
