@@ -171,6 +171,10 @@ class TestRegistryCli:
             "raw",
             "--property",
             "img_config_drive=mandatory",
+            "-f",
+            "value",
+            "-c",
+            "id",
         )
         assert code == 0, out
         image_id = out.strip()
@@ -221,4 +225,4 @@ class TestRegistryCli:
             assert code == 1 and "overlaps with network private (10.1.0.0/24)" in out, out
         assert run(*d, "network", "add", "next", "--cidr", "10.1.1.0/24")[0] == 0
         assert run(*d, "network", "add", "v6", "--cidr", "fd00::/64")[0] == 0
-        assert '"cidr": "10.1.0.0/24"' in run(*d, "network", "list")[1]
+        assert '"cidr": "10.1.0.0/24"' in run(*d, "network", "list", "-f", "json")[1]

@@ -54,16 +54,18 @@ class TestOptionsAfterTheCommand:
             "--data-dir", str(tmp_path),
         )  # fmt: skip
         assert code == 0, out
-        code, out = run("keypair", "list", "--data-dir", str(tmp_path), "--user", "u1")
-        assert code == 0 and out.startswith("k1\t"), out
+        code, out = run(
+            "keypair", "list", "--data-dir", str(tmp_path), "--user", "u1", "-f", "value"
+        )
+        assert code == 0 and out.startswith("k1 ssh "), out
 
     def test_config_after_the_sub_command(self, tmp_path):
         conf = tmp_path / "c.conf"
         conf.write_text(f"[DEFAULT]\nstate_path = {tmp_path / 'state'}\n")
         assert run("db", "sync", "--config", str(conf))[0] == 0
         assert (tmp_path / "state" / "cloudseed_api.sqlite").exists()
-        code, out = run("flavor", "list", "--config", str(conf))
-        assert (code, out) == (0, "")
+        code, out = run("flavor", "list", "--config", str(conf), "-f", "json")
+        assert (code, out) == (0, "[]\n")
 
     def test_the_later_one_wins(self, tmp_path):
         first, second = tmp_path / "a", tmp_path / "b"

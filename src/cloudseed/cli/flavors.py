@@ -2,11 +2,32 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from cloudseed.cli.context import CliContext, pass_cli, state_options
+from cloudseed.cli.output import emit_list, emit_one, output_options
 from cloudseed.cli.sessions import read, write
 from cloudseed.flavors import service
+from cloudseed.flavors.models import Flavor
+
+LIST_COLUMNS = ("id", "name", "vcpus", "ram", "disk")
+
+
+def _record(flavor: Flavor) -> dict[str, Any]:
+    # The names of the compute API's flavor view (ram in MiB, disk in GiB).
+    return {
+        "id": flavor.flavorid,
+        "name": flavor.name,
+        "vcpus": flavor.vcpus,
+        "ram": flavor.memory_mb,
+        "disk": flavor.root_gb,
+        "ephemeral": flavor.ephemeral_gb,
+        "swap": flavor.swap,
+        "is_public": flavor.is_public,
+        "description": flavor.description,
+    }
 
 
 @click.group()
@@ -20,34 +41,34 @@ def flavor() -> None:
 @click.option("--ram", type=click.IntRange(min=1), required=True, help="Memory in MiB.")
 @click.option("--disk", type=click.IntRange(min=0), required=True, help="Root disk in GiB.")
 @click.option("--id", "flavorid", help="Flavor id (default: the name).")
+@output_options
 @state_options
 @pass_cli
 def flavor_add(
-    cli: CliContext, name: str, vcpus: int, ram: int, disk: int, flavorid: str | None
+    cli: CliContext,
+    name: str,
+    vcpus: int,
+    ram: int,
+    disk: int,
+    flavorid: str | None,
+    fmt: str,
+    columns: tuple[str, ...],
 ) -> None:
-
-    click.echo(
-        write(
-            cli,
-            lambda s: (
-                service.add_flavor(
-                    s, name=name, vcpus=vcpus, ram=ram, disk=disk, flavorid=flavorid
-                ).flavorid
-            ),
-        )
+    """Register a flavor and show it."""
+    record = write(
+        cli,
+        lambda s: _record(
+            service.add_flavor(s, name=name, vcpus=vcpus, ram=ram, disk=disk, flavorid=flavorid)
+        ),
     )
+    emit_one(record, fmt=fmt, columns=columns)
 
 
 @flavor.command("list")
+@output_options
 @state_options
 @pass_cli
-def flavor_list(cli: CliContext) -> None:
-
-    for line in read(
-        cli,
-        lambda s: [
-            f"{f.flavorid}\t{f.name}\t{f.vcpus}\t{f.memory_mb}\t{f.root_gb}"
-            for f in service.list_flavors(s)
-        ],
-    ):
-        click.echo(line)
+def flavor_list(cli: CliContext, fmt: str, columns: tuple[str, ...]) -> None:
+    """List the flavors."""
+    records = read(cli, lambda s: [_record(f) for f in service.list_flavors(s)])
+    emit_list(records, fmt=fmt, columns=columns, default=LIST_COLUMNS)

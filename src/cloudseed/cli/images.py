@@ -1,14 +1,38 @@
-"""``cloudseed image add|list``: register the disk images servers boot from."""
+"""``cloudseed image add|list``: register the disk images servers boot from.
+
+``image add`` registers a copy of the file in the data directory (``images/store.py``), so the
+operator's file may move or change afterwards; ``--kernel`` and ``--initrd`` register the
+kernel and initramfs of an image without a boot loader the same way and link them to it.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
-from cloudseed.cli.context import CliContext, pass_cli, state_options
+from cloudseed.cli.context import CliContext, errors_as_click, pass_cli, state_options
+from cloudseed.cli.output import emit_list, emit_one, output_options
 from cloudseed.cli.sessions import read, write
-from cloudseed.images import service
+from cloudseed.images import service, store
+from cloudseed.images.models import Image
+
+LIST_COLUMNS = ("id", "name", "disk_format", "size")
+
+existing_file = click.Path(exists=True, dir_okay=False, path_type=Path)
+
+
+def _record(image: Image) -> dict[str, Any]:
+    return {
+        "id": image.uuid,
+        "name": image.name,
+        "disk_format": image.disk_format,
+        "size": image.size,
+        "checksum_sha256": image.checksum_sha256,
+        "file": image.path,
+        "properties": service.properties_of(image),
+    }
 
 
 @click.group()
@@ -18,10 +42,14 @@ def image() -> None:
 
 @image.command("add")
 @click.argument("name")
-@click.option(
-    "--file", "path", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True
-)
+@click.option("--file", "path", type=existing_file, required=True)
 @click.option("--disk-format", type=click.Choice(["raw", "qcow2"]), required=True)
+@click.option(
+    "--kernel",
+    type=existing_file,
+    help="Kernel to boot the image with, for an image without a boot loader.",
+)
+@click.option("--initrd", type=existing_file, help="Initramfs to boot the image with.")
 @click.option(
     "--property",
     "properties",
@@ -29,35 +57,61 @@ def image() -> None:
     metavar="KEY=VALUE",
     help="Image property, e.g. img_config_drive=mandatory (repeatable).",
 )
+@output_options
 @state_options
 @pass_cli
 def image_add(
-    cli: CliContext, name: str, path: Path, disk_format: str, properties: tuple[str, ...]
+    cli: CliContext,
+    name: str,
+    path: Path,
+    disk_format: str,
+    kernel: Path | None,
+    initrd: Path | None,
+    properties: tuple[str, ...],
+    fmt: str,
+    columns: tuple[str, ...],
 ) -> None:
-
+    """Register a copy of an image file (and its kernel and initramfs) and show it."""
     props = dict(p.split("=", 1) for p in properties if "=" in p)
     if len(props) != len(properties):
         raise click.BadParameter("properties are KEY=VALUE", param_hint="--property")
-    uuid = write(
-        cli,
-        lambda s: (
-            service.add_image(
-                s, name=name, path=path, disk_format=disk_format, properties=props
-            ).uuid
-        ),
-    )
-    click.echo(uuid)
+    directory = store.images_dir(cli.settings().state_dir)
+    copies: dict[str, Path] = {}
+    try:
+        with errors_as_click():
+            for role, source, suffix in (
+                ("disk", path, f".{disk_format}"),
+                ("kernel", kernel, ".raw"),
+                ("ramdisk", initrd, ".raw"),
+            ):
+                if source is not None:
+                    copies[role] = store.copy_in(source, directory, suffix=suffix)
+        record = write(
+            cli,
+            lambda s: _record(
+                service.add_bootable(
+                    s,
+                    name=name,
+                    path=copies["disk"],
+                    disk_format=disk_format,
+                    properties=props,
+                    kernel=copies.get("kernel"),
+                    ramdisk=copies.get("ramdisk"),
+                )
+            ),
+        )
+    except BaseException:
+        for copy in copies.values():
+            store.discard(copy)
+        raise
+    emit_one(record, fmt=fmt, columns=columns)
 
 
 @image.command("list")
+@output_options
 @state_options
 @pass_cli
-def image_list(cli: CliContext) -> None:
-
-    for line in read(
-        cli,
-        lambda s: [
-            f"{i.uuid}\t{i.name}\t{i.disk_format}\t{i.size}" for i in service.list_images(s)
-        ],
-    ):
-        click.echo(line)
+def image_list(cli: CliContext, fmt: str, columns: tuple[str, ...]) -> None:
+    """List the registered images."""
+    records = read(cli, lambda s: [_record(i) for i in service.list_images(s)])
+    emit_list(records, fmt=fmt, columns=columns, default=LIST_COLUMNS)

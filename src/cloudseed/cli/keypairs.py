@@ -3,12 +3,12 @@ through the same service functions as the API (same validation, quota and messag
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import click
 
 from cloudseed.cli.context import CliContext, errors_as_click, pass_cli, state_options
+from cloudseed.cli.output import emit_list, emit_one, output_options
 from cloudseed.cli.sessions import read, write
 from cloudseed.keypairs import service
 from cloudseed.keypairs.models import KeyPair
@@ -16,9 +16,7 @@ from cloudseed.keypairs.schemas import NAME_V292
 from cloudseed.web.validation import validate
 
 user_option = click.option("--user", "user_id", required=True, help="Owner of the key pairs.")
-format_option = click.option(
-    "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True
-)
+LIST_COLUMNS = ("name", "type", "fingerprint", "fingerprint_sha256")
 
 
 def _record(keypair: KeyPair) -> dict[str, Any]:
@@ -40,33 +38,25 @@ def keypair() -> None:
 
 @keypair.command("list")
 @user_option
-@format_option
+@output_options
 @state_options
 @pass_cli
-def list_(cli: CliContext, user_id: str, fmt: str) -> None:
+def list_(cli: CliContext, user_id: str, fmt: str, columns: tuple[str, ...]) -> None:
     """List a user's key pairs."""
     records = read(cli, lambda s: [_record(k) for k in service.list_keypairs(s, user_id=user_id)])
-    if fmt == "json":
-        click.echo(json.dumps(records, indent=2))
-        return
-    for r in records:
-        click.echo(f"{r['name']}\t{r['type']}\t{r['fingerprint']}\t{r['fingerprint_sha256']}")
+    emit_list(records, fmt=fmt, columns=columns, default=LIST_COLUMNS)
 
 
 @keypair.command()
 @click.argument("name")
 @user_option
-@format_option
+@output_options
 @state_options
 @pass_cli
-def show(cli: CliContext, name: str, user_id: str, fmt: str) -> None:
+def show(cli: CliContext, name: str, user_id: str, fmt: str, columns: tuple[str, ...]) -> None:
     """Show one key pair."""
     record = read(cli, lambda s: _record(service.get_keypair(s, user_id=user_id, name=name)))
-    if fmt == "json":
-        click.echo(json.dumps(record, indent=2))
-        return
-    for key, value in record.items():
-        click.echo(f"{key}: {value}")
+    emit_one(record, fmt=fmt, columns=columns)
 
 
 @keypair.command("import")
@@ -87,7 +77,7 @@ def show(cli: CliContext, name: str, user_id: str, fmt: str) -> None:
     "project_id",
     help="Project whose quota overrides apply (default: none, the [quota] default).",
 )
-@format_option
+@output_options
 @state_options
 @pass_cli
 def import_(
@@ -98,6 +88,7 @@ def import_(
     key_type: str,
     project_id: str | None,
     fmt: str,
+    columns: tuple[str, ...],
 ) -> None:
     """Import a public key for a user."""
     settings = cli.settings()
@@ -122,12 +113,7 @@ def import_(
             )
         ),
     )
-    if fmt == "json":
-        click.echo(json.dumps(record, indent=2))
-    else:
-        click.echo(
-            f"imported {record['name']} for {record['user_id']}: {record['fingerprint_sha256']}"
-        )
+    emit_one(record, fmt=fmt, columns=columns)
 
 
 @keypair.command()

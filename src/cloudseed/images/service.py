@@ -67,6 +67,29 @@ def add_image(
     return image
 
 
+def add_bootable(
+    session: Session,
+    *,
+    name: str,
+    path: Path,
+    disk_format: str,
+    properties: dict[str, str] | None = None,
+    kernel: Path | None = None,
+    ramdisk: Path | None = None,
+) -> Image:
+    """Register an image and, when given, the kernel and initramfs it boots with: each is a
+    raw image of its own ("NAME-kernel", "NAME-ramdisk") that the disk image names in its
+    ``kernel_id`` and ``ramdisk_id`` properties, as Glance links them."""
+    props = dict(properties or {})
+    for role, file, prop in (("kernel", kernel, "kernel_id"), ("ramdisk", ramdisk, "ramdisk_id")):
+        if file is None:
+            continue
+        if prop in props:
+            raise InvalidInput(f"give either --{role} or the {prop} property, not both")
+        props[prop] = add_image(session, name=f"{name}-{role}", path=file, disk_format="raw").uuid
+    return add_image(session, name=name, path=path, disk_format=disk_format, properties=props)
+
+
 def get_image(session: Session, image_ref: str) -> Image:
     image = session.scalar(
         select(Image)
