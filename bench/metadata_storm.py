@@ -232,6 +232,9 @@ class Registries:
     network: str
 
 
+ID = ("-f", "value", "-c", "id")  # what `cloudseed ... add` prints: the new id alone
+
+
 def register(data_dir: Path) -> Registries:
     """A fresh database, and what servers are created from: a /16, so that 10,000 instances
     get distinct addresses."""
@@ -239,10 +242,10 @@ def register(data_dir: Path) -> Registries:
     disk = data_dir / "disk.raw"
     disk.write_bytes(b"\0" * 1024 * 1024)
     image = cloudseed(
-        data_dir, "image", "add", "storm-image", "--file", str(disk), "--disk-format", "raw"
+        data_dir, "image", "add", "storm-image", "--file", str(disk), "--disk-format", "raw", *ID
     )
     flavor = cloudseed(
-        data_dir, "flavor", "add", "storm.small", "--vcpus", "1", "--ram", "512", "--disk", "1"
+        data_dir, "flavor", "add", "storm.small", "--vcpus", "1", "--ram", "512", "--disk", "1", *ID
     )
     network = cloudseed(
         data_dir,
@@ -255,6 +258,7 @@ def register(data_dir: Path) -> Registries:
         "10.64.0.1",
         "--dns",
         "10.64.0.2",
+        *ID,
     )
     return Registries(image=image, flavor=flavor, network=network)
 

@@ -51,6 +51,9 @@ GUEST_HTTP_TIMEOUT = 60
 GUEST_ADDRESS = "169.254.169.15"
 MARKER = re.compile(r"^E2E (\w+) run=(\S+)(.*)$", re.MULTILINE)
 
+# What `cloudseed ... add` prints for a script: the new record's id alone.
+ID_ONLY = ("-f", "value", "-c", "id")
+
 
 def free_port() -> int:
     with socket.socket() as sock:
@@ -250,24 +253,7 @@ class E2ECloud:
 
     def set_up(self) -> dict[str, str]:
         self.cli("db", "sync")
-        kernel = self.cli(
-            "image",
-            "add",
-            "e2e-kernel",
-            "--file",
-            str(self.image_dir / "vmlinuz"),
-            "--disk-format",
-            "raw",
-        )
-        ramdisk = self.cli(
-            "image",
-            "add",
-            "e2e-initrd",
-            "--file",
-            str(self.image_dir / "initrd.img"),
-            "--disk-format",
-            "raw",
-        )
+        # The image has no boot loader: its kernel and initramfs are registered with it.
         image = self.cli(
             "image",
             "add",
@@ -276,14 +262,15 @@ class E2ECloud:
             str(self.image_dir / "disk.raw"),
             "--disk-format",
             "raw",
-            "--property",
-            f"kernel_id={kernel}",
-            "--property",
-            f"ramdisk_id={ramdisk}",
+            "--kernel",
+            str(self.image_dir / "vmlinuz"),
+            "--initrd",
+            str(self.image_dir / "initrd.img"),
             # Debian's cloud kernel has no AHCI driver, so q35's default
             # (SATA) CD-ROM is invisible to it; virtio-scsi it has.
             "--property",
             "hw_cdrom_bus=scsi",
+            *ID_ONLY,
         )
         self.cli("flavor", "add", "e2e", "--vcpus", "2", "--ram", "1024", "--disk", "2")
         network = self.cli(
@@ -296,8 +283,9 @@ class E2ECloud:
             "169.254.169.2",
             "--dns",
             "169.254.169.3",
+            *ID_ONLY,
         )
-        return {"image": image, "network": network.split()[0]}
+        return {"image": image, "network": network}
 
     @contextmanager
     def serving(self) -> Iterator[None]:
