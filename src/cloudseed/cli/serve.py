@@ -1,8 +1,8 @@
 """``cloudseed serve``.
 
-Before anything listens, ``preflight`` checks what would otherwise fail later and less clearly:
-the databases must be at the newest schema (else every request is a 500), and
-``auth_strategy = keystone`` needs the ``keystone`` extra (else each worker dies on import).
+Before anything listens, ``cli/preflight.py`` checks what would otherwise fail later and less
+clearly: settings that cannot work together, the databases' schema (else every request is a
+500), and the ``keystone`` extra when ``auth_strategy = keystone``.
 """
 
 from __future__ import annotations
@@ -12,15 +12,8 @@ import logging
 import click
 
 from cloudseed import serve as serving
-from cloudseed.cli.context import (
-    CliContext,
-    DatabaseUnreachable,
-    errors_as_click,
-    open_databases,
-    pass_cli,
-    state_options,
-)
-from cloudseed.settings import Settings
+from cloudseed.cli.context import CliContext, errors_as_click, pass_cli, state_options
+from cloudseed.cli.preflight import preflight
 
 
 def _host_port(value: str | None) -> tuple[str | None, int | None]:
@@ -68,23 +61,3 @@ def serve(
     preflight(cli, settings)
     with errors_as_click():
         serving.run(settings)
-
-
-def preflight(cli: CliContext, settings: Settings) -> None:
-    """Stop with a message, before binding a port, when serving could not work."""
-    if settings.api.auth_strategy == "keystone":
-        try:
-            import keystonemiddleware.auth_token  # noqa: F401
-        except ImportError as exc:
-            raise click.ClickException(
-                "[api] auth_strategy = keystone needs keystonemiddleware, which cannot be "
-                f"imported ({exc}): install cloudseed with the keystone extra "
-                "(pip install 'cloudseed[keystone]') or set auth_strategy = noauth2"
-            ) from None
-    try:
-        with open_databases(cli):
-            pass
-    except DatabaseUnreachable as exc:
-        # An outage at start is not a configuration error: serve, and let /healthz say 503
-        # until the database answers (as it does for an outage later on).
-        logging.getLogger("cloudseed").warning("%s; the schema was not checked", exc.message)

@@ -1,0 +1,98 @@
+"""``cloudseed serve`` refuses a configuration that cannot work before anything listens: one
+line per problem, all at once, exit status 1, and the ports stay free."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from cloudseed.cli import cli
+from cloudseed.cli.preflight import configuration_problems
+from cloudseed.settings import load_settings
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def serve(tmp_path: Path, env: dict[str, str]) -> tuple[int, str, int]:
+    """Run ``serve`` in this process; a configuration the checks miss would serve until the
+    test times out, so every case here must stop by itself."""
+    state = tmp_path / "state"
+    assert CliRunner().invoke(cli, ["--data-dir", str(state), "db", "sync"]).exit_code == 0
+    port = free_port()
+    result = CliRunner().invoke(
+        cli,
+        ["--data-dir", str(state), "serve", "--api-listen", f"127.0.0.1:{port}",
+         "--metadata-listen", "127.0.0.1:0"],
+        env=env,
+        catch_exceptions=False,
+    )  # fmt: skip
+    return result.exit_code, result.output, port
+
+
+def test_qemu_without_the_metadata_proxy_stops_before_listening(tmp_path):
+    code, out, port = serve(
+        tmp_path,
+        {"CLOUDSEED_COMPUTE_DRIVER": "qemu", "CLOUDSEED_QEMU__BINARY": "qemu-nonexistent"},
+    )
+    assert code == 1
+    lines = [line for line in out.splitlines() if line.startswith("  - ")]
+    assert len(lines) == 2, out
+    assert "compute_driver = qemu needs [neutron] service_metadata_proxy = true" in lines[0]
+    assert "[qemu] binary 'qemu-nonexistent' is not installed" in lines[1]
+    assert "Traceback" not in out
+    with socket.socket() as s:  # nothing ever listened there
+        s.bind(("127.0.0.1", port))
+
+
+def test_the_proxy_without_a_shared_secret_is_refused(tmp_path):
+    code, out, _ = serve(tmp_path, {"CLOUDSEED_NEUTRON__SERVICE_METADATA_PROXY": "true"})
+    assert code == 1
+    assert "service_metadata_proxy = true needs [neutron] metadata_proxy_shared_secret" in out
+
+
+@pytest.mark.parametrize(
+    ("environ", "expected"),
+    [
+        ({}, []),
+        (
+            {
+                "CLOUDSEED_NEUTRON__SERVICE_METADATA_PROXY": "true",
+                "CLOUDSEED_NEUTRON__METADATA_PROXY_SHARED_SECRET": "s",
+            },
+            [],
+        ),
+        (
+            {"CLOUDSEED_COMPUTE_DRIVER": "qemu", "CLOUDSEED_QEMU__ACCEL": "kvm",
+             "CLOUDSEED_QEMU__BINARY": "/bin/true",
+             "CLOUDSEED_NEUTRON__SERVICE_METADATA_PROXY": "true",
+             "CLOUDSEED_NEUTRON__METADATA_PROXY_SHARED_SECRET": "s"},
+            ["[qemu] accel = kvm but /dev/kvm cannot be opened"],
+        ),
+    ],
+)  # fmt: skip
+def test_configuration_problems(tmp_path, environ, expected):
+    import os
+
+    settings = load_settings(environ={"CLOUDSEED_STATE_PATH": str(tmp_path), **environ})
+    problems = configuration_problems(settings)
+    kvm_usable = os.access("/dev/kvm", os.R_OK | os.W_OK)
+    if expected and "kvm" in expected[0] and kvm_usable:
+        expected = []  # this machine can open /dev/kvm: nothing to report
+    assert [p for p in problems if not any(p.startswith(e) for e in expected)] == []
+    assert len(problems) == len(expected), problems
+
+
+def test_a_state_path_that_is_a_file_is_reported(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    settings = load_settings(environ={"CLOUDSEED_STATE_PATH": str(blocker / "state")})
+    assert configuration_problems(settings) == [
+        f"[DEFAULT] state_path '{blocker / 'state'}' is not a writable directory"
+    ]
