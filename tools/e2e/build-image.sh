@@ -1,34 +1,51 @@
 #!/usr/bin/env bash
-# Build the end-to-end test guest: Debian bookworm with stock cloud-init, from Debian's packages.
+# Build a Debian bookworm guest with stock cloud-init, from Debian's packages only.
 #
-#   tools/e2e/build-image.sh [OUT]        (default OUT=.cache/e2e)
+#   tools/e2e/build-image.sh [OUT]                       (default OUT=.cache/e2e)
+#   LAYOUT=partitioned tools/e2e/build-image.sh OUT      (`make image-debian`)
 #
-# Produces, in OUT:
+# LAYOUT=kernel (the end-to-end test guest) produces, in OUT:
 #   disk.raw     ext4 filesystem image without a partition table (label "rootfs"); the guest's
 #                root is /dev/vda, so the kernel is booted directly and no bootloader is needed
 #   vmlinuz      the guest's kernel, for qemu -kernel
 #   initrd.img   its initramfs, for qemu -initrd
+# LAYOUT=partitioned (a cloud image as distributions publish them) produces, in OUT:
+#   debian-12-cloudseed.qcow2   an MBR disk with one ext4 partition (label "rootfs") and GRUB in
+#                its boot sector, booting through its own boot loader; cloud-init's growpart
+#                grows the partition to the instance's disk at first boot
+# and in both layouts:
 #   build.txt    versions and step timings
-#   stamp        sha256 of this script: `make e2e-image` rebuilds only when the script changed
+#   stamp        sha256 of this script and the layout: rebuilt only when either changed
 #
-# mmdebstrap runs in root mode (it chroots and mounts /proc and /dev there); the filesystem
-# image is made with `mke2fs -d`, so the image itself is never mounted. The host's own apt
-# sources are handed to mmdebstrap, so no mirror is named here.
+# mmdebstrap runs in root mode (it chroots and mounts /proc and /dev there); the kernel layout's
+# filesystem image is made with `mke2fs -d`, so the image itself is never mounted. The
+# partitioned disk is assembled and GRUB installed inside libguestfs' appliance (guestfish), so
+# no loop device or host mount is needed either. The host's own apt sources are handed to
+# mmdebstrap, so no mirror is named here.
 set -euo pipefail
 
 OUT=${1:-.cache/e2e}
 SUITE=${SUITE:-bookworm}
 SIZE=${SIZE:-2G}
+LAYOUT=${LAYOUT:-kernel}
 SCRIPT=$(readlink -f "$0")
+QCOW2=debian-12-cloudseed.qcow2
 
-stamp=$(sha256sum "$SCRIPT" | cut -d' ' -f1)
-if [ -f "$OUT/stamp" ] && [ "$(cat "$OUT/stamp")" = "$stamp" ] \
-    && [ -f "$OUT/disk.raw" ] && [ -f "$OUT/vmlinuz" ] && [ -f "$OUT/initrd.img" ]; then
-    echo "e2e image is up to date in $OUT"
+case "$LAYOUT" in
+    kernel) outputs=(disk.raw vmlinuz initrd.img); tools=(mmdebstrap mke2fs) ;;
+    partitioned) outputs=("$QCOW2"); tools=(mmdebstrap guestfish qemu-img) ;;
+    *) echo "LAYOUT must be kernel or partitioned" >&2; exit 1 ;;
+esac
+
+stamp=$( (cat "$SCRIPT"; echo "$LAYOUT") | sha256sum | cut -d' ' -f1)
+up_to_date=yes
+for f in stamp "${outputs[@]}"; do [ -f "$OUT/$f" ] || up_to_date=no; done
+if [ $up_to_date = yes ] && [ "$(cat "$OUT/stamp")" = "$stamp" ]; then
+    echo "image is up to date in $OUT"
     exit 0
 fi
 
-for tool in mmdebstrap mke2fs; do
+for tool in "${tools[@]}"; do
     command -v "$tool" >/dev/null || { echo "missing $tool (run tools/e2e/packages.sh)" >&2; exit 1; }
 done
 [ "$(id -u)" = 0 ] || { echo "mmdebstrap's root mode needs root" >&2; exit 1; }
@@ -63,6 +80,12 @@ packages=(
     ifupdown isc-dhcp-client netbase openssh-server sudo
     cloud-init cloud-guest-utils linux-image-cloud-amd64 initramfs-tools
 )
+root_device=/dev/vda
+if [ "$LAYOUT" = partitioned ]; then
+    # grub-pc: the boot loader, installed to the disk below (its postinst has no device yet).
+    packages+=(grub-pc)
+    root_device=LABEL=rootfs
+fi
 
 # Runs on the host with the new root as $1, once every package is installed.
 customize=$(cat <<'HOOK'
@@ -97,6 +120,14 @@ updates:
     when: [ boot ]
 CFG
 printf 'LANG=C.UTF-8\n' > "$R/etc/default/locale"
+if [ -f "$R/etc/default/grub" ]; then
+    # The console log (os-getConsoleOutput) is the serial port; no menu to wait for.
+    sed -i -e 's/^GRUB_TIMEOUT=.*/GRUB_TIMEOUT=1/' \
+        -e 's/^GRUB_CMDLINE_LINUX=.*/GRUB_CMDLINE_LINUX="console=tty0 console=ttyS0,115200"/' \
+        "$R/etc/default/grub"
+    printf 'GRUB_TERMINAL="console serial"\nGRUB_SERIAL_COMMAND="serial --speed=115200"\n' \
+        >> "$R/etc/default/grub"
+fi
 chroot "$R" passwd -d root >/dev/null
 chroot "$R" passwd -l root >/dev/null
 # Every instance made from this image must look brand new to cloud-init and sshd.
@@ -119,23 +150,49 @@ timed mmdebstrap mmdebstrap --quiet --mode=root --variant=apt --format=directory
     --dpkgopt='path-exclude=/usr/share/doc/*' \
     --dpkgopt='path-include=/usr/share/doc/*/copyright' \
     --dpkgopt='path-exclude=/usr/share/locale/*' \
-    --essential-hook='printf "/dev/vda / ext4 defaults,errors=remount-ro 0 1\n" > "$1/etc/fstab"' \
+    --essential-hook="printf '$root_device / ext4 defaults,errors=remount-ro 0 1\\n' > \"\$1/etc/fstab\"" \
     --essential-hook='mkdir -p "$1/etc/initramfs-tools/conf.d" && echo FSTYPE=ext4 > "$1/etc/initramfs-tools/conf.d/fstype"' \
     --include="$(IFS=,; echo "${packages[*]}")" \
     --customize-hook="$customize" \
     "$SUITE" "$root" "${sources[@]}"
 
-cp -L "$root"/boot/vmlinuz-* "$work/vmlinuz"
-cp -L "$root"/boot/initrd.img-* "$work/initrd.img"
-timed mke2fs mke2fs -q -F -t ext4 -L rootfs -d "$root" "$work/disk.raw" "$SIZE"
+if [ "$LAYOUT" = kernel ]; then
+    cp -L "$root"/boot/vmlinuz-* "$work/vmlinuz"
+    cp -L "$root"/boot/initrd.img-* "$work/initrd.img"
+    timed mke2fs mke2fs -q -F -t ext4 -L rootfs -d "$root" "$work/disk.raw" "$SIZE"
+    made="disk.raw    $(du -h --apparent-size "$work/disk.raw" | cut -f1) apparent, $(du -h "$work/disk.raw" | cut -f1) allocated"
+else
+    # One MBR partition from 1 MiB (GRUB's core image goes in the gap before it), the root
+    # filesystem copied in as a tar (ownership, modes and xattrs kept), then grub-install and
+    # update-grub run in the image's own root inside the appliance.
+    tar --xattrs --numeric-owner -C "$root" -cf "$work/root.tar" .
+    truncate -s "$SIZE" "$work/disk.raw"
+    timed guestfish guestfish --rw -a "$work/disk.raw" <<GF
+run
+part-init /dev/sda mbr
+part-add /dev/sda p 2048 -1
+part-set-bootable /dev/sda 1 true
+mkfs ext4 /dev/sda1 label:rootfs
+mount /dev/sda1 /
+tar-in $work/root.tar / xattrs:true
+command "grub-install --target=i386-pc /dev/sda"
+command "update-grub"
+umount-all
+GF
+    rm -f "$work/root.tar"
+    timed qemu-img qemu-img convert -O qcow2 "$work/disk.raw" "$work/$QCOW2"
+    rm -f "$work/disk.raw"
+    made="$QCOW2 $(du -h "$work/$QCOW2" | cut -f1), virtual size $SIZE"
+fi
 {
     echo "kernel      $(basename "$root"/boot/vmlinuz-*)"
     echo "cloud-init  $(chroot "$root" dpkg-query -W -f='${Version}' cloud-init)"
-    echo "disk.raw    $(du -h --apparent-size "$work/disk.raw" | cut -f1) apparent, $(du -h "$work/disk.raw" | cut -f1) allocated"
+    echo "$made"
 } | tee -a "$log"
 
 # Swap the finished files in last, so an interrupted build never leaves a stamp that lies.
 rm -f "$OUT/stamp"
-mv "$work/disk.raw" "$work/vmlinuz" "$work/initrd.img" "$log" "$OUT/"
+for f in "${outputs[@]}"; do mv "$work/$f" "$OUT/"; done
+mv "$log" "$OUT/"
 echo "$stamp" > "$OUT/stamp"
-echo "e2e image built in $OUT"
+echo "$LAYOUT image built in $OUT"
