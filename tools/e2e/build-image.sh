@@ -167,7 +167,10 @@ else
     # update-grub run in the image's own root inside the appliance.
     tar --xattrs --numeric-owner -C "$root" -cf "$work/root.tar" .
     truncate -s "$SIZE" "$work/disk.raw"
-    timed guestfish guestfish --rw -a "$work/disk.raw" <<GF
+    # force_tcg: the appliance would abort on a /dev/kvm that exists but does not work (as in
+    # many containers and nested guests); TCG is slower but always there.
+    timed guestfish env LIBGUESTFS_BACKEND=direct LIBGUESTFS_BACKEND_SETTINGS=force_tcg \
+        guestfish --rw -a "$work/disk.raw" <<GF
 run
 part-init /dev/sda mbr
 part-add /dev/sda p 2048 -1
