@@ -4,12 +4,16 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from cloudseed.cli import cli
+from cloudseed.db.engines import Database
+from cloudseed.images import service
+from cloudseed.images.errors import FlavorDiskSmallerThanImage
 from tests.support import keys
 
 
@@ -125,3 +129,32 @@ def test_a_refused_image_leaves_no_copy_behind(data_dir, tmp_path):
     assert (
         list(images.iterdir()) == [] and run(*data_dir, "image", "list", "-f", "json")[1] == "[]\n"
     )
+
+
+def test_a_qcow2_image_records_its_virtual_size_and_may_not_refer_to_other_files(
+    data_dir, tmp_path
+):
+    base, overlay = tmp_path / "base.qcow2", tmp_path / "overlay.qcow2"
+    subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", str(base), "3G"], check=True)
+    add = (*data_dir, "image", "add")
+    code, out = run(*add, "big", "--file", str(base), "--disk-format", "qcow2", "-f", "json")
+    assert code == 0, out
+    image_id = json.loads(out)["id"]
+    subprocess.run(
+        ["qemu-img", "create", "-q", "-f", "qcow2", "-F", "qcow2", "-b", str(base), str(overlay)],
+        check=True,
+    )
+    code, out = run(*add, "o", "--file", str(overlay), "--disk-format", "qcow2")
+    assert code == 1 and "refers to another file" in out, out
+    db = Database.connect("api", f"sqlite:///{tmp_path / 'state' / 'cloudseed_api.sqlite'}")
+    try:
+        with db.read() as session:
+            image = service.get_image(session, image_id)
+            assert image.virtual_size == 3 << 30
+            service.check_flavor_fits(image, root_gb=3, memory_mb=512)
+            service.check_flavor_fits(image, root_gb=0, memory_mb=512)  # 0: the image's size
+            expected = "Flavor disk is 2147483648 bytes, image is 3221225472 bytes"
+            with pytest.raises(FlavorDiskSmallerThanImage, match=expected):
+                service.check_flavor_fits(image, root_gb=2, memory_mb=512)
+    finally:
+        db.dispose()

@@ -34,7 +34,7 @@ def image_body(image: Image) -> dict[str, Any]:
         "disk_format": image.disk_format,
         "container_format": image.container_format,
         "size": image.size,
-        "virtual_size": None,
+        "virtual_size": image.virtual_size,
         "min_disk": image.min_disk,
         "min_ram": image.min_ram,
         "os_hash_algo": "sha256",

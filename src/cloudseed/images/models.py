@@ -28,6 +28,9 @@ class Image(ApiBase):
     container_format: Mapped[str] = mapped_column(String(32), default="bare")
     path: Mapped[str] = mapped_column(Text)
     size: Mapped[int] = mapped_column(BigInteger)
+    # The disk the image gives a guest (qcow2: from its header; raw: the file's size). None on
+    # images registered before it was recorded.
+    virtual_size: Mapped[int | None] = mapped_column(BigInteger, default=None)
     checksum_sha256: Mapped[str] = mapped_column(String(64))
     min_disk: Mapped[int] = mapped_column(Integer, default=0)
     min_ram: Mapped[int] = mapped_column(Integer, default=0)

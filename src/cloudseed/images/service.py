@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 from sqlalchemy import or_, select
@@ -12,16 +13,30 @@ from sqlalchemy.orm import Session
 
 from cloudseed.compute.interfaces import BootImage
 from cloudseed.errors import InvalidInput
-from cloudseed.images.errors import ImageNotFound
+from cloudseed.images.errors import (
+    GIB,
+    FlavorDiskSmallerThanImage,
+    FlavorDiskSmallerThanMinDisk,
+    FlavorMemoryTooSmall,
+    ImageNotFound,
+)
 from cloudseed.images.models import DISK_FORMATS, Image
+from cloudseed.programs import qemu_img
 
 QCOW2_MAGIC = b"QFI\xfb"
 
 
-def inspect_file(path: Path, disk_format: str) -> tuple[int, str]:
-    """Size and SHA-256 of an image file, refusing one whose content is not the declared
+@dataclass(frozen=True)
+class Inspected:
+    size: int
+    virtual_size: int
+    checksum_sha256: str
+
+
+def inspect_file(path: Path, disk_format: str) -> Inspected:
+    """Sizes and SHA-256 of an image file, refusing one whose content is not the declared
     format (a qcow2 file declared raw would let a guest read host files through its backing
-    file)."""
+    file) and a qcow2 file that refers to another file (a backing or external data file)."""
     if disk_format not in DISK_FORMATS:
         raise InvalidInput(f"disk format must be one of {', '.join(DISK_FORMATS)}")
     try:
@@ -37,7 +52,17 @@ def inspect_file(path: Path, disk_format: str) -> tuple[int, str]:
         raise InvalidInput(f"{path} is not a qcow2 image")
     if disk_format == "raw" and is_qcow2:
         raise InvalidInput(f"{path} is a qcow2 image, not raw")
-    return path.stat().st_size, digest.hexdigest()
+    size = path.stat().st_size
+    virtual_size = size
+    if disk_format == "qcow2":
+        info = qemu_img.info(path, "qcow2")
+        if info.backing_file or info.data_file:
+            raise InvalidInput(
+                f"{path} refers to another file ({info.backing_file or info.data_file}); "
+                "register a standalone image (qemu-img convert -O qcow2)"
+            )
+        virtual_size = info.virtual_size
+    return Inspected(size=size, virtual_size=virtual_size, checksum_sha256=digest.hexdigest())
 
 
 def add_image(
@@ -50,14 +75,15 @@ def add_image(
     min_disk: int = 0,
     min_ram: int = 0,
 ) -> Image:
-    size, checksum = inspect_file(path, disk_format)
+    inspected = inspect_file(path, disk_format)
     image = Image(
         uuid=str(uuid.uuid4()),
         name=name,
         disk_format=disk_format,
         path=str(path.resolve()),
-        size=size,
-        checksum_sha256=checksum,
+        size=inspected.size,
+        virtual_size=inspected.virtual_size,
+        checksum_sha256=inspected.checksum_sha256,
         min_disk=min_disk,
         min_ram=min_ram,
         properties=json.dumps(properties or {}, sort_keys=True),
@@ -88,6 +114,22 @@ def add_bootable(
             raise InvalidInput(f"give either --{role} or the {prop} property, not both")
         props[prop] = add_image(session, name=f"{name}-{role}", path=file, disk_format="raw").uuid
     return add_image(session, name=name, path=path, disk_format=disk_format, properties=props)
+
+
+def check_flavor_fits(image: Image, *, root_gb: int, memory_mb: int) -> None:
+    """Refuse a flavor that cannot boot ``image``, as Nova's API does (400). A flavor disk of 0
+    means "as big as the image" and fits any. Unlike Nova, which compares the image's file
+    size here and finds a too-big virtual size only on the compute host (the instance then goes
+    to ERROR), the virtual size is compared: the request fails at once with the reason."""
+    if image.min_ram and memory_mb < image.min_ram:
+        raise FlavorMemoryTooSmall()
+    if not root_gb:
+        return
+    if image.min_disk and root_gb < image.min_disk:
+        raise FlavorDiskSmallerThanMinDisk(flavor_gb=root_gb, min_disk_gb=image.min_disk)
+    needed = image.virtual_size or image.size
+    if needed > root_gb * GIB:
+        raise FlavorDiskSmallerThanImage(flavor_gb=root_gb, image_size=needed)
 
 
 def get_image(session: Session, image_ref: str) -> Image:
