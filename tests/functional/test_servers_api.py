@@ -11,8 +11,10 @@ import httpx
 import pytest
 
 from cloudseed.db.engines import Database
+from cloudseed.images import service as images
 from cloudseed.networks import service as networks
 from tests.support.cloud import b64, create_server, make_cloud, mv, wait_for
+from tests.support.snapshot import changes, snapshot
 
 ADMIN = {"X-Auth-Token": "admin:proj"}
 
@@ -600,3 +602,33 @@ def test_a_mac_collision_draws_again(
     servers = api.get("/v2.1/servers/detail", params={"name": "pair"}).json()["servers"]
     macs = sorted(s["addresses"]["private"][0]["OS-EXT-IPS-MAC:mac_addr"] for s in servers)
     assert macs == ["fa:16:3e:aa:bb:01", "fa:16:3e:aa:bb:02"]
+
+
+class TestFlavorMustHoldTheImage:
+    """Nova's 400s when the flavor cannot hold the image, on create and rebuild, compared with
+    the image's virtual size (a sparse 2 GiB file here, the flavor's disk is 1 GiB)."""
+
+    def test_create_and_rebuild_refuse_an_image_bigger_than_the_flavor(
+        self, api, api_db, cell_db, cloud, tmp_path
+    ):
+        big = tmp_path / "big.raw"
+        with big.open("wb") as fh:
+            fh.truncate(2 << 30)
+        with api_db.write() as session:
+            big_id = images.add_image(session, name="big", path=big, disk_format="raw").uuid
+        before = snapshot(cell_db)
+        r = api.post(
+            "/v2.1/servers",
+            json={"server": {"name": "vm", "imageRef": big_id, "flavorRef": "1"}},
+        )
+        assert r.status_code == 400, r.text
+        assert r.json()["badRequest"]["message"] == (
+            "Flavor's disk is too small for requested image. Flavor disk is 1073741824 bytes, "
+            "image is 2147483648 bytes."
+        )
+        assert changes(before, snapshot(cell_db)) == []
+        server = create_server(api, cloud)
+        wait_for(api, server["id"], "ACTIVE")
+        r = api.post(f"/v2.1/servers/{server['id']}/action", json={"rebuild": {"imageRef": big_id}})
+        assert r.status_code == 400 and "Flavor's disk is too small" in r.text, r.text
+        assert wait_for(api, server["id"], "ACTIVE")["image"]["id"] == cloud.image_id

@@ -140,6 +140,7 @@ def create_servers(
         image = images.get_image(session, request.image_ref)
         image_props = images.properties_of(image)
         vcpus, memory_mb = int(str(flavor["vcpus"])), int(str(flavor["ram"]))
+        images.check_flavor_fits(image, root_gb=int(str(flavor["disk"])), memory_mb=memory_mb)
         # The quota decides how many before anything is allocated (names, ports, rows).
         limits = quotas.instance_limits(session, quota, project_id=project_id, user_id=user_id)
         count = quotas.allowed_instances(

@@ -63,7 +63,8 @@ class Servers:
     ) -> records.ServerRecord:
         """``admin_password`` and ``files`` go to the new config drive, in memory only."""
         with self.api_db.read() as session:
-            image_uuid = images.get_image(session, image_ref).uuid
+            image = images.get_image(session, image_ref)
+            image_uuid = image.uuid
             # The caller's limits, as Nova checks them (the request context's project).
             personality.check_limits(
                 session,
@@ -79,6 +80,10 @@ class Servers:
             )
         with self.cells.for_instance(uuid).write() as session:
             before = records.load(session, uuid)
+            flavor = before.flavor
+            images.check_flavor_fits(
+                image, root_gb=int(flavor.get("disk") or 0), memory_mb=int(flavor.get("ram") or 0)
+            )
             # Described now: the record's objects change with the writes below.
             old_key = history.describe_key(before.keypairs)
             old_user_data = history.describe_user_data(before.instance.user_data)
