@@ -173,6 +173,8 @@ def test_oversized_body_is_413(api, migrated_settings):
     r = api.post("/v2.1/os-keypairs", content=big)
     assert r.status_code == 413
     assert r.json() == {"overLimit": {"code": 413, "message": "Request is too large."}}
+    # The unread rest of the body must not become the next request on this connection.
+    assert r.headers["connection"] == "close"
 
     def chunks():  # no Content-Length: the limit is enforced while reading
         yield big[: limit // 2]

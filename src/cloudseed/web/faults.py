@@ -86,4 +86,8 @@ def fault_parts(exc: BaseException) -> tuple[int, list[tuple[str, str]], bytes]:
         headers.append(("WWW-Authenticate", "Keystone uri=''"))
     if isinstance(exc, edge.MethodNotAllowed) and exc.allow:
         headers.append(("Allow", exc.allow))
+    if isinstance(exc, edge.RequestTooLarge):
+        # The rest of the body was never read: on a kept-alive connection its bytes would be
+        # parsed as the next request (a 414 for the client's next call). Closing ends them.
+        headers.append(("Connection", "close"))
     return status, headers, fault_body(status, message)
