@@ -72,6 +72,12 @@ def api_db(migrated_settings: Settings) -> Iterator[Database]:
     db.dispose()
 
 
+# cell_mappings: written by db sync, needed by every test. services and compute_nodes: the
+# session-wide test server's compute agent registered there, and a server is scheduled only
+# to a registered host (its heartbeat would bring them back, but only after report_interval).
+KEPT_TABLES = frozenset({"cell_mappings", "services", "compute_nodes"})
+
+
 def _empty(db: Database, metadata: MetaData = ApiBase.metadata) -> None:
     # The session-wide test server may still be finishing an earlier test's background
     # operation (the fake driver's delay), whose UPDATE can deadlock with these DELETEs on
@@ -80,7 +86,7 @@ def _empty(db: Database, metadata: MetaData = ApiBase.metadata) -> None:
         try:
             with db.write() as session:
                 for table in reversed(metadata.sorted_tables):
-                    if table.name != "cell_mappings":  # written by db sync, needed by every test
+                    if table.name not in KEPT_TABLES:
                         session.execute(delete(table))
             return
         except DBAPIError:

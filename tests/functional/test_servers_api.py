@@ -225,8 +225,13 @@ class TestRebuild:
 
         with cell_db.read() as session:
             record = records.load(session, server_id)
-        assert record.instance.key_name == record.keypairs[0]["name"] == "key2"
-        assert record.instance.key_data == record.keypairs[0]["public_key"] == cloud.key2
+        # A rebuild's values apply only when it succeeds: the failed one left the old key,
+        # consistent in both places, and no history entry.
+        assert record.instance.key_name == record.keypairs[0]["name"] == "key1"
+        assert record.instance.key_data == record.keypairs[0]["public_key"] == cloud.key1
+        assert [c["action"] for c in history(api, server_id) if c["field"] == "key_pair"] == [
+            "create"
+        ]
         # ERROR allows another rebuild, which recovers the server.
         assert self.rebuild(api, server_id, "2.54", image=cloud.image_id).status_code == 202
         assert "fault" not in wait_for(api, server_id, "ACTIVE")

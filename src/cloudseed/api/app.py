@@ -18,6 +18,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Match, Route
 
+from cloudseed.agent.worker import Agent, host_name
 from cloudseed.api import versions
 from cloudseed.api.auth import KeystoneMiddleware, NoAuthMiddleware
 from cloudseed.api.edge import ComputeEdge
@@ -35,7 +36,6 @@ from cloudseed.networks import api as networks_api
 from cloudseed.quotas import api as quotas_api
 from cloudseed.servers import api as servers_api
 from cloudseed.servers import quota as server_quota
-from cloudseed.servers.operations import Operations
 from cloudseed.servers.service import Servers
 from cloudseed.settings import Settings
 from cloudseed.types import ASGIApp, Scope
@@ -52,21 +52,31 @@ PUBLIC_PATHS = frozenset(
 
 
 def create_api_app(
-    settings: Settings, *, api_db: Database | None = None, driver: Driver | None = None
+    settings: Settings,
+    *,
+    api_db: Database | None = None,
+    driver: Driver | None = None,
+    compute: bool = True,
 ) -> ASGIApp:
-    """The compute API. ``api_db`` is opened from settings in the lifespan when not given;
-    ``driver`` defaults to the one ``[DEFAULT] compute_driver`` names."""
+    """The compute API. ``api_db`` is opened from settings in the lifespan when not given.
+    With ``compute`` (the embedded deployment), the lifespan also runs this node's compute
+    agent with ``driver`` (default: the one ``[DEFAULT] compute_driver`` names);
+    ``cloudseed serve --no-compute`` serves the API alone and agents run elsewhere
+    (``cloudseed compute``)."""
 
     @asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[dict[str, Any]]:
         db = api_db or Database.connect("api", settings.api_database_url)
         cells = CellDatabases(db)
-        check = build_check(settings, partial(vendordata_request_for, cells))
-        drives = DriveBuilder(settings, cells)
-        # A driver handed in belongs to the caller; one made here is closed here.
-        compute = driver if driver is not None else make_driver(settings)
-        operations = Operations(cells=cells, driver=compute, build_check=check, drives=drives)
-        servers = Servers(api_db=db, cells=cells, operations=operations)
+        agent = local_agent(settings, cells, driver) if compute else None
+        servers = Servers(
+            api_db=db,
+            cells=cells,
+            local_console=agent.driver.console_output if agent else None,
+            local_host=agent.host if agent else None,
+        )
+        if agent is not None:
+            await run_in_threadpool(agent.start)
         try:
             # Starlette copies this into every request.state; read it with web.requests'
             # settings_of/api_db_of and servers.api.requests.servers_of.
@@ -78,12 +88,9 @@ def create_api_app(
                 "quota_usage": partial(server_quota.usages, cells),
             }
         finally:
-            operations.shutdown()
-            drives.close()
-            if driver is None:
-                compute.close()  # no guest process outlives the service
-            if check is not None:
-                check.close()
+            if agent is not None:
+                await run_in_threadpool(agent.stop)
+                agent.close(own_driver=driver is None)
             cells.dispose()
             if api_db is None:
                 db.dispose()
@@ -126,6 +133,19 @@ def create_api_app(
         },
     )
     return ComputeEdge(app)
+
+
+def local_agent(settings: Settings, cells: CellDatabases, driver: Driver | None) -> Agent:
+    """This node's compute agent, with its config drive builder and vendordata check. A
+    driver handed in belongs to the caller; one made here is closed with the agent."""
+    return Agent(
+        settings,
+        host=host_name(settings),
+        cells=cells,
+        driver=driver if driver is not None else make_driver(settings),
+        drives=DriveBuilder(settings, cells),
+        build_check=build_check(settings, partial(vendordata_request_for, cells)),
+    )
 
 
 def domain_routes() -> list[Route]:

@@ -1,14 +1,24 @@
 """The ``fake`` driver: keeps guests in memory, takes ``delay`` seconds per operation, and can be
-told to fail, so every state transition and error path is testable without a hypervisor."""
+told to fail, so every state transition and error path is testable without a hypervisor.
+
+With a ``state_dir`` it also keeps one small JSON file per guest there (written atomically), so
+a ``cloudseed compute`` process that was killed and started again knows its guests, as a real
+hypervisor would. It reports the capacity Nova's fake driver reports (1000 vCPUs, 800,000 MiB,
+600,000 GiB) so schedulers never run out of room in tests.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from cloudseed.compute.errors import DriverError
-from cloudseed.compute.interfaces import GuestSpec
+from cloudseed.compute.interfaces import Capacity, GuestSpec
 
 RUNNING, SHUTDOWN = 1, 4  # Nova's power_state values
 
@@ -24,10 +34,17 @@ class _Failure:
 class FakeDriver:
     name = "fake"
 
-    def __init__(self, *, delay: float = 0.0) -> None:
+    def __init__(self, *, delay: float = 0.0, state_dir: Path | None = None) -> None:
         self.delay = delay
+        self.state_dir = state_dir
         self.guests: dict[str, GuestSpec] = {}
         self.power: dict[str, int] = {}
+        if state_dir is not None:
+            state_dir.mkdir(parents=True, exist_ok=True)
+            for path in state_dir.glob("*.json"):
+                with contextlib.suppress(OSError, ValueError, KeyError):
+                    saved = json.loads(path.read_text())
+                    self.power[path.stem] = int(saved["power"])
         self.calls: list[tuple[str, str]] = []
         self._failures: list[_Failure] = []
         self._lock = threading.Lock()
@@ -64,36 +81,54 @@ class FakeDriver:
 
     def spawn(self, guest: GuestSpec) -> None:
         self._call("spawn", guest.uuid)
-        self.guests[guest.uuid] = guest
-        self.power[guest.uuid] = RUNNING
+        self._keep(guest, RUNNING)
 
     def reboot(self, guest: GuestSpec, *, hard: bool) -> None:
         self._call("reboot_hard" if hard else "reboot_soft", guest.uuid)
-        self.guests[guest.uuid] = guest
-        self.power[guest.uuid] = RUNNING
+        self._keep(guest, RUNNING)
 
     def rebuild(self, guest: GuestSpec) -> None:
         self._call("rebuild", guest.uuid)
-        self.guests[guest.uuid] = guest
-        self.power[guest.uuid] = RUNNING
+        self._keep(guest, RUNNING)
 
     def power_off(self, uuid: str) -> None:
         self._call("power_off", uuid)
         self.power[uuid] = SHUTDOWN
+        self._save(uuid)
 
     def power_on(self, guest: GuestSpec) -> None:
         self._call("power_on", guest.uuid)
-        self.guests[guest.uuid] = guest
-        self.power[guest.uuid] = RUNNING
+        self._keep(guest, RUNNING)
 
     def destroy(self, uuid: str) -> None:
         self._call("destroy", uuid)
         self.guests.pop(uuid, None)
         self.power.pop(uuid, None)
+        if self.state_dir is not None:
+            (self.state_dir / f"{uuid}.json").unlink(missing_ok=True)
+
+    def capacity(self) -> Capacity:
+        return Capacity(vcpus=1000, memory_mb=800_000, disk_gb=600_000, hypervisor_type="fake")
+
+    def running(self) -> set[str]:
+        return set(self.power)
 
     def console_output(self, uuid: str) -> str:
         # What Nova's fake driver answers, so API tests have lines to cut.
-        return "FAKE CONSOLE OUTPUT\nANOTHER\nLAST LINE" if uuid in self.guests else ""
+        return "FAKE CONSOLE OUTPUT\nANOTHER\nLAST LINE" if uuid in self.power else ""
+
+    def _keep(self, guest: GuestSpec, power: int) -> None:
+        self.guests[guest.uuid] = guest
+        self.power[guest.uuid] = power
+        self._save(guest.uuid)
+
+    def _save(self, uuid: str) -> None:
+        if self.state_dir is None or uuid not in self.power:
+            return
+        path = self.state_dir / f"{uuid}.json"
+        partial = path.with_suffix(".tmp")
+        partial.write_text(json.dumps({"power": self.power[uuid]}))
+        os.replace(partial, path)
 
     def close(self) -> None:
         pass  # nothing runs outside this object

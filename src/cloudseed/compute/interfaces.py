@@ -1,9 +1,11 @@
 """The compute driver protocol: what turns an instance record into a running machine.
 
-Drivers are called from background operations (``servers/operations.py``), one call per
-operation, in a worker thread; they never touch the database. A driver raises ``DriverError``
-with a message for the operator; the operation then records the fault and moves the instance to
-ERROR.
+Drivers are called by the compute agent (``agent/steps.py``), one call per operation, in a
+worker thread; they never touch the database. An operation whose agent died is run again by
+the next agent of the host, so every call must cope with finding its work half or wholly done
+(a guest that already runs, a disk already replaced, a guest already gone). A driver raises
+``DriverError`` with a message for the operator; the operation then records the fault and moves
+the instance to ERROR.
 """
 
 from __future__ import annotations
@@ -58,8 +60,27 @@ class GuestSpec:
     image: BootImage | None = None
 
 
+@dataclass(frozen=True)
+class Capacity:
+    """What a host offers to the scheduler (before allocation ratios and reservations)."""
+
+    vcpus: int
+    memory_mb: int
+    disk_gb: int
+    hypervisor_type: str
+    hypervisor_hostname: str = ""
+
+
 class Driver(Protocol):
     name: str
+
+    def capacity(self) -> Capacity:
+        """This host's resources, as the driver sees them."""
+        ...
+
+    def running(self) -> set[str]:
+        """Uuids of the guests the driver has on this host (running or not)."""
+        ...
 
     def spawn(self, guest: GuestSpec) -> None: ...
 

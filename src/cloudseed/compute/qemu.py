@@ -26,6 +26,7 @@ import json
 import logging
 import os
 import shutil
+import socket
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -34,7 +35,7 @@ from urllib.parse import urlsplit
 from cloudseed.compute import guestfwd_relay
 from cloudseed.compute.console_log import ConsoleLogRotator, read_tail
 from cloudseed.compute.errors import DriverError
-from cloudseed.compute.interfaces import GuestSpec
+from cloudseed.compute.interfaces import Capacity, GuestSpec
 from cloudseed.compute.qemu_argv import Accel, InstanceFiles, build_argv
 from cloudseed.compute.qemu_process import QemuProcesses, kvm_usable
 from cloudseed.errors import CloudseedError, ConfigError
@@ -84,6 +85,9 @@ class QemuDriver:
 
     def spawn(self, guest: GuestSpec) -> None:
         files = self._files(guest.uuid)
+        # A build resumed after its agent died may find the guest of the first attempt
+        # running: that boot was interrupted, so it starts over on a fresh disk.
+        self.processes.kill(files)
         files.directory.mkdir(parents=True, exist_ok=True)
         self._make_disk(guest, files)
         self._start(guest, files)
@@ -130,6 +134,22 @@ class QemuDriver:
             return
         self.processes.kill(files)
         shutil.rmtree(files.directory, ignore_errors=True)
+
+    def capacity(self) -> Capacity:
+        return Capacity(
+            vcpus=os.cpu_count() or 1,
+            memory_mb=_memory_mb(),
+            disk_gb=_free_gb(self.root),
+            hypervisor_type="QEMU",
+            hypervisor_hostname=socket.gethostname(),
+        )
+
+    def running(self) -> set[str]:
+        """Guests with a directory here (started by this process or an earlier one: the pid
+        file and QMP socket are found by path)."""
+        if not self.root.is_dir():
+            return set()
+        return {d.name for d in self.root.iterdir() if d.is_dir() and not d.name.startswith(".")}
 
     def console_output(self, uuid: str) -> str:
         return read_tail(self._files(uuid).console_log, CONSOLE_TAIL).decode(
@@ -235,6 +255,24 @@ class QemuDriver:
         fd = os.open(files.relay_config, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as fh:
             json.dump(config, fh)
+
+
+def _memory_mb() -> int:
+    try:
+        with open("/proc/meminfo", encoding="ascii") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) // 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def _free_gb(path: Path) -> int:
+    existing = path
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    return shutil.disk_usage(existing).free // (1 << 30)
 
 
 def _metadata_upstream(settings: Settings) -> tuple[str, int]:

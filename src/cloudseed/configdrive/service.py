@@ -164,16 +164,22 @@ class DriveBuilder:
         user_data: Any = _KEEP,
         carry_over: bool = False,
         output: Path | None = None,
+        record: records.ServerRecord | None = None,
     ) -> BuiltDrive:
         """Build the drive of instance ``uuid`` and put it in place (or at ``output``).
 
         ``user_data`` (base64 text or None) stands in for the instance's, for a drive built
         before the new user data is committed. ``carry_over`` takes the admin password and
         files from the instance's current drive, the only place they are kept.
+        ``record`` stands in for the stored one: a rebuild's drive shows the values the rebuild
+        applies only once it has succeeded.
+
         Raises VendordataError (fatal vendordata), DriveBuildFailed or a NotFound.
         """
-        with self.cells.for_instance(uuid).read() as session:
-            facts = facts_from_record(records.load(session, uuid))
+        if record is None:
+            with self.cells.for_instance(uuid).read() as session:
+                record = records.load(session, uuid)
+        facts = facts_from_record(record)
         if user_data is not _KEEP:
             facts = dataclasses.replace(facts, user_data=user_data)
         path = output or drive_path(self.settings, uuid)

@@ -119,3 +119,19 @@ def show_action(
         events.append(item)
     body["events"] = events
     return body
+
+
+def note(session: Session, *, action_id: int, event: str, details: str) -> None:
+    """Record something that happened to an action's work (an interruption and its resumption)
+    as a finished event of its own."""
+    now = utcnow()
+    session.add(
+        InstanceActionEvent(
+            action_id=action_id,
+            event=event,
+            start_time=now,
+            finish_time=now,
+            result="Success",
+            details=details,
+        )
+    )

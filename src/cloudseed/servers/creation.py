@@ -24,15 +24,18 @@ from sqlalchemy.orm import Session
 
 from cloudseed.cells.models import InstanceMapping
 from cloudseed.cells.service import CellDatabases
+from cloudseed.db.base import utcnow
 from cloudseed.db.engines import Database
-from cloudseed.errors import InvalidInput
+from cloudseed.errors import Forbidden, InvalidInput
 from cloudseed.flavors import service as flavors
+from cloudseed.hosts import scheduler
+from cloudseed.hosts.errors import NoValidHost
 from cloudseed.images import service as images
 from cloudseed.keypairs import service as keypairs
 from cloudseed.keypairs.errors import KeypairNotFound
 from cloudseed.networks import service as networks
 from cloudseed.quotas import service as quotas
-from cloudseed.servers import action_log, history, personality, states
+from cloudseed.servers import action_log, history, personality, queue, states
 from cloudseed.servers import quota as usage
 from cloudseed.servers.errors import InvalidKeyName
 from cloudseed.servers.history import Actor
@@ -45,7 +48,7 @@ from cloudseed.servers.models import (
     InstanceSystemMetadata,
     Port,
 )
-from cloudseed.settings import QuotaSection
+from cloudseed.settings import Settings
 
 
 @dataclass(frozen=True)
@@ -70,9 +73,12 @@ class CreateRequest:
     count: int = 1
     min_count: int = 1
     admin_pass: str | None = None
-    # Personality files (path, base64 text): checked here, then handed to the build in
-    # memory (servers/personality.py); never stored.
+    # Personality files (path, base64 text): checked here, then carried to the build in its
+    # operation's payload, which drops them when the operation ends.
     files: personality.Encoded = ()
+    # An admin's choice of compute host and node (2.74), also "zone:host:node" in the zone.
+    requested_host: str | None = None
+    requested_node: str | None = None
 
 
 @dataclass(frozen=True)
@@ -111,14 +117,11 @@ def keypair_of(session: Session, *, user_id: str, key_name: str) -> list[dict[st
 
 
 def create_servers(
-    api_db: Database,
-    cells: CellDatabases,
-    request: CreateRequest,
-    *,
-    force_config_drive: bool,
-    quota: QuotaSection | None = None,
+    api_db: Database, cells: CellDatabases, request: CreateRequest, *, settings: Settings
 ) -> Created:
-    quota = quota or QuotaSection()
+    quota = settings.quota
+    force_config_drive = settings.default.force_config_drive
+    destination = _destination(request)
     reservation_id = "r-" + secrets.token_hex(4)
     admin_pass = request.admin_pass or generate_password()
     cell_id = cells.default_cell()
@@ -140,7 +143,8 @@ def create_servers(
         image = images.get_image(session, request.image_ref)
         image_props = images.properties_of(image)
         vcpus, memory_mb = int(str(flavor["vcpus"])), int(str(flavor["ram"]))
-        images.check_flavor_fits(image, root_gb=int(str(flavor["disk"])), memory_mb=memory_mb)
+        root_gb = int(str(flavor["disk"]))
+        images.check_flavor_fits(image, root_gb=root_gb, memory_mb=memory_mb)
         # The quota decides how many before anything is allocated (names, ports, rows).
         limits = quotas.instance_limits(session, quota, project_id=project_id, user_id=user_id)
         count = quotas.allowed_instances(
@@ -176,7 +180,29 @@ def create_servers(
     action_ids: dict[str, int] = {}
     try:
         with cell.write() as session:
+            try:
+                placements: list[scheduler.Placement | None] = list(
+                    scheduler.choose_hosts(
+                        session,
+                        scheduler.Request(
+                            count=count,
+                            vcpus=vcpus,
+                            memory_mb=memory_mb,
+                            root_gb=root_gb,
+                            availability_zone=destination.zone,
+                            host=destination.host,
+                            node=destination.node,
+                        ),
+                        settings=settings,
+                        usage=usage.by_host,
+                    )
+                )
+                no_host: NoValidHost | None = None
+            except NoValidHost as exc:
+                # As in Nova: the servers exist, in ERROR, with the scheduler's fault.
+                placements, no_host = [None] * count, exc
             for index, u in enumerate(uuids):
+                placement = placements[index]
                 name = request.name if count == 1 else f"{request.name}-{index + 1}"
                 hostname = request.hostname or sanitize_hostname(name, default=f"Server-{u}")
                 if request.hostname and count > 1:
@@ -191,9 +217,14 @@ def create_servers(
                         user_id=request.actor.user_id,
                         image_ref=image_uuid,
                         flavor_id=str(flavor["id"]),
-                        vm_state=states.BUILDING,
-                        task_state=states.SCHEDULING,
+                        vm_state=states.BUILDING if placement else states.ERROR,
+                        task_state=states.SCHEDULING if placement else None,
                         power_state=states.NOSTATE,
+                        host=placement.host if placement else None,
+                        node=placement.node if placement else None,
+                        vcpus=vcpus,
+                        memory_mb=memory_mb,
+                        root_gb=root_gb,
                         key_name=request.key_name,
                         key_data=keypair[0]["public_key"] if keypair else None,
                         user_data=request.user_data,
@@ -208,7 +239,10 @@ def create_servers(
                 session.flush()
                 session.add(
                     InstanceExtra(
-                        instance_uuid=u, keypairs=json.dumps(keypair), flavor=json.dumps(flavor)
+                        instance_uuid=u,
+                        keypairs=json.dumps(keypair),
+                        flavor=json.dumps(flavor),
+                        fault=_fault(no_host) if no_host else None,
                     )
                 )
                 for key, value in _system_metadata(request, image_props).items():
@@ -224,6 +258,22 @@ def create_servers(
                     actor=request.actor,
                     event="compute__do_build_and_run_instance",
                 )
+                if placement is None:
+                    action_log.finish(
+                        session,
+                        action_id=action_ids[u],
+                        event="compute__do_build_and_run_instance",
+                        error=no_host.message if no_host else None,
+                    )
+                else:
+                    queue.enqueue(
+                        session,
+                        instance_uuid=u,
+                        kind="build",
+                        host=placement.host,
+                        action_id=action_ids[u],
+                        payload=_build_payload(admin_pass, request.files),
+                    )
                 history.record(
                     session,
                     instance_uuid=u,
@@ -263,6 +313,53 @@ def create_servers(
         raise
     return Created(
         uuids=uuids, reservation_id=reservation_id, admin_pass=admin_pass, action_ids=action_ids
+    )
+
+
+@dataclass(frozen=True)
+class Destination:
+    zone: str | None
+    host: str | None
+    node: str | None
+
+
+def _destination(request: CreateRequest) -> Destination:
+    """Where the request asks its servers to go: ``availability_zone`` as "zone",
+    "zone:host", "zone::node" or "zone:host:node" (the host and node parts for admins, as
+    Nova's forced_host policy), or 2.74's ``host`` and ``hypervisor_hostname`` (admins)."""
+    zone, host, node = request.availability_zone, request.requested_host, request.requested_node
+    if zone and ":" in zone:
+        parts = zone.split(":", 2)
+        zone = parts[0] or None
+        host = parts[1] or None if len(parts) > 1 else None
+        node = parts[2] or None if len(parts) > 2 else None
+        if (host or node) and "admin" not in request.roles:
+            raise Forbidden(
+                "Policy doesn't allow os_compute_api:servers:create:forced_host to be performed."
+            )
+    if (request.requested_host or request.requested_node) and "admin" not in request.roles:
+        raise Forbidden(
+            "Policy doesn't allow compute:servers:create:requested_destination to be performed."
+        )
+    return Destination(zone=zone, host=host, node=node)
+
+
+def _build_payload(admin_pass: str, files: personality.Encoded) -> dict[str, Any]:
+    payload: dict[str, Any] = {"admin_password": admin_pass}
+    if files:
+        payload["files"] = [list(f) for f in files]
+    return payload
+
+
+def _fault(exc: NoValidHost) -> str:
+    return json.dumps(
+        {
+            "code": 500,
+            "message": exc.message,
+            "created": utcnow().isoformat(),
+            "details": "",
+        },
+        sort_keys=True,
     )
 
 

@@ -11,6 +11,7 @@ Conflict ────── InstanceInvalidState  busy or in the wrong state    
                 PasswordAlreadySet    the guest's password is set once     (409)
 NotFound ────── MetadataItemNotFound  no such metadata key               (404)
                 ActionNotFound        no instance action with this id    (404)
+                ConsoleNotAvailable   the guest's console is not readable here (404)
                 (cells.InstanceNotFound: no such server)                   (404)
 Exception ───── NotStarted            a background operation failed before the driver ran;
                                       the instance keeps its vm_state (never an API answer)
@@ -90,6 +91,15 @@ class ServerMarkerNotFound(InvalidInput):
 class MetadataItemNotFound(NotFound):
     def __init__(self) -> None:
         super().__init__("Metadata item was not found")
+
+
+class ConsoleNotAvailable(NotFound):
+    """Nova's 404 for a console that cannot be read (here: the guest's host is not this
+    node's own compute host)."""
+
+    def __init__(self, uuid: str) -> None:
+        super().__init__("Guest does not have a console available.")
+        self.uuid = uuid
 
 
 class ActionNotFound(NotFound):

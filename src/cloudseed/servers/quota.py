@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from cloudseed.cells.service import CellDatabases
@@ -62,3 +62,21 @@ def count(
 def usages(cells: CellDatabases, project_id: str, user_id: str | None) -> dict[str, int]:
     """The in-use numbers of the quota-sets API (``quotas.api``'s usage counter)."""
     return count(cells, project_id=project_id, user_id=user_id).as_dict()
+
+
+def by_host(session: Session, hosts: list[str]) -> dict[str, tuple[int, int, int]]:
+    """(vcpus, memory_mb, root_gb) the live instances of each host use, for the scheduler.
+    Instances created before these columns existed count as nothing."""
+    if not hosts:
+        return {}
+    rows = session.execute(
+        select(
+            Instance.host,
+            func.coalesce(func.sum(Instance.vcpus), 0),
+            func.coalesce(func.sum(Instance.memory_mb), 0),
+            func.coalesce(func.sum(Instance.root_gb), 0),
+        )
+        .where(Instance.host.in_(sorted(set(hosts))), Instance.deleted == 0)
+        .group_by(Instance.host)
+    )
+    return {str(host): (int(v or 0), int(m or 0), int(d or 0)) for host, v, m, d in rows}

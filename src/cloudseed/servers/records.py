@@ -161,6 +161,28 @@ def claim_task(
     )
 
 
+# Instance columns a rebuild holds in its operation's payload and applies when it succeeds.
+REBUILD_COLUMNS = frozenset(
+    {"image_ref", "display_name", "hostname", "display_description", "key_name", "key_data"}
+)
+
+
+def overlay(record: ServerRecord, payload: dict[str, Any]) -> ServerRecord:
+    """``record`` as an operation with ``payload`` will leave it: its pending columns, user
+    data, key pair snapshot and metadata shown. For a record no longer in a session (it is
+    changed in place and must never be flushed)."""
+    for column, value in payload.get("apply", {}).items():
+        if column in REBUILD_COLUMNS:
+            setattr(record.instance, column, value)
+    if "user_data" in payload:
+        record.instance.user_data = payload["user_data"][0]
+    if "metadata" in payload:
+        record.metadata = dict(payload["metadata"])
+    if "keypairs" in payload:
+        record.extra.keypairs = json.dumps(payload["keypairs"], sort_keys=True)
+    return record
+
+
 def set_extra(session: Session, uuid: str, **documents: Any) -> None:
     extra = session.scalar(select(InstanceExtra).where(InstanceExtra.instance_uuid == uuid))
     if extra is None:

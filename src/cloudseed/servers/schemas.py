@@ -171,6 +171,10 @@ def create(version: APIVersion) -> dict[str, Any]:
             ]
         }
         required.append("networks")
+    if version >= V(2, 74):
+        # An admin's choice of compute host and node (Nova's create:requested_destination).
+        props["host"] = {"type": "string", "minLength": 1, "maxLength": 255}
+        props["hypervisor_hostname"] = {"type": "string", "minLength": 1, "maxLength": 255}
     if version >= V(2, 90):
         props["hostname"] = _hostname(version)
     return _wrap("server", props, required)
@@ -267,3 +271,19 @@ METADATA_ITEM_BODY = {
 
 def true_value(value: object) -> bool:
     return value is True or (isinstance(value, str) and value.lower() in ("true", "1", "on", "yes"))
+
+
+# Nova's os-resetState body: the vm_state to force ("active" or "error").
+RESET_STATE: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "os-resetState": {
+            "type": "object",
+            "properties": {"state": {"type": "string", "enum": ["active", "error"]}},
+            "required": ["state"],
+            "additionalProperties": False,
+        }
+    },
+    "required": ["os-resetState"],
+    "additionalProperties": False,
+}

@@ -4,18 +4,20 @@ delete (and the console, which asks the driver).
 ``Servers`` is a coordinator, the one exception to the house rule that service functions take
 a Session and the caller owns the transaction (docs/architecture.md, "Transactions"). It opens
 its own transactions because each change spans the API database and the instance's cell
-database, and because the background operation may only start once the change is committed
-(the operation's worker thread reads the instance in a transaction of its own). Inside, it
-calls Session-taking functions (``records``, ``history``, ``action_log``, ``edits``).
+database. Inside, it calls Session-taking functions (``records``, ``queue``, ``action_log``,
+``edits``).
 
-Every change claims the task first (409 when busy) and, in the same transaction, writes what
-the request changes: key pair snapshot with ``key_name`` and ``key_data`` together, user data,
-the history, the instance action. The background operation then only records its outcome.
-Changes that start no operation and touch one cell database are in ``edits``.
+Every change claims the task first (409 when busy) and, in the same transaction, queues the
+operation (``queue.enqueue``) and starts the instance action, so an accepted request always has
+its work queued. The values the operation applies (a rebuild's key pair, user data, name,
+hostname, metadata and image; a HARD reboot's user data) travel in the operation's payload and
+are written by the compute agent, with their history, only when it succeeds: until then the
+guest is served the previous values. Changes that start no operation are in ``edits``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,23 +29,25 @@ from cloudseed.db.base import utcnow
 from cloudseed.db.engines import Database
 from cloudseed.images import service as images
 from cloudseed.networks import service as networks
-from cloudseed.servers import action_log, edits, history, personality, records, states
+from cloudseed.servers import action_log, history, personality, queue, records, states
 from cloudseed.servers.console import console_tail
 from cloudseed.servers.creation import keypair_of
 from cloudseed.servers.edits import UNSET
+from cloudseed.servers.errors import ConsoleNotAvailable
 from cloudseed.servers.history import Actor
 from cloudseed.servers.models import FixedIP, Instance, Port
-from cloudseed.servers.operations import Operations
 from cloudseed.settings import QuotaSection
 
 
 @dataclass(frozen=True)
 class Servers:
-    """The server coordinator: the API database, the cells, and the background operations."""
+    """The server coordinator: the API database and the cells."""
 
     api_db: Database
     cells: CellDatabases
-    operations: Operations
+    # The console of guests on this node's own compute host (None: no local agent).
+    local_console: Callable[[str], str] | None = None
+    local_host: str | None = None
 
     def rebuild(
         self,
@@ -61,10 +65,11 @@ class Servers:
         files: personality.Encoded = (),
         quota: QuotaSection | None = None,
     ) -> records.ServerRecord:
-        """``admin_password`` and ``files`` go to the new config drive, in memory only."""
+        """Queue the rebuild; returns the record as the rebuild will leave it. ``admin_password``
+        and ``files`` go to the new config drive, through the operation's payload, which drops
+        them when the operation ends."""
         with self.api_db.read() as session:
             image = images.get_image(session, image_ref)
-            image_uuid = image.uuid
             # The caller's limits, as Nova checks them (the request context's project).
             personality.check_limits(
                 session,
@@ -78,58 +83,37 @@ class Servers:
                 if key_name not in (UNSET, None)
                 else []
             )
+        apply: dict[str, Any] = {"image_ref": image.uuid}
+        if name is not None:
+            apply["display_name"] = name
+        if hostname is not None:
+            apply["hostname"] = hostname
+        if description is not UNSET:
+            apply["display_description"] = description
+        payload: dict[str, Any] = {"apply": apply, "actor": _actor(actor)}
+        if key_name is not UNSET:
+            apply.update(
+                key_name=key_name, key_data=snapshot[0]["public_key"] if snapshot else None
+            )
+            payload["keypairs"] = snapshot
+        if user_data is not UNSET:
+            payload["user_data"] = [user_data]
+        if metadata is not None:
+            payload["metadata"] = metadata
+        if admin_password is not None:
+            payload["admin_password"] = admin_password
+        if files:
+            payload["files"] = [list(f) for f in files]
         with self.cells.for_instance(uuid).write() as session:
             before = records.load(session, uuid)
             flavor = before.flavor
             images.check_flavor_fits(
                 image, root_gb=int(flavor.get("disk") or 0), memory_mb=int(flavor.get("ram") or 0)
             )
-            # Described now: the record's objects change with the writes below.
-            old_key = history.describe_key(before.keypairs)
-            old_user_data = history.describe_user_data(before.instance.user_data)
-            final_state = (
+            payload["final_vm_state"] = (
                 states.STOPPED if before.instance.vm_state == states.STOPPED else states.ACTIVE
             )
-            changes: dict[str, Any] = {"image_ref": image_uuid}
-            if name is not None:
-                changes["display_name"] = name
-            if hostname is not None:
-                changes["hostname"] = hostname
-            if description is not UNSET:
-                changes["display_description"] = description
-            if key_name is not UNSET:
-                changes.update(
-                    key_name=key_name, key_data=snapshot[0]["public_key"] if snapshot else None
-                )
-            if user_data is not UNSET:
-                changes["user_data"] = user_data
-            records.claim_task(
-                session, uuid, operation="rebuild", task_state=states.REBUILDING, **changes
-            )
-            records.guest_changed(session, uuid)
-            if key_name is not UNSET:
-                records.set_extra(session, uuid, keypairs=snapshot)
-                history.record(
-                    session,
-                    instance_uuid=uuid,
-                    field="key_pair",
-                    action="rebuild",
-                    actor=actor,
-                    old=old_key,
-                    new=history.describe_key(snapshot),
-                )
-            if user_data is not UNSET:
-                history.record(
-                    session,
-                    instance_uuid=uuid,
-                    field="user_data",
-                    action="rebuild",
-                    actor=actor,
-                    old=old_user_data,
-                    new=history.describe_user_data(user_data),
-                )
-            if metadata is not None:
-                edits.replace_metadata(session, uuid, metadata)
+            records.claim_task(session, uuid, operation="rebuild", task_state=states.REBUILDING)
             action_id = action_log.start(
                 session,
                 instance_uuid=uuid,
@@ -137,40 +121,35 @@ class Servers:
                 actor=actor,
                 event="compute_rebuild_instance",
             )
+            queue.enqueue(
+                session,
+                instance_uuid=uuid,
+                kind="rebuild",
+                host=before.instance.host,
+                action_id=action_id,
+                payload=payload,
+            )
             session.flush()
             record = records.load(session, uuid)
-        self.operations.rebuild(
-            uuid,
-            action_id,
-            final_vm_state=final_state,
-            admin_password=admin_password,
-            files=personality.decode(files),
-        )
-        return record
+        return records.overlay(record, payload)
 
     def reboot(self, uuid: str, *, actor: Actor, hard: bool, user_data: Any = UNSET) -> None:
         operation = "reboot_hard" if hard else "reboot_soft"
         with self.cells.for_instance(uuid).write() as session:
-            before = records.load(session, uuid)
+            instance = records.load(session, uuid).instance
             records.claim_task(
                 session,
                 uuid,
                 operation=operation,
                 task_state=states.REBOOTING_HARD if hard else states.REBOOTING,
             )
+            payload: dict[str, Any] = {"actor": _actor(actor)}
             details = None
             if user_data is not UNSET:
-                # Applied when the reboot (and, with a config drive, its rebuild) succeeds.
+                # Applied, with its history, when the reboot (and its drive) succeeds.
+                payload["user_data"] = [user_data]
                 details = "user_data " + (history.describe_user_data(user_data) or "null")
-                history.record(
-                    session,
-                    instance_uuid=uuid,
-                    field="user_data",
-                    action="reboot",
-                    actor=actor,
-                    old=history.describe_user_data(before.instance.user_data),
-                    new=history.describe_user_data(user_data),
-                )
+            payload["details"] = details
             action_id = action_log.start(
                 session,
                 instance_uuid=uuid,
@@ -179,35 +158,68 @@ class Servers:
                 event="compute_reboot_instance",
                 details=details,
             )
-        self.operations.reboot(
-            uuid,
-            action_id,
-            hard=hard,
-            pending_user_data=None if user_data is UNSET else (user_data,),
-        )
+            queue.enqueue(
+                session,
+                instance_uuid=uuid,
+                kind=operation,
+                host=instance.host,
+                action_id=action_id,
+                payload=payload,
+            )
 
     def stop(self, uuid: str, *, actor: Actor) -> None:
-        self._simple(uuid, actor, "stop", states.POWERING_OFF, self.operations.stop)
+        self._simple(uuid, actor, "stop", states.POWERING_OFF)
 
     def start(self, uuid: str, *, actor: Actor) -> None:
-        self._simple(uuid, actor, "start", states.POWERING_ON, self.operations.start)
+        self._simple(uuid, actor, "start", states.POWERING_ON)
 
-    def _simple(self, uuid: str, actor: Actor, operation: str, task_state: str, run: Any) -> None:
+    def _simple(self, uuid: str, actor: Actor, operation: str, task_state: str) -> None:
         event = f"compute_{operation}_instance"
         with self.cells.for_instance(uuid).write() as session:
+            instance = records.load(session, uuid).instance
             records.claim_task(session, uuid, operation=operation, task_state=task_state)
             action_id = action_log.start(
                 session, instance_uuid=uuid, action=operation, actor=actor, event=event
             )
-        run(uuid, action_id)
+            queue.enqueue(
+                session,
+                instance_uuid=uuid,
+                kind=operation,
+                host=instance.host,
+                action_id=action_id,
+            )
+
+    def reset_state(self, uuid: str, *, actor: Actor, state: str) -> None:
+        """``os-resetState``: set vm_state (active or error), clear the task, and cancel the
+        instance's open operations, so an agent still working on one cannot overwrite the
+        reset (its lease is gone; it records nothing)."""
+        with self.cells.for_instance(uuid).write() as session:
+            records.load(session, uuid, for_update=True)
+            cancelled = queue.cancel_open(session, uuid, reason=f"reset to {state} by an admin")
+            session.execute(
+                update(Instance)
+                .where(Instance.uuid == uuid, Instance.deleted == 0)
+                .values(vm_state=state, task_state=None, updated_at=utcnow())
+                .execution_options(synchronize_session=False)
+            )
+            action_log.start(
+                session,
+                instance_uuid=uuid,
+                action="resetState",
+                actor=actor,
+                event="api_reset_state",
+                details=f"state {state}; {cancelled} open operation(s) cancelled",
+            )
 
     def delete(self, uuid: str, *, actor: Actor) -> None:
         """Delete at once in the database (the address is free again, the metadata service no
-        longer answers for it); the guest is destroyed in the background."""
+        longer answers for it); the guest is destroyed by its host's agent, through a queued
+        destroy that replaces whatever the instance had open."""
         cell = self.cells.for_instance(uuid)
         with cell.write() as session:
             instance = records.load(session, uuid, for_update=True).instance
             now = utcnow()
+            queue.cancel_open(session, uuid, reason="the instance was deleted")
             session.execute(delete(FixedIP).where(FixedIP.instance_uuid == uuid))
             session.execute(delete(Port).where(Port.instance_uuid == uuid))
             session.execute(
@@ -225,6 +237,8 @@ class Servers:
             )
             records.guest_changed(session, uuid)
             action_log.start(session, instance_uuid=uuid, action="delete", actor=actor)
+            if instance.host is not None:
+                queue.enqueue(session, instance_uuid=uuid, kind="destroy", host=instance.host)
         with self.api_db.write() as session:
             networks.release(session, instance_uuid=uuid)
             session.execute(
@@ -232,11 +246,22 @@ class Servers:
                 .where(InstanceMapping.instance_uuid == uuid)
                 .values(queued_for_delete=True, updated_at=utcnow())
             )
-        self.operations.destroy(uuid)
 
     def console_output(self, uuid: str, *, length: int | None) -> str:
         """The end of the guest's console log, as ``os-getConsoleOutput`` returns it."""
-        return console_tail(self.operations.driver.console_output(uuid), length)
+        with self.cells.for_instance(uuid).read() as session:
+            host = records.load(session, uuid).instance.host
+        if self.local_console is None or host != self.local_host:
+            raise ConsoleNotAvailable(uuid)
+        return console_tail(self.local_console(uuid), length)
+
+
+def _actor(actor: Actor) -> dict[str, str]:
+    return {
+        "user_id": actor.user_id,
+        "project_id": actor.project_id,
+        "request_id": actor.request_id,
+    }
 
 
 __all__ = ["Servers"]

@@ -1,5 +1,5 @@
 """``POST /v2.1/servers/{id}/action``: the lifecycle verbs reboot, rebuild, os-stop, os-start,
-and os-getConsoleOutput (one URL, the verb is the body's only key)."""
+os-resetState and os-getConsoleOutput (one URL, the verb is the body's only key)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from cloudseed.errors import InvalidInput
+from cloudseed.errors import Forbidden, InvalidInput
 from cloudseed.servers import personality, schemas, views
 from cloudseed.servers.api.requests import actor_of, load_owned, servers_of
 from cloudseed.servers.creation import generate_password
@@ -101,6 +101,23 @@ async def _start(request: Request, body: dict[str, Any]) -> Response:
     return Response(status_code=202)
 
 
+async def _reset_state(request: Request, body: dict[str, Any]) -> Response:
+    """``os-resetState`` (admin): Nova's body and rules; also cancels the open operation."""
+    validate(schemas.RESET_STATE, body)
+    if not context_of(request).is_admin:
+        raise Forbidden(
+            "Policy doesn't allow os_compute_api:os-admin-actions:reset_state to be performed."
+        )
+    record = await load_owned(request)
+    state = body["os-resetState"]["state"]
+    await run_in_threadpool(
+        lambda: servers_of(request).reset_state(
+            record.instance.uuid, actor=actor_of(request), state=state
+        )
+    )
+    return Response(status_code=202)
+
+
 async def _console_output(request: Request, body: dict[str, Any]) -> Response:
     params = body["os-getConsoleOutput"]
     validate(schemas.CONSOLE_OUTPUT, params)
@@ -120,4 +137,5 @@ HANDLERS = {
     "os-stop": _stop,
     "os-start": _start,
     "os-getConsoleOutput": _console_output,
+    "os-resetState": _reset_state,
 }

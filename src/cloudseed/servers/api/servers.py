@@ -60,6 +60,8 @@ async def create(request: Request) -> Response:
         hostname=server.get("hostname"),
         description=server.get("description"),
         availability_zone=server.get("availability_zone"),
+        requested_host=server.get("host"),
+        requested_node=server.get("hypervisor_hostname"),
         access_ip_v4=server.get("accessIPv4"),
         access_ip_v6=server.get("accessIPv6"),
         networks=server.get("networks"),
@@ -74,15 +76,8 @@ async def create(request: Request) -> Response:
         api_db_of(request),
         servers.cells,
         create_request,
-        force_config_drive=settings.default.force_config_drive,
-        quota=settings.quota,
+        settings=settings,
     )
-    files = personality.decode(create_request.files)
-    for uuid in created.uuids:
-        # The password and files go to the build in memory (onto the config drive).
-        servers.operations.build(
-            uuid, created.action_ids[uuid], admin_password=created.admin_pass, files=files
-        )
     if schemas.true_value(server.get("return_reservation_id", False)):
         return JSONResponse({"reservation_id": created.reservation_id}, status_code=202)
     uuid = created.uuids[0]

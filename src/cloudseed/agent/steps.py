@@ -1,0 +1,390 @@
+"""What each kind of operation does on the compute host, and how its outcome is recorded.
+
+``run`` reads the instance, calls the driver, then records the outcome in one transaction that
+also ends the operation (``queue.finish``): the instance's new vm/task/power state, the values
+the operation applies when it succeeds (a rebuild's key pair, user data, name, hostname,
+metadata and image; a HARD reboot's user data), the history of those values, and the instance
+action's event. The values a request changes are held in the operation's payload until then,
+so a guest is never served values of an operation that has not happened.
+
+A driver failure moves the instance to ERROR with the fault recorded (a reboot whose new
+config drive cannot be built is not done at all: the instance stays as it was, and the action
+records why). If the lease was lost meanwhile (another agent resumed the operation, or an admin
+reset the instance), nothing is written.
+
+Every step can run again after its agent died half-way: the driver's spawn, rebuild and
+destroy stand on what they find (``compute/interfaces.py``), config drives are replaced
+atomically, and the outcome is recorded once, by whoever holds the lease.
+"""
+
+from __future__ import annotations
+
+import logging
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
+
+from sqlalchemy import update
+
+from cloudseed.cells.service import CellDatabases
+from cloudseed.compute.interfaces import Driver, GuestSpec
+from cloudseed.db.base import utcnow
+from cloudseed.db.engines import Database
+from cloudseed.images.service import boot_image
+from cloudseed.servers import action_log, edits, history, personality, queue, records, states
+from cloudseed.servers.errors import NotStarted
+from cloudseed.servers.history import Actor
+from cloudseed.servers.models import Instance
+
+log = logging.getLogger(__name__)
+
+Files = tuple[tuple[str, bytes], ...]
+
+# The instance event each kind records (Nova's names).
+EVENTS = {
+    "build": "compute__do_build_and_run_instance",
+    "rebuild": "compute_rebuild_instance",
+    "reboot_soft": "compute_reboot_instance",
+    "reboot_hard": "compute_reboot_instance",
+    "stop": "compute_stop_instance",
+    "start": "compute_start_instance",
+}
+
+
+class BuiltDrive(Protocol):
+    @property
+    def path(self) -> str: ...
+
+    @property
+    def format(self) -> str: ...
+
+
+class ConfigDrives(Protocol):
+    """What operations ask of config drives (``configdrive.service.DriveBuilder``)."""
+
+    def build(
+        self,
+        uuid: str,
+        *,
+        admin_pass: str | None = ...,
+        files: Files = ...,
+        user_data: str | None = ...,
+        carry_over: bool = ...,
+        record: records.ServerRecord | None = ...,
+    ) -> BuiltDrive: ...
+
+    def existing(self, uuid: str) -> tuple[str, str] | None: ...
+
+    def remove(self, uuid: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """Instance columns to set when the driver call succeeded."""
+
+    vm_state: str
+    power_state: int
+    launched: bool = False
+
+
+def guest_spec(record: records.ServerRecord, drive: tuple[str, str] | None = None) -> GuestSpec:
+    """``drive``: (path, format) of the instance's config drive, when it has one."""
+    i = record.instance
+    return GuestSpec(
+        uuid=i.uuid,
+        name=i.display_name,
+        hostname=i.hostname,
+        image_ref=i.image_ref,
+        flavor=record.flavor,
+        key_data=i.key_data,
+        user_data=i.user_data,
+        config_drive=bool(i.config_drive),
+        ports=[
+            {
+                "mac_address": p.mac_address,
+                "network_id": p.network_id,
+                "mtu": p.mtu,
+                "fixed_ips": [ip.address for ip in ips],
+            }
+            for p, ips in record.ports
+        ],
+        config_drive_path=drive[0] if drive else None,
+        config_drive_format=drive[1] if drive else "iso9660",
+        project_id=i.project_id or "",
+        metadata=dict(record.metadata),
+    )
+
+
+class Lost(Exception):
+    """The lease is no longer ours: someone else records this operation's outcome."""
+
+
+@dataclass
+class Steps:
+    cells: CellDatabases
+    driver: Driver
+    owner: str
+    drives: ConfigDrives | None = None
+    build_check: Callable[[str], None] | None = None
+
+    # -- entry -------------------------------------------------------------------------------
+
+    def run(self, op: queue.Claimed, cell: Database) -> None:
+        """Run ``op`` to its end (its outcome recorded), or stop quietly when the lease was
+        lost. Never raises."""
+        try:
+            if op.kind == "destroy":
+                self._destroy(op, cell)
+                return
+            self._operate(op, cell)
+        except Lost:
+            log.info("operation %s (%s) was taken over or cancelled", op.uuid, op.kind)
+        except Exception:
+            log.exception("recording operation %s (%s) failed", op.uuid, op.kind)
+
+    # -- kinds -------------------------------------------------------------------------------
+
+    def _operate(self, op: queue.Claimed, cell: Database) -> None:
+        p = op.payload
+        event = EVENTS[op.kind]
+        try:
+            guest, record = self._guest(op, cell)
+            files = personality.decode(tuple((path, text) for path, text in p.get("files", ())))
+            admin_password = p.get("admin_password")
+            if op.kind == "build":
+                self.driver.spawn(self._prepare(guest, record, admin_password, files))
+                outcome = Outcome(states.ACTIVE, states.RUNNING, launched=True)
+            elif op.kind == "rebuild":
+                guest = self._prepare(guest, record, admin_password, files)
+                self.driver.rebuild(guest)
+                final = p.get("final_vm_state", states.ACTIVE)
+                if final == states.STOPPED:
+                    self.driver.power_off(guest.uuid)
+                power = states.RUNNING if final == states.ACTIVE else states.SHUTDOWN
+                outcome = Outcome(final, power, launched=True)
+            elif op.kind in ("reboot_soft", "reboot_hard"):
+                self.driver.reboot(self._reboot_guest(op, guest), hard=op.kind == "reboot_hard")
+                outcome = Outcome(states.ACTIVE, states.RUNNING)
+            elif op.kind == "stop":
+                self.driver.power_off(guest.uuid)
+                outcome = Outcome(states.STOPPED, states.SHUTDOWN)
+            else:  # start
+                self.driver.power_on(guest)
+                outcome = Outcome(states.ACTIVE, states.RUNNING)
+        except NotStarted as exc:
+            self._record_failure(op, cell, event, exc.cause, {})
+            return
+        except Lost:
+            raise
+        except Exception as exc:  # the driver's failure, or the instance vanished
+            self._record_failure(op, cell, event, exc, {"vm_state": states.ERROR})
+            return
+        self._record_success(op, cell, event, outcome)
+
+    def _guest(self, op: queue.Claimed, cell: Database) -> tuple[GuestSpec, records.ServerRecord]:
+        """The guest as the operation will leave it (a rebuild's pending values shown), and
+        the record it was made from."""
+        with cell.read() as session:
+            record = records.load(session, op.instance_uuid)
+        if op.kind == "rebuild":
+            records.overlay(record, op.payload)
+        drive = (
+            self.drives.existing(op.instance_uuid)
+            if self.drives is not None and record.instance.config_drive
+            else None
+        )
+        guest = guest_spec(record, drive)
+        with self.cells.api_db.read() as api_session:  # images are registered there
+            return replace(guest, image=boot_image(api_session, guest.image_ref)), record
+
+    def _prepare(
+        self,
+        guest: GuestSpec,
+        record: records.ServerRecord,
+        admin_password: str | None,
+        files: Files,
+    ) -> GuestSpec:
+        """Before spawn or rebuild: the password and files, and a fresh config drive."""
+        guest = replace(guest, admin_password=admin_password, files=files)
+        if guest.config_drive and self.drives is not None:
+            built = self.drives.build(
+                guest.uuid, admin_pass=admin_password, files=files, record=record
+            )
+            return replace(guest, config_drive_path=built.path, config_drive_format=built.format)
+        if self.build_check is not None:
+            self.build_check(guest.uuid)
+        return guest
+
+    def _reboot_guest(self, op: queue.Claimed, guest: GuestSpec) -> GuestSpec:
+        """A HARD reboot that carries user data: the guest gets it (and, with a config
+        drive, a drive rebuilt with it, keeping the password and files of the old one)."""
+        pending = op.payload.get("user_data")
+        if pending is None:
+            return guest
+        user_data = pending[0]
+        guest = replace(guest, user_data=user_data)
+        if op.kind == "reboot_hard" and guest.config_drive and self.drives is not None:
+            try:
+                built = self.drives.build(guest.uuid, user_data=user_data, carry_over=True)
+            except Exception as exc:
+                raise NotStarted(exc) from exc
+            guest = replace(guest, config_drive_path=built.path, config_drive_format=built.format)
+        return guest
+
+    def _destroy(self, op: queue.Claimed, cell: Database) -> None:
+        try:
+            self.driver.destroy(op.instance_uuid)
+        except Exception as exc:
+            log.exception("destroying the guest of deleted instance %s failed", op.instance_uuid)
+            error: str | None = f"{type(exc).__name__}: {exc}"
+        else:
+            error = None
+        if self.drives is not None:
+            try:
+                self.drives.remove(op.instance_uuid)
+            except OSError:
+                log.exception("removing the drive of deleted instance %s failed", op.instance_uuid)
+        with cell.write() as session:
+            state = queue.FAILED if error else queue.DONE
+            if not queue.finish(session, op.id, owner=self.owner, state=state, error=error):
+                raise Lost()
+
+    # -- outcomes ----------------------------------------------------------------------------
+
+    def _record_success(
+        self, op: queue.Claimed, cell: Database, event: str, outcome: Outcome
+    ) -> None:
+        uuid = op.instance_uuid
+        now = utcnow()
+        values: dict[str, Any] = {
+            "vm_state": outcome.vm_state,
+            "task_state": None,
+            "power_state": outcome.power_state,
+            "updated_at": now,
+        }
+        if outcome.launched:
+            values["launched_at"] = now
+        p = op.payload
+        with cell.write() as session:
+            if not queue.finish(session, op.id, owner=self.owner, state=queue.DONE):
+                raise Lost()
+            before = records.load(session, uuid, for_update=True)
+            applied = self._apply(session, op, before)
+            session.execute(
+                update(Instance)
+                .where(Instance.uuid == uuid, Instance.deleted == 0)
+                .values(**values)
+                .execution_options(synchronize_session=False)
+            )
+            if applied:
+                records.guest_changed(session, uuid)
+            records.set_extra(session, uuid, fault=None)
+            if op.action_id is not None:
+                action_log.finish(
+                    session, action_id=op.action_id, event=event, details=p.get("details")
+                )
+
+    def _apply(self, session: Any, op: queue.Claimed, before: records.ServerRecord) -> bool:
+        """Write the values the operation applies on success, with their history; True when
+        something a guest sees changed."""
+        p = op.payload
+        actor = Actor(**p["actor"]) if "actor" in p else None
+        uuid = op.instance_uuid
+        changes: dict[str, Any] = {}
+        # Described before anything is written: the record's objects change with the writes.
+        old_key = history.describe_key(before.keypairs)
+        old_user_data = history.describe_user_data(before.instance.user_data)
+        if op.kind == "rebuild":
+            changes.update(
+                {k: v for k, v in p.get("apply", {}).items() if k in records.REBUILD_COLUMNS}
+            )
+            if "keypairs" in p:
+                records.set_extra(session, uuid, keypairs=p["keypairs"])
+                if actor is not None:
+                    history.record(
+                        session,
+                        instance_uuid=uuid,
+                        field="key_pair",
+                        action="rebuild",
+                        actor=actor,
+                        old=old_key,
+                        new=history.describe_key(p["keypairs"]),
+                    )
+            if "metadata" in p:
+                edits.replace_metadata(session, uuid, p["metadata"])
+        if "user_data" in p:
+            changes["user_data"] = p["user_data"][0]
+            if actor is not None:
+                history.record(
+                    session,
+                    instance_uuid=uuid,
+                    field="user_data",
+                    action="rebuild" if op.kind == "rebuild" else "reboot",
+                    actor=actor,
+                    old=old_user_data,
+                    new=history.describe_user_data(p["user_data"][0]),
+                )
+        if changes:
+            session.execute(
+                update(Instance)
+                .where(Instance.uuid == uuid, Instance.deleted == 0)
+                .values(**changes)
+                .execution_options(synchronize_session=False)
+            )
+        return bool(changes) or "keypairs" in p or "metadata" in p or op.kind == "rebuild"
+
+    def _record_failure(
+        self,
+        op: queue.Claimed,
+        cell: Database,
+        event: str,
+        exc: Exception,
+        values: dict[str, Any],
+    ) -> None:
+        message = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
+        log.warning("operation %s on %s failed: %s", event, op.instance_uuid, message)
+        uuid = op.instance_uuid
+        with cell.write() as session:
+            if not queue.finish(
+                session, op.id, owner=self.owner, state=queue.FAILED, error=message
+            ):
+                raise Lost()
+            record_fault(session, uuid, message, "".join(traceback.format_exception(exc)), values)
+            if op.action_id is not None:
+                action_log.finish(session, action_id=op.action_id, event=event, error=message)
+
+    def give_up(self, op: queue.Claimed, cell: Database, reason: str) -> None:
+        """End an operation that was interrupted too often: ERROR with the reason."""
+        event = EVENTS.get(op.kind)
+        with cell.write() as session:
+            if not queue.finish(session, op.id, owner=self.owner, state=queue.FAILED, error=reason):
+                return
+            if event is None:  # a destroy: the instance is already deleted
+                return
+            record_fault(session, op.instance_uuid, reason, reason, {"vm_state": states.ERROR})
+            if op.action_id is not None:
+                action_log.finish(session, action_id=op.action_id, event=event, error=reason)
+
+
+def record_fault(
+    session: Any, uuid: str, message: str, details: str, values: dict[str, Any]
+) -> None:
+    """Clear the task (with ``values``) and record the fault, in the caller's transaction."""
+    now = utcnow()
+    session.execute(
+        update(Instance)
+        .where(Instance.uuid == uuid, Instance.deleted == 0)
+        .values(task_state=None, updated_at=now, **values)
+        .execution_options(synchronize_session=False)
+    )
+    records.set_extra(
+        session,
+        uuid,
+        fault={
+            "code": 500,
+            "message": message,
+            "created": now.isoformat(),
+            "details": details[-4000:],
+        },
+    )

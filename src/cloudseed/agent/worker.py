@@ -1,0 +1,251 @@
+"""The agent loop: claim the operations of this host, run them, keep their leases, report.
+
+One thread claims and renews; a pool of ``[DEFAULT] max_concurrent_builds`` threads runs
+operations (``steps.Steps``). The loop wakes when an operation is queued in this process
+(``queue.on_enqueued``), when ``wake()`` is called (PostgreSQL NOTIFY, see ``db/notify.py``),
+or every ``[compute] poll_interval_ms``. Each pass it:
+
+- renews the leases of the operations it is running (every third of ``lease_seconds``); an
+  operation whose lease it lost is left to whoever holds it now,
+- reports a heartbeat (every ``[DEFAULT] report_interval``),
+- claims what the free threads can take: pending operations of its host, and running ones
+  whose lease ran out because their agent died, which it resumes. An operation interrupted
+  ``MAX_ATTEMPTS`` times ends in ERROR with a fault that says so, so nothing loops for ever.
+
+``stop`` lets running operations finish for a while, then leaves the rest to their leases:
+a new agent of the host resumes them.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+import uuid as uuidlib
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from functools import partial
+
+from cloudseed.agent.steps import ConfigDrives, Steps
+from cloudseed.cells.service import CellDatabases
+from cloudseed.compute.interfaces import Capacity, Driver
+from cloudseed.db.engines import Database
+from cloudseed.hosts import service as hosts
+from cloudseed.servers import action_log, queue
+from cloudseed.settings import Settings
+
+log = logging.getLogger(__name__)
+
+MAX_ATTEMPTS = 3
+
+
+def host_name(settings: Settings) -> str:
+    """This node's compute host name: ``[DEFAULT] host``, else the machine's hostname."""
+    return settings.default.host or socket.gethostname()
+
+
+class Agent:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        host: str,
+        cells: CellDatabases,
+        driver: Driver,
+        drives: ConfigDrives | None = None,
+        build_check: Callable[[str], None] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.host = host
+        self.cells = cells
+        self.driver = driver
+        self.drives = drives
+        self.build_check = build_check
+        # Unique per agent run: a restarted agent is another owner, so it resumes (not
+        # mistakes for its own) the operations its previous run held.
+        self.owner = f"{host}/{os.getpid()}/{uuidlib.uuid4().hex[:8]}"
+        self.lease = float(settings.compute.lease_seconds)
+        self.poll = settings.compute.poll_interval_ms / 1000
+        self.slots = settings.default.max_concurrent_builds
+        self.steps = Steps(
+            cells=cells, driver=driver, owner=self.owner, drives=drives, build_check=build_check
+        )
+        self._executor = ThreadPoolExecutor(self.slots, thread_name_prefix="cloudseed-op")
+        self._running: dict[int, tuple[Database, Future[None]]] = {}
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._unlisten: Callable[[], None] | None = None
+        self._last_renew = self._last_heartbeat = 0.0
+
+    # -- life cycle --------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.register()
+        self._unlisten = queue.on_enqueued(self._on_enqueued)
+        self._thread = threading.Thread(target=self._loop, name="cloudseed-agent", daemon=True)
+        self._thread.start()
+        log.info("compute agent %s started (driver %s)", self.owner, self.driver.name)
+
+    def stop(self, timeout: float = 30) -> None:
+        """Stop claiming; let running operations finish within ``timeout``; the others are
+        resumed by the host's next agent once their leases run out."""
+        self._stopping.set()
+        self._wake.set()
+        if self._unlisten is not None:
+            self._unlisten()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        deadline = time.monotonic() + timeout
+        while self._busy() and time.monotonic() < deadline:
+            self._renew()
+            time.sleep(min(0.05, self.lease / 3))
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    def close(self, *, own_driver: bool = True) -> None:
+        """After ``stop``: release the drive builder and vendordata check, and (when the agent
+        made its driver) the driver, so no guest process outlives the service."""
+        for resource in (self.drives, self.build_check):
+            close = getattr(resource, "close", None)
+            if close is not None:
+                close()
+        if own_driver:
+            self.driver.close()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def idle(self) -> bool:
+        return not self._busy()
+
+    def register(self) -> None:
+        capacity = self.driver.capacity()
+        for cell in self.cells.all_cells():
+            with cell.write() as session:
+                hosts.register(
+                    session,
+                    host=self.host,
+                    zone=self.settings.default.default_availability_zone,
+                    capacity=Capacity(
+                        vcpus=self.settings.compute.vcpus or capacity.vcpus,
+                        memory_mb=self.settings.compute.memory_mb or capacity.memory_mb,
+                        disk_gb=self.settings.compute.disk_gb or capacity.disk_gb,
+                        hypervisor_type=capacity.hypervisor_type,
+                        hypervisor_hostname=capacity.hypervisor_hostname or self.host,
+                    ),
+                )
+        self._last_heartbeat = time.monotonic()
+
+    def run_once(self) -> int:
+        """Claim what there is and run it in this thread (tests, tools); how many ran."""
+        count = 0
+        for cell in self.cells.all_cells():
+            for op in self._claim(cell, self.slots):
+                self.steps.run(op, cell)
+                count += 1
+        return count
+
+    # -- the loop ----------------------------------------------------------------------------
+
+    def _on_enqueued(self, hosts_with_work: frozenset[str]) -> None:
+        if self.host in hosts_with_work:
+            self._wake.set()
+
+    def _loop(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                self._pass()
+            except Exception:  # a database outage: keep going, the leases tell the truth
+                log.exception("compute agent %s: pass failed", self.owner)
+            self._wake.wait(timeout=min(self.poll, self.lease / 3))
+            self._wake.clear()
+
+    def _pass(self) -> None:
+        now = time.monotonic()
+        if now - self._last_renew >= self.lease / 3:
+            self._renew()
+        if now - self._last_heartbeat >= self.settings.default.report_interval:
+            self._heartbeat()
+        free = self.slots - len(self._running_ids())
+        if free <= 0:
+            return
+        for cell in self.cells.all_cells():
+            for op in self._claim(cell, free):
+                self._submit(op, cell)
+                free -= 1
+            if free <= 0:
+                break
+
+    def _claim(self, cell: Database, limit: int) -> list[queue.Claimed]:
+        with cell.write() as session:
+            claimed = queue.claim(
+                session, host=self.host, owner=self.owner, lease_seconds=self.lease, limit=limit
+            )
+            for op in claimed:
+                if op.previous_owner is not None and op.action_id is not None:
+                    action_log.note(
+                        session,
+                        action_id=op.action_id,
+                        event="compute_resume_operation",
+                        details=(
+                            f"interrupted: agent {op.previous_owner} lost its lease; "
+                            f"resumed by {self.owner} (attempt {op.attempts})"
+                        ),
+                    )
+        runnable = []
+        for op in claimed:
+            if op.attempts > MAX_ATTEMPTS:
+                self.steps.give_up(
+                    op,
+                    cell,
+                    f"The {op.kind} operation was interrupted {op.attempts - 1} times "
+                    "(its compute agent stopped each time); giving up.",
+                )
+            else:
+                runnable.append(op)
+        return runnable
+
+    def _submit(self, op: queue.Claimed, cell: Database) -> None:
+        future = self._executor.submit(self.steps.run, op, cell)
+        with self._lock:
+            self._running[op.id] = (cell, future)
+        future.add_done_callback(partial(self._done, op.id))
+
+    def _done(self, op_id: int, _future: Future[None]) -> None:
+        with self._lock:
+            self._running.pop(op_id, None)
+        self._wake.set()  # a thread is free
+
+    def _running_ids(self) -> dict[int, Database]:
+        with self._lock:
+            return {op_id: cell for op_id, (cell, _f) in self._running.items()}
+
+    def _busy(self) -> bool:
+        with self._lock:
+            return bool(self._running)
+
+    def _renew(self) -> None:
+        self._last_renew = time.monotonic()
+        by_cell: dict[int, tuple[Database, list[int]]] = {}
+        for op_id, cell in self._running_ids().items():
+            by_cell.setdefault(id(cell), (cell, []))[1].append(op_id)
+        for cell, ids in by_cell.values():
+            try:
+                with cell.write() as session:
+                    held = queue.renew(session, ids=ids, owner=self.owner, lease_seconds=self.lease)
+            except Exception:
+                log.exception("compute agent %s: renewing leases failed", self.owner)
+                continue
+            for lost in set(ids) - held:
+                log.warning("compute agent %s lost the lease of operation %d", self.owner, lost)
+
+    def _heartbeat(self) -> None:
+        # A full registration, not only a timestamp: rows removed behind the agent's back
+        # (an operator's cleanup, a test's) come back at the next heartbeat.
+        try:
+            self.register()
+        except Exception:
+            log.exception("compute agent %s: heartbeat failed", self.owner)

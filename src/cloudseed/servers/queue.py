@@ -1,0 +1,243 @@
+"""Operations as records: the queue between the API and the compute agents (cell database).
+
+A request that starts an operation calls ``enqueue`` in the same transaction as its task
+claim and the values it writes, so an accepted request always has its work queued and a
+failed one queues nothing. An agent takes work with ``claim``: pending operations of its host,
+and running ones whose lease ran out (their agent died), each with a lease in its own name.
+It renews the lease while it works (``renew``) and ends the operation with ``finish`` in the
+transaction that records the outcome; ``finish`` succeeds only while the lease is still the
+agent's, so an agent that lost its lease (paused, partitioned, or cancelled by an admin's
+reset) can never overwrite what happened since.
+
+On PostgreSQL and MariaDB ``claim`` reads with ``FOR UPDATE SKIP LOCKED``, so agents of one
+host never wait on each other's rows; SQLite has one writer at a time, which is the same
+guarantee. After commit, listeners registered with ``on_enqueued`` hear which hosts got new
+work (the in-process agent wakes at once; other processes hear through ``db/notify.py`` or
+their poll).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import uuid as uuidlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import and_, event, or_, select, update
+from sqlalchemy.orm import Session
+
+from cloudseed.db.base import utcnow
+from cloudseed.servers.models import Operation
+
+PENDING, RUNNING, DONE, FAILED, CANCELLED = "pending", "running", "done", "failed", "cancelled"
+OPEN = (PENDING, RUNNING)
+KINDS = ("build", "rebuild", "reboot_soft", "reboot_hard", "stop", "start", "destroy")
+
+# Payload keys that are secrets: removed when the operation ends, whatever the outcome.
+SECRET_KEYS = ("admin_password", "files")
+
+
+def enqueue(
+    session: Session,
+    *,
+    instance_uuid: str,
+    kind: str,
+    host: str | None,
+    action_id: int | None = None,
+    payload: dict[str, Any] | None = None,
+) -> str:
+    """Queue ``kind`` for the instance, in the caller's transaction; returns its uuid."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown operation kind {kind!r}")
+    op_uuid = str(uuidlib.uuid4())
+    session.add(
+        Operation(
+            uuid=op_uuid,
+            instance_uuid=instance_uuid,
+            kind=kind,
+            host=host,
+            state=PENDING,
+            action_id=action_id,
+            payload=json.dumps(payload or {}, sort_keys=True),
+            attempts=0,
+        )
+    )
+    session.info.setdefault(_ENQUEUED, set()).add(host or "")
+    return op_uuid
+
+
+@dataclass(frozen=True)
+class Claimed:
+    """An operation an agent took, as plain values (usable after the claim's transaction)."""
+
+    id: int
+    uuid: str
+    instance_uuid: str
+    kind: str
+    action_id: int | None
+    payload: dict[str, Any]
+    attempts: int
+    # The agent whose lease ran out, when this is a resumption; None for a first try.
+    previous_owner: str | None
+
+
+def claim(
+    session: Session,
+    *,
+    host: str,
+    owner: str,
+    lease_seconds: float,
+    limit: int,
+    now: dt.datetime | None = None,
+) -> list[Claimed]:
+    """Take up to ``limit`` operations of ``host``: pending ones, and running ones whose lease
+    expired. Each gets a lease in ``owner``'s name and one more attempt."""
+    now = now or utcnow()
+    query = (
+        select(Operation)
+        .where(
+            Operation.host == host,
+            or_(
+                Operation.state == PENDING,
+                and_(Operation.state == RUNNING, Operation.lease_expires_at < now),
+            ),
+        )
+        .order_by(Operation.id)
+        .limit(limit)
+        .execution_options(populate_existing=True)
+    )
+    if session.bind is not None and session.bind.dialect.name != "sqlite":
+        query = query.with_for_update(skip_locked=True)
+    expires = now + dt.timedelta(seconds=lease_seconds)
+    claimed = []
+    for op in session.scalars(query):
+        previous = op.lease_owner if op.state == RUNNING else None
+        op.state = RUNNING
+        op.lease_owner = owner
+        op.lease_expires_at = expires
+        op.attempts += 1
+        op.updated_at = now
+        claimed.append(
+            Claimed(
+                id=op.id,
+                uuid=op.uuid,
+                instance_uuid=op.instance_uuid,
+                kind=op.kind,
+                action_id=op.action_id,
+                payload=payload_of(op),
+                attempts=op.attempts,
+                previous_owner=previous,
+            )
+        )
+    session.flush()
+    return claimed
+
+
+def renew(session: Session, *, ids: list[int], owner: str, lease_seconds: float) -> set[int]:
+    """Extend the leases ``owner`` still holds among ``ids``; returns the ids it still holds."""
+    if not ids:
+        return set()
+    now = utcnow()
+    session.execute(
+        update(Operation)
+        .where(Operation.id.in_(ids), Operation.lease_owner == owner, Operation.state == RUNNING)
+        .values(lease_expires_at=now + dt.timedelta(seconds=lease_seconds), updated_at=now)
+        .execution_options(synchronize_session=False)
+    )
+    held = session.scalars(
+        select(Operation.id).where(
+            Operation.id.in_(ids), Operation.lease_owner == owner, Operation.state == RUNNING
+        )
+    )
+    return set(held)
+
+
+def finish(
+    session: Session, op_id: int, *, owner: str, state: str, error: str | None = None
+) -> bool:
+    """End an operation ``owner`` holds, dropping the payload's secrets. False (and nothing
+    written) when the lease is no longer ``owner``'s: the caller must then write nothing."""
+    op = session.scalar(
+        select(Operation)
+        .where(Operation.id == op_id, Operation.lease_owner == owner, Operation.state == RUNNING)
+        .with_for_update()
+        .execution_options(populate_existing=True)
+    )
+    if op is None:
+        return False
+    now = utcnow()
+    op.state = state
+    op.error = error
+    op.finished_at = now
+    op.updated_at = now
+    op.lease_expires_at = None
+    op.payload = json.dumps(_without_secrets(payload_of(op)), sort_keys=True)
+    return True
+
+
+def cancel_open(session: Session, instance_uuid: str, *, reason: str) -> int:
+    """Cancel the instance's pending and running operations (an admin's reset, a delete): a
+    late agent's ``finish`` then fails and it writes nothing. Returns how many."""
+    now = utcnow()
+    ops = list(
+        session.scalars(
+            select(Operation)
+            .where(Operation.instance_uuid == instance_uuid, Operation.state.in_(OPEN))
+            .with_for_update()
+        )
+    )
+    for op in ops:
+        op.state = CANCELLED
+        op.error = reason
+        op.finished_at = now
+        op.updated_at = now
+        op.lease_expires_at = None
+        op.payload = json.dumps(_without_secrets(payload_of(op)), sort_keys=True)
+    return len(ops)
+
+
+def open_for(session: Session, instance_uuid: str) -> list[Operation]:
+    return list(
+        session.scalars(
+            select(Operation)
+            .where(Operation.instance_uuid == instance_uuid, Operation.state.in_(OPEN))
+            .order_by(Operation.id)
+        )
+    )
+
+
+def payload_of(op: Operation) -> dict[str, Any]:
+    value: dict[str, Any] = json.loads(op.payload or "{}")
+    return value
+
+
+def _without_secrets(payload: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in payload.items() if k not in SECRET_KEYS}
+
+
+# After commit, the hosts that got new operations are announced in this process (the local
+# agent wakes at once instead of at its next poll). Listeners run in the committing thread.
+_ENQUEUED = "cloudseed.enqueued_hosts"
+_listeners: list[Callable[[frozenset[str]], None]] = []
+
+
+def on_enqueued(listener: Callable[[frozenset[str]], None]) -> Callable[[], None]:
+    """Call ``listener(hosts)`` after each commit that queued operations; returns the function
+    that stops it."""
+    _listeners.append(listener)
+    return lambda: _listeners.remove(listener) if listener in _listeners else None
+
+
+@event.listens_for(Session, "after_commit")
+def _announce(session: Session) -> None:
+    hosts = session.info.pop(_ENQUEUED, None)
+    if hosts:
+        for listener in list(_listeners):
+            listener(frozenset(hosts))
+
+
+@event.listens_for(Session, "after_rollback")
+def _forget_unannounced(session: Session) -> None:
+    session.info.pop(_ENQUEUED, None)
