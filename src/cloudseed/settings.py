@@ -135,6 +135,11 @@ class DefaultSection:
     default_availability_zone: str = option(
         "nova", "Availability zone of compute hosts (Nova's default_availability_zone)."
     )
+    default_schedule_zone: str = option(
+        "",
+        "Availability zone new servers go to when the request names none (Nova's "
+        "default_schedule_zone); empty: any zone.",
+    )
     max_concurrent_builds: int = option(
         10, "Operations one compute agent runs at the same time.", minimum=1
     )

@@ -287,12 +287,22 @@ def test_hard_reboot_with_user_data_rebuilds_the_drive_keeping_password_and_file
 def test_failed_drive_build_on_reboot_keeps_old_drive_and_user_data(
     client: httpx.Client, cloud: Cloud, settings: Settings, targets: Targets
 ) -> None:
-    server = boot(client, cloud, user_data=b64("old"))
+    # Operations run with the settings of the instance's host's agent: the server boots on a
+    # host whose agent is then replaced by one with fatal vendordata, the same host name.
+    host = with_options(
+        settings,
+        "default",
+        host="cd-host",
+        default_availability_zone="cd-host",
+        default_schedule_zone="cd-host",
+    )
+    with compute_api(host) as booting:
+        server = boot(booting, cloud, user_data=b64("old"))
     sid = server["id"]
     image = drive_path(settings, sid)
     old = image.read_bytes()
     fatal = with_options(
-        settings,
+        host,
         "api",
         vendordata_providers="StaticJSON,DynamicJSON",
         vendordata_dynamic_targets=f"needed@{targets.url('/error')}",

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import itertools
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -16,13 +19,37 @@ from cloudseed.compute.interfaces import Driver
 from cloudseed.settings import Settings
 
 
+def own_host(settings: Settings) -> Settings:
+    """``settings`` for a test server whose compute agent has a host and zone of its own,
+    which its new servers are scheduled to: several test servers on one database (each with
+    its own driver and settings) then never run each other's operations."""
+    if settings.default.host:
+        return settings
+    name = f"test-{next(_hosts)}-{os.getpid()}"
+    default = dataclasses.replace(
+        settings.default, host=name, default_availability_zone=name, default_schedule_zone=name
+    )
+    return dataclasses.replace(settings, default=default)
+
+
+_hosts = itertools.count(1)
+
+
 @contextmanager
-def running_api(settings: Settings, *, driver: Driver | None = None) -> Iterator[str]:
-    """Serve the compute API of ``settings`` (with ``driver``, if given) and yield its base
-    URL."""
+def running_api(
+    settings: Settings, *, driver: Driver | None = None, compute: bool = True
+) -> Iterator[str]:
+    """Serve the compute API of ``settings`` (with ``driver``, if given; with a compute agent
+    of its own host unless ``compute`` is False) and yield its base URL."""
+    settings = own_host(settings)
     with _running(
         settings,
-        serve.Listener("compute API", "127.0.0.1", 0, lambda s: create_api_app(s, driver=driver)),
+        serve.Listener(
+            "compute API",
+            "127.0.0.1",
+            0,
+            lambda s: create_api_app(s, driver=driver, compute=compute),
+        ),
         "/healthz",
     ) as base:
         yield base

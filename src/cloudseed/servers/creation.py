@@ -121,7 +121,7 @@ def create_servers(
 ) -> Created:
     quota = settings.quota
     force_config_drive = settings.default.force_config_drive
-    destination = _destination(request)
+    destination = _destination(request, default_zone=settings.default.default_schedule_zone)
     reservation_id = "r-" + secrets.token_hex(4)
     admin_pass = request.admin_pass or generate_password()
     cell_id = cells.default_cell()
@@ -323,7 +323,7 @@ class Destination:
     node: str | None
 
 
-def _destination(request: CreateRequest) -> Destination:
+def _destination(request: CreateRequest, *, default_zone: str) -> Destination:
     """Where the request asks its servers to go: ``availability_zone`` as "zone",
     "zone:host", "zone::node" or "zone:host:node" (the host and node parts for admins, as
     Nova's forced_host policy), or 2.74's ``host`` and ``hypervisor_hostname`` (admins)."""
@@ -341,6 +341,8 @@ def _destination(request: CreateRequest) -> Destination:
         raise Forbidden(
             "Policy doesn't allow compute:servers:create:requested_destination to be performed."
         )
+    if zone is None and host is None and node is None:
+        zone = default_zone or None  # an admin's host choice is not narrowed by it
     return Destination(zone=zone, host=host, node=node)
 
 

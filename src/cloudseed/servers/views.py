@@ -15,7 +15,6 @@ from cloudseed.web.microversions import APIVersion
 V = APIVersion
 PROGRESS_STATUSES = {"ACTIVE", "BUILD", "REBUILD", "RESIZE", "VERIFY_RESIZE", "MIGRATING"}
 FAULT_STATUSES = {"ERROR", "DELETED"}
-HOST = "cloudseed"  # the single compute host of the embedded deployment
 
 
 def _isotime(value: Any) -> str | None:
@@ -82,9 +81,7 @@ def show(
         "addresses": addresses(record),
         "created": _isotime(i.created_at),
         "flavor": _flavor(record, version, base),
-        "hostId": hashlib.sha224((i.project_id + HOST).encode()).hexdigest()
-        if i.launched_at
-        else "",
+        "hostId": hashlib.sha224((i.project_id + i.host).encode()).hexdigest() if i.host else "",
         "id": i.uuid,
         "image": {
             "id": i.image_ref,
@@ -123,9 +120,9 @@ def show(
     if admin:
         server.update(
             {
-                "OS-EXT-SRV-ATTR:host": HOST if i.launched_at else None,
+                "OS-EXT-SRV-ATTR:host": i.host,
                 "OS-EXT-SRV-ATTR:instance_name": f"instance-{i.id:08x}",
-                "OS-EXT-SRV-ATTR:hypervisor_hostname": HOST if i.launched_at else None,
+                "OS-EXT-SRV-ATTR:hypervisor_hostname": i.node,
             }
         )
         if version >= V(2, 3):
@@ -144,7 +141,7 @@ def show(
     if version >= V(2, 9):
         server["locked"] = i.locked
     if version >= V(2, 16) and admin:
-        server["host_status"] = "UP" if i.launched_at else ""
+        server["host_status"] = "UP" if i.host else ""
     if version >= V(2, 19):
         server["description"] = i.display_description
     if version >= V(2, 26):

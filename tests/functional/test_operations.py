@@ -1,0 +1,305 @@
+"""Durable operations, on each database: queued with the request's claim, run by the agent of
+the instance's host under a lease, resumed when that agent dies, bounded, cancelled by an
+admin's reset; and scheduling onto live hosts with room.
+
+The servers here are placed on hosts of their own (an admin's ``host`` at 2.74), whose agents
+are Agent objects the tests drive step by step (``run_once``), so nothing runs unless a test
+says so. The session-wide test server's own agent serves another host and never touches them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from collections.abc import Callable, Iterator
+
+import httpx
+import pytest
+from sqlalchemy import select, update
+
+from cloudseed.agent.worker import MAX_ATTEMPTS, Agent
+from cloudseed.cells.service import CellDatabases
+from cloudseed.compute.fake import FakeDriver
+from cloudseed.db.engines import Database
+from cloudseed.hosts.models import ComputeNode, Service
+from cloudseed.servers import queue, records
+from cloudseed.servers.models import Operation
+from cloudseed.settings import Settings
+from tests.support.cloud import b64, make_cloud, mv
+
+ADMIN = {"X-Auth-Token": "admin:proj"}
+V274 = "2.74"
+
+
+@pytest.fixture()
+def cloud(api, api_db, tmp_path):
+    return make_cloud(api, api_db, tmp_path)
+
+
+@pytest.fixture()
+def agents(migrated_settings: Settings, api_db: Database) -> Iterator[Callable[..., Agent]]:
+    """Make a registered (not started) agent for a host: ``agents("h1")``."""
+    made: list[CellDatabases] = []
+
+    def make(host: str, *, lease: int = 2, driver: FakeDriver | None = None) -> Agent:
+        settings = dataclasses.replace(
+            migrated_settings,
+            compute=dataclasses.replace(migrated_settings.compute, lease_seconds=lease),
+        )
+        cells = CellDatabases(api_db)
+        made.append(cells)
+        agent = Agent(settings, host=host, cells=cells, driver=driver or FakeDriver())
+        agent.register()
+        return agent
+
+    yield make
+    for cells in made:
+        cells.dispose()
+
+
+def create_on(api: httpx.Client, cloud, host: str, **fields) -> str:
+    body = {
+        "name": "vm",
+        "imageRef": cloud.image_id,
+        "flavorRef": "1",
+        "networks": "none",
+        "host": host,
+        **fields,
+    }
+    r = api.post("/v2.1/servers", json={"server": body}, headers={**ADMIN, **mv(V274)})
+    assert r.status_code == 202, r.text
+    server_id: str = r.json()["server"]["id"]
+    return server_id
+
+
+def show(api: httpx.Client, server_id: str) -> dict:
+    r = api.get(f"/v2.1/servers/{server_id}", headers={**ADMIN, **mv("2.105")})
+    assert r.status_code == 200, r.text
+    server: dict = r.json()["server"]
+    return server
+
+
+def operations_of(cell_db: Database, server_id: str) -> list[Operation]:
+    with cell_db.read() as session:
+        return list(
+            session.scalars(
+                select(Operation).where(Operation.instance_uuid == server_id).order_by(Operation.id)
+            )
+        )
+
+
+def expire_leases(cell_db: Database, server_id: str) -> None:
+    """What the passing of lease_seconds does, without waiting for it."""
+    with cell_db.write() as session:
+        session.execute(
+            update(Operation)
+            .where(Operation.instance_uuid == server_id, Operation.state == queue.RUNNING)
+            .values(lease_expires_at=dt.datetime(2000, 1, 1))
+        )
+
+
+def events(api: httpx.Client, server_id: str) -> list[dict]:
+    actions = api.get(f"/v2.1/servers/{server_id}/os-instance-actions", headers=ADMIN).json()
+    found = []
+    for action in actions["instanceActions"]:
+        r = api.get(
+            f"/v2.1/servers/{server_id}/os-instance-actions/{action['request_id']}",
+            headers={**ADMIN, **mv("2.84")},
+        )
+        found += r.json()["instanceAction"]["events"]
+    return found
+
+
+def test_a_request_queues_its_operation_in_the_claim_and_the_agent_runs_it(
+    api, cloud, cell_db, agents
+):
+    agent = agents("h1")
+    server_id = create_on(api, cloud, "h1", adminPass="s3cret-pass")
+    [op] = operations_of(cell_db, server_id)
+    assert (op.kind, op.host, op.state, op.attempts) == ("build", "h1", "pending", 0)
+    assert "s3cret-pass" in (op.payload or "")  # carried to the build...
+    server = show(api, server_id)
+    assert (server["status"], server["OS-EXT-SRV-ATTR:host"]) == ("BUILD", "h1")
+    assert agent.run_once() == 1
+    assert show(api, server_id)["status"] == "ACTIVE"
+    [op] = operations_of(cell_db, server_id)
+    assert (op.state, op.lease_owner, op.attempts) == ("done", agent.owner, 1)
+    assert "s3cret-pass" not in (op.payload or "")  # ...and dropped when it ended
+    assert agent.run_once() == 0
+
+
+def test_an_operation_whose_agent_died_is_resumed_by_the_next_agent(api, cloud, cell_db, agents):
+    first = agents("h1")
+    server_id = create_on(api, cloud, "h1")
+    with cell_db.write() as session:  # the first agent takes it, then dies
+        [claimed] = queue.claim(session, host="h1", owner=first.owner, lease_seconds=60, limit=10)
+    second = agents("h1")
+    assert second.run_once() == 0  # the lease still holds
+    expire_leases(cell_db, server_id)
+    assert second.run_once() == 1
+    assert show(api, server_id)["status"] == "ACTIVE"
+    [op] = operations_of(cell_db, server_id)
+    assert (op.state, op.lease_owner, op.attempts) == ("done", second.owner, 2)
+    [resumed] = [e for e in events(api, server_id) if e["event"] == "compute_resume_operation"]
+    assert f"agent {first.owner} lost its lease" in resumed["details"]
+    assert f"resumed by {second.owner} (attempt 2)" in resumed["details"]
+    # The first agent, back from the dead, can record nothing: its lease is gone.
+    first.steps.run(claimed, cell_db)
+    [op] = operations_of(cell_db, server_id)
+    assert (op.state, op.lease_owner) == ("done", second.owner)
+
+
+def test_an_operation_interrupted_too_often_ends_in_error(api, cloud, cell_db, agents):
+    server_id = create_on(api, cloud, "h1")
+    for attempt in range(MAX_ATTEMPTS):
+        with cell_db.write() as session:
+            taken = queue.claim(
+                session, host="h1", owner=f"dead-{attempt}", lease_seconds=60, limit=9
+            )
+            assert len(taken) == 1
+        expire_leases(cell_db, server_id)
+    agent = agents("h1")
+    assert agent.run_once() == 0  # nothing left to run: it gave up
+    server = show(api, server_id)
+    assert server["status"] == "ERROR"
+    assert server["fault"]["message"] == (
+        f"The build operation was interrupted {MAX_ATTEMPTS} times "
+        "(its compute agent stopped each time); giving up."
+    )
+    [op] = operations_of(cell_db, server_id)
+    assert op.state == "failed" and op.attempts == MAX_ATTEMPTS + 1
+
+
+def test_a_rebuild_applies_its_values_only_when_it_succeeds(api, cloud, cell_db, agents):
+    agent = agents("h1")
+    for name, key in (("key1", cloud.key1), ("key2", cloud.key2)):  # the admin's own
+        body = {"keypair": {"name": name, "public_key": key}}
+        assert api.post("/v2.1/os-keypairs", json=body, headers=ADMIN).status_code == 200
+    server_id = create_on(api, cloud, "h1", key_name="key1", user_data=b64("old"))
+    agent.run_once()
+    r = api.post(
+        f"/v2.1/servers/{server_id}/action",
+        json={
+            "rebuild": {
+                "imageRef": cloud.image2_id,
+                "key_name": "key2",
+                "user_data": b64("new"),
+                "name": "renamed",
+                "metadata": {"role": "web"},
+            }
+        },
+        headers={**ADMIN, **mv("2.57")},
+    )
+    assert r.status_code == 202, r.text
+    answered = r.json()["server"]
+    # The answer shows what the rebuild will do...
+    assert (answered["name"], answered["key_name"], answered["user_data"]) == (
+        "renamed",
+        "key2",
+        b64("new"),
+    )
+    assert answered["metadata"] == {"role": "web"}
+    # ...while the record, and so the guest's metadata and drive, keep the old values.
+    with cell_db.read() as session:
+        record = records.load(session, server_id)
+    assert (record.instance.key_name, record.instance.user_data) == ("key1", b64("old"))
+    assert (record.instance.display_name, record.metadata) == ("vm", {})
+    assert record.instance.image_ref == cloud.image_id
+    assert show(api, server_id)["status"] == "REBUILD"
+    assert agent.run_once() == 1
+    with cell_db.read() as session:
+        record = records.load(session, server_id)
+    assert (record.instance.key_name, record.keypairs[0]["name"]) == ("key2", "key2")
+    assert (record.instance.user_data, record.instance.display_name) == (b64("new"), "renamed")
+    assert record.metadata == {"role": "web"} and record.instance.image_ref == cloud.image2_id
+    assert show(api, server_id)["status"] == "ACTIVE"
+
+
+def test_reset_state_is_for_admins_and_cancels_the_open_operation(api, cloud, cell_db, agents):
+    agent = agents("h1")
+    server_id = create_on(api, cloud, "h1")
+    agent.run_once()
+    r = api.post(f"/v2.1/servers/{server_id}/action", json={"reboot": {"type": "HARD"}})
+    assert r.status_code == 202
+    with cell_db.write() as session:  # an agent took the reboot and is still at it
+        [claimed] = queue.claim(session, host="h1", owner=agent.owner, lease_seconds=60, limit=9)
+    body = {"os-resetState": {"state": "error"}}
+    r = api.post(f"/v2.1/servers/{server_id}/action", json=body)
+    assert r.status_code == 403 and "reset_state" in r.json()["forbidden"]["message"]
+    r = api.post(
+        f"/v2.1/servers/{server_id}/action", json={"os-resetState": {"state": "paused"}},
+        headers=ADMIN,
+    )  # fmt: skip
+    assert r.status_code == 400
+    assert show(api, server_id)["status"] == "HARD_REBOOT"
+    r = api.post(f"/v2.1/servers/{server_id}/action", json=body, headers=ADMIN)
+    assert r.status_code == 202
+    server = show(api, server_id)
+    assert (server["status"], server["OS-EXT-STS:task_state"]) == ("ERROR", None)
+    assert [op.state for op in operations_of(cell_db, server_id)] == ["done", "cancelled"]
+    agent.steps.run(claimed, cell_db)  # the late agent writes nothing
+    assert show(api, server_id)["status"] == "ERROR"
+    assert "resetState" in [
+        a["action"]
+        for a in api.get(f"/v2.1/servers/{server_id}/os-instance-actions").json()["instanceActions"]
+    ]
+    # A reset server takes new operations again.
+    r = api.post(
+        f"/v2.1/servers/{server_id}/action",
+        json={"rebuild": {"imageRef": cloud.image_id}},
+    )
+    assert r.status_code == 202 and agent.run_once() == 1
+    assert show(api, server_id)["status"] == "ACTIVE"
+
+
+def test_no_valid_host_for_a_dead_disabled_or_full_host(api, cloud, cell_db, agents):
+    agents("dead")
+    agents("off")
+    small = agents("small")
+    with cell_db.write() as session:
+        session.execute(
+            update(Service)
+            .where(Service.host == "dead")
+            .values(last_seen_up=dt.datetime(2000, 1, 1))
+        )
+        session.execute(update(Service).where(Service.host == "off").values(disabled=True))
+    for host in ("dead", "off", "nowhere"):
+        server = show(api, create_on(api, cloud, host))
+        assert server["status"] == "ERROR", host
+        assert server["fault"]["message"] == (
+            "No valid host was found. There are not enough hosts available."
+        )
+        assert server["OS-EXT-SRV-ATTR:host"] is None
+    # "small" offers 1 vCPU x 4 (allocation ratio) and 1024 MiB - 512 reserved: one m1.tiny.
+    with cell_db.write() as session:
+        session.execute(update(Service).where(Service.host == "small").values(disabled=False))
+    with cell_db.write() as session:
+        session.execute(
+            update(ComputeNode).where(ComputeNode.host == "small").values(vcpus=1, memory_mb=1024)
+        )
+    first = create_on(api, cloud, "small")
+    assert show(api, first)["status"] == "BUILD"
+    assert show(api, create_on(api, cloud, "small"))["status"] == "ERROR"
+    small.run_once()
+    assert show(api, first)["status"] == "ACTIVE"
+
+
+def test_forced_hosts_are_for_admins(api, cloud):
+    for body in (
+        {"availability_zone": "nova:h1"},
+        {"host": "h1"},
+    ):
+        r = api.post(
+            "/v2.1/servers",
+            json={
+                "server": {
+                    "name": "vm",
+                    "imageRef": cloud.image_id,
+                    "flavorRef": "1",
+                    "networks": "none",
+                    **body,
+                }
+            },
+            headers=mv(V274),
+        )
+        assert r.status_code == 403, r.text
