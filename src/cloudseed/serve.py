@@ -21,6 +21,7 @@ import signal
 import socket
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from types import FrameType
 
 import uvicorn
@@ -41,14 +42,20 @@ class Listener:
     ip_ttl: int = 0  # 0: the system's default
 
 
-def listeners(settings: Settings) -> list[Listener]:
+def listeners(settings: Settings, *, compute: bool = True) -> list[Listener]:
+    """The HTTP apps a serve process runs; with ``compute``, the API app's lifespan also runs
+    this node's compute agent (every worker process: they share the host's operations through
+    leases, so any of them may take the next one)."""
     from cloudseed.api.app import create_api_app
     from cloudseed.metadata.app import create_metadata_app
 
     d = settings.default
     return [
         Listener(
-            "compute API", d.osapi_compute_listen, d.osapi_compute_listen_port, create_api_app
+            "compute API",
+            d.osapi_compute_listen,
+            d.osapi_compute_listen_port,
+            partial(create_api_app, compute=compute),
         ),
         Listener(
             "metadata service",
@@ -166,8 +173,9 @@ def _worker(
     asyncio.run(serve_sockets(settings, bound))
 
 
-def run(settings: Settings) -> None:
-    """Bind, then serve in this process (one worker) or in ``workers`` forked processes."""
+def run(settings: Settings, *, compute: bool = True) -> None:
+    """Bind, then serve in this process (one worker) or in ``workers`` forked processes.
+    ``compute``: also run this node's compute agent (``serve --no-compute``: not)."""
     from cloudseed.metadata.tokens import with_shared_key
 
     settings = with_shared_key(settings)  # before forking: every worker checks every token
@@ -183,7 +191,7 @@ def run(settings: Settings) -> None:
                 listen=not forking,
             ),
         )
-        for listener in listeners(settings)
+        for listener in listeners(settings, compute=compute)
     ]
     for listener, sock in bound:
         host, port = sock.getsockname()[:2]

@@ -18,20 +18,17 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Match, Route
 
-from cloudseed.agent.worker import Agent, host_name
+from cloudseed.agent.factory import make_agent
 from cloudseed.api import versions
 from cloudseed.api.auth import KeystoneMiddleware, NoAuthMiddleware
 from cloudseed.api.edge import ComputeEdge
 from cloudseed.cells.service import CellDatabases
-from cloudseed.compute.factory import make_driver
 from cloudseed.compute.interfaces import Driver
-from cloudseed.configdrive.service import DriveBuilder
 from cloudseed.db.engines import Database
 from cloudseed.errors import CloudseedError
 from cloudseed.flavors import api as flavors_api
 from cloudseed.images import api as images_api
 from cloudseed.keypairs import api as keypairs_api
-from cloudseed.metadata.loading import vendordata_request_for
 from cloudseed.networks import api as networks_api
 from cloudseed.quotas import api as quotas_api
 from cloudseed.servers import api as servers_api
@@ -39,7 +36,6 @@ from cloudseed.servers import quota as server_quota
 from cloudseed.servers.service import Servers
 from cloudseed.settings import Settings
 from cloudseed.types import ASGIApp, Scope
-from cloudseed.vendordata.build_check import build_check
 from cloudseed.web.errors import MethodNotAllowed, ResourceNotFound
 from cloudseed.web.faults import fault_parts
 from cloudseed.web.links import base_url
@@ -68,7 +64,7 @@ def create_api_app(
     async def lifespan(_app: Starlette) -> AsyncIterator[dict[str, Any]]:
         db = api_db or Database.connect("api", settings.api_database_url)
         cells = CellDatabases(db)
-        agent = local_agent(settings, cells, driver) if compute else None
+        agent = make_agent(settings, cells, driver=driver) if compute else None
         servers = Servers(
             api_db=db,
             cells=cells,
@@ -133,19 +129,6 @@ def create_api_app(
         },
     )
     return ComputeEdge(app)
-
-
-def local_agent(settings: Settings, cells: CellDatabases, driver: Driver | None) -> Agent:
-    """This node's compute agent, with its config drive builder and vendordata check. A
-    driver handed in belongs to the caller; one made here is closed with the agent."""
-    return Agent(
-        settings,
-        host=host_name(settings),
-        cells=cells,
-        driver=driver if driver is not None else make_driver(settings),
-        drives=DriveBuilder(settings, cells),
-        build_check=build_check(settings, partial(vendordata_request_for, cells)),
-    )
 
 
 def domain_routes() -> list[Route]:

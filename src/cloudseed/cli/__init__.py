@@ -12,7 +12,17 @@ import sys
 
 import click
 
-from cloudseed.cli import configdrive, db, flavors, images, inject, keypairs, networks, serve
+from cloudseed.cli import (
+    compute,
+    configdrive,
+    db,
+    flavors,
+    images,
+    inject,
+    keypairs,
+    networks,
+    serve,
+)
 from cloudseed.cli.context import CliContext, pass_cli
 from cloudseed.errors import CloudseedError
 
@@ -33,6 +43,7 @@ def cli(ctx: click.Context, config_file: str | None, data_dir: str | None) -> No
 
 for _command in (
     serve.serve,
+    compute.compute,
     db.db,
     keypairs.keypair,
     images.image,

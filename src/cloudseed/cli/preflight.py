@@ -21,8 +21,9 @@ from cloudseed.settings import Settings
 KVM = "/dev/kvm"
 
 
-def configuration_problems(settings: Settings) -> list[str]:
-    """Each setting, or combination, that would stop the service from working."""
+def configuration_problems(settings: Settings, *, compute: bool = True) -> list[str]:
+    """Each setting, or combination, that would stop the service from working (``compute``:
+    this process also runs guests)."""
     problems: list[str] = []
     neutron = settings.neutron
     if neutron.service_metadata_proxy and not neutron.metadata_proxy_shared_secret:
@@ -31,7 +32,7 @@ def configuration_problems(settings: Settings) -> list[str]:
             "metadata_proxy_shared_secret: without it anyone who reaches the metadata "
             "service could sign requests as any instance"
         )
-    if settings.default.compute_driver == "qemu":
+    if compute and settings.default.compute_driver == "qemu":
         problems += _qemu_problems(settings)
     problems += _state_path_problems(settings.state_dir)
     return problems
@@ -71,9 +72,9 @@ def _state_path_problems(state_dir: Path) -> list[str]:
     return []
 
 
-def preflight(cli: CliContext, settings: Settings) -> None:
+def preflight(cli: CliContext, settings: Settings, *, compute: bool = True) -> None:
     """Stop with a message, before binding a port, when serving could not work."""
-    problems = configuration_problems(settings)
+    problems = configuration_problems(settings, compute=compute)
     if settings.api.auth_strategy == "keystone":
         try:
             import keystonemiddleware.auth_token  # noqa: F401

@@ -35,12 +35,22 @@ def _host_port(value: str | None) -> tuple[str | None, int | None]:
     help="Metadata service address (default 127.0.0.1:8775).",
 )
 @click.option("--workers", type=int, help="Worker processes (default 1).")
+@click.option(
+    "--no-compute",
+    is_flag=True,
+    help="Serve the API and metadata only; guests run on `cloudseed compute` hosts.",
+)
 @state_options
 @pass_cli
 def serve(
-    cli: CliContext, api_listen: str | None, metadata_listen: str | None, workers: int | None
+    cli: CliContext,
+    api_listen: str | None,
+    metadata_listen: str | None,
+    workers: int | None,
+    no_compute: bool,
 ) -> None:
-    """Run the compute API (and the metadata service) until SIGTERM."""
+    """Run the compute API and the metadata service (and, unless --no-compute, this host's
+    compute agent) until SIGTERM."""
     api_host, api_port = _host_port(api_listen)
     md_host, md_port = _host_port(metadata_listen)
     settings = cli.settings(
@@ -58,6 +68,6 @@ def serve(
             "[api] auth_strategy is noauth2: anyone who can reach the API can act as any user, "
             "including 'admin'. Use it for development only."
         )
-    preflight(cli, settings)
+    preflight(cli, settings, compute=not no_compute)
     with errors_as_click():
-        serving.run(settings)
+        serving.run(settings, compute=not no_compute)

@@ -8,7 +8,12 @@ from cloudseed.compute.qemu import QemuDriver
 from cloudseed.settings import Settings
 
 
-def make_driver(settings: Settings) -> Driver:
+def make_driver(settings: Settings, *, host: str) -> Driver:
+    """The driver for compute host ``host``. The fake driver keeps its guests under
+    ``<state_path>/fake-driver/<host>/``, so an agent started again knows them."""
     if settings.default.compute_driver == "qemu":
         return QemuDriver(settings)
-    return FakeDriver(delay=settings.fake_driver.delay_ms / 1000)
+    return FakeDriver(
+        delay=settings.fake_driver.delay_ms / 1000,
+        state_dir=settings.state_dir / "fake-driver" / host,
+    )

@@ -1,0 +1,35 @@
+"""Making a compute agent from settings: its driver, config drive builder and vendordata
+check. Used by the API app's lifespan (the embedded deployment) and ``cloudseed compute``."""
+
+from __future__ import annotations
+
+from functools import partial
+
+from cloudseed.agent.worker import Agent, host_name
+from cloudseed.cells.service import CellDatabases
+from cloudseed.compute.factory import make_driver
+from cloudseed.compute.interfaces import Driver
+from cloudseed.configdrive.service import DriveBuilder
+from cloudseed.metadata.loading import vendordata_request_for
+from cloudseed.settings import Settings
+from cloudseed.vendordata.build_check import build_check
+
+
+def make_agent(
+    settings: Settings,
+    cells: CellDatabases,
+    *,
+    driver: Driver | None = None,
+    host: str | None = None,
+) -> Agent:
+    """The agent of ``host`` (default: ``[DEFAULT] host``, else this machine's name). A
+    driver handed in belongs to the caller; one made here is closed with the agent."""
+    host = host or host_name(settings)
+    return Agent(
+        settings,
+        host=host,
+        cells=cells,
+        driver=driver if driver is not None else make_driver(settings, host=host),
+        drives=DriveBuilder(settings, cells),
+        build_check=build_check(settings, partial(vendordata_request_for, cells)),
+    )
