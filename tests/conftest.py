@@ -122,7 +122,7 @@ def fake_driver() -> FakeDriver:
 
 @pytest.fixture(scope="session")
 def api_url(migrated_settings: Settings, fake_driver: FakeDriver) -> Iterator[str]:
-    with running_api(migrated_settings, driver=fake_driver) as url:
+    with running_api(migrated_settings, driver=fake_driver, zone="nova") as url:
         yield url
 
 

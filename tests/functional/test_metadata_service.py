@@ -260,7 +260,7 @@ def test_ec2_tree(api: httpx.Client, cloud: Cloud, metadata_url: str) -> None:
         cloud,
         key_name="key1",
         user_data=b64("#cloud-config\n{}\n"),
-        availability_zone="zone-a",
+        availability_zone="nova",
     )
     with guest.client(metadata_url) as md:
         index = md.get("/")
@@ -286,7 +286,7 @@ def test_ec2_tree(api: httpx.Client, cloud: Cloud, metadata_url: str) -> None:
         assert md.get("/latest/meta-data/local-ipv4").text == guest.address
         assert md.get("/latest/meta-data/hostname").text == "vm.novalocal"
         assert md.get("/latest/meta-data/instance-type").text == "m1.tiny"
-        assert md.get("/latest/meta-data/placement/availability-zone").text == "zone-a"
+        assert md.get("/latest/meta-data/placement/availability-zone").text == "nova"
         assert md.get("/latest/meta-data/public-keys/").text == "0=key1"
         assert md.get("/latest/meta-data/public-keys/0").text == "openssh-key"
         assert md.get("/latest/meta-data/public-keys/0/openssh-key").text == cloud.key1

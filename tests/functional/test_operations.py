@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 
 import httpx
 import pytest
-from sqlalchemy import select, update
+from sqlalchemy import delete, select, update
 
 from cloudseed.agent.worker import MAX_ATTEMPTS, Agent
 from cloudseed.cells.service import CellDatabases
@@ -40,6 +40,7 @@ def cloud(api, api_db, tmp_path):
 def agents(migrated_settings: Settings, api_db: Database) -> Iterator[Callable[..., Agent]]:
     """Make a registered (not started) agent for a host: ``agents("h1")``."""
     made: list[CellDatabases] = []
+    agents_made: list[Agent] = []
 
     def make(host: str, *, lease: int = 2, driver: FakeDriver | None = None) -> Agent:
         settings = dataclasses.replace(
@@ -50,11 +51,16 @@ def agents(migrated_settings: Settings, api_db: Database) -> Iterator[Callable[.
         made.append(cells)
         agent = Agent(settings, host=host, cells=cells, driver=driver or FakeDriver())
         agent.register()
+        agents_made.append(agent)
         return agent
 
     yield make
     for cells in made:
         cells.dispose()
+    with api_db.write() as session:  # one database holds both here; no host outlives a test
+        hosts = [a.host for a in agents_made]
+        session.execute(delete(ComputeNode).where(ComputeNode.host.in_(hosts)))
+        session.execute(delete(Service).where(Service.host.in_(hosts)))
 
 
 def create_on(api: httpx.Client, cloud, host: str, **fields) -> str:
@@ -150,6 +156,7 @@ def test_an_operation_whose_agent_died_is_resumed_by_the_next_agent(api, cloud, 
 
 
 def test_an_operation_interrupted_too_often_ends_in_error(api, cloud, cell_db, agents):
+    agent = agents("h1")
     server_id = create_on(api, cloud, "h1")
     for attempt in range(MAX_ATTEMPTS):
         with cell_db.write() as session:
@@ -158,7 +165,6 @@ def test_an_operation_interrupted_too_often_ends_in_error(api, cloud, cell_db, a
             )
             assert len(taken) == 1
         expire_leases(cell_db, server_id)
-    agent = agents("h1")
     assert agent.run_once() == 0  # nothing left to run: it gave up
     server = show(api, server_id)
     assert server["status"] == "ERROR"

@@ -12,24 +12,43 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import httpx
+from sqlalchemy import delete
 
 from cloudseed import serve
 from cloudseed.api.app import create_api_app
 from cloudseed.compute.interfaces import Driver
+from cloudseed.db.engines import Database
+from cloudseed.hosts.models import ComputeNode, Service
 from cloudseed.settings import Settings
 
 
-def own_host(settings: Settings) -> Settings:
-    """``settings`` for a test server whose compute agent has a host and zone of its own,
-    which its new servers are scheduled to: several test servers on one database (each with
-    its own driver and settings) then never run each other's operations."""
+def own_host(settings: Settings, zone: str | None = None) -> Settings:
+    """``settings`` for a test server whose compute agent has a host of its own. Without a
+    ``zone`` the host is also a zone of its own, which the server's new servers are scheduled
+    to: several test servers on one database (each with its own driver and settings) then never
+    run each other's operations. The session-wide server takes zone "nova" and schedules
+    anywhere, as a default deployment does."""
     if settings.default.host:
         return settings
     name = f"test-{next(_hosts)}-{os.getpid()}"
     default = dataclasses.replace(
-        settings.default, host=name, default_availability_zone=name, default_schedule_zone=name
+        settings.default,
+        host=name,
+        default_availability_zone=zone or name,
+        default_schedule_zone="" if zone else name,
     )
     return dataclasses.replace(settings, default=default)
+
+
+def forget_host(settings: Settings) -> None:
+    """Remove a stopped test server's compute host, so no later server is scheduled there."""
+    db = Database.connect("cell", settings.cell_database_url)
+    try:
+        with db.write() as session:
+            session.execute(delete(ComputeNode).where(ComputeNode.host == settings.default.host))
+            session.execute(delete(Service).where(Service.host == settings.default.host))
+    finally:
+        db.dispose()
 
 
 _hosts = itertools.count(1)
@@ -37,11 +56,26 @@ _hosts = itertools.count(1)
 
 @contextmanager
 def running_api(
-    settings: Settings, *, driver: Driver | None = None, compute: bool = True
+    settings: Settings,
+    *,
+    driver: Driver | None = None,
+    compute: bool = True,
+    zone: str | None = None,
 ) -> Iterator[str]:
     """Serve the compute API of ``settings`` (with ``driver``, if given; with a compute agent
-    of its own host unless ``compute`` is False) and yield its base URL."""
-    settings = own_host(settings)
+    of its own host unless ``compute`` is False: see ``own_host`` for ``zone``) and yield its
+    base URL."""
+    settings = own_host(settings, zone)
+    try:
+        with _serving_api(settings, driver, compute) as base:
+            yield base
+    finally:
+        if compute:
+            forget_host(settings)
+
+
+@contextmanager
+def _serving_api(settings: Settings, driver: Driver | None, compute: bool) -> Iterator[str]:
     with _running(
         settings,
         serve.Listener(

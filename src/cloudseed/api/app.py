@@ -27,6 +27,7 @@ from cloudseed.compute.interfaces import Driver
 from cloudseed.db.engines import Database
 from cloudseed.errors import CloudseedError
 from cloudseed.flavors import api as flavors_api
+from cloudseed.hosts import api as hosts_api
 from cloudseed.images import api as images_api
 from cloudseed.keypairs import api as keypairs_api
 from cloudseed.networks import api as networks_api
@@ -82,6 +83,9 @@ def create_api_app(
                 "api_db": db,
                 "servers": servers,
                 "quota_usage": partial(server_quota.usages, cells),
+                # hosts.api's view of the cells and of what each host's instances use.
+                "cells": cells,
+                "host_usage": server_quota.by_host,
             }
         finally:
             if agent is not None:
@@ -141,6 +145,7 @@ def domain_routes() -> list[Route]:
         *images_api.routes,
         *networks_api.routes,
         *quotas_api.routes,
+        *hosts_api.routes,
     ]
     return sorted(compute, key=lambda route: "{project_id}" in route.path)
 

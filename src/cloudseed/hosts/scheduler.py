@@ -20,8 +20,9 @@ from dataclasses import dataclass
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from cloudseed.errors import InvalidInput
 from cloudseed.hosts.errors import NoValidHost
-from cloudseed.hosts.models import ComputeNode
+from cloudseed.hosts.models import ComputeNode, Service
 from cloudseed.hosts.service import live_services
 from cloudseed.settings import Settings
 
@@ -61,15 +62,29 @@ class Room:
         self.disk_gb -= r.root_gb
 
 
-# (vcpus, memory_mb, root_gb) the instances of each of the given hosts use.
-UsageReader = Callable[[Session, list[str]], dict[str, tuple[int, int, int]]]
+# (vcpus, memory_mb, root_gb, instances) the instances of each of the given hosts use.
+UsageReader = Callable[[Session, list[str]], dict[str, tuple[int, int, int, int]]]
+
+
+def zones(session: Session) -> set[str]:
+    """The availability zones of enabled compute services (Nova's "available" zones)."""
+    return set(
+        session.scalars(
+            select(Service.availability_zone).where(
+                Service.deleted == 0, Service.disabled.is_(False)
+            )
+        )
+    )
 
 
 def choose_hosts(
     session: Session, request: Request, *, settings: Settings, usage: UsageReader
 ) -> list[Placement]:
-    """One placement per instance, or NoValidHost when they do not all fit."""
+    """One placement per instance, or NoValidHost when they do not all fit; a requested zone
+    that no enabled host is in is Nova's 400."""
     d = settings.default
+    if request.availability_zone is not None and request.availability_zone not in zones(session):
+        raise InvalidInput("The requested availability zone is not available")
     services = [
         s
         for s in live_services(session, down_time=d.service_down_time)
@@ -94,7 +109,7 @@ def choose_hosts(
     used = usage(session, [n.host for n in nodes])
     rooms = {}
     for node in nodes:
-        vcpus, memory_mb, root_gb = used.get(node.host, (0, 0, 0))
+        vcpus, memory_mb, root_gb, _count = used.get(node.host, (0, 0, 0, 0))
         rooms[node.id] = (
             node,
             Room(

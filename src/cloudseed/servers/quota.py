@@ -64,9 +64,10 @@ def usages(cells: CellDatabases, project_id: str, user_id: str | None) -> dict[s
     return count(cells, project_id=project_id, user_id=user_id).as_dict()
 
 
-def by_host(session: Session, hosts: list[str]) -> dict[str, tuple[int, int, int]]:
-    """(vcpus, memory_mb, root_gb) the live instances of each host use, for the scheduler.
-    Instances created before these columns existed count as nothing."""
+def by_host(session: Session, hosts: list[str]) -> dict[str, tuple[int, int, int, int]]:
+    """(vcpus, memory_mb, root_gb, instances) the live instances of each host use, for the
+    scheduler and os-hypervisors. Instances created before the resource columns existed
+    count as nothing."""
     if not hosts:
         return {}
     rows = session.execute(
@@ -75,8 +76,11 @@ def by_host(session: Session, hosts: list[str]) -> dict[str, tuple[int, int, int
             func.coalesce(func.sum(Instance.vcpus), 0),
             func.coalesce(func.sum(Instance.memory_mb), 0),
             func.coalesce(func.sum(Instance.root_gb), 0),
+            func.count(Instance.id),
         )
         .where(Instance.host.in_(sorted(set(hosts))), Instance.deleted == 0)
         .group_by(Instance.host)
     )
-    return {str(host): (int(v or 0), int(m or 0), int(d or 0)) for host, v, m, d in rows}
+    return {
+        str(host): (int(v or 0), int(m or 0), int(d or 0), int(n or 0)) for host, v, m, d, n in rows
+    }
