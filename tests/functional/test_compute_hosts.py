@@ -52,14 +52,16 @@ class Cluster:
     def command(self, *args: str) -> list[str]:
         return [sys.executable, "-m", "cloudseed", *args]
 
-    def start(self, name: str, *args: str) -> subprocess.Popen[bytes]:
+    def start(self, name: str, *args: str, **env: str) -> subprocess.Popen[bytes]:
         with (self.tmp / f"{name}.log").open("ab") as log:
-            process = subprocess.Popen(self.command(*args), stdout=log, stderr=log, env=self.env)
+            process = subprocess.Popen(
+                self.command(*args), stdout=log, stderr=log, env={**self.env, **env}
+            )
         self.processes[name] = process
         return process
 
-    def start_agent(self, host: str) -> subprocess.Popen[bytes]:
-        return self.start(f"agent-{host}", "compute", "--host", host)
+    def start_agent(self, host: str, **env: str) -> subprocess.Popen[bytes]:
+        return self.start(f"agent-{host}", "compute", "--host", host, **env)
 
     def kill(self, name: str) -> None:
         process = self.processes.pop(name)
@@ -258,3 +260,17 @@ def _request_id(cluster: Cluster, server_id: str) -> str:
     ).json()["instanceActions"]
     request_id: str = actions[-1]["request_id"]
     return request_id
+
+
+@pytest.mark.parametrize("cluster", ["postgresql"], indirect=True)
+def test_postgresql_wakes_an_idle_agent_at_once(cluster: Cluster):
+    """An agent that would poll only once a minute takes a new operation within seconds:
+    the API node's NOTIFY, sent when the create commits, wakes it. (SQLite and MariaDB have
+    no push; their agents poll, as the other tests here show.)"""
+    cluster.start_agent("alpha", CLOUDSEED_COMPUTE__POLL_INTERVAL_MS="60000")
+    wait(lambda: _registered(cluster, "alpha"), 30, cluster, "alpha registered")
+    time.sleep(1)  # its first poll is over; the next would be a minute away
+    started = time.monotonic()
+    server_id = create(cluster, "alpha")
+    wait(lambda: _operation_state(cluster, server_id) != "pending", 10, cluster, "taken")
+    assert time.monotonic() - started < 5

@@ -2,8 +2,8 @@
 
 One thread claims and renews; a pool of ``[DEFAULT] max_concurrent_builds`` threads runs
 operations (``steps.Steps``). The loop wakes when an operation is queued in this process
-(``queue.on_enqueued``), when ``wake()`` is called (PostgreSQL NOTIFY, see ``db/notify.py``),
-or every ``[compute] poll_interval_ms``. Each pass it:
+(``queue.on_enqueued``), on PostgreSQL when another process queued one (a NOTIFY sent at
+commit, ``db/notify.py``), or every ``[compute] poll_interval_ms``. Each pass it:
 
 - renews the leases of the operations it is running (every third of ``lease_seconds``); an
   operation whose lease it lost is left to whoever holds it now,
@@ -32,6 +32,7 @@ from cloudseed.agent.steps import ConfigDrives, Steps
 from cloudseed.cells.service import CellDatabases
 from cloudseed.compute.interfaces import Capacity, Driver
 from cloudseed.db.engines import Database
+from cloudseed.db.notify import OPERATIONS, Listener
 from cloudseed.hosts import service as hosts
 from cloudseed.servers import action_log, queue
 from cloudseed.settings import Settings
@@ -79,13 +80,23 @@ class Agent:
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self._unlisten: Callable[[], None] | None = None
-        self._last_renew = self._last_heartbeat = 0.0
+        self._listeners: list[Listener] = []
+        self._last_renew = self._last_heartbeat = self._last_look = 0.0
 
     # -- life cycle --------------------------------------------------------------------------
 
     def start(self) -> None:
         self.register()
         self._unlisten = queue.on_enqueued(self._on_enqueued)
+        for cell in self.cells.all_cells():
+            if cell.engine.dialect.name == "postgresql":
+                listener = Listener(
+                    str(cell.engine.url.render_as_string(hide_password=False)),
+                    OPERATIONS,
+                    self._on_notify,
+                )
+                listener.start()
+                self._listeners.append(listener)
         self._thread = threading.Thread(target=self._loop, name="cloudseed-agent", daemon=True)
         self._thread.start()
         log.info("compute agent %s started (driver %s)", self.owner, self.driver.name)
@@ -97,6 +108,8 @@ class Agent:
         self._wake.set()
         if self._unlisten is not None:
             self._unlisten()
+        for listener in self._listeners:
+            listener.stop()
         if self._thread is not None:
             self._thread.join(timeout=5)
         deadline = time.monotonic() + timeout
@@ -154,21 +167,31 @@ class Agent:
         if self.host in hosts_with_work:
             self._wake.set()
 
+    def _on_notify(self, host: str) -> None:
+        if host == self.host:
+            self._wake.set()
+
     def _loop(self) -> None:
+        woken = True  # look for work at once when starting
         while not self._stopping.is_set():
             try:
-                self._pass()
+                self._pass(look=woken or time.monotonic() - self._last_look >= self.poll)
             except Exception:  # a database outage: keep going, the leases tell the truth
                 log.exception("compute agent %s: pass failed", self.owner)
-            self._wake.wait(timeout=min(self.poll, self.lease / 3))
+            # Wake for lease renewals even when nothing else happens; look for new work only
+            # when told (in-process queueing, NOTIFY, a freed thread) or every poll interval.
+            woken = self._wake.wait(timeout=min(self.poll, self.lease / 3))
             self._wake.clear()
 
-    def _pass(self) -> None:
+    def _pass(self, *, look: bool) -> None:
         now = time.monotonic()
         if now - self._last_renew >= self.lease / 3:
             self._renew()
         if now - self._last_heartbeat >= self.settings.default.report_interval:
             self._heartbeat()
+        if not look:
+            return
+        self._last_look = now
         free = self.slots - len(self._running_ids())
         if free <= 0:
             return

@@ -12,8 +12,9 @@ reset) can never overwrite what happened since.
 On PostgreSQL and MariaDB ``claim`` reads with ``FOR UPDATE SKIP LOCKED``, so agents of one
 host never wait on each other's rows; SQLite has one writer at a time, which is the same
 guarantee. After commit, listeners registered with ``on_enqueued`` hear which hosts got new
-work (the in-process agent wakes at once; other processes hear through ``db/notify.py`` or
-their poll).
+work (the in-process agent wakes at once); on PostgreSQL a NOTIFY on the
+``cloudseed_operations`` channel, sent at commit, wakes the agents of other processes
+(``db/notify.py``); elsewhere they find the work at their next poll.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from sqlalchemy import and_, event, or_, select, update
 from sqlalchemy.orm import Session
 
 from cloudseed.db.base import utcnow
+from cloudseed.db.notify import OPERATIONS, notify
 from cloudseed.servers.models import Operation
 
 PENDING, RUNNING, DONE, FAILED, CANCELLED = "pending", "running", "done", "failed", "cancelled"
@@ -65,6 +67,7 @@ def enqueue(
         )
     )
     session.info.setdefault(_ENQUEUED, set()).add(host or "")
+    notify(session, OPERATIONS, host or "")  # other processes' agents, at commit
     return op_uuid
 
 
