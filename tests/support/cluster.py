@@ -1,0 +1,196 @@
+"""A cloudseed of real processes on one machine: a fresh database, an API node (``cloudseed
+serve --no-compute``) and compute agents (``cloudseed compute --host``) started and killed at
+will. Used by the crash tests and by bench/operations.py."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+from sqlalchemy import select
+
+from cloudseed.db.engines import Database
+from cloudseed.flavors import service as flavors
+from cloudseed.hosts.models import ComputeNode
+from cloudseed.images import service as images
+from cloudseed.servers.models import Operation
+from tests.support import databases
+
+T = TypeVar("T")
+
+# An admin at 2.74, who may pick a server's compute host.
+ADMIN = {"X-Auth-Token": "admin:proj", "OpenStack-API-Version": "compute 2.74"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Cluster:
+    tmp: Path
+    url: str
+    env: dict[str, str]
+    api: str = ""
+    processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+
+    def command(self, *args: str) -> list[str]:
+        return [sys.executable, "-m", "cloudseed", *args]
+
+    def start(self, name: str, *args: str, **env: str) -> subprocess.Popen[bytes]:
+        with (self.tmp / f"{name}.log").open("ab") as log:
+            process = subprocess.Popen(
+                self.command(*args), stdout=log, stderr=log, env={**self.env, **env}
+            )
+        self.processes[name] = process
+        return process
+
+    def start_api(self) -> None:
+        port = self.api.rsplit(":", 1)[1]
+        self.start(
+            "api",
+            "serve",
+            "--no-compute",
+            "--api-listen",
+            f"127.0.0.1:{port}",
+            "--metadata-listen",
+            "127.0.0.1:0",
+        )
+        wait(lambda: healthy(self.api), 60, self, "the API node answering")
+
+    def start_agent(self, host: str, **env: str) -> subprocess.Popen[bytes]:
+        return self.start(f"agent-{host}", "compute", "--host", host, **env)
+
+    def kill(self, name: str) -> None:
+        process = self.processes.pop(name)
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=30)
+
+    def logs(self) -> str:
+        return "\n".join(f"== {p.name}\n{p.read_text()}" for p in sorted(self.tmp.glob("*.log")))
+
+    def close(self) -> None:
+        for process in self.processes.values():
+            process.send_signal(signal.SIGKILL)
+            process.wait(timeout=30)
+        self.processes.clear()
+
+
+@contextmanager
+def running_cluster(backend: str, tmp: Path, **env: str) -> Iterator[Cluster]:
+    """A fresh database of ``backend`` with a flavor (m1.tiny) and an image (cirros), and an
+    API node on a free port; ``env`` adds settings (``CLOUDSEED_...``) for every process.
+    Raises databases.Unavailable when the backend is not there."""
+    with databases.scratch_database(backend, str(tmp)) as url:
+        environ = {k: v for k, v in os.environ.items() if not k.startswith("CLOUDSEED_")}
+        environ.update(
+            CLOUDSEED_STATE_PATH=str(tmp / "state"),
+            CLOUDSEED_API_DATABASE__CONNECTION=url,
+            CLOUDSEED_DATABASE__CONNECTION=url,
+            CLOUDSEED_COMPUTE__POLL_INTERVAL_MS="200",
+            CLOUDSEED_REPORT_INTERVAL="1",
+            **env,
+        )
+        cluster = Cluster(tmp=tmp, url=url, env=environ, api=f"http://127.0.0.1:{free_port()}")
+        subprocess.run(cluster.command("db", "sync"), env=environ, check=True, capture_output=True)
+        db = Database.connect("api", url)
+        raw = tmp / "disk.raw"
+        raw.write_bytes(b"\0" * 4096)
+        try:
+            with db.write() as session:
+                flavors.add_flavor(session, name="m1.tiny", flavorid="1", vcpus=1, ram=512, disk=1)
+                images.add_image(session, name="cirros", path=raw, disk_format="raw")
+        finally:
+            db.dispose()
+        try:
+            cluster.start_api()
+            yield cluster
+        finally:
+            cluster.close()
+
+
+def healthy(base: str) -> bool:
+    try:
+        return httpx.get(f"{base}/healthz", timeout=1).status_code == 200
+    except httpx.TransportError:
+        return False
+
+
+def wait(condition: Callable[[], T], timeout: float, cluster: Cluster, what: str) -> T:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} not reached within {timeout} s\n{cluster.logs()}")
+        time.sleep(0.1)
+
+
+def _cell(cluster: Cluster) -> Database:
+    return Database.connect("cell", cluster.url)
+
+
+def registered(cluster: Cluster, host: str) -> bool:
+    db = _cell(cluster)
+    try:
+        with db.read() as session:
+            return (
+                session.scalar(select(ComputeNode.id).where(ComputeNode.host == host)) is not None
+            )
+    finally:
+        db.dispose()
+
+
+def operation_state(cluster: Cluster, server_id: str) -> str | None:
+    db = _cell(cluster)
+    try:
+        with db.read() as session:
+            return session.scalar(
+                select(Operation.state).where(Operation.instance_uuid == server_id)
+            )
+    finally:
+        db.dispose()
+
+
+def server(cluster: Cluster, server_id: str) -> dict[str, Any]:
+    r = httpx.get(f"{cluster.api}/v2.1/servers/{server_id}", headers=ADMIN, timeout=10)
+    assert r.status_code == 200, r.text
+    body: dict[str, Any] = r.json()["server"]
+    return body
+
+
+def create(cluster: Cluster, host: str) -> str:
+    body = {
+        "server": {
+            "name": "vm",
+            "imageRef": "cirros",
+            "flavorRef": "1",
+            "networks": "none",
+            "host": host,
+        }
+    }
+    r = httpx.post(f"{cluster.api}/v2.1/servers", json=body, headers=ADMIN, timeout=10)
+    assert r.status_code == 202, r.text
+    server_id: str = r.json()["server"]["id"]
+    return server_id
+
+
+def status_is(cluster: Cluster, server_id: str, status: str) -> Callable[[], bool]:
+    def check() -> bool:
+        s = server(cluster, server_id)
+        return s["status"] == status and s["OS-EXT-STS:task_state"] is None
+
+    return check
