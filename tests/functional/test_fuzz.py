@@ -40,6 +40,7 @@ from cloudseed.networks import service as networks
 from cloudseed.servers import schemas as server_schemas
 from cloudseed.servers.models import Instance
 from cloudseed.web.microversions import MAX_VERSION, APIVersion
+from tests.conftest import KEPT_TABLES
 from tests.support.cloud import Cloud, create_server, make_cloud, wait_for
 from tests.support.fuzzing import BIG_DIGITS, HOSTILE_STRINGS, Raw, dumps, from_schema, spoiled
 from tests.support.fuzzing import hostile as hostile_value
@@ -135,7 +136,7 @@ def _empty(db: Database) -> None:
     with db.write() as session:
         for metadata in (CellBase.metadata, ApiBase.metadata):
             for table in reversed(metadata.sorted_tables):
-                if table.name != "cell_mappings":
+                if table.name not in KEPT_TABLES:
                     session.execute(delete(table))
 
 

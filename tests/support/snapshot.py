@@ -10,16 +10,21 @@ from cloudseed.db.engines import Database
 
 Snapshot = dict[str, list[tuple[Any, ...]]]
 
+# Written by the compute agents' heartbeats whatever a request does: not the request's changes.
+HEARTBEAT_TABLES = frozenset({"services", "compute_nodes"})
+
 
 def snapshot(*dbs: Database) -> Snapshot:
-    """The rows of every table (reflected, so tables no model declares count too) of ``dbs``,
-    each table's rows sorted, keyed by ``<database>.<table>``."""
+    """The rows of every table (reflected, so tables no model declares count too) of ``dbs``
+    but the heartbeat tables, each table's rows sorted, keyed by ``<database>.<table>``."""
     result: Snapshot = {}
     for db in dbs:
         metadata = MetaData()
         metadata.reflect(bind=db.engine)
         with db.engine.connect() as connection:
             for name, table in sorted(metadata.tables.items()):
+                if name in HEARTBEAT_TABLES:
+                    continue
                 rows = connection.execute(select(table)).all()
                 result[f"{db.name}.{name}"] = sorted((tuple(row) for row in rows), key=repr)
     return result
