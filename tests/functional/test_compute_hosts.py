@@ -22,7 +22,9 @@ from tests.support.cluster import (
     Cluster,
     create,
     healthy,
+    image_id,
     operation_state,
+    operation_states,
     registered,
     running_cluster,
     server,
@@ -120,3 +122,70 @@ def test_postgresql_wakes_an_idle_agent_at_once(cluster: Cluster):
     server_id = create(cluster, "alpha")
     wait(lambda: operation_state(cluster, server_id) != "pending", 10, cluster, "taken")
     assert time.monotonic() - started < 5
+
+
+def _action(cluster: Cluster, server_id: str, body: dict, version: str = "2.105") -> None:
+    r = httpx.post(
+        f"{cluster.api}/v2.1/servers/{server_id}/action",
+        json=body,
+        headers={**ADMIN, "OpenStack-API-Version": f"compute {version}"},
+        timeout=10,
+    )
+    assert r.status_code == 202, r.text
+
+
+def _interrupt(cluster: Cluster, server_id: str) -> None:
+    """Kill the agent while the server's latest operation runs, and start it again."""
+    wait(lambda: operation_state(cluster, server_id) == "running", 30, cluster, "running")
+    cluster.kill("agent-alpha")
+    cluster.start_agent("alpha")
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        (
+            {"rebuild": {"imageRef": "IMAGE", "name": "renamed", "user_data": "bmV3"}},
+            {"name": "renamed", "OS-EXT-SRV-ATTR:user_data": "bmV3"},
+        ),
+        (
+            {"reboot": {"type": "HARD", "user_data": "bmV3"}},
+            {"name": "vm", "OS-EXT-SRV-ATTR:user_data": "bmV3"},
+        ),
+    ],
+    ids=["rebuild", "hard-reboot-with-user-data"],
+)
+def test_an_agent_killed_mid_operation_leaves_it_applied_once(
+    cluster: Cluster, body: dict, expected: dict
+):
+    cluster.start_agent("alpha")
+    wait(lambda: registered(cluster, "alpha"), 30, cluster, "alpha registered")
+    server_id = create(cluster, "alpha")
+    wait(status_is(cluster, server_id, "ACTIVE"), 30, cluster, "ACTIVE")
+    if "rebuild" in body:
+        body = {"rebuild": {**body["rebuild"], "imageRef": image_id(cluster)}}
+    _action(cluster, server_id, body)
+    _interrupt(cluster, server_id)
+    wait(status_is(cluster, server_id, "ACTIVE"), LEASE + 20, cluster, "ACTIVE again")
+    shown = server(cluster, server_id)
+    assert {k: shown[k] for k in expected} == expected
+    history = httpx.get(
+        f"{cluster.api}/v2.1/servers/{server_id}/bootstrap-history",
+        headers={**ADMIN, "OpenStack-API-Version": "compute 2.105"},
+    ).json()
+    changes = [c for c in history["bootstrap_history"] if c["field"] == "user_data"]
+    assert [c["action"] for c in changes] == [next(iter(body))], changes  # applied once
+
+
+def test_an_agent_killed_mid_delete_still_destroys_the_guest(cluster: Cluster):
+    cluster.start_agent("alpha")
+    wait(lambda: registered(cluster, "alpha"), 30, cluster, "alpha registered")
+    server_id = create(cluster, "alpha")
+    wait(status_is(cluster, server_id, "ACTIVE"), 30, cluster, "ACTIVE")
+    guest = cluster.tmp / "state" / "fake-driver" / "alpha" / f"{server_id}.json"
+    assert guest.exists()
+    r = httpx.delete(f"{cluster.api}/v2.1/servers/{server_id}", headers=ADMIN, timeout=10)
+    assert r.status_code == 204
+    _interrupt(cluster, server_id)
+    wait(lambda: not guest.exists(), LEASE + 20, cluster, "the guest destroyed")
+    wait(lambda: operation_states(cluster, server_id) == ["done", "done"], 10, cluster, "done")

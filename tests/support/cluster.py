@@ -155,11 +155,22 @@ def registered(cluster: Cluster, host: str) -> bool:
 
 
 def operation_state(cluster: Cluster, server_id: str) -> str | None:
+    """The state of the server's latest operation (None: it has none)."""
+    states = operation_states(cluster, server_id)
+    return states[-1] if states else None
+
+
+def operation_states(cluster: Cluster, server_id: str) -> list[str]:
+    """The states of the server's operations, oldest first."""
     db = _cell(cluster)
     try:
         with db.read() as session:
-            return session.scalar(
-                select(Operation.state).where(Operation.instance_uuid == server_id)
+            return list(
+                session.scalars(
+                    select(Operation.state)
+                    .where(Operation.instance_uuid == server_id)
+                    .order_by(Operation.id)
+                )
             )
     finally:
         db.dispose()
@@ -194,3 +205,10 @@ def status_is(cluster: Cluster, server_id: str, status: str) -> Callable[[], boo
         return s["status"] == status and s["OS-EXT-STS:task_state"] is None
 
     return check
+
+
+def image_id(cluster: Cluster) -> str:
+    """The id of the cluster's one image (requests such as rebuild take ids, not names)."""
+    r = httpx.get(f"{cluster.api}/image/v2/images", headers=ADMIN, timeout=10)
+    found: str = r.json()["images"][0]["id"]
+    return found
