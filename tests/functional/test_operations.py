@@ -309,3 +309,27 @@ def test_forced_hosts_are_for_admins(api, cloud):
             headers=mv(V274),
         )
         assert r.status_code == 403, r.text
+
+
+def test_an_agent_reconciles_its_driver_with_the_database_when_it_starts(
+    api, cloud, cell_db, agents, tmp_path
+):
+    driver = FakeDriver(state_dir=tmp_path / "guests")
+    agent = agents("h1", driver=driver)
+    server_id = create_on(api, cloud, "h1")
+    agent.run_once()
+    gone_id = create_on(api, cloud, "h1")
+    agent.run_once()
+    # The agent dies; meanwhile a server is deleted (its destroy is queued) and another
+    # guest vanished from the host.
+    assert api.delete(f"/v2.1/servers/{gone_id}").status_code == 204
+    driver.power.pop(server_id)
+    (tmp_path / "guests" / f"{server_id}.json").unlink()
+    restarted = FakeDriver(state_dir=tmp_path / "guests")  # what the next process finds
+    assert restarted.running() == {gone_id}
+    successor = agents("h1", driver=restarted)
+    successor.reconcile()
+    assert restarted.running() == set()  # the deleted server's guest is gone
+    with cell_db.read() as session:
+        assert records.load(session, server_id).instance.power_state == 0  # NOSTATE
+    assert ("destroy", gone_id) in restarted.calls

@@ -28,6 +28,8 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
 
+from sqlalchemy import select
+
 from cloudseed.agent.steps import ConfigDrives, Steps
 from cloudseed.cells.service import CellDatabases
 from cloudseed.compute.interfaces import Capacity, Driver
@@ -35,6 +37,8 @@ from cloudseed.db.engines import Database
 from cloudseed.db.notify import OPERATIONS, Listener
 from cloudseed.hosts import service as hosts
 from cloudseed.servers import action_log, queue
+from cloudseed.servers.models import Instance
+from cloudseed.servers.states import NOSTATE
 from cloudseed.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -87,6 +91,7 @@ class Agent:
 
     def start(self) -> None:
         self.register()
+        self.reconcile()
         self._unlisten = queue.on_enqueued(self._on_enqueued)
         for cell in self.cells.all_cells():
             if cell.engine.dialect.name == "postgresql":
@@ -151,6 +156,40 @@ class Agent:
                     ),
                 )
         self._last_heartbeat = time.monotonic()
+
+    def reconcile(self) -> None:
+        """Compare what the driver has with what the database says: a guest of no live
+        instance (deleted, or unknown) is destroyed; an instance of this host whose guest the
+        driver does not have is shown with power state NOSTATE, and logged. Guests of live
+        instances of other hosts are left alone (agents of several hosts may share a
+        machine and its state_path)."""
+        try:
+            have = self.driver.running()
+        except Exception:
+            log.exception("compute agent %s: cannot list the driver's guests", self.owner)
+            return
+        known: set[str] = set()
+        for cell in self.cells.all_cells():
+            with cell.write() as session:
+                known.update(session.scalars(select(Instance.uuid).where(Instance.deleted == 0)))
+                instances = session.scalars(
+                    select(Instance).where(Instance.host == self.host, Instance.deleted == 0)
+                )
+                for instance in instances:
+                    settled = instance.task_state is None and instance.launched_at is not None
+                    if settled and instance.uuid not in have:
+                        log.warning(
+                            "compute agent %s: the guest of instance %s is missing",
+                            self.owner,
+                            instance.uuid,
+                        )
+                        instance.power_state = NOSTATE
+        for orphan in sorted(have - known):
+            log.warning("compute agent %s: destroying orphan guest %s", self.owner, orphan)
+            try:
+                self.driver.destroy(orphan)
+            except Exception:
+                log.exception("compute agent %s: destroying %s failed", self.owner, orphan)
 
     def run_once(self) -> int:
         """Claim what there is and run it in this thread (tests, tools); how many ran."""
