@@ -45,6 +45,9 @@ from tests.support.cluster import (
     wait,
 )
 
+# Quotas are not what is measured.
+UNLIMITED = {f"CLOUDSEED_QUOTA__{r}": "-1" for r in ("INSTANCES", "CORES", "RAM")}
+
 START, END = "<!-- bench:operations:start -->", "<!-- bench:operations:end -->"
 
 
@@ -77,7 +80,10 @@ def _all_final(cluster: Cluster, ids: list[str]) -> bool:
 
 
 def throughput(tmp: Path, agents: int, servers: int, concurrency: int) -> float:
-    with running_cluster("postgresql", tmp, CLOUDSEED_COMPUTE__LEASE_SECONDS="20") as cluster:
+    tmp.mkdir(parents=True)
+    with running_cluster(
+        "postgresql", tmp, CLOUDSEED_COMPUTE__LEASE_SECONDS="20", **UNLIMITED
+    ) as cluster:
         hosts = [f"h{n}" for n in range(agents)]
         for host in hosts:
             cluster.start_agent(host)
@@ -90,12 +96,14 @@ def throughput(tmp: Path, agents: int, servers: int, concurrency: int) -> float:
 
 
 def recovery(tmp: Path, count: int, lease: int) -> float:
+    tmp.mkdir(parents=True)
     with running_cluster(
         "postgresql",
         tmp,
         CLOUDSEED_COMPUTE__LEASE_SECONDS=str(lease),
         CLOUDSEED_FAKE_DRIVER__DELAY_MS="5000",
         CLOUDSEED_MAX_CONCURRENT_BUILDS=str(count),
+        **UNLIMITED,
     ) as cluster:
         cluster.start_agent("h0")
         wait(lambda: registered(cluster, "h0"), 60, cluster, "h0 registered")
@@ -111,6 +119,7 @@ def recovery(tmp: Path, count: int, lease: int) -> float:
 
 
 def idle_load(tmp: Path, agents: int, notify: bool, seconds: float) -> float:
+    tmp.mkdir(parents=True)
     poll = "60000" if notify else "1000"
     with running_cluster("postgresql", tmp, CLOUDSEED_COMPUTE__POLL_INTERVAL_MS=poll) as cluster:
         for n in range(agents):

@@ -10,11 +10,10 @@ from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import select
 
-from cloudseed.db.base import ApiBase, CellBase
 from cloudseed.db.engines import Database
 from tests.support.cloud import Cloud, make_cloud, mv, wait_for
+from tests.support.snapshot import changes, snapshot
 
 ADMIN = {"X-Auth-Token": "admin:admin-proj"}
 
@@ -24,17 +23,6 @@ def cloud(api, api_db, tmp_path) -> Cloud:
     return make_cloud(api, api_db, tmp_path)
 
 
-def rows(*dbs: tuple[Database, Any]) -> dict[str, list[tuple[Any, ...]]]:
-    """Every row of every table, to compare before and after a rejected request."""
-    found: dict[str, list[tuple[Any, ...]]] = {}
-    for db, metadata in dbs:
-        with db.read() as session:
-            for table in metadata.sorted_tables:
-                key = f"{db.name}.{table.name}"
-                found[key] = sorted(map(tuple, session.execute(select(table))), key=repr)
-    return found
-
-
 @pytest.fixture()
 def unchanged(api_db: Database, cell_db: Database):
     """Call it around a rejected request: ``with unchanged(): ...``."""
@@ -42,10 +30,9 @@ def unchanged(api_db: Database, cell_db: Database):
 
     @contextmanager
     def check():
-        before = rows((api_db, ApiBase.metadata), (cell_db, CellBase.metadata))
+        before = snapshot(api_db, cell_db)
         yield
-        after = rows((api_db, ApiBase.metadata), (cell_db, CellBase.metadata))
-        assert after == before
+        assert changes(before, snapshot(api_db, cell_db)) == []
 
     return check
 

@@ -333,6 +333,13 @@ async def show_hypervisor(request: Request) -> Response:
     raise HypervisorNotFound(ident)
 
 
+async def list_aggregates(request: Request) -> Response:
+    """cloudseed has no host aggregates: the list is empty (``openstack hypervisor show``
+    asks for it to name the host's aggregates)."""
+    _admin(request, "os_compute_api:os-aggregates:index")
+    return JSONResponse({"aggregates": []})
+
+
 routes = [
     route
     for prefix in ("/v2.1", "/v2.1/{project_id}")
@@ -343,5 +350,6 @@ routes = [
         Route(f"{prefix}/os-hypervisors", list_hypervisors, methods=["GET"]),
         Route(f"{prefix}/os-hypervisors/detail", detail_hypervisors, methods=["GET"]),
         Route(f"{prefix}/os-hypervisors/{{id}}", show_hypervisor, methods=["GET"]),
+        Route(f"{prefix}/os-aggregates", list_aggregates, methods=["GET"]),
     )
 ]
