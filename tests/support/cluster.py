@@ -96,12 +96,14 @@ def running_cluster(backend: str, tmp: Path, **env: str) -> Iterator[Cluster]:
     with databases.scratch_database(backend, str(tmp)) as url:
         environ = {k: v for k, v in os.environ.items() if not k.startswith("CLOUDSEED_")}
         environ.update(
-            CLOUDSEED_STATE_PATH=str(tmp / "state"),
-            CLOUDSEED_API_DATABASE__CONNECTION=url,
-            CLOUDSEED_DATABASE__CONNECTION=url,
-            CLOUDSEED_COMPUTE__POLL_INTERVAL_MS="200",
-            CLOUDSEED_REPORT_INTERVAL="1",
-            **env,
+            {
+                "CLOUDSEED_STATE_PATH": str(tmp / "state"),
+                "CLOUDSEED_API_DATABASE__CONNECTION": url,
+                "CLOUDSEED_DATABASE__CONNECTION": url,
+                "CLOUDSEED_COMPUTE__POLL_INTERVAL_MS": "200",
+                "CLOUDSEED_REPORT_INTERVAL": "1",
+                **env,
+            }
         )
         cluster = Cluster(tmp=tmp, url=url, env=environ, api=f"http://127.0.0.1:{free_port()}")
         subprocess.run(cluster.command("db", "sync"), env=environ, check=True, capture_output=True)
