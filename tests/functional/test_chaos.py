@@ -30,7 +30,7 @@ from tests.support.cluster import (
 HOSTS = ("alpha", "beta")
 SERVERS = 24
 TARGET = 200  # operations asked for (accepted); or as many as CHAOS_SECONDS allow
-CHAOS_SECONDS = 75
+CHAOS_SECONDS = 50
 LEASE = 2
 
 
