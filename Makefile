@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 DATA_DIR ?= ./var
 PYTEST_ARGS ?=
 
-.PHONY: help run test venv test-venv lint fuzz bench bench-metadata bench-configdrive e2e-image image-debian e2e clean
+.PHONY: help run test venv test-venv lint fuzz bench bench-metadata bench-operations bench-configdrive e2e-image image-debian e2e clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -52,6 +52,9 @@ bench-metadata: venv  ## metadata boot storm (10,000 guests, wrk, nginx side by 
 	sh tools/debian-packages.sh wrk nginx-light
 	$(BIN)/pip install --quiet py-spy
 	$(BIN)/python bench/metadata_storm.py --write docs/benchmarks.md
+
+bench-operations: test-venv  ## operations and compute hosts on PostgreSQL (real processes; minutes)
+	$(BIN)/python bench/operations.py --write docs/benchmarks.md
 
 bench-configdrive: venv  ## config drives built per second, in-process vs genisoimage (Nova's way)
 	sh tools/debian-packages.sh
