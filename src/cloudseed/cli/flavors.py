@@ -16,15 +16,9 @@ LIST_COLUMNS = ("id", "name", "vcpus", "ram", "disk")
 
 
 def _record(flavor: Flavor) -> dict[str, Any]:
-    # The names of the compute API's flavor view (ram in MiB, disk in GiB).
+    # The compute API's names (ram in MiB, disk in GiB), as an instance's snapshot has them.
     return {
-        "id": flavor.flavorid,
-        "name": flavor.name,
-        "vcpus": flavor.vcpus,
-        "ram": flavor.memory_mb,
-        "disk": flavor.root_gb,
-        "ephemeral": flavor.ephemeral_gb,
-        "swap": flavor.swap,
+        **service.snapshot(flavor),
         "is_public": flavor.is_public,
         "description": flavor.description,
     }
