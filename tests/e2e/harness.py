@@ -2,7 +2,7 @@
 
 ``E2ECloud`` runs ``cloudseed db sync`` and ``cloudseed serve`` as the operator would (own
 state directory, loopback ports, signing metadata proxy mode, a DynamicJSON vendordata target
-named ``cloud-init``), registers the image built by ``make e2e-image`` with its kernel and
+named ``cloud-init``), registers the image built by ``make image-debian`` with its kernel and
 initramfs, a flavor and a network, and talks to the API over HTTP. Every assertion is made from
 outside the guest: the user data script writes ``E2E ...`` lines to the serial console, which
 the scenarios read back through ``os-getConsoleOutput``.
@@ -53,6 +53,10 @@ MARKER = re.compile(r"^E2E (\w+) run=(\S+)(.*)$", re.MULTILINE)
 
 # What `cloudseed ... add` prints for a script: the new record's id alone.
 ID_ONLY = ("-f", "value", "-c", "id")
+# The embedded agent's compute host (`cloudseed serve`); scenario 6 adds a second one.
+FIRST_HOST = "e2e-host-a"
+# noauth2's administrator, at the microversion that shows a server's host.
+ADMIN = {"X-Auth-Token": "admin:e2e-project", "OpenStack-API-Version": "compute 2.74"}
 
 
 def free_port() -> int:
@@ -219,6 +223,8 @@ class E2ECloud:
         self.environ = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "CLOUDSEED_STATE_PATH": str(work / "state"),
+            # The embedded agent's host; a second host (second_host) may join it.
+            "CLOUDSEED_HOST": FIRST_HOST,
             "CLOUDSEED_COMPUTE_DRIVER": "qemu",
             "CLOUDSEED_OSAPI_COMPUTE_LISTEN_PORT": str(self.api_port),
             "CLOUDSEED_METADATA_LISTEN_PORT": str(self.metadata_port),
@@ -231,6 +237,8 @@ class E2ECloud:
         }
         self.cloudseed = str(Path(sys.executable).with_name("cloudseed"))
         self.process: subprocess.Popen[bytes] | None = None
+        # Where each extra compute host keeps its guests: host name -> its state directory.
+        self.other_hosts: dict[str, Path] = {}
         self.log: BinaryIO | None = None
         self.client = httpx.Client(
             base_url=f"http://127.0.0.1:{self.api_port}",
@@ -253,15 +261,19 @@ class E2ECloud:
 
     def set_up(self) -> dict[str, str]:
         self.cli("db", "sync")
-        # The image has no boot loader: its kernel and initramfs are registered with it.
+        # `make image-debian`'s disk, booted here with its kernel and initramfs (QEMU's
+        # -kernel/-initrd: the partition is found by its label); the README walkthrough
+        # (test_readme.py) boots the same disk through its own GRUB.
         image = self.cli(
             "image",
             "add",
             "debian-e2e",
             "--file",
-            str(self.image_dir / "disk.raw"),
+            str(self.image_dir / "debian-12-cloudseed.qcow2"),
             "--disk-format",
-            "raw",
+            "qcow2",
+            "--property",
+            "os_command_line=root=LABEL=rootfs rw console=ttyS0,115200",
             "--kernel",
             str(self.image_dir / "vmlinuz"),
             "--initrd",
@@ -324,6 +336,55 @@ class E2ECloud:
         self.process = None
         if self.log is not None:
             self.log.close()
+
+    @contextmanager
+    def second_host(self, host: str) -> Iterator[None]:
+        """A second compute host on this machine: `cloudseed compute --host` with a state
+        directory of its own (its guests' files) and the first host's databases, as an agent on
+        another machine would be configured (it has no metadata listener: its guests' proxies
+        use the API node's). Stopped with SIGTERM afterwards, which switches its guests off."""
+        state = self.work / f"state-{host}"
+        environ = {
+            **self.environ,
+            "CLOUDSEED_STATE_PATH": str(state),
+            "CLOUDSEED_API_DATABASE__CONNECTION": f"sqlite:///{self.work}/state/cloudseed_api.sqlite",
+            "CLOUDSEED_DATABASE__CONNECTION": f"sqlite:///{self.work}/state/cloudseed_cell1.sqlite",
+            "CLOUDSEED_QEMU__METADATA_URL": f"http://127.0.0.1:{self.metadata_port}",
+        }
+        with (self.work / f"compute-{host}.log").open("ab") as log:
+            agent = subprocess.Popen(
+                [self.cloudseed, "compute", "--host", host], env=environ, stdout=log, stderr=log
+            )
+        self.other_hosts[host] = state
+        try:
+            deadline = time.monotonic() + SERVE_TIMEOUT
+            while not self.host_is_up(host):
+                assert agent.poll() is None, f"cloudseed compute --host {host} exited"
+                assert time.monotonic() < deadline, f"{host} did not register"
+                time.sleep(0.5)
+            yield
+        finally:
+            agent.send_signal(signal.SIGTERM)
+            try:
+                agent.wait(120)
+            except subprocess.TimeoutExpired:
+                agent.kill()
+                agent.wait()
+            del self.other_hosts[host]
+
+    def host_is_up(self, host: str) -> bool:
+        r = self.client.get("/v2.1/os-services", headers=ADMIN)
+        assert r.status_code == 200, r.text
+        return any(
+            s["host"] == host and s["state"] == "up" and s["status"] == "enabled"
+            for s in r.json()["services"]
+        )
+
+    def host_of(self, server_id: str) -> str:
+        r = self.client.get(f"/v2.1/servers/{server_id}", headers=ADMIN)
+        assert r.status_code == 200, r.text
+        host: str = r.json()["server"]["OS-EXT-SRV-ATTR:host"]
+        return host
 
     @contextmanager
     def reconfigured(self, changes: dict[str, str]) -> Iterator[None]:
@@ -389,6 +450,17 @@ class E2ECloud:
             time.sleep(1)
 
     def console(self, server_id: str) -> str:
+        for state in self.other_hosts.values():
+            # cloudseed has no RPC: a console is answered by the node that runs its host's
+            # agent, so a guest of an extra host is read where that agent keeps it, as its
+            # operator would (console.log.0 holds what a rotation moved away).
+            directory = state / "instances" / server_id
+            if directory.is_dir():
+                return "".join(
+                    (directory / name).read_text(errors="replace")
+                    for name in ("console.log.0", "console.log")
+                    if (directory / name).exists()
+                )
         r = self.client.post(
             f"/v2.1/servers/{server_id}/action", json={"os-getConsoleOutput": {"length": -1}}
         )

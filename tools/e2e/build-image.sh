@@ -1,43 +1,35 @@
 #!/usr/bin/env bash
-# Build a Debian bookworm guest with stock cloud-init, from Debian's packages only.
+# Build a Debian bookworm cloud image with stock cloud-init, from Debian's packages only.
 #
-#   tools/e2e/build-image.sh [OUT]                       (default OUT=.cache/e2e)
-#   LAYOUT=partitioned tools/e2e/build-image.sh OUT      (`make image-debian`)
+#   tools/e2e/build-image.sh [OUT]      (`make image-debian`; default OUT=.cache/images)
 #
-# LAYOUT=kernel (the end-to-end test guest) produces, in OUT:
-#   disk.raw     ext4 filesystem image without a partition table (label "rootfs"); the guest's
-#                root is /dev/vda, so the kernel is booted directly and no bootloader is needed
-#   vmlinuz      the guest's kernel, for qemu -kernel
-#   initrd.img   its initramfs, for qemu -initrd
-# LAYOUT=partitioned (a cloud image as distributions publish them) produces, in OUT:
-#   debian-12-cloudseed.qcow2   an MBR disk with one ext4 partition (label "rootfs") and GRUB in
-#                its boot sector, booting through its own boot loader; cloud-init's growpart
-#                grows the partition to the instance's disk at first boot
-# and in both layouts:
+# It produces, in OUT:
+#   debian-12-cloudseed.qcow2   a cloud image as distributions publish them: an MBR disk with
+#                one ext4 partition (label "rootfs") and GRUB in its boot sector, booting
+#                through its own boot loader; cloud-init's growpart grows the partition to the
+#                instance's disk at first boot
+#   vmlinuz, initrd.img   its kernel and initramfs too: the end-to-end run boots the same disk
+#                both ways (GRUB, and -kernel/-initrd with root=LABEL=rootfs), from one build
+# and:
 #   build.txt    versions and step timings
-#   stamp        sha256 of this script and the layout: rebuilt only when either changed
+#   stamp        sha256 of this script: rebuilt only when it changed
 #
-# mmdebstrap runs in root mode (it chroots and mounts /proc and /dev there); the kernel layout's
-# filesystem image is made with `mke2fs -d`, so the image itself is never mounted. The
-# partitioned disk is assembled and GRUB installed inside libguestfs' appliance (guestfish), so
-# no loop device or host mount is needed either. The host's own apt sources are handed to
+# mmdebstrap runs in root mode (it chroots and mounts /proc and /dev there); the disk is
+# assembled and GRUB installed inside libguestfs' appliance (guestfish), so no loop device or
+# host mount is needed. The host's own apt sources are handed to
 # mmdebstrap, so no mirror is named here.
 set -euo pipefail
 
-OUT=${1:-.cache/e2e}
+OUT=${1:-.cache/images}
 SUITE=${SUITE:-bookworm}
 SIZE=${SIZE:-2G}
-LAYOUT=${LAYOUT:-kernel}
 SCRIPT=$(readlink -f "$0")
 QCOW2=debian-12-cloudseed.qcow2
 
-case "$LAYOUT" in
-    kernel) outputs=(disk.raw vmlinuz initrd.img); tools=(mmdebstrap mke2fs) ;;
-    partitioned) outputs=("$QCOW2"); tools=(mmdebstrap guestfish qemu-img) ;;
-    *) echo "LAYOUT must be kernel or partitioned" >&2; exit 1 ;;
-esac
+outputs=("$QCOW2" vmlinuz initrd.img)
+tools=(mmdebstrap guestfish qemu-img)
 
-stamp=$( (cat "$SCRIPT"; echo "$LAYOUT") | sha256sum | cut -d' ' -f1)
+stamp=$(sha256sum < "$SCRIPT" | cut -d' ' -f1)
 up_to_date=yes
 for f in stamp "${outputs[@]}"; do [ -f "$OUT/$f" ] || up_to_date=no; done
 if [ $up_to_date = yes ] && [ "$(cat "$OUT/stamp")" = "$stamp" ]; then
@@ -74,18 +66,14 @@ timed() {  # timed LABEL COMMAND...: run, and note how long it took in build.txt
 
 # isc-dhcp-client: cloud-init's OpenStack datasource takes an ephemeral lease in its local
 # stage to reach 169.254.169.254 before networking is up. ifupdown: cloud-init renders the NIC
-# configuration with its eni renderer. The cloud kernel boots fastest under TCG.
+# configuration with its eni renderer. The cloud kernel boots fastest under TCG. grub-pc: the
+# boot loader, installed to the disk below (its postinst has no device yet).
 packages=(
     systemd-sysv udev dbus kmod iproute2 iputils-ping procps e2fsprogs mount
     ifupdown isc-dhcp-client netbase openssh-server sudo
-    cloud-init cloud-guest-utils linux-image-cloud-amd64 initramfs-tools
+    cloud-init cloud-guest-utils linux-image-cloud-amd64 initramfs-tools grub-pc
 )
-root_device=/dev/vda
-if [ "$LAYOUT" = partitioned ]; then
-    # grub-pc: the boot loader, installed to the disk below (its postinst has no device yet).
-    packages+=(grub-pc)
-    root_device=LABEL=rootfs
-fi
+root_device=LABEL=rootfs
 
 # Runs on the host with the new root as $1, once every package is installed.
 customize=$(cat <<'HOOK'
@@ -156,21 +144,17 @@ timed mmdebstrap mmdebstrap --quiet --mode=root --variant=apt --format=directory
     --customize-hook="$customize" \
     "$SUITE" "$root" "${sources[@]}"
 
-if [ "$LAYOUT" = kernel ]; then
-    cp -L "$root"/boot/vmlinuz-* "$work/vmlinuz"
-    cp -L "$root"/boot/initrd.img-* "$work/initrd.img"
-    timed mke2fs mke2fs -q -F -t ext4 -L rootfs -d "$root" "$work/disk.raw" "$SIZE"
-    made="disk.raw    $(du -h --apparent-size "$work/disk.raw" | cut -f1) apparent, $(du -h "$work/disk.raw" | cut -f1) allocated"
-else
-    # One MBR partition from 1 MiB (GRUB's core image goes in the gap before it), the root
-    # filesystem copied in as a tar (ownership, modes and xattrs kept), then grub-install and
-    # update-grub run in the image's own root inside the appliance.
-    tar --xattrs --numeric-owner -C "$root" -cf "$work/root.tar" .
-    truncate -s "$SIZE" "$work/disk.raw"
-    # force_tcg: the appliance would abort on a /dev/kvm that exists but does not work (as in
-    # many containers and nested guests); TCG is slower but always there.
-    timed guestfish env LIBGUESTFS_BACKEND=direct LIBGUESTFS_BACKEND_SETTINGS=force_tcg \
-        guestfish --rw -a "$work/disk.raw" <<GF
+cp -L "$root"/boot/vmlinuz-* "$work/vmlinuz"
+cp -L "$root"/boot/initrd.img-* "$work/initrd.img"
+# One MBR partition from 1 MiB (GRUB's core image goes in the gap before it), the root
+# filesystem copied in as a tar (ownership, modes and xattrs kept), then grub-install and
+# update-grub run in the image's own root inside the appliance.
+tar --xattrs --numeric-owner -C "$root" -cf "$work/root.tar" .
+truncate -s "$SIZE" "$work/disk.raw"
+# force_tcg: the appliance would abort on a /dev/kvm that exists but does not work (as in
+# many containers and nested guests); TCG is slower but always there.
+timed guestfish env LIBGUESTFS_BACKEND=direct LIBGUESTFS_BACKEND_SETTINGS=force_tcg \
+    guestfish --rw -a "$work/disk.raw" <<GF
 run
 part-init /dev/sda mbr
 part-add /dev/sda p 2048 -1
@@ -182,11 +166,10 @@ command "grub-install --target=i386-pc /dev/sda"
 command "update-grub"
 umount-all
 GF
-    rm -f "$work/root.tar"
-    timed qemu-img qemu-img convert -O qcow2 "$work/disk.raw" "$work/$QCOW2"
-    rm -f "$work/disk.raw"
-    made="$QCOW2 $(du -h "$work/$QCOW2" | cut -f1), virtual size $SIZE"
-fi
+rm -f "$work/root.tar"
+timed qemu-img qemu-img convert -O qcow2 "$work/disk.raw" "$work/$QCOW2"
+rm -f "$work/disk.raw"
+made="$QCOW2 $(du -h "$work/$QCOW2" | cut -f1), virtual size $SIZE"
 {
     echo "kernel      $(basename "$root"/boot/vmlinuz-*)"
     echo "cloud-init  $(chroot "$root" dpkg-query -W -f='${Version}' cloud-init)"
@@ -198,4 +181,4 @@ rm -f "$OUT/stamp"
 for f in "${outputs[@]}"; do mv "$work/$f" "$OUT/"; done
 mv "$log" "$OUT/"
 echo "$stamp" > "$OUT/stamp"
-echo "$LAYOUT image built in $OUT"
+echo "image built in $OUT"
