@@ -1,17 +1,21 @@
-"""Scenario 6: two guests at once never see each other's data.
+"""Scenario 6: two guests at once, on two compute hosts, never see each other's data.
 
-Both guests boot concurrently (their metadata requests interleave at the service), each with
-its own key pair, name and address, and each reports on its console what the metadata service
-told it: its own meta_data.json when asking plainly, and what came back when it forged the
-other guest's id into the identity headers. The relay in front of each guest replaces those
-headers with its own signed ones, so the forged request must get the asker's own data (or an
-error), never the other guest's.
+A second compute agent (`cloudseed compute --host e2e-host-b`, its own state directory, the
+same databases) joins the service's embedded one (e2e-host-a). The scheduler puts the two
+guests on different hosts (the first takes memory on one, so the second goes to the one with
+the most free), and each host's agent boots its own. Both guests boot concurrently (their
+metadata requests interleave at the service), each with its own key pair, name and address,
+and each reports on its console what the metadata service told it: its own meta_data.json
+when asking plainly, and what came back when it forged the other guest's id into the identity
+headers. The relay in front of each guest replaces those headers with its own signed ones, so
+the forged request must get the asker's own data (or an error), never the other guest's.
 
 This runs last and alone: on two cores the two TCG guests take about twice as long."""
 
 from __future__ import annotations
 
 from tests.e2e.harness import (
+    FIRST_HOST,
     deleted_afterwards,
     key_hash,
     user_data,
@@ -24,13 +28,14 @@ from tests.e2e.harness import (
 # network_data.json, and slirp takes any address of its subnet.
 SECOND_ADDRESS = "169.254.169.16"
 ROOT_KEYS = "file=/root/.ssh/authorized_keys"
+SECOND_HOST = "e2e-host-b"
 USER_KEYS = "file=/home/debian/.ssh/authorized_keys"
 
 
 def test_6_two_guests_at_once_see_only_their_own_data(e2e_cloud, keypairs, timings):
     cloud, ids = e2e_cloud
     wait_until_quiet()
-    with deleted_afterwards(cloud) as servers:
+    with cloud.second_host(SECOND_HOST), deleted_afterwards(cloud) as servers:
         # B first, so that A's user data can name B's id; each forges the other's (B can
         # only name a made-up id, as A does not exist yet when B's user data is written).
         b_id, b_started = cloud.create(
@@ -47,6 +52,7 @@ def test_6_two_guests_at_once_see_only_their_own_data(e2e_cloud, keypairs, timin
         servers.append(a_id)
         cloud.wait_status(b_id, "ACTIVE")
         cloud.wait_status(a_id, "ACTIVE")
+        assert {cloud.host_of(a_id), cloud.host_of(b_id)} == {FIRST_HOST, SECOND_HOST}
         # Both are booting now; whichever finishes first, the other is still running.
         a = cloud.wait_run(a_id, "guest-a", a_started, together=2)
         b = cloud.wait_run(b_id, "guest-b", b_started, together=2)
