@@ -26,6 +26,7 @@ from cloudseed.settings import Settings, load_settings
 from cloudseed.signing import sign
 from tests.support import keys
 from tests.support.dummy_guest import BANNER, write_kernel
+from tests.support.flavors import stored_flavor
 
 QEMU = shutil.which("qemu-system-x86_64")
 pytestmark = pytest.mark.skipif(
@@ -86,7 +87,7 @@ def guest(boot: BootImage, /, **changes: object) -> GuestSpec:
         name="vm",
         hostname="vm",
         image_ref="img",
-        flavor={"memory_mb": 64, "vcpus": 1},
+        flavor=stored_flavor(ram=64, vcpus=1),
         key_data=None,
         user_data=None,
         config_drive=False,

@@ -100,7 +100,9 @@ def build_argv(
     image = guest.image
     if image is None:
         raise DriverError(f"Image {guest.image_ref} has no file on this host.")
-    memory = _flavor_int(guest.flavor, "memory_mb", DEFAULT_MEMORY_MB)
+    # The flavor as the instance keeps it (flavors.service.snapshot): the API's names, "ram"
+    # in MiB, not the registry's columns (memory_mb).
+    memory = _flavor_int(guest.flavor, "ram", DEFAULT_MEMORY_MB)
     vcpus = _flavor_int(guest.flavor, "vcpus", DEFAULT_VCPUS)
     argv = [
         binary,

@@ -10,6 +10,7 @@ import pytest
 from cloudseed.compute.errors import DriverError
 from cloudseed.compute.interfaces import BootImage, GuestSpec
 from cloudseed.compute.qemu_argv import Accel, InstanceFiles, build_argv
+from tests.support.flavors import stored_flavor
 
 UUID = "6f2b5d7e-2a4c-4a8e-9a53-0c1f3b1d2e4f"
 FILES = InstanceFiles(Path("/var/lib/cloudseed/instances") / UUID, "disk.qcow2")
@@ -21,7 +22,7 @@ def guest(**changes: object) -> GuestSpec:
         name="vm",
         hostname="vm",
         image_ref="img",
-        flavor={"memory_mb": 1024, "vcpus": 2},
+        flavor=stored_flavor(ram=1024, vcpus=2, disk=1),
         key_data=None,
         user_data=None,
         config_drive=False,
@@ -65,6 +66,8 @@ def test_openstack_smbios_with_the_instance_uuid() -> None:
 def test_flavor_sizes_and_direct_kernel_boot() -> None:
     argv = argv_of(guest())
     assert option(argv, "-m") == ["1024"] and option(argv, "-smp") == ["2"]
+    big = argv_of(guest(flavor=stored_flavor(ram=3072, vcpus=4)))
+    assert option(big, "-m") == ["3072"] and option(big, "-smp") == ["4"]
     assert option(argv, "-kernel") == ["/images/vmlinuz"]
     assert option(argv, "-initrd") == ["/images/initrd.img"]
     assert option(argv, "-append") == ["root=/dev/vda"]
