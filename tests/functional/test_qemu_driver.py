@@ -163,6 +163,49 @@ def test_spawn_runs_qemu_on_an_overlay_with_the_guest_identity(
     assert wait_console(driver, 1).endswith(BANNER.decode())
 
 
+def disk_info(driver: QemuDriver, name: str = "disk.qcow2") -> dict[str, object]:
+    info: dict[str, object] = json.loads(
+        subprocess.run(
+            ["qemu-img", "info", "--force-share", "--output=json", str(instance_dir(driver) / name)],
+            check=True,
+            capture_output=True,
+            env=TOOLS,
+        ).stdout
+    )
+    return info
+
+
+def test_the_guest_gets_the_flavors_ram_and_vcpus(driver: QemuDriver, image: BootImage) -> None:
+    driver.spawn(guest(image, flavor=stored_flavor(ram=96, vcpus=2)))
+    cmdline = Path(f"/proc/{qemu_pid(driver)}/cmdline").read_bytes().split(b"\0")
+    assert cmdline[cmdline.index(b"-m") + 1] == b"96"
+    assert cmdline[cmdline.index(b"-smp") + 1] == b"2"
+    # And the guest has them: QEMU's own view of the machine.
+    files = driver._files(UUID)
+    assert qmp(files, "query-memory-size-summary")["base-memory"] == 96 << 20
+    assert len(qmp(files, "query-cpus-fast")) == 2
+
+
+@pytest.mark.parametrize("images_type", ["qcow2", "raw"])
+def test_the_root_disk_grows_to_the_flavors_disk(
+    tmp_path: Path, image: BootImage, images_type: str
+) -> None:
+    driver = QemuDriver(settings_for(tmp_path / "state", CLOUDSEED_QEMU__IMAGES_TYPE=images_type))
+    name = f"disk.{images_type}"
+    try:
+        driver.spawn(guest(image, flavor=stored_flavor(ram=64, vcpus=1, disk=1)))
+        assert disk_info(driver, name)["virtual-size"] == 1 << 30
+        qemu_pid(driver)
+        # disk 0: the image's own size (8 MiB), as in Nova; on rebuild too.
+        driver.rebuild(guest(image, flavor=stored_flavor(ram=64, vcpus=1, disk=0)))
+        assert disk_info(driver, name)["virtual-size"] == 8 << 20
+        driver.rebuild(guest(image, flavor=stored_flavor(ram=64, vcpus=1, disk=2)))
+        assert disk_info(driver, name)["virtual-size"] == 2 << 30
+        qemu_pid(driver)
+    finally:
+        driver.close()
+
+
 def test_relay_config_is_private_and_signed(driver: QemuDriver, image: BootImage) -> None:
     driver.spawn(guest(image))
     config = instance_dir(driver) / "metadata-relay.json"

@@ -36,7 +36,7 @@ from cloudseed.compute import guestfwd_relay
 from cloudseed.compute.console_log import ConsoleLogRotator, read_tail
 from cloudseed.compute.errors import DriverError
 from cloudseed.compute.interfaces import Capacity, GuestSpec
-from cloudseed.compute.qemu_argv import Accel, InstanceFiles, build_argv
+from cloudseed.compute.qemu_argv import Accel, FlavorSizes, InstanceFiles, build_argv
 from cloudseed.compute.qemu_process import QemuProcesses, kvm_usable
 from cloudseed.errors import CloudseedError, ConfigError
 from cloudseed.injection import InjectionOptions, InjectionRequest, inject
@@ -195,9 +195,20 @@ class QemuDriver:
                 qemu_img.convert_to_raw(
                     Path(image.path), source_format=image.disk_format, disk=files.disk
                 )
+            self._grow_disk(guest, files)
         except ProgramFailed as exc:
             raise DriverError(exc.message) from exc
         self._inject(guest, files)
+
+    def _grow_disk(self, guest: GuestSpec, files: InstanceFiles) -> None:
+        """The new root disk grown to the flavor's ``disk`` GiB when that is larger than the
+        image (Nova does the same); the guest grows its partition and filesystem itself
+        (cloud-init's growpart and resizefs)."""
+        virtual_size = qemu_img.info(files.disk, self.images_type).virtual_size
+        size = FlavorSizes.of(guest.flavor).root_disk_size(virtual_size)
+        if size is not None:
+            qemu_img.grow(files.disk, fmt=self.images_type, size=size)
+            log.info("disk of %s grown to %d GiB", guest.uuid, size >> 30)
 
     def _inject(self, guest: GuestSpec, files: InstanceFiles) -> None:
         # The overlay's backing file is the registered image, which this driver chose.

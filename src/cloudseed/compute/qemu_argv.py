@@ -32,6 +32,34 @@ GUEST_DHCP_START = "169.254.169.15"
 METADATA_ADDRESS = "169.254.169.254"
 DEFAULT_MEMORY_MB = 512
 DEFAULT_VCPUS = 1
+GIB = 1 << 30
+
+
+@dataclass(frozen=True)
+class FlavorSizes:
+    """What the driver applies of the flavor an instance keeps (``flavors.service.snapshot``:
+    the API's names, ``ram`` in MiB and ``disk`` in GiB, not the registry's ``memory_mb`` and
+    ``root_gb``). ``ephemeral`` and ``swap`` are not applied (no second disk, no swap disk)."""
+
+    memory_mb: int
+    vcpus: int
+    disk_gb: int  # 0: the image's own size, as in Nova
+
+    @classmethod
+    def of(cls, flavor: dict[str, object]) -> FlavorSizes:
+        disk = flavor.get("disk")
+        return cls(
+            memory_mb=_flavor_int(flavor, "ram", DEFAULT_MEMORY_MB),
+            vcpus=_flavor_int(flavor, "vcpus", DEFAULT_VCPUS),
+            disk_gb=disk if isinstance(disk, int) and disk > 0 else 0,
+        )
+
+    def root_disk_size(self, virtual_size: int) -> int | None:
+        """The size to grow a new root disk of ``virtual_size`` bytes to; None: keep it
+        (disk 0, or an image already as large: the API refuses a flavor smaller than its
+        image, and a disk is never shrunk)."""
+        wanted = self.disk_gb * GIB
+        return wanted if wanted > virtual_size else None
 
 
 @dataclass(frozen=True)
@@ -100,10 +128,7 @@ def build_argv(
     image = guest.image
     if image is None:
         raise DriverError(f"Image {guest.image_ref} has no file on this host.")
-    # The flavor as the instance keeps it (flavors.service.snapshot): the API's names, "ram"
-    # in MiB, not the registry's columns (memory_mb).
-    memory = _flavor_int(guest.flavor, "ram", DEFAULT_MEMORY_MB)
-    vcpus = _flavor_int(guest.flavor, "vcpus", DEFAULT_VCPUS)
+    sizes = FlavorSizes.of(guest.flavor)
     argv = [
         binary,
         "-name",
@@ -112,9 +137,9 @@ def build_argv(
         "-machine",
         "q35",
         "-m",
-        str(memory),
+        str(sizes.memory_mb),
         "-smp",
-        str(vcpus),
+        str(sizes.vcpus),
         "-nodefaults",
         "-display",
         "none",

@@ -9,7 +9,7 @@ import pytest
 
 from cloudseed.compute.errors import DriverError
 from cloudseed.compute.interfaces import BootImage, GuestSpec
-from cloudseed.compute.qemu_argv import Accel, InstanceFiles, build_argv
+from cloudseed.compute.qemu_argv import GIB, Accel, FlavorSizes, InstanceFiles, build_argv
 from tests.support.flavors import stored_flavor
 
 UUID = "6f2b5d7e-2a4c-4a8e-9a53-0c1f3b1d2e4f"
@@ -71,6 +71,28 @@ def test_flavor_sizes_and_direct_kernel_boot() -> None:
     assert option(argv, "-kernel") == ["/images/vmlinuz"]
     assert option(argv, "-initrd") == ["/images/initrd.img"]
     assert option(argv, "-append") == ["root=/dev/vda"]
+
+
+def test_flavor_sizes_read_the_stored_flavor() -> None:
+    sizes = FlavorSizes.of(stored_flavor(ram=2048, vcpus=3, disk=20, ephemeral=5, swap=512))
+    assert sizes == FlavorSizes(memory_mb=2048, vcpus=3, disk_gb=20)
+    # An instance without a flavor record (older rows) gets the defaults, disk: the image's.
+    assert FlavorSizes.of({}) == FlavorSizes(memory_mb=512, vcpus=1, disk_gb=0)
+
+
+@pytest.mark.parametrize(
+    ("disk_gb", "virtual_size", "grown"),
+    [
+        (0, 2 * GIB, None),  # disk 0: the image's own size, as in Nova
+        (10, 2 * GIB, 10 * GIB),
+        (2, 2 * GIB, None),  # already that size
+        (1, 2 * GIB, None),  # never shrunk (the API refuses such a flavor anyway)
+        (1, 8 << 20, GIB),
+    ],
+)
+def test_root_disk_growth(disk_gb: int, virtual_size: int, grown: int | None) -> None:
+    sizes = FlavorSizes(memory_mb=512, vcpus=1, disk_gb=disk_gb)
+    assert sizes.root_disk_size(virtual_size) == grown
 
 
 def test_image_command_line_wins_and_no_kernel_means_no_append() -> None:
