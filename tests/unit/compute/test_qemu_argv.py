@@ -10,6 +10,7 @@ import pytest
 from cloudseed.compute.errors import DriverError
 from cloudseed.compute.interfaces import BootImage, GuestSpec
 from cloudseed.compute.qemu_argv import GIB, Accel, FlavorSizes, InstanceFiles, build_argv
+from cloudseed.compute.ssh_forward import Forward
 from tests.support.flavors import stored_flavor
 
 UUID = "6f2b5d7e-2a4c-4a8e-9a53-0c1f3b1d2e4f"
@@ -131,6 +132,25 @@ def test_metadata_address_goes_to_the_relay_command() -> None:
 
 def test_without_a_relay_there_is_no_forward() -> None:
     assert "guestfwd" not in option(argv_of(guest()), "-netdev")[0]
+
+
+def test_ssh_forward_on_the_first_nic_only() -> None:
+    spec = guest(ports=[{"mac_address": "fa:16:3e:00:00:01"}, {"mac_address": "fa:16:3e:00:00:02"}])
+    relay = ["/usr/bin/python3", "relay.py"]
+    argv = build_argv(
+        spec,
+        FILES,
+        binary="qemu-system-x86_64",
+        accel=Accel("tcg"),
+        disk_format="qcow2",
+        relay_command=relay,
+        default_cmdline="root=/dev/vda",
+        ssh_forward=Forward("127.0.0.1", 10022),
+    )
+    first, second = option(argv, "-netdev")
+    assert ",restrict=on,hostfwd=tcp:127.0.0.1:10022-:22,guestfwd=" in first
+    assert "hostfwd" not in second
+    assert "hostfwd" not in option(argv_of(spec, relay), "-netdev")[0]
 
 
 def test_guest_without_ports_still_has_a_nic() -> None:
