@@ -167,7 +167,12 @@ class QemuDriver:
         kept = _read_forward(files.ssh_forward)
         if kept is None or not kept[1] or not self.processes.running(files):
             return None
-        return str(kept[0])
+        forward = kept[0]
+        if forward.address == "0.0.0.0":
+            # Listening on every address: name this host, so the command shown on another
+            # node reaches it.
+            forward = Forward(self.settings.default.host or socket.gethostname(), forward.port)
+        return str(forward)
 
     def console_output(self, uuid: str) -> str:
         return read_tail(self._files(uuid).console_log, CONSOLE_TAIL).decode(
