@@ -74,6 +74,7 @@ image-debian:  ## build a partitioned, GRUB-booting Debian 12 cloud image with c
 	sh tools/debian-packages.sh
 	LAYOUT=partitioned tools/e2e/build-image.sh $(IMAGES_DIR)
 	@echo "image: $(IMAGES_DIR)/debian-12-cloudseed.qcow2 (login user: debian)"
+	@echo "register: cloudseed image add debian-12 --file $(IMAGES_DIR)/debian-12-cloudseed.qcow2 --disk-format qcow2 --property os_admin_user=debian"
 
 e2e: test-venv e2e-image  ## boot real guests under QEMU against a running cloudseed (minutes)
 	sh tools/e2e/packages.sh
