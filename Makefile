@@ -72,6 +72,7 @@ image-debian:  ## build a partitioned, GRUB-booting Debian 12 cloud image with c
 	tools/e2e/wait-quiet.sh
 	tools/e2e/build-image.sh $(IMAGES_DIR)
 	@echo "image: $(IMAGES_DIR)/debian-12-cloudseed.qcow2 (login user: debian)"
+	@echo "register: cloudseed image add debian-12 --file $(IMAGES_DIR)/debian-12-cloudseed.qcow2 --disk-format qcow2 --property os_admin_user=debian"
 
 e2e: test-venv image-debian  ## boot real guests under QEMU against a running cloudseed (root; minutes)
 	CLOUDSEED_TEST_E2E_DIR=$(IMAGES_DIR) $(BIN)/python -m pytest tests/e2e -p no:xdist $(PYTEST_ARGS)

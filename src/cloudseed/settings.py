@@ -508,6 +508,23 @@ class QemuSection:
         "Nova/libvirt guest's: about twice this on disk per guest. 0: never rotated.",
         minimum=0,
     )
+    # issue 20: SSH into a guest on user-mode networking, opted in per server.
+    ssh_forward_address: str = option(
+        "127.0.0.1",
+        "Host IPv4 address a guest's SSH forward listens on, for servers with the metadata "
+        "item cloudseed:ssh_forward = true (a port of ssh_forward_ports leads to the guest's "
+        "port 22). 127.0.0.1 keeps it to this host; 0.0.0.0 opens it to the network.",
+    )
+    ssh_forward_ports: str = option(
+        "10022-10999",
+        "Host ports (FIRST-LAST) SSH forwards are taken from: a guest keeps its port across "
+        "reboots and stop/start while the port is free.",
+    )
+
+    @property
+    def ssh_forward_port_range(self) -> range:
+        first, last = parse_port_range(self.ssh_forward_ports)
+        return range(first, last + 1)
 
 
 @dataclass(frozen=True)
@@ -563,6 +580,18 @@ SECTIONS: dict[str, str] = {
     "qemu": "qemu",
     "compute": "compute",
 }
+
+
+def parse_port_range(value: str) -> tuple[int, int]:
+    """``FIRST-LAST`` (or one port) as two ints; ValueError unless 1 <= FIRST <= LAST <= 65535."""
+    first, dash, last = value.strip().partition("-")
+    try:
+        bounds = int(first, 10), int(last if dash else first, 10)
+    except ValueError:
+        raise ValueError("must be FIRST-LAST, e.g. 10022-10999") from None
+    if not 1 <= bounds[0] <= bounds[1] <= 65535:
+        raise ValueError("must be FIRST-LAST with 1 <= FIRST <= LAST <= 65535")
+    return bounds
 
 
 def split_list(value: str) -> list[str]:
@@ -707,6 +736,19 @@ def _check_lists(settings: Settings) -> None:
         raise ConfigError(
             f"invalid value {url!r} for [qemu] metadata_url: must be http://host:port"
         )
+    try:
+        parse_port_range(settings.qemu.ssh_forward_ports)
+    except ValueError as exc:
+        raise ConfigError(
+            f"invalid value {settings.qemu.ssh_forward_ports!r} for [qemu] ssh_forward_ports: {exc}"
+        ) from None
+    try:
+        ipaddress.IPv4Address(settings.qemu.ssh_forward_address)
+    except ValueError:
+        raise ConfigError(
+            f"invalid value {settings.qemu.ssh_forward_address!r} for [qemu] "
+            "ssh_forward_address: must be an IPv4 address"
+        ) from None
     for item in split_list(settings.libvirt.inject_handlers):
         if item not in ("guestfs", "debugfs", "loop", "nbd"):
             fail("libvirt", "inject_handlers", item, "must be guestfs, debugfs, loop or nbd")

@@ -19,11 +19,12 @@ from sqlalchemy import delete, select, update
 
 from cloudseed.agent.worker import MAX_ATTEMPTS, Agent
 from cloudseed.cells.service import CellDatabases
-from cloudseed.compute.fake import FakeDriver
+from cloudseed.compute.fake import FAKE_SSH_FORWARD, FakeDriver
 from cloudseed.db.engines import Database
 from cloudseed.hosts.models import ComputeNode, Service
 from cloudseed.servers import queue, records
-from cloudseed.servers.models import Operation
+from cloudseed.servers.models import InstanceSystemMetadata, Operation
+from cloudseed.servers.system_keys import SSH_FORWARD
 from cloudseed.settings import Settings
 from tests.support.cloud import b64, make_cloud, mv
 
@@ -333,3 +334,37 @@ def test_an_agent_reconciles_its_driver_with_the_database_when_it_starts(
     with cell_db.read() as session:
         assert records.load(session, server_id).instance.power_state == 0  # NOSTATE
     assert ("destroy", gone_id) in restarted.calls
+
+
+def ssh_forward_of(cell_db: Database, server_id: str) -> str | None:
+    with cell_db.read() as session:
+        return session.scalar(
+            select(InstanceSystemMetadata.value).where(
+                InstanceSystemMetadata.instance_uuid == server_id,
+                InstanceSystemMetadata.key == SSH_FORWARD,
+            )
+        )
+
+
+def test_the_agent_records_the_drivers_ssh_forward(api, cloud, cell_db, agents):
+    """Issue 20: what the driver answers after each operation is the instance's system
+    metadata ssh_forward (for `cloudseed server ssh` on any node); gone when the guest stops
+    and when the instance is deleted, and never there for a server that did not opt in."""
+    agent = agents("h1")
+    opted = create_on(api, cloud, "h1", metadata={"cloudseed:ssh_forward": "true"})
+    plain = create_on(api, cloud, "h1")
+    assert agent.run_once() == 2
+    assert ssh_forward_of(cell_db, opted) == FAKE_SSH_FORWARD
+    assert ssh_forward_of(cell_db, plain) is None
+    for verb, expected in (("os-stop", None), ("os-start", FAKE_SSH_FORWARD)):
+        r = api.post(f"/v2.1/servers/{opted}/action", json={verb: None}, headers=ADMIN)
+        assert r.status_code == 202, r.text
+        assert agent.run_once() == 1
+        assert ssh_forward_of(cell_db, opted) == expected
+    r = api.post(f"/v2.1/servers/{opted}/action", json={"reboot": {"type": "HARD"}}, headers=ADMIN)
+    assert r.status_code == 202 and agent.run_once() == 1
+    assert ssh_forward_of(cell_db, opted) == FAKE_SSH_FORWARD
+    for server_id in (opted, plain):
+        assert api.delete(f"/v2.1/servers/{server_id}", headers=ADMIN).status_code == 204
+    agent.run_once()
+    assert ssh_forward_of(cell_db, opted) is None

@@ -96,3 +96,33 @@ def test_a_state_path_that_is_a_file_is_reported(tmp_path):
     assert configuration_problems(settings) == [
         f"[DEFAULT] state_path '{blocker / 'state'}' is not a writable directory"
     ]
+
+
+SAMPLE = Path(__file__).resolve().parents[2] / "docs" / "qemu-driver.conf.sample"
+
+
+def test_the_qemu_sample_configuration_loads_and_passes_preflight(tmp_path):
+    """docs/qemu-driver.conf.sample cannot rot: every option in it is known, it names every
+    [qemu] option, and serve's preflight checks accept it (on a migrated data directory)."""
+    import shutil
+
+    from cloudseed.cli.context import CliContext
+    from cloudseed.cli.preflight import preflight
+    from cloudseed.settings import all_options
+
+    settings = load_settings(config_file=SAMPLE, environ={})
+    assert settings.warnings == ()
+    assert settings.default.compute_driver == "qemu"
+    assert settings.neutron.service_metadata_proxy and settings.neutron.metadata_proxy_shared_secret
+    text = SAMPLE.read_text()
+    missing = [o.name for o in all_options() if o.section == "qemu" and f"\n{o.name} =" not in text]
+    assert missing == []
+    if shutil.which(settings.qemu.binary) is None:
+        pytest.skip(f"{settings.qemu.binary} is not installed (preflight would say so)")
+    state = tmp_path / "state"
+    synced = CliRunner().invoke(
+        cli, ["--config", str(SAMPLE), "--data-dir", str(state), "db", "sync"]
+    )
+    assert synced.exit_code == 0, synced.output
+    context = CliContext(config_file=str(SAMPLE), data_dir=str(state))
+    preflight(context, context.settings())  # raises ClickException with the problems

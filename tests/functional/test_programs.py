@@ -114,3 +114,20 @@ class TestQemuImg:
                 tmp_path / "no" / "dir" / "d.qcow2", backing=tmp_path, backing_format="raw"
             )
         assert caught.value.returncode == 1
+
+    @pytest.mark.parametrize("fmt", ["raw", "qcow2"])
+    def test_grow_grows_and_never_shrinks(self, tmp_path: Path, fmt: str):
+        base = tmp_path / "base.raw"
+        base.write_bytes(b"\x02" * 4096 + b"\0" * (1 << 20))
+        disk = tmp_path / f"disk.{fmt}"
+        if fmt == "qcow2":
+            qemu_img.create_overlay(disk, backing=base, backing_format="raw")
+        else:
+            qemu_img.convert_to_raw(base, source_format="raw", disk=disk)
+        qemu_img.grow(disk, fmt=fmt, size=8 << 20)
+        assert qemu_img.info(disk, fmt).virtual_size == 8 << 20
+        with pytest.raises(ProgramFailed, match="qemu-img failed"):
+            qemu_img.grow(disk, fmt=fmt, size=1 << 20)  # no --shrink: refused
+        assert qemu_img.info(disk, fmt).virtual_size == 8 << 20
+        with pytest.raises(ValueError, match="invalid disk size"):
+            qemu_img.grow(disk, fmt=fmt, size=0)

@@ -8,7 +8,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import random
 import shutil
+import socket
 import stat
 import subprocess
 import time
@@ -26,6 +28,7 @@ from cloudseed.settings import Settings, load_settings
 from cloudseed.signing import sign
 from tests.support import keys
 from tests.support.dummy_guest import BANNER, write_kernel
+from tests.support.flavors import stored_flavor
 
 QEMU = shutil.which("qemu-system-x86_64")
 pytestmark = pytest.mark.skipif(
@@ -86,7 +89,7 @@ def guest(boot: BootImage, /, **changes: object) -> GuestSpec:
         name="vm",
         hostname="vm",
         image_ref="img",
-        flavor={"memory_mb": 64, "vcpus": 1},
+        flavor=stored_flavor(ram=64, vcpus=1),
         key_data=None,
         user_data=None,
         config_drive=False,
@@ -160,6 +163,55 @@ def test_spawn_runs_qemu_on_an_overlay_with_the_guest_identity(
     assert info["backing-filename-format"] == "raw"
     assert qmp(driver._files(UUID), "query-status")["status"] == "running"
     assert wait_console(driver, 1).endswith(BANNER.decode())
+
+
+def disk_info(driver: QemuDriver, name: str = "disk.qcow2") -> dict[str, object]:
+    info: dict[str, object] = json.loads(
+        subprocess.run(
+            [
+                "qemu-img",
+                "info",
+                "--force-share",
+                "--output=json",
+                str(instance_dir(driver) / name),
+            ],
+            check=True,
+            capture_output=True,
+            env=TOOLS,
+        ).stdout
+    )
+    return info
+
+
+def test_the_guest_gets_the_flavors_ram_and_vcpus(driver: QemuDriver, image: BootImage) -> None:
+    driver.spawn(guest(image, flavor=stored_flavor(ram=96, vcpus=2)))
+    cmdline = Path(f"/proc/{qemu_pid(driver)}/cmdline").read_bytes().split(b"\0")
+    assert cmdline[cmdline.index(b"-m") + 1] == b"96"
+    assert cmdline[cmdline.index(b"-smp") + 1] == b"2"
+    # And the guest has them: QEMU's own view of the machine.
+    files = driver._files(UUID)
+    assert qmp(files, "query-memory-size-summary")["base-memory"] == 96 << 20
+    assert len(qmp(files, "query-cpus-fast")) == 2
+
+
+@pytest.mark.parametrize("images_type", ["qcow2", "raw"])
+def test_the_root_disk_grows_to_the_flavors_disk(
+    tmp_path: Path, image: BootImage, images_type: str
+) -> None:
+    driver = QemuDriver(settings_for(tmp_path / "state", CLOUDSEED_QEMU__IMAGES_TYPE=images_type))
+    name = f"disk.{images_type}"
+    try:
+        driver.spawn(guest(image, flavor=stored_flavor(ram=64, vcpus=1, disk=1)))
+        assert disk_info(driver, name)["virtual-size"] == 1 << 30
+        qemu_pid(driver)
+        # disk 0: the image's own size (8 MiB), as in Nova; on rebuild too.
+        driver.rebuild(guest(image, flavor=stored_flavor(ram=64, vcpus=1, disk=0)))
+        assert disk_info(driver, name)["virtual-size"] == 8 << 20
+        driver.rebuild(guest(image, flavor=stored_flavor(ram=64, vcpus=1, disk=2)))
+        assert disk_info(driver, name)["virtual-size"] == 2 << 30
+        qemu_pid(driver)
+    finally:
+        driver.close()
 
 
 def test_relay_config_is_private_and_signed(driver: QemuDriver, image: BootImage) -> None:
@@ -420,3 +472,120 @@ def test_processes_do_not_inherit_our_environment(driver: QemuDriver, image: Boo
         assert b"CLOUDSEED_TEST_LEAK" not in environ
     finally:
         del os.environ["CLOUDSEED_TEST_LEAK"]
+
+
+# -- SSH forward, opted in per server (issue 20) ---------------------------------------------
+
+OPTED_IN = {"cloudseed:ssh_forward": "true"}
+
+
+def free_port_range(size: int = 8) -> range:
+    """``size`` consecutive ports free now on 127.0.0.1, from a random base: other tests (and
+    other checkouts) may run the driver at the same time."""
+    for _ in range(50):
+        base = random.randrange(20000, 60000)
+        ports = range(base, base + size)
+        if all(listening_free(p) for p in ports):
+            return ports
+    raise AssertionError("no free port range")
+
+
+def listening_free(port: int) -> bool:
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def accepts(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+    except OSError:
+        return False
+    return True
+
+
+@pytest.fixture()
+def ssh_ports() -> range:
+    return free_port_range()
+
+
+@pytest.fixture()
+def forwarding(tmp_path: Path, ssh_ports: range) -> Iterator[QemuDriver]:
+    made = QemuDriver(
+        settings_for(
+            tmp_path / "state",
+            CLOUDSEED_QEMU__SSH_FORWARD_ADDRESS="127.0.0.1",
+            CLOUDSEED_QEMU__SSH_FORWARD_PORTS=f"{ssh_ports[0]}-{ssh_ports[-1]}",
+        )
+    )
+    yield made
+    made.close()
+
+
+def test_an_opted_in_guest_gets_a_forward_that_survives_reboots(
+    forwarding: QemuDriver, image: BootImage, ssh_ports: range
+) -> None:
+    driver = forwarding
+    blocker = socket.socket()  # the range's first port is taken: skipped
+    blocker.bind(("127.0.0.1", ssh_ports[0]))
+    blocker.listen()
+    try:
+        spec = guest(image, metadata=OPTED_IN)
+        driver.spawn(spec)
+        port = ssh_ports[1]
+        assert driver.ssh_forward(UUID) == f"127.0.0.1:{port}"
+        cmdline = Path(f"/proc/{qemu_pid(driver)}/cmdline").read_bytes()
+        assert f"hostfwd=tcp:127.0.0.1:{port}-:22".encode() in cmdline
+        assert accepts(port)
+        blocker.close()  # free again, but the guest keeps its port
+        for step in (
+            lambda: driver.reboot(spec, hard=True),
+            lambda: driver.power_off(UUID),
+            lambda: driver.power_on(spec),
+            lambda: driver.rebuild(spec),
+        ):
+            step()
+            if driver.processes.running(driver._files(UUID)):
+                assert driver.ssh_forward(UUID) == f"127.0.0.1:{port}"
+                assert accepts(port)
+            else:  # stopped: no forward, nothing listens
+                assert driver.ssh_forward(UUID) is None
+                assert not accepts(port)
+    finally:
+        blocker.close()
+    driver.destroy(UUID)
+    assert driver.ssh_forward(UUID) is None and not accepts(port)
+
+
+def test_no_forward_without_the_opt_in(
+    forwarding: QemuDriver, image: BootImage, ssh_ports: range
+) -> None:
+    driver = forwarding
+    driver.spawn(guest(image, metadata={"cloudseed:ssh_forward": "false"}))
+    assert driver.ssh_forward(UUID) is None
+    assert b"hostfwd" not in Path(f"/proc/{qemu_pid(driver)}/cmdline").read_bytes()
+    assert not any(accepts(p) for p in ssh_ports)
+
+
+def test_two_guests_get_two_ports_and_opting_out_keeps_the_port(
+    forwarding: QemuDriver, image: BootImage, ssh_ports: range
+) -> None:
+    driver = forwarding
+    other = "5d0f8c1e-7b2a-4e3d-9f6a-1c2b3d4e5f60"
+    spec = guest(image, metadata=OPTED_IN)
+    driver.spawn(spec)
+    driver.power_off(UUID)
+    # A stopped guest's port is still its own: the next guest gets another one.
+    driver.spawn(guest(image, uuid=other, metadata=OPTED_IN))
+    assert driver.ssh_forward(other) == f"127.0.0.1:{ssh_ports[1]}"
+    driver.power_on(spec)
+    assert driver.ssh_forward(UUID) == f"127.0.0.1:{ssh_ports[0]}"
+    # Opting out (metadata changed, then a reboot) closes the forward; opting in again
+    # brings the same port back.
+    driver.reboot(guest(image), hard=True)
+    assert driver.ssh_forward(UUID) is None and not accepts(ssh_ports[0])
+    driver.reboot(spec, hard=True)
+    assert driver.ssh_forward(UUID) == f"127.0.0.1:{ssh_ports[0]}" and accepts(ssh_ports[0])

@@ -7,6 +7,10 @@ metadata and image; a HARD reboot's user data), the history of those values, and
 action's event. The values a request changes are held in the operation's payload until then,
 so a guest is never served values of an operation that has not happened.
 
+After each operation that leaves the guest running (or stopped), the driver's answer to
+``ssh_forward`` is recorded as the instance's system metadata ``ssh_forward`` (removed when
+there is none), so ``cloudseed server ssh`` on any node finds the way in; a destroy removes it.
+
 A driver failure moves the instance to ERROR with the fault recorded (a reboot whose new
 config drive cannot be built is not done at all: the instance stays as it was, and the action
 records why). If the lease was lost meanwhile (another agent resumed the operation, or an admin
@@ -36,6 +40,7 @@ from cloudseed.servers import action_log, edits, history, personality, queue, re
 from cloudseed.servers.errors import NotStarted
 from cloudseed.servers.history import Actor
 from cloudseed.servers.models import Instance
+from cloudseed.servers.system_keys import SSH_FORWARD
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +91,7 @@ class Outcome:
     vm_state: str
     power_state: int
     launched: bool = False
+    ssh_forward: str | None = None
 
 
 def guest_spec(record: records.ServerRecord, drive: tuple[str, str] | None = None) -> GuestSpec:
@@ -180,7 +186,16 @@ class Steps:
         except Exception as exc:  # the driver's failure, or the instance vanished
             self._record_failure(op, cell, event, exc, {"vm_state": states.ERROR})
             return
+        outcome = replace(outcome, ssh_forward=self._ssh_forward(op.instance_uuid))
         self._record_success(op, cell, event, outcome)
+
+    def _ssh_forward(self, uuid: str) -> str | None:
+        """The driver's answer; a failure to tell is not the operation's failure."""
+        try:
+            return self.driver.ssh_forward(uuid)
+        except Exception:
+            log.exception("could not ask the driver for the SSH forward of %s", uuid)
+            return None
 
     def _guest(self, op: queue.Claimed, cell: Database) -> tuple[GuestSpec, records.ServerRecord]:
         """The guest as the operation will leave it (a rebuild's pending values shown), and
@@ -249,6 +264,7 @@ class Steps:
             state = queue.FAILED if error else queue.DONE
             if not queue.finish(session, op.id, owner=self.owner, state=state, error=error):
                 raise Lost()
+            records.set_system_metadata(session, op.instance_uuid, SSH_FORWARD, None)
 
     # -- outcomes ----------------------------------------------------------------------------
 
@@ -280,6 +296,7 @@ class Steps:
             if applied:
                 records.guest_changed(session, uuid)
             records.set_extra(session, uuid, fault=None)
+            records.set_system_metadata(session, uuid, SSH_FORWARD, outcome.ssh_forward)
             if op.action_id is not None:
                 action_log.finish(
                     session, action_id=op.action_id, event=event, details=p.get("details")

@@ -22,6 +22,7 @@ from cloudseed.cli import (
     keypairs,
     networks,
     serve,
+    servers,
 )
 from cloudseed.cli.context import CliContext, pass_cli
 from cloudseed.errors import CloudseedError
@@ -51,6 +52,7 @@ for _command in (
     networks.network,
     inject.inject,
     configdrive.configdrive,
+    servers.server,
 ):
     cli.add_command(_command)
 

@@ -17,10 +17,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from cloudseed.compute import ssh_forward
 from cloudseed.compute.errors import DriverError
 from cloudseed.compute.interfaces import Capacity, GuestSpec
 
 RUNNING, SHUTDOWN = 1, 4  # Nova's power_state values
+# What a running guest that opted in is told its SSH forward is (nothing listens there).
+FAKE_SSH_FORWARD = "127.0.0.1:10022"
 
 
 @dataclass
@@ -112,6 +115,14 @@ class FakeDriver:
 
     def running(self) -> set[str]:
         return set(self.power)
+
+    def ssh_forward(self, uuid: str) -> str | None:
+        """``FAKE_SSH_FORWARD`` for a running guest of this object that opted in, else None
+        (as the qemu driver answers, with one made-up port)."""
+        guest = self.guests.get(uuid)
+        if guest is None or self.power.get(uuid) != RUNNING:
+            return None
+        return FAKE_SSH_FORWARD if ssh_forward.wanted(guest.metadata) else None
 
     def console_output(self, uuid: str) -> str:
         # What Nova's fake driver answers, so API tests have lines to cut.

@@ -94,6 +94,12 @@ class Driver(Protocol):
 
     def destroy(self, uuid: str) -> None: ...
 
+    def ssh_forward(self, uuid: str) -> str | None:
+        """``ADDR:PORT`` on the host that leads to the running guest's port 22, for a server
+        that opted in (``compute/ssh_forward.py``); None when it has none (not opted in, not
+        running, or the driver offers none). The agent records it after each operation."""
+        ...
+
     def console_output(self, uuid: str) -> str:
         """The end of the guest's console log (whatever the driver keeps, at most ~100 KiB);
         "" when there is none."""

@@ -7,6 +7,8 @@ Per instance, in ``<state_path>/instances/<uuid>/``:
 - ``console.log``, the serial console, appended across reboots (``os-getConsoleOutput``),
   rotated once to ``console.log.0`` past ``[qemu] console_log_max_size`` (console_log.py);
 - ``metadata-relay.json`` (0600), what the guest's metadata proxy signs requests with;
+- ``ssh-forward.json``, the host port of the guest's SSH forward once it had one (kept while
+  the guest exists, so the port stays the same across reboots and stop/start while free);
 - ``qemu.pid``, ``qmp.sock``, ``qemu.log``, ``qemu.cmd`` while or after QEMU runs.
 
 Operations map onto the process: spawn and power on start it; stop presses the ACPI power
@@ -28,16 +30,18 @@ import os
 import shutil
 import socket
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from cloudseed.compute import guestfwd_relay
+from cloudseed.compute import guestfwd_relay, ssh_forward
 from cloudseed.compute.console_log import ConsoleLogRotator, read_tail
 from cloudseed.compute.errors import DriverError
 from cloudseed.compute.interfaces import Capacity, GuestSpec
-from cloudseed.compute.qemu_argv import Accel, InstanceFiles, build_argv
+from cloudseed.compute.qemu_argv import Accel, FlavorSizes, InstanceFiles, build_argv
 from cloudseed.compute.qemu_process import QemuProcesses, kvm_usable
+from cloudseed.compute.ssh_forward import Forward
 from cloudseed.errors import CloudseedError, ConfigError
 from cloudseed.injection import InjectionOptions, InjectionRequest, inject
 from cloudseed.programs import qemu_img
@@ -49,6 +53,9 @@ log = logging.getLogger(__name__)
 
 CONSOLE_TAIL = 100 * 1024  # what Nova's libvirt driver returns at most
 DISK_NAMES = ("disk.qcow2", "disk.raw")  # one per [qemu] images_type
+# Starts tried when QEMU cannot bind the SSH forward's port: another process may take a port
+# between our check that it is free and QEMU's bind.
+START_ATTEMPTS = 3
 
 
 class QemuDriver:
@@ -77,6 +84,10 @@ class QemuDriver:
         self.secret = settings.neutron.metadata_proxy_shared_secret
         self.processes = QemuProcesses(start_timeout=float(q.start_timeout))
         self.console_logs = ConsoleLogRotator(self.root, max_size=q.console_log_max_size)
+        self.ssh_address = q.ssh_forward_address
+        self.ssh_ports = q.ssh_forward_port_range
+        # Two guests of this process starting at once must not pick the same port.
+        self._ports_lock = threading.Lock()
         log.info(
             "qemu driver: %s with %s, instances in %s", self.binary, self.accel.name, self.root
         )
@@ -151,6 +162,18 @@ class QemuDriver:
             return set()
         return {d.name for d in self.root.iterdir() if d.is_dir() and not d.name.startswith(".")}
 
+    def ssh_forward(self, uuid: str) -> str | None:
+        files = self._files(uuid)
+        kept = _read_forward(files.ssh_forward)
+        if kept is None or not kept[1] or not self.processes.running(files):
+            return None
+        forward = kept[0]
+        if forward.address == "0.0.0.0":
+            # Listening on every address: name this host, so the command shown on another
+            # node reaches it.
+            forward = Forward(self.settings.default.host or socket.gethostname(), forward.port)
+        return str(forward)
+
     def console_output(self, uuid: str) -> str:
         return read_tail(self._files(uuid).console_log, CONSOLE_TAIL).decode(
             "utf-8", errors="replace"
@@ -195,9 +218,20 @@ class QemuDriver:
                 qemu_img.convert_to_raw(
                     Path(image.path), source_format=image.disk_format, disk=files.disk
                 )
+            self._grow_disk(guest, files)
         except ProgramFailed as exc:
             raise DriverError(exc.message) from exc
         self._inject(guest, files)
+
+    def _grow_disk(self, guest: GuestSpec, files: InstanceFiles) -> None:
+        """The new root disk grown to the flavor's ``disk`` GiB when that is larger than the
+        image (Nova does the same); the guest grows its partition and filesystem itself
+        (cloud-init's growpart and resizefs)."""
+        virtual_size = qemu_img.info(files.disk, self.images_type).virtual_size
+        size = FlavorSizes.of(guest.flavor).root_disk_size(virtual_size)
+        if size is not None:
+            qemu_img.grow(files.disk, fmt=self.images_type, size=size)
+            log.info("disk of %s grown to %d GiB", guest.uuid, size >> 30)
 
     def _inject(self, guest: GuestSpec, files: InstanceFiles) -> None:
         # The overlay's backing file is the registered image, which this driver chose.
@@ -230,18 +264,83 @@ class QemuDriver:
             str(Path(guestfwd_relay.__file__).resolve()),
             files.relay_config.name,
         ]
-        argv = build_argv(
-            guest,
-            files,
-            binary=self.binary,
-            accel=self.accel,
-            disk_format=self.images_type,
-            relay_command=relay,
-            default_cmdline=self.settings.qemu.kernel_cmdline,
-        )
-        pid = self.processes.start(files, argv)
+        refused: set[int] = set()
+        for attempt in range(1, START_ATTEMPTS + 1):
+            forward = self._choose_forward(guest, files, refused)
+            argv = build_argv(
+                guest,
+                files,
+                binary=self.binary,
+                accel=self.accel,
+                disk_format=self.images_type,
+                relay_command=relay,
+                default_cmdline=self.settings.qemu.kernel_cmdline,
+                ssh_forward=forward,
+            )
+            try:
+                pid = self.processes.start(files, argv)
+            except DriverError as exc:
+                # QEMU: "Could not set up host forwarding rule 'tcp:ADDR:PORT-:22'".
+                if (
+                    forward is None
+                    or attempt == START_ATTEMPTS
+                    or forward.hostfwd() not in str(exc.message)
+                ):
+                    raise
+                log.info(
+                    "port %d was taken meanwhile; another one for %s", forward.port, guest.uuid
+                )
+                refused.add(forward.port)
+                continue
+            break
         log.info("guest %s running as QEMU process %d", guest.uuid, pid)
+        if forward is not None:
+            log.info("guest %s: SSH forward on %s", guest.uuid, forward)
         self.console_logs.start()
+
+    def _choose_forward(
+        self, guest: GuestSpec, files: InstanceFiles, refused: set[int]
+    ) -> Forward | None:
+        """The SSH forward to start ``guest`` with (None: not opted in, or no port free),
+        kept in its directory. The port stays the guest's when it opts out, for a later
+        opt-in."""
+        kept = _read_forward(files.ssh_forward)
+        if not ssh_forward.wanted(guest.metadata):
+            if kept is not None and kept[1]:
+                _write_forward(files.ssh_forward, kept[0], enabled=False)
+            return None
+        previous = kept[0].port if kept is not None and kept[0].port not in refused else None
+        with self._ports_lock:
+            port = ssh_forward.choose_port(
+                self.ssh_ports,
+                previous=previous,
+                reserved=self._reserved_ports(files) | refused,
+                is_free=lambda p: _port_free(self.ssh_address, p),
+            )
+            if port is None:
+                # The guest matters more than a way into it: it starts, without a forward
+                # (the CLI then says it has none).
+                log.warning(
+                    "no free port in [qemu] ssh_forward_ports %s for the SSH forward of %s",
+                    self.settings.qemu.ssh_forward_ports,
+                    guest.uuid,
+                )
+                return None
+            forward = Forward(self.ssh_address, port)
+            _write_forward(files.ssh_forward, forward, enabled=True)
+        return forward
+
+    def _reserved_ports(self, files: InstanceFiles) -> set[int]:
+        """The ports other guests of this host keep (running or not)."""
+        if not self.root.is_dir():
+            return set()
+        ports = set()
+        for directory in self.root.iterdir():
+            if directory != files.directory and directory.is_dir():
+                kept = _read_forward(directory / files.ssh_forward.name)
+                if kept is not None:
+                    ports.add(kept[0].port)
+        return ports
 
     def _write_relay_config(self, guest: GuestSpec, files: InstanceFiles) -> None:
         config = {
@@ -255,6 +354,35 @@ class QemuDriver:
         fd = os.open(files.relay_config, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as fh:
             json.dump(config, fh)
+
+
+def _read_forward(path: Path) -> tuple[Forward, bool] | None:
+    """The forward kept in ``path`` and whether the guest was last started with it."""
+    try:
+        data = json.loads(path.read_text())
+        return Forward(str(data["address"]), int(data["port"])), bool(data["enabled"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # none yet (or a torn file: a new port is chosen)
+
+
+def _write_forward(path: Path, forward: Forward, *, enabled: bool) -> None:
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_text(
+        json.dumps({"address": forward.address, "port": forward.port, "enabled": enabled})
+    )
+    os.replace(partial, path)
+
+
+def _port_free(address: str, port: int) -> bool:
+    """Whether QEMU could listen on ``address:port`` now. SO_REUSEADDR as slirp sets it, so a
+    port whose old connections are in TIME_WAIT (a guest just switched off) counts as free."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((address, port))
+        except OSError:
+            return False
+    return True
 
 
 def _memory_mb() -> int:

@@ -12,7 +12,8 @@ What the guest sees, and why:
   there ``169.254.169.254:80`` is handed to a per-connection relay command (``guestfwd=...-cmd:``;
   the ``tcp:`` form connects once at start and carries a single connection). ``restrict=on``
   keeps every other packet in the guest, so nothing reaches the host's own link-local
-  metadata address or anything else.
+  metadata address or anything else. A server that opted in (``ssh_forward.py``) also gets
+  ``hostfwd``: one host port leads to its port 22.
 - The config drive is a read-only CD-ROM (ISO 9660) or disk (VFAT), as in Nova.
 - The serial console is appended to ``console.log`` so the log spans reboots.
 """
@@ -25,6 +26,7 @@ from pathlib import Path
 
 from cloudseed.compute.errors import DriverError
 from cloudseed.compute.interfaces import GuestSpec
+from cloudseed.compute.ssh_forward import Forward
 
 GUEST_NET = "169.254.169.0/24"
 GUEST_HOST = "169.254.169.2"  # slirp's gateway address
@@ -32,6 +34,34 @@ GUEST_DHCP_START = "169.254.169.15"
 METADATA_ADDRESS = "169.254.169.254"
 DEFAULT_MEMORY_MB = 512
 DEFAULT_VCPUS = 1
+GIB = 1 << 30
+
+
+@dataclass(frozen=True)
+class FlavorSizes:
+    """What the driver applies of the flavor an instance keeps (``flavors.service.snapshot``:
+    the API's names, ``ram`` in MiB and ``disk`` in GiB, not the registry's ``memory_mb`` and
+    ``root_gb``). ``ephemeral`` and ``swap`` are not applied (no second disk, no swap disk)."""
+
+    memory_mb: int
+    vcpus: int
+    disk_gb: int  # 0: the image's own size, as in Nova
+
+    @classmethod
+    def of(cls, flavor: dict[str, object]) -> FlavorSizes:
+        disk = flavor.get("disk")
+        return cls(
+            memory_mb=_flavor_int(flavor, "ram", DEFAULT_MEMORY_MB),
+            vcpus=_flavor_int(flavor, "vcpus", DEFAULT_VCPUS),
+            disk_gb=disk if isinstance(disk, int) and disk > 0 else 0,
+        )
+
+    def root_disk_size(self, virtual_size: int) -> int | None:
+        """The size to grow a new root disk of ``virtual_size`` bytes to; None: keep it
+        (disk 0, or an image already as large: the API refuses a flavor smaller than its
+        image, and a disk is never shrunk)."""
+        wanted = self.disk_gb * GIB
+        return wanted if wanted > virtual_size else None
 
 
 @dataclass(frozen=True)
@@ -66,6 +96,10 @@ class InstanceFiles:
     def relay_config(self) -> Path:
         return self.directory / "metadata-relay.json"
 
+    @property
+    def ssh_forward(self) -> Path:
+        return self.directory / "ssh-forward.json"
+
 
 @dataclass(frozen=True)
 class Accel:
@@ -94,14 +128,15 @@ def build_argv(
     disk_format: str,
     relay_command: list[str] | None,
     default_cmdline: str,
+    ssh_forward: Forward | None = None,
 ) -> list[str]:
     """The full command line; ``relay_command`` is what slirp runs for each connection the
-    guest opens to the metadata address (None: no metadata service for this guest)."""
+    guest opens to the metadata address (None: no metadata service for this guest);
+    ``ssh_forward`` the host port that leads to the guest's port 22 (None: none)."""
     image = guest.image
     if image is None:
         raise DriverError(f"Image {guest.image_ref} has no file on this host.")
-    memory = _flavor_int(guest.flavor, "memory_mb", DEFAULT_MEMORY_MB)
-    vcpus = _flavor_int(guest.flavor, "vcpus", DEFAULT_VCPUS)
+    sizes = FlavorSizes.of(guest.flavor)
     argv = [
         binary,
         "-name",
@@ -110,9 +145,9 @@ def build_argv(
         "-machine",
         "q35",
         "-m",
-        str(memory),
+        str(sizes.memory_mb),
         "-smp",
-        str(vcpus),
+        str(sizes.vcpus),
         "-nodefaults",
         "-display",
         "none",
@@ -143,7 +178,7 @@ def build_argv(
                 f"{drive},if=none,id=configdrive,media=cdrom",
                 *_cdrom_device(image.cdrom_bus, "configdrive"),
             ]
-    argv += _network(guest, relay_command)
+    argv += _network(guest, relay_command, ssh_forward)
     argv += [
         "-device",
         "virtio-rng-pci",
@@ -180,7 +215,9 @@ def _cdrom_device(bus: str | None, drive: str) -> list[str]:
     )
 
 
-def _network(guest: GuestSpec, relay_command: list[str] | None) -> list[str]:
+def _network(
+    guest: GuestSpec, relay_command: list[str] | None, ssh_forward: Forward | None
+) -> list[str]:
     ports = guest.ports or [{}]  # a guest without ports still gets a NIC for the metadata
     argv: list[str] = []
     for index, port in enumerate(ports):
@@ -188,6 +225,8 @@ def _network(guest: GuestSpec, relay_command: list[str] | None) -> list[str]:
             f"user,id=net{index},net={GUEST_NET},host={GUEST_HOST},"
             f"dhcpstart={GUEST_DHCP_START},restrict=on"
         )
+        if index == 0 and ssh_forward is not None:
+            netdev += f",hostfwd={ssh_forward.hostfwd()}"
         if index == 0 and relay_command is not None:
             # slirp splits the command with shell rules (no shell runs it).
             command = " ".join(shlex.quote(part) for part in relay_command)

@@ -1,5 +1,5 @@
-"""The one qemu-img wrapper: ``info`` on an image we do not trust, ``create_overlay`` and
-``convert_to_raw`` for the qemu driver's disks.
+"""The one qemu-img wrapper: ``info`` on an image we do not trust, ``create_overlay``,
+``convert_to_raw`` and ``grow`` for the qemu driver's disks.
 
 The format is always stated (``-f``, ``-F``), never probed: a raw image whose first bytes look
 like qcow2 must not be read as one (CVE-2015-5162 and friends). ``info`` is hardened as Nova's
@@ -118,5 +118,17 @@ def convert_to_raw(
             str(source.resolve()),
             str(disk),
         ],
+        timeout=timeout,
+    )
+
+
+def grow(disk: Path, *, fmt: str, size: int, timeout: float = DEFAULT_TIMEOUT) -> None:
+    """Make ``disk`` (taken as ``fmt``) ``size`` bytes long. Only ever grows: qemu-img refuses
+    to shrink without ``--shrink``, which is never passed, so a wrong size cannot cut a
+    guest's data off."""
+    if size <= 0:
+        raise ValueError(f"invalid disk size {size}")
+    program.run(
+        ["qemu-img", "resize", "-q", "-f", fmt, str(disk), str(size)],
         timeout=timeout,
     )

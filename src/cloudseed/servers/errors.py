@@ -9,6 +9,8 @@ QuotaExceeded ─ TooManyPersonalityFiles    more files than injected_files    (
 Conflict ────── InstanceInvalidState  busy or in the wrong state          (409)
                 InstanceHasConfigDrive  user data needs a hard reboot      (409)
                 PasswordAlreadySet    the guest's password is set once     (409)
+                ServerNameNotUnique   `cloudseed server ssh NAME`: several servers (409)
+                NoSshForward          `cloudseed server ssh`: no way in, and why (409)
 NotFound ────── MetadataItemNotFound  no such metadata key               (404)
                 ActionNotFound        no instance action with this id    (404)
                 ConsoleNotAvailable   the guest's console is not readable here (404)
@@ -105,6 +107,24 @@ class ConsoleNotAvailable(NotFound):
 class ActionNotFound(NotFound):
     def __init__(self, request_id: str) -> None:
         super().__init__(f"Action {request_id} not found")
+
+
+class ServerNameNotUnique(Conflict):
+    def __init__(self, name: str, uuids: list[str]) -> None:
+        super().__init__(
+            f"More than one server is named {name!r} ({', '.join(sorted(uuids))}); use its id."
+        )
+        self.name = name
+        self.uuids = uuids
+
+
+class NoSshForward(Conflict):
+    """The server has no SSH forward recorded; ``reason`` says why, for the operator."""
+
+    def __init__(self, uuid: str, reason: str) -> None:
+        super().__init__(f"Server {uuid} has no SSH forward: {reason}.")
+        self.uuid = uuid
+        self.reason = reason
 
 
 class NotStarted(Exception):

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import event, select, update
+from sqlalchemy import delete, event, select, update
 from sqlalchemy.orm import Session
 
 from cloudseed.cells.errors import InstanceNotFound
@@ -190,6 +190,25 @@ def set_extra(session: Session, uuid: str, **documents: Any) -> None:
         session.add(extra)
     for name, value in documents.items():
         setattr(extra, name, None if value is None else json.dumps(value, sort_keys=True))
+
+
+def set_system_metadata(session: Session, uuid: str, key: str, value: str | None) -> None:
+    """Set one system metadata item of ``uuid`` (None: remove it), in the caller's
+    transaction. Not a change guests see: the caller says so when it is one."""
+    row = session.scalar(
+        select(InstanceSystemMetadata).where(
+            InstanceSystemMetadata.instance_uuid == uuid, InstanceSystemMetadata.key == key
+        )
+    )
+    if value is None:
+        if row is not None:
+            session.execute(
+                delete(InstanceSystemMetadata).where(InstanceSystemMetadata.id == row.id)
+            )
+    elif row is None:
+        session.add(InstanceSystemMetadata(instance_uuid=uuid, key=key, value=value))
+    else:
+        row.value = value
 
 
 def guest_changed(session: Session, uuid: str) -> None:

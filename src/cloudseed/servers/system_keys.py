@@ -3,6 +3,11 @@
 The guest's password is kept as Nova keeps it: up to four 255-character chunks under
 ``password_0`` .. ``password_3``. ``servers/password.py`` writes them; the metadata service's
 IO-free ``facts.py`` joins them, which is why the layout lives here and not beside the writes.
+
+``ssh_forward`` is the host ``ADDR:PORT`` leading to the guest's port 22 (the qemu driver's
+opt-in forward): the compute agent writes it after each operation, from the driver's answer,
+and removes it when there is none; ``cloudseed server ssh`` on any node reads it. Guests do not
+see it.
 """
 
 from __future__ import annotations
@@ -11,3 +16,6 @@ from __future__ import annotations
 PASSWORD_CHUNKS = tuple(f"password_{i}" for i in range(4))
 PASSWORD_CHUNK_SIZE = 255
 PASSWORD_MAX_SIZE = PASSWORD_CHUNK_SIZE * len(PASSWORD_CHUNKS)  # 1020 bytes
+
+# The running guest's SSH forward, "ADDR:PORT" (absent: none).
+SSH_FORWARD = "ssh_forward"

@@ -9,7 +9,9 @@ import pytest
 
 from cloudseed.compute.errors import DriverError
 from cloudseed.compute.interfaces import BootImage, GuestSpec
-from cloudseed.compute.qemu_argv import Accel, InstanceFiles, build_argv
+from cloudseed.compute.qemu_argv import GIB, Accel, FlavorSizes, InstanceFiles, build_argv
+from cloudseed.compute.ssh_forward import Forward
+from tests.support.flavors import stored_flavor
 
 UUID = "6f2b5d7e-2a4c-4a8e-9a53-0c1f3b1d2e4f"
 FILES = InstanceFiles(Path("/var/lib/cloudseed/instances") / UUID, "disk.qcow2")
@@ -21,7 +23,7 @@ def guest(**changes: object) -> GuestSpec:
         name="vm",
         hostname="vm",
         image_ref="img",
-        flavor={"memory_mb": 1024, "vcpus": 2},
+        flavor=stored_flavor(ram=1024, vcpus=2, disk=1),
         key_data=None,
         user_data=None,
         config_drive=False,
@@ -65,9 +67,33 @@ def test_openstack_smbios_with_the_instance_uuid() -> None:
 def test_flavor_sizes_and_direct_kernel_boot() -> None:
     argv = argv_of(guest())
     assert option(argv, "-m") == ["1024"] and option(argv, "-smp") == ["2"]
+    big = argv_of(guest(flavor=stored_flavor(ram=3072, vcpus=4)))
+    assert option(big, "-m") == ["3072"] and option(big, "-smp") == ["4"]
     assert option(argv, "-kernel") == ["/images/vmlinuz"]
     assert option(argv, "-initrd") == ["/images/initrd.img"]
     assert option(argv, "-append") == ["root=/dev/vda"]
+
+
+def test_flavor_sizes_read_the_stored_flavor() -> None:
+    sizes = FlavorSizes.of(stored_flavor(ram=2048, vcpus=3, disk=20, ephemeral=5, swap=512))
+    assert sizes == FlavorSizes(memory_mb=2048, vcpus=3, disk_gb=20)
+    # An instance without a flavor record (older rows) gets the defaults, disk: the image's.
+    assert FlavorSizes.of({}) == FlavorSizes(memory_mb=512, vcpus=1, disk_gb=0)
+
+
+@pytest.mark.parametrize(
+    ("disk_gb", "virtual_size", "grown"),
+    [
+        (0, 2 * GIB, None),  # disk 0: the image's own size, as in Nova
+        (10, 2 * GIB, 10 * GIB),
+        (2, 2 * GIB, None),  # already that size
+        (1, 2 * GIB, None),  # never shrunk (the API refuses such a flavor anyway)
+        (1, 8 << 20, GIB),
+    ],
+)
+def test_root_disk_growth(disk_gb: int, virtual_size: int, grown: int | None) -> None:
+    sizes = FlavorSizes(memory_mb=512, vcpus=1, disk_gb=disk_gb)
+    assert sizes.root_disk_size(virtual_size) == grown
 
 
 def test_image_command_line_wins_and_no_kernel_means_no_append() -> None:
@@ -106,6 +132,25 @@ def test_metadata_address_goes_to_the_relay_command() -> None:
 
 def test_without_a_relay_there_is_no_forward() -> None:
     assert "guestfwd" not in option(argv_of(guest()), "-netdev")[0]
+
+
+def test_ssh_forward_on_the_first_nic_only() -> None:
+    spec = guest(ports=[{"mac_address": "fa:16:3e:00:00:01"}, {"mac_address": "fa:16:3e:00:00:02"}])
+    relay = ["/usr/bin/python3", "relay.py"]
+    argv = build_argv(
+        spec,
+        FILES,
+        binary="qemu-system-x86_64",
+        accel=Accel("tcg"),
+        disk_format="qcow2",
+        relay_command=relay,
+        default_cmdline="root=/dev/vda",
+        ssh_forward=Forward("127.0.0.1", 10022),
+    )
+    first, second = option(argv, "-netdev")
+    assert ",restrict=on,hostfwd=tcp:127.0.0.1:10022-:22,guestfwd=" in first
+    assert "hostfwd" not in second
+    assert "hostfwd" not in option(argv_of(spec, relay), "-netdev")[0]
 
 
 def test_guest_without_ports_still_has_a_nic() -> None:

@@ -42,3 +42,27 @@ def test_bad_metadata_urls_stop_start_up(url: str) -> None:
 def test_unknown_accelerator_is_refused() -> None:
     with pytest.raises(ConfigError, match="accel"):
         load_settings(environ={"CLOUDSEED_QEMU__ACCEL": "hvf"})
+
+
+def test_ssh_forward_defaults_and_range() -> None:
+    q = load_settings(environ={}).qemu
+    assert q.ssh_forward_address == "127.0.0.1"
+    assert q.ssh_forward_port_range == range(10022, 11000)
+    one = load_settings(environ={"CLOUDSEED_QEMU__SSH_FORWARD_PORTS": "2222"}).qemu
+    assert one.ssh_forward_port_range == range(2222, 2223)
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"CLOUDSEED_QEMU__SSH_FORWARD_PORTS": "10999-10022"}, "ssh_forward_ports"),
+        ({"CLOUDSEED_QEMU__SSH_FORWARD_PORTS": "0-10"}, "ssh_forward_ports"),
+        ({"CLOUDSEED_QEMU__SSH_FORWARD_PORTS": "10022-70000"}, "ssh_forward_ports"),
+        ({"CLOUDSEED_QEMU__SSH_FORWARD_PORTS": "ssh"}, "FIRST-LAST"),
+        ({"CLOUDSEED_QEMU__SSH_FORWARD_ADDRESS": "localhost"}, "IPv4 address"),
+        ({"CLOUDSEED_QEMU__SSH_FORWARD_ADDRESS": "::1"}, "IPv4 address"),
+    ],
+)
+def test_bad_ssh_forward_settings_stop_start_up(env: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_settings(environ=env)
