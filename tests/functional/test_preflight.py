@@ -101,10 +101,13 @@ def test_a_state_path_that_is_a_file_is_reported(tmp_path):
 SAMPLE = Path(__file__).resolve().parents[2] / "docs" / "qemu-driver.conf.sample"
 
 
-def test_the_qemu_sample_configuration_loads_and_passes_preflight(tmp_path):
+def test_the_qemu_sample_configuration_loads_and_passes_preflight(tmp_path, monkeypatch):
     """docs/qemu-driver.conf.sample cannot rot: every option in it is known, it names every
-    [qemu] option, and serve's preflight checks accept it (on a migrated data directory)."""
+    [qemu] option, and serve's preflight checks accept it (on a migrated data directory) once
+    the operator has given the proxies' secret, as the README does; without it they refuse."""
     import shutil
+
+    import click
 
     from cloudseed.cli.context import CliContext
     from cloudseed.cli.preflight import preflight
@@ -113,7 +116,9 @@ def test_the_qemu_sample_configuration_loads_and_passes_preflight(tmp_path):
     settings = load_settings(config_file=SAMPLE, environ={})
     assert settings.warnings == ()
     assert settings.default.compute_driver == "qemu"
-    assert settings.neutron.service_metadata_proxy and settings.neutron.metadata_proxy_shared_secret
+    assert settings.neutron.service_metadata_proxy
+    # No secret anyone could copy from the repository.
+    assert not settings.neutron.metadata_proxy_shared_secret
     text = SAMPLE.read_text()
     missing = [o.name for o in all_options() if o.section == "qemu" and f"\n{o.name} =" not in text]
     assert missing == []
@@ -124,5 +129,9 @@ def test_the_qemu_sample_configuration_loads_and_passes_preflight(tmp_path):
         cli, ["--config", str(SAMPLE), "--data-dir", str(state), "db", "sync"]
     )
     assert synced.exit_code == 0, synced.output
+    context = CliContext(config_file=str(SAMPLE), data_dir=str(state))
+    with pytest.raises(click.ClickException, match="metadata_proxy_shared_secret"):
+        preflight(context, context.settings())
+    monkeypatch.setenv("CLOUDSEED_NEUTRON__METADATA_PROXY_SHARED_SECRET", "s3cret")
     context = CliContext(config_file=str(SAMPLE), data_dir=str(state))
     preflight(context, context.settings())  # raises ClickException with the problems
