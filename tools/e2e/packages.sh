@@ -1,6 +1,6 @@
 #!/bin/sh
 # Install the Debian packages only the end-to-end run needs (kept out of tools/debian-packages.sh
-# so `make test` stays fast). Run by `make e2e-image` and `make e2e`.
+# so `make test` stays fast). Run by `make image-debian` and `make e2e`.
 # mmdebstrap: builds the guest image. qemu-system-x86: runs guests (the qemu driver).
 # qemu-utils: overlays. e2fsprogs: mke2fs -d and debugfs. genisoimage: config drives.
 # openssh-client: the scenarios log in with the injected key.
