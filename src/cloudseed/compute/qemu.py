@@ -192,6 +192,7 @@ class QemuDriver:
                     self.processes.kill(files)
             except DriverError:
                 log.exception("could not stop guest %s", directory.name)
+        self.processes.close()
 
     # -- the pieces ----------------------------------------------------------------------
 

@@ -147,6 +147,20 @@ class QemuProcesses:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 child.wait(KILL_TIMEOUT)
 
+    def close(self) -> None:
+        """Collect every child this process started, ending those still running: called once
+        the driver has switched its guests off. A child another worker killed may still be
+        exiting, with its pid file already gone, so ``reap`` alone could leave it behind."""
+        with self._lock:
+            children = list(self._children.values())
+            self._children.clear()
+        for child in children:
+            try:
+                child.wait(KILL_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait(KILL_TIMEOUT)
+
     def reap(self) -> None:
         """Collect the exit status of our children that ended (by themselves or through
         another worker), so none stays a zombie."""
