@@ -136,9 +136,7 @@ def qemu_pids(directory: Path) -> list[int]:
 
 def leftovers(tmp: Path) -> list[str]:
     """Processes of this test's guests: QEMU and relays run in its instance directories."""
-    return [
-        f"{pid} {exe} in {cwd}" for pid, cwd, exe in _processes() if cwd.is_relative_to(tmp)
-    ]
+    return [f"{pid} {exe} in {cwd}" for pid, cwd, exe in _processes() if cwd.is_relative_to(tmp)]
 
 
 def _processes() -> Iterator[tuple[int, Path, Path]]:
