@@ -10,12 +10,17 @@ load of idle agents, on PostgreSQL (a fresh database, real processes: ``cloudsee
    the agent is killed with SIGKILL while they build and started again; timed from the kill
    until all are ACTIVE or ERROR (lease ``--lease`` seconds);
 3. idle load: transactions per second on the database (``pg_stat_database.xact_commit``
-   deltas over ``--idle-seconds``) with 1, 4 and 16 idle agents, polling every second
+   deltas over ``--idle-seconds``): the API node alone, its metadata change feed polling every
+   20 ms (``[metadata] change_fallback_interval_ms = 20``, what SQLite and MariaDB do) and on
+   LISTEN/NOTIFY (the default); then with 1, 4 and 16 idle agents, polling every second
    (``[compute] poll_interval_ms = 1000``) and waiting for NOTIFY (poll once a minute).
 
 Usage (repository root, the project's venv)::
 
     .venv/bin/python bench/operations.py [--servers 200] [--write docs/benchmarks.md]
+
+``--idle-only`` measures the idle load alone and keeps the other rows of the section already
+in the ``--write`` file.
 """
 
 from __future__ import annotations
@@ -118,10 +123,19 @@ def recovery(tmp: Path, count: int, lease: int) -> float:
         return time.monotonic() - killed
 
 
-def idle_load(tmp: Path, agents: int, notify: bool, seconds: float) -> float:
+def idle_load(
+    tmp: Path, agents: int, notify: bool, seconds: float, *, feed_polls: bool = False
+) -> float:
     tmp.mkdir(parents=True)
     poll = "60000" if notify else "1000"
-    with running_cluster("postgresql", tmp, CLOUDSEED_COMPUTE__POLL_INTERVAL_MS=poll) as cluster:
+    # feed_polls: the metadata feed reads every 20 ms even while its LISTEN connection is up.
+    fallback = "20" if feed_polls else "1000"
+    with running_cluster(
+        "postgresql",
+        tmp,
+        CLOUDSEED_COMPUTE__POLL_INTERVAL_MS=poll,
+        CLOUDSEED_METADATA__CHANGE_FALLBACK_INTERVAL_MS=fallback,
+    ) as cluster:
         for n in range(agents):
             cluster.start_agent(f"h{n}")
         for n in range(agents):
@@ -153,20 +167,36 @@ def main() -> None:
     parser.add_argument("--lease", type=int, default=20)
     parser.add_argument("--idle-seconds", type=float, default=20)
     parser.add_argument("--write", type=Path)
+    parser.add_argument(
+        "--idle-only", action="store_true", help="keep the other rows of the --write file"
+    )
     args = parser.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        for agents in (1, 2):
-            rate = throughput(root / f"t{agents}", agents, args.servers, args.concurrency)
-            rows.append(f"| servers built per second, {agents} agent(s) | {rate:.1f} |")
+        if args.idle_only:
+            rows = _earlier_rows(args.write)
+        else:
+            for agents in (1, 2):
+                rate = throughput(root / f"t{agents}", agents, args.servers, args.concurrency)
+                rows.append(f"| servers built per second, {agents} agent(s) | {rate:.1f} |")
+                print(rows[-1], flush=True)
+            took = recovery(root / "r", args.interrupted, args.lease)
+            rows.append(
+                f"| SIGKILL of an agent building {args.interrupted} servers to all ACTIVE "
+                f"(lease {args.lease} s, 5 s per spawn) | {took:.1f} s |"
+            )
             print(rows[-1], flush=True)
-        took = recovery(root / "r", args.interrupted, args.lease)
-        rows.append(
-            f"| SIGKILL of an agent building {args.interrupted} servers to all ACTIVE "
-            f"(lease {args.lease} s, 5 s per spawn) | {took:.1f} s |"
-        )
-        print(rows[-1], flush=True)
+        for feed_polls in (True, False):
+            rate = idle_load(
+                root / f"api{feed_polls}", 0, True, args.idle_seconds, feed_polls=feed_polls
+            )
+            how = "polling every 20 ms" if feed_polls else "LISTEN/NOTIFY (read every second)"
+            rows.append(
+                f"| idle database transactions per second, API node alone, change feed {how} "
+                f"| {rate:.1f} |"
+            )
+            print(rows[-1], flush=True)
         for agents in (1, 4, 16):
             for notify in (False, True):
                 rate = idle_load(root / f"i{agents}{notify}", agents, notify, args.idle_seconds)
@@ -174,19 +204,29 @@ def main() -> None:
                 label = f"idle database transactions per second, {agents} agent(s), {how}"
                 rows.append(f"| {label} | {rate:.1f} |")
                 print(rows[-1], flush=True)
+    command = (
+        f"`.venv/bin/python bench/operations.py --idle-only --idle-seconds "
+        f"{args.idle_seconds:g} --write docs/benchmarks.md`"
+        if args.idle_only
+        else f"`.venv/bin/python bench/operations.py --servers {args.servers} --interrupted "
+        f"{args.interrupted} --lease {args.lease} --idle-seconds {args.idle_seconds:g} "
+        "--write docs/benchmarks.md`"
+    )
     section = "\n".join(
         [
             "## Operations and compute hosts (PostgreSQL)",
             "",
-            f"`.venv/bin/python bench/operations.py --servers {args.servers} --interrupted "
-            f"{args.interrupted} --lease {args.lease} --idle-seconds {args.idle_seconds:g} "
-            f"--write docs/benchmarks.md` on {cpu_model()}, {os.cpu_count()} CPUs; real processes "
-            "(one `serve --no-compute`, agents with `cloudseed compute`), fake driver. The idle "
-            "rows count every transaction on the database: the API node's metadata change-feed "
-            "poll is about 80 of them, and each agent reports a heartbeat every second "
-            "(`report_interval = 1` here; 10 by default), so the difference between the polling "
-            "and NOTIFY rows is what polling for work costs. Measured while the test suite ran "
-            "on the same 2 CPUs.",
+            f"{command} on {cpu_model()}, {os.cpu_count()} CPUs; real processes (one "
+            "`serve --no-compute`, agents with `cloudseed compute`), fake driver"
+            + (" (the build and SIGKILL rows are from the last full run)" if args.idle_only else "")
+            + ". The idle rows count every transaction on the database. The API node alone is "
+            "its metadata change feed (each worker reads `guest_changes`: every 20 ms when it "
+            "polls, as on SQLite and MariaDB; once a second on LISTEN/NOTIFY, the PostgreSQL "
+            "default, or at once when a change commits) and its own registration; with the "
+            "feed on NOTIFY, the rows with agents are the API node's share plus each agent's "
+            "heartbeat every second (`report_interval = 1` here; 10 by default), and the "
+            "difference between their polling and NOTIFY rows is what polling for work costs. "
+            "Measured while other work ran on the same 2 CPUs.",
             "",
             "| measure | value |",
             "|---|---|",
@@ -196,6 +236,18 @@ def main() -> None:
     print(section)
     if args.write:
         write_section(args.write, START, END, section)
+
+
+def _earlier_rows(page: Path | None) -> list[str]:
+    """The build and recovery rows of the section already written (``--idle-only``)."""
+    if page is None or START not in (text_ := page.read_text()):
+        raise SystemExit("--idle-only needs --write FILE holding an earlier full run")
+    earlier = text_.split(START, 1)[1].split(END, 1)[0]
+    return [
+        line
+        for line in earlier.splitlines()
+        if line.startswith(("| servers built", "| SIGKILL of an agent"))
+    ]
 
 
 if __name__ == "__main__":

@@ -415,7 +415,17 @@ class MetadataSection:
     change_poll_interval_ms: int = option(
         20,
         "How often each worker looks for changed instances in the cell databases, in "
-        "milliseconds. A change is served by every worker within this time.",
+        "milliseconds. A change is served by every worker within this time. On PostgreSQL "
+        "this applies only while a worker's LISTEN connection is down (see "
+        "change_fallback_interval_ms).",
+        minimum=1,
+    )
+    change_fallback_interval_ms: int = option(
+        1000,
+        "On PostgreSQL, where each worker LISTENs for changes (a NOTIFY is sent when one "
+        "commits) and looks at once when told, how often it looks anyway, in milliseconds: "
+        "the bound on staleness should a notification never arrive (a connection that died "
+        "unnoticed). SQLite and MariaDB have no NOTIFY and use change_poll_interval_ms.",
         minimum=1,
     )
     cache_size: int = option(

@@ -10,6 +10,8 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -19,11 +21,13 @@ from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import text, update
 
 from cloudseed.cells.service import CellDatabases
 from cloudseed.db.engines import Database
 from cloudseed.metadata.loading import BY_ADDRESS, BY_UUID, Key, load_guests
 from cloudseed.networks import service as networks
+from cloudseed.servers.models import GuestChange, Instance
 from cloudseed.settings import Settings
 from cloudseed.signing import sign
 from tests.support.cloud import Cloud, b64, create_server, make_cloud, mv, wait_for
@@ -762,3 +766,121 @@ def test_batch_loader_answers_each_key(api: httpx.Client, cloud: Cloud, api_db: 
         keys[8]: None,
     }
     assert found[keys[0]] is found[keys[4]]  # one object per instance in a batch
+
+
+# -- PostgreSQL: the change feed on LISTEN/NOTIFY -------------------------------------------
+
+# A change made as the API makes it (records.guest_changed: the feed row, and a NOTIFY at
+# commit) but in another process, so this process's metadata service hears of it only
+# through the database, never through the in-process announcement.
+CHANGE_ELSEWHERE = """
+import sys
+from sqlalchemy import update
+from cloudseed.db.engines import Database
+from cloudseed.servers import records
+from cloudseed.servers.models import Instance
+url, uuid, user_data = sys.argv[1:]
+db = Database.connect("cell1", url)
+try:
+    with db.write() as session:
+        session.execute(update(Instance).where(Instance.uuid == uuid).values(user_data=user_data))
+        records.guest_changed(session, uuid)
+finally:
+    db.dispose()
+"""
+LISTENER = "cloudseed cloudseed_guest_changes"  # the LISTEN connection's application_name
+
+
+def change_elsewhere(settings: Settings, uuid: str, user_data: str) -> None:
+    subprocess.run(
+        [sys.executable, "-c", CHANGE_ELSEWHERE, settings.cell_database_url, uuid, user_data],
+        check=True,
+        timeout=60,
+    )
+
+
+def change_silently(cell_db: Database, uuid: str, user_data: str) -> None:
+    """A feed row with no NOTIFY: only a poll finds it."""
+    with cell_db.write() as session:
+        session.execute(update(Instance).where(Instance.uuid == uuid).values(user_data=user_data))
+        session.add(GuestChange(instance_uuid=uuid))
+
+
+def listener_pids(cell_db: Database) -> set[int]:
+    with cell_db.read() as session:
+        return set(
+            session.scalars(
+                text(
+                    "SELECT pid FROM pg_stat_activity WHERE application_name = :name "
+                    "AND datname = current_database() AND query LIKE 'LISTEN%'"
+                ),
+                {"name": LISTENER},
+            )
+        )
+
+
+def new_listener(cell_db: Database, before: set[int]) -> int:
+    deadline = time.monotonic() + 10
+    while not (found := listener_pids(cell_db) - before):
+        assert time.monotonic() < deadline, "no LISTEN connection"
+        time.sleep(0.02)
+    time.sleep(0.3)  # its first read, on connecting, is over: the long wait begins
+    (pid,) = found
+    return pid
+
+
+LONG_FALLBACK = ("metadata", {"change_fallback_interval_ms": 60000})
+
+
+def test_postgresql_changes_are_pushed_with_a_long_fallback(
+    api: httpx.Client,
+    cloud: Cloud,
+    backend: str,
+    migrated_settings: Settings,
+    cell_db: Database,
+    metadata_server: MetadataServer,
+) -> None:
+    """The worker reads the feed once a minute unless told: a change without a NOTIFY is not
+    seen, one committed as the API commits is seen at once."""
+    if backend != "postgresql":
+        pytest.skip("NOTIFY is PostgreSQL's; the other backends poll (tests above)")
+    guest = boot(api, cloud, user_data=b64("v1"))
+    before = listener_pids(cell_db)
+    with metadata_server(LONG_FALLBACK) as url, guest.client(url) as md:
+        new_listener(cell_db, before)
+        assert md.get("/openstack/latest/user_data").content == b"v1"  # cached
+        change_silently(cell_db, guest.id, b64("unannounced"))
+        time.sleep(0.5)
+        assert md.get("/openstack/latest/user_data").content == b"v1"  # nobody polled
+        change_elsewhere(migrated_settings, guest.id, b64("v2"))
+        took = eventually(lambda: md.get("/openstack/latest/user_data").content == b"v2", 1)
+        assert took < 0.5
+
+
+def test_postgresql_feed_survives_a_lost_listen_connection(
+    api: httpx.Client,
+    cloud: Cloud,
+    backend: str,
+    migrated_settings: Settings,
+    cell_db: Database,
+    metadata_server: MetadataServer,
+) -> None:
+    """While its LISTEN connection is gone the worker polls (a change without NOTIFY is seen
+    within a poll); it reconnects, and NOTIFY works again."""
+    if backend != "postgresql":
+        pytest.skip("NOTIFY is PostgreSQL's; the other backends poll (tests above)")
+    guest = boot(api, cloud, user_data=b64("v1"))
+    before = listener_pids(cell_db)
+    with metadata_server(LONG_FALLBACK) as url, guest.client(url) as md:
+        first = new_listener(cell_db, before)
+        assert md.get("/openstack/latest/user_data").content == b"v1"
+        with cell_db.write() as session:
+            session.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": first})
+        change_silently(cell_db, guest.id, b64("v2"))
+        took = eventually(lambda: md.get("/openstack/latest/user_data").content == b"v2", 2)
+        assert took < 1  # polled: the lost connection ended the long wait
+        second = new_listener(cell_db, before)
+        assert second != first
+        change_elsewhere(migrated_settings, guest.id, b64("v3"))
+        took = eventually(lambda: md.get("/openstack/latest/user_data").content == b"v3", 1)
+        assert took < 0.5

@@ -44,6 +44,8 @@ class Cluster:
     url: str
     env: dict[str, str]
     api: str = ""
+    # The API node's metadata listener: a free port of its own when 0 (nothing reaches it).
+    metadata_port: int = 0
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
 
     def command(self, *args: str) -> list[str]:
@@ -66,7 +68,7 @@ class Cluster:
             "--api-listen",
             f"127.0.0.1:{port}",
             "--metadata-listen",
-            "127.0.0.1:0",
+            f"127.0.0.1:{self.metadata_port}",
         )
         wait(lambda: healthy(self.api), 60, self, "the API node answering")
 
@@ -89,10 +91,13 @@ class Cluster:
 
 
 @contextmanager
-def running_cluster(backend: str, tmp: Path, **env: str) -> Iterator[Cluster]:
+def running_cluster(
+    backend: str, tmp: Path, *, metadata_port: int = 0, **env: str
+) -> Iterator[Cluster]:
     """A fresh database of ``backend`` with a flavor (m1.tiny) and an image (cirros), and an
-    API node on a free port; ``env`` adds settings (``CLOUDSEED_...``) for every process.
-    Raises databases.Unavailable when the backend is not there."""
+    API node on a free port (its metadata service on ``metadata_port``); ``env`` adds
+    settings (``CLOUDSEED_...``) for every process. Raises databases.Unavailable when the
+    backend is not there."""
     with databases.scratch_database(backend, str(tmp)) as url:
         environ = {k: v for k, v in os.environ.items() if not k.startswith("CLOUDSEED_")}
         environ.update(
@@ -105,7 +110,13 @@ def running_cluster(backend: str, tmp: Path, **env: str) -> Iterator[Cluster]:
                 **env,
             }
         )
-        cluster = Cluster(tmp=tmp, url=url, env=environ, api=f"http://127.0.0.1:{free_port()}")
+        cluster = Cluster(
+            tmp=tmp,
+            url=url,
+            env=environ,
+            api=f"http://127.0.0.1:{free_port()}",
+            metadata_port=metadata_port,
+        )
         subprocess.run(cluster.command("db", "sync"), env=environ, check=True, capture_output=True)
         db = Database.connect("api", url)
         raw = tmp / "disk.raw"

@@ -108,6 +108,7 @@ class MetadataApp:
             dhcp_domain=self.dhcp_domain,
             capacity=self.settings.metadata.cache_size,
             poll_interval=self.settings.metadata.change_poll_interval_ms / 1000,
+            fallback_interval=self.settings.metadata.change_fallback_interval_ms / 1000,
         )
         await self.store.start()
 

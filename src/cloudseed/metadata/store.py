@@ -2,10 +2,16 @@
 the instance changes, in every worker.
 
 Changes reach every worker through the cells' change feed (``guest_changes``, written in the
-same transaction as the change): each worker polls it every ``change_poll_interval_ms``. Rows
-can commit out of id order (concurrent writers on PostgreSQL and MariaDB), so ids skipped
-over are watched for a while in case they commit late. A change read while the same instance
-is being loaded makes that load's result uncacheable, so an old copy never outlives a change.
+same transaction as the change). On PostgreSQL each worker LISTENs on every cell (a NOTIFY is
+sent when a change commits, servers/records.py) and reads the feed as soon as it is told (no
+sooner than ``change_poll_interval_ms`` after its last read, so a busy API costs no more than
+polling did), otherwise every ``change_fallback_interval_ms``; while a cell's LISTEN connection
+is down, and on SQLite and MariaDB (no NOTIFY), it polls every ``change_poll_interval_ms``. A
+LISTEN connection that comes back is followed by a read at once: what committed meanwhile was
+not announced. Rows can commit out of id order (concurrent writers on PostgreSQL and
+MariaDB), so ids skipped over are watched for a while in case they commit late (a late commit
+sends its own NOTIFY). A change read while the same instance is being loaded makes that load's
+result uncacheable, so an old copy never outlives a change.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from sqlalchemy import delete, func, or_, select
 from cloudseed.cells.service import CellDatabases
 from cloudseed.db.base import utcnow
 from cloudseed.db.engines import Database
+from cloudseed.db.notify import GUEST_CHANGES, Listener
 from cloudseed.metadata.documents import GuestDocuments
 from cloudseed.metadata.loading import BY_ADDRESS, BY_UUID, Key, load_guests
 from cloudseed.servers import records
@@ -51,12 +58,21 @@ class _Feed:
 
 class GuestStore:
     def __init__(
-        self, cells: CellDatabases, *, dhcp_domain: str, capacity: int, poll_interval: float
+        self,
+        cells: CellDatabases,
+        *,
+        dhcp_domain: str,
+        capacity: int,
+        poll_interval: float,
+        fallback_interval: float | None = None,
     ) -> None:
+        """``fallback_interval``: seconds between reads while every cell pushes (PostgreSQL,
+        LISTEN connected); None: always poll every ``poll_interval``."""
         self.cells = cells
         self.dhcp_domain = dhcp_domain
         self.capacity = capacity
         self.poll_interval = poll_interval
+        self.fallback_interval = fallback_interval
         self._guests: OrderedDict[str, GuestDocuments] = OrderedDict()
         self._by_address: dict[str, str] = {}
         self._loading: dict[Key, asyncio.Future[GuestDocuments | None]] = {}
@@ -69,6 +85,10 @@ class GuestStore:
         self._stopping = asyncio.Event()
         self._unsubscribe: Callable[[], None] | None = None
         self._nap: asyncio.Future[None] | None = None  # the feed's wait for its next poll
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._listeners: dict[str, Listener] = {}  # cell name -> its LISTEN connection
+        self._listening: set[str] = set()  # cells whose LISTEN connection is up
+        self._told = False  # a NOTIFY (or a LISTEN connection's coming or going) since a read
 
     # -- lookups (the hot path: a dict hit, no IO) -------------------------------------------
 
@@ -156,8 +176,8 @@ class GuestStore:
         self._forget(uuid)
 
     async def start(self) -> None:
+        loop = self._loop = asyncio.get_running_loop()
         await asyncio.to_thread(self._start_feeds)
-        loop = asyncio.get_running_loop()
 
         def heard(uuids: frozenset[str]) -> None:
             # Called in the thread that committed: queued on this loop before that thread's
@@ -183,6 +203,8 @@ class GuestStore:
             await self._task
         if self._loader is not None:
             await self._loader
+        for listener in list(self._listeners.values()):
+            await asyncio.to_thread(listener.stop)
 
     def _start_feeds(self) -> None:
         for cell in self.cells.all_cells():
@@ -190,25 +212,76 @@ class GuestStore:
                 with cell.read() as session:
                     top = session.scalar(select(func.max(GuestChange.id))) or 0
                 self._feeds[cell.name] = _Feed(cell=cell, cursor=top)
+                if self.fallback_interval is not None and cell.engine.dialect.name == "postgresql":
+                    self._listen(cell)
+
+    # -- pushes (PostgreSQL) ---------------------------------------------------------------
+
+    def _listen(self, cell: Database) -> None:
+        def on_connection(up: bool, name: str = cell.name) -> None:
+            self._call_soon(self._connection_changed, name, up)
+
+        listener = Listener(
+            cell.engine.url.render_as_string(hide_password=False),
+            GUEST_CHANGES,
+            lambda _payload: self._call_soon(self._tell),
+            on_connection=on_connection,
+        )
+        self._listeners[cell.name] = listener
+        listener.start()
+
+    def _call_soon(self, function: Callable[..., None], *args: object) -> None:
+        """Run ``function`` on the store's loop (from a listener's thread)."""
+        if self._loop is not None:
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody to tell
+                self._loop.call_soon_threadsafe(function, *args)
+
+    def _tell(self) -> None:
+        """Read the feed soon: something changed, or may have unheard."""
+        if not self._told:
+            self._told = True
+            _wake(self._nap)
+
+    def _connection_changed(self, cell: str, up: bool) -> None:
+        if up:
+            self._listening.add(cell)
+        else:
+            self._listening.discard(cell)
+        # Either way, read now: changes committed while the connection was down were not
+        # announced, and a lost connection must end the long wait at once.
+        self._tell()
+
+    def _interval(self) -> float:
+        """Seconds between reads when nobody tells the feed anything."""
+        pushed = bool(self._feeds) and all(name in self._listening for name in self._feeds)
+        if pushed and self.fallback_interval is not None:
+            return self.fallback_interval
+        return self.poll_interval
 
     async def _follow(self) -> None:
         last_prune = last_cells = time.monotonic()
+        last_read = 0.0
+        loop = asyncio.get_running_loop()
         while True:
             # What asyncio.sleep does (not wait_for(event): that costs a Task per poll, 50
-            # times a second), with the future kept so that stop() need not wait it out.
-            loop = asyncio.get_running_loop()
+            # times a second), with the future kept so that stop() and a NOTIFY need not wait
+            # it out.
             self._nap = loop.create_future()
-            if self._stopping.is_set():  # stop() came during the last poll
+            if self._stopping.is_set():  # stop() came during the last poll or the nap
                 return
-            wake = loop.call_later(self.poll_interval, _wake, self._nap)
+            # Told: read at once, but not sooner than one poll interval after the last read.
+            due = last_read + (self.poll_interval if self._told else self._interval())
+            if (delay := due - time.monotonic()) > 0:
+                wake = loop.call_later(delay, _wake, self._nap)
+                try:
+                    await self._nap
+                finally:
+                    wake.cancel()
+                continue  # stopped, told (due sooner), or due: see again
+            self._told = False  # a NOTIFY during the read below means one more read
+            last_read = time.monotonic()
             try:
-                await self._nap
-            finally:
-                wake.cancel()
-            if self._stopping.is_set():
-                return
-            try:
-                now = time.monotonic()
+                now = last_read
                 if now - last_cells > 10:
                     await asyncio.to_thread(self._start_feeds)  # cells added since
                     last_cells = now

@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 
 from cloudseed.cells.errors import InstanceNotFound
 from cloudseed.db.base import utcnow
+from cloudseed.db.notify import GUEST_CHANGES, notify
 from cloudseed.servers import states
 from cloudseed.servers.errors import InstanceInvalidState
 from cloudseed.servers.models import (
@@ -225,8 +226,9 @@ def guest_changed(session: Session, uuid: str) -> None:
 
 
 # In-process announcement of committed guest changes: a metadata service in the same process
-# drops its copy before the request that made the change has answered (other processes hear
-# of it from the change feed within one poll). Listeners are called in the committing thread.
+# drops its copy before the request that made the change has answered. Other processes read
+# the change feed: at once on PostgreSQL (one NOTIFY per transaction, sent at commit), at their
+# next poll elsewhere. Listeners are called in the committing thread.
 _CHANGED = "cloudseed.guest_changes"
 _listeners: list[Callable[[frozenset[str]], None]] = []
 
@@ -236,6 +238,14 @@ def on_guest_changes(listener: Callable[[frozenset[str]], None]) -> Callable[[],
     function that stops it."""
     _listeners.append(listener)
     return lambda: _listeners.remove(listener) if listener in _listeners else None
+
+
+@event.listens_for(Session, "before_commit")
+def _notify_other_processes(session: Session) -> None:
+    # Queued in the transaction, so delivered only if it commits; one per transaction however
+    # many guests changed: the metadata workers read which from the feed.
+    if session.info.get(_CHANGED):
+        notify(session, GUEST_CHANGES, "")
 
 
 @event.listens_for(Session, "after_commit")
