@@ -218,7 +218,7 @@ class Agent:
     def _switched_off(self, session: Session, instance: Instance, *, resume: bool) -> None:
         """An ACTIVE instance whose guest is switched off: start it again, or record it."""
         actor = Actor(
-            user_id=self.owner,
+            user_id=self.owner[:255],  # a column of 255: the host name may be long
             project_id=instance.project_id,
             request_id=f"req-{uuidlib.uuid4()}",
         )
