@@ -143,6 +143,16 @@ class DefaultSection:
     max_concurrent_builds: int = option(
         10, "Operations one compute agent runs at the same time.", minimum=1
     )
+    resume_guests_state_on_host_boot: bool = option(
+        True,
+        "When a compute agent starts, start again the guests of its host that the database "
+        "shows running (ACTIVE) but that are switched off: each gets a queued start, an "
+        "instance action 'start' by the agent. When false they are recorded as they are: "
+        "SHUTOFF (vm_state stopped, power state shutdown), with an instance action 'stop'. "
+        "Nova's option, whose default is false; cloudseed's is true because cloudseed "
+        "switches guests off whenever its service stops or dies, not only when the host "
+        "reboots.",
+    )
     reserved_host_memory_mb: int = option(
         512, "RAM kept back for the host itself when scheduling.", minimum=0
     )

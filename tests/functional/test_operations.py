@@ -43,10 +43,15 @@ def agents(migrated_settings: Settings, api_db: Database) -> Iterator[Callable[.
     made: list[CellDatabases] = []
     agents_made: list[Agent] = []
 
-    def make(host: str, *, lease: int = 2, driver: FakeDriver | None = None) -> Agent:
+    def make(
+        host: str, *, lease: int = 2, driver: FakeDriver | None = None, resume: bool = True
+    ) -> Agent:
         settings = dataclasses.replace(
             migrated_settings,
             compute=dataclasses.replace(migrated_settings.compute, lease_seconds=lease),
+            default=dataclasses.replace(
+                migrated_settings.default, resume_guests_state_on_host_boot=resume
+            ),
         )
         cells = CellDatabases(api_db)
         made.append(cells)
@@ -334,6 +339,62 @@ def test_an_agent_reconciles_its_driver_with_the_database_when_it_starts(
     with cell_db.read() as session:
         assert records.load(session, server_id).instance.power_state == 0  # NOSTATE
     assert ("destroy", gone_id) in restarted.calls
+
+
+@pytest.mark.parametrize("resume", [True, False], ids=["resume", "no-resume"])
+def test_an_agent_finds_an_active_servers_guest_switched_off_when_it_starts(
+    api, cloud, cell_db, agents, tmp_path, resume
+):
+    """Issue 14: the guest of an ACTIVE server is switched off when the host's next agent
+    starts (the qemu driver's guests die with their service). [DEFAULT]
+    resume_guests_state_on_host_boot starts it again through a queued start, an action
+    'start' by the agent; without it the server is recorded SHUTOFF, an action 'stop'."""
+    driver = FakeDriver(state_dir=tmp_path / "guests")
+    agent = agents("h1", driver=driver)
+    server_id = create_on(api, cloud, "h1", metadata={"cloudseed:ssh_forward": "true"})
+    stopped_id = create_on(api, cloud, "h1")
+    agent.run_once()
+    r = api.post(f"/v2.1/servers/{stopped_id}/action", json={"os-stop": None}, headers=ADMIN)
+    assert r.status_code == 202
+    agent.run_once()
+    assert ssh_forward_of(cell_db, server_id) == FAKE_SSH_FORWARD
+    # The agent dies; its guests go with it (a stopped one stays stopped).
+    driver.power_off(server_id)
+    restarted = FakeDriver(state_dir=tmp_path / "guests")
+    successor = agents("h1", driver=restarted, resume=resume)
+    successor.reconcile()
+    shown = show(api, server_id)
+    actions = api.get(f"/v2.1/servers/{server_id}/os-instance-actions", headers=ADMIN).json()
+    latest = actions["instanceActions"][0]
+    assert latest["user_id"] == successor.owner
+    if resume:
+        assert (shown["status"], shown["OS-EXT-STS:task_state"]) == ("ACTIVE", "powering-on")
+        assert latest["action"] == "start"
+        assert successor.run_once() == 1
+        assert restarted.powered_on(server_id)
+        shown = show(api, server_id)
+        assert (shown["status"], shown["OS-EXT-STS:power_state"]) == ("ACTIVE", 1)
+        assert ssh_forward_of(cell_db, server_id) == FAKE_SSH_FORWARD
+    else:
+        assert latest["action"] == "stop"
+        assert successor.run_once() == 0  # nothing to do on the host
+        assert not restarted.powered_on(server_id)
+        assert (shown["status"], shown["OS-EXT-STS:power_state"]) == ("SHUTOFF", 4)
+        assert ssh_forward_of(cell_db, server_id) is None
+    r = api.get(
+        f"/v2.1/servers/{server_id}/os-instance-actions/{latest['request_id']}",
+        headers={**ADMIN, **mv("2.84")},
+    )
+    [event] = r.json()["instanceAction"]["events"]
+    assert event["event"] == f"compute_{latest['action']}_instance"
+    assert (event["result"], event["finish_time"] is not None) == ("Success", True)
+    assert "switched off when compute agent" in event["details"]
+    # The server stopped by request stays as it is, and a second agent start changes nothing.
+    assert show(api, stopped_id)["status"] == "SHUTOFF"
+    agents("h1", driver=restarted, resume=resume).reconcile()
+    again = api.get(f"/v2.1/servers/{server_id}/os-instance-actions", headers=ADMIN).json()
+    assert len(again["instanceActions"]) == len(actions["instanceActions"])
+    assert ("power_on", stopped_id) not in restarted.calls
 
 
 def ssh_forward_of(cell_db: Database, server_id: str) -> str | None:

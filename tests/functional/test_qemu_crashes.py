@@ -10,6 +10,11 @@ Where each agent is killed is made certain rather than timed:
 - delete: the guest's QEMU is stopped (SIGSTOP), so the driver's SIGTERM stays pending and it
   waits for the process to go; the agent is killed once the SIGTERM is pending.
 
+And an agent killed while its guest is settled ACTIVE: the guest dies with it (parent-death
+signal), and the next agent must start it again (``[DEFAULT]
+resume_guests_state_on_host_boot``). Each test deletes its servers afterwards, so a later
+test's restart starts none of them again.
+
 After the restart every instance must be final within the lease, with exactly one QEMU process
 (none after delete), the new disk and config drive, the resume event in its action, the user
 data of its final record served by the metadata service (through the guest's own relay config)
@@ -91,6 +96,7 @@ class QemuCluster:
         self.reached = cluster.tmp / "reached"
         self.instances = cluster.tmp / "state" / "instances"
         self.images: dict[str, str] = {}
+        self.created: list[str] = []
 
     def add_images(self) -> None:
         """Two bootable images (a disk of 4 KiB and the dummy kernel), for builds and
@@ -241,10 +247,23 @@ def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[QemuCluster]:
 
 
 @pytest.fixture()
-def qemu(shared: QemuCluster) -> QemuCluster:
+def qemu(shared: QemuCluster) -> Iterator[QemuCluster]:
+    """The shared cluster; the test's servers are deleted (their guests gone) after it, so
+    the next test's restarted agent does not start them again meanwhile."""
     assert "agent-alpha" in shared.cluster.processes
     shared.hold.unlink(missing_ok=True)
-    return shared
+    yield shared
+    shared.hold.unlink(missing_ok=True)
+    for server_id in shared.created:
+        r = httpx.delete(f"{shared.cluster.api}/v2.1/servers/{server_id}", headers=ADMIN)
+        assert r.status_code in (204, 404), r.text
+    wait(
+        lambda: not any(shared.directory(s).exists() for s in shared.created),
+        30,
+        shared.cluster,
+        "the test's guests destroyed",
+    )
+    shared.created.clear()
 
 
 def _create(qemu: QemuCluster, user_data: bytes) -> str:
@@ -262,6 +281,7 @@ def _create(qemu: QemuCluster, user_data: bytes) -> str:
     r = httpx.post(f"{qemu.cluster.api}/v2.1/servers", json=body, headers=ADMIN, timeout=10)
     assert r.status_code == 202, r.text
     server_id: str = r.json()["server"]["id"]
+    qemu.created.append(server_id)
     return server_id
 
 
@@ -384,3 +404,46 @@ def test_an_agent_killed_mid_delete_still_destroys_the_guest(qemu: QemuCluster) 
         "the delete done",
     )
     assert qemu_pids(directory) == [] and leftovers(qemu.instances) == []
+
+
+def _latest_action(qemu: QemuCluster, server_id: str) -> dict[str, Any]:
+    headers = {**ADMIN, "OpenStack-API-Version": "compute 2.84"}
+    base = f"{qemu.cluster.api}/v2.1/servers/{server_id}/os-instance-actions"
+    request_id = httpx.get(base, headers=headers).json()["instanceActions"][0]["request_id"]
+    found: dict[str, Any] = httpx.get(f"{base}/{request_id}", headers=headers).json()[
+        "instanceAction"
+    ]
+    return found
+
+
+def test_an_agent_killed_while_its_guest_runs_starts_it_again(qemu: QemuCluster) -> None:
+    """Issue 14: the guest dies with its agent (parent-death signal); the database still says
+    ACTIVE and RUNNING. The host's next agent finds it switched off and starts it again
+    (``[DEFAULT] resume_guests_state_on_host_boot``, true by default), through a queued
+    start recorded as the action 'start'."""
+    server_id = _create(qemu, b"first")
+    _active(qemu, server_id)
+    directory = qemu.directory(server_id)
+    assert len(qemu_pids(directory)) == 1
+    qemu.cluster.kill("agent-alpha")
+    wait(lambda: qemu_pids(directory) == [], 10, qemu.cluster, "the guest gone with its agent")
+    assert server(qemu.cluster, server_id)["OS-EXT-STS:power_state"] == 1  # not true any more
+    restarted = time.monotonic()
+    qemu.cluster.start_agent("alpha")
+
+    def started_again() -> bool:
+        action = _latest_action(qemu, server_id)
+        return action["action"] == "start" and all(e["finish_time"] for e in action["events"])
+
+    wait(started_again, 30, qemu.cluster, "the guest started again")
+    assert time.monotonic() - restarted < 20, qemu.cluster.logs()
+    shown = server(qemu.cluster, server_id)
+    assert (shown["status"], shown["OS-EXT-STS:task_state"]) == ("ACTIVE", None)
+    assert shown["OS-EXT-STS:power_state"] == 1
+    assert len(qemu_pids(directory)) == 1
+    action = _latest_action(qemu, server_id)
+    assert [(e["event"], e["result"]) for e in action["events"]] == [
+        ("compute_start_instance", "Success")
+    ]
+    assert action["user_id"].startswith("alpha/")  # the agent that found it switched off
+    assert served_user_data(directory) == b"first"  # its relay config written again

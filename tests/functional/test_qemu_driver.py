@@ -355,8 +355,14 @@ def test_close_switches_every_guest_off(tmp_path: Path, image: BootImage) -> Non
     driver.spawn(guest(image, uuid=other))
     pids = [qemu_pid(driver), qemu_pid(driver, other)]
     # Another worker process of the service finds them through their pid files.
-    QemuDriver(settings_for(tmp_path / "state")).close()
+    another = QemuDriver(settings_for(tmp_path / "state"))
+    assert another.powered_on(UUID) and another.powered_on(other)
+    another.close()
     assert not any(alive(pid) for pid in pids)
+    # Switched off, not gone: the next agent sees guests it has that do not run.
+    assert driver.running() == {UUID, other}
+    assert not driver.powered_on(UUID) and not driver.powered_on(other)
+    assert not driver.powered_on("0b7e5c1d-0000-4000-8000-000000000000")  # never had it
     driver.close()
 
 

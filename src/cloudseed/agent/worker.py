@@ -29,6 +29,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
 
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from cloudseed.agent.steps import ConfigDrives, Steps
 from cloudseed.cells.service import CellDatabases
@@ -36,9 +37,10 @@ from cloudseed.compute.interfaces import Capacity, Driver
 from cloudseed.db.engines import Database
 from cloudseed.db.notify import OPERATIONS, Listener
 from cloudseed.hosts import service as hosts
-from cloudseed.servers import action_log, queue
+from cloudseed.servers import action_log, power_sync, queue
+from cloudseed.servers.history import Actor
 from cloudseed.servers.models import Instance
-from cloudseed.servers.states import NOSTATE
+from cloudseed.servers.states import ACTIVE, NOSTATE
 from cloudseed.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -158,9 +160,18 @@ class Agent:
         self._last_heartbeat = time.monotonic()
 
     def reconcile(self) -> None:
-        """Compare what the driver has with what the database says: a guest of no live
-        instance (deleted, or unknown) is destroyed; an instance of this host whose guest the
-        driver does not have is shown with power state NOSTATE, and logged. Guests of live
+        """Compare what the driver has with what the database says, once, when the agent
+        starts. For each settled instance of this host (launched, no task):
+
+        - its guest is missing (the driver does not have it): power state NOSTATE, logged,
+          as Nova's sync does ("unexpectedly not found");
+        - its guest is switched off while the instance is ACTIVE (the qemu driver's guests
+          never outlive the service that ran them): with ``[DEFAULT]
+          resume_guests_state_on_host_boot`` a start is queued, with the instance action
+          ``start`` by this agent; without, it is recorded SHUTOFF with an action ``stop``
+          (``servers/power_sync.py``).
+
+        A guest of no live instance (deleted, or unknown) is destroyed. Guests of live
         instances of other hosts are left alone (agents of several hosts may share a
         machine and its state_path)."""
         try:
@@ -168,28 +179,61 @@ class Agent:
         except Exception:
             log.exception("compute agent %s: cannot list the driver's guests", self.owner)
             return
+        resume = self.settings.default.resume_guests_state_on_host_boot
         known: set[str] = set()
         for cell in self.cells.all_cells():
             with cell.write() as session:
                 known.update(session.scalars(select(Instance.uuid).where(Instance.deleted == 0)))
-                instances = session.scalars(
-                    select(Instance).where(Instance.host == self.host, Instance.deleted == 0)
+                instances = list(
+                    session.scalars(
+                        select(Instance).where(Instance.host == self.host, Instance.deleted == 0)
+                    )
                 )
                 for instance in instances:
-                    settled = instance.task_state is None and instance.launched_at is not None
-                    if settled and instance.uuid not in have:
+                    if instance.task_state is not None or instance.launched_at is None:
+                        continue  # not settled: its operation's lease decides
+                    if instance.uuid not in have:
                         log.warning(
                             "compute agent %s: the guest of instance %s is missing",
                             self.owner,
                             instance.uuid,
                         )
                         instance.power_state = NOSTATE
+                    elif instance.vm_state == ACTIVE and not self._powered_on(instance.uuid):
+                        self._switched_off(session, instance, resume=resume)
         for orphan in sorted(have - known):
             log.warning("compute agent %s: destroying orphan guest %s", self.owner, orphan)
             try:
                 self.driver.destroy(orphan)
             except Exception:
                 log.exception("compute agent %s: destroying %s failed", self.owner, orphan)
+
+    def _powered_on(self, uuid: str) -> bool:
+        try:
+            return self.driver.powered_on(uuid)
+        except Exception:  # cannot tell: leave the record as it is
+            log.exception("compute agent %s: cannot tell whether %s runs", self.owner, uuid)
+            return True
+
+    def _switched_off(self, session: Session, instance: Instance, *, resume: bool) -> None:
+        """An ACTIVE instance whose guest is switched off: start it again, or record it."""
+        actor = Actor(
+            user_id=self.owner[:255],  # a column of 255: the host name may be long
+            project_id=instance.project_id,
+            request_id=f"req-{uuidlib.uuid4()}",
+        )
+        found = f"the guest was switched off when compute agent {self.owner} started"
+        if resume:
+            details = f"{found}; resume_guests_state_on_host_boot: starting it"
+            queued = power_sync.queue_start(
+                session, instance.uuid, host=self.host, actor=actor, details=details
+            )
+            done = queued is not None
+        else:
+            details = f"{found}; instance shutdown by itself: recorded as stopped"
+            done = power_sync.record_shutdown(session, instance.uuid, actor=actor, details=details)
+        if done:
+            log.warning("compute agent %s: instance %s: %s", self.owner, instance.uuid, details)
 
     def run_once(self) -> int:
         """Claim what there is and run it in this thread (tests, tools); how many ran."""

@@ -116,6 +116,9 @@ class FakeDriver:
     def running(self) -> set[str]:
         return set(self.power)
 
+    def powered_on(self, uuid: str) -> bool:
+        return self.power.get(uuid) == RUNNING
+
     def ssh_forward(self, uuid: str) -> str | None:
         """``FAKE_SSH_FORWARD`` for a running guest of this object that opted in, else None
         (as the qemu driver answers, with one made-up port)."""

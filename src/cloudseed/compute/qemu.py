@@ -162,6 +162,12 @@ class QemuDriver:
             return set()
         return {d.name for d in self.root.iterdir() if d.is_dir() and not d.name.startswith(".")}
 
+    def powered_on(self, uuid: str) -> bool:
+        """Whether the guest's QEMU runs (found by its pid file, whoever started it). A
+        guest's QEMU never outlives the service that started it (``close()``, and the
+        parent-death signal), so after a restart every guest here is switched off."""
+        return self.processes.running(self._files(uuid))
+
     def ssh_forward(self, uuid: str) -> str | None:
         files = self._files(uuid)
         kept = _read_forward(files.ssh_forward)
