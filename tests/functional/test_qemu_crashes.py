@@ -355,13 +355,12 @@ def test_an_agent_killed_mid_rebuild_leaves_the_new_disk_and_drive(qemu: QemuClu
     _active(qemu, server_id)
     directory = qemu.directory(server_id)
     assert served_user_data(directory) == b"first"  # the metadata service has it cached now
-    old_disk = (directory / "disk.qcow2").stat().st_ino
     qemu.held()
     new = base64.b64encode(b"second").decode()
     _action(qemu, server_id, {"rebuild": {"imageRef": qemu.images["dummy-2"], "user_data": new}})
     restarted = _interrupted(qemu, server_id)
     _assert_final(qemu, server_id, restarted, b"second")
-    assert (directory / "disk.qcow2").stat().st_ino != old_disk
+    # The new disk is the one made from the new image (an inode number can come back: no proof).
     assert backing_file(directory) == str(qemu.cluster.tmp / "dummy-2.raw")
     assert server(qemu.cluster, server_id)["image"]["id"] == qemu.images["dummy-2"]
     assert _events(qemu, server_id) == ["compute_rebuild_instance", "compute_resume_operation"]
