@@ -108,7 +108,10 @@ def section(clone_s: float, total_s: float, steps: list[tuple[str, float]], stdo
     build = (IMAGE.parent / "build.txt").read_text().strip()
     load = os.getloadavg()[0]
     rows = "\n".join(f"| {label} | {seconds:.1f} s |" for label, seconds in steps)
-    printed = " / ".join(line.strip() for line in stdout.splitlines()[-12:] if line.strip())
+    # From the command `cloudseed server ssh` printed to the end: what the login showed.
+    lines = stdout.splitlines()
+    first = next((i for i, line in enumerate(lines) if line.startswith("ssh -p ")), 0)
+    printed = " / ".join(line.strip() for line in lines[first:] if line.strip())
     return f"""{START}
 ## Boot a real VM
 
