@@ -37,6 +37,20 @@ if [ $up_to_date = yes ] && [ "$(cat "$OUT/stamp")" = "$stamp" ]; then
     exit 0
 fi
 
+# A machine-wide copy of the last build, by the script's hash, so that another clone on this
+# machine (CI's fresh one, a second worktree) takes it instead of building again (about 4
+# minutes under TCG). CLOUDSEED_IMAGE_CACHE= (empty) turns it off.
+CACHE=${CLOUDSEED_IMAGE_CACHE-/var/cache/cloudseed/images}
+cached=${CACHE:+$CACHE/$stamp}
+if [ -n "$cached" ] && [ -f "$cached/stamp" ]; then
+    mkdir -p "$OUT"
+    rm -f "$OUT/stamp"
+    for f in "${outputs[@]}" build.txt; do cp --reflink=auto --sparse=always "$cached/$f" "$OUT/$f"; done
+    echo "$stamp" > "$OUT/stamp"
+    echo "image copied from this machine's cache ($cached)"
+    exit 0
+fi
+
 for tool in "${tools[@]}"; do
     command -v "$tool" >/dev/null || { echo "missing $tool (run tools/e2e/packages.sh)" >&2; exit 1; }
 done
@@ -182,3 +196,10 @@ for f in "${outputs[@]}"; do mv "$work/$f" "$OUT/"; done
 mv "$log" "$OUT/"
 echo "$stamp" > "$OUT/stamp"
 echo "image built in $OUT"
+if [ -n "$cached" ] && mkdir -p "$CACHE" 2>/dev/null; then
+    # Only the newest build is kept; the stamp goes in last, as above.
+    find "$CACHE" -mindepth 1 -maxdepth 1 -type d ! -name "$stamp" -exec rm -rf {} +
+    mkdir -p "$cached"
+    for f in "${outputs[@]}" build.txt; do cp --reflink=auto --sparse=always "$OUT/$f" "$cached/$f"; done
+    echo "$stamp" > "$cached/stamp"
+fi
