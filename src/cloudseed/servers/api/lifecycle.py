@@ -73,13 +73,9 @@ async def _rebuild(request: Request, body: dict[str, Any]) -> Response:
             quota=settings_of(request).quota,
         )
     )
-    view = views.show(
-        rebuilt, version, api_base(request), admin=context.is_admin, with_user_data=False
+    view = views.rebuilt(
+        rebuilt, version, api_base(request), admin=context.is_admin, admin_password=admin_pass
     )
-    server = view["server"]
-    if version >= V(2, 57):
-        server["user_data"] = rebuilt.instance.user_data
-    server["adminPass"] = admin_pass
     return JSONResponse(view, status_code=202)
 
 

@@ -242,18 +242,7 @@ async def update(request: Request) -> Response:
         ),
         write=True,
     )
-    view = views.show(updated, version, api_base(request), admin=context_of(request).is_admin)
-    if version < V(2, 75):
-        # Before 2.75, PUT answered with a reduced body (no extended attributes).
-        server = view["server"]
-        view = {
-            "server": {
-                k: v
-                for k, v in server.items()
-                if not k.startswith(("OS-EXT-", "OS-SRV-USG", "os-extended"))
-                and k not in ("config_drive", "key_name", "security_groups")
-            }
-        }
+    view = views.updated(updated, version, api_base(request), admin=context_of(request).is_admin)
     return JSONResponse(view)
 
 
