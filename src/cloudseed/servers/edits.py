@@ -30,11 +30,17 @@ def update(
     description: Any = UNSET,
     hostname: str | None = None,
     user_data: Any = UNSET,
+    access_ip_v4: str | None = None,
+    access_ip_v6: str | None = None,
 ) -> records.ServerRecord:
     record = records.load(session, uuid, for_update=True)
     instance = record.instance
     if name is not None:
         instance.display_name = name
+    if access_ip_v4 is not None:
+        instance.access_ip_v4 = access_ip_v4
+    if access_ip_v6 is not None:
+        instance.access_ip_v6 = access_ip_v6
     if description is not UNSET:
         instance.display_description = description
     if hostname is not None:

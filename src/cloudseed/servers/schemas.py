@@ -5,6 +5,7 @@ are compiled once."""
 from __future__ import annotations
 
 import copy
+import ipaddress
 from functools import cache
 from typing import Any
 
@@ -287,3 +288,10 @@ RESET_STATE: dict[str, Any] = {
     "required": ["os-resetState"],
     "additionalProperties": False,
 }
+
+
+def ipv6_text(value: str | None) -> str | None:
+    """An IPv6 address as Nova stores it (netaddr's compact form: ``::babe:dc0c:1602``)."""
+    if not value:
+        return value
+    return ipaddress.IPv6Address(value).compressed

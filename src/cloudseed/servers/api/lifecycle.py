@@ -30,6 +30,7 @@ async def action(request: Request) -> Response:
     name = next(iter(body))
     handler = HANDLERS.get(name)
     if handler is None:
+        await load_owned(request)  # a server that is not there is a 404 first, as in Nova
         raise InvalidInput(f"There is no such action: {name}")
     return await handler(request, body)
 

@@ -47,6 +47,12 @@ async def create(request: Request) -> Response:
     )
     if not image_ref:
         raise InvalidInput("Missing imageRef attribute")
+    for group in server.get("security_groups", []):
+        # cloudseed has one security group per project, "default" (no rules, no Neutron).
+        if group.get("name") != "default":
+            raise InvalidInput(
+                f"Security group {group.get('name')} not found for project {context.project_id}."
+            )
     create_request = CreateRequest(
         name=server["name"],
         flavor_ref=str(server["flavorRef"]),
@@ -63,7 +69,7 @@ async def create(request: Request) -> Response:
         requested_host=server.get("host"),
         requested_node=server.get("hypervisor_hostname"),
         access_ip_v4=server.get("accessIPv4"),
-        access_ip_v6=server.get("accessIPv6"),
+        access_ip_v6=schemas.ipv6_text(server.get("accessIPv6")),
         networks=server.get("networks"),
         count=max_count,
         min_count=min_count,
@@ -155,6 +161,11 @@ def _is_all_tenants(first: dict[str, str]) -> bool:
     raise InvalidInput(f"Unrecognized value '{value}', acceptable values are: {acceptable}")
 
 
+def _image_id(value: str) -> str:
+    """Nova takes an image id or its URL (``.../images/<id>``)."""
+    return value.rstrip("/").rsplit("/", 1)[-1]
+
+
 async def _list(request: Request, *, detail: bool) -> Response:
     version, context = version_of(request), context_of(request)
     query = query_lists(request)
@@ -176,6 +187,10 @@ async def _list(request: Request, *, detail: bool) -> Response:
         name=first.get("name"),
         key_name=first.get("key_name"),
         status=first.get("status"),
+        image=_image_id(first["image"]) if "image" in first else None,
+        flavor=first.get("flavor"),
+        ip=first.get("ip"),
+        ip6=first.get("ip6"),
         changes_since=_parse_time(first["changes-since"]) if "changes-since" in first else None,
         limit=limit,
         marker=first.get("marker"),
@@ -239,6 +254,8 @@ async def update(request: Request) -> Response:
             description=body.get("description", UNSET),
             hostname=body.get("hostname"),
             user_data=body.get("user_data", UNSET),
+            access_ip_v4=body.get("accessIPv4"),
+            access_ip_v6=schemas.ipv6_text(body.get("accessIPv6")),
         ),
         write=True,
     )
