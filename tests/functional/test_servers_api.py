@@ -452,6 +452,36 @@ class TestListAndDetails:
         assert detail["events"][0]["event"] == "compute__do_build_and_run_instance"
         assert detail["events"][0]["result"] == "Success"
 
+    def test_actions_of_a_deleted_server_from_2_21(self, api, cloud):
+        server_id = create_server(api, cloud)["id"]
+        wait_for(api, server_id, "ACTIVE")
+        assert api.delete(f"/v2.1/servers/{server_id}").status_code == 204
+        base = f"/v2.1/servers/{server_id}/os-instance-actions"
+        assert api.get(base, headers=mv("2.20")).status_code == 404
+        listed = api.get(base, headers=mv("2.21")).json()["instanceActions"]
+        assert [a["action"] for a in listed] == ["delete", "create"]
+        shown = api.get(f"{base}/{listed[1]['request_id']}", headers=mv("2.21"))
+        assert shown.status_code == 200 and shown.json()["instanceAction"]["action"] == "create"
+
+    def test_list_filters_image_flavor_ip(self, api, cloud):
+        one = create_server(api, cloud)["id"]
+        two = create_server(api, cloud, "2.1", imageRef=cloud.image2_id)["id"]
+        for server_id in (one, two):
+            wait_for(api, server_id, "ACTIVE")
+
+        def ids(**params):
+            r = api.get("/v2.1/servers", params=params)
+            assert r.status_code == 200, r.text
+            return {s["id"] for s in r.json()["servers"]}
+
+        assert ids(image=cloud.image2_id) == {two}
+        assert ids(image=f"http://x/images/{cloud.image_id}") == {one}
+        assert ids(flavor="1") == {one, two}
+        assert ids(flavor="nope") == set()
+        address = admin_show(api, one)["addresses"]["private"][0]["addr"]
+        assert ids(ip=address.replace(".", r"\.") + "$") == {one}
+        assert ids(ip="^192\\.") == set()
+
     def test_flavors_and_images(self, api, cloud):
         flavors = api.get("/v2.1/flavors/detail").json()["flavors"]
         assert flavors[0]["name"] == "m1.tiny" and flavors[0]["ram"] == 512

@@ -8,22 +8,36 @@ from starlette.responses import JSONResponse, Response
 
 from cloudseed.servers import action_log, action_views
 from cloudseed.servers.api.requests import in_cell, load_owned
+from cloudseed.web.microversions import APIVersion
 from cloudseed.web.requests import context_of, version_of
+
+# From 2.21 the actions of a deleted server can still be read.
+READ_DELETED_SINCE = APIVersion(2, 21)
 
 
 async def index(request: Request) -> Response:
-    uuid = (await load_owned(request)).instance.uuid
     version = version_of(request)
-    found = await in_cell(request, uuid, lambda session: action_log.list_actions(session, uuid))
+    read_deleted = version >= READ_DELETED_SINCE
+    uuid = (await load_owned(request, read_deleted=read_deleted)).instance.uuid
+    found = await in_cell(
+        request,
+        uuid,
+        lambda session: action_log.list_actions(session, uuid),
+        deleted_too=read_deleted,
+    )
     return JSONResponse({"instanceActions": [action_views.action(a, version) for a in found]})
 
 
 async def show(request: Request) -> Response:
-    instance = (await load_owned(request)).instance
+    read_deleted = version_of(request) >= READ_DELETED_SINCE
+    instance = (await load_owned(request, read_deleted=read_deleted)).instance
     uuid = instance.uuid
     request_id = request.path_params["request_id"]
     found = await in_cell(
-        request, uuid, lambda session: action_log.show_action(session, uuid, request_id)
+        request,
+        uuid,
+        lambda session: action_log.show_action(session, uuid, request_id),
+        deleted_too=read_deleted,
     )
     body = action_views.action_with_events(
         found,
