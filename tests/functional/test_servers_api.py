@@ -452,6 +452,23 @@ class TestListAndDetails:
         assert detail["events"][0]["event"] == "compute__do_build_and_run_instance"
         assert detail["events"][0]["result"] == "Success"
 
+    def test_metadata_items_quota(self, api, cloud):
+        server_id = create_server(api, cloud)["id"]
+        wait_for(api, server_id, "ACTIVE")
+        base = f"/v2.1/servers/{server_id}/metadata"
+        many = {f"k{n}": "v" for n in range(128)}
+        assert api.put(base, json={"metadata": many}).status_code == 200
+        for r in (
+            api.post(base, json={"metadata": {"one": "more"}}),
+            api.put(f"{base}/one", json={"meta": {"one": "more"}}),
+            api.put(base, json={"metadata": {**many, "one": "more"}}),
+        ):
+            assert r.status_code == 403, r.text
+            assert r.json()["forbidden"]["message"] == (
+                "Maximum number of metadata items exceeds 128"
+            )
+        assert len(api.get(base).json()["metadata"]) == 128
+
     def test_actions_of_a_deleted_server_from_2_21(self, api, cloud):
         server_id = create_server(api, cloud)["id"]
         wait_for(api, server_id, "ACTIVE")

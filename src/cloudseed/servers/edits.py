@@ -13,8 +13,13 @@ from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from cloudseed.db.base import utcnow
+from cloudseed.quotas.service import within as quota_within
 from cloudseed.servers import action_log, history, records
-from cloudseed.servers.errors import InstanceHasConfigDrive, InstanceInvalidState
+from cloudseed.servers.errors import (
+    InstanceHasConfigDrive,
+    InstanceInvalidState,
+    TooManyMetadataItems,
+)
 from cloudseed.servers.history import Actor
 from cloudseed.servers.models import InstanceMetadata
 
@@ -83,16 +88,15 @@ def update(
 
 
 def set_metadata(
-    session: Session, uuid: str, items: dict[str, str], *, replace: bool
+    session: Session, uuid: str, items: dict[str, str], *, replace: bool, limit: int = -1
 ) -> dict[str, str]:
-    """Replace the metadata items (PUT) or merge into them (POST); the items afterwards."""
+    """Replace the metadata items (PUT) or merge into them (POST); the items afterwards.
+    ``limit``: the caller's ``metadata_items`` quota (-1: none); more items are a 403."""
     records.load(session, uuid, for_update=True)
-    if replace:
-        replace_metadata(session, uuid, items)
-    else:
-        current = metadata(session, uuid)
-        current.update(items)
-        replace_metadata(session, uuid, current)
+    wanted = dict(items) if replace else {**metadata(session, uuid), **items}
+    if not quota_within(limit, len(wanted)):
+        raise TooManyMetadataItems(limit)
+    replace_metadata(session, uuid, wanted)
     records.guest_changed(session, uuid)
     return metadata(session, uuid)
 

@@ -6,6 +6,7 @@ InvalidInput ── InvalidKeyName        key_name unknown for the caller     (4
 QuotaExceeded ─ TooManyPersonalityFiles    more files than injected_files    (403)
                 ├ PersonalityPathTooLong     a path over the path limit       (403)
                 └ PersonalityContentTooLong  a content over the content limit (403)
+                TooManyMetadataItems  more items than metadata_items       (403)
 Conflict ────── InstanceInvalidState  busy or in the wrong state          (409)
                 InstanceHasConfigDrive  user data needs a hard reboot      (409)
                 PasswordAlreadySet    the guest's password is set once     (409)
@@ -65,6 +66,15 @@ class TooManyPersonalityFiles(QuotaExceeded):
         resource: str = "injected_files",
     ) -> None:
         super().__init__(message, resource=resource, limit=limit)
+
+
+class TooManyMetadataItems(QuotaExceeded):
+    def __init__(self, limit: int) -> None:
+        super().__init__(
+            f"Maximum number of metadata items exceeds {limit}",
+            resource="metadata_items",
+            limit=limit,
+        )
 
 
 class PersonalityPathTooLong(TooManyPersonalityFiles):
