@@ -452,6 +452,25 @@ class TestListAndDetails:
         assert detail["events"][0]["event"] == "compute__do_build_and_run_instance"
         assert detail["events"][0]["result"] == "Success"
 
+    def test_admin_filters_project_and_host(self, api, cloud):
+        mine = create_server(api, cloud)["id"]
+        wait_for(api, mine, "ACTIVE")
+        host = admin_show(api, mine)["OS-EXT-SRV-ATTR:host"]
+
+        def ids(headers=ADMIN, **params):
+            r = api.get("/v2.1/servers", params=params, headers=headers)
+            assert r.status_code == 200, r.text
+            return {s["id"] for s in r.json()["servers"]}
+
+        # tenant_id alone is ignored (the admin's own project, "proj" here too).
+        assert ids(tenant_id="other") == {mine}
+        assert ids(all_tenants="1", tenant_id="other") == set()
+        assert ids(all_tenants="1", project_id="proj") == {mine}
+        assert ids(all_tenants="1", host=host) == {mine}
+        assert ids(all_tenants="1", host="nowhere") == set()
+        # Not an administrator's filter for others: ignored.
+        assert ids(headers={}, host="nowhere") == {mine}
+
     def test_metadata_items_quota(self, api, cloud):
         server_id = create_server(api, cloud)["id"]
         wait_for(api, server_id, "ACTIVE")
