@@ -375,6 +375,49 @@ class TestLifecycle:
         assert r.status_code == 403
 
 
+class TestLock:
+    def test_lock_refuses_the_owner_until_unlocked(self, api, cloud):
+        server_id = create_server(api, cloud)["id"]
+        wait_for(api, server_id, "ACTIVE")
+        action = f"/v2.1/servers/{server_id}/action"
+        r = api.post(action, json={"lock": {"locked_reason": "audit"}}, headers=mv("2.73"))
+        assert r.status_code == 202, r.text
+        shown = api.get(f"/v2.1/servers/{server_id}", headers=mv("2.73")).json()["server"]
+        assert (shown["locked"], shown["locked_reason"]) == (True, "audit")
+        for r in (
+            api.post(action, json={"os-stop": None}),
+            api.post(action, json={"reboot": {"type": "SOFT"}}),
+            api.delete(f"/v2.1/servers/{server_id}"),
+            api.post(f"/v2.1/servers/{server_id}/metadata", json={"metadata": {"a": "b"}}),
+        ):
+            assert r.status_code == 409, r.text
+            assert r.json()["conflictingRequest"]["message"] == f"Instance {server_id} is locked"
+        assert api.post(action, json={"unlock": None}).status_code == 202
+        shown = api.get(f"/v2.1/servers/{server_id}", headers=mv("2.73")).json()["server"]
+        assert (shown["locked"], shown["locked_reason"]) == (False, None)
+        assert api.post(action, json={"os-stop": None}).status_code == 202
+        actions = api.get(f"/v2.1/servers/{server_id}/os-instance-actions").json()
+        assert {"lock", "unlock"} <= {a["action"] for a in actions["instanceActions"]}
+
+    def test_an_admins_lock_is_the_admins_to_lift(self, api, cloud):
+        server_id = create_server(api, cloud)["id"]
+        wait_for(api, server_id, "ACTIVE")
+        action = f"/v2.1/servers/{server_id}/action"
+        other_admin = {"X-Auth-Token": "admin:other"}
+        assert api.post(action, json={"lock": None}, headers=other_admin).status_code == 202
+        r = api.post(action, json={"unlock": None})
+        assert r.status_code == 403, r.text
+        # Administrators are not held by a lock.
+        assert api.post(action, json={"os-stop": None}, headers=other_admin).status_code == 202
+        assert api.post(action, json={"unlock": None}, headers=other_admin).status_code == 202
+
+    def test_locked_reason_only_from_2_73(self, api, cloud):
+        server_id = create_server(api, cloud)["id"]
+        action = f"/v2.1/servers/{server_id}/action"
+        r = api.post(action, json={"lock": {"locked_reason": ""}}, headers=mv("2.73"))
+        assert r.status_code == 400
+
+
 class TestListAndDetails:
     def test_filters_and_pagination(self, api, cloud):
         ids = [

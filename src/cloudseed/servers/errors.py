@@ -9,6 +9,7 @@ QuotaExceeded ─ TooManyPersonalityFiles    more files than injected_files    (
                 TooManyMetadataItems  more items than metadata_items       (403)
 Conflict ────── InstanceInvalidState  busy or in the wrong state          (409)
                 InstanceHasConfigDrive  user data needs a hard reboot      (409)
+                InstanceIsLocked      locked, and the caller is no admin  (409)
                 PasswordAlreadySet    the guest's password is set once     (409)
                 ServerNameNotUnique   `cloudseed server ssh NAME`: several servers (409)
                 NoSshForward          `cloudseed server ssh`: no way in, and why (409)
@@ -45,6 +46,12 @@ class InstanceInvalidState(Conflict):
         super().__init__(f"Cannot '{operation}' instance {uuid} while it is in {attr} {state}")
         self.uuid = uuid
         self.operation = operation
+
+
+class InstanceIsLocked(Conflict):
+    def __init__(self, uuid: str) -> None:
+        super().__init__(f"Instance {uuid} is locked")
+        self.uuid = uuid
 
 
 class InstanceHasConfigDrive(Conflict):

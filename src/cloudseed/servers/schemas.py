@@ -248,6 +248,18 @@ def reboot(version: APIVersion) -> dict[str, Any]:
 
 
 EMPTY_ACTION = {"type": ["object", "null"]}
+# ``lock``: from 2.73 an optional ``locked_reason``; before, Nova does not look at the body.
+LOCK_V273 = {
+    "type": ["object", "null"],
+    "properties": {"locked_reason": {"type": "string", "minLength": 1, "maxLength": 255}},
+    "additionalProperties": False,
+}
+
+
+def lock(version: APIVersion) -> dict[str, Any]:
+    return LOCK_V273 if version >= APIVersion(2, 73) else {}
+
+
 # Nova's: -1 (or null) is the whole log; a string of digits is taken too.
 CONSOLE_OUTPUT = {
     "type": "object",

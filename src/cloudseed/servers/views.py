@@ -170,7 +170,7 @@ def show(
     if version >= V(2, 71) and with_server_groups:
         server["server_groups"] = []
     if version >= V(2, 73):
-        server["locked_reason"] = None
+        server["locked_reason"] = record.system_metadata.get("locked_reason")
     if version >= V(2, 90) and (limited or not admin):
         server["OS-EXT-SRV-ATTR:hostname"] = i.hostname
     if version >= V(2, 96):

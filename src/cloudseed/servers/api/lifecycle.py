@@ -11,7 +11,7 @@ from starlette.responses import JSONResponse, Response
 
 from cloudseed.errors import Forbidden, InvalidInput
 from cloudseed.servers import personality, schemas, views
-from cloudseed.servers.api.requests import actor_of, load_owned, servers_of
+from cloudseed.servers.api.requests import actor_of, load_owned, load_unlocked, servers_of
 from cloudseed.servers.creation import generate_password
 from cloudseed.servers.edits import UNSET
 from cloudseed.web.microversions import APIVersion
@@ -43,7 +43,7 @@ async def _reboot(request: Request, body: dict[str, Any]) -> Response:
     user_data = params.get("user_data", UNSET)
     if user_data is not UNSET and not hard:
         raise InvalidInput("user_data can only be changed with a HARD reboot.")
-    record = await load_owned(request)
+    record = await load_unlocked(request)
     await run_in_threadpool(
         lambda: servers_of(request).reboot(
             record.instance.uuid, actor=actor_of(request), hard=hard, user_data=user_data
@@ -56,7 +56,7 @@ async def _rebuild(request: Request, body: dict[str, Any]) -> Response:
     version, context = version_of(request), context_of(request)
     validate(schemas.rebuild(version), body)
     params = body["rebuild"]
-    record = await load_owned(request)
+    record = await load_unlocked(request)
     admin_pass = params.get("adminPass") or generate_password()
     rebuilt = await run_in_threadpool(
         lambda: servers_of(request).rebuild(
@@ -82,7 +82,7 @@ async def _rebuild(request: Request, body: dict[str, Any]) -> Response:
 
 async def _stop(request: Request, body: dict[str, Any]) -> Response:
     validate(schemas.EMPTY_ACTION, body["os-stop"])
-    record = await load_owned(request)
+    record = await load_unlocked(request)
     await run_in_threadpool(
         lambda: servers_of(request).stop(record.instance.uuid, actor=actor_of(request))
     )
@@ -91,7 +91,7 @@ async def _stop(request: Request, body: dict[str, Any]) -> Response:
 
 async def _start(request: Request, body: dict[str, Any]) -> Response:
     validate(schemas.EMPTY_ACTION, body["os-start"])
-    record = await load_owned(request)
+    record = await load_unlocked(request)
     await run_in_threadpool(
         lambda: servers_of(request).start(record.instance.uuid, actor=actor_of(request))
     )
@@ -128,7 +128,37 @@ async def _console_output(request: Request, body: dict[str, Any]) -> Response:
     return JSONResponse({"output": output})
 
 
+async def _lock(request: Request, body: dict[str, Any]) -> Response:
+    validate(schemas.lock(version_of(request)), body["lock"])
+    params = body["lock"] if isinstance(body["lock"], dict) else {}
+    if version_of(request) < V(2, 73):
+        params = {}
+    record = await load_owned(request)
+    context = context_of(request)
+    await run_in_threadpool(
+        lambda: servers_of(request).lock(
+            record.instance.uuid,
+            actor=actor_of(request),
+            by_admin=context.is_admin and context.project_id != record.instance.project_id,
+            reason=params.get("locked_reason"),
+        )
+    )
+    return Response(status_code=202)
+
+
+async def _unlock(request: Request, body: dict[str, Any]) -> Response:
+    record = await load_owned(request)
+    await run_in_threadpool(
+        lambda: servers_of(request).unlock(
+            record.instance.uuid, actor=actor_of(request), by_admin=context_of(request).is_admin
+        )
+    )
+    return Response(status_code=202)
+
+
 HANDLERS = {
+    "lock": _lock,
+    "unlock": _unlock,
     "reboot": _reboot,
     "rebuild": _rebuild,
     "os-stop": _stop,

@@ -9,7 +9,7 @@ from starlette.responses import JSONResponse, Response
 from cloudseed.errors import InvalidInput
 from cloudseed.quotas.service import FIXED_DEFAULTS, limit_for
 from cloudseed.servers import edits, schemas
-from cloudseed.servers.api.requests import in_cell, load_owned
+from cloudseed.servers.api.requests import in_cell, load_owned, load_unlocked
 from cloudseed.servers.errors import MetadataItemNotFound
 from cloudseed.servers.records import ServerRecord
 from cloudseed.web.requests import api_db_of, body_of
@@ -38,7 +38,7 @@ async def _limit(request: Request, record: ServerRecord) -> int:
 
 async def replace_or_update(request: Request) -> Response:
     body = await body_of(request, schemas.METADATA_BODY)
-    record = await load_owned(request)
+    record = await load_unlocked(request)
     uuid, limit = record.instance.uuid, await _limit(request, record)
     replace = request.method == "PUT"
     result = await in_cell(
@@ -64,7 +64,7 @@ async def put_item(request: Request) -> Response:
     key = request.path_params["key"]
     if key not in body["meta"]:
         raise InvalidInput("Request body and URI mismatch")
-    record = await load_owned(request)
+    record = await load_unlocked(request)
     uuid, limit = record.instance.uuid, await _limit(request, record)
     await in_cell(
         request,
@@ -76,7 +76,7 @@ async def put_item(request: Request) -> Response:
 
 
 async def delete_item(request: Request) -> Response:
-    uuid, key = (await load_owned(request)).instance.uuid, request.path_params["key"]
+    uuid, key = (await load_unlocked(request)).instance.uuid, request.path_params["key"]
     deleted = await in_cell(
         request, uuid, lambda session: edits.delete_metadata_item(session, uuid, key), write=True
     )

@@ -13,6 +13,7 @@ from starlette.requests import Request
 
 from cloudseed.cells.errors import InstanceNotFound
 from cloudseed.servers import records
+from cloudseed.servers.errors import InstanceIsLocked
 from cloudseed.servers.history import Actor
 from cloudseed.servers.records import ServerRecord
 from cloudseed.servers.service import Servers
@@ -71,3 +72,15 @@ async def load_owned(request: Request, *, read_deleted: bool = False) -> ServerR
         deleted_too=read_deleted,
     )
     return owned(context_of(request), record)
+
+
+def unlocked(context: RequestContext, record: ServerRecord) -> ServerRecord:
+    """Nova's ``check_instance_lock``: a locked server refuses everyone but administrators."""
+    if record.instance.locked and not context.is_admin:
+        raise InstanceIsLocked(record.instance.uuid)
+    return record
+
+
+async def load_unlocked(request: Request) -> ServerRecord:
+    """``load_owned``, and 409 when the server is locked (administrators pass)."""
+    return unlocked(context_of(request), await load_owned(request))

@@ -11,7 +11,13 @@ from starlette.responses import JSONResponse, Response
 
 from cloudseed.errors import InvalidInput
 from cloudseed.servers import edits, personality, schemas, views
-from cloudseed.servers.api.requests import actor_of, in_cell, load_owned, servers_of
+from cloudseed.servers.api.requests import (
+    actor_of,
+    in_cell,
+    load_owned,
+    load_unlocked,
+    servers_of,
+)
 from cloudseed.servers.creation import CreateRequest, create_servers
 from cloudseed.servers.edits import UNSET
 from cloudseed.servers.listing import ListFilter, list_servers
@@ -270,7 +276,7 @@ async def update(request: Request) -> Response:
 
 
 async def delete(request: Request) -> Response:
-    record = await load_owned(request)
+    record = await load_unlocked(request)
     await run_in_threadpool(
         lambda: servers_of(request).delete(record.instance.uuid, actor=actor_of(request))
     )
