@@ -418,6 +418,27 @@ class TestLock:
         assert r.status_code == 400
 
 
+class TestAdminActions:
+    def test_restore_and_force_delete_find_no_soft_deleted_server(self, api, cloud):
+        server_id = create_server(api, cloud)["id"]
+        wait_for(api, server_id, "ACTIVE")
+        action = f"/v2.1/servers/{server_id}/action"
+        for verb, operation in (("restore", "restore"), ("forceDelete", "force_delete")):
+            r = api.post(action, json={verb: None}, headers=ADMIN)
+            assert r.status_code == 409, r.text
+            assert r.json()["conflictingRequest"]["message"] == (
+                f"Cannot '{operation}' instance {server_id} while it is in vm_state active"
+            )
+        assert api.post("/v2.1/servers/nope/action", json={"restore": None}).status_code == 404
+
+    def test_inject_network_info_is_for_admins(self, api, cloud):
+        server_id = create_server(api, cloud)["id"]
+        action = f"/v2.1/servers/{server_id}/action"
+        assert api.post(action, json={"injectNetworkInfo": None}).status_code == 403
+        r = api.post(action, json={"injectNetworkInfo": None}, headers=ADMIN)
+        assert r.status_code == 202, r.text
+
+
 class TestListAndDetails:
     def test_filters_and_pagination(self, api, cloud):
         ids = [

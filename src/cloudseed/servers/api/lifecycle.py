@@ -14,6 +14,7 @@ from cloudseed.servers import personality, schemas, views
 from cloudseed.servers.api.requests import actor_of, load_owned, load_unlocked, servers_of
 from cloudseed.servers.creation import generate_password
 from cloudseed.servers.edits import UNSET
+from cloudseed.servers.errors import InstanceInvalidState
 from cloudseed.web.microversions import APIVersion
 from cloudseed.web.requests import api_base, context_of, settings_of, version_of
 from cloudseed.web.validation import bounded_int, read_json, validate
@@ -156,7 +157,35 @@ async def _unlock(request: Request, body: dict[str, Any]) -> Response:
     return Response(status_code=202)
 
 
+async def _not_soft_deleted(request: Request, body: dict[str, Any]) -> Response:
+    """``restore`` and ``forceDelete`` act on SOFT_DELETED servers; cloudseed deletes at once
+    (Nova with ``reclaim_instance_interval = 0``), so every server is in the wrong state: 409."""
+    record = await load_owned(request)
+    operation = "restore" if "restore" in body else "force_delete"
+    raise InstanceInvalidState(
+        uuid=record.instance.uuid,
+        operation=operation,
+        attr="vm_state",
+        state=record.instance.vm_state,
+    )
+
+
+async def _inject_network_info(request: Request, body: dict[str, Any]) -> Response:
+    """``injectNetworkInfo`` (admin): accepted and nothing to do. Guests read their network
+    from the metadata service or the config drive, which always show the current ports."""
+    if not context_of(request).is_admin:
+        raise Forbidden(
+            "Policy doesn't allow os_compute_api:os-admin-actions:inject_network_info to be "
+            "performed."
+        )
+    await load_owned(request)
+    return Response(status_code=202)
+
+
 HANDLERS = {
+    "restore": _not_soft_deleted,
+    "forceDelete": _not_soft_deleted,
+    "injectNetworkInfo": _inject_network_info,
     "lock": _lock,
     "unlock": _unlock,
     "reboot": _reboot,
