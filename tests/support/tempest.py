@@ -117,8 +117,10 @@ FULL_SELECTION = (
     r"|test_server_metadata|test_server_metadata_negative|test_server_actions"
     r"|test_instance_actions|test_instance_actions_negative|test_multiple_create"
     r"|test_multiple_create_negative)\."
-    r"|admin\.(test_keypairs_v210|test_flavors|test_flavors_microversions"
-    r"|test_create_server|test_delete_server|test_servers|test_servers_negative)\."
+    # Not admin.test_flavors*: they create and delete flavors, which cloudseed's API does not
+    # (`cloudseed flavor add`); docs/tempest.md.
+    r"|admin\.(test_keypairs_v210|test_create_server|test_delete_server|test_servers"
+    r"|test_servers_negative)\."
     r")"
 )
 # The few minutes `make test` runs (tests/compat/test_tempest.py).
@@ -128,7 +130,7 @@ SHORT_SELECTION = (
     r"|servers\.test_server_metadata\."
     r"|servers\.test_create_server\.ServersTestJSON\."
     r"|servers\.test_server_actions\.ServerActionsTestJSON\.(test_rebuild|test_reboot)"
-    r"|servers\.test_servers\.ServerShowV25[47]Test\."
+    r"|servers\.test_servers_microversions\.ServerShowV25[47]Test\."
     r")"
 )
 

@@ -190,7 +190,7 @@ async def _list(request: Request, *, detail: bool) -> Response:
         raise InvalidInput("limit param must be positive")
     # Administrators' filters, as in Nova: a project (only with all_tenants; without it the
     # admin's own project is listed whatever tenant_id says) and a host; others never see them.
-    project_id = context.project_id
+    project_id: str | None = context.project_id
     if all_projects:
         project_id = first.get("tenant_id") or first.get("project_id")
     flt = ListFilter(
