@@ -128,6 +128,8 @@ SHORT_SELECTION = (
     r"^tempest\.api\.compute\.("
     r"keypairs\."
     r"|servers\.test_server_metadata\."
+    r"|servers\.test_instance_actions\."
+    r"|servers\.test_servers\.ServersTestJSON\."
     r"|servers\.test_create_server\.ServersTestJSON\."
     r"|servers\.test_server_actions\.ServerActionsTestJSON\.(test_rebuild|test_reboot)"
     r"|servers\.test_servers_microversions\.ServerShowV25[47]Test\."
