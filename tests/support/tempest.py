@@ -9,9 +9,10 @@ unless ``CLOUDSEED_REQUIRE_DBS=1`` (CI), where that is a failure.
 
 ``tempest_cloud(directory)`` stands up what tempest needs: a Keystone (``tests/support/
 keystone.py``), cloudseed in keystone mode with the fake driver (in a thread of this process),
-two images, two flavors and a network, and the compute and network endpoints in Keystone's
-catalog (the network endpoint is cloudseed's read-only Neutron slice, through which tempest
-finds ``fixed_network_name``). ``run_tempest`` writes a ``tempest.conf`` whose feature flags
+two images, two flavors and a network, the compute, network and image endpoints in Keystone's
+catalog (the network and image endpoints are cloudseed's read-only Neutron and Glance slices;
+tempest finds ``fixed_network_name`` through the first), and tempest's pre-provisioned
+accounts (``accounts.yaml``). ``run_tempest`` writes a ``tempest.conf`` whose feature flags
 say what cloudseed offers (``FEATURES``), runs the selection with ``tempest run`` and returns
 every test's outcome, with the reason of each skip.
 """
