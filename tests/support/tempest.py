@@ -546,7 +546,8 @@ def run_tempest(
             shutil.rmtree(old)
         elif old.exists():
             old.unlink()
-    env = keystone_support.clean_env()
+    # tempest makes ~/.tempest/etc whatever it is told: a HOME of its own keeps it here.
+    env = keystone_support.clean_env({"HOME": str(workspace.parent)})
     subprocess.run(
         # Its own workspace registry: nothing is written to ~/.tempest.
         [
