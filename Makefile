@@ -9,7 +9,7 @@ PYTEST_ARGS ?=
 # make test runs the suite in this many worker processes (pytest-xdist); 0: in pytest itself.
 TEST_JOBS ?= 2
 
-.PHONY: help run test venv test-venv lint fuzz bench bench-metadata bench-operations bench-configdrive image-debian e2e clean
+.PHONY: help run test venv test-venv lint tempest fuzz bench bench-metadata bench-operations bench-configdrive image-debian e2e clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -33,6 +33,9 @@ run: venv  ## migrate the embedded SQLite databases and serve (compute API on 12
 test: test-venv  ## run the whole test suite (SQLite; PostgreSQL and MariaDB where reachable)
 	sh tools/debian-packages.sh
 	$(BIN)/python -m pytest -n $(TEST_JOBS) $(PYTEST_ARGS)
+
+tempest: test-venv  ## tempest 47's compute API tests at 2.104 and latest, behind a real Keystone (minutes; docs/tempest.md)
+	$(BIN)/python tools/tempest.py --write docs/tempest.md
 
 FUZZ_EXAMPLES ?= 300
 

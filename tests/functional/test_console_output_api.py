@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from cloudseed.compute.fake import FAKE_CONSOLE
 from tests.support.cloud import create_server, make_cloud, wait_for
 
 
@@ -24,12 +25,12 @@ class TestConsoleOutput:
     def test_whole_log(self, api, server_id):
         r = console(api, server_id, {})
         assert r.status_code == 200, r.text
-        assert r.json() == {"output": "FAKE CONSOLE OUTPUT\nANOTHER\nLAST LINE"}
+        assert r.json() == {"output": FAKE_CONSOLE}
         assert console(api, server_id, {"length": -1}).json() == r.json()
         assert console(api, server_id, {"length": None}).json() == r.json()
 
     def test_last_lines(self, api, server_id):
-        assert console(api, server_id, {"length": 2}).json() == {"output": "ANOTHER\nLAST LINE"}
+        assert console(api, server_id, {"length": 2}).json() == {"output": "ONE MORE\nLAST LINE"}
         assert console(api, server_id, {"length": "1"}).json() == {"output": "LAST LINE"}
 
     @pytest.mark.parametrize(

@@ -375,6 +375,70 @@ class TestLifecycle:
         assert r.status_code == 403
 
 
+class TestLock:
+    def test_lock_refuses_the_owner_until_unlocked(self, api, cloud):
+        server_id = create_server(api, cloud)["id"]
+        wait_for(api, server_id, "ACTIVE")
+        action = f"/v2.1/servers/{server_id}/action"
+        r = api.post(action, json={"lock": {"locked_reason": "audit"}}, headers=mv("2.73"))
+        assert r.status_code == 202, r.text
+        shown = api.get(f"/v2.1/servers/{server_id}", headers=mv("2.73")).json()["server"]
+        assert (shown["locked"], shown["locked_reason"]) == (True, "audit")
+        for r in (
+            api.post(action, json={"os-stop": None}),
+            api.post(action, json={"reboot": {"type": "SOFT"}}),
+            api.delete(f"/v2.1/servers/{server_id}"),
+            api.post(f"/v2.1/servers/{server_id}/metadata", json={"metadata": {"a": "b"}}),
+        ):
+            assert r.status_code == 409, r.text
+            assert r.json()["conflictingRequest"]["message"] == f"Instance {server_id} is locked"
+        assert api.post(action, json={"unlock": None}).status_code == 202
+        shown = api.get(f"/v2.1/servers/{server_id}", headers=mv("2.73")).json()["server"]
+        assert (shown["locked"], shown["locked_reason"]) == (False, None)
+        assert api.post(action, json={"os-stop": None}).status_code == 202
+        actions = api.get(f"/v2.1/servers/{server_id}/os-instance-actions").json()
+        assert {"lock", "unlock"} <= {a["action"] for a in actions["instanceActions"]}
+
+    def test_an_admins_lock_is_the_admins_to_lift(self, api, cloud):
+        server_id = create_server(api, cloud)["id"]
+        wait_for(api, server_id, "ACTIVE")
+        action = f"/v2.1/servers/{server_id}/action"
+        other_admin = {"X-Auth-Token": "admin:other"}
+        assert api.post(action, json={"lock": None}, headers=other_admin).status_code == 202
+        r = api.post(action, json={"unlock": None})
+        assert r.status_code == 403, r.text
+        # Administrators are not held by a lock.
+        assert api.post(action, json={"os-stop": None}, headers=other_admin).status_code == 202
+        assert api.post(action, json={"unlock": None}, headers=other_admin).status_code == 202
+
+    def test_locked_reason_only_from_2_73(self, api, cloud):
+        server_id = create_server(api, cloud)["id"]
+        action = f"/v2.1/servers/{server_id}/action"
+        r = api.post(action, json={"lock": {"locked_reason": ""}}, headers=mv("2.73"))
+        assert r.status_code == 400
+
+
+class TestAdminActions:
+    def test_restore_and_force_delete_find_no_soft_deleted_server(self, api, cloud):
+        server_id = create_server(api, cloud)["id"]
+        wait_for(api, server_id, "ACTIVE")
+        action = f"/v2.1/servers/{server_id}/action"
+        for verb, operation in (("restore", "restore"), ("forceDelete", "force_delete")):
+            r = api.post(action, json={verb: None}, headers=ADMIN)
+            assert r.status_code == 409, r.text
+            assert r.json()["conflictingRequest"]["message"] == (
+                f"Cannot '{operation}' instance {server_id} while it is in vm_state active"
+            )
+        assert api.post("/v2.1/servers/nope/action", json={"restore": None}).status_code == 404
+
+    def test_inject_network_info_is_for_admins(self, api, cloud):
+        server_id = create_server(api, cloud)["id"]
+        action = f"/v2.1/servers/{server_id}/action"
+        assert api.post(action, json={"injectNetworkInfo": None}).status_code == 403
+        r = api.post(action, json={"injectNetworkInfo": None}, headers=ADMIN)
+        assert r.status_code == 202, r.text
+
+
 class TestListAndDetails:
     def test_filters_and_pagination(self, api, cloud):
         ids = [
@@ -451,6 +515,72 @@ class TestListAndDetails:
         ).json()["instanceAction"]
         assert detail["events"][0]["event"] == "compute__do_build_and_run_instance"
         assert detail["events"][0]["result"] == "Success"
+
+    def test_admin_filters_project_and_host(self, api, cloud):
+        mine = create_server(api, cloud)["id"]
+        wait_for(api, mine, "ACTIVE")
+        host = admin_show(api, mine)["OS-EXT-SRV-ATTR:host"]
+
+        def ids(headers=ADMIN, **params):
+            r = api.get("/v2.1/servers", params=params, headers=headers)
+            assert r.status_code == 200, r.text
+            return {s["id"] for s in r.json()["servers"]}
+
+        # tenant_id alone is ignored (the admin's own project, "proj" here too).
+        assert ids(tenant_id="other") == {mine}
+        assert ids(all_tenants="1", tenant_id="other") == set()
+        assert ids(all_tenants="1", project_id="proj") == {mine}
+        assert ids(all_tenants="1", host=host) == {mine}
+        assert ids(all_tenants="1", host="nowhere") == set()
+        # Not an administrator's filter for others: ignored.
+        assert ids(headers={}, host="nowhere") == {mine}
+
+    def test_metadata_items_quota(self, api, cloud):
+        server_id = create_server(api, cloud)["id"]
+        wait_for(api, server_id, "ACTIVE")
+        base = f"/v2.1/servers/{server_id}/metadata"
+        many = {f"k{n}": "v" for n in range(128)}
+        assert api.put(base, json={"metadata": many}).status_code == 200
+        for r in (
+            api.post(base, json={"metadata": {"one": "more"}}),
+            api.put(f"{base}/one", json={"meta": {"one": "more"}}),
+            api.put(base, json={"metadata": {**many, "one": "more"}}),
+        ):
+            assert r.status_code == 403, r.text
+            assert r.json()["forbidden"]["message"] == (
+                "Maximum number of metadata items exceeds 128"
+            )
+        assert len(api.get(base).json()["metadata"]) == 128
+
+    def test_actions_of_a_deleted_server_from_2_21(self, api, cloud):
+        server_id = create_server(api, cloud)["id"]
+        wait_for(api, server_id, "ACTIVE")
+        assert api.delete(f"/v2.1/servers/{server_id}").status_code == 204
+        base = f"/v2.1/servers/{server_id}/os-instance-actions"
+        assert api.get(base, headers=mv("2.20")).status_code == 404
+        listed = api.get(base, headers=mv("2.21")).json()["instanceActions"]
+        assert [a["action"] for a in listed] == ["delete", "create"]
+        shown = api.get(f"{base}/{listed[1]['request_id']}", headers=mv("2.21"))
+        assert shown.status_code == 200 and shown.json()["instanceAction"]["action"] == "create"
+
+    def test_list_filters_image_flavor_ip(self, api, cloud):
+        one = create_server(api, cloud)["id"]
+        two = create_server(api, cloud, "2.1", imageRef=cloud.image2_id)["id"]
+        for server_id in (one, two):
+            wait_for(api, server_id, "ACTIVE")
+
+        def ids(**params):
+            r = api.get("/v2.1/servers", params=params)
+            assert r.status_code == 200, r.text
+            return {s["id"] for s in r.json()["servers"]}
+
+        assert ids(image=cloud.image2_id) == {two}
+        assert ids(image=f"http://x/images/{cloud.image_id}") == {one}
+        assert ids(flavor="1") == {one, two}
+        assert ids(flavor="nope") == set()
+        address = admin_show(api, one)["addresses"]["private"][0]["addr"]
+        assert ids(ip=address.replace(".", r"\.") + "$") == {one}
+        assert ids(ip="^192\\.") == set()
 
     def test_flavors_and_images(self, api, cloud):
         flavors = api.get("/v2.1/flavors/detail").json()["flavors"]

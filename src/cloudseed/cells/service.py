@@ -104,13 +104,13 @@ class CellDatabases:
                 found.setdefault(cell_id, set()).add(uuid)
         return found
 
-    def for_instance(self, uuid: str) -> Database:
+    def for_instance(self, uuid: str, *, deleted_too: bool = False) -> Database:
+        """The cell of a live instance (``deleted_too``: of a deleted one as well)."""
+        query = select(InstanceMapping.cell_id).where(InstanceMapping.instance_uuid == uuid)
+        if not deleted_too:
+            query = query.where(~InstanceMapping.queued_for_delete)
         with self.api_db.read() as session:
-            cell_id = session.scalar(
-                select(InstanceMapping.cell_id).where(
-                    InstanceMapping.instance_uuid == uuid, ~InstanceMapping.queued_for_delete
-                )
-            )
+            cell_id = session.scalar(query)
         if cell_id is None:
             raise InstanceNotFound(uuid)
         return self.by_id(cell_id)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
@@ -9,11 +10,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from cloudseed.errors import InvalidInput
 from cloudseed.flavors import service
 from cloudseed.flavors.models import Flavor
-from cloudseed.web.links import links
+from cloudseed.web.links import links, next_link
 from cloudseed.web.microversions import APIVersion
-from cloudseed.web.requests import api_base, api_db_of, context_of, version_of
+from cloudseed.web.requests import api_base, api_db_of, context_of, settings_of, version_of
+from cloudseed.web.validation import bounded_int
 
 
 def _view(flavor: Flavor, version: APIVersion, base: str, *, detail: bool) -> dict[str, Any]:
@@ -42,15 +45,64 @@ def _view(flavor: Flavor, version: APIVersion, base: str, *, detail: bool) -> di
     return body
 
 
+def _min_filter(query: Mapping[str, str], name: str) -> int | None:
+    """Nova's ``minRam``/``minDisk``: a non-negative integer, else 400."""
+    if name not in query:
+        return None
+    try:
+        value = int(query[name])
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise InvalidInput(f"Invalid {name} filter [{query[name]}]")
+    return value
+
+
 async def _list(request: Request, *, detail: bool) -> Response:
-    context_of(request)
+    context_of(request)  # authenticated
     db, version, base = api_db_of(request), version_of(request), api_base(request)
+    query = dict(request.query_params)
+    min_ram, min_disk = _min_filter(query, "minRam"), _min_filter(query, "minDisk")
+    max_limit = settings_of(request).api.max_limit
+    limit = max_limit
+    if "limit" in query:
+        try:
+            limit = min(max_limit, bounded_int(query["limit"], "limit", minimum=0))
+        except InvalidInput as exc:
+            raise InvalidInput("limit param must be an integer") from exc
+    marker = query.get("marker")
 
-    def run() -> list[dict[str, Any]]:
+    def run() -> list[Flavor]:
         with db.read() as session:
-            return [_view(f, version, base, detail=detail) for f in service.list_flavors(session)]
+            found = [
+                f
+                for f in service.list_flavors(session)
+                if (min_ram is None or f.memory_mb >= min_ram)
+                and (min_disk is None or f.root_gb >= min_disk)
+            ]
+        if marker is not None:
+            ids = [f.flavorid for f in found]
+            if marker not in ids:
+                raise InvalidInput(f"marker [{marker}] not found")
+            found = found[ids.index(marker) + 1 :]
+        return found[:limit]
 
-    return JSONResponse({"flavors": await run_in_threadpool(run)})
+    found = await run_in_threadpool(run)
+    body: dict[str, Any] = {"flavors": [_view(f, version, base, detail=detail) for f in found]}
+    if "limit" in query and found and len(found) == limit:
+        body["flavors_links"] = [
+            {
+                "rel": "next",
+                "href": next_link(
+                    request,
+                    settings_of(request).api.compute_link_prefix,
+                    request.url.path,
+                    {k: request.query_params.getlist(k) for k in request.query_params},
+                    found[-1].flavorid,
+                ),
+            }
+        ]
+    return JSONResponse(body)
 
 
 async def index(request: Request) -> Response:

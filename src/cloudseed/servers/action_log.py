@@ -68,16 +68,17 @@ def finish(
     )
 
 
-def _action_body(row: InstanceAction) -> dict[str, Any]:
+def _action_record(row: InstanceAction) -> dict[str, Any]:
+    """An action as stored; ``servers.action_views`` decides what each microversion shows."""
     return {
         "action": row.action,
         "instance_uuid": row.instance_uuid,
         "request_id": row.request_id,
         "user_id": row.user_id,
         "project_id": row.project_id,
-        "start_time": row.start_time.isoformat(),
+        "start_time": row.start_time,
         "message": row.message,
-        "updated_at": (row.updated_at or row.start_time).isoformat(),
+        "updated_at": row.updated_at or row.start_time,
     }
 
 
@@ -87,12 +88,11 @@ def list_actions(session: Session, instance_uuid: str) -> list[dict[str, Any]]:
         .where(InstanceAction.instance_uuid == instance_uuid)
         .order_by(InstanceAction.start_time.desc(), InstanceAction.id.desc())
     )
-    return [_action_body(r) for r in rows]
+    return [_action_record(r) for r in rows]
 
 
-def show_action(
-    session: Session, instance_uuid: str, request_id: str, *, with_details: bool
-) -> dict[str, Any]:
+def show_action(session: Session, instance_uuid: str, request_id: str) -> dict[str, Any]:
+    """The action with its events (key ``events``), as stored, oldest event first."""
     row = session.scalar(
         select(InstanceAction).where(
             InstanceAction.instance_uuid == instance_uuid, InstanceAction.request_id == request_id
@@ -100,25 +100,23 @@ def show_action(
     )
     if row is None:
         raise ActionNotFound(request_id)
-    body = _action_body(row)
-    events = []
-    for ev in session.scalars(
-        select(InstanceActionEvent)
-        .where(InstanceActionEvent.action_id == row.id)
-        .order_by(InstanceActionEvent.id)
-    ):
-        item: dict[str, Any] = {
+    record = _action_record(row)
+    record["events"] = [
+        {
             "event": ev.event,
-            "start_time": ev.start_time.isoformat(),
-            "finish_time": ev.finish_time.isoformat() if ev.finish_time else None,
+            "start_time": ev.start_time,
+            "finish_time": ev.finish_time,
             "result": ev.result,
+            "traceback": ev.traceback,
+            "details": ev.details,
         }
-        if with_details:
-            item["traceback"] = ev.traceback
-            item["details"] = ev.details
-        events.append(item)
-    body["events"] = events
-    return body
+        for ev in session.scalars(
+            select(InstanceActionEvent)
+            .where(InstanceActionEvent.action_id == row.id)
+            .order_by(InstanceActionEvent.id)
+        )
+    ]
+    return record
 
 
 def note(session: Session, *, action_id: int, event: str, details: str) -> None:

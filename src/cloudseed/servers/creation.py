@@ -28,12 +28,14 @@ from cloudseed.db.base import utcnow
 from cloudseed.db.engines import Database
 from cloudseed.errors import Forbidden, InvalidInput
 from cloudseed.flavors import service as flavors
+from cloudseed.flavors.errors import FlavorNotFound
 from cloudseed.hosts import scheduler
 from cloudseed.hosts.errors import NoValidHost
 from cloudseed.images import service as images
 from cloudseed.keypairs import service as keypairs
 from cloudseed.keypairs.errors import KeypairNotFound
 from cloudseed.networks import service as networks
+from cloudseed.networks.errors import NetworkNotFound
 from cloudseed.quotas import service as quotas
 from cloudseed.servers import action_log, history, personality, queue, states
 from cloudseed.servers import quota as usage
@@ -139,7 +141,10 @@ def create_servers(
             user_id=request.actor.user_id,
             quota=quota,
         )
-        flavor = flavors.snapshot(flavors.get_flavor(session, request.flavor_ref))
+        try:
+            flavor = flavors.snapshot(flavors.get_flavor(session, request.flavor_ref))
+        except FlavorNotFound as exc:  # a request naming a missing flavor: 400 in Nova
+            raise InvalidInput(str(exc)) from exc
         image = images.get_image(session, request.image_ref)
         image_props = images.properties_of(image)
         vcpus, memory_mb = int(str(flavor["vcpus"])), int(str(flavor["ram"]))
@@ -159,7 +164,10 @@ def create_servers(
             max_count=request.count,
         )
         uuids = [str(uuid.uuid4()) for _ in range(count)]
-        ports = {u: _plan_ports(session, request.networks, u) for u in uuids}
+        try:
+            ports = {u: _plan_ports(session, request.networks, u) for u in uuids}
+        except NetworkNotFound as exc:  # 400 in Nova too
+            raise InvalidInput(str(exc)) from exc
         for u in uuids:
             session.add(
                 InstanceMapping(

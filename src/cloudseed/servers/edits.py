@@ -13,8 +13,13 @@ from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from cloudseed.db.base import utcnow
+from cloudseed.quotas.service import within as quota_within
 from cloudseed.servers import action_log, history, records
-from cloudseed.servers.errors import InstanceHasConfigDrive, InstanceInvalidState
+from cloudseed.servers.errors import (
+    InstanceHasConfigDrive,
+    InstanceInvalidState,
+    TooManyMetadataItems,
+)
 from cloudseed.servers.history import Actor
 from cloudseed.servers.models import InstanceMetadata
 
@@ -30,11 +35,17 @@ def update(
     description: Any = UNSET,
     hostname: str | None = None,
     user_data: Any = UNSET,
+    access_ip_v4: str | None = None,
+    access_ip_v6: str | None = None,
 ) -> records.ServerRecord:
     record = records.load(session, uuid, for_update=True)
     instance = record.instance
     if name is not None:
         instance.display_name = name
+    if access_ip_v4 is not None:
+        instance.access_ip_v4 = access_ip_v4
+    if access_ip_v6 is not None:
+        instance.access_ip_v6 = access_ip_v6
     if description is not UNSET:
         instance.display_description = description
     if hostname is not None:
@@ -77,16 +88,15 @@ def update(
 
 
 def set_metadata(
-    session: Session, uuid: str, items: dict[str, str], *, replace: bool
+    session: Session, uuid: str, items: dict[str, str], *, replace: bool, limit: int = -1
 ) -> dict[str, str]:
-    """Replace the metadata items (PUT) or merge into them (POST); the items afterwards."""
+    """Replace the metadata items (PUT) or merge into them (POST); the items afterwards.
+    ``limit``: the caller's ``metadata_items`` quota (-1: none); more items are a 403."""
     records.load(session, uuid, for_update=True)
-    if replace:
-        replace_metadata(session, uuid, items)
-    else:
-        current = metadata(session, uuid)
-        current.update(items)
-        replace_metadata(session, uuid, current)
+    wanted = dict(items) if replace else {**metadata(session, uuid), **items}
+    if not quota_within(limit, len(wanted)):
+        raise TooManyMetadataItems(limit)
+    replace_metadata(session, uuid, wanted)
     records.guest_changed(session, uuid)
     return metadata(session, uuid)
 

@@ -6,8 +6,10 @@ InvalidInput ── InvalidKeyName        key_name unknown for the caller     (4
 QuotaExceeded ─ TooManyPersonalityFiles    more files than injected_files    (403)
                 ├ PersonalityPathTooLong     a path over the path limit       (403)
                 └ PersonalityContentTooLong  a content over the content limit (403)
+                TooManyMetadataItems  more items than metadata_items       (403)
 Conflict ────── InstanceInvalidState  busy or in the wrong state          (409)
                 InstanceHasConfigDrive  user data needs a hard reboot      (409)
+                InstanceIsLocked      locked, and the caller is no admin  (409)
                 PasswordAlreadySet    the guest's password is set once     (409)
                 ServerNameNotUnique   `cloudseed server ssh NAME`: several servers (409)
                 NoSshForward          `cloudseed server ssh`: no way in, and why (409)
@@ -46,6 +48,12 @@ class InstanceInvalidState(Conflict):
         self.operation = operation
 
 
+class InstanceIsLocked(Conflict):
+    def __init__(self, uuid: str) -> None:
+        super().__init__(f"Instance {uuid} is locked")
+        self.uuid = uuid
+
+
 class InstanceHasConfigDrive(Conflict):
     def __init__(self, uuid: str) -> None:
         super().__init__(
@@ -65,6 +73,15 @@ class TooManyPersonalityFiles(QuotaExceeded):
         resource: str = "injected_files",
     ) -> None:
         super().__init__(message, resource=resource, limit=limit)
+
+
+class TooManyMetadataItems(QuotaExceeded):
+    def __init__(self, limit: int) -> None:
+        super().__init__(
+            f"Maximum number of metadata items exceeds {limit}",
+            resource="metadata_items",
+            limit=limit,
+        )
 
 
 class PersonalityPathTooLong(TooManyPersonalityFiles):

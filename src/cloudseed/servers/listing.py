@@ -21,6 +21,11 @@ class ListFilter:
     name: str | None = None  # a regular expression, as in Nova
     key_name: str | None = None
     status: str | None = None
+    image: str | None = None  # an image id
+    flavor: str | None = None  # a flavor id
+    ip: str | None = None  # a regular expression on the IPv4 addresses, as in Nova
+    ip6: str | None = None  # the same on the IPv6 addresses
+    host: str | None = None  # administrators only
     changes_since: dt.datetime | None = None
     limit: int = 1000
     marker: str | None = None
@@ -30,8 +35,13 @@ def list_servers(cells: CellDatabases, f: ListFilter) -> list[records.ServerReco
     """Newest first (created_at, then id, descending); ``marker`` is the last uuid seen."""
     try:
         name_re = re.compile(f.name) if f.name else None
+        ip_res = {
+            version: re.compile(pattern)
+            for version, pattern in ((4, f.ip), (6, f.ip6))
+            if pattern is not None
+        }
     except re.error as exc:
-        raise InvalidInput(f"Invalid regular expression for name: {exc}") from exc
+        raise InvalidInput(f"Invalid regular expression: {exc}") from exc
     found: list[records.ServerRecord] = []
     marker_key = None
     for db in cells.all_cells():
@@ -51,6 +61,12 @@ def list_servers(cells: CellDatabases, f: ListFilter) -> list[records.ServerReco
                 query = query.where(Instance.deleted == 0)
             if f.key_name is not None:
                 query = query.where(Instance.key_name == f.key_name)
+            if f.image is not None:
+                query = query.where(Instance.image_ref == f.image)
+            if f.flavor is not None:
+                query = query.where(Instance.flavor_id == f.flavor)
+            if f.host is not None:
+                query = query.where(Instance.host == f.host)
             if f.status is not None:
                 pairs = states.STATUS_FILTERS.get(f.status.upper(), [])
                 if not pairs:
@@ -73,10 +89,23 @@ def list_servers(cells: CellDatabases, f: ListFilter) -> list[records.ServerReco
                 for i in session.scalars(query)
                 if name_re is None or name_re.search(i.display_name)
             ]
-            found.extend(records.load_many(session, instances))
+            loaded = records.load_many(session, instances)
+            found.extend(r for r in loaded if _addresses_match(r, ip_res))
     if f.marker is not None and marker_key is None:
         raise ServerMarkerNotFound(f.marker)
     found.sort(key=lambda r: (r.instance.created_at, r.instance.id), reverse=True)
     if marker_key is not None:
         found = [r for r in found if (r.instance.created_at, r.instance.id) < marker_key]
     return found[: f.limit]
+
+
+def _addresses_match(record: records.ServerRecord, patterns: dict[int, re.Pattern[str]]) -> bool:
+    """Every pattern (by IP version) matches one of the server's addresses of that version."""
+    return all(
+        any(
+            ip.version == version and pattern.search(ip.address)
+            for _, ips in record.ports
+            for ip in ips
+        )
+        for version, pattern in patterns.items()
+    )

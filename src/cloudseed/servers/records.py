@@ -54,14 +54,15 @@ class ServerRecord:
         return json.loads(self.extra.fault) if self.extra.fault else None
 
 
-def load(session: Session, uuid: str, *, for_update: bool = False) -> ServerRecord:
+def load(
+    session: Session, uuid: str, *, for_update: bool = False, read_deleted: bool = False
+) -> ServerRecord:
+    """``read_deleted``: a deleted instance too (instance actions from 2.21, as in Nova)."""
     # populate_existing: claim_task and friends update rows with Core statements, so an
     # instance already in this session's identity map must be read again, not reused.
-    query = (
-        select(Instance)
-        .where(Instance.uuid == uuid, Instance.deleted == 0)
-        .execution_options(populate_existing=True)
-    )
+    query = select(Instance).where(Instance.uuid == uuid).execution_options(populate_existing=True)
+    if not read_deleted:
+        query = query.where(Instance.deleted == 0)
     if for_update:
         query = query.with_for_update()
     instance = session.scalar(query)

@@ -5,6 +5,7 @@ are compiled once."""
 from __future__ import annotations
 
 import copy
+import ipaddress
 from functools import cache
 from typing import Any
 
@@ -247,6 +248,18 @@ def reboot(version: APIVersion) -> dict[str, Any]:
 
 
 EMPTY_ACTION = {"type": ["object", "null"]}
+# ``lock``: from 2.73 an optional ``locked_reason``; before, Nova does not look at the body.
+LOCK_V273 = {
+    "type": ["object", "null"],
+    "properties": {"locked_reason": {"type": "string", "minLength": 1, "maxLength": 255}},
+    "additionalProperties": False,
+}
+
+
+def lock(version: APIVersion) -> dict[str, Any]:
+    return LOCK_V273 if version >= APIVersion(2, 73) else {}
+
+
 # Nova's: -1 (or null) is the whole log; a string of digits is taken too.
 CONSOLE_OUTPUT = {
     "type": "object",
@@ -287,3 +300,10 @@ RESET_STATE: dict[str, Any] = {
     "required": ["os-resetState"],
     "additionalProperties": False,
 }
+
+
+def ipv6_text(value: str | None) -> str | None:
+    """An IPv6 address as Nova stores it (netaddr's compact form: ``::babe:dc0c:1602``)."""
+    if not value:
+        return value
+    return ipaddress.IPv6Address(value).compressed

@@ -22,11 +22,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import delete, update
+from sqlalchemy.orm import Session
 
 from cloudseed.cells.models import InstanceMapping
 from cloudseed.cells.service import CellDatabases
 from cloudseed.db.base import utcnow
 from cloudseed.db.engines import Database
+from cloudseed.errors import Forbidden
 from cloudseed.images import service as images
 from cloudseed.networks import service as networks
 from cloudseed.servers import action_log, history, personality, queue, records, states
@@ -37,6 +39,10 @@ from cloudseed.servers.errors import ConsoleNotAvailable
 from cloudseed.servers.history import Actor
 from cloudseed.servers.models import FixedIP, Instance, Port
 from cloudseed.settings import QuotaSection
+
+# System metadata of a locked instance, as Nova keeps them (locked_by is a column there).
+LOCKED_BY = "locked_by"
+LOCKED_REASON = "locked_reason"
 
 
 @dataclass(frozen=True)
@@ -210,6 +216,38 @@ class Servers:
                 event="api_reset_state",
                 details=f"state {state}; {cancelled} open operation(s) cancelled",
             )
+
+    def lock(self, uuid: str, *, actor: Actor, by_admin: bool, reason: str | None) -> None:
+        """``lock``: Nova's ``locked``, ``locked_by`` (owner or admin) and ``locked_reason``."""
+        with self.cells.for_instance(uuid).write() as session:
+            records.load(session, uuid, for_update=True)
+            self._set_lock(session, uuid, locked=True)
+            records.set_system_metadata(session, uuid, LOCKED_BY, "admin" if by_admin else "owner")
+            records.set_system_metadata(session, uuid, LOCKED_REASON, reason)
+            action_log.start(session, instance_uuid=uuid, action="lock", actor=actor)
+
+    def unlock(self, uuid: str, *, actor: Actor, by_admin: bool) -> None:
+        """``unlock``: a lock an administrator took is theirs to lift (403 for the owner)."""
+        with self.cells.for_instance(uuid).write() as session:
+            record = records.load(session, uuid, for_update=True)
+            if record.system_metadata.get(LOCKED_BY) == "admin" and not by_admin:
+                raise Forbidden(
+                    "Policy doesn't allow os_compute_api:os-lock-server:unlock:unlock_override "
+                    "to be performed."
+                )
+            self._set_lock(session, uuid, locked=False)
+            records.set_system_metadata(session, uuid, LOCKED_BY, None)
+            records.set_system_metadata(session, uuid, LOCKED_REASON, None)
+            action_log.start(session, instance_uuid=uuid, action="unlock", actor=actor)
+
+    @staticmethod
+    def _set_lock(session: Session, uuid: str, *, locked: bool) -> None:
+        session.execute(
+            update(Instance)
+            .where(Instance.uuid == uuid, Instance.deleted == 0)
+            .values(locked=locked, updated_at=utcnow())
+            .execution_options(synchronize_session=False)
+        )
 
     def delete(self, uuid: str, *, actor: Actor) -> None:
         """Delete at once in the database (the address is free again, the metadata service no

@@ -1,6 +1,14 @@
 """Server response bodies, per microversion (Nova's view builder for the fields cloudseed
 keeps). Policy-dependent parts take ``admin`` explicitly: administrators see the extended
-server attributes (``OS-EXT-SRV-ATTR:*``, including ``user_data`` from 2.3)."""
+server attributes (``OS-EXT-SRV-ATTR:*``, including ``user_data`` from 2.3).
+
+GET shows the full view. ``PUT /servers/{id}`` (``updated``) and rebuild (``rebuilt``) show
+Nova's limited view below 2.75 and the full one from 2.75 on: the limited view has no
+``OS-EXT-AZ``, ``OS-EXT-SRV-ATTR``, ``OS-EXT-STS``, ``OS-SRV-USG`` attributes, no
+``config_drive``, ``security_groups``, ``os-extended-volumes:volumes_attached`` nor
+``host_status``, addresses without ``OS-EXT-IPS:type``/``OS-EXT-IPS-MAC:mac_addr``, and
+``key_name`` only on rebuild from 2.54. Rebuild adds ``user_data`` from 2.57 (and never the
+``OS-EXT-SRV-ATTR:user_data`` of the full view) and ``adminPass``."""
 
 from __future__ import annotations
 
@@ -30,18 +38,20 @@ def basic(record: ServerRecord, base: str) -> dict[str, Any]:
     return {"id": i.uuid, "name": i.display_name, "links": links(base, "servers", i.uuid)}
 
 
-def addresses(record: ServerRecord) -> dict[str, list[dict[str, Any]]]:
+def host_id(project_id: str, host: str | None) -> str:
+    """Nova's ``hostId``: the host hashed with the project, so projects cannot compare hosts."""
+    return hashlib.sha224((project_id + host).encode()).hexdigest() if host else ""
+
+
+def addresses(record: ServerRecord, *, extended: bool = True) -> dict[str, list[dict[str, Any]]]:
     result: dict[str, list[dict[str, Any]]] = {}
     for port, ips in record.ports:
         for ip in ips:
-            result.setdefault(port.network_name, []).append(
-                {
-                    "version": ip.version,
-                    "addr": ip.address,
-                    "OS-EXT-IPS:type": "fixed",
-                    "OS-EXT-IPS-MAC:mac_addr": port.mac_address,
-                }
-            )
+            address: dict[str, Any] = {"version": ip.version, "addr": ip.address}
+            if extended:
+                address["OS-EXT-IPS:type"] = "fixed"
+                address["OS-EXT-IPS-MAC:mac_addr"] = port.mac_address
+            result.setdefault(port.network_name, []).append(address)
     return result
 
 
@@ -71,17 +81,20 @@ def show(
     admin: bool,
     with_server_groups: bool = True,
     with_user_data: bool = True,
+    limited: bool = False,
+    with_key_name: bool = True,
 ) -> dict[str, Any]:
+    """The full view; ``limited``: Nova's limited view (see the module's docstring)."""
     i = record.instance
     status = states.status_of(i.vm_state, i.task_state)
     root = base.removesuffix("/v2.1")
     server: dict[str, Any] = {
         "accessIPv4": i.access_ip_v4 or "",
         "accessIPv6": i.access_ip_v6 or "",
-        "addresses": addresses(record),
+        "addresses": addresses(record, extended=not limited),
         "created": _isotime(i.created_at),
         "flavor": _flavor(record, version, base),
-        "hostId": hashlib.sha224((i.project_id + i.host).encode()).hexdigest() if i.host else "",
+        "hostId": host_id(i.project_id, i.host),
         "id": i.uuid,
         "image": {
             "id": i.image_ref,
@@ -95,17 +108,23 @@ def show(
         "user_id": i.user_id,
         "updated": _isotime(i.updated_at or i.created_at),
         "OS-DCF:diskConfig": "MANUAL",
-        "OS-EXT-AZ:availability_zone": i.availability_zone or "nova",
-        "config_drive": i.config_drive,
-        "key_name": i.key_name,
-        "OS-SRV-USG:launched_at": _strtime(i.launched_at),
-        "OS-SRV-USG:terminated_at": _strtime(i.terminated_at),
-        "security_groups": [{"name": "default"}],
-        "OS-EXT-STS:task_state": i.task_state,
-        "OS-EXT-STS:vm_state": i.vm_state,
-        "OS-EXT-STS:power_state": i.power_state,
-        "os-extended-volumes:volumes_attached": [],
     }
+    if not limited:
+        server.update(
+            {
+                "OS-EXT-AZ:availability_zone": i.availability_zone or "nova",
+                "config_drive": i.config_drive,
+                "OS-SRV-USG:launched_at": _strtime(i.launched_at),
+                "OS-SRV-USG:terminated_at": _strtime(i.terminated_at),
+                "security_groups": [{"name": "default"}],
+                "OS-EXT-STS:task_state": i.task_state,
+                "OS-EXT-STS:vm_state": i.vm_state,
+                "OS-EXT-STS:power_state": i.power_state,
+                "os-extended-volumes:volumes_attached": [],
+            }
+        )
+    if with_key_name:
+        server["key_name"] = i.key_name
     if status in FAULT_STATUSES and record.fault:
         fault = record.fault
         server["fault"] = {
@@ -117,7 +136,7 @@ def show(
             server["fault"]["details"] = fault.get("details", "")
     if status in PROGRESS_STATUSES:
         server["progress"] = 100 if status == "ACTIVE" else 0
-    if admin:
+    if admin and not limited:
         server.update(
             {
                 "OS-EXT-SRV-ATTR:host": i.host,
@@ -140,7 +159,7 @@ def show(
                 server["OS-EXT-SRV-ATTR:user_data"] = i.user_data
     if version >= V(2, 9):
         server["locked"] = i.locked
-    if version >= V(2, 16) and admin:
+    if version >= V(2, 16) and admin and not limited:
         server["host_status"] = "UP" if i.host else ""
     if version >= V(2, 19):
         server["description"] = i.display_description
@@ -151,11 +170,41 @@ def show(
     if version >= V(2, 71) and with_server_groups:
         server["server_groups"] = []
     if version >= V(2, 73):
-        server["locked_reason"] = None
-    if version >= V(2, 90) and not admin:
+        server["locked_reason"] = record.system_metadata.get("locked_reason")
+    if version >= V(2, 90) and (limited or not admin):
         server["OS-EXT-SRV-ATTR:hostname"] = i.hostname
     if version >= V(2, 96):
         server["pinned_availability_zone"] = None
     if version >= V(2, 100):
         server["scheduler_hints"] = {}
     return {"server": server}
+
+
+FULL_UPDATE_AND_REBUILD_SINCE = V(2, 75)
+REBUILD_KEY_NAME_SINCE = V(2, 54)
+REBUILD_USER_DATA_SINCE = V(2, 57)
+
+
+def updated(record: ServerRecord, version: APIVersion, base: str, *, admin: bool) -> dict[str, Any]:
+    """``PUT /servers/{id}``'s body."""
+    full = version >= FULL_UPDATE_AND_REBUILD_SINCE
+    return show(record, version, base, admin=admin, limited=not full, with_key_name=full)
+
+
+def rebuilt(
+    record: ServerRecord, version: APIVersion, base: str, *, admin: bool, admin_password: str
+) -> dict[str, Any]:
+    """The rebuild action's body."""
+    view = show(
+        record,
+        version,
+        base,
+        admin=admin,
+        limited=version < FULL_UPDATE_AND_REBUILD_SINCE,
+        with_key_name=version >= REBUILD_KEY_NAME_SINCE,
+        with_user_data=False,
+    )
+    if version >= REBUILD_USER_DATA_SINCE:
+        view["server"]["user_data"] = record.instance.user_data
+    view["server"]["adminPass"] = admin_password
+    return view

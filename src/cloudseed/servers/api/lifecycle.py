@@ -11,9 +11,10 @@ from starlette.responses import JSONResponse, Response
 
 from cloudseed.errors import Forbidden, InvalidInput
 from cloudseed.servers import personality, schemas, views
-from cloudseed.servers.api.requests import actor_of, load_owned, servers_of
+from cloudseed.servers.api.requests import actor_of, load_owned, load_unlocked, servers_of
 from cloudseed.servers.creation import generate_password
 from cloudseed.servers.edits import UNSET
+from cloudseed.servers.errors import InstanceInvalidState
 from cloudseed.web.microversions import APIVersion
 from cloudseed.web.requests import api_base, context_of, settings_of, version_of
 from cloudseed.web.validation import bounded_int, read_json, validate
@@ -30,6 +31,7 @@ async def action(request: Request) -> Response:
     name = next(iter(body))
     handler = HANDLERS.get(name)
     if handler is None:
+        await load_owned(request)  # a server that is not there is a 404 first, as in Nova
         raise InvalidInput(f"There is no such action: {name}")
     return await handler(request, body)
 
@@ -42,7 +44,7 @@ async def _reboot(request: Request, body: dict[str, Any]) -> Response:
     user_data = params.get("user_data", UNSET)
     if user_data is not UNSET and not hard:
         raise InvalidInput("user_data can only be changed with a HARD reboot.")
-    record = await load_owned(request)
+    record = await load_unlocked(request)
     await run_in_threadpool(
         lambda: servers_of(request).reboot(
             record.instance.uuid, actor=actor_of(request), hard=hard, user_data=user_data
@@ -55,7 +57,7 @@ async def _rebuild(request: Request, body: dict[str, Any]) -> Response:
     version, context = version_of(request), context_of(request)
     validate(schemas.rebuild(version), body)
     params = body["rebuild"]
-    record = await load_owned(request)
+    record = await load_unlocked(request)
     admin_pass = params.get("adminPass") or generate_password()
     rebuilt = await run_in_threadpool(
         lambda: servers_of(request).rebuild(
@@ -73,19 +75,15 @@ async def _rebuild(request: Request, body: dict[str, Any]) -> Response:
             quota=settings_of(request).quota,
         )
     )
-    view = views.show(
-        rebuilt, version, api_base(request), admin=context.is_admin, with_user_data=False
+    view = views.rebuilt(
+        rebuilt, version, api_base(request), admin=context.is_admin, admin_password=admin_pass
     )
-    server = view["server"]
-    if version >= V(2, 57):
-        server["user_data"] = rebuilt.instance.user_data
-    server["adminPass"] = admin_pass
     return JSONResponse(view, status_code=202)
 
 
 async def _stop(request: Request, body: dict[str, Any]) -> Response:
     validate(schemas.EMPTY_ACTION, body["os-stop"])
-    record = await load_owned(request)
+    record = await load_unlocked(request)
     await run_in_threadpool(
         lambda: servers_of(request).stop(record.instance.uuid, actor=actor_of(request))
     )
@@ -94,7 +92,7 @@ async def _stop(request: Request, body: dict[str, Any]) -> Response:
 
 async def _start(request: Request, body: dict[str, Any]) -> Response:
     validate(schemas.EMPTY_ACTION, body["os-start"])
-    record = await load_owned(request)
+    record = await load_unlocked(request)
     await run_in_threadpool(
         lambda: servers_of(request).start(record.instance.uuid, actor=actor_of(request))
     )
@@ -131,7 +129,65 @@ async def _console_output(request: Request, body: dict[str, Any]) -> Response:
     return JSONResponse({"output": output})
 
 
+async def _lock(request: Request, body: dict[str, Any]) -> Response:
+    validate(schemas.lock(version_of(request)), body["lock"])
+    params = body["lock"] if isinstance(body["lock"], dict) else {}
+    if version_of(request) < V(2, 73):
+        params = {}
+    record = await load_owned(request)
+    context = context_of(request)
+    await run_in_threadpool(
+        lambda: servers_of(request).lock(
+            record.instance.uuid,
+            actor=actor_of(request),
+            by_admin=context.is_admin and context.project_id != record.instance.project_id,
+            reason=params.get("locked_reason"),
+        )
+    )
+    return Response(status_code=202)
+
+
+async def _unlock(request: Request, body: dict[str, Any]) -> Response:
+    record = await load_owned(request)
+    await run_in_threadpool(
+        lambda: servers_of(request).unlock(
+            record.instance.uuid, actor=actor_of(request), by_admin=context_of(request).is_admin
+        )
+    )
+    return Response(status_code=202)
+
+
+async def _not_soft_deleted(request: Request, body: dict[str, Any]) -> Response:
+    """``restore`` and ``forceDelete`` act on SOFT_DELETED servers; cloudseed deletes at once
+    (Nova with ``reclaim_instance_interval = 0``), so every server is in the wrong state: 409."""
+    record = await load_owned(request)
+    operation = "restore" if "restore" in body else "force_delete"
+    raise InstanceInvalidState(
+        uuid=record.instance.uuid,
+        operation=operation,
+        attr="vm_state",
+        state=record.instance.vm_state,
+    )
+
+
+async def _inject_network_info(request: Request, body: dict[str, Any]) -> Response:
+    """``injectNetworkInfo`` (admin): accepted and nothing to do. Guests read their network
+    from the metadata service or the config drive, which always show the current ports."""
+    if not context_of(request).is_admin:
+        raise Forbidden(
+            "Policy doesn't allow os_compute_api:os-admin-actions:inject_network_info to be "
+            "performed."
+        )
+    await load_owned(request)
+    return Response(status_code=202)
+
+
 HANDLERS = {
+    "restore": _not_soft_deleted,
+    "forceDelete": _not_soft_deleted,
+    "injectNetworkInfo": _inject_network_info,
+    "lock": _lock,
+    "unlock": _unlock,
     "reboot": _reboot,
     "rebuild": _rebuild,
     "os-stop": _stop,

@@ -2,28 +2,51 @@
 
 from __future__ import annotations
 
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from cloudseed.errors import InvalidInput
+from cloudseed.quotas.service import FIXED_DEFAULTS, limit_for
 from cloudseed.servers import edits, schemas
-from cloudseed.servers.api.requests import in_cell, load_owned
+from cloudseed.servers.api.requests import in_cell, load_owned, load_unlocked
 from cloudseed.servers.errors import MetadataItemNotFound
-from cloudseed.web.requests import body_of
+from cloudseed.servers.records import ServerRecord
+from cloudseed.web.requests import api_db_of, body_of
 
 
 async def index(request: Request) -> Response:
     return JSONResponse({"metadata": (await load_owned(request)).metadata})
 
 
+async def _limit(request: Request, record: ServerRecord) -> int:
+    """The ``metadata_items`` quota of the server's project and user (API database)."""
+    db, default = api_db_of(request), FIXED_DEFAULTS["metadata_items"]
+
+    def run() -> int:
+        with db.read() as session:
+            return limit_for(
+                session,
+                resource="metadata_items",
+                project_id=record.instance.project_id,
+                user_id=record.instance.user_id,
+                default=default,
+            )
+
+    return await run_in_threadpool(run)
+
+
 async def replace_or_update(request: Request) -> Response:
     body = await body_of(request, schemas.METADATA_BODY)
-    uuid = (await load_owned(request)).instance.uuid
+    record = await load_unlocked(request)
+    uuid, limit = record.instance.uuid, await _limit(request, record)
     replace = request.method == "PUT"
     result = await in_cell(
         request,
         uuid,
-        lambda session: edits.set_metadata(session, uuid, body["metadata"], replace=replace),
+        lambda session: edits.set_metadata(
+            session, uuid, body["metadata"], replace=replace, limit=limit
+        ),
         write=True,
     )
     return JSONResponse({"metadata": result})
@@ -41,18 +64,19 @@ async def put_item(request: Request) -> Response:
     key = request.path_params["key"]
     if key not in body["meta"]:
         raise InvalidInput("Request body and URI mismatch")
-    uuid = (await load_owned(request)).instance.uuid
+    record = await load_unlocked(request)
+    uuid, limit = record.instance.uuid, await _limit(request, record)
     await in_cell(
         request,
         uuid,
-        lambda session: edits.set_metadata(session, uuid, body["meta"], replace=False),
+        lambda session: edits.set_metadata(session, uuid, body["meta"], replace=False, limit=limit),
         write=True,
     )
     return JSONResponse({"meta": body["meta"]})
 
 
 async def delete_item(request: Request) -> Response:
-    uuid, key = (await load_owned(request)).instance.uuid, request.path_params["key"]
+    uuid, key = (await load_unlocked(request)).instance.uuid, request.path_params["key"]
     deleted = await in_cell(
         request, uuid, lambda session: edits.delete_metadata_item(session, uuid, key), write=True
     )

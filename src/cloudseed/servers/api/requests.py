@@ -13,6 +13,7 @@ from starlette.requests import Request
 
 from cloudseed.cells.errors import InstanceNotFound
 from cloudseed.servers import records
+from cloudseed.servers.errors import InstanceIsLocked
 from cloudseed.servers.history import Actor
 from cloudseed.servers.records import ServerRecord
 from cloudseed.servers.service import Servers
@@ -35,7 +36,12 @@ def actor_of(request: Request) -> Actor:
 
 
 async def in_cell(
-    request: Request, uuid: str, work: Callable[[Session], T], *, write: bool = False
+    request: Request,
+    uuid: str,
+    work: Callable[[Session], T],
+    *,
+    write: bool = False,
+    deleted_too: bool = False,
 ) -> T:
     """``work(session)`` in one transaction of the server's cell database, in a worker thread
     (finding the cell reads the API database). The route owns the transaction; ``work`` is a
@@ -43,7 +49,7 @@ async def in_cell(
     cells = servers_of(request).cells
 
     def run() -> T:
-        db = cells.for_instance(uuid)
+        db = cells.for_instance(uuid, deleted_too=deleted_too)
         with db.write() if write else db.read() as session:
             return work(session)
 
@@ -57,7 +63,24 @@ def owned(context: RequestContext, record: ServerRecord) -> ServerRecord:
     return record
 
 
-async def load_owned(request: Request) -> ServerRecord:
+async def load_owned(request: Request, *, read_deleted: bool = False) -> ServerRecord:
     uuid = request.path_params["server_id"]
-    record = await in_cell(request, uuid, lambda session: records.load(session, uuid))
+    record = await in_cell(
+        request,
+        uuid,
+        lambda session: records.load(session, uuid, read_deleted=read_deleted),
+        deleted_too=read_deleted,
+    )
     return owned(context_of(request), record)
+
+
+def unlocked(context: RequestContext, record: ServerRecord) -> ServerRecord:
+    """Nova's ``check_instance_lock``: a locked server refuses everyone but administrators."""
+    if record.instance.locked and not context.is_admin:
+        raise InstanceIsLocked(record.instance.uuid)
+    return record
+
+
+async def load_unlocked(request: Request) -> ServerRecord:
+    """``load_owned``, and 409 when the server is locked (administrators pass)."""
+    return unlocked(context_of(request), await load_owned(request))

@@ -11,7 +11,13 @@ from starlette.responses import JSONResponse, Response
 
 from cloudseed.errors import InvalidInput
 from cloudseed.servers import edits, personality, schemas, views
-from cloudseed.servers.api.requests import actor_of, in_cell, load_owned, servers_of
+from cloudseed.servers.api.requests import (
+    actor_of,
+    in_cell,
+    load_owned,
+    load_unlocked,
+    servers_of,
+)
 from cloudseed.servers.creation import CreateRequest, create_servers
 from cloudseed.servers.edits import UNSET
 from cloudseed.servers.listing import ListFilter, list_servers
@@ -47,6 +53,12 @@ async def create(request: Request) -> Response:
     )
     if not image_ref:
         raise InvalidInput("Missing imageRef attribute")
+    for group in server.get("security_groups", []):
+        # cloudseed has one security group per project, "default" (no rules, no Neutron).
+        if group.get("name") != "default":
+            raise InvalidInput(
+                f"Security group {group.get('name')} not found for project {context.project_id}."
+            )
     create_request = CreateRequest(
         name=server["name"],
         flavor_ref=str(server["flavorRef"]),
@@ -63,7 +75,7 @@ async def create(request: Request) -> Response:
         requested_host=server.get("host"),
         requested_node=server.get("hypervisor_hostname"),
         access_ip_v4=server.get("accessIPv4"),
-        access_ip_v6=server.get("accessIPv6"),
+        access_ip_v6=schemas.ipv6_text(server.get("accessIPv6")),
         networks=server.get("networks"),
         count=max_count,
         min_count=min_count,
@@ -155,6 +167,11 @@ def _is_all_tenants(first: dict[str, str]) -> bool:
     raise InvalidInput(f"Unrecognized value '{value}', acceptable values are: {acceptable}")
 
 
+def _image_id(value: str) -> str:
+    """Nova takes an image id or its URL (``.../images/<id>``)."""
+    return value.rstrip("/").rsplit("/", 1)[-1]
+
+
 async def _list(request: Request, *, detail: bool) -> Response:
     version, context = version_of(request), context_of(request)
     query = query_lists(request)
@@ -171,11 +188,21 @@ async def _list(request: Request, *, detail: bool) -> Response:
             raise InvalidInput("limit param must be an integer") from exc
     if limit < 0:
         raise InvalidInput("limit param must be positive")
+    # Administrators' filters, as in Nova: a project (only with all_tenants; without it the
+    # admin's own project is listed whatever tenant_id says) and a host; others never see them.
+    project_id: str | None = context.project_id
+    if all_projects:
+        project_id = first.get("tenant_id") or first.get("project_id")
     flt = ListFilter(
-        project_id=None if all_projects else context.project_id,
+        project_id=project_id,
+        host=first.get("host") if context.is_admin else None,
         name=first.get("name"),
         key_name=first.get("key_name"),
         status=first.get("status"),
+        image=_image_id(first["image"]) if "image" in first else None,
+        flavor=first.get("flavor"),
+        ip=first.get("ip"),
+        ip6=first.get("ip6"),
         changes_since=_parse_time(first["changes-since"]) if "changes-since" in first else None,
         limit=limit,
         marker=first.get("marker"),
@@ -239,26 +266,17 @@ async def update(request: Request) -> Response:
             description=body.get("description", UNSET),
             hostname=body.get("hostname"),
             user_data=body.get("user_data", UNSET),
+            access_ip_v4=body.get("accessIPv4"),
+            access_ip_v6=schemas.ipv6_text(body.get("accessIPv6")),
         ),
         write=True,
     )
-    view = views.show(updated, version, api_base(request), admin=context_of(request).is_admin)
-    if version < V(2, 75):
-        # Before 2.75, PUT answered with a reduced body (no extended attributes).
-        server = view["server"]
-        view = {
-            "server": {
-                k: v
-                for k, v in server.items()
-                if not k.startswith(("OS-EXT-", "OS-SRV-USG", "os-extended"))
-                and k not in ("config_drive", "key_name", "security_groups")
-            }
-        }
+    view = views.updated(updated, version, api_base(request), admin=context_of(request).is_admin)
     return JSONResponse(view)
 
 
 async def delete(request: Request) -> Response:
-    record = await load_owned(request)
+    record = await load_unlocked(request)
     await run_in_threadpool(
         lambda: servers_of(request).delete(record.instance.uuid, actor=actor_of(request))
     )
