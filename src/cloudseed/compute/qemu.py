@@ -30,17 +30,17 @@ import os
 import shutil
 import socket
 import sys
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from cloudseed.compute import guestfwd_relay, ssh_forward
+from cloudseed.compute import guestfwd_relay
 from cloudseed.compute.console_log import ConsoleLogRotator, read_tail
 from cloudseed.compute.errors import DriverError
 from cloudseed.compute.interfaces import Capacity, GuestSpec
 from cloudseed.compute.qemu_argv import Accel, FlavorSizes, InstanceFiles, build_argv
 from cloudseed.compute.qemu_process import QemuProcesses, kvm_usable
+from cloudseed.compute.qemu_ssh import SshForwards
 from cloudseed.compute.ssh_forward import Forward
 from cloudseed.errors import CloudseedError, ConfigError
 from cloudseed.injection import InjectionOptions, InjectionRequest, inject
@@ -84,10 +84,12 @@ class QemuDriver:
         self.secret = settings.neutron.metadata_proxy_shared_secret
         self.processes = QemuProcesses(start_timeout=float(q.start_timeout))
         self.console_logs = ConsoleLogRotator(self.root, max_size=q.console_log_max_size)
-        self.ssh_address = q.ssh_forward_address
-        self.ssh_ports = q.ssh_forward_port_range
-        # Two guests of this process starting at once must not pick the same port.
-        self._ports_lock = threading.Lock()
+        self.ssh_forwards = SshForwards(
+            self.root,
+            address=q.ssh_forward_address,
+            ports=q.ssh_forward_port_range,
+            ports_setting=q.ssh_forward_ports,
+        )
         log.info(
             "qemu driver: %s with %s, instances in %s", self.binary, self.accel.name, self.root
         )
@@ -170,10 +172,9 @@ class QemuDriver:
 
     def ssh_forward(self, uuid: str) -> str | None:
         files = self._files(uuid)
-        kept = _read_forward(files.ssh_forward)
-        if kept is None or not kept[1] or not self.processes.running(files):
+        forward = self.ssh_forwards.kept(files)
+        if forward is None or not self.processes.running(files):
             return None
-        forward = kept[0]
         if forward.address == "0.0.0.0":
             # Listening on every address: name this host, so the command shown on another
             # node reaches it.
@@ -273,7 +274,7 @@ class QemuDriver:
         ]
         refused: set[int] = set()
         for attempt in range(1, START_ATTEMPTS + 1):
-            forward = self._choose_forward(guest, files, refused)
+            forward = self.ssh_forwards.choose(files, guest.metadata, refused)
             argv = build_argv(
                 guest,
                 files,
@@ -305,50 +306,6 @@ class QemuDriver:
             log.info("guest %s: SSH forward on %s", guest.uuid, forward)
         self.console_logs.start()
 
-    def _choose_forward(
-        self, guest: GuestSpec, files: InstanceFiles, refused: set[int]
-    ) -> Forward | None:
-        """The SSH forward to start ``guest`` with (None: not opted in, or no port free),
-        kept in its directory. The port stays the guest's when it opts out, for a later
-        opt-in."""
-        kept = _read_forward(files.ssh_forward)
-        if not ssh_forward.wanted(guest.metadata):
-            if kept is not None and kept[1]:
-                _write_forward(files.ssh_forward, kept[0], enabled=False)
-            return None
-        previous = kept[0].port if kept is not None and kept[0].port not in refused else None
-        with self._ports_lock:
-            port = ssh_forward.choose_port(
-                self.ssh_ports,
-                previous=previous,
-                reserved=self._reserved_ports(files) | refused,
-                is_free=lambda p: _port_free(self.ssh_address, p),
-            )
-            if port is None:
-                # The guest matters more than a way into it: it starts, without a forward
-                # (the CLI then says it has none).
-                log.warning(
-                    "no free port in [qemu] ssh_forward_ports %s for the SSH forward of %s",
-                    self.settings.qemu.ssh_forward_ports,
-                    guest.uuid,
-                )
-                return None
-            forward = Forward(self.ssh_address, port)
-            _write_forward(files.ssh_forward, forward, enabled=True)
-        return forward
-
-    def _reserved_ports(self, files: InstanceFiles) -> set[int]:
-        """The ports other guests of this host keep (running or not)."""
-        if not self.root.is_dir():
-            return set()
-        ports = set()
-        for directory in self.root.iterdir():
-            if directory != files.directory and directory.is_dir():
-                kept = _read_forward(directory / files.ssh_forward.name)
-                if kept is not None:
-                    ports.add(kept[0].port)
-        return ports
-
     def _write_relay_config(self, guest: GuestSpec, files: InstanceFiles) -> None:
         config = {
             "upstream": list(self.upstream),
@@ -361,35 +318,6 @@ class QemuDriver:
         fd = os.open(files.relay_config, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as fh:
             json.dump(config, fh)
-
-
-def _read_forward(path: Path) -> tuple[Forward, bool] | None:
-    """The forward kept in ``path`` and whether the guest was last started with it."""
-    try:
-        data = json.loads(path.read_text())
-        return Forward(str(data["address"]), int(data["port"])), bool(data["enabled"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None  # none yet (or a torn file: a new port is chosen)
-
-
-def _write_forward(path: Path, forward: Forward, *, enabled: bool) -> None:
-    partial = path.with_name(f".{path.name}.partial")
-    partial.write_text(
-        json.dumps({"address": forward.address, "port": forward.port, "enabled": enabled})
-    )
-    os.replace(partial, path)
-
-
-def _port_free(address: str, port: int) -> bool:
-    """Whether QEMU could listen on ``address:port`` now. SO_REUSEADDR as slirp sets it, so a
-    port whose old connections are in TIME_WAIT (a guest just switched off) counts as free."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind((address, port))
-        except OSError:
-            return False
-    return True
 
 
 def _memory_mb() -> int:
