@@ -197,17 +197,12 @@ def set_extra(session: Session, uuid: str, **documents: Any) -> None:
 def set_system_metadata(session: Session, uuid: str, key: str, value: str | None) -> None:
     """Set one system metadata item of ``uuid`` (None: remove it), in the caller's
     transaction. Not a change guests see: the caller says so when it is one."""
-    row = session.scalar(
-        select(InstanceSystemMetadata).where(
-            InstanceSystemMetadata.instance_uuid == uuid, InstanceSystemMetadata.key == key
-        )
-    )
+    item = (InstanceSystemMetadata.instance_uuid == uuid, InstanceSystemMetadata.key == key)
     if value is None:
-        if row is not None:
-            session.execute(
-                delete(InstanceSystemMetadata).where(InstanceSystemMetadata.id == row.id)
-            )
-    elif row is None:
+        session.execute(delete(InstanceSystemMetadata).where(*item))
+        return
+    row = session.scalar(select(InstanceSystemMetadata).where(*item))
+    if row is None:
         session.add(InstanceSystemMetadata(instance_uuid=uuid, key=key, value=value))
     else:
         row.value = value
