@@ -40,7 +40,9 @@ def guest(**changes: object) -> GuestSpec:
     return GuestSpec(**values)  # type: ignore[arg-type]
 
 
-def argv_of(spec: GuestSpec, relay: list[str] | None = None) -> list[str]:
+def argv_of(
+    spec: GuestSpec, relay: list[str] | None = None, ssh_forward: Forward | None = None
+) -> list[str]:
     return build_argv(
         spec,
         FILES,
@@ -49,6 +51,7 @@ def argv_of(spec: GuestSpec, relay: list[str] | None = None) -> list[str]:
         disk_format="qcow2",
         relay_command=relay,
         default_cmdline="root=/dev/vda",
+        ssh_forward=ssh_forward,
     )
 
 
@@ -137,16 +140,7 @@ def test_without_a_relay_there_is_no_forward() -> None:
 def test_ssh_forward_on_the_first_nic_only() -> None:
     spec = guest(ports=[{"mac_address": "fa:16:3e:00:00:01"}, {"mac_address": "fa:16:3e:00:00:02"}])
     relay = ["/usr/bin/python3", "relay.py"]
-    argv = build_argv(
-        spec,
-        FILES,
-        binary="qemu-system-x86_64",
-        accel=Accel("tcg"),
-        disk_format="qcow2",
-        relay_command=relay,
-        default_cmdline="root=/dev/vda",
-        ssh_forward=Forward("127.0.0.1", 10022),
-    )
+    argv = argv_of(spec, relay, Forward("127.0.0.1", 10022))
     first, second = option(argv, "-netdev")
     assert ",restrict=on,hostfwd=tcp:127.0.0.1:10022-:22,guestfwd=" in first
     assert "hostfwd" not in second
