@@ -9,11 +9,12 @@ set -eu
 # with them, independently of cloudseed's own readers; genisoimage is also Nova's way in
 # the config drive benchmark.
 # qemu-system-x86: the QEMU compute driver's tests boot a tiny guest kernel under it.
+# qemu-guest-agent: its qemu-ga, run on the host, is the real agent the key-push tests talk to.
 # libguestfs-tools, python3-guestfs: the guestfs injection handler; its appliance also needs a
 # kernel in /boot: linux-image-cloud-amd64 is added only when /boot has none (a container), so a
 # workstation's own kernels are left alone.
 # Arguments add packages for one target (benchmarks: wrk nginx-light).
-packages="cloud-init e2fsprogs fdisk qemu-utils qemu-system-x86 openssl xorriso genisoimage mtools
+packages="cloud-init e2fsprogs fdisk qemu-utils qemu-system-x86 qemu-guest-agent openssl xorriso genisoimage mtools
     dosfstools libguestfs-tools python3-guestfs $*"
 ls /boot/vmlinuz-* >/dev/null 2>&1 || packages="$packages linux-image-cloud-amd64"
 missing=""

@@ -81,10 +81,11 @@ timed() {  # timed LABEL COMMAND...: run, and note how long it took in build.txt
 # isc-dhcp-client: cloud-init's OpenStack datasource takes an ephemeral lease in its local
 # stage to reach 169.254.169.254 before networking is up. ifupdown: cloud-init renders the NIC
 # configuration with its eni renderer. The cloud kernel boots fastest under TCG. grub-pc: the
-# boot loader, installed to the disk below (its postinst has no device yet).
+# boot loader, installed to the disk below (its postinst has no device yet). qemu-guest-agent:
+# the qemu driver pushes key changes to running guests through it (its ssh-key commands).
 packages=(
     systemd-sysv udev dbus kmod iproute2 iputils-ping procps e2fsprogs mount
-    ifupdown isc-dhcp-client netbase openssh-server sudo
+    ifupdown isc-dhcp-client netbase openssh-server sudo qemu-guest-agent
     cloud-init cloud-guest-utils linux-image-cloud-amd64 initramfs-tools grub-pc
 )
 root_device=LABEL=rootfs

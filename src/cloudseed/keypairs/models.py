@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sqlalchemy import Enum, String, UniqueConstraint
+from sqlalchemy import Enum, Integer, String, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
 from cloudseed.db.base import (
@@ -35,4 +35,21 @@ class KeyPair(ApiBase):
     updated_at: Mapped[optional_timestamp] = mapped_column(default=None)
 
 
-__all__ = ["KEY_TYPES", "KeyPair"]
+class ProjectKey(ApiBase):
+    """A key pair an administrator attached to a project (2.106): every server of the project
+    gets it, unless the server blocks project keys. The key pair stays its owner's; the
+    project refers to it by (user, name), in ``position`` order."""
+
+    __tablename__ = "project_keys"
+    __table_args__ = (UniqueConstraint("project_id", "user_id", "key_name"), MYSQL_TABLE_ARGS)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    project_id: Mapped[name_column] = mapped_column(index=True)
+    user_id: Mapped[name_column]
+    key_name: Mapped[name_column]
+    position: Mapped[int] = mapped_column(Integer, default=0)
+    expires_at: Mapped[optional_timestamp] = mapped_column(default=None)
+    created_at: Mapped[timestamp] = mapped_column(default=utcnow)
+
+
+__all__ = ["KEY_TYPES", "KeyPair", "ProjectKey"]

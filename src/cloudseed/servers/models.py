@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from sqlalchemy import Boolean, ForeignKey, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
+from sqlalchemy.sql.expression import false as sa_false
 
 from cloudseed.db.base import (
     MYSQL_TABLE_ARGS,
@@ -80,6 +81,24 @@ class InstanceExtra(CellBase):
     keypairs: Mapped[str | None] = mapped_column(LongText, default=None)  # JSON list
     flavor: Mapped[str | None] = mapped_column(Text, default=None)  # JSON object
     fault: Mapped[str | None] = mapped_column(Text, default=None)  # JSON object
+    # Live keys (2.106). ``keys_generation`` grows with every change of the key set (the
+    # server's own keys or its project's); ``keys_boot_generation`` is the set cloud-init
+    # applies at first boot (create, rebuild). What the guest is known to hold:
+    # ``keys_applied_generation``, and how (``metadata``, ``login-time check``,
+    # ``guest agent``); ``keys_failure`` is the last failed delivery (JSON: generation, reason,
+    # at); ``keys_pushed`` the public keys the guest agent last confirmed (JSON list), so that
+    # a push removes exactly the keys cloudseed put there.
+    keys_generation: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
+    keys_boot_generation: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
+    keys_applied_generation: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    keys_applied_via: Mapped[str | None] = mapped_column(String(32), default=None)
+    keys_applied_at: Mapped[optional_timestamp] = mapped_column(default=None)
+    keys_failure: Mapped[str | None] = mapped_column(Text, default=None)
+    keys_pushed: Mapped[str | None] = mapped_column(LongText, default=None)
+    # GCE's block-project-ssh-keys: this server does not get its project's keys.
+    block_project_keys: Mapped[bool] = mapped_column(
+        Boolean, default=False, server_default=sa_false()
+    )
 
 
 class InstanceSystemMetadata(CellBase):
