@@ -266,6 +266,14 @@ class ApiSection:
         "A failing vendordata target fails the instance's build (ERROR with the "
         "reason). Otherwise its entry is {} and a warning is logged.",
     )
+    # Issue 17: live keys (2.106).
+    max_keys_per_server: int = option(
+        16,
+        "The most key pairs a server may name in key_names (create, rebuild, PUT; "
+        "microversion 2.106), and the most keys PUT /os-project-keys may attach to a "
+        "project; more is refused with 400. cloudseed's own option.",
+        minimum=1,
+    )
 
 
 @dataclass(frozen=True)
@@ -548,6 +556,17 @@ class QemuSection:
 
 
 @dataclass(frozen=True)
+class KeysSection:
+    """``[keys]``: live keys (2.106; cloudseed's own section)."""
+
+    login_user: str = option(
+        "root",
+        "The account whose authorized_keys the guest agent changes when a server's keys "
+        "change while it runs, for images without the property os_admin_user (which wins).",
+    )
+
+
+@dataclass(frozen=True)
 class Settings:
     default: DefaultSection = field(default_factory=DefaultSection)
     api: ApiSection = field(default_factory=ApiSection)
@@ -562,6 +581,7 @@ class Settings:
     libvirt: LibvirtSection = field(default_factory=LibvirtSection)
     qemu: QemuSection = field(default_factory=QemuSection)
     compute: ComputeSection = field(default_factory=ComputeSection)
+    keys: KeysSection = field(default_factory=KeysSection)
     # [keystone_authtoken] and other pass-through sections, exactly as written.
     passthrough: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     # What was reported while loading (unknown options); logged by whoever starts the service.
@@ -599,6 +619,7 @@ SECTIONS: dict[str, str] = {
     "libvirt": "libvirt",
     "qemu": "qemu",
     "compute": "compute",
+    "keys": "keys",
 }
 
 
