@@ -35,7 +35,8 @@ from cloudseed.servers.models import Operation
 
 PENDING, RUNNING, DONE, FAILED, CANCELLED = "pending", "running", "done", "failed", "cancelled"
 OPEN = (PENDING, RUNNING)
-KINDS = ("build", "rebuild", "reboot_soft", "reboot_hard", "stop", "start", "destroy")
+# "keys" (2.106): push a server's changed key set to its running guest (servers/live_keys.py).
+KINDS = ("build", "rebuild", "reboot_soft", "reboot_hard", "stop", "start", "destroy", "keys")
 
 # Payload keys that are secrets: removed when the operation ends, whatever the outcome.
 SECRET_KEYS = ("admin_password", "files")
