@@ -31,6 +31,7 @@ from typing import Any, Protocol
 
 from sqlalchemy import update
 
+from cloudseed.agent import keys
 from cloudseed.cells.service import CellDatabases
 from cloudseed.compute.interfaces import Driver, GuestSpec
 from cloudseed.db.base import utcnow
@@ -143,8 +144,11 @@ class Steps:
             if op.kind == "destroy":
                 self._destroy(op, cell)
                 return
+            if op.kind == "keys":
+                keys.deliver(op, cell, owner=self.owner, driver=self.driver)
+                return
             self._operate(op, cell)
-        except Lost:
+        except (Lost, keys.LeaseLost):
             log.info("operation %s (%s) was taken over or cancelled", op.uuid, op.kind)
         except Exception:
             log.exception("recording operation %s (%s) failed", op.uuid, op.kind)
