@@ -8,14 +8,20 @@ Nova's limited view below 2.75 and the full one from 2.75 on: the limited view h
 ``config_drive``, ``security_groups``, ``os-extended-volumes:volumes_attached`` nor
 ``host_status``, addresses without ``OS-EXT-IPS:type``/``OS-EXT-IPS-MAC:mac_addr``, and
 ``key_name`` only on rebuild from 2.54. Rebuild adds ``user_data`` from 2.57 (and never the
-``OS-EXT-SRV-ATTR:user_data`` of the full view) and ``adminPass``."""
+``OS-EXT-SRV-ATTR:user_data`` of the full view) and ``adminPass``.
+
+From 2.106 (cloudseed's live keys) every full view also has the fields of ``live_keys``: the
+server's keys with their expiry and delivery state."""
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 from typing import Any
 
 from cloudseed.servers import states
+from cloudseed.servers.key_delivery import SOURCE_SERVER, delivery_of, entry_defaults, is_expired
+from cloudseed.servers.key_sets import fingerprint_sha256
 from cloudseed.servers.records import ServerRecord
 from cloudseed.web.links import links
 from cloudseed.web.microversions import APIVersion
@@ -177,7 +183,58 @@ def show(
         server["pinned_availability_zone"] = None
     if version >= V(2, 100):
         server["scheduler_hints"] = {}
+    if version >= LIVE_KEYS_SINCE:
+        server.update(live_keys(record))
     return {"server": server}
+
+
+# --- live keys (2.106) ---------------------------------------------------------------------------
+
+LIVE_KEYS_SINCE = V(2, 106)
+
+
+def live_keys(record: ServerRecord, now: dt.datetime | None = None) -> dict[str, Any]:
+    """The 2.106 fields: the server's own key names, its opt-out of project keys, every key
+    with its fingerprints, expiry and delivery state, and the delivery of the set. A key is
+    ``applied`` only once the guest is known to hold the generation that brought it."""
+    now = now or dt.datetime.now(dt.UTC).replace(tzinfo=None)
+    entries = [entry_defaults(e) for e in record.keypairs]
+    delivery = delivery_of(record.extra)
+
+    def key_delivery(entry: dict[str, Any]) -> dict[str, Any]:
+        state = delivery.key_state(entry["since_generation"])
+        return {
+            "state": state,
+            "via": delivery.via if state == "applied" else None,
+            "reason": delivery.reason if state == "failed" else None,
+        }
+
+    return {
+        "key_names": [e["name"] for e in entries if e["source"] == SOURCE_SERVER],
+        "block_project_keys": bool(record.extra.block_project_keys),
+        "keys": [
+            {
+                "name": e["name"],
+                "user_id": e.get("user_id"),
+                "type": e["type"],
+                "fingerprint": e.get("fingerprint"),
+                "fingerprint_sha256": fingerprint_sha256(e),
+                "expires_at": e["expires_at"],
+                "expired": is_expired(e, now),
+                "source": e["source"],
+                "delivery": key_delivery(e),
+            }
+            for e in entries
+        ],
+        "key_delivery": {
+            "generation": delivery.generation,
+            "applied_generation": delivery.applied_generation,
+            "state": delivery.state,
+            "via": delivery.via,
+            "reason": delivery.reason,
+            "applied_at": _isotime(delivery.applied_at),
+        },
+    }
 
 
 FULL_UPDATE_AND_REBUILD_SINCE = V(2, 75)
