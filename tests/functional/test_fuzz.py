@@ -220,6 +220,8 @@ def _body_schemas(method: str, path: str, version: APIVersion) -> list[dict[str,
         return [s.METADATA_ITEM_BODY]
     if method == "POST" and path.endswith("/os-keypairs"):
         return [k.CREATE_V21, k.CREATE_V22, k.CREATE_V210, k.CREATE_V292]
+    if method == "PUT" and path.endswith("/os-project-keys/{id}"):
+        return [s.PROJECT_KEYS]
     return []
 
 
