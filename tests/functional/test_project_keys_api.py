@@ -192,3 +192,25 @@ class TestFanOut:
         assert r.json()["project_keys"][0]["expires_at"] == "2998-12-31T23:00:00Z"
         (key,) = show(api, server_id)["keys"]
         assert (key["expires_at"], key["expired"]) == ("2998-12-31T23:00:00Z", False)
+
+    def test_a_project_key_that_is_also_an_own_key_comes_back_when_that_goes(self, api, cloud):
+        server_id = create_server(api, cloud, "2.106", key_names=["key1"])["id"]
+        wait_for(api, server_id, "ACTIVE")
+        assert set_project_keys(api, [{"name": "key1", "user_id": "alice"}]).status_code == 200
+        assert keys_of(api, server_id) == [("key1", "server")]
+        r = api.put(
+            f"/v2.1/servers/{server_id}", headers=LIVE, json={"server": {"key_names": ["key2"]}}
+        )
+        assert r.status_code == 200, r.text
+        assert keys_of(api, server_id) == [("key2", "server"), ("key1", "project")]
+        # A rebuild takes the project's keys as they are when it succeeds.
+        action = f"/v2.1/servers/{server_id}/action"
+        rebuild = {"rebuild": {"imageRef": cloud.image_id, "key_names": ["key1"]}}
+        assert api.post(action, headers=LIVE, json=rebuild).status_code == 202
+        wait_for(api, server_id, "ACTIVE")
+        assert keys_of(api, server_id) == [("key1", "server")]
+        rebuild["rebuild"]["key_names"] = []
+        assert api.post(action, headers=LIVE, json=rebuild).status_code == 202
+        wait_for(api, server_id, "ACTIVE")
+        assert keys_of(api, server_id) == [("key1", "project")]
+        assert show(api, server_id)["key_names"] == []

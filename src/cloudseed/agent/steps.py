@@ -329,7 +329,10 @@ class Steps:
                 {k: v for k, v in p.get("apply", {}).items() if k in records.REBUILD_COLUMNS}
             )
             # The key set (2.106): a new generation the new disk boots with, and its history.
-            changes.update(live_keys.rebuilt(session, before, p.get("keypairs"), actor=actor))
+            project = live_keys.project_reader(self.cells.api_db, before.instance.project_id)
+            changes.update(
+                live_keys.rebuilt(session, before, p.get("keypairs"), actor=actor, project=project)
+            )
             if "metadata" in p:
                 edits.replace_metadata(session, uuid, p["metadata"])
         if "user_data" in p:

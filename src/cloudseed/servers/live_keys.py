@@ -21,11 +21,13 @@ These are service functions: they take Sessions and never commit.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import and_, select
 from sqlalchemy.orm import Session
 
+from cloudseed.db.engines import Database
 from cloudseed.keypairs.models import KeyPair, ProjectKey
 from cloudseed.servers import history, key_sets, queue, records
 from cloudseed.servers.errors import InstanceInvalidState, InvalidKeyName
@@ -35,6 +37,9 @@ from cloudseed.servers.key_sets import KeyRequest
 
 # The operation the compute agent runs for a key change (agent/keys.py).
 OPERATION = "keys"
+
+# The project's keys as server entries, read when called (``project_reader``).
+ProjectKeys = Callable[[], list[dict[str, Any]]]
 
 
 def own_entries(
@@ -86,22 +91,36 @@ def project_entries(
     ]
 
 
+def project_reader(api_db: Database, project_id: str) -> ProjectKeys:
+    """Reads the project's keys (``project_entries``) in a transaction of its own."""
+
+    def read() -> list[dict[str, Any]]:
+        with api_db.read() as session:
+            return project_entries(session, project_id)
+
+    return read
+
+
 def change(
     session: Session,
     uuid: str,
     *,
     actor: Actor,
     action: str,
-    project: list[dict[str, Any]],
+    project: ProjectKeys,
     own: list[dict[str, Any]] | None = None,
     block_project_keys: bool | None = None,
     refuse_busy: bool = True,
 ) -> bool:
     """Change a server's own keys (``own``; None keeps them) and/or whether it takes its
-    project's keys (``block_project_keys``), with ``project`` the project's current keys.
-    True when the set changed. ``refuse_busy``: a server in a task (building, rebuilding,
-    rebooting ...) is a 409, as a user data update is; the project's fan-out passes False,
-    since a project's keys reach every server whatever it is doing."""
+    project's keys (``block_project_keys``). True when the set changed. ``project`` gives the
+    project's keys; it is called with the instance's row locked, so a change of the project's
+    list committed meanwhile is either read here or fanned out to this server after this
+    transaction, never undone by a list read earlier (the stored set cannot tell: a project
+    key that is also one of the server's own is stored once). ``refuse_busy``: a server in a
+    task (building, rebuilding, rebooting ...) is a 409, as a user data update is; the
+    project's fan-out passes False, since a project's keys reach every server whatever it is
+    doing."""
     record = records.load(session, uuid, for_update=True)
     instance, extra = record.instance, record.extra
     if refuse_busy and instance.task_state is not None:
@@ -111,8 +130,8 @@ def change(
     old = [entry_defaults(e) for e in record.keypairs]
     if block_project_keys is not None:
         extra.block_project_keys = block_project_keys
-    blocked = bool(extra.block_project_keys)
-    new = key_sets.merge(key_sets.own(old) if own is None else own, [] if blocked else project)
+    project_part = [] if extra.block_project_keys else project()
+    new = key_sets.merge(key_sets.own(old) if own is None else own, project_part)
     if key_sets.same(old, new):
         session.flush()
         return False
@@ -137,15 +156,17 @@ def rebuilt(
     own: list[dict[str, Any]] | None,
     *,
     actor: Actor | None,
+    project: ProjectKeys,
 ) -> dict[str, Any]:
-    """A rebuild succeeded: its own keys (``own``; None keeps the server's) with the project's
-    keys the server has now, as a new generation that is also the boot generation (the new
-    disk holds nothing of the old set, so every key is new at it). Returns the instance
-    columns ``key_name`` and ``key_data`` for the caller's UPDATE."""
+    """A rebuild succeeded (``before``: the record, its row locked): its own keys (``own``;
+    None keeps the server's) and the project's (``project``, read now, as in ``change``), as
+    a new generation that is also the boot generation (the new disk holds nothing of the old
+    set, so every key is new at it). Returns the instance columns ``key_name`` and
+    ``key_data`` for the caller's UPDATE."""
     extra = before.extra
     old = [entry_defaults(e) for e in before.keypairs]
-    project = [] if extra.block_project_keys else key_sets.of_project(old)
-    new = key_sets.merge(key_sets.own(old) if own is None else key_sets.own(own), project)
+    project_part = [] if extra.block_project_keys else project()
+    new = key_sets.merge(key_sets.own(old) if own is None else key_sets.own(own), project_part)
     generation = (extra.keys_generation or 1) + 1
     entries = [{**e, "since_generation": generation} for e in new]
     _write(session, before, old, entries, generation)
@@ -201,4 +222,12 @@ def _record_history(
     )
 
 
-__all__ = ["OPERATION", "change", "own_entries", "project_entries", "rebuilt"]
+__all__ = [
+    "OPERATION",
+    "ProjectKeys",
+    "change",
+    "own_entries",
+    "project_entries",
+    "project_reader",
+    "rebuilt",
+]

@@ -143,7 +143,12 @@ def fan_out(
     ).all()
     return sum(
         live_keys.change(
-            session, uuid, actor=actor, action="project_keys", project=entries, refuse_busy=False
+            session,
+            uuid,
+            actor=actor,
+            action="project_keys",
+            project=lambda: entries,
+            refuse_busy=False,
         )
         for uuid in uuids
     )

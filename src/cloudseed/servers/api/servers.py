@@ -287,27 +287,28 @@ async def update(request: Request) -> Response:
 async def _key_change(
     request: Request, body: dict[str, Any], record: ServerRecord
 ) -> dict[str, Any] | None:
-    """A PUT's key change (2.106) as ``live_keys.change``'s arguments, its key pairs (the
-    caller's) and the project's keys read from the API database; None without one. A locked
-    server refuses it (409), as it refuses a rebuild."""
+    """A PUT's key change (2.106) as ``live_keys.change``'s arguments: its key pairs (the
+    caller's, from the API database) and the reader of the project's keys; None without one.
+    A locked server refuses it (409), as it refuses a rebuild."""
     own_requests = key_requests_of(request, body)
     block = schemas.true_value(body["block_project_keys"]) if "block_project_keys" in body else None
     if own_requests is None and block is None:
         return None
     unlocked(context_of(request), record)
-    user_id, project_id = context_of(request).user_id, record.instance.project_id
+    api_db, user_id = api_db_of(request), context_of(request).user_id
+    own = None
+    if own_requests is not None:
 
-    def resolve() -> dict[str, Any]:
-        with api_db_of(request).read() as session:
-            own = (
-                None
-                if own_requests is None
-                else live_keys.own_entries(session, user_id=user_id, requests=own_requests)
-            )
-            project = live_keys.project_entries(session, project_id)
-        return {"own": own, "project": project, "block_project_keys": block}
+        def resolve() -> list[dict[str, Any]]:
+            with api_db.read() as session:
+                return live_keys.own_entries(session, user_id=user_id, requests=own_requests)
 
-    return await run_in_threadpool(resolve)
+        own = await run_in_threadpool(resolve)
+    return {
+        "own": own,
+        "project": live_keys.project_reader(api_db, record.instance.project_id),
+        "block_project_keys": block,
+    }
 
 
 async def delete(request: Request) -> Response:
