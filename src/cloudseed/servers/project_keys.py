@@ -4,9 +4,10 @@ of the project gets them (GCE's project ssh-keys), unless the server blocks them
 ``replace`` is a coordinator (docs/architecture.md, "Transactions"): the list is written in the
 API database, then fanned out to the project's servers in one transaction per cell, each
 server whose key set changes getting what every key change brings (``live_keys.change``: a new
-generation, a history row, a queued ``keys`` operation). The API database is committed first,
-so a server created meanwhile reads the new list; a cell whose transaction fails keeps the old
-keys on its servers until the next change of the list, and the error reaches the caller.
+generation, a history row, a queued ``keys`` operation). A cell whose transaction fails keeps
+the old keys on its servers until the next change of the list, and the error reaches the
+caller. A server whose create read the list just before it changed, and whose instance row
+was not yet committed when the fan-out looked, keeps the list it read until the next change.
 """
 
 from __future__ import annotations
@@ -117,20 +118,22 @@ def replace(
     """Set the project's keys and fan them out; the new list and how many servers changed."""
     with api_db.write() as session:
         _store(session, project_id, requests)
-        entries = live_keys.project_entries(session, project_id)
         shown = listed(session, project_id)
+    # Each server reads the list with its row locked (live_keys.change), so of two PUTs
+    # fanning out at once the last committed list is the one every server ends with.
+    project = live_keys.project_reader(api_db, project_id)
     changed = 0
     for cell in cells.all_cells():
         with cell.write() as session:
-            changed += fan_out(session, project_id, entries, actor=actor)
+            changed += fan_out(session, project_id, project, actor=actor)
     return shown, changed
 
 
 def fan_out(
-    session: Session, project_id: str, entries: list[dict[str, Any]], *, actor: Actor
+    session: Session, project_id: str, project: live_keys.ProjectKeys, *, actor: Actor
 ) -> int:
-    """Give every server of the project in this cell that takes project keys ``entries`` as
-    its project part; how many changed."""
+    """Give every server of the project in this cell that takes project keys the project's
+    keys as ``project`` reads them; how many changed."""
     uuids = session.scalars(
         select(Instance.uuid)
         .join(InstanceExtra, InstanceExtra.instance_uuid == Instance.uuid)
@@ -147,7 +150,7 @@ def fan_out(
             uuid,
             actor=actor,
             action="project_keys",
-            project=lambda: entries,
+            project=project,
             refuse_busy=False,
         )
         for uuid in uuids
