@@ -520,6 +520,13 @@ class QemuSection:
     start_timeout: int = option(
         30, "Seconds to wait for a QEMU process to come up before the operation fails.", minimum=1
     )
+    # issue 17: key changes pushed through qemu-guest-agent.
+    guest_agent_timeout: int = option(
+        10,
+        "Seconds the driver waits for a guest's qemu-guest-agent (its channel to accept, the "
+        "sync handshake, each command of a key push) before the push counts as failed.",
+        minimum=1,
+    )
     # issue 13: a guest printing in a loop must not fill the host's disk.
     console_log_max_size: int = option(
         2 * 1024 * 1024,
