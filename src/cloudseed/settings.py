@@ -191,6 +191,25 @@ class ComputeSection:
 
 
 @dataclass(frozen=True)
+class KeysSection:
+    """``[keys]``: live keys (2.106), how key changes reach running guests (cloudseed's own
+    section)."""
+
+    login_user: str = option(
+        "root",
+        "The guest account whose authorized_keys the compute agent edits through "
+        "qemu-guest-agent when a server's image has no os_admin_user property.",
+    )
+    login_check: bool = option(
+        False,
+        "Whether cloudseed's vendordata carries a cloud-config part that installs an sshd "
+        "AuthorizedKeysCommand fetching the server's current keys from the metadata service "
+        "at each login (and sets allow_public_ssh_keys: false), so key changes and expiry "
+        "apply at the next login.",
+    )
+
+
+@dataclass(frozen=True)
 class ApiSection:
     """``[api]``: the compute API's behaviour."""
 
@@ -569,6 +588,7 @@ class Settings:
     libvirt: LibvirtSection = field(default_factory=LibvirtSection)
     qemu: QemuSection = field(default_factory=QemuSection)
     compute: ComputeSection = field(default_factory=ComputeSection)
+    keys: KeysSection = field(default_factory=KeysSection)
     # [keystone_authtoken] and other pass-through sections, exactly as written.
     passthrough: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     # What was reported while loading (unknown options); logged by whoever starts the service.
@@ -606,6 +626,7 @@ SECTIONS: dict[str, str] = {
     "libvirt": "libvirt",
     "qemu": "qemu",
     "compute": "compute",
+    "keys": "keys",
 }
 
 
