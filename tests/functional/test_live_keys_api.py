@@ -16,7 +16,6 @@ from tests.support.snapshot import changes, snapshot
 
 LIVE = mv("2.106")
 ADMIN = {"X-Auth-Token": "admin:proj"}
-NOT_DELIVERED = "not delivered: no guest agent support yet"
 
 
 @pytest.fixture()
@@ -173,7 +172,7 @@ class TestCreate:
 
 
 class TestUpdate:
-    def test_put_changes_keys_while_the_server_runs(self, api, cloud, cell_db):
+    def test_put_changes_keys_while_the_server_runs(self, api, cloud, cell_db, fake_driver):
         server_id = create_server(api, cloud, "2.106", key_names=["key1"])["id"]
         launched = wait_for(api, server_id, "ACTIVE", version="2.106")["OS-SRV-USG:launched_at"]
         expiry = future()
@@ -188,12 +187,14 @@ class TestUpdate:
         assert server["status"] == "ACTIVE" and server["OS-SRV-USG:launched_at"] == launched
         actions = api.get(f"/v2.1/servers/{server_id}/os-instance-actions").json()
         assert [a["action"] for a in actions["instanceActions"]] == ["create"]
-        # The change is queued for the guest agent; until that exists it fails, with why.
+        # The change is queued for the compute agent, which pushes it through the guest agent.
         assert key_operations(cell_db, server_id) == [("keys", '{"generation": 2}')]
-        delivery = wait_delivery(api, server_id, "failed")
-        assert (delivery["generation"], delivery["reason"]) == (2, NOT_DELIVERED)
+        delivery = wait_delivery(api, server_id, "applied")
+        assert (delivery["generation"], delivery["via"]) == (2, "guest agent")
         keys = show(api, server_id)["keys"]
-        assert keys[0]["delivery"] == {"state": "failed", "via": None, "reason": NOT_DELIVERED}
+        applied = {"state": "applied", "via": "guest agent", "reason": None}
+        assert [k["delivery"] for k in keys] == [applied, applied]
+        assert fake_driver.authorized[server_id]["root"] == [cloud.key2, cloud.key1]
         _created, updated = history(api, server_id)
         assert (updated["action"], updated["user_id"]) == ("update", "alice")
         assert [k["name"] for k in updated["old"]] == ["key1"]
