@@ -11,7 +11,6 @@ the builds the route starts find the instances.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import secrets
 import string
@@ -19,7 +18,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete
 from sqlalchemy.orm import Session
 
 from cloudseed.cells.models import InstanceMapping
@@ -37,18 +36,16 @@ from cloudseed.keypairs.errors import KeypairNotFound
 from cloudseed.networks import service as networks
 from cloudseed.networks.errors import NetworkNotFound
 from cloudseed.quotas import service as quotas
-from cloudseed.servers import action_log, history, personality, queue, states
+from cloudseed.servers import action_log, history, personality, port_plans, queue, states
 from cloudseed.servers import quota as usage
 from cloudseed.servers.errors import InvalidKeyName
 from cloudseed.servers.history import Actor
 from cloudseed.servers.hostnames import sanitize_hostname
 from cloudseed.servers.models import (
-    FixedIP,
     Instance,
     InstanceExtra,
     InstanceMetadata,
     InstanceSystemMetadata,
-    Port,
 )
 from cloudseed.settings import Settings
 
@@ -165,7 +162,7 @@ def create_servers(
         )
         uuids = [str(uuid.uuid4()) for _ in range(count)]
         try:
-            ports = {u: _plan_ports(session, request.networks, u) for u in uuids}
+            ports = {u: port_plans.plan(session, request.networks, u) for u in uuids}
         except NetworkNotFound as exc:  # 400 in Nova too
             raise InvalidInput(str(exc)) from exc
         for u in uuids:
@@ -184,7 +181,7 @@ def create_servers(
         or image_props.get("img_config_drive") == "mandatory"
     )
     cell = cells.by_id(cell_id)
-    ports = _unique_macs(cell, ports)
+    ports = port_plans.unique_macs(cell, ports)
     action_ids: dict[str, int] = {}
     try:
         with cell.write() as session:
@@ -258,7 +255,7 @@ def create_servers(
                 for key, value in request.metadata.items():
                     session.add(InstanceMetadata(instance_uuid=u, key=key, value=value))
                 for plan in ports[u]:
-                    _add_port(session, u, plan)
+                    port_plans.add(session, u, plan)
                 action_ids[u] = action_log.start(
                     session,
                     instance_uuid=u,
@@ -391,91 +388,6 @@ def _system_metadata(request: CreateRequest, image_props: dict[str, str]) -> dic
     values = {"boot_roles": ",".join(sorted(request.roles))}
     values.update({f"image_{k}": str(v) for k, v in image_props.items()})
     return values
-
-
-def _unique_macs(
-    cell: Database, ports: dict[str, list[networks.PortPlan]]
-) -> dict[str, list[networks.PortPlan]]:
-    """Random MACs (24 random bits) collide now and then in a large cloud (about 3 times in
-    10,000 ports): draw again for any MAC already in the cell or in this request."""
-    plans = [p for group in ports.values() for p in group]
-    with cell.read() as session:
-        taken = set(
-            session.scalars(
-                select(Port.mac_address).where(Port.mac_address.in_([p.mac_address for p in plans]))
-            )
-        )
-    fixed: dict[str, list[networks.PortPlan]] = {}
-    for uuid_, group in ports.items():
-        fixed[uuid_] = []
-        for plan in group:
-            while plan.mac_address in taken:
-                plan = dataclasses.replace(plan, mac_address=networks.random_mac())
-            taken.add(plan.mac_address)
-            fixed[uuid_].append(plan)
-    return fixed
-
-
-def _plan_ports(
-    session: Any, requested: list[dict[str, Any]] | str | None, instance_uuid: str
-) -> list[networks.PortPlan]:
-    if requested == "none":
-        return []
-    if requested in (None, "auto", []):
-        available = networks.list_networks(session)
-        return (
-            [networks.allocate(session, network=available[0], instance_uuid=instance_uuid)]
-            if available
-            else []
-        )
-    plans = []
-    assert isinstance(requested, list)
-    for item in requested:
-        if item.get("port"):
-            raise InvalidInput(
-                "Requesting a pre-made port is not supported; ask for a "
-                "network uuid (cloudseed manages ports itself)."
-            )
-        if "uuid" not in item:
-            raise InvalidInput(
-                f"Bad networks format: network uuid is not in proper format ({item})"
-            )
-        network = networks.get_network(session, item["uuid"])
-        plans.append(
-            networks.allocate(
-                session, network=network, instance_uuid=instance_uuid, fixed_ip=item.get("fixed_ip")
-            )
-        )
-    return plans
-
-
-def _add_port(session: Any, instance_uuid: str, plan: networks.PortPlan) -> None:
-    session.add(
-        Port(
-            uuid=plan.uuid,
-            instance_uuid=instance_uuid,
-            network_id=plan.network_id,
-            network_name=plan.network_name,
-            mac_address=plan.mac_address,
-            mtu=plan.mtu,
-            network_info=json.dumps(
-                {
-                    "cidr": plan.cidr,
-                    "gateway": plan.gateway,
-                    "dns_nameservers": plan.dns_nameservers,
-                }
-            ),
-        )
-    )
-    session.flush()
-    session.add(
-        FixedIP(
-            address=plan.address,
-            version=plan.version,
-            port_uuid=plan.uuid,
-            instance_uuid=instance_uuid,
-        )
-    )
 
 
 __all__ = ["CreateRequest", "Created", "create_servers", "keypair_of"]
