@@ -236,7 +236,8 @@ def create_servers(
                         config_drive="True" if config_drive else "",
                         launch_index=index,
                         reservation_id=reservation_id,
-                        availability_zone=request.availability_zone,
+                        # The host's zone once placed, as Nova's conductor records it.
+                        availability_zone=placement.zone if placement else destination.zone,
                         access_ip_v4=request.access_ip_v4,
                         access_ip_v6=request.access_ip_v6,
                     )
