@@ -36,7 +36,15 @@ from cloudseed.keypairs.errors import KeypairNotFound
 from cloudseed.networks import service as networks
 from cloudseed.networks.errors import NetworkNotFound
 from cloudseed.quotas import service as quotas
-from cloudseed.servers import action_log, history, personality, port_plans, queue, states
+from cloudseed.servers import (
+    action_log,
+    history,
+    personality,
+    pinning,
+    port_plans,
+    queue,
+    states,
+)
 from cloudseed.servers import quota as usage
 from cloudseed.servers.errors import InvalidKeyName
 from cloudseed.servers.history import Actor
@@ -251,7 +259,7 @@ def create_servers(
                         fault=_fault(no_host) if no_host else None,
                     )
                 )
-                for key, value in _system_metadata(request, image_props).items():
+                for key, value in _system_metadata(request, image_props, destination).items():
                     session.add(InstanceSystemMetadata(instance_uuid=u, key=key, value=value))
                 for key, value in request.metadata.items():
                     session.add(InstanceMetadata(instance_uuid=u, key=key, value=value))
@@ -385,9 +393,14 @@ def _usage_with(
     )
 
 
-def _system_metadata(request: CreateRequest, image_props: dict[str, str]) -> dict[str, str]:
+def _system_metadata(
+    request: CreateRequest, image_props: dict[str, str], destination: Destination
+) -> dict[str, str]:
     values = {"boot_roles": ",".join(sorted(request.roles))}
     values.update({f"image_{k}": str(v) for k, v in image_props.items()})
+    if destination.zone is not None:
+        # The zone asked for (or the default schedule zone): Nova's request spec keeps it.
+        values[pinning.PINNED_AZ] = destination.zone
     return values
 
 

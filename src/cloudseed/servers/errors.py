@@ -10,6 +10,8 @@ QuotaExceeded ─ TooManyPersonalityFiles    more files than injected_files    (
 Conflict ────── InstanceInvalidState  busy or in the wrong state          (409)
                 InstanceHasConfigDrive  user data needs a hard reboot      (409)
                 InstanceIsLocked      locked, and the caller is no admin  (409)
+                PinnedZoneChange      2.104: pinned elsewhere, unpin first (409)
+                NotCurrentZone        2.104: a pin to a zone the server is not in (409)
                 PasswordAlreadySet    the guest's password is set once     (409)
                 ServerNameNotUnique   `cloudseed server ssh NAME`: several servers (409)
                 NoSshForward          `cloudseed server ssh`: no way in, and why (409)
@@ -52,6 +54,24 @@ class InstanceIsLocked(Conflict):
     def __init__(self, uuid: str) -> None:
         super().__init__(f"Instance {uuid} is locked")
         self.uuid = uuid
+
+
+class PinnedZoneChange(Conflict):
+    def __init__(self) -> None:
+        super().__init__(
+            "Cannot change pinned availability zone directly. Unpin first by setting "
+            "pinned_availability_zone to null."
+        )
+
+
+class NotCurrentZone(Conflict):
+    def __init__(self, *, current: str, requested: str) -> None:
+        super().__init__(
+            f"Server can only be pinned to its current availability zone '{current}', but "
+            f"'{requested}' was requested."
+        )
+        self.current = current
+        self.requested = requested
 
 
 class InstanceHasConfigDrive(Conflict):

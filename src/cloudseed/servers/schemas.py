@@ -65,6 +65,8 @@ HOSTNAME_LABEL = {
 }
 FQDN = {"type": "string", "pattern": "^[a-zA-Z0-9-._]*$", "minLength": 1, "maxLength": 255}
 DISK_CONFIG = {"type": "string", "enum": ["AUTO", "MANUAL"]}
+# Nova's parameter_types.name_or_none.
+NAME_OR_NONE = {"oneOf": [{"type": "string", "minLength": 1, "maxLength": 255}, {"type": "null"}]}
 NETWORK_ITEM: dict[str, Any] = {
     "type": "object",
     "properties": {
@@ -103,6 +105,9 @@ BDM_V2: dict[str, Any] = {
 
 # Personality files went with 2.57 (on create and rebuild), as in Nova.
 PERSONALITY_REMOVED = V(2, 57)
+
+# PUT /servers/{id} unpins or re-pins the server's availability zone (servers/pinning.py).
+PIN_UPDATE = V(2, 104)
 
 # cloudseed's first microversion: user data can change without a rebuild.
 USER_DATA_UPDATE = V(2, 105)
@@ -207,6 +212,8 @@ def update(version: APIVersion) -> dict[str, Any]:
         props["description"] = DESCRIPTION
     if version >= V(2, 90):
         props["hostname"] = _hostname(version)
+    if version >= PIN_UPDATE:
+        props["pinned_availability_zone"] = NAME_OR_NONE
     if version >= USER_DATA_UPDATE:
         props["user_data"] = USER_DATA_OR_NULL
     return _wrap("server", props, [])

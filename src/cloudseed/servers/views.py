@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from cloudseed.servers import states
+from cloudseed.servers import pinning, states
 from cloudseed.servers.records import ServerRecord
 from cloudseed.web.links import links
 from cloudseed.web.microversions import APIVersion
@@ -112,7 +112,7 @@ def show(
     if not limited:
         server.update(
             {
-                "OS-EXT-AZ:availability_zone": i.availability_zone or "nova",
+                "OS-EXT-AZ:availability_zone": pinning.current_zone(i.availability_zone),
                 "config_drive": i.config_drive,
                 "OS-SRV-USG:launched_at": _strtime(i.launched_at),
                 "OS-SRV-USG:terminated_at": _strtime(i.terminated_at),
@@ -174,7 +174,7 @@ def show(
     if version >= V(2, 90) and (limited or not admin):
         server["OS-EXT-SRV-ATTR:hostname"] = i.hostname
     if version >= V(2, 96):
-        server["pinned_availability_zone"] = None
+        server["pinned_availability_zone"] = record.system_metadata.get(pinning.PINNED_AZ)
     if version >= V(2, 100):
         server["scheduler_hints"] = {}
     return {"server": server}

@@ -238,6 +238,18 @@ def test_rebuild(version: str, admin: bool) -> None:
         assert server["key_name"] == "key1"
 
 
+def test_pinned_availability_zone_is_the_stored_pin() -> None:
+    pinned = record(availability_zone="az1")
+    pinned.system_metadata["pinned_availability_zone"] = "az1"
+    shown = views.show(pinned, v("2.96"), BASE, admin=False)["server"]
+    assert (shown["OS-EXT-AZ:availability_zone"], shown["pinned_availability_zone"]) == (
+        "az1",
+        "az1",
+    )
+    unpinned = views.show(record(availability_zone="az1"), v("2.104"), BASE, admin=False)
+    assert unpinned["server"]["pinned_availability_zone"] is None
+
+
 def test_host_id_hashes_host_with_project() -> None:
     server = views.show(record(), v("2.1"), BASE, admin=False)["server"]
     assert server["hostId"] == hashlib.sha224(b"projcompute1").hexdigest()

@@ -268,6 +268,7 @@ async def update(request: Request) -> Response:
             user_data=body.get("user_data", UNSET),
             access_ip_v4=body.get("accessIPv4"),
             access_ip_v6=schemas.ipv6_text(body.get("accessIPv6")),
+            pinned_availability_zone=body.get("pinned_availability_zone", UNSET),
         ),
         write=True,
     )
