@@ -30,11 +30,11 @@ def cloud(api, api_db, tmp_path):
 
 @pytest.fixture()
 def add_host(cell_db: Database) -> Iterator[Callable[..., None]]:
-    """Register a compute host with room for a few m1.tiny servers: ``add_host("h1", "az1")``."""
+    """Register a compute host with room for m1.tiny servers: ``add_host("h1", "az1")``."""
     made: list[str] = []
 
-    def add(host: str, zone: str = "nova") -> None:
-        capacity = Capacity(vcpus=8, memory_mb=8192, disk_gb=100, hypervisor_type="fake")
+    def add(host: str, zone: str = "nova", memory_mb: int = 8192) -> None:
+        capacity = Capacity(vcpus=8, memory_mb=memory_mb, disk_gb=100, hypervisor_type="fake")
         with cell_db.write() as session:
             hosts.register(session, host=host, zone=zone, capacity=capacity)
         made.append(host)
@@ -85,3 +85,97 @@ def test_a_server_is_in_its_hosts_zone(api, cloud, add_host):
     )
     in_zone = create(api, cloud, availability_zone="az1")
     assert show(api, in_zone)["OS-EXT-AZ:availability_zone"] == "az1"
+
+
+def host_of(api: httpx.Client, server_id: str) -> str | None:
+    host: str | None = show(api, server_id)["OS-EXT-SRV-ATTR:host"]
+    return host
+
+
+def test_same_host_places_beside_the_named_servers(api, cloud, add_host):
+    # Without the hint h-roomy would win: it has the most free RAM of zone az-same.
+    add_host("h-same", "az-same", memory_mb=2048)
+    add_host("h-roomy", "az-same")
+    first = create(api, cloud, headers=ADMIN, host="h-same")
+    assert host_of(api, create(api, cloud, availability_zone="az-same")) == "h-roomy"
+    beside = create(api, cloud, hints={"same_host": first}, availability_zone="az-same")
+    assert host_of(api, beside) == "h-same"
+    # The legacy key, and a list (several servers: any of their hosts).
+    r = api.post(
+        "/v2.1/servers",
+        json={
+            "server": {"name": "vm", "imageRef": cloud.image_id, "flavorRef": "1"},
+            "OS-SCH-HNT:scheduler_hints": {"same_host": [first, beside]},
+        },
+    )
+    assert r.status_code == 202, r.text
+    assert host_of(api, r.json()["server"]["id"]) == "h-same"
+
+
+def test_different_host_keeps_away_from_the_named_servers(api, cloud, add_host):
+    # Without the hint h-busy would win: it has the most free RAM of zone az-diff.
+    add_host("h-busy", "az-diff")
+    add_host("h-small", "az-diff", memory_mb=2048)
+    first = create(api, cloud, headers=ADMIN, host="h-busy")
+    assert host_of(api, create(api, cloud, availability_zone="az-diff")) == "h-busy"
+    away = create(api, cloud, hints={"different_host": [first]}, availability_zone="az-diff")
+    assert host_of(api, away) == "h-small"
+
+
+def test_a_same_host_naming_no_placed_server_places_nothing(api, cloud, add_host):
+    add_host("h-any")
+    server_id = create(api, cloud, hints={"same_host": "00000000-0000-4000-8000-000000000000"})
+    shown = show(api, server_id)
+    assert shown["status"] == "ERROR"
+    assert shown["fault"]["message"].startswith("No valid host was found.")
+
+
+def test_hints_are_shown_as_nova_keeps_them_from_2_100(api, cloud, add_host):
+    add_host("h-shown")
+    first = create(api, cloud, headers=ADMIN, host="h-shown")
+    hints = {
+        "same_host": first,
+        "query": {"a": 1},
+        "target_cell": "cell1",
+        "build_near_host_ip": "10.0.0.1",
+        "cidr": "/24",
+        "my_filter": 3,
+    }
+    server_id = create(api, cloud, hints=hints)
+    assert show(api, server_id, "2.100")["scheduler_hints"] == {
+        "same_host": [first],
+        "query": ["{'a': 1}"],  # Nova's string field: str() of the value
+        "target_cell": ["cell1"],
+        "build_near_host_ip": ["10.0.0.1"],
+        "cidr": ["/24"],
+        "my_filter": ["3"],
+    }
+    assert "scheduler_hints" not in show(api, server_id, "2.99")
+    assert show(api, first, "2.100")["scheduler_hints"] == {}
+
+
+@pytest.mark.parametrize(
+    "hints, message",
+    [
+        (
+            {"group": "11111111-2222-4333-8444-555555555555"},
+            "Instance group 11111111-2222-4333-8444-555555555555 could not be found.",
+        ),
+        ({"different_host": "not-a-uuid"}, "'not-a-uuid' is not a 'uuid'"),
+        ({"same_host": ["not-a-uuid"]}, "'not-a-uuid' is not a 'uuid'"),
+        ({"build_near_host_ip": "near"}, "field/attribute build_near_host_ip. Value: near."),
+        ({"cidr": "24"}, "Invalid input for field/attribute cidr."),
+        ("same_host", "Invalid input for field/attribute os:scheduler_hints."),
+    ],
+)
+def test_malformed_hints_are_refused(api, cloud, hints, message):
+    r = api.post(
+        "/v2.1/servers",
+        json={
+            "server": {"name": "vm", "imageRef": cloud.image_id, "flavorRef": "1"},
+            "os:scheduler_hints": hints,
+        },
+    )
+    assert r.status_code == 400, r.text
+    assert message in r.json()["badRequest"]["message"]
+    assert api.get("/v2.1/servers").json()["servers"] == []

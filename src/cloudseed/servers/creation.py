@@ -25,7 +25,7 @@ from cloudseed.cells.models import InstanceMapping
 from cloudseed.cells.service import CellDatabases
 from cloudseed.db.base import utcnow
 from cloudseed.db.engines import Database
-from cloudseed.errors import Forbidden, InvalidInput
+from cloudseed.errors import InvalidInput
 from cloudseed.flavors import service as flavors
 from cloudseed.flavors.errors import FlavorNotFound
 from cloudseed.hosts import scheduler
@@ -38,11 +38,13 @@ from cloudseed.networks.errors import NetworkNotFound
 from cloudseed.quotas import service as quotas
 from cloudseed.servers import (
     action_log,
+    destinations,
     history,
     personality,
     pinning,
     port_plans,
     queue,
+    scheduler_hints,
     states,
 )
 from cloudseed.servers import quota as usage
@@ -86,6 +88,8 @@ class CreateRequest:
     # An admin's choice of compute host and node (2.74), also "zone:host:node" in the zone.
     requested_host: str | None = None
     requested_node: str | None = None
+    # ``os:scheduler_hints`` as kept (servers/scheduler_hints.py).
+    scheduler_hints: dict[str, list[str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -128,7 +132,13 @@ def create_servers(
 ) -> Created:
     quota = settings.quota
     force_config_drive = settings.default.force_config_drive
-    destination = _destination(request, default_zone=settings.default.default_schedule_zone)
+    destination = destinations.parse(
+        request.availability_zone,
+        requested_host=request.requested_host,
+        requested_node=request.requested_node,
+        admin="admin" in request.roles,
+        default_zone=settings.default.default_schedule_zone,
+    )
     reservation_id = "r-" + secrets.token_hex(4)
     admin_pass = request.admin_pass or generate_password()
     cell_id = cells.default_cell()
@@ -197,14 +207,14 @@ def create_servers(
                 placements: list[scheduler.Placement | None] = list(
                     scheduler.choose_hosts(
                         session,
-                        scheduler.Request(
+                        destinations.scheduler_request(
+                            session,
+                            destination,
+                            request.scheduler_hints,
                             count=count,
                             vcpus=vcpus,
                             memory_mb=memory_mb,
                             root_gb=root_gb,
-                            availability_zone=destination.zone,
-                            host=destination.host,
-                            node=destination.node,
                         ),
                         settings=settings,
                         usage=usage.by_host,
@@ -330,36 +340,6 @@ def create_servers(
     )
 
 
-@dataclass(frozen=True)
-class Destination:
-    zone: str | None
-    host: str | None
-    node: str | None
-
-
-def _destination(request: CreateRequest, *, default_zone: str) -> Destination:
-    """Where the request asks its servers to go: ``availability_zone`` as "zone",
-    "zone:host", "zone::node" or "zone:host:node" (the host and node parts for admins, as
-    Nova's forced_host policy), or 2.74's ``host`` and ``hypervisor_hostname`` (admins)."""
-    zone, host, node = request.availability_zone, request.requested_host, request.requested_node
-    if zone and ":" in zone:
-        parts = zone.split(":", 2)
-        zone = parts[0] or None
-        host = parts[1] or None if len(parts) > 1 else None
-        node = parts[2] or None if len(parts) > 2 else None
-        if (host or node) and "admin" not in request.roles:
-            raise Forbidden(
-                "Policy doesn't allow os_compute_api:servers:create:forced_host to be performed."
-            )
-    if (request.requested_host or request.requested_node) and "admin" not in request.roles:
-        raise Forbidden(
-            "Policy doesn't allow compute:servers:create:requested_destination to be performed."
-        )
-    if zone is None and host is None and node is None:
-        zone = default_zone or None  # an admin's host choice is not narrowed by it
-    return Destination(zone=zone, host=host, node=node)
-
-
 def _build_payload(admin_pass: str, files: personality.Encoded) -> dict[str, Any]:
     payload: dict[str, Any] = {"admin_password": admin_pass}
     if files:
@@ -394,13 +374,15 @@ def _usage_with(
 
 
 def _system_metadata(
-    request: CreateRequest, image_props: dict[str, str], destination: Destination
+    request: CreateRequest, image_props: dict[str, str], destination: destinations.Destination
 ) -> dict[str, str]:
     values = {"boot_roles": ",".join(sorted(request.roles))}
     values.update({f"image_{k}": str(v) for k, v in image_props.items()})
     if destination.zone is not None:
         # The zone asked for (or the default schedule zone): Nova's request spec keeps it.
         values[pinning.PINNED_AZ] = destination.zone
+    if request.scheduler_hints:
+        values[scheduler_hints.SCHEDULER_HINTS] = scheduler_hints.dumps(request.scheduler_hints)
     return values
 
 

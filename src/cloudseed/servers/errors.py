@@ -3,6 +3,7 @@
 InvalidInput ── InvalidKeyName        key_name unknown for the caller     (400)
                 ServerMarkerNotFound  ?marker= names no listed server     (400)
                 PasswordTooLarge      a posted password over 1020 bytes    (400)
+                InstanceGroupNotFound  a `group` scheduler hint: no server groups (400)
 QuotaExceeded ─ TooManyPersonalityFiles    more files than injected_files    (403)
                 ├ PersonalityPathTooLong     a path over the path limit       (403)
                 └ PersonalityContentTooLong  a content over the content limit (403)
@@ -31,6 +32,14 @@ from cloudseed.errors import Conflict, InvalidInput, NotFound, QuotaExceeded
 class InvalidKeyName(InvalidInput):
     def __init__(self) -> None:
         super().__init__("Invalid key_name provided.")
+
+
+class InstanceGroupNotFound(InvalidInput):
+    """Nova's InstanceGroupNotFound, which its create answers with 400."""
+
+    def __init__(self, group: str) -> None:
+        super().__init__(f"Instance group {group} could not be found.")
+        self.group = group
 
 
 class PasswordTooLarge(InvalidInput):

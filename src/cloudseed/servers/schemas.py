@@ -103,6 +103,25 @@ BDM_V2: dict[str, Any] = {
     "additionalProperties": False,
 }
 
+_UUID = {"type": "string", "format": "uuid"}
+# Nova's schemas/servers.py ``_hints``, at every microversion (servers/scheduler_hints.py).
+SCHEDULER_HINTS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "group": {"oneOf": [{"type": "array", "items": _UUID}, _UUID]},
+        "different_host": {"oneOf": [_UUID, {"type": "array", "items": _UUID}]},
+        "same_host": {"type": ["string", "array"], "items": _UUID},
+        "query": {"type": ["string", "object"]},
+        "target_cell": {"type": "string", "format": "name", "minLength": 1, "maxLength": 255},
+        "different_cell": {"type": ["string", "array"], "items": {"type": "string"}},
+        "build_near_host_ip": {"type": "string", "oneOf": [{"format": "ipv4"}, {"format": "ipv6"}]},
+        "cidr": {"type": "string", "pattern": "^/[0-9a-f.:]+$"},
+    },
+    # Nova relaxed it (openstack-dev, June 2015): schedulers take hints of their own.
+    "additionalProperties": True,
+}
+
+
 # Personality files went with 2.57 (on create and rebuild), as in Nova.
 PERSONALITY_REMOVED = V(2, 57)
 
@@ -183,7 +202,10 @@ def create(version: APIVersion) -> dict[str, Any]:
         props["hypervisor_hostname"] = {"type": "string", "minLength": 1, "maxLength": 255}
     if version >= V(2, 90):
         props["hostname"] = _hostname(version)
-    return _wrap("server", props, required)
+    schema = _wrap("server", props, required)
+    for key in ("os:scheduler_hints", "OS-SCH-HNT:scheduler_hints"):
+        schema["properties"][key] = SCHEDULER_HINTS
+    return schema
 
 
 def boot_image(block_devices: list[dict[str, Any]], image_ref: str | None) -> str | None:

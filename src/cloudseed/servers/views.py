@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from cloudseed.servers import pinning, states
+from cloudseed.servers import pinning, scheduler_hints, states
 from cloudseed.servers.records import ServerRecord
 from cloudseed.web.links import links
 from cloudseed.web.microversions import APIVersion
@@ -176,7 +176,7 @@ def show(
     if version >= V(2, 96):
         server["pinned_availability_zone"] = record.system_metadata.get(pinning.PINNED_AZ)
     if version >= V(2, 100):
-        server["scheduler_hints"] = {}
+        server["scheduler_hints"] = scheduler_hints.shown(record.system_metadata)
     return {"server": server}
 
 

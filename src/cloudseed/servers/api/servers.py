@@ -10,7 +10,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from cloudseed.errors import InvalidInput
-from cloudseed.servers import edits, personality, schemas, views
+from cloudseed.servers import edits, personality, scheduler_hints, schemas, views
 from cloudseed.servers.api.requests import (
     actor_of,
     in_cell,
@@ -81,6 +81,7 @@ async def create(request: Request) -> Response:
         min_count=min_count,
         admin_pass=server.get("adminPass"),
         files=personality.from_request(server.get("personality")),
+        scheduler_hints=scheduler_hints.from_body(body),
     )
     servers = servers_of(request)
     created = await run_in_threadpool(
