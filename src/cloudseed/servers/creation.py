@@ -45,6 +45,7 @@ from cloudseed.servers import (
     port_plans,
     queue,
     scheduler_hints,
+    security_groups,
     states,
 )
 from cloudseed.servers import quota as usage
@@ -57,6 +58,7 @@ from cloudseed.servers.models import (
     InstanceMetadata,
     InstanceSystemMetadata,
 )
+from cloudseed.servers.system_keys import SECURITY_GROUPS
 from cloudseed.settings import Settings
 
 
@@ -90,6 +92,8 @@ class CreateRequest:
     requested_node: str | None = None
     # ``os:scheduler_hints`` as kept (servers/scheduler_hints.py).
     scheduler_hints: dict[str, list[str]] = field(default_factory=dict)
+    # Security group names, checked (servers/security_groups.py); none: "default".
+    security_groups: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -269,7 +273,11 @@ def create_servers(
                         fault=_fault(no_host) if no_host else None,
                     )
                 )
-                for key, value in _system_metadata(request, image_props, destination).items():
+                sysmeta = _system_metadata(request, image_props, destination)
+                sysmeta[SECURITY_GROUPS] = security_groups.initial(
+                    request.security_groups, has_ports=bool(ports[u])
+                )
+                for key, value in sysmeta.items():
                     session.add(InstanceSystemMetadata(instance_uuid=u, key=key, value=value))
                 for key, value in request.metadata.items():
                     session.add(InstanceMetadata(instance_uuid=u, key=key, value=value))

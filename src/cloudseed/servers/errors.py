@@ -4,6 +4,7 @@ InvalidInput ── InvalidKeyName        key_name unknown for the caller     (4
                 ServerMarkerNotFound  ?marker= names no listed server     (400)
                 PasswordTooLarge      a posted password over 1020 bytes    (400)
                 InstanceGroupNotFound  a `group` scheduler hint: no server groups (400)
+                UnknownSecurityGroup  create: a security group that does not exist (400)
 QuotaExceeded ─ TooManyPersonalityFiles    more files than injected_files    (403)
                 ├ PersonalityPathTooLong     a path over the path limit       (403)
                 └ PersonalityContentTooLong  a content over the content limit (403)
@@ -19,6 +20,9 @@ Conflict ────── InstanceInvalidState  busy or in the wrong state    
 NotFound ────── MetadataItemNotFound  no such metadata key               (404)
                 ActionNotFound        no instance action with this id    (404)
                 ConsoleNotAvailable   the guest's console is not readable here (404)
+                SecurityGroupNotFound  add/remove: no such group for the project (404)
+                NoPortsForSecurityGroup  add/remove: the server has no ports (404)
+                SecurityGroupNotAssociated  remove: the server is not in that group (404)
                 (cells.InstanceNotFound: no such server)                   (404)
 Exception ───── NotStarted            a background operation failed before the driver ran;
                                       the instance keeps its vm_state (never an API answer)
@@ -147,6 +151,34 @@ class ConsoleNotAvailable(NotFound):
 
     def __init__(self, uuid: str) -> None:
         super().__init__("Guest does not have a console available.")
+        self.uuid = uuid
+
+
+class UnknownSecurityGroup(InvalidInput):
+    def __init__(self, name: str, *, project_id: str) -> None:
+        super().__init__(f"Security group {name} not found for project {project_id}.")
+        self.name = name
+
+
+class SecurityGroupNotFound(NotFound):
+    """Nova's SecurityGroupNotFound, in the words of its Neutron security group API (also the
+    next two)."""
+
+    def __init__(self, name: str, *, project_id: str) -> None:
+        super().__init__(f"Security group {name} is not found for project {project_id}")
+        self.name = name
+
+
+class NoPortsForSecurityGroup(NotFound):
+    def __init__(self, uuid: str) -> None:
+        super().__init__(f"instance_id {uuid} could not be found as device id on any ports")
+        self.uuid = uuid
+
+
+class SecurityGroupNotAssociated(NotFound):
+    def __init__(self, name: str, *, uuid: str) -> None:
+        super().__init__(f"Security group {name} not associated with the instance {uuid}")
+        self.name = name
         self.uuid = uuid
 
 
