@@ -39,6 +39,7 @@ from cloudseed.quotas import service as quotas
 from cloudseed.servers import (
     action_log,
     destinations,
+    edits,
     history,
     personality,
     pinning,
@@ -152,6 +153,10 @@ def create_servers(
             keypair_of(session, user_id=request.actor.user_id, key_name=request.key_name)
             if request.key_name
             else []
+        )
+        edits.check_metadata_items(
+            quotas.metadata_items_limit(session, project_id=project_id, user_id=user_id),
+            request.metadata,
         )
         personality.check_limits(
             session,

@@ -104,11 +104,17 @@ def set_metadata(
     ``limit``: the caller's ``metadata_items`` quota (-1: none); more items are a 403."""
     records.load(session, uuid, for_update=True)
     wanted = dict(items) if replace else {**metadata(session, uuid), **items}
-    if not quota_within(limit, len(wanted)):
-        raise TooManyMetadataItems(limit)
+    check_metadata_items(limit, wanted)
     replace_metadata(session, uuid, wanted)
     records.guest_changed(session, uuid)
     return metadata(session, uuid)
+
+
+def check_metadata_items(limit: int, items: dict[str, str]) -> None:
+    """Nova's ``metadata_items`` check (the metadata API, create, rebuild): more items than
+    ``limit`` (-1: no limit) is a 403."""
+    if not quota_within(limit, len(items)):
+        raise TooManyMetadataItems(limit)
 
 
 def delete_metadata_item(session: Session, uuid: str, key: str) -> bool:

@@ -72,6 +72,8 @@ async def _rebuild(request: Request, body: dict[str, Any]) -> Response:
             user_data=params.get("user_data", UNSET),
             hostname=params.get("hostname"),
             description=params.get("description", UNSET),
+            access_ip_v4=params.get("accessIPv4"),
+            access_ip_v6=schemas.ipv6_text(params.get("accessIPv6")),
             admin_password=admin_pass,
             files=personality.from_request(params.get("personality")),
             quota=settings_of(request).quota,
