@@ -278,10 +278,7 @@ def create_servers(
                         fault=_fault(no_host) if no_host else None,
                     )
                 )
-                sysmeta = _system_metadata(request, image_props, destination)
-                sysmeta[SECURITY_GROUPS] = security_groups.initial(
-                    request.security_groups, has_ports=bool(ports[u])
-                )
+                sysmeta = _system_metadata(request, image_props, destination, bool(ports[u]))
                 for key, value in sysmeta.items():
                     session.add(InstanceSystemMetadata(instance_uuid=u, key=key, value=value))
                 for key, value in request.metadata.items():
@@ -387,9 +384,13 @@ def _usage_with(
 
 
 def _system_metadata(
-    request: CreateRequest, image_props: dict[str, str], destination: destinations.Destination
+    request: CreateRequest,
+    image_props: dict[str, str],
+    destination: destinations.Destination,
+    has_ports: bool,
 ) -> dict[str, str]:
     values = {"boot_roles": ",".join(sorted(request.roles))}
+    values[SECURITY_GROUPS] = security_groups.initial(request.security_groups, has_ports=has_ports)
     values.update({f"image_{k}": str(v) for k, v in image_props.items()})
     if destination.zone is not None:
         # The zone asked for (or the default schedule zone): Nova's request spec keeps it.
