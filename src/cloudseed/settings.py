@@ -548,6 +548,51 @@ class QemuSection:
 
 
 @dataclass(frozen=True)
+class IdentitySection:
+    """``[identity]``: signed instance identity (cloudseed's own section; docs/identity.md)."""
+
+    issuer: str = option(
+        "",
+        "The iss of identity tokens and the issuer of the OpenID discovery document: a URL "
+        "relying parties reach the compute API at. Empty means [api] compute_link_prefix, or "
+        "else http://<osapi_compute_listen>:<osapi_compute_listen_port> (a wildcard address "
+        "replaced by this machine's fully qualified name). Set it in production: relying "
+        "parties match it exactly.",
+    )
+    region: str = option(
+        "",
+        "The region of EC2 identity documents. Empty means the instance's availability zone.",
+    )
+    token_ttl_seconds: int = option(
+        600,
+        "How long an identity token (/openstack/latest/identity_token) is valid, in seconds.",
+        minimum=30,
+    )
+    key_grace_seconds: int = option(
+        86400,
+        "How long the public key of a signing key retired by `cloudseed identity rotate` stays "
+        "published (certificates, JWKS), so what it signed can still be verified; then it is "
+        "dropped. At least token_ttl_seconds plus twice key_cache_seconds.",
+        minimum=60,
+    )
+    key_cache_seconds: int = option(
+        10,
+        "How long each process keeps the signing keys it read from the API database. A "
+        "rotated key is published at once and signs only after twice this time, when every "
+        "process has seen it. 0 reads them for every request (tests, a single process).",
+        minimum=0,
+    )
+    key_encryption_secret: str = option(
+        "",
+        "Passphrase the signing keys' private halves are encrypted with in the API database "
+        "(PKCS#8, the best encryption the cryptography library offers). Empty means they are "
+        "stored unencrypted, readable by whoever can read the database. Keys written before it "
+        "was set stay as they were until the next rotation.",
+        secret=True,
+    )
+
+
+@dataclass(frozen=True)
 class Settings:
     default: DefaultSection = field(default_factory=DefaultSection)
     api: ApiSection = field(default_factory=ApiSection)
@@ -562,6 +607,7 @@ class Settings:
     libvirt: LibvirtSection = field(default_factory=LibvirtSection)
     qemu: QemuSection = field(default_factory=QemuSection)
     compute: ComputeSection = field(default_factory=ComputeSection)
+    identity: IdentitySection = field(default_factory=IdentitySection)
     # [keystone_authtoken] and other pass-through sections, exactly as written.
     passthrough: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     # What was reported while loading (unknown options); logged by whoever starts the service.
@@ -599,6 +645,7 @@ SECTIONS: dict[str, str] = {
     "libvirt": "libvirt",
     "qemu": "qemu",
     "compute": "compute",
+    "identity": "identity",
 }
 
 
@@ -772,6 +819,14 @@ def _check_lists(settings: Settings) -> None:
     for item in split_list(settings.libvirt.inject_handlers):
         if item not in ("guestfs", "debugfs", "loop", "nbd"):
             fail("libvirt", "inject_handlers", item, "must be guestfs, debugfs, loop or nbd")
+    identity = settings.identity
+    # A token signed just before a rotation must stay verifiable until it expires.
+    least = identity.token_ttl_seconds + 2 * identity.key_cache_seconds
+    if identity.key_grace_seconds < least:
+        raise ConfigError(
+            f"invalid value {identity.key_grace_seconds} for [identity] key_grace_seconds: "
+            f"must be at least token_ttl_seconds + 2 * key_cache_seconds ({least})"
+        )
 
 
 def _is_host_port_url(url: str) -> bool:
