@@ -15,11 +15,14 @@ from dataclasses import dataclass
 from cloudseed.cells.service import CellDatabases
 from cloudseed.db.engines import Database
 from cloudseed.errors import CloudseedError, InvalidInput
+from cloudseed.identity.keyring import Keyring
 from cloudseed.metadata import render, tree
+from cloudseed.metadata import versions as v
 from cloudseed.metadata.documents import GuestDocuments
 from cloudseed.metadata.errors import NoSuchDocument, TokenRefused, TokenRequired, UnknownCaller
 from cloudseed.metadata.facts import GuestFacts, vendordata_request
 from cloudseed.metadata.identify import ByInstance, ByProvider, Claim, Identifier
+from cloudseed.metadata.signed_identity import SignedIdentity
 from cloudseed.metadata.store import GuestStore
 from cloudseed.metadata.tokens import TOKEN_HEADER, TTL_HEADER, Tokens
 from cloudseed.servers import password
@@ -35,6 +38,7 @@ access_log = logging.getLogger("cloudseed.metadata.access")
 
 TEXT = b"text/plain; charset=utf-8"
 JSON = b"application/json"
+JWT = b"application/jwt"
 BINARY = b"application/octet-stream"
 REASONS = {
     400: "Bad Request",
@@ -73,6 +77,7 @@ class MetadataApp:
         self._own_db: Database | None = None
         self.store: GuestStore | None = None
         self.vendordata: Vendordata | None = None
+        self.identity: SignedIdentity | None = None
 
     # -- ASGI --------------------------------------------------------------------------------
 
@@ -111,6 +116,8 @@ class MetadataApp:
             fallback_interval=self.settings.metadata.change_fallback_interval_ms / 1000,
         )
         await self.store.start()
+        keyring = Keyring(db, self.settings.identity)
+        self.identity = SignedIdentity(self.settings, keyring, self.store.cells)
 
     async def shutdown(self) -> None:
         if self.store is not None:
@@ -126,7 +133,9 @@ class MetadataApp:
         client = scope.get("client")
         peer = client[0] if client else None
         try:
-            answer = await self.answer(method, scope["path"], peer, scope["headers"], receive)
+            answer = await self.answer(
+                method, scope["path"], peer, scope["headers"], receive, scope["query_string"]
+            )
         except CloudseedError as exc:
             answer = self._refusal(exc, method, scope["path"], peer)
         except Exception:
@@ -167,6 +176,7 @@ class MetadataApp:
         peer: str | None,
         headers: list[tuple[bytes, bytes]],
         receive: Receive,
+        query: bytes = b"",
     ) -> Answer:
         target = tree.parse(path)
         kind = target.kind if target is not None else None
@@ -183,6 +193,15 @@ class MetadataApp:
             if self.identifier.relayed_by_guest(peer, headers):
                 raise TokenRefused("Token requests through a proxy are not allowed.")
             return self._issue_token(guest, headers)
+        if target.kind == tree.IDENTITY_TOKEN:
+            # Like a session token, never handed out through a forwarder inside a guest; and
+            # only with a session token, whatever the settings say for other documents.
+            if self.identifier.relayed_by_guest(peer, headers):
+                raise TokenRefused("Identity tokens through a proxy are not allowed.")
+            self._check_token(guest, headers, required=True)
+            assert self.identity is not None
+            token = await self.identity.token(guest.facts, query)
+            return Answer(200, token, JWT, headers=((b"cache-control", b"no-store"),))
         self._check_token(guest, headers)
         return await self._document(target, guest, method, receive, claim.address)
 
@@ -217,12 +236,14 @@ class MetadataApp:
         token, ttl = self.tokens.issue(guest.facts.uuid, ttl_header)
         return Answer(200, token.encode(), headers=((TTL_HEADER, str(ttl).encode()),))
 
-    def _check_token(self, guest: GuestDocuments, headers: list[tuple[bytes, bytes]]) -> None:
+    def _check_token(
+        self, guest: GuestDocuments, headers: list[tuple[bytes, bytes]], *, required: bool = False
+    ) -> None:
         for name, value in headers:
             if name == TOKEN_HEADER:
                 self.tokens.check(guest.facts.uuid, value)
                 return
-        if self.require_token or guest.facts.tokens_required:
+        if required or self.require_token or guest.facts.tokens_required:
             raise TokenRequired()
 
     async def _document(
@@ -271,9 +292,15 @@ class MetadataApp:
         if kind == tree.EC2_INDEX_IDENTIFIED:
             return Answer(200, render.EC2_INDEX)
         if kind == tree.EC2_VERSION:
-            return Answer(200, b"meta-data/\nuser-data" if facts.user_data else b"meta-data/")
+            dynamic = b"dynamic/\n" if v.at_least(target.version, v.EC2_DYNAMIC) else b""
+            return Answer(
+                200, dynamic + (b"meta-data/\nuser-data" if facts.user_data else b"meta-data/")
+            )
         if kind == tree.EC2_META_DATA:
             return self._ec2(facts, target, address)
+        if kind == tree.EC2_DYNAMIC:
+            assert self.identity is not None
+            return Answer(200, await self.identity.ec2(facts, target.version, target.rest, address))
         raise NoSuchDocument("nothing at this path")  # content: no network template here
 
     def _ec2(self, facts: GuestFacts, target: tree.Target, address: str | None) -> Answer:

@@ -6,6 +6,7 @@ purpose: every metadata worker holds one per cached instance.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import sys
 from dataclasses import dataclass
@@ -60,6 +61,7 @@ class GuestFacts:
     password: str
     ports: tuple[PortFacts, ...]
     config_drive: bool
+    created_at: dt.datetime | None = None  # naive UTC: EC2's pendingTime in signed identity
 
     @property
     def tokens_required(self) -> bool:
@@ -127,6 +129,7 @@ def facts_from_record(record: Any) -> GuestFacts:
         password="".join(sysmeta.get(k, "") for k in PASSWORD_CHUNKS),
         ports=tuple(ports),
         config_drive=bool(instance.config_drive),
+        created_at=instance.created_at,
     )
 
 

@@ -38,6 +38,10 @@ VENDOR_DATA = "vendor_data.json"
 VENDOR_DATA2 = "vendor_data2.json"
 NETWORK_DATA = "network_data.json"
 CONTENT = "content"
+# Signed identity (identity/): EC2's dynamic/instance-identity/..., and the OpenStack tree's
+# identity token, only under "latest" (a dated version's contents never change).
+EC2_DYNAMIC = "ec2-dynamic"
+IDENTITY_TOKEN = "identity_token"
 
 _OPENSTACK_FILES = {
     META_DATA: v.FOLSOM,
@@ -92,6 +96,8 @@ def _openstack(parts: list[str]) -> Target | None:
     version = v.openstack_version(parts[0])
     if version is None:
         return None
+    if parts == ["latest", IDENTITY_TOKEN]:
+        return Target(IDENTITY_TOKEN, version)
     if len(parts) == 1 or parts[1:] == ["version"]:
         return Target(OPENSTACK_VERSION, version)
     if len(parts) == 2 and parts[1] in _OPENSTACK_FILES:
@@ -113,4 +119,6 @@ def _ec2(parts: list[str]) -> Target | None:
         return Target(EC2_USER_DATA, version)
     if parts[1] == "meta-data":
         return Target(EC2_META_DATA, version, tuple(parts[2:]))
+    if parts[1] == "dynamic" and v.at_least(version, v.EC2_DYNAMIC):
+        return Target(EC2_DYNAMIC, version, tuple(parts[2:]))
     return None
