@@ -420,6 +420,11 @@ METADATA_PATHS = [
     "/latest/user-data",
     "/2009-04-04/meta-data/instance-id",
     "/latest/api/token",
+    "/latest/dynamic/instance-identity/document",
+    "/latest/dynamic/instance-identity/pkcs7",
+    "/2009-04-04/dynamic/instance-identity/signature",
+    "/openstack/latest/identity_token",
+    "/openstack/latest/identity_token?audience=vault",
 ]
 
 
@@ -429,6 +434,9 @@ def metadata_requests(draw: st.DrawFn) -> Request:
     if draw(st.booleans()):
         extra = draw(st.sampled_from([s for s in HOSTILE_STRINGS if len(s) < 2000]))
         path = path.rstrip("/") + "/" + _quote(extra, safe="/")
+    elif "?" not in path and draw(st.booleans()):
+        extra = draw(st.sampled_from([s for s in HOSTILE_STRINGS if len(s) < 2000]))
+        path += "?audience=" + _quote(extra, safe="")
     method = draw(st.sampled_from(["GET", "GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS"]))
     headers: dict[str, str] = {}
     for name in draw(
@@ -490,6 +498,8 @@ def test_metadata_paths(world: World, metadata_url: str) -> None:
     (port,) = server["addresses"]["loop"]
     transport = httpx.HTTPTransport(local_address=port["addr"])
     with httpx.Client(base_url=metadata_url, timeout=30, transport=transport) as md:
+        ttl = {"X-aws-ec2-metadata-token-ttl-seconds": "21600"}
+        session = {"X-aws-ec2-metadata-token": md.put("/latest/api/token", headers=ttl).text}
 
         @FUZZ
         @given(request=metadata_requests())
@@ -497,10 +507,14 @@ def test_metadata_paths(world: World, metadata_url: str) -> None:
             with outcome("metadata", request):
                 before = snapshot(world.api_db, world.cell_db)
                 body = request.body
+                headers = request.headers
+                if "identity_token" in request.path:
+                    # Past the session token check, so the audience is what gets fuzzed.
+                    headers = {**session, **headers}
                 response = md.request(
                     request.method,
                     request.path,
-                    headers=request.headers,
+                    headers=headers,
                     content=None if body is None else body.encode("utf-8", "surrogatepass"),
                 )
                 assert response.status_code < 500, (response.status_code, response.text[:500])
