@@ -15,6 +15,7 @@ Which key signs and which are published is decided from the stored keys and the 
 from __future__ import annotations
 
 import datetime as dt
+import math
 from dataclasses import dataclass
 
 from sqlalchemy import delete, select, update
@@ -41,7 +42,7 @@ class StoredKey:
 class KeySet:
     """The stored keys at one moment, and what follows from them at a given time."""
 
-    keys: tuple[StoredKey, ...]  # newest first
+    keys: tuple[StoredKey, ...]  # newest first (stored_keys' order)
     grace: dt.timedelta
     activation: dt.timedelta
 
@@ -62,9 +63,9 @@ class KeySet:
 
 
 def stored_keys(session: Session) -> list[StoredKey]:
-    rows = session.scalars(
-        select(IdentityKey).order_by(IdentityKey.created_at.desc(), IdentityKey.id.desc())
-    )
+    """Newest first: the current key, then the retired ones, the last retired first. By the
+    order of rotations, not by creation times, which hosts' clocks write."""
+    rows = sorted(session.scalars(select(IdentityKey)), key=_newest_first)
     return [
         StoredKey(
             kid=row.kid,
@@ -76,6 +77,12 @@ def stored_keys(session: Session) -> list[StoredKey]:
         )
         for row in rows
     ]
+
+
+def _newest_first(row: IdentityKey) -> tuple[float, int]:
+    retired = row.retired_at
+    # The current key (never retired) first, then by retirement, the last one first.
+    return (-(retired.replace(tzinfo=dt.UTC).timestamp() if retired else math.inf), -row.id)
 
 
 def create_key(session: Session, *, now: dt.datetime, secret: str = "") -> str:
