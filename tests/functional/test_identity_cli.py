@@ -4,6 +4,7 @@ test; tests/functional/test_identity_keys.py covers the three databases)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 from pathlib import Path
@@ -58,7 +59,7 @@ def test_rotate_publishes_the_new_key_and_keeps_the_old_one_for_the_grace(tmp_pa
 def test_encrypted_keys_at_rest_with_the_secret(tmp_path: Path) -> None:
     env = {"CLOUDSEED_IDENTITY__KEY_ENCRYPTION_SECRET": "s3cret"}
     assert run("--data-dir", str(tmp_path), "db", "sync", env=env)[0] == 0
-    with sqlite3.connect(tmp_path / "cloudseed_api.sqlite") as db:
+    with contextlib.closing(sqlite3.connect(tmp_path / "cloudseed_api.sqlite")) as db:
         (stored,) = db.execute("SELECT private_key FROM identity_keys").fetchone()
     assert stored.startswith("-----BEGIN ENCRYPTED PRIVATE KEY-----\n")
 
