@@ -13,6 +13,7 @@ relying party that honours the header has fetched it before any token carries it
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 from typing import Any
 
@@ -86,7 +87,8 @@ async def discovery(request: Request) -> Response:
     # The JWKS where this request reached the API (or [api] compute_link_prefix); the issuer
     # is the configured one, the same the tokens carry.
     body: dict[str, Any] = {
-        "issuer": issuer_of(settings),
+        # In a worker thread: without [identity] issuer it may ask DNS for this host's name.
+        "issuer": await asyncio.to_thread(issuer_of, settings),
         "jwks_uri": base_url(request, settings.api.compute_link_prefix) + JWKS,
         "response_types_supported": ["id_token"],
         "subject_types_supported": ["public"],

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import datetime as dt
+import hashlib
 import secrets
 
 from cloudseed.cells.service import CellDatabases
@@ -29,18 +30,18 @@ from cloudseed.settings import Settings
 
 INSTANCE_IDENTITY = "instance-identity"
 FORMS = ("document", "pkcs7", "rsa2048", "signature")
-_SIGNED_MAX = 4096  # signed forms kept per worker; emptied when full
+_SIGNED_MAX = 1024  # signed forms kept per worker (about 2 KB each); emptied when full
 
 
 class SignedIdentity:
     def __init__(self, settings: Settings, keyring: Keyring, cells: CellDatabases) -> None:
+        self.settings = settings
         self.keyring = keyring
         self.cells = cells
-        self.issuer = issuer_of(settings)
         self.region = settings.identity.region
         self.ttl = settings.identity.token_ttl_seconds
         self.dhcp_domain = settings.api.dhcp_domain
-        self._signed: dict[tuple[bytes, str, str], bytes] = {}
+        self._signed: dict[tuple[bytes, str, str], bytes] = {}  # (digest, kid, form)
 
     def instance(
         self, facts: GuestFacts, version: str, address: str | None
@@ -80,7 +81,8 @@ class SignedIdentity:
 
     def _signed_form(self, keyset: KeySet, document: bytes, form: str) -> bytes:
         signer = self.keyring.signer(keyset)
-        cached = self._signed.get((document, signer.kid, form))
+        key = (hashlib.sha256(document).digest(), signer.kid, form)
+        cached = self._signed.get(key)
         if cached is not None:
             return cached
         if form == "signature":
@@ -92,7 +94,7 @@ class SignedIdentity:
             signed = keys.pkcs7_body(signer.private_key, signer.certificate, document).encode()
         if len(self._signed) >= _SIGNED_MAX:
             self._signed.clear()
-        self._signed[(document, signer.kid, form)] = signed
+        self._signed[key] = signed
         return signed
 
     async def token(self, facts: GuestFacts, query: bytes) -> bytes:
@@ -109,7 +111,7 @@ class SignedIdentity:
         now = self.keyring.clock()
         payload = claims.token_claims(
             self.instance(facts, v.EC2_LATEST, None),
-            issuer=self.issuer,
+            issuer=issuer_of(self.settings),  # here, in a worker thread: it may ask DNS
             audience=audience,
             now=int(now.replace(tzinfo=dt.UTC).timestamp()),  # the clock is naive UTC
             ttl=self.ttl,
