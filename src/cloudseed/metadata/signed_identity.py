@@ -89,8 +89,8 @@ class SignedIdentity:
             signed = base64.b64encode(keys.sign(signer.private_key, document))
         else:
             # pkcs7 and rsa2048 are the same here: EC2 signs pkcs7 with DSA and SHA-1, which
-            # cloudseed has no key for (and OpenSSL 3 refuses by default); both are RSA-2048
-            # with SHA-256, attached, as EC2's rsa2048.
+            # cloudseed has no key for (and SHA-1 signatures are deprecated); both are
+            # RSA-2048 with SHA-256, attached, as EC2's rsa2048.
             signed = keys.pkcs7_body(signer.private_key, signer.certificate, document).encode()
         if len(self._signed) >= _SIGNED_MAX:
             self._signed.clear()
