@@ -191,6 +191,25 @@ class ComputeSection:
 
 
 @dataclass(frozen=True)
+class KeysSection:
+    """``[keys]``: live keys (2.106), how key changes reach running guests (cloudseed's own
+    section)."""
+
+    login_user: str = option(
+        "root",
+        "The guest account whose authorized_keys the compute agent edits through "
+        "qemu-guest-agent when a server's image has no os_admin_user property.",
+    )
+    login_check: bool = option(
+        False,
+        "Whether cloudseed's vendordata carries a cloud-config part that installs an sshd "
+        "AuthorizedKeysCommand fetching the server's current keys from the metadata service "
+        "at each login (and sets allow_public_ssh_keys: false), so key changes and expiry "
+        "apply at the next login.",
+    )
+
+
+@dataclass(frozen=True)
 class ApiSection:
     """``[api]``: the compute API's behaviour."""
 
@@ -520,6 +539,13 @@ class QemuSection:
     start_timeout: int = option(
         30, "Seconds to wait for a QEMU process to come up before the operation fails.", minimum=1
     )
+    # issue 17: key changes pushed through qemu-guest-agent.
+    guest_agent_timeout: int = option(
+        10,
+        "Seconds the driver waits for a guest's qemu-guest-agent (its channel to accept, the "
+        "sync handshake, each command of a key push) before the push counts as failed.",
+        minimum=1,
+    )
     # issue 13: a guest printing in a loop must not fill the host's disk.
     console_log_max_size: int = option(
         2 * 1024 * 1024,
@@ -607,6 +633,7 @@ class Settings:
     libvirt: LibvirtSection = field(default_factory=LibvirtSection)
     qemu: QemuSection = field(default_factory=QemuSection)
     compute: ComputeSection = field(default_factory=ComputeSection)
+    keys: KeysSection = field(default_factory=KeysSection)
     identity: IdentitySection = field(default_factory=IdentitySection)
     # [keystone_authtoken] and other pass-through sections, exactly as written.
     passthrough: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
@@ -645,6 +672,7 @@ SECTIONS: dict[str, str] = {
     "libvirt": "libvirt",
     "qemu": "qemu",
     "compute": "compute",
+    "keys": "keys",
     "identity": "identity",
 }
 

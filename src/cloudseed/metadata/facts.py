@@ -12,7 +12,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from cloudseed.servers.system_keys import PASSWORD_CHUNKS
+from cloudseed.servers.system_keys import PASSWORD_CHUNKS, security_group_names
 from cloudseed.vendordata.request import VendordataRequest
 
 # Server metadata item by which a user makes session tokens mandatory for one instance, like
@@ -61,6 +61,7 @@ class GuestFacts:
     password: str
     ports: tuple[PortFacts, ...]
     config_drive: bool
+    security_groups: tuple[str, ...] = ()  # names, as the API shows them
     created_at: dt.datetime | None = None  # naive UTC: EC2's pendingTime in signed identity
 
     @property
@@ -129,6 +130,9 @@ def facts_from_record(record: Any) -> GuestFacts:
         password="".join(sysmeta.get(k, "") for k in PASSWORD_CHUNKS),
         ports=tuple(ports),
         config_drive=bool(instance.config_drive),
+        security_groups=tuple(
+            _shared(name) for name in security_group_names(sysmeta, has_ports=bool(ports))
+        ),
         created_at=instance.created_at,
     )
 

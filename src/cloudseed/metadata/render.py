@@ -180,7 +180,7 @@ def ec2_meta_data(
         "hostname": hostname,
         "local-ipv4": first_ipv4(facts) or local_ipv4,
         "reservation-id": facts.reservation_id,
-        "security-groups": [],
+        "security-groups": list(facts.security_groups),
     }
     if facts.key_name:
         data["public-keys"] = {"0": {"openssh-key": facts.key_data or ""}}

@@ -178,6 +178,15 @@ def test_ec2_tree_and_listing() -> None:
     assert drive["public-keys"] == {"0": {"openssh-key": "ssh-ed25519 AAAA k"}}
 
 
+def test_ec2_security_groups_are_the_servers() -> None:
+    def groups(f: GuestFacts) -> object:
+        return render.ec2_meta_data(f, "1.0", dhcp_domain="", local_ipv4=None)["security-groups"]
+
+    assert groups(facts(security_groups=("default", "web"))) == ["default", "web"]
+    assert groups(facts()) == []
+    assert render.ec2_leaf(groups(facts(security_groups=("default", "web")))) == b"default\nweb"
+
+
 def test_openstack_listing() -> None:
     assert (
         render.openstack_listing(facts(user_data=None), v.FOLSOM, vendor_data_json=True)
