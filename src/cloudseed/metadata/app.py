@@ -219,7 +219,7 @@ class MetadataApp:
             tree.login_user(query)
             return Answer(
                 200,
-                render.authorized_keys(guest.facts),
+                guest.authorized_keys(),
                 sent=self._delivered(guest, VIA_LOGIN_CHECK),
             )
         return await self._document(target, guest, method, receive, claim.address)

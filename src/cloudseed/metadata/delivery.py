@@ -10,7 +10,8 @@ metadata service sees two of the ways a guest gets it: cloud-init reading its bo
 ``metadata``), and sshd's ``AuthorizedKeysCommand`` fetching authorized_keys (``login-time
 check``). Each worker writes at most once per guest and generation: the cached guest remembers
 the generation it marked (or is marking), so a storm of logins costs one conditional UPDATE per
-worker, not one per login; ``mark_applied`` itself never moves the state backwards.
+guest and worker, not one per login, batched in a few transactions; ``mark_applied`` itself
+never moves the state backwards.
 """
 
 from __future__ import annotations
@@ -18,10 +19,10 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from cloudseed.cells.service import CellDatabases
-from cloudseed.errors import NotFound
 from cloudseed.metadata.documents import GuestDocuments
 from cloudseed.metadata.facts import GuestFacts, facts_from_record
 from cloudseed.servers import key_delivery
@@ -51,13 +52,24 @@ def guest_facts(record: Any, now: dt.datetime) -> GuestFacts:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class _Mark:
+    guest: GuestDocuments
+    generation: int
+    via: str
+
+
 class Deliveries:
-    """Marks generations applied for one worker; the writes run in threads, after the answer
-    that delivered the keys was handed to the connection."""
+    """Records, for one worker, the key generations its guests got. Writes run in a thread,
+    after the answer that delivered the keys was handed to the connection, and in batches:
+    the marks that come in while one batch is written make up the next (one query for their
+    cells, one transaction per cell), so a boot storm's first reads cost a few transactions,
+    not one per guest."""
 
     def __init__(self, cells: CellDatabases) -> None:
         self.cells = cells
-        self._pending: set[asyncio.Task[None]] = set()
+        self._queue: list[_Mark] = []
+        self._writer: asyncio.Task[None] | None = None
 
     @staticmethod
     def wanted(guest: GuestDocuments, via: str) -> bool:
@@ -74,28 +86,39 @@ class Deliveries:
             return
         generation = guest.facts.keys_generation
         guest.marked = generation
-        task = asyncio.create_task(self._mark(guest, generation, via))
-        self._pending.add(task)
-        task.add_done_callback(self._pending.discard)
+        self._queue.append(_Mark(guest, generation, via))
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.create_task(self._write_queued())
 
-    async def _mark(self, guest: GuestDocuments, generation: int, via: str) -> None:
-        uuid = guest.facts.uuid
+    async def _write_queued(self) -> None:
+        while self._queue:
+            batch, self._queue = self._queue, []
+            try:
+                await asyncio.to_thread(self._write, batch)
+            except Exception:
+                log.exception("recording %d key deliveries failed", len(batch))
+                for mark in batch:
+                    if mark.guest.marked == mark.generation:
+                        mark.guest.marked = mark.generation - 1  # the next delivery tries again
 
-        def write() -> bool:
-            with self.cells.for_instance(uuid).write() as session:
-                return key_delivery.mark_applied(session, uuid, generation=generation, via=via)
-
-        try:
-            if await asyncio.to_thread(write):
-                log.info("instance %s: key generation %d applied (%s)", uuid, generation, via)
-        except NotFound:
-            pass  # deleted meanwhile: nothing to record
-        except Exception:
-            log.exception("recording key generation %d of %s as applied failed", generation, uuid)
-            if guest.marked == generation:
-                guest.marked = generation - 1  # the next delivery tries again
+    def _write(self, batch: list[_Mark]) -> None:
+        by_uuid = {m.guest.facts.uuid: m for m in batch}  # the latest mark of each guest
+        # Instances deleted meanwhile have no cell any more: nothing to record for them.
+        for cell_id, uuids in self.cells.cells_of(by_uuid).items():
+            with self.cells.by_id(cell_id).write() as session:
+                for uuid in sorted(uuids):  # one lock order for every worker
+                    mark = by_uuid[uuid]
+                    if key_delivery.mark_applied(
+                        session, uuid, generation=mark.generation, via=mark.via
+                    ):
+                        log.debug(
+                            "instance %s: key generation %d applied (%s)",
+                            uuid,
+                            mark.generation,
+                            mark.via,
+                        )
 
     async def aclose(self) -> None:
-        """Wait for the writes under way (before the databases are disposed of)."""
-        while self._pending:
-            await asyncio.gather(*list(self._pending), return_exceptions=True)
+        """Write what is queued (before the databases are disposed of)."""
+        while self._writer is not None and not self._writer.done():
+            await self._writer

@@ -9,7 +9,7 @@ from cloudseed.metadata.facts import GuestFacts
 
 
 class GuestDocuments:
-    __slots__ = ("_meta", "_network", "dhcp_domain", "facts", "marked")
+    __slots__ = ("_keys", "_meta", "_network", "dhcp_domain", "facts", "marked")
 
     def __init__(self, facts: GuestFacts, dhcp_domain: str, *, marked: int | None = None) -> None:
         self.facts = facts
@@ -17,6 +17,7 @@ class GuestDocuments:
         # Rendered on first use: most guests only ever ask for one version.
         self._meta: dict[str, render.SeededJSON] | None = None
         self._network: bytes | None = None
+        self._keys: bytes | None = None
         # The key generation this worker knows the guest holds, or is recording that it does
         # (metadata/delivery.py): nothing is written for it again.
         self.marked = facts.keys_applied_generation if marked is None else marked
@@ -43,3 +44,8 @@ class GuestDocuments:
         if self._network is None:
             self._network = render.network_data(self.facts)
         return self._network
+
+    def authorized_keys(self) -> bytes:
+        if self._keys is None:
+            self._keys = render.authorized_keys(self.facts)
+        return self._keys
