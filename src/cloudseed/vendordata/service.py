@@ -184,9 +184,10 @@ class Vendordata:
     def _check_member(value: bytes | None) -> bytes:
         """vendor_data2.json's ``cloud-init`` member with the login check's parts (a target
         named cloud-init answered ``value``; one cloud-init cannot use is left alone)."""
-        parsed = documents.parse(value) if value is not None else None
-        added = login_check.joined(parsed)
-        return documents.compact(added) if added is not None else (value or b"{}")
+        if value is None:
+            return documents.compact(login_check.parts())
+        added = login_check.joined(documents.parse(value))
+        return value if added is None else documents.compact(added)
 
     async def check_for_build(self, request: VendordataRequest) -> None:
         """With ``vendordata_dynamic_failure_fatal``: raise VendordataError if a target has no
