@@ -205,7 +205,9 @@ class KeysSection:
         "Whether cloudseed's vendordata carries a cloud-config part that installs an sshd "
         "AuthorizedKeysCommand fetching the server's current keys from the metadata service "
         "at each login (and sets allow_public_ssh_keys: false), so key changes and expiry "
-        "apply at the next login.",
+        "apply at the next login. Served by the metadata service only, never written to "
+        "config drives (a guest without the metadata service would have no keys); "
+        "docs/live-keys.md.",
     )
 
 
