@@ -269,7 +269,7 @@ def test_ec2_tree(api: httpx.Client, cloud: Cloud, metadata_url: str) -> None:
     with guest.client(metadata_url) as md:
         index = md.get("/")
         assert index.text.splitlines()[-2:] == ["2009-04-04", "latest"]
-        assert md.get("/latest").text.splitlines() == ["meta-data/", "user-data"]
+        assert md.get("/latest").text.splitlines() == ["dynamic/", "meta-data/", "user-data"]
         listing = md.get("/latest/meta-data/").text.splitlines()
         for entry in (
             "ami-id",
