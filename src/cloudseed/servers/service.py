@@ -30,6 +30,7 @@ from cloudseed.db.base import utcnow
 from cloudseed.db.engines import Database
 from cloudseed.errors import Forbidden
 from cloudseed.images import service as images
+from cloudseed.images.access import Viewer
 from cloudseed.networks import service as networks
 from cloudseed.servers import action_log, history, personality, queue, records, states
 from cloudseed.servers.console import console_tail
@@ -70,12 +71,15 @@ class Servers:
         admin_password: str | None = None,
         files: personality.Encoded = (),
         quota: QuotaSection | None = None,
+        admin: bool = False,
     ) -> records.ServerRecord:
         """Queue the rebuild; returns the record as the rebuild will leave it. ``admin_password``
         and ``files`` go to the new config drive, through the operation's payload, which drops
         them when the operation ends."""
         with self.api_db.read() as session:
-            image = images.get_image(session, image_ref)
+            image = images.bootable_image(
+                session, image_ref, viewer=Viewer(project_id=actor.project_id, is_admin=admin)
+            )
             # The caller's limits, as Nova checks them (the request context's project).
             personality.check_limits(
                 session,
