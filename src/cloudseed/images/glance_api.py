@@ -17,11 +17,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import anyio
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from cloudseed.db.engines import Database
 from cloudseed.images import service, store, uploads
 from cloudseed.images.access import Viewer
 from cloudseed.images.contents import check_format
@@ -150,14 +152,17 @@ async def upload(request: Request) -> Response:
         await run_in_threadpool(receiver.write, bytes(buffer))
         await run_in_threadpool(_finish, db, receiver, pending)
     except BaseException:
+        # Also when the request is cancelled (shutdown): no partial file stays, and the image
+        # is queued again, so the upload can be tried again.
         if receiver is not None:
-            await run_in_threadpool(receiver.discard)
-        await run_in_threadpool(_abort, db, pending)
+            receiver.discard()
+        with anyio.CancelScope(shield=True):
+            await run_in_threadpool(_abort, db, pending)
         raise
     return Response(status_code=204)
 
 
-def _finish(db: Any, receiver: store.Receiver, pending: uploads.Upload) -> None:
+def _finish(db: Database, receiver: store.Receiver, pending: uploads.Upload) -> None:
     path = receiver.finish()
     digest = receiver.digest
     virtual_size = check_format(
@@ -167,7 +172,7 @@ def _finish(db: Any, receiver: store.Receiver, pending: uploads.Upload) -> None:
         uploads.finish_upload(session, pending, path=path, digest=digest, virtual_size=virtual_size)
 
 
-def _abort(db: Any, pending: uploads.Upload) -> None:
+def _abort(db: Database, pending: uploads.Upload) -> None:
     try:
         with db.write() as session:
             uploads.abort_upload(session, pending)
