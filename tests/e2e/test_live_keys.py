@@ -132,8 +132,10 @@ def test_7_live_keys_reach_running_guests(e2e_cloud, timings, tmp_path):
         cloud.add_keypair(name, public_key)
     private = {name: path for name, (path, _) in keys.items()}
     wait_until_quiet()
-    changes = {"CLOUDSEED_KEYS__LOGIN_CHECK": "true", "CLOUDSEED_KEYS__LOGIN_USER": "debian"}
-    with cloud.reconfigured(changes), deleted_afterwards(cloud) as servers:
+    with (
+        cloud.reconfigured({"CLOUDSEED_KEYS__LOGIN_CHECK": "true"}),
+        deleted_afterwards(cloud) as servers,
+    ):
         started = {}
         for run, address, script in (
             ("live-a", None, no_agent_script("live-a")),
