@@ -17,6 +17,7 @@ from cloudseed.cli import (
     configdrive,
     db,
     flavors,
+    hostkeys,
     images,
     inject,
     keypairs,
@@ -53,6 +54,7 @@ for _command in (
     inject.inject,
     configdrive.configdrive,
     servers.server,
+    hostkeys.known_hosts,
 ):
     cli.add_command(_command)
 

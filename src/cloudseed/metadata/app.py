@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from cloudseed.cells.service import CellDatabases
 from cloudseed.db.engines import Database
 from cloudseed.errors import CloudseedError, InvalidInput
+from cloudseed.hostkeys import phone_home
+from cloudseed.hostkeys import service as host_keys
 from cloudseed.metadata import render, tree
 from cloudseed.metadata.documents import GuestDocuments
 from cloudseed.metadata.errors import NoSuchDocument, TokenRefused, TokenRequired, UnknownCaller
@@ -27,7 +29,7 @@ from cloudseed.servers.errors import PasswordTooLarge
 from cloudseed.settings import Settings
 from cloudseed.types import Receive, Scope, Send
 from cloudseed.vendordata import Vendordata
-from cloudseed.web.errors import MethodNotAllowed
+from cloudseed.web.errors import MethodNotAllowed, RequestTooLarge
 from cloudseed.web.faults import status_for
 
 log = logging.getLogger(__name__)
@@ -43,6 +45,7 @@ REASONS = {
     404: "Not Found",
     405: "Method Not Allowed",
     409: "Conflict",
+    413: "Content Too Large",
     500: "Internal Server Error",
     503: "Service Unavailable",
 }
@@ -50,6 +53,7 @@ GET_HEAD = ("GET, HEAD", frozenset({"GET", "HEAD"}))
 ALLOWED = {
     tree.PASSWORD: ("POST, GET, HEAD", frozenset({"POST", "GET", "HEAD"})),
     tree.TOKEN: ("PUT", frozenset({"PUT"})),
+    tree.PHONE_HOME: ("POST", frozenset({"POST"})),
 }
 
 
@@ -155,6 +159,8 @@ class MetadataApp:
             access_log.warning('%s "%s %s" %d %s', peer, method, path, status, why)
         if status == 401:
             headers = ((b"www-authenticate", b"Token"),)
+        if isinstance(exc, RequestTooLarge):  # the rest of the body was never read
+            headers = ((b"connection", b"close"),)
         body = f"{status} {REASONS.get(status, '')}\n\n{exc.message}".encode()
         return Answer(status, body, headers=headers)
 
@@ -184,6 +190,8 @@ class MetadataApp:
                 raise TokenRefused("Token requests through a proxy are not allowed.")
             return self._issue_token(guest, headers)
         self._check_token(guest, headers)
+        if target.kind == tree.PHONE_HOME:
+            return await self._phone_home(guest.facts.uuid, headers, receive)
         return await self._document(target, guest, method, receive, claim.address)
 
     async def _guest(self, claim: Claim) -> GuestDocuments:
@@ -334,6 +342,31 @@ class MetadataApp:
 
         await asyncio.to_thread(write)
         store.changed(uuid)  # this worker answers from the new value at once
+
+    async def _phone_home(
+        self, uuid: str, headers: list[tuple[bytes, bytes]], receive: Receive
+    ) -> Answer:
+        """cloud-init's phone_home report of the caller's host keys (hostkeys/), checked
+        whole before it is stored: "accepted" for the first of its boot generation, "repeat"
+        for a later one (kept, never shown)."""
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if len(body) > phone_home.MAX_BODY:
+                raise RequestTooLarge()
+            if not message.get("more_body"):
+                break
+        content_type = next((v.decode("latin-1") for n, v in headers if n == b"content-type"), None)
+        report = phone_home.parse_report(body, content_type, caller=uuid)
+        store = self.store
+        assert store is not None
+
+        def write() -> str:
+            with store.cells.for_instance(uuid).write() as session:
+                return host_keys.record_phone_home(session, uuid, report)
+
+        return Answer(200, (await asyncio.to_thread(write)).encode() + b"\n")
 
 
 def create_metadata_app(settings: Settings, *, api_db: Database | None = None) -> MetadataApp:

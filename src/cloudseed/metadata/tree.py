@@ -38,6 +38,8 @@ VENDOR_DATA = "vendor_data.json"
 VENDOR_DATA2 = "vendor_data2.json"
 NETWORK_DATA = "network_data.json"
 CONTENT = "content"
+# cloudseed's own, at every version: cloud-init's phone_home posts there (hostkeys/).
+PHONE_HOME = "phone_home"
 
 _OPENSTACK_FILES = {
     META_DATA: v.FOLSOM,
@@ -94,6 +96,8 @@ def _openstack(parts: list[str]) -> Target | None:
         return None
     if len(parts) == 1 or parts[1:] == ["version"]:
         return Target(OPENSTACK_VERSION, version)
+    if parts[1:] == [PHONE_HOME]:
+        return Target(PHONE_HOME, version)
     if len(parts) == 2 and parts[1] in _OPENSTACK_FILES:
         if not v.at_least(version, _OPENSTACK_FILES[parts[1]]):
             return None
