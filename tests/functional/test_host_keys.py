@@ -391,6 +391,7 @@ def console_text(found: dict[str, str]) -> str:
 
 
 def test_the_console_fallback(
+    request: pytest.FixtureRequest,
     api: httpx.Client,
     cloud: Cloud,  # noqa: F811
     metadata_url: str,  # noqa: F811
@@ -402,7 +403,9 @@ def test_the_console_fallback(
         host = session.scalar(select(Instance.host).where(Instance.uuid == fresh.id))
     assert host is not None
     consoles: dict[str, str] = {fresh.id: "", rebuilt.id: "", phoned.id: ""}
-    watch = ConsoleWatch(CellDatabases(api_db), host=host, console_output=consoles.__getitem__)
+    cells = CellDatabases(api_db)
+    request.addfinalizer(cells.dispose)
+    watch = ConsoleWatch(cells, host=host, console_output=consoles.__getitem__)
     old, new, mine, fresh_keys = host_key_set(), host_key_set(), host_key_set(), host_key_set()
     # The rebuilt server's log still shows its previous disk's block at the first look.
     consoles[rebuilt.id] = console_text(old)
@@ -432,6 +435,7 @@ def test_the_console_fallback(
 
 
 def test_a_console_watch_starting_late_takes_nothing_rather_than_something_wrong(
+    request: pytest.FixtureRequest,
     api: httpx.Client,
     cloud: Cloud,  # noqa: F811
     api_db: Database,
@@ -443,6 +447,7 @@ def test_a_console_watch_starting_late_takes_nothing_rather_than_something_wrong
     assert host is not None
     text = {"now": console_text(host_key_set())}
     cells = CellDatabases(api_db)
+    request.addfinalizer(cells.dispose)
     late = ConsoleWatch(cells, host=host, console_output=lambda _uuid: text["now"])
     assert late.run_once() == 0  # the block is already there: it may be the old disk's
     assert late.run_once() == 0
