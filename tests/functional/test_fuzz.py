@@ -413,6 +413,7 @@ METADATA_PATHS = [
     "/openstack/latest/vendor_data2.json",
     "/openstack/latest/network_data.json",
     "/openstack/latest/password",
+    "/openstack/latest/phone_home",
     "/openstack/2012-08-10/meta_data.json",
     "/latest/meta-data/",
     "/latest/meta-data/public-keys/0/openssh-key",
