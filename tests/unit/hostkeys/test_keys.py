@@ -82,6 +82,27 @@ EC = keys.ecdsa_public()  # 104 bytes: base64 with one "=" of padding
         ("\ud800 AAAA", "no SSH host key type"),
         ("9" * 5000, "not an SSH public key line"),
     ],
+    ids=[
+        "empty",
+        "type-only",
+        "certificate",
+        "security-key",
+        "x509",
+        "not-base64",
+        "bad-padding",
+        "stray-bits",
+        "truncated-blob",
+        "trailing-data",
+        "rsa-word-ed25519-blob",
+        "ed25519-word-rsa-blob",
+        "two-lines-lf",
+        "two-lines-cr",
+        "too-long",
+        "non-ascii",
+        "lone-surrogate-blob",
+        "lone-surrogate-type",
+        "digits",
+    ],
 )
 def test_what_is_no_host_key(text: str, why: str) -> None:
     with pytest.raises(InvalidReport) as raised:
