@@ -191,6 +191,27 @@ class ComputeSection:
 
 
 @dataclass(frozen=True)
+class KeysSection:
+    """``[keys]``: live keys (2.106), how key changes reach running guests (cloudseed's own
+    section)."""
+
+    login_user: str = option(
+        "root",
+        "The guest account whose authorized_keys the compute agent edits through "
+        "qemu-guest-agent when a server's image has no os_admin_user property.",
+    )
+    login_check: bool = option(
+        False,
+        "Whether cloudseed's vendordata carries a cloud-config part that installs an sshd "
+        "AuthorizedKeysCommand fetching the server's current keys from the metadata service "
+        "at each login (and sets allow_public_ssh_keys: false), so key changes and expiry "
+        "apply at the next login. Served by the metadata service only, never written to "
+        "config drives (a guest without the metadata service would have no keys); "
+        "docs/live-keys.md.",
+    )
+
+
+@dataclass(frozen=True)
 class ApiSection:
     """``[api]``: the compute API's behaviour."""
 
@@ -520,6 +541,13 @@ class QemuSection:
     start_timeout: int = option(
         30, "Seconds to wait for a QEMU process to come up before the operation fails.", minimum=1
     )
+    # issue 17: key changes pushed through qemu-guest-agent.
+    guest_agent_timeout: int = option(
+        10,
+        "Seconds the driver waits for a guest's qemu-guest-agent (its channel to accept, the "
+        "sync handshake, each command of a key push) before the push counts as failed.",
+        minimum=1,
+    )
     # issue 13: a guest printing in a loop must not fill the host's disk.
     console_log_max_size: int = option(
         2 * 1024 * 1024,
@@ -548,6 +576,51 @@ class QemuSection:
 
 
 @dataclass(frozen=True)
+class IdentitySection:
+    """``[identity]``: signed instance identity (cloudseed's own section; docs/identity.md)."""
+
+    issuer: str = option(
+        "",
+        "The iss of identity tokens and the issuer of the OpenID discovery document: a URL "
+        "relying parties reach the compute API at. Empty means [api] compute_link_prefix, or "
+        "else http://<osapi_compute_listen>:<osapi_compute_listen_port> (a wildcard address "
+        "replaced by this machine's fully qualified name). Set it in production: relying "
+        "parties match it exactly.",
+    )
+    region: str = option(
+        "",
+        "The region of EC2 identity documents. Empty means the instance's availability zone.",
+    )
+    token_ttl_seconds: int = option(
+        600,
+        "How long an identity token (/openstack/latest/identity_token) is valid, in seconds.",
+        minimum=30,
+    )
+    key_grace_seconds: int = option(
+        86400,
+        "How long the public key of a signing key retired by `cloudseed identity rotate` stays "
+        "published (certificates, JWKS), so what it signed can still be verified; then it is "
+        "dropped. At least token_ttl_seconds plus twice key_cache_seconds.",
+        minimum=60,
+    )
+    key_cache_seconds: int = option(
+        10,
+        "How long each process keeps the signing keys it read from the API database. A "
+        "rotated key is published at once and signs only after twice this time, when every "
+        "process has seen it. 0 reads them for every request (tests, a single process).",
+        minimum=0,
+    )
+    key_encryption_secret: str = option(
+        "",
+        "Passphrase the signing keys' private halves are encrypted with in the API database "
+        "(PKCS#8, the best encryption the cryptography library offers). Empty means they are "
+        "stored unencrypted, readable by whoever can read the database. Keys written before it "
+        "was set stay as they were until the next rotation.",
+        secret=True,
+    )
+
+
+@dataclass(frozen=True)
 class Settings:
     default: DefaultSection = field(default_factory=DefaultSection)
     api: ApiSection = field(default_factory=ApiSection)
@@ -562,6 +635,8 @@ class Settings:
     libvirt: LibvirtSection = field(default_factory=LibvirtSection)
     qemu: QemuSection = field(default_factory=QemuSection)
     compute: ComputeSection = field(default_factory=ComputeSection)
+    keys: KeysSection = field(default_factory=KeysSection)
+    identity: IdentitySection = field(default_factory=IdentitySection)
     # [keystone_authtoken] and other pass-through sections, exactly as written.
     passthrough: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     # What was reported while loading (unknown options); logged by whoever starts the service.
@@ -599,6 +674,8 @@ SECTIONS: dict[str, str] = {
     "libvirt": "libvirt",
     "qemu": "qemu",
     "compute": "compute",
+    "keys": "keys",
+    "identity": "identity",
 }
 
 
@@ -772,6 +849,14 @@ def _check_lists(settings: Settings) -> None:
     for item in split_list(settings.libvirt.inject_handlers):
         if item not in ("guestfs", "debugfs", "loop", "nbd"):
             fail("libvirt", "inject_handlers", item, "must be guestfs, debugfs, loop or nbd")
+    identity = settings.identity
+    # A token signed just before a rotation must stay verifiable until it expires.
+    least = identity.token_ttl_seconds + 2 * identity.key_cache_seconds
+    if identity.key_grace_seconds < least:
+        raise ConfigError(
+            f"invalid value {identity.key_grace_seconds} for [identity] key_grace_seconds: "
+            f"must be at least token_ttl_seconds + 2 * key_cache_seconds ({least})"
+        )
 
 
 def _is_host_port_url(url: str) -> bool:

@@ -11,8 +11,9 @@ test runs.
 The package is installed by the ``cloud_init`` fixture when it is missing (as root, with
 apt-get); otherwise these tests skip, or fail under ``CLOUDSEED_REQUIRE_DBS=1``. The client
 script says what it patches in cloud-init (only what a test host is not: DMI, NICs) and why.
-The IMDSv2 crawl takes about 10 s because cloud-init on AWS retries the identity document
-(``/2009-04-04/dynamic/instance-identity``), which Nova does not serve either.
+cloud-init on AWS also reads the signed identity document
+(``/2009-04-04/dynamic/instance-identity``, docs/identity.md), which Nova does not serve
+(against Nova that crawl retries it for about 10 s).
 
 This runs once, on SQLite: the service's behaviour on each backend is covered by
 tests/functional/test_metadata_service.py.
@@ -272,13 +273,14 @@ def misses(relay: Relay) -> set[tuple[str, str, int]]:
     return {(e.method, e.path, e.status) for e in relay.exchanges if e.status != 200}
 
 
-# Newer EC2 versions that cloud-init probes for, and the AWS identity document: neither Nova nor
-# cloudseed serves them, and cloud-init goes on without them.
+# Newer EC2 versions that cloud-init probes for: neither Nova nor cloudseed serves them, and
+# cloud-init goes on without them.
 EC2_VERSION_PROBES = {
     ("GET", f"/{version}/meta-data/instance-id", 404)
     for version in ("2021-03-23", "2018-09-24", "2016-09-02")
 }
-AWS_IDENTITY = ("GET", "/2009-04-04/dynamic/instance-identity", 404)
+# The AWS identity document, which cloudseed serves (signed: docs/identity.md).
+AWS_IDENTITY = ("GET", "/2009-04-04/dynamic/instance-identity/document", 200)
 
 
 # -- the tests ------------------------------------------------------------------------------
@@ -294,7 +296,7 @@ def test_cloud_init_reads_both_trees(
 ) -> None:
     guest = boot(api, cloud, key_name="key1", user_data=b64(USER_DATA), availability_zone="nova")
     user_data = USER_DATA.encode()
-    # IMDSv2 waits ~10 s for the identity document (5 retries, twice): run it alongside.
+    # Both crawls at once (IMDSv2's also reads the identity document).
     with (
         guest_relay(metadata_url, guest) as relay,
         guest_relay(metadata_url, guest) as aws_relay,
@@ -395,7 +397,10 @@ def test_cloud_init_reads_both_trees(
     assert put.headers["x-aws-ec2-metadata-token-ttl-seconds"] == "21600"
     assert len(gets) > 20
     assert len({e.headers["x-aws-ec2-metadata-token"] for e in gets}) == 1
-    assert misses(aws_relay) <= EC2_VERSION_PROBES | {AWS_IDENTITY}
+    assert misses(aws_relay) <= EC2_VERSION_PROBES
+    # On AWS, cloud-init takes the instance id and zone from the identity document: the same
+    # values as the meta-data tree's (checked above).
+    assert AWS_IDENTITY in {(e.method, e.path, e.status) for e in aws_relay.exchanges}
 
     # The DynamicJSON target was asked about this instance, in Nova's shape.
     assert target.bodies

@@ -38,7 +38,7 @@ from cloudseed.db.engines import Database
 from cloudseed.keypairs import schemas as keypair_schemas
 from cloudseed.networks import service as networks
 from cloudseed.servers import schemas as server_schemas
-from cloudseed.servers.models import Instance
+from cloudseed.servers.models import Instance, InstanceExtra
 from cloudseed.web.microversions import MAX_VERSION, APIVersion
 from tests.conftest import KEPT_TABLES
 from tests.support.cloud import Cloud, create_server, make_cloud, wait_for
@@ -414,6 +414,8 @@ METADATA_PATHS = [
     "/openstack/latest/network_data.json",
     "/openstack/latest/password",
     "/openstack/latest/phone_home",
+    "/openstack/latest/authorized_keys",
+    "/openstack/latest/authorized_keys?user=root",
     "/openstack/2012-08-10/meta_data.json",
     "/latest/meta-data/",
     "/latest/meta-data/public-keys/0/openssh-key",
@@ -421,6 +423,11 @@ METADATA_PATHS = [
     "/latest/user-data",
     "/2009-04-04/meta-data/instance-id",
     "/latest/api/token",
+    "/latest/dynamic/instance-identity/document",
+    "/latest/dynamic/instance-identity/pkcs7",
+    "/2009-04-04/dynamic/instance-identity/signature",
+    "/openstack/latest/identity_token",
+    "/openstack/latest/identity_token?audience=vault",
 ]
 
 
@@ -430,6 +437,9 @@ def metadata_requests(draw: st.DrawFn) -> Request:
     if draw(st.booleans()):
         extra = draw(st.sampled_from([s for s in HOSTILE_STRINGS if len(s) < 2000]))
         path = path.rstrip("/") + "/" + _quote(extra, safe="/")
+    elif "?" not in path and draw(st.booleans()):
+        extra = draw(st.sampled_from([s for s in HOSTILE_STRINGS if len(s) < 2000]))
+        path += "?audience=" + _quote(extra, safe="")
     method = draw(st.sampled_from(["GET", "GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS"]))
     headers: dict[str, str] = {}
     for name in draw(
@@ -491,6 +501,12 @@ def test_metadata_paths(world: World, metadata_url: str) -> None:
     (port,) = server["addresses"]["loop"]
     transport = httpx.HTTPTransport(local_address=port["addr"])
     with httpx.Client(base_url=metadata_url, timeout=30, transport=transport) as md:
+        ttl = {"X-aws-ec2-metadata-token-ttl-seconds": "21600"}
+        session = {"X-aws-ec2-metadata-token": md.put("/latest/api/token", headers=ttl).text}
+        # Reading its keys records their delivery once (a write after a 200, live keys):
+        # done before fuzzing, so that no refused request's snapshot can see it land.
+        assert md.get("/openstack/latest/meta_data.json").status_code == 200
+        _wait_for_key_delivery(world, guest["id"])
 
         @FUZZ
         @given(request=metadata_requests())
@@ -498,10 +514,14 @@ def test_metadata_paths(world: World, metadata_url: str) -> None:
             with outcome("metadata", request):
                 before = snapshot(world.api_db, world.cell_db)
                 body = request.body
+                headers = request.headers
+                if "identity_token" in request.path:
+                    # Past the session token check, so the audience is what gets fuzzed.
+                    headers = {**session, **headers}
                 response = md.request(
                     request.method,
                     request.path,
-                    headers=request.headers,
+                    headers=headers,
                     content=None if body is None else body.encode("utf-8", "surrogatepass"),
                 )
                 assert response.status_code < 500, (response.status_code, response.text[:500])
@@ -510,6 +530,17 @@ def test_metadata_paths(world: World, metadata_url: str) -> None:
                     assert changes(before, after) == [], (response.status_code, response.text)
 
         run()
+
+
+def _wait_for_key_delivery(world: World, uuid: str) -> None:
+    deadline = time.monotonic() + 10
+    query = select(InstanceExtra.keys_applied_generation).where(InstanceExtra.instance_uuid == uuid)
+    while True:
+        with world.cell_db.read() as session:
+            if session.scalar(query):
+                return
+        assert time.monotonic() < deadline, "the key delivery was never recorded"
+        time.sleep(0.01)
 
 
 def _loop_network(world: World) -> str:

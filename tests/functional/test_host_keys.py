@@ -25,6 +25,12 @@ from cloudseed.hostkeys.models import HostKeyReport
 from cloudseed.hostkeys.service import MAX_REPEATS
 from cloudseed.servers.models import Instance
 from cloudseed.signing import sign
+from tests.functional.test_identity_service import (
+    Identity,
+    identity_token,
+    servers,  # noqa: F401 (fixture)
+    verify,
+)
 from tests.functional.test_metadata_service import (
     SECRET,
     Guest,
@@ -366,3 +372,25 @@ def test_host_keys_resource_policy_and_versions(
     )
     assert api.delete(f"/v2.1/servers/{guest.id}").status_code == 204
     assert api.get(url).status_code == 404
+
+
+# -- the identity token ------------------------------------------------------------------------
+
+
+def test_the_identity_token_carries_the_accepted_fingerprints(
+    api: httpx.Client,
+    cloud: Cloud,  # noqa: F811
+    servers: Identity,  # noqa: F811
+) -> None:
+    guest = boot(api, cloud)
+    found = host_key_set()
+    with guest.client(servers.metadata) as md:
+        assert verify(servers.api, identity_token(md))["host_keys"] == []
+        assert post(md, cloud_init_form(guest.id, found)).text == "accepted\n"
+        assert post(md, cloud_init_form(guest.id, host_key_set())).text == "repeat\n"
+        claims = verify(servers.api, identity_token(md))
+    assert claims["host_keys"] == [
+        parse_host_key(found[f]).fingerprint_sha256
+        for f in ("pub_key_rsa", "pub_key_ecdsa", "pub_key_ed25519")
+    ]
+    assert claims["host_keys"] == [e["fingerprint_sha256"] for e in shown(api, guest.id)]

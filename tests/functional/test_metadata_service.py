@@ -269,7 +269,7 @@ def test_ec2_tree(api: httpx.Client, cloud: Cloud, metadata_url: str) -> None:
     with guest.client(metadata_url) as md:
         index = md.get("/")
         assert index.text.splitlines()[-2:] == ["2009-04-04", "latest"]
-        assert md.get("/latest").text.splitlines() == ["meta-data/", "user-data"]
+        assert md.get("/latest").text.splitlines() == ["dynamic/", "meta-data/", "user-data"]
         listing = md.get("/latest/meta-data/").text.splitlines()
         for entry in (
             "ami-id",
@@ -299,6 +299,20 @@ def test_ec2_tree(api: httpx.Client, cloud: Cloud, metadata_url: str) -> None:
         assert md.get("/1.0/meta-data/").status_code == 200
         assert "placement/" not in md.get("/1.0/meta-data/").text
         assert md.get("/latest/meta-data/instance-id").text.startswith("i-")
+
+
+def test_ec2_security_groups_follow_the_server(
+    api: httpx.Client, cloud: Cloud, metadata_url: str
+) -> None:
+    guest = boot(api, cloud)
+    with guest.client(metadata_url) as md:
+        path = "/latest/meta-data/security-groups"
+        assert md.get(path).text == "default"
+        r = api.post(
+            f"/v2.1/servers/{guest.id}/action", json={"removeSecurityGroup": {"name": "default"}}
+        )
+        assert r.status_code == 202, r.text
+        eventually(lambda: md.get(path).text == "")
 
 
 # -- who is asking ------------------------------------------------------------------------

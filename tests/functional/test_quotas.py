@@ -233,6 +233,49 @@ class TestInstanceQuota:
         wait_all_active(api)
 
 
+THREE_ITEMS = {"a": "1", "b": "2", "c": "3"}
+
+
+class TestMetadataItemsQuota:
+    """``metadata_items`` on create and rebuild, as on the metadata API (Nova's
+    ``_check_metadata_properties_quota``: the caller's project and user)."""
+
+    def test_create(self, api, cloud, unchanged):
+        assert put_quota(api, "proj", metadata_items=2).status_code == 200
+        with unchanged():
+            r = create(api, cloud, metadata=THREE_ITEMS)
+            assert r.status_code == 403, r.text
+            assert r.json() == forbidden("Maximum number of metadata items exceeds 2")
+        assert create(api, cloud, metadata={"a": "1", "b": "2"}).status_code == 202
+        # A user's own limit wins over the project's.
+        assert put_quota(api, "proj", metadata_items=4).status_code == 200
+        assert put_quota(api, "proj", "?user_id=alice", metadata_items=2).status_code == 200
+        with unchanged():
+            assert create(api, cloud, metadata=THREE_ITEMS).status_code == 403
+        assert put_quota(api, "proj", "?user_id=alice", metadata_items=3).status_code == 200
+        assert create(api, cloud, metadata=THREE_ITEMS).status_code == 202
+        assert put_quota(api, "proj", metadata_items=-1).status_code == 200
+        assert put_quota(api, "proj", "?user_id=alice", metadata_items=-1).status_code == 200
+        many = {f"k{n}": "v" for n in range(200)}
+        assert create(api, cloud, metadata=many).status_code == 202
+
+    def test_rebuild(self, api, cloud, unchanged):
+        r = create(api, cloud)
+        assert r.status_code == 202, r.text
+        server_id = r.json()["server"]["id"]
+        wait_for(api, server_id, "ACTIVE")
+        assert put_quota(api, "proj", metadata_items=2).status_code == 200
+        action = f"/v2.1/servers/{server_id}/action"
+        rebuild = {"imageRef": cloud.image2_id, "metadata": THREE_ITEMS}
+        with unchanged():
+            r = api.post(action, json={"rebuild": rebuild})
+            assert r.status_code == 403, r.text
+            assert r.json() == forbidden("Maximum number of metadata items exceeds 2")
+        r = api.post(action, json={"rebuild": {**rebuild, "metadata": {"a": "1"}}})
+        assert r.status_code == 202, r.text
+        assert wait_for(api, server_id, "ACTIVE")["metadata"] == {"a": "1"}
+
+
 def quota_set(api: httpx.Client, path: str, version: str, headers=None) -> dict[str, Any]:
     r = api.get(f"/v2.1/os-quota-sets/{path}", headers={**mv(version), **(headers or {})})
     assert r.status_code == 200, r.text

@@ -156,6 +156,21 @@ class TestRebuild:
             json={"rebuild": {"imageRef": fields.pop("image"), **fields}},
         )
 
+    def test_access_ips(self, api, cloud):
+        """Nova's rebuild sets accessIPv4/accessIPv6 (here when the rebuild succeeds)."""
+        server_id = create_server(api, cloud, accessIPv4="192.0.2.1")["id"]
+        wait_for(api, server_id, "ACTIVE")
+        r = self.rebuild(api, server_id, "2.1", image=cloud.image_id, accessIPv6="2001:db8:0:0::7")
+        assert r.status_code == 202, r.text
+        shown = r.json()["server"]
+        assert (shown["accessIPv4"], shown["accessIPv6"]) == ("192.0.2.1", "2001:db8::7")
+        server = wait_for(api, server_id, "ACTIVE")
+        assert (server["accessIPv4"], server["accessIPv6"]) == ("192.0.2.1", "2001:db8::7")
+        r = self.rebuild(api, server_id, "2.1", image=cloud.image_id, accessIPv4="198.51.100.9")
+        assert r.status_code == 202, r.text
+        server = wait_for(api, server_id, "ACTIVE")
+        assert (server["accessIPv4"], server["accessIPv6"]) == ("198.51.100.9", "2001:db8::7")
+
     def test_key_name_replaced_removed_or_kept(self, api, cloud):
         server_id = create_server(api, cloud, key_name="key1")["id"]
         wait_for(api, server_id, "ACTIVE")

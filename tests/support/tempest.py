@@ -81,7 +81,9 @@ FEATURES: dict[str, dict[str, str]] = {
         "personality": "true",
         "attach_encrypted_volume": "false",
         "config_drive": "true",
-        "scheduler_enabled_filters": "AvailabilityZoneFilter,ComputeFilter",
+        "scheduler_enabled_filters": (
+            "AvailabilityZoneFilter,ComputeFilter,SameHostFilter,DifferentHostFilter"
+        ),
         "swap_volume": "false",
         "volume_multiattach": "false",
         "ide_bus": "false",

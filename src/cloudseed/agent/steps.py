@@ -16,6 +16,9 @@ config drive cannot be built is not done at all: the instance stays as it was, a
 records why). If the lease was lost meanwhile (another agent resumed the operation, or an admin
 reset the instance), nothing is written.
 
+A ``keys`` operation (live keys pushed through the guest agent) is ``keys.KeyPusher``'s; each
+success above that leaves the guest running may queue one (``keys.after_operation``).
+
 Every step can run again after its agent died half-way: the driver's spawn, rebuild and
 destroy stand on what they find (``compute/interfaces.py``), config drives are replaced
 atomically, and the outcome is recorded once, by whoever holds the lease.
@@ -31,6 +34,7 @@ from typing import Any, Protocol
 
 from sqlalchemy import update
 
+from cloudseed.agent.keys import KeyPusher, after_operation
 from cloudseed.cells.service import CellDatabases
 from cloudseed.compute.interfaces import Driver, GuestSpec
 from cloudseed.db.base import utcnow
@@ -133,6 +137,7 @@ class Steps:
     owner: str
     drives: ConfigDrives | None = None
     build_check: Callable[[str], None] | None = None
+    keys: KeyPusher | None = None
 
     # -- entry -------------------------------------------------------------------------------
 
@@ -142,6 +147,9 @@ class Steps:
         try:
             if op.kind == "destroy":
                 self._destroy(op, cell)
+                return
+            if op.kind == "keys" and self.keys is not None:
+                self.keys.run(op, cell)
                 return
             self._operate(op, cell)
         except Lost:
@@ -297,6 +305,8 @@ class Steps:
                 records.guest_changed(session, uuid)
             records.set_extra(session, uuid, fault=None)
             records.set_system_metadata(session, uuid, SSH_FORWARD, outcome.ssh_forward)
+            running = outcome.power_state == states.RUNNING
+            after_operation(session, uuid, kind=op.kind, host=before.instance.host, running=running)
             if op.action_id is not None:
                 action_log.finish(
                     session, action_id=op.action_id, event=event, details=p.get("details")
@@ -373,6 +383,9 @@ class Steps:
 
     def give_up(self, op: queue.Claimed, cell: Database, reason: str) -> None:
         """End an operation that was interrupted too often: ERROR with the reason."""
+        if op.kind == "keys" and self.keys is not None:
+            self.keys.give_up(op, cell, reason)  # a failed delivery, not an instance fault
+            return
         event = EVENTS.get(op.kind)
         with cell.write() as session:
             if not queue.finish(session, op.id, owner=self.owner, state=queue.FAILED, error=reason):

@@ -10,7 +10,9 @@ commit, ``db/notify.py``), or every ``[compute] poll_interval_ms``. Each pass it
 - reports a heartbeat (every ``[DEFAULT] report_interval``),
 - claims what the free threads can take: pending operations of its host, and running ones
   whose lease ran out because their agent died, which it resumes. An operation interrupted
-  ``MAX_ATTEMPTS`` times ends in ERROR with a fault that says so, so nothing loops for ever.
+  ``MAX_ATTEMPTS`` times ends in ERROR with a fault that says so, so nothing loops for ever,
+- with each heartbeat, queues the pushes that take expired keys off its guests
+  (``keys.queue_expired``).
 
 ``stop`` lets running operations finish for a while, then leaves the rest to their leases:
 a new agent of the host resumes them.
@@ -31,9 +33,11 @@ from functools import partial
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from cloudseed.agent.keys import KeyPusher, queue_expired
 from cloudseed.agent.steps import ConfigDrives, Steps
 from cloudseed.cells.service import CellDatabases
 from cloudseed.compute.interfaces import Capacity, Driver
+from cloudseed.db.base import utcnow
 from cloudseed.db.engines import Database
 from cloudseed.db.notify import OPERATIONS, Listener
 from cloudseed.hostkeys.watch import ConsoleWatch
@@ -77,14 +81,27 @@ class Agent:
         self.lease = float(settings.compute.lease_seconds)
         self.poll = settings.compute.poll_interval_ms / 1000
         self.slots = settings.default.max_concurrent_builds
+        self._stopping = threading.Event()
+        keys = KeyPusher(
+            cells=cells,
+            driver=driver,
+            owner=self.owner,
+            lock_dir=settings.state_dir / "locks",
+            login_user=settings.keys.login_user,
+            stopping=self._stopping,
+        )
         self.steps = Steps(
-            cells=cells, driver=driver, owner=self.owner, drives=drives, build_check=build_check
+            cells=cells,
+            driver=driver,
+            owner=self.owner,
+            drives=drives,
+            build_check=build_check,
+            keys=keys,
         )
         self._executor = ThreadPoolExecutor(self.slots, thread_name_prefix="cloudseed-op")
         self._running: dict[int, tuple[Database, Future[None]]] = {}
         self._lock = threading.Lock()
         self._wake = threading.Event()
-        self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self._unlisten: Callable[[], None] | None = None
         self._listeners: list[Listener] = []
@@ -278,6 +295,7 @@ class Agent:
             self._renew()
         if now - self._last_heartbeat >= self.settings.default.report_interval:
             self._heartbeat()
+            self.expire_keys()
         if not look:
             return
         self._last_look = now
@@ -353,6 +371,17 @@ class Agent:
                 continue
             for lost in set(ids) - held:
                 log.warning("compute agent %s lost the lease of operation %d", self.owner, lost)
+
+    def expire_keys(self) -> int:
+        """Queue a push for each guest of this host that still has a key that expired
+        (``keys.queue_expired``); how many were queued."""
+        queued = 0
+        for cell in self.cells.all_cells():
+            try:
+                queued += len(queue_expired(cell, host=self.host, now=utcnow()))
+            except Exception:
+                log.exception("compute agent %s: looking for expired keys failed", self.owner)
+        return queued
 
     def _heartbeat(self) -> None:
         # A full registration, not only a timestamp: rows removed behind the agent's back

@@ -29,6 +29,8 @@ from cloudseed.errors import CloudseedError
 from cloudseed.flavors import api as flavors_api
 from cloudseed.hostkeys import api as hostkeys_api
 from cloudseed.hosts import api as hosts_api
+from cloudseed.identity import api as identity_api
+from cloudseed.identity.keyring import Keyring
 from cloudseed.images import api as images_api
 from cloudseed.keypairs import api as keypairs_api
 from cloudseed.networks import api as networks_api
@@ -44,8 +46,10 @@ from cloudseed.web.links import base_url
 from cloudseed.web.requests import api_db_of
 
 # Version documents are public, as in Nova, Glance and Neutron: clients discover before auth.
-PUBLIC_PATHS = frozenset(
-    {"/", "/v2.1", "/v2.1/", "/healthz", "/image", "/image/", "/network", "/network/"}
+# So are the keys relying parties verify signed instance identities with (identity/api.py).
+PUBLIC_PATHS = (
+    frozenset({"/", "/v2.1", "/v2.1/", "/healthz", "/image", "/image/", "/network", "/network/"})
+    | identity_api.PUBLIC_PATHS
 )
 
 
@@ -87,6 +91,8 @@ def create_api_app(
                 # hosts.api's view of the cells and of what each host's instances use.
                 "cells": cells,
                 "host_usage": server_quota.by_host,
+                # identity.api's signing keys (read from the API database, cached briefly).
+                "identity_keyring": Keyring(db, settings.identity),
             }
         finally:
             if agent is not None:
@@ -148,6 +154,7 @@ def domain_routes() -> list[Route]:
         *networks_api.routes,
         *quotas_api.routes,
         *hosts_api.routes,
+        *identity_api.routes,
     ]
     return sorted(compute, key=lambda route: "{project_id}" in route.path)
 

@@ -18,6 +18,7 @@ from cloudseed.cli import (
     db,
     flavors,
     hostkeys,
+    identity,
     images,
     inject,
     keypairs,
@@ -55,6 +56,7 @@ for _command in (
     configdrive.configdrive,
     servers.server,
     hostkeys.known_hosts,
+    identity.identity,
 ):
     cli.add_command(_command)
 

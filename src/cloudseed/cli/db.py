@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from cloudseed.cli.context import CliContext, errors_as_click, pass_cli, state_options
+from cloudseed.cli.identity import ensure_first_key
 from cloudseed.schema import sync as schema_sync
 
 
@@ -17,10 +18,14 @@ def db() -> None:
 @state_options
 @pass_cli
 def sync(cli: CliContext) -> None:
-    """Create or upgrade the API database and every cell database to the newest schema."""
+    """Create or upgrade the API database and every cell database to the newest schema, and
+    make the first identity signing key."""
     with errors_as_click():
         for result in schema_sync.sync(cli.settings()):
             click.echo(f"{result.database}: at revision {result.revision}")
+    # Here rather than at serve: one process, before any worker starts, so N workers on M
+    # hosts never race to make it (they could: the first to find none makes it, safely).
+    click.echo(f"identity: signing key {ensure_first_key(cli)}")
 
 
 @db.command()

@@ -5,6 +5,10 @@ With a ``state_dir`` it also keeps one small JSON file per guest there (written 
 a ``cloudseed compute`` process that was killed and started again knows its guests, as a real
 hypervisor would. It reports the capacity Nova's fake driver reports (1000 vCPUs, 800,000 MiB,
 600,000 GiB) so schedulers never run out of room in tests.
+
+Each running guest has a guest agent that answers ``push_keys`` by editing the guest's
+``authorized`` keys (per user, in memory, kept across reboots, gone with the guest or its
+disk), unless a test says it has none (``guest_agent(False)``, for every guest or one).
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cloudseed.compute import ssh_forward
-from cloudseed.compute.errors import DriverError
+from cloudseed.compute.errors import DriverError, GuestAgentUnavailable, GuestNotRunning
 from cloudseed.compute.interfaces import Capacity, GuestSpec
 
 RUNNING, SHUTDOWN = 1, 4  # Nova's power_state values
@@ -54,6 +58,20 @@ class FakeDriver:
         self.calls: list[tuple[str, str]] = []
         self._failures: list[_Failure] = []
         self._lock = threading.Lock()
+        # Per guest, per user: the authorized_keys lines the fake guest agent keeps.
+        self.authorized: dict[str, dict[str, list[str]]] = {}
+        self._agent_default = True
+        self._agent: dict[str, bool] = {}
+
+    def guest_agent(self, answers: bool, *, uuid: str | None = None) -> None:
+        """Whether guests' agents answer (``uuid``: that guest's; None: every guest's that has
+        no setting of its own, and forget those)."""
+        with self._lock:
+            if uuid is None:
+                self._agent_default = answers
+                self._agent.clear()
+            else:
+                self._agent[uuid] = answers
 
     def fail(
         self,
@@ -95,6 +113,7 @@ class FakeDriver:
 
     def rebuild(self, guest: GuestSpec) -> None:
         self._call("rebuild", guest.uuid)
+        self.authorized.pop(guest.uuid, None)  # a new disk
         self._keep(guest, RUNNING)
 
     def power_off(self, uuid: str) -> None:
@@ -110,6 +129,7 @@ class FakeDriver:
         self._call("destroy", uuid)
         self.guests.pop(uuid, None)
         self.power.pop(uuid, None)
+        self.authorized.pop(uuid, None)
         if self.state_dir is not None:
             (self.state_dir / f"{uuid}.json").unlink(missing_ok=True)
 
@@ -134,6 +154,23 @@ class FakeDriver:
         # Nova's fake driver answers three lines; tempest's "unlimited size" test wants more
         # than three, as a real guest's log has.
         return FAKE_CONSOLE if uuid in self.power else ""
+
+    def push_keys(
+        self, instance_uuid: str, *, user: str, add: list[str], remove: list[str]
+    ) -> None:
+        """As qemu-guest-agent's ssh commands: add the lines not there yet, drop ``remove``."""
+        self._call("push_keys", instance_uuid)
+        with self._lock:
+            if self.power.get(instance_uuid) != RUNNING:
+                raise GuestNotRunning()
+            if not self._agent.get(instance_uuid, self._agent_default):
+                raise GuestAgentUnavailable(
+                    "the guest agent did not answer the guest-sync-delimited handshake "
+                    "(fake driver: no agent)"
+                )
+            lines = self.authorized.setdefault(instance_uuid, {}).setdefault(user, [])
+            lines += [key for key in add if key not in lines]
+            lines[:] = [key for key in lines if key not in remove]
 
     def _keep(self, guest: GuestSpec, power: int) -> None:
         self.guests[guest.uuid] = guest

@@ -111,6 +111,16 @@ class Driver(Protocol):
         "" when there is none."""
         ...
 
+    def push_keys(
+        self, instance_uuid: str, *, user: str, add: list[str], remove: list[str]
+    ) -> None:
+        """Through the running guest's agent: append ``add`` to ``user``'s authorized_keys
+        (the lines already there stay), then drop ``remove``, and read the file back to
+        confirm. Raises ``GuestAgentUnavailable`` (``compute/errors.py``) with the reason
+        when that cannot be done: the guest is off, no agent answers in time, the agent
+        refuses (no such user). Called in an operation's thread; may take a while."""
+        ...
+
     def close(self) -> None:
         """The service is stopping: leave no guest process running."""
         ...

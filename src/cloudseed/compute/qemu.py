@@ -9,7 +9,8 @@ Per instance, in ``<state_path>/instances/<uuid>/``:
 - ``metadata-relay.json`` (0600), what the guest's metadata proxy signs requests with;
 - ``ssh-forward.json``, the host port of the guest's SSH forward once it had one (kept while
   the guest exists, so the port stays the same across reboots and stop/start while free);
-- ``qemu.pid``, ``qmp.sock``, ``qemu.log``, ``qemu.cmd`` while or after QEMU runs.
+- ``qemu.pid``, ``qmp.sock``, ``qemu.log``, ``qemu.cmd`` while or after QEMU runs;
+- ``qga.sock``, the guest agent channel (``push_keys``, qemu_guest_agent.py).
 
 Operations map onto the process: spawn and power on start it; stop presses the ACPI power
 button and switches off after ``[qemu] shutdown_timeout``; a soft reboot is that followed by a
@@ -34,9 +35,9 @@ from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from cloudseed.compute import guestfwd_relay
+from cloudseed.compute import guestfwd_relay, qemu_guest_agent
 from cloudseed.compute.console_log import ConsoleLogRotator, read_tail
-from cloudseed.compute.errors import DriverError
+from cloudseed.compute.errors import DriverError, GuestNotRunning
 from cloudseed.compute.interfaces import Capacity, GuestSpec
 from cloudseed.compute.qemu_argv import Accel, FlavorSizes, InstanceFiles, build_argv
 from cloudseed.compute.qemu_process import QemuProcesses, kvm_usable
@@ -80,6 +81,7 @@ class QemuDriver:
         self.accel = Accel(wanted)
         self.images_type = q.images_type
         self.shutdown_timeout = float(q.shutdown_timeout)
+        self.guest_agent_timeout = float(q.guest_agent_timeout)
         self.upstream = _metadata_upstream(settings)
         self.secret = settings.neutron.metadata_proxy_shared_secret
         self.processes = QemuProcesses(start_timeout=float(q.start_timeout))
@@ -184,6 +186,16 @@ class QemuDriver:
     def console_output(self, uuid: str) -> str:
         return read_tail(self._files(uuid).console_log, CONSOLE_TAIL).decode(
             "utf-8", errors="replace"
+        )
+
+    def push_keys(
+        self, instance_uuid: str, *, user: str, add: list[str], remove: list[str]
+    ) -> None:
+        files = self._files(instance_uuid)
+        if not self.processes.running(files):
+            raise GuestNotRunning()
+        qemu_guest_agent.push_keys(
+            files.qga_socket, user=user, add=add, remove=remove, timeout=self.guest_agent_timeout
         )
 
     def close(self) -> None:

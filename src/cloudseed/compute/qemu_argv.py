@@ -16,6 +16,10 @@ What the guest sees, and why:
   ``hostfwd``: one host port leads to its port 22.
 - The config drive is a read-only CD-ROM (ISO 9660) or disk (VFAT), as in Nova.
 - The serial console is appended to ``console.log`` so the log spans reboots.
+- A virtio-serial port named ``org.qemu.guest_agent.0``, the name qemu-guest-agent opens in
+  the guest, leads to ``qga.sock`` in the instance directory (QEMU listens; the driver
+  connects to push SSH keys, ``qemu_guest_agent.py``). Every guest gets it: a guest without
+  the agent never opens its end, and pushes to it time out.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ GUEST_NET = "169.254.169.0/24"
 GUEST_HOST = "169.254.169.2"  # slirp's gateway address
 GUEST_DHCP_START = "169.254.169.15"
 METADATA_ADDRESS = "169.254.169.254"
+GUEST_AGENT_PORT = "org.qemu.guest_agent.0"  # what qemu-guest-agent opens by default
 DEFAULT_MEMORY_MB = 512
 DEFAULT_VCPUS = 1
 GIB = 1 << 30
@@ -99,6 +104,10 @@ class InstanceFiles:
     @property
     def ssh_forward(self) -> Path:
         return self.directory / "ssh-forward.json"
+
+    @property
+    def qga_socket(self) -> Path:
+        return self.directory / "qga.sock"
 
 
 @dataclass(frozen=True)
@@ -180,6 +189,12 @@ def build_argv(
             ]
     argv += _network(guest, relay_command, ssh_forward)
     argv += [
+        "-chardev",
+        f"socket,id=qga0,path={files.qga_socket.name},server=on,wait=off",
+        "-device",
+        "virtio-serial-pci",
+        "-device",
+        f"virtserialport,chardev=qga0,name={GUEST_AGENT_PORT}",
         "-device",
         "virtio-rng-pci",
         "-chardev",

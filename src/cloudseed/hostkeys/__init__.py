@@ -22,5 +22,7 @@ must not speak for the new disk.
 Modules: IO-free ``keys.py`` (host key lines, fingerprints), ``phone_home.py`` (the form),
 ``console.py`` (the console block), ``known_hosts.py`` (lines); ``models.py``, ``service.py``
 (Session-taking), ``watch.py`` (the agent's console watch), ``access.py`` (``cloudseed
-known-hosts``), ``api.py`` and ``views.py`` (the route), ``errors.py``.
+known-hosts``), ``api.py`` and ``views.py`` (the route), ``intake.py`` (the metadata app's
+phone_home POST), ``errors.py``. The identity token reads ``service.fingerprints`` through
+``identity/host_keys.py``.
 """

@@ -6,10 +6,11 @@ A host qualifies when its compute service is enabled, up (a heartbeat within
 has room for the flavor: vCPUs times ``initial_cpu_allocation_ratio``, RAM less
 ``reserved_host_memory_mb`` times ``initial_ram_allocation_ratio``, disk less
 ``reserved_host_disk_mb`` times ``initial_disk_allocation_ratio``, minus what the host's
-instances already use. Among those, the one with the most free RAM wins, as Nova's default RAM
-weigher spreads instances. On PostgreSQL and MariaDB the candidate nodes' rows are locked
-(``FOR UPDATE``) until the transaction ends, so two concurrent creates cannot both take the
-last room of a host; SQLite has one writer at a time.
+instances already use, and it passes the request's ``same_host`` and ``different_host``
+hints (Nova's SameHostFilter and DifferentHostFilter). Among those, the one with the most free
+RAM wins, as Nova's default RAM weigher spreads instances. On PostgreSQL and MariaDB the
+candidate nodes' rows are locked (``FOR UPDATE``) until the transaction ends, so two concurrent
+creates cannot both take the last room of a host; SQLite has one writer at a time.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from cloudseed.settings import Settings
 class Placement:
     host: str
     node: str
+    zone: str  # the host's availability zone, which becomes the instance's
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,16 @@ class Request:
     availability_zone: str | None = None
     host: str | None = None
     node: str | None = None
+    # The hosts of the instances the ``same_host`` hint names (None: no such hint; empty: it
+    # names no placed instance, so no host passes, as in Nova), and of ``different_host``'s.
+    same_host: frozenset[str] | None = None
+    different_host: frozenset[str] = frozenset()
+
+    def allows(self, host: str) -> bool:
+        """Nova's SameHostFilter and DifferentHostFilter."""
+        if self.same_host is not None and host not in self.same_host:
+            return False
+        return host not in self.different_host
 
 
 @dataclass
@@ -90,7 +102,9 @@ def choose_hosts(
         for s in live_services(session, down_time=d.service_down_time)
         if request.availability_zone in (None, s.availability_zone)
         and request.host in (None, s.host)
+        and request.allows(s.host)
     ]
+    zone_of = {s.id: s.availability_zone for s in services}
     if not services:
         raise NoValidHost()
     query = (
@@ -133,5 +147,7 @@ def choose_hosts(
             raise NoValidHost()
         *_, node, room = max(fitting, key=lambda item: (item[0], item[1]))
         room.take(request)
-        placements.append(Placement(host=node.host, node=node.hypervisor_hostname))
+        placements.append(
+            Placement(host=node.host, node=node.hypervisor_hostname, zone=zone_of[node.service_id])
+        )
     return placements

@@ -3,25 +3,30 @@
 A request is: parse the path (no IO), identify the caller (a dict lookup once cached), check
 the session token, send bytes rendered at most once per change of the instance. Errors are
 plain text (as Nova's metadata API) with the status from the one error table
-(``web/faults.py``).
+(``web/faults.py``). An answer that delivers the guest's keys is recorded after it is sent
+(``delivery.py``: at most one write per guest and key generation in a worker).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from cloudseed.cells.service import CellDatabases
 from cloudseed.db.engines import Database
 from cloudseed.errors import CloudseedError, InvalidInput
-from cloudseed.hostkeys import phone_home
-from cloudseed.hostkeys import service as host_keys
+from cloudseed.hostkeys.intake import take_report
+from cloudseed.identity.keyring import Keyring
 from cloudseed.metadata import render, tree
+from cloudseed.metadata import versions as v
+from cloudseed.metadata.delivery import VIA_LOGIN_CHECK, VIA_METADATA, Deliveries
 from cloudseed.metadata.documents import GuestDocuments
 from cloudseed.metadata.errors import NoSuchDocument, TokenRefused, TokenRequired, UnknownCaller
 from cloudseed.metadata.facts import GuestFacts, vendordata_request
 from cloudseed.metadata.identify import ByInstance, ByProvider, Claim, Identifier
+from cloudseed.metadata.signed_identity import SignedIdentity
 from cloudseed.metadata.store import GuestStore
 from cloudseed.metadata.tokens import TOKEN_HEADER, TTL_HEADER, Tokens
 from cloudseed.servers import password
@@ -37,6 +42,7 @@ access_log = logging.getLogger("cloudseed.metadata.access")
 
 TEXT = b"text/plain; charset=utf-8"
 JSON = b"application/json"
+JWT = b"application/jwt"
 BINARY = b"application/octet-stream"
 REASONS = {
     400: "Bad Request",
@@ -63,6 +69,7 @@ class Answer:
     body: bytes
     content_type: bytes = TEXT
     headers: tuple[tuple[bytes, bytes], ...] = ()
+    sent: Callable[[], None] | None = None  # called once the body is handed to the connection
 
 
 class MetadataApp:
@@ -77,6 +84,8 @@ class MetadataApp:
         self._own_db: Database | None = None
         self.store: GuestStore | None = None
         self.vendordata: Vendordata | None = None
+        self.identity: SignedIdentity | None = None
+        self.deliveries: Deliveries | None = None
 
     # -- ASGI --------------------------------------------------------------------------------
 
@@ -106,17 +115,23 @@ class MetadataApp:
         db = self._api_db
         if db is None:
             db = self._own_db = Database.connect("api", self.settings.api_database_url)
-        self.vendordata = Vendordata(self.settings)
+        self.vendordata = Vendordata(self.settings, login_check=self.settings.keys.login_check)
+        cells = CellDatabases(db)
+        self.deliveries = Deliveries(cells)
         self.store = GuestStore(
-            CellDatabases(db),
+            cells,
             dhcp_domain=self.dhcp_domain,
             capacity=self.settings.metadata.cache_size,
             poll_interval=self.settings.metadata.change_poll_interval_ms / 1000,
             fallback_interval=self.settings.metadata.change_fallback_interval_ms / 1000,
         )
         await self.store.start()
+        keyring = Keyring(db, self.settings.identity)
+        self.identity = SignedIdentity(self.settings, keyring, self.store.cells)
 
     async def shutdown(self) -> None:
+        if self.deliveries is not None:
+            await self.deliveries.aclose()
         if self.store is not None:
             await self.store.stop()
             self.store.cells.dispose()
@@ -130,7 +145,9 @@ class MetadataApp:
         client = scope.get("client")
         peer = client[0] if client else None
         try:
-            answer = await self.answer(method, scope["path"], peer, scope["headers"], receive)
+            answer = await self.answer(
+                method, scope["path"], peer, scope["headers"], receive, scope["query_string"]
+            )
         except CloudseedError as exc:
             answer = self._refusal(exc, method, scope["path"], peer)
         except Exception:
@@ -148,6 +165,8 @@ class MetadataApp:
         ]
         await send({"type": "http.response.start", "status": answer.status, "headers": headers})
         await send({"type": "http.response.body", "body": b"" if method == "HEAD" else answer.body})
+        if answer.sent is not None and method == "GET":
+            answer.sent()
 
     def _refusal(self, exc: CloudseedError, method: str, path: str, peer: str | None) -> Answer:
         status = status_for(exc)
@@ -173,6 +192,7 @@ class MetadataApp:
         peer: str | None,
         headers: list[tuple[bytes, bytes]],
         receive: Receive,
+        query: bytes = b"",
     ) -> Answer:
         target = tree.parse(path)
         kind = target.kind if target is not None else None
@@ -189,10 +209,39 @@ class MetadataApp:
             if self.identifier.relayed_by_guest(peer, headers):
                 raise TokenRefused("Token requests through a proxy are not allowed.")
             return self._issue_token(guest, headers)
+        if target.kind == tree.IDENTITY_TOKEN:
+            # Like a session token, never handed out through a forwarder inside a guest; and
+            # only with a session token, whatever the settings say for other documents.
+            if self.identifier.relayed_by_guest(peer, headers):
+                raise TokenRefused("Identity tokens through a proxy are not allowed.")
+            self._check_token(guest, headers, required=True)
+            assert self.identity is not None
+            token = await self.identity.token(guest.facts, query)
+            return Answer(200, token, JWT, headers=((b"cache-control", b"no-store"),))
         self._check_token(guest, headers)
-        if target.kind == tree.PHONE_HOME:
-            return await self._phone_home(guest.facts.uuid, headers, receive)
+        if target.kind == tree.PHONE_HOME:  # cloud-init's report of its host keys (hostkeys/)
+            assert self.store is not None
+            cells = self.store.cells
+            return Answer(
+                200, await take_report(receive, headers, caller=guest.facts.uuid, cells=cells)
+            )
+        if target.kind == tree.AUTHORIZED_KEYS:
+            # ``user`` is for per-user keys to come: every login name gets the guest's keys.
+            tree.login_user(query)
+            return Answer(
+                200,
+                guest.authorized_keys(),
+                sent=self._delivered(guest, VIA_LOGIN_CHECK),
+            )
         return await self._document(target, guest, method, receive, claim.address)
+
+    def _delivered(self, guest: GuestDocuments, via: str) -> Callable[[], None] | None:
+        """What to call once ``guest`` has been sent its keys ``via`` one of the ways the
+        metadata service sees; None when there is nothing to record."""
+        deliveries = self.deliveries
+        if deliveries is None or not deliveries.wanted(guest, via):
+            return None  # the usual case: known, or this worker already recorded it
+        return lambda: deliveries.served(guest, via)
 
     async def _guest(self, claim: Claim) -> GuestDocuments:
         store = self.store
@@ -225,12 +274,14 @@ class MetadataApp:
         token, ttl = self.tokens.issue(guest.facts.uuid, ttl_header)
         return Answer(200, token.encode(), headers=((TTL_HEADER, str(ttl).encode()),))
 
-    def _check_token(self, guest: GuestDocuments, headers: list[tuple[bytes, bytes]]) -> None:
+    def _check_token(
+        self, guest: GuestDocuments, headers: list[tuple[bytes, bytes]], *, required: bool = False
+    ) -> None:
         for name, value in headers:
             if name == TOKEN_HEADER:
                 self.tokens.check(guest.facts.uuid, value)
                 return
-        if self.require_token or guest.facts.tokens_required:
+        if required or self.require_token or guest.facts.tokens_required:
             raise TokenRequired()
 
     async def _document(
@@ -244,7 +295,8 @@ class MetadataApp:
         facts = guest.facts
         kind = target.kind
         if kind == tree.META_DATA:
-            return Answer(200, guest.meta_data(target.version).render(), JSON)
+            body = guest.meta_data(target.version).render()
+            return Answer(200, body, JSON, sent=self._delivered(guest, VIA_METADATA))
         if kind == tree.USER_DATA or kind == tree.EC2_USER_DATA:
             data = render.user_data(facts)
             if data is None:
@@ -279,28 +331,27 @@ class MetadataApp:
         if kind == tree.EC2_INDEX_IDENTIFIED:
             return Answer(200, render.EC2_INDEX)
         if kind == tree.EC2_VERSION:
-            return Answer(200, b"meta-data/\nuser-data" if facts.user_data else b"meta-data/")
+            dynamic = b"dynamic/\n" if v.at_least(target.version, v.EC2_DYNAMIC) else b""
+            return Answer(
+                200, dynamic + (b"meta-data/\nuser-data" if facts.user_data else b"meta-data/")
+            )
         if kind == tree.EC2_META_DATA:
+            if target.rest[:1] == ("public-keys",) and facts.keys:
+                keys = render.ec2_public_keys(facts, target.rest[1:])
+                if keys is None:
+                    raise NoSuchDocument("no such key")
+                return Answer(200, keys, sent=self._delivered(guest, VIA_METADATA))
             return self._ec2(facts, target, address)
+        if kind == tree.EC2_DYNAMIC:
+            assert self.identity is not None
+            return Answer(200, await self.identity.ec2(facts, target.version, target.rest, address))
         raise NoSuchDocument("nothing at this path")  # content: no network template here
 
     def _ec2(self, facts: GuestFacts, target: tree.Target, address: str | None) -> Answer:
         node: object = render.ec2_meta_data(
             facts, target.version, dhcp_domain=self.dhcp_domain, local_ipv4=address
         )
-        rest = target.rest
-        if rest[:1] == ("public-keys",) and facts.key_name:
-            # EC2 names key 0 "0=<name>" in the listing; its only leaf is openssh-key.
-            if len(rest) == 1:
-                return Answer(
-                    200, render.ec2_listing({}, key_name=facts.key_name, public_keys=True)
-                )
-            if rest[1] != "0" or len(rest) > 3 or (len(rest) == 3 and rest[2] != "openssh-key"):
-                raise NoSuchDocument("no such key")
-            if len(rest) == 2:
-                return Answer(200, b"openssh-key")
-            return Answer(200, render.ec2_leaf(facts.key_data))
-        for name in rest:
+        for name in target.rest:
             if not isinstance(node, dict) or name not in node:
                 raise NoSuchDocument("no such meta-data key")
             node = node[name]
@@ -342,31 +393,6 @@ class MetadataApp:
 
         await asyncio.to_thread(write)
         store.changed(uuid)  # this worker answers from the new value at once
-
-    async def _phone_home(
-        self, uuid: str, headers: list[tuple[bytes, bytes]], receive: Receive
-    ) -> Answer:
-        """cloud-init's phone_home report of the caller's host keys (hostkeys/), checked
-        whole before it is stored: "accepted" for the first of its boot generation, "repeat"
-        for a later one (kept, never shown)."""
-        body = b""
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if len(body) > phone_home.MAX_BODY:
-                raise RequestTooLarge()
-            if not message.get("more_body"):
-                break
-        content_type = next((v.decode("latin-1") for n, v in headers if n == b"content-type"), None)
-        report = phone_home.parse_report(body, content_type, caller=uuid)
-        store = self.store
-        assert store is not None
-
-        def write() -> str:
-            with store.cells.for_instance(uuid).write() as session:
-                return host_keys.record_phone_home(session, uuid, report)
-
-        return Answer(200, (await asyncio.to_thread(write)).encode() + b"\n")
 
 
 def create_metadata_app(settings: Settings, *, api_db: Database | None = None) -> MetadataApp:

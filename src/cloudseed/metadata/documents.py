@@ -1,5 +1,6 @@
 """One cached guest: its facts and the documents rendered from them, each rendered at most
-once (per change of the instance, since a change replaces the whole object)."""
+once (per change of the instance, since a change replaces the whole object, and per expiry of
+one of its keys, which replaces it too: ``at``)."""
 
 from __future__ import annotations
 
@@ -8,14 +9,26 @@ from cloudseed.metadata.facts import GuestFacts
 
 
 class GuestDocuments:
-    __slots__ = ("_meta", "_network", "dhcp_domain", "facts")
+    __slots__ = ("_keys", "_meta", "_network", "dhcp_domain", "facts", "marked")
 
-    def __init__(self, facts: GuestFacts, dhcp_domain: str) -> None:
+    def __init__(self, facts: GuestFacts, dhcp_domain: str, *, marked: int | None = None) -> None:
         self.facts = facts
         self.dhcp_domain = dhcp_domain
         # Rendered on first use: most guests only ever ask for one version.
         self._meta: dict[str, render.SeededJSON] | None = None
         self._network: bytes | None = None
+        self._keys: bytes | None = None
+        # The key generation this worker knows the guest holds, or is recording that it does
+        # (metadata/delivery.py): nothing is written for it again.
+        self.marked = facts.keys_applied_generation if marked is None else marked
+
+    def at(self, now: float) -> GuestDocuments:
+        """This guest at POSIX time ``now``: itself, or, once a key it serves has expired, a
+        new object without that key (documents rendered afresh)."""
+        facts = self.facts.at(now)
+        if facts is self.facts:
+            return self
+        return GuestDocuments(facts, self.dhcp_domain, marked=self.marked)
 
     def meta_data(self, version: str) -> render.SeededJSON:
         variant = render.meta_data_variant(version)
@@ -31,3 +44,8 @@ class GuestDocuments:
         if self._network is None:
             self._network = render.network_data(self.facts)
         return self._network
+
+    def authorized_keys(self) -> bytes:
+        if self._keys is None:
+            self._keys = render.authorized_keys(self.facts)
+        return self._keys

@@ -39,6 +39,7 @@ EC2_VERSIONS = (
     "2009-04-04",
 )
 EC2_LATEST = "2009-04-04"
+EC2_DYNAMIC = "2009-04-04"  # dynamic/instance-identity (EC2's version that introduced it)
 
 
 def openstack_version(name: str) -> str | None:

@@ -86,6 +86,17 @@ def limit_for(
     return project_limit if project_limit is not None else default
 
 
+def metadata_items_limit(session: Session, *, project_id: str, user_id: str) -> int:
+    """The ``metadata_items`` limit (Nova's default: cloudseed has no option for it)."""
+    return limit_for(
+        session,
+        resource="metadata_items",
+        project_id=project_id,
+        user_id=user_id,
+        default=FIXED_DEFAULTS["metadata_items"],
+    )
+
+
 def within(limit: int, count: int) -> bool:
     """True when ``count`` items fit under ``limit``."""
     return limit == UNLIMITED or count <= limit

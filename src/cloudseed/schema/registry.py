@@ -16,6 +16,7 @@ from cloudseed.db.base import ApiBase, CellBase
 from cloudseed.flavors import models as _flavors  # noqa: F401
 from cloudseed.hostkeys import models as _hostkeys  # noqa: F401
 from cloudseed.hosts import models as _hosts  # noqa: F401
+from cloudseed.identity import models as _identity  # noqa: F401
 from cloudseed.images import models as _images  # noqa: F401
 from cloudseed.keypairs import models as _keypairs  # noqa: F401
 from cloudseed.networks import models as _networks  # noqa: F401

@@ -11,7 +11,6 @@ the builds the route starts find the instances.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import secrets
 import string
@@ -19,14 +18,14 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete
 from sqlalchemy.orm import Session
 
 from cloudseed.cells.models import InstanceMapping
 from cloudseed.cells.service import CellDatabases
 from cloudseed.db.base import utcnow
 from cloudseed.db.engines import Database
-from cloudseed.errors import Forbidden, InvalidInput
+from cloudseed.errors import InvalidInput
 from cloudseed.flavors import service as flavors
 from cloudseed.flavors.errors import FlavorNotFound
 from cloudseed.hosts import scheduler
@@ -37,19 +36,30 @@ from cloudseed.keypairs.errors import KeypairNotFound
 from cloudseed.networks import service as networks
 from cloudseed.networks.errors import NetworkNotFound
 from cloudseed.quotas import service as quotas
-from cloudseed.servers import action_log, history, personality, queue, states
+from cloudseed.servers import (
+    action_log,
+    destinations,
+    edits,
+    history,
+    personality,
+    pinning,
+    port_plans,
+    queue,
+    scheduler_hints,
+    security_groups,
+    states,
+)
 from cloudseed.servers import quota as usage
 from cloudseed.servers.errors import InvalidKeyName
 from cloudseed.servers.history import Actor
 from cloudseed.servers.hostnames import sanitize_hostname
 from cloudseed.servers.models import (
-    FixedIP,
     Instance,
     InstanceExtra,
     InstanceMetadata,
     InstanceSystemMetadata,
-    Port,
 )
+from cloudseed.servers.system_keys import SECURITY_GROUPS
 from cloudseed.settings import Settings
 
 
@@ -81,6 +91,10 @@ class CreateRequest:
     # An admin's choice of compute host and node (2.74), also "zone:host:node" in the zone.
     requested_host: str | None = None
     requested_node: str | None = None
+    # ``os:scheduler_hints`` as kept (servers/scheduler_hints.py).
+    scheduler_hints: dict[str, list[str]] = field(default_factory=dict)
+    # Security group names, checked (servers/security_groups.py); none: "default".
+    security_groups: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -123,7 +137,13 @@ def create_servers(
 ) -> Created:
     quota = settings.quota
     force_config_drive = settings.default.force_config_drive
-    destination = _destination(request, default_zone=settings.default.default_schedule_zone)
+    destination = destinations.parse(
+        request.availability_zone,
+        requested_host=request.requested_host,
+        requested_node=request.requested_node,
+        admin="admin" in request.roles,
+        default_zone=settings.default.default_schedule_zone,
+    )
     reservation_id = "r-" + secrets.token_hex(4)
     admin_pass = request.admin_pass or generate_password()
     cell_id = cells.default_cell()
@@ -133,6 +153,10 @@ def create_servers(
             keypair_of(session, user_id=request.actor.user_id, key_name=request.key_name)
             if request.key_name
             else []
+        )
+        edits.check_metadata_items(
+            quotas.metadata_items_limit(session, project_id=project_id, user_id=user_id),
+            request.metadata,
         )
         personality.check_limits(
             session,
@@ -165,7 +189,7 @@ def create_servers(
         )
         uuids = [str(uuid.uuid4()) for _ in range(count)]
         try:
-            ports = {u: _plan_ports(session, request.networks, u) for u in uuids}
+            ports = {u: port_plans.plan(session, request.networks, u) for u in uuids}
         except NetworkNotFound as exc:  # 400 in Nova too
             raise InvalidInput(str(exc)) from exc
         for u in uuids:
@@ -184,7 +208,7 @@ def create_servers(
         or image_props.get("img_config_drive") == "mandatory"
     )
     cell = cells.by_id(cell_id)
-    ports = _unique_macs(cell, ports)
+    ports = port_plans.unique_macs(cell, ports)
     action_ids: dict[str, int] = {}
     try:
         with cell.write() as session:
@@ -192,14 +216,14 @@ def create_servers(
                 placements: list[scheduler.Placement | None] = list(
                     scheduler.choose_hosts(
                         session,
-                        scheduler.Request(
+                        destinations.scheduler_request(
+                            session,
+                            destination,
+                            request.scheduler_hints,
                             count=count,
                             vcpus=vcpus,
                             memory_mb=memory_mb,
                             root_gb=root_gb,
-                            availability_zone=destination.zone,
-                            host=destination.host,
-                            node=destination.node,
                         ),
                         settings=settings,
                         usage=usage.by_host,
@@ -239,7 +263,8 @@ def create_servers(
                         config_drive="True" if config_drive else "",
                         launch_index=index,
                         reservation_id=reservation_id,
-                        availability_zone=request.availability_zone,
+                        # The host's zone once placed, as Nova's conductor records it.
+                        availability_zone=placement.zone if placement else destination.zone,
                         access_ip_v4=request.access_ip_v4,
                         access_ip_v6=request.access_ip_v6,
                     )
@@ -253,12 +278,13 @@ def create_servers(
                         fault=_fault(no_host) if no_host else None,
                     )
                 )
-                for key, value in _system_metadata(request, image_props).items():
+                sysmeta = _system_metadata(request, image_props, destination, bool(ports[u]))
+                for key, value in sysmeta.items():
                     session.add(InstanceSystemMetadata(instance_uuid=u, key=key, value=value))
                 for key, value in request.metadata.items():
                     session.add(InstanceMetadata(instance_uuid=u, key=key, value=value))
                 for plan in ports[u]:
-                    _add_port(session, u, plan)
+                    port_plans.add(session, u, plan)
                 action_ids[u] = action_log.start(
                     session,
                     instance_uuid=u,
@@ -324,36 +350,6 @@ def create_servers(
     )
 
 
-@dataclass(frozen=True)
-class Destination:
-    zone: str | None
-    host: str | None
-    node: str | None
-
-
-def _destination(request: CreateRequest, *, default_zone: str) -> Destination:
-    """Where the request asks its servers to go: ``availability_zone`` as "zone",
-    "zone:host", "zone::node" or "zone:host:node" (the host and node parts for admins, as
-    Nova's forced_host policy), or 2.74's ``host`` and ``hypervisor_hostname`` (admins)."""
-    zone, host, node = request.availability_zone, request.requested_host, request.requested_node
-    if zone and ":" in zone:
-        parts = zone.split(":", 2)
-        zone = parts[0] or None
-        host = parts[1] or None if len(parts) > 1 else None
-        node = parts[2] or None if len(parts) > 2 else None
-        if (host or node) and "admin" not in request.roles:
-            raise Forbidden(
-                "Policy doesn't allow os_compute_api:servers:create:forced_host to be performed."
-            )
-    if (request.requested_host or request.requested_node) and "admin" not in request.roles:
-        raise Forbidden(
-            "Policy doesn't allow compute:servers:create:requested_destination to be performed."
-        )
-    if zone is None and host is None and node is None:
-        zone = default_zone or None  # an admin's host choice is not narrowed by it
-    return Destination(zone=zone, host=host, node=node)
-
-
 def _build_payload(admin_pass: str, files: personality.Encoded) -> dict[str, Any]:
     payload: dict[str, Any] = {"admin_password": admin_pass}
     if files:
@@ -387,95 +383,21 @@ def _usage_with(
     )
 
 
-def _system_metadata(request: CreateRequest, image_props: dict[str, str]) -> dict[str, str]:
+def _system_metadata(
+    request: CreateRequest,
+    image_props: dict[str, str],
+    destination: destinations.Destination,
+    has_ports: bool,
+) -> dict[str, str]:
     values = {"boot_roles": ",".join(sorted(request.roles))}
+    values[SECURITY_GROUPS] = security_groups.initial(request.security_groups, has_ports=has_ports)
     values.update({f"image_{k}": str(v) for k, v in image_props.items()})
+    if destination.zone is not None:
+        # The zone asked for (or the default schedule zone): Nova's request spec keeps it.
+        values[pinning.PINNED_AZ] = destination.zone
+    if request.scheduler_hints:
+        values[scheduler_hints.SCHEDULER_HINTS] = scheduler_hints.dumps(request.scheduler_hints)
     return values
-
-
-def _unique_macs(
-    cell: Database, ports: dict[str, list[networks.PortPlan]]
-) -> dict[str, list[networks.PortPlan]]:
-    """Random MACs (24 random bits) collide now and then in a large cloud (about 3 times in
-    10,000 ports): draw again for any MAC already in the cell or in this request."""
-    plans = [p for group in ports.values() for p in group]
-    with cell.read() as session:
-        taken = set(
-            session.scalars(
-                select(Port.mac_address).where(Port.mac_address.in_([p.mac_address for p in plans]))
-            )
-        )
-    fixed: dict[str, list[networks.PortPlan]] = {}
-    for uuid_, group in ports.items():
-        fixed[uuid_] = []
-        for plan in group:
-            while plan.mac_address in taken:
-                plan = dataclasses.replace(plan, mac_address=networks.random_mac())
-            taken.add(plan.mac_address)
-            fixed[uuid_].append(plan)
-    return fixed
-
-
-def _plan_ports(
-    session: Any, requested: list[dict[str, Any]] | str | None, instance_uuid: str
-) -> list[networks.PortPlan]:
-    if requested == "none":
-        return []
-    if requested in (None, "auto", []):
-        available = networks.list_networks(session)
-        return (
-            [networks.allocate(session, network=available[0], instance_uuid=instance_uuid)]
-            if available
-            else []
-        )
-    plans = []
-    assert isinstance(requested, list)
-    for item in requested:
-        if item.get("port"):
-            raise InvalidInput(
-                "Requesting a pre-made port is not supported; ask for a "
-                "network uuid (cloudseed manages ports itself)."
-            )
-        if "uuid" not in item:
-            raise InvalidInput(
-                f"Bad networks format: network uuid is not in proper format ({item})"
-            )
-        network = networks.get_network(session, item["uuid"])
-        plans.append(
-            networks.allocate(
-                session, network=network, instance_uuid=instance_uuid, fixed_ip=item.get("fixed_ip")
-            )
-        )
-    return plans
-
-
-def _add_port(session: Any, instance_uuid: str, plan: networks.PortPlan) -> None:
-    session.add(
-        Port(
-            uuid=plan.uuid,
-            instance_uuid=instance_uuid,
-            network_id=plan.network_id,
-            network_name=plan.network_name,
-            mac_address=plan.mac_address,
-            mtu=plan.mtu,
-            network_info=json.dumps(
-                {
-                    "cidr": plan.cidr,
-                    "gateway": plan.gateway,
-                    "dns_nameservers": plan.dns_nameservers,
-                }
-            ),
-        )
-    )
-    session.flush()
-    session.add(
-        FixedIP(
-            address=plan.address,
-            version=plan.version,
-            port_uuid=plan.uuid,
-            instance_uuid=instance_uuid,
-        )
-    )
 
 
 __all__ = ["CreateRequest", "Created", "create_servers", "keypair_of"]

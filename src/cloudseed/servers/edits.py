@@ -1,5 +1,6 @@
 """Changes to a server that start no driver operation and touch only its cell database:
-name, description, hostname, user data (without a config drive), and metadata items.
+name, description, hostname, user data (without a config drive), its availability zone pin,
+and metadata items.
 
 These are service functions in the house rule: they take the ``Session`` and never commit;
 the caller (the route, through ``servers.api.requests.in_cell``) owns the transaction.
@@ -14,7 +15,7 @@ from sqlalchemy.orm import Session
 
 from cloudseed.db.base import utcnow
 from cloudseed.quotas.service import within as quota_within
-from cloudseed.servers import action_log, history, records
+from cloudseed.servers import action_log, history, pinning, records
 from cloudseed.servers.errors import (
     InstanceHasConfigDrive,
     InstanceInvalidState,
@@ -37,9 +38,18 @@ def update(
     user_data: Any = UNSET,
     access_ip_v4: str | None = None,
     access_ip_v6: str | None = None,
+    pinned_availability_zone: Any = UNSET,
 ) -> records.ServerRecord:
     record = records.load(session, uuid, for_update=True)
     instance = record.instance
+    if pinned_availability_zone is not UNSET:
+        # Checked first: a refused pin changes nothing else either.
+        pin = pinning.repinned(
+            record.system_metadata.get(pinning.PINNED_AZ),
+            pinned_availability_zone,
+            current=pinning.current_zone(instance.availability_zone),
+        )
+        records.set_system_metadata(session, uuid, pinning.PINNED_AZ, pin)
     if name is not None:
         instance.display_name = name
     if access_ip_v4 is not None:
@@ -94,11 +104,17 @@ def set_metadata(
     ``limit``: the caller's ``metadata_items`` quota (-1: none); more items are a 403."""
     records.load(session, uuid, for_update=True)
     wanted = dict(items) if replace else {**metadata(session, uuid), **items}
-    if not quota_within(limit, len(wanted)):
-        raise TooManyMetadataItems(limit)
+    check_metadata_items(limit, wanted)
     replace_metadata(session, uuid, wanted)
     records.guest_changed(session, uuid)
     return metadata(session, uuid)
+
+
+def check_metadata_items(limit: int, items: dict[str, str]) -> None:
+    """Nova's ``metadata_items`` check (the metadata API, create, rebuild): more items than
+    ``limit`` (-1: no limit) is a 403."""
+    if not quota_within(limit, len(items)):
+        raise TooManyMetadataItems(limit)
 
 
 def delete_metadata_item(session: Session, uuid: str, key: str) -> bool:

@@ -3,6 +3,8 @@
 InvalidInput ── InvalidKeyName        key_name unknown for the caller     (400)
                 ServerMarkerNotFound  ?marker= names no listed server     (400)
                 PasswordTooLarge      a posted password over 1020 bytes    (400)
+                InstanceGroupNotFound  a `group` scheduler hint: no server groups (400)
+                UnknownSecurityGroup  create: a security group that does not exist (400)
 QuotaExceeded ─ TooManyPersonalityFiles    more files than injected_files    (403)
                 ├ PersonalityPathTooLong     a path over the path limit       (403)
                 └ PersonalityContentTooLong  a content over the content limit (403)
@@ -10,12 +12,17 @@ QuotaExceeded ─ TooManyPersonalityFiles    more files than injected_files    (
 Conflict ────── InstanceInvalidState  busy or in the wrong state          (409)
                 InstanceHasConfigDrive  user data needs a hard reboot      (409)
                 InstanceIsLocked      locked, and the caller is no admin  (409)
+                PinnedZoneChange      2.104: pinned elsewhere, unpin first (409)
+                NotCurrentZone        2.104: a pin to a zone the server is not in (409)
                 PasswordAlreadySet    the guest's password is set once     (409)
                 ServerNameNotUnique   `cloudseed server ssh NAME`: several servers (409)
                 NoSshForward          `cloudseed server ssh`: no way in, and why (409)
 NotFound ────── MetadataItemNotFound  no such metadata key               (404)
                 ActionNotFound        no instance action with this id    (404)
                 ConsoleNotAvailable   the guest's console is not readable here (404)
+                SecurityGroupNotFound  add/remove: no such group for the project (404)
+                NoPortsForSecurityGroup  add/remove: the server has no ports (404)
+                SecurityGroupNotAssociated  remove: the server is not in that group (404)
                 (cells.InstanceNotFound: no such server)                   (404)
 Exception ───── NotStarted            a background operation failed before the driver ran;
                                       the instance keeps its vm_state (never an API answer)
@@ -29,6 +36,14 @@ from cloudseed.errors import Conflict, InvalidInput, NotFound, QuotaExceeded
 class InvalidKeyName(InvalidInput):
     def __init__(self) -> None:
         super().__init__("Invalid key_name provided.")
+
+
+class InstanceGroupNotFound(InvalidInput):
+    """Nova's InstanceGroupNotFound, which its create answers with 400."""
+
+    def __init__(self, group: str) -> None:
+        super().__init__(f"Instance group {group} could not be found.")
+        self.group = group
 
 
 class PasswordTooLarge(InvalidInput):
@@ -52,6 +67,24 @@ class InstanceIsLocked(Conflict):
     def __init__(self, uuid: str) -> None:
         super().__init__(f"Instance {uuid} is locked")
         self.uuid = uuid
+
+
+class PinnedZoneChange(Conflict):
+    def __init__(self) -> None:
+        super().__init__(
+            "Cannot change pinned availability zone directly. Unpin first by setting "
+            "pinned_availability_zone to null."
+        )
+
+
+class NotCurrentZone(Conflict):
+    def __init__(self, *, current: str, requested: str) -> None:
+        super().__init__(
+            f"Server can only be pinned to its current availability zone '{current}', but "
+            f"'{requested}' was requested."
+        )
+        self.current = current
+        self.requested = requested
 
 
 class InstanceHasConfigDrive(Conflict):
@@ -118,6 +151,34 @@ class ConsoleNotAvailable(NotFound):
 
     def __init__(self, uuid: str) -> None:
         super().__init__("Guest does not have a console available.")
+        self.uuid = uuid
+
+
+class UnknownSecurityGroup(InvalidInput):
+    def __init__(self, name: str, *, project_id: str) -> None:
+        super().__init__(f"Security group {name} not found for project {project_id}.")
+        self.name = name
+
+
+class SecurityGroupNotFound(NotFound):
+    """Nova's SecurityGroupNotFound, in the words of its Neutron security group API (also the
+    next two)."""
+
+    def __init__(self, name: str, *, project_id: str) -> None:
+        super().__init__(f"Security group {name} is not found for project {project_id}")
+        self.name = name
+
+
+class NoPortsForSecurityGroup(NotFound):
+    def __init__(self, uuid: str) -> None:
+        super().__init__(f"instance_id {uuid} could not be found as device id on any ports")
+        self.uuid = uuid
+
+
+class SecurityGroupNotAssociated(NotFound):
+    def __init__(self, name: str, *, uuid: str) -> None:
+        super().__init__(f"Security group {name} not associated with the instance {uuid}")
+        self.name = name
         self.uuid = uuid
 
 

@@ -35,7 +35,9 @@ from cloudseed.servers.models import Operation
 
 PENDING, RUNNING, DONE, FAILED, CANCELLED = "pending", "running", "done", "failed", "cancelled"
 OPEN = (PENDING, RUNNING)
-KINDS = ("build", "rebuild", "reboot_soft", "reboot_hard", "stop", "start", "destroy")
+# "keys": push a server's live key set through the guest agent (agent/keys.py); it claims no
+# task, so it may run beside another operation of the same instance.
+KINDS = ("build", "rebuild", "reboot_soft", "reboot_hard", "stop", "start", "destroy", "keys")
 
 # Payload keys that are secrets: removed when the operation ends, whatever the outcome.
 SECRET_KEYS = ("admin_password", "files")

@@ -165,7 +165,16 @@ def claim_task(
 
 # Instance columns a rebuild holds in its operation's payload and applies when it succeeds.
 REBUILD_COLUMNS = frozenset(
-    {"image_ref", "display_name", "hostname", "display_description", "key_name", "key_data"}
+    {
+        "image_ref",
+        "display_name",
+        "hostname",
+        "display_description",
+        "key_name",
+        "key_data",
+        "access_ip_v4",
+        "access_ip_v6",
+    }
 )
 
 

@@ -65,6 +65,8 @@ HOSTNAME_LABEL = {
 }
 FQDN = {"type": "string", "pattern": "^[a-zA-Z0-9-._]*$", "minLength": 1, "maxLength": 255}
 DISK_CONFIG = {"type": "string", "enum": ["AUTO", "MANUAL"]}
+# Nova's parameter_types.name_or_none.
+NAME_OR_NONE = {"oneOf": [{"type": "string", "minLength": 1, "maxLength": 255}, {"type": "null"}]}
 NETWORK_ITEM: dict[str, Any] = {
     "type": "object",
     "properties": {
@@ -101,8 +103,30 @@ BDM_V2: dict[str, Any] = {
     "additionalProperties": False,
 }
 
+_UUID = {"type": "string", "format": "uuid"}
+# Nova's schemas/servers.py ``_hints``, at every microversion (servers/scheduler_hints.py).
+SCHEDULER_HINTS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "group": {"oneOf": [{"type": "array", "items": _UUID}, _UUID]},
+        "different_host": {"oneOf": [_UUID, {"type": "array", "items": _UUID}]},
+        "same_host": {"type": ["string", "array"], "items": _UUID},
+        "query": {"type": ["string", "object"]},
+        "target_cell": {"type": "string", "format": "name", "minLength": 1, "maxLength": 255},
+        "different_cell": {"type": ["string", "array"], "items": {"type": "string"}},
+        "build_near_host_ip": {"type": "string", "oneOf": [{"format": "ipv4"}, {"format": "ipv6"}]},
+        "cidr": {"type": "string", "pattern": "^/[0-9a-f.:]+$"},
+    },
+    # Nova relaxed it (openstack-dev, June 2015): schedulers take hints of their own.
+    "additionalProperties": True,
+}
+
+
 # Personality files went with 2.57 (on create and rebuild), as in Nova.
 PERSONALITY_REMOVED = V(2, 57)
+
+# PUT /servers/{id} unpins or re-pins the server's availability zone (servers/pinning.py).
+PIN_UPDATE = V(2, 104)
 
 # cloudseed's first microversion: user data can change without a rebuild.
 USER_DATA_UPDATE = V(2, 105)
@@ -178,7 +202,10 @@ def create(version: APIVersion) -> dict[str, Any]:
         props["hypervisor_hostname"] = {"type": "string", "minLength": 1, "maxLength": 255}
     if version >= V(2, 90):
         props["hostname"] = _hostname(version)
-    return _wrap("server", props, required)
+    schema = _wrap("server", props, required)
+    for key in ("os:scheduler_hints", "OS-SCH-HNT:scheduler_hints"):
+        schema["properties"][key] = SCHEDULER_HINTS
+    return schema
 
 
 def boot_image(block_devices: list[dict[str, Any]], image_ref: str | None) -> str | None:
@@ -207,6 +234,8 @@ def update(version: APIVersion) -> dict[str, Any]:
         props["description"] = DESCRIPTION
     if version >= V(2, 90):
         props["hostname"] = _hostname(version)
+    if version >= PIN_UPDATE:
+        props["pinned_availability_zone"] = NAME_OR_NONE
     if version >= USER_DATA_UPDATE:
         props["user_data"] = USER_DATA_OR_NULL
     return _wrap("server", props, [])

@@ -31,7 +31,8 @@ from cloudseed.db.engines import Database
 from cloudseed.errors import Forbidden
 from cloudseed.images import service as images
 from cloudseed.networks import service as networks
-from cloudseed.servers import action_log, history, personality, queue, records, states
+from cloudseed.quotas import service as quotas
+from cloudseed.servers import action_log, edits, history, personality, queue, records, states
 from cloudseed.servers.console import console_tail
 from cloudseed.servers.creation import keypair_of
 from cloudseed.servers.edits import UNSET
@@ -67,6 +68,8 @@ class Servers:
         user_data: Any = UNSET,
         hostname: str | None = None,
         description: Any = UNSET,
+        access_ip_v4: str | None = None,
+        access_ip_v6: str | None = None,
         admin_password: str | None = None,
         files: personality.Encoded = (),
         quota: QuotaSection | None = None,
@@ -77,6 +80,13 @@ class Servers:
         with self.api_db.read() as session:
             image = images.get_image(session, image_ref)
             # The caller's limits, as Nova checks them (the request context's project).
+            if metadata is not None:
+                edits.check_metadata_items(
+                    quotas.metadata_items_limit(
+                        session, project_id=actor.project_id, user_id=actor.user_id
+                    ),
+                    metadata,
+                )
             personality.check_limits(
                 session,
                 files,
@@ -96,6 +106,10 @@ class Servers:
             apply["hostname"] = hostname
         if description is not UNSET:
             apply["display_description"] = description
+        if access_ip_v4 is not None:
+            apply["access_ip_v4"] = access_ip_v4
+        if access_ip_v6 is not None:
+            apply["access_ip_v6"] = access_ip_v6
         payload: dict[str, Any] = {"apply": apply, "actor": _actor(actor)}
         if key_name is not UNSET:
             apply.update(

@@ -89,6 +89,12 @@ def ssh_access(cells: CellDatabases, ref: str) -> SshAccess:
 
 
 def _admin_user(cells: CellDatabases, record: records.ServerRecord) -> str:
+    return image_admin_user(cells, record) or DEFAULT_USER
+
+
+def image_admin_user(cells: CellDatabases, record: records.ServerRecord) -> str | None:
+    """The image's ``os_admin_user`` as registered now, else as it was at create; None when
+    it has none (the compute agent's key pushes use the same account, ``agent/keys.py``)."""
     with cells.api_db.read() as session:
         try:
             image = images.get_image(session, record.instance.image_ref)
@@ -96,5 +102,4 @@ def _admin_user(cells: CellDatabases, record: records.ServerRecord) -> str:
             user = None
         else:
             user = images.properties_of(image).get(ADMIN_USER_PROPERTY)
-    user = user or record.system_metadata.get(f"image_{ADMIN_USER_PROPERTY}")
-    return user or DEFAULT_USER
+    return user or record.system_metadata.get(f"image_{ADMIN_USER_PROPERTY}") or None

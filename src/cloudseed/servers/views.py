@@ -5,18 +5,21 @@ server attributes (``OS-EXT-SRV-ATTR:*``, including ``user_data`` from 2.3).
 GET shows the full view. ``PUT /servers/{id}`` (``updated``) and rebuild (``rebuilt``) show
 Nova's limited view below 2.75 and the full one from 2.75 on: the limited view has no
 ``OS-EXT-AZ``, ``OS-EXT-SRV-ATTR``, ``OS-EXT-STS``, ``OS-SRV-USG`` attributes, no
-``config_drive``, ``security_groups``, ``os-extended-volumes:volumes_attached`` nor
-``host_status``, addresses without ``OS-EXT-IPS:type``/``OS-EXT-IPS-MAC:mac_addr``, and
-``key_name`` only on rebuild from 2.54. Rebuild adds ``user_data`` from 2.57 (and never the
-``OS-EXT-SRV-ATTR:user_data`` of the full view) and ``adminPass``."""
+``config_drive``, ``security_groups`` (absent in the full view too for a server in no group),
+``os-extended-volumes:volumes_attached`` nor ``host_status``, addresses without
+``OS-EXT-IPS:type``/``OS-EXT-IPS-MAC:mac_addr``, and ``key_name`` only on rebuild from 2.54.
+Rebuild adds ``user_data`` from 2.57 (and never the ``OS-EXT-SRV-ATTR:user_data`` of the full
+view) and ``adminPass``."""
 
 from __future__ import annotations
 
 import hashlib
+import uuid
 from typing import Any
 
-from cloudseed.servers import states
+from cloudseed.servers import pinning, scheduler_hints, security_groups, states
 from cloudseed.servers.records import ServerRecord
+from cloudseed.servers.system_keys import security_group_names
 from cloudseed.web.links import links
 from cloudseed.web.microversions import APIVersion
 
@@ -112,17 +115,19 @@ def show(
     if not limited:
         server.update(
             {
-                "OS-EXT-AZ:availability_zone": i.availability_zone or "nova",
+                "OS-EXT-AZ:availability_zone": pinning.current_zone(i.availability_zone),
                 "config_drive": i.config_drive,
                 "OS-SRV-USG:launched_at": _strtime(i.launched_at),
                 "OS-SRV-USG:terminated_at": _strtime(i.terminated_at),
-                "security_groups": [{"name": "default"}],
                 "OS-EXT-STS:task_state": i.task_state,
                 "OS-EXT-STS:vm_state": i.vm_state,
                 "OS-EXT-STS:power_state": i.power_state,
                 "os-extended-volumes:volumes_attached": [],
             }
         )
+        groups = _security_groups(record)
+        if groups:  # Nova leaves the key out for a server in no group
+            server["security_groups"] = [{"name": name} for name in groups]
     if with_key_name:
         server["key_name"] = i.key_name
     if status in FAULT_STATUSES and record.fault:
@@ -174,10 +179,34 @@ def show(
     if version >= V(2, 90) and (limited or not admin):
         server["OS-EXT-SRV-ATTR:hostname"] = i.hostname
     if version >= V(2, 96):
-        server["pinned_availability_zone"] = None
+        server["pinned_availability_zone"] = record.system_metadata.get(pinning.PINNED_AZ)
     if version >= V(2, 100):
-        server["scheduler_hints"] = {}
+        server["scheduler_hints"] = scheduler_hints.shown(record.system_metadata)
     return {"server": server}
+
+
+def _security_groups(record: ServerRecord) -> list[str]:
+    return security_group_names(record.system_metadata, has_ports=bool(record.ports))
+
+
+# Security group ids: stable per project and name (cloudseed's groups have no rows).
+_GROUP_IDS = uuid.UUID("3e0b1c6a-52d4-4f0e-9a57-3c5fe1c6a0d2")
+
+
+def security_groups_detailed(record: ServerRecord) -> list[dict[str, Any]]:
+    """``/servers/{id}/os-security-groups``: Nova's security group bodies, without rules (there
+    is no firewall), sorted by project and name as Nova sorts them."""
+    project = record.instance.project_id
+    return [
+        {
+            "id": str(uuid.uuid5(_GROUP_IDS, f"{project}/{name}")),
+            "name": name,
+            "description": security_groups.KNOWN.get(name),
+            "tenant_id": project,
+            "rules": [],
+        }
+        for name in sorted(_security_groups(record))
+    ]
 
 
 FULL_UPDATE_AND_REBUILD_SINCE = V(2, 75)

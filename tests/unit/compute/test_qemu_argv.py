@@ -195,10 +195,21 @@ def test_an_unknown_cdrom_bus_is_refused() -> None:
 
 def test_console_appends_and_control_files_are_relative() -> None:
     argv = argv_of(guest())
-    assert option(argv, "-chardev") == ["file,id=console,path=console.log,append=on"]
+    assert "file,id=console,path=console.log,append=on" in option(argv, "-chardev")
     assert option(argv, "-serial") == ["chardev:console"]
     assert option(argv, "-qmp") == ["unix:qmp.sock,server=on,wait=off"]
     assert option(argv, "-pidfile") == ["qemu.pid"]
+
+
+def test_every_guest_gets_the_guest_agent_channel_on_a_relative_socket() -> None:
+    for spec in (guest(), guest(ports=[], config_drive=True, config_drive_path="/d/cd.iso")):
+        argv = argv_of(spec)
+        # The chardev's id ties the socket to the port qemu-guest-agent opens in the guest.
+        assert "socket,id=qga0,path=qga.sock,server=on,wait=off" in option(argv, "-chardev")
+        devices = option(argv, "-device")
+        assert "virtio-serial-pci" in devices
+        assert "virtserialport,chardev=qga0,name=org.qemu.guest_agent.0" in devices
+    assert FILES.qga_socket == FILES.directory / "qga.sock"
 
 
 def test_accelerators() -> None:

@@ -238,6 +238,40 @@ def test_rebuild(version: str, admin: bool) -> None:
         assert server["key_name"] == "key1"
 
 
+def test_pinned_availability_zone_is_the_stored_pin() -> None:
+    pinned = record(availability_zone="az1")
+    pinned.system_metadata["pinned_availability_zone"] = "az1"
+    shown = views.show(pinned, v("2.96"), BASE, admin=False)["server"]
+    assert (shown["OS-EXT-AZ:availability_zone"], shown["pinned_availability_zone"]) == (
+        "az1",
+        "az1",
+    )
+    unpinned = views.show(record(availability_zone="az1"), v("2.104"), BASE, admin=False)
+    assert unpinned["server"]["pinned_availability_zone"] is None
+
+
+def test_security_groups_are_left_out_when_there_are_none() -> None:
+    """Kept per server; a server from before they were kept is in "default" if it has ports
+    (Nova's groups are its ports')."""
+    legacy = record()
+    assert views.show(legacy, v("2.1"), BASE, admin=False)["server"]["security_groups"] == [
+        {"name": "default"}
+    ]
+    legacy.ports = []
+    assert "security_groups" not in views.show(legacy, v("2.1"), BASE, admin=False)["server"]
+    emptied = record()
+    emptied.system_metadata["security_groups"] = "[]"
+    assert "security_groups" not in views.show(emptied, v("2.104"), BASE, admin=True)["server"]
+    assert views.security_groups_detailed(emptied) == []
+    two = record()
+    two.system_metadata["security_groups"] = '["web", "default"]'
+    assert views.show(two, v("2.1"), BASE, admin=False)["server"]["security_groups"] == [
+        {"name": "web"},
+        {"name": "default"},
+    ]
+    assert [g["name"] for g in views.security_groups_detailed(two)] == ["default", "web"]
+
+
 def test_host_id_hashes_host_with_project() -> None:
     server = views.show(record(), v("2.1"), BASE, admin=False)["server"]
     assert server["hostId"] == hashlib.sha224(b"projcompute1").hexdigest()

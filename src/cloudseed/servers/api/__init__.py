@@ -1,7 +1,8 @@
 """The servers API: ``routes`` mounts every ``/v2.1/servers`` URL.
 
 One module per resource: ``servers`` (create, list, show, update, delete), ``lifecycle`` (the
-``POST .../action`` verbs), ``metadata_items``, ``instance_actions``, ``password`` and
+``POST .../action`` verbs), ``security_groups`` (two of those verbs and
+``os-security-groups``), ``metadata_items``, ``instance_actions``, ``password`` and
 ``bootstrap_history``; ``requests`` holds what they all read from a request.
 """
 
@@ -15,6 +16,7 @@ from cloudseed.servers.api import (
     lifecycle,
     metadata_items,
     password,
+    security_groups,
     servers,
 )
 
@@ -40,6 +42,7 @@ def _routes(prefix: str) -> list[Route]:
         Route(f"{one}/os-server-password", password.show, methods=["GET"]),
         Route(f"{one}/os-server-password", password.clear, methods=["DELETE"]),
         Route(f"{one}/bootstrap-history", bootstrap_history.show, methods=["GET"]),
+        Route(f"{one}/os-security-groups", security_groups.index, methods=["GET"]),
     ]
 
 

@@ -1,5 +1,6 @@
 """``POST /v2.1/servers/{id}/action``: the lifecycle verbs reboot, rebuild, os-stop, os-start,
-os-resetState and os-getConsoleOutput (one URL, the verb is the body's only key)."""
+os-resetState and os-getConsoleOutput (one URL, the verb is the body's only key), and the
+security group actions of ``security_groups``."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from starlette.responses import JSONResponse, Response
 
 from cloudseed.errors import Forbidden, InvalidInput
 from cloudseed.servers import personality, schemas, views
+from cloudseed.servers.api import security_groups
 from cloudseed.servers.api.requests import actor_of, load_owned, load_unlocked, servers_of
 from cloudseed.servers.creation import generate_password
 from cloudseed.servers.edits import UNSET
@@ -70,6 +72,8 @@ async def _rebuild(request: Request, body: dict[str, Any]) -> Response:
             user_data=params.get("user_data", UNSET),
             hostname=params.get("hostname"),
             description=params.get("description", UNSET),
+            access_ip_v4=params.get("accessIPv4"),
+            access_ip_v6=schemas.ipv6_text(params.get("accessIPv6")),
             admin_password=admin_pass,
             files=personality.from_request(params.get("personality")),
             quota=settings_of(request).quota,
@@ -194,4 +198,6 @@ HANDLERS = {
     "os-start": _start,
     "os-getConsoleOutput": _console_output,
     "os-resetState": _reset_state,
+    "addSecurityGroup": security_groups.add,
+    "removeSecurityGroup": security_groups.remove,
 }

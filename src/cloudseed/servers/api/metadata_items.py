@@ -7,7 +7,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from cloudseed.errors import InvalidInput
-from cloudseed.quotas.service import FIXED_DEFAULTS, limit_for
+from cloudseed.quotas.service import metadata_items_limit
 from cloudseed.servers import edits, schemas
 from cloudseed.servers.api.requests import in_cell, load_owned, load_unlocked
 from cloudseed.servers.errors import MetadataItemNotFound
@@ -21,16 +21,12 @@ async def index(request: Request) -> Response:
 
 async def _limit(request: Request, record: ServerRecord) -> int:
     """The ``metadata_items`` quota of the server's project and user (API database)."""
-    db, default = api_db_of(request), FIXED_DEFAULTS["metadata_items"]
+    db = api_db_of(request)
 
     def run() -> int:
         with db.read() as session:
-            return limit_for(
-                session,
-                resource="metadata_items",
-                project_id=record.instance.project_id,
-                user_id=record.instance.user_id,
-                default=default,
+            return metadata_items_limit(
+                session, project_id=record.instance.project_id, user_id=record.instance.user_id
             )
 
     return await run_in_threadpool(run)

@@ -10,7 +10,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from cloudseed.errors import InvalidInput
-from cloudseed.servers import edits, personality, schemas, views
+from cloudseed.servers import (
+    edits,
+    personality,
+    scheduler_hints,
+    schemas,
+    security_groups,
+    views,
+)
 from cloudseed.servers.api.requests import (
     actor_of,
     in_cell,
@@ -53,12 +60,6 @@ async def create(request: Request) -> Response:
     )
     if not image_ref:
         raise InvalidInput("Missing imageRef attribute")
-    for group in server.get("security_groups", []):
-        # cloudseed has one security group per project, "default" (no rules, no Neutron).
-        if group.get("name") != "default":
-            raise InvalidInput(
-                f"Security group {group.get('name')} not found for project {context.project_id}."
-            )
     create_request = CreateRequest(
         name=server["name"],
         flavor_ref=str(server["flavorRef"]),
@@ -81,6 +82,10 @@ async def create(request: Request) -> Response:
         min_count=min_count,
         admin_pass=server.get("adminPass"),
         files=personality.from_request(server.get("personality")),
+        scheduler_hints=scheduler_hints.from_body(body),
+        security_groups=security_groups.requested(
+            server.get("security_groups", []), project_id=context.project_id
+        ),
     )
     servers = servers_of(request)
     created = await run_in_threadpool(
@@ -99,7 +104,8 @@ async def create(request: Request) -> Response:
             "id": uuid,
             "links": server_links,
             "OS-DCF:diskConfig": "MANUAL",
-            "security_groups": [{"name": "default"}],
+            # Nova echoes the request's (its view builder's create()).
+            "security_groups": server.get("security_groups", [{"name": "default"}]),
             "adminPass": created.admin_pass,
         }
     }
@@ -268,6 +274,7 @@ async def update(request: Request) -> Response:
             user_data=body.get("user_data", UNSET),
             access_ip_v4=body.get("accessIPv4"),
             access_ip_v6=schemas.ipv6_text(body.get("accessIPv6")),
+            pinned_availability_zone=body.get("pinned_availability_zone", UNSET),
         ),
         write=True,
     )

@@ -1,0 +1,105 @@
+"""What relying parties verify signed identities with, on the compute API, without
+authentication (they may have no cloudseed account; these are public keys):
+
+- ``GET /v2.1/instance-identity/certificates``: the X.509 certificates of the published keys
+  (JSON; ``Accept: application/x-pem-file`` gives the PEM bundle for ``openssl -certfile``);
+- ``GET /v2.1/instance-identity/jwks``: the same keys as a JWK Set;
+- ``GET /.well-known/openid-configuration``: OpenID discovery, pointing at the JWKS.
+
+They exist at every microversion (an extension, like bootstrap-history). Each answer may be
+cached for ``[identity] key_cache_seconds``: a rotated key signs only after twice that, so a
+relying party that honours the header has fetched it before any token carries its ``kid``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from cloudseed.identity import keys
+from cloudseed.identity.claims import CLAIMS
+from cloudseed.identity.issuer import issuer_of
+from cloudseed.identity.keyring import Keyring, PublishedKey
+from cloudseed.web.links import base_url
+from cloudseed.web.requests import settings_of
+
+CERTIFICATES = "/v2.1/instance-identity/certificates"
+JWKS = "/v2.1/instance-identity/jwks"
+DISCOVERY = "/.well-known/openid-configuration"
+PUBLIC_PATHS = frozenset({CERTIFICATES, JWKS, DISCOVERY})
+PEM = "application/x-pem-file"
+
+
+def keyring_of(request: Request) -> Keyring:
+    keyring: Keyring = request.state.identity_keyring
+    return keyring
+
+
+def _cache_headers(request: Request) -> dict[str, str]:
+    seconds = settings_of(request).identity.key_cache_seconds
+    return {"Cache-Control": f"public, max-age={seconds}" if seconds else "no-cache"}
+
+
+def _time(value: dt.datetime | None) -> str | None:
+    return value.strftime("%Y-%m-%dT%H:%M:%SZ") if value is not None else None
+
+
+async def _published(request: Request) -> tuple[list[PublishedKey], str]:
+    keyring = keyring_of(request)
+    keyset = await keyring.keys()
+    signing = keyset.signing(keyring.clock())
+    return keyring.published(keyset), signing.kid if signing else ""
+
+
+async def certificates(request: Request) -> Response:
+    published, signing = await _published(request)
+    headers = _cache_headers(request)
+    if PEM in request.headers.get("accept", ""):
+        bundle = "".join(k.certificate_pem for k in published)
+        return Response(bundle, media_type=PEM, headers=headers)
+    body = [
+        {
+            "kid": k.kid,
+            "certificate": k.certificate_pem,
+            "signing": k.kid == signing,
+            "created_at": _time(k.created_at),
+            "retired_at": _time(k.retired_at),
+            "published_until": _time(k.published_until),
+        }
+        for k in published
+    ]
+    return JSONResponse({"certificates": body}, headers=headers)
+
+
+async def jwks(request: Request) -> Response:
+    published, _ = await _published(request)
+    body = {"keys": [keys.jwk_entry(k.public_key, k.kid) for k in published]}
+    return JSONResponse(body, headers=_cache_headers(request))
+
+
+async def discovery(request: Request) -> Response:
+    settings = settings_of(request)
+    # The JWKS where this request reached the API (or [api] compute_link_prefix); the issuer
+    # is the configured one, the same the tokens carry.
+    body: dict[str, Any] = {
+        # In a worker thread: without [identity] issuer it may ask DNS for this host's name.
+        "issuer": await asyncio.to_thread(issuer_of, settings),
+        "jwks_uri": base_url(request, settings.api.compute_link_prefix) + JWKS,
+        "response_types_supported": ["id_token"],
+        "subject_types_supported": ["public"],
+        "id_token_signing_alg_values_supported": [keys.ALGORITHM],
+        "claims_supported": list(CLAIMS),
+    }
+    return JSONResponse(body, headers=_cache_headers(request))
+
+
+routes = [
+    Route(CERTIFICATES, certificates, methods=["GET"]),
+    Route(JWKS, jwks, methods=["GET"]),
+    Route(DISCOVERY, discovery, methods=["GET"]),
+]

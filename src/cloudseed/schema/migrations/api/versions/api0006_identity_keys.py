@@ -1,0 +1,48 @@
+"""Identity keys (issue 18 part 2): the RSA keys signed instance identities are signed with.
+
+Revision ID: api0006
+Revises: api0004
+Create Date: 2026-11-26 10:00:00
+"""
+
+import sqlalchemy as sa
+from alembic import op
+from sqlalchemy.dialects import mysql
+
+revision = "api0006"
+# api0005 may come from a parallel branch; the chain is fixed when they meet.
+down_revision = "api0004"
+branch_labels = None
+depends_on = None
+
+NAME = (
+    sa.String(255)
+    .with_variant(
+        mysql.VARCHAR(255, charset="utf8mb4", collation="utf8mb4_bin"), "mysql", "mariadb"
+    )
+    .with_variant(sa.VARCHAR(255, collation="C"), "postgresql")
+)
+LONG_TEXT = sa.Text().with_variant(mysql.MEDIUMTEXT(), "mysql", "mariadb")
+TIMESTAMP = sa.DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql", "mariadb")
+TABLE_ARGS = {"mysql_engine": "InnoDB", "mysql_charset": "utf8mb4"}
+
+
+def upgrade() -> None:
+    op.create_table(
+        "identity_keys",
+        sa.Column("id", sa.Integer(), nullable=False),
+        sa.Column("kid", NAME, nullable=False),
+        sa.Column("private_key", LONG_TEXT, nullable=False),
+        sa.Column("certificate", LONG_TEXT, nullable=False),
+        sa.Column("current_slot", sa.Integer(), nullable=True),
+        sa.Column("created_at", TIMESTAMP, nullable=False),
+        sa.Column("retired_at", TIMESTAMP, nullable=True),
+        sa.PrimaryKeyConstraint("id", name=op.f("pk_identity_keys")),
+        sa.UniqueConstraint("kid", name=op.f("uq_identity_keys_kid")),
+        sa.UniqueConstraint("current_slot", name=op.f("uq_identity_keys_current_slot")),
+        **TABLE_ARGS,
+    )
+
+
+def downgrade() -> None:
+    op.drop_table("identity_keys")
