@@ -28,6 +28,7 @@ from cloudseed.compute.interfaces import Driver
 from cloudseed.db.engines import Database
 from cloudseed.errors import CloudseedError
 from cloudseed.flavors import api as flavors_api
+from cloudseed.hostkeys import api as hostkeys_api
 from cloudseed.hosts import api as hosts_api
 from cloudseed.identity import api as identity_api
 from cloudseed.identity.keyring import Keyring
@@ -150,6 +151,7 @@ def domain_routes() -> list[Route]:
     compute = [
         *keypairs_api.routes,
         *servers_api.routes,
+        *hostkeys_api.routes,
         *flavors_api.routes,
         *images_api.routes,
         *networks_api.routes,
