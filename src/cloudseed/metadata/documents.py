@@ -1,5 +1,8 @@
 """One cached guest: its facts and the documents rendered from them, each rendered at most
-once (per change of the instance, since a change replaces the whole object)."""
+once (per change of the instance, since a change replaces the whole object).
+
+``generation`` is the instance record's (``instances.generation``, bumped by every change a
+guest could see): the same in every worker, so the documents' ETags (etags.py) are too."""
 
 from __future__ import annotations
 
@@ -8,11 +11,12 @@ from cloudseed.metadata.facts import GuestFacts
 
 
 class GuestDocuments:
-    __slots__ = ("_meta", "_network", "dhcp_domain", "facts")
+    __slots__ = ("_meta", "_network", "dhcp_domain", "facts", "generation")
 
-    def __init__(self, facts: GuestFacts, dhcp_domain: str) -> None:
+    def __init__(self, facts: GuestFacts, dhcp_domain: str, *, generation: int = 0) -> None:
         self.facts = facts
         self.dhcp_domain = dhcp_domain
+        self.generation = generation
         # Rendered on first use: most guests only ever ask for one version.
         self._meta: dict[str, render.SeededJSON] | None = None
         self._network: bytes | None = None

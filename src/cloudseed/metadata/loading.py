@@ -62,7 +62,11 @@ def load_guests(
             if not uuids:
                 continue
             for record in records.load_live(session, uuids):
-                guest = GuestDocuments(facts_from_record(record), dhcp_domain)
+                guest = GuestDocuments(
+                    facts_from_record(record),
+                    dhcp_domain,
+                    generation=record.instance.generation,
+                )
                 uuid = record.instance.uuid
                 if uuid in uuid_keys:
                     found[uuid_keys[uuid]] = guest
