@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -278,3 +279,48 @@ def test_recursive_view(api: httpx.Client, cloud: Cloud, metadata_url: str) -> N
         old = md.get("/openstack/2013-04-04/?recursive=true").json()
         assert set(old) == {"meta_data.json", "user_data"}
         assert json.dumps(old)  # plain JSON
+
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "cloudseed-watch.sh"
+
+
+def test_the_guest_example_reruns_its_hook_on_a_change(
+    api: httpx.Client, cloud: Cloud, metadata_url: str, tmp_path: Path
+) -> None:
+    """docs/examples/cloudseed-watch.sh with curl, against this service: the hook runs once
+    the user data changes (not at start, not for a change of something else)."""
+    guest = boot(api, cloud, user_data=b64("v1"))
+    out = tmp_path / "seen"
+    hook = tmp_path / "hook.sh"
+    hook.write_text(f'#!/bin/sh\ncat "$1" >> {out}\n')
+    hook.chmod(0o755)
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "METADATA_URL": metadata_url,
+        "WATCH_STATE": str(tmp_path / "state"),
+        "WATCH_TIMEOUT": "30",
+        "WATCH_CURL_OPTS": f"--interface {guest.address}",
+        "WATCH_ONCE": "1",
+    }
+    watcher = subprocess.Popen(["sh", str(EXAMPLE), str(hook)], env=env)
+    try:
+        deadline = time.monotonic() + 10
+        while not (tmp_path / "state" / "current").exists():
+            assert time.monotonic() < deadline and watcher.poll() is None
+            time.sleep(0.05)
+        time.sleep(0.5)  # waiting now
+        rename(api, guest, "not-the-user-data")
+        time.sleep(0.5)
+        assert not out.exists() and watcher.poll() is None
+        r = api.put(
+            f"/v2.1/servers/{guest.id}",
+            json={"server": {"user_data": b64("v2")}},
+            headers=mv("2.105"),
+        )
+        assert r.status_code == 200, r.text
+        assert watcher.wait(timeout=10) == 0
+    finally:
+        if watcher.poll() is None:
+            watcher.kill()
+            watcher.wait()
+    assert out.read_text() == "v2"
