@@ -211,7 +211,7 @@ class MetadataApp:
                 answer = Answer(200, self._recursive(guest, target.version), JSON)
             else:
                 answer = await self._document(target, guest, method, receive, claim.address)
-            return self.freshness.tagged(answer, guest, (target, ask.recursive))
+            return self.freshness.tagged(answer, guest, (target, ask.recursive), claim.address)
 
         if not ask.wait:
             return self.freshness.conditional(await current(), headers)

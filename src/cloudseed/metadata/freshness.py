@@ -13,7 +13,7 @@ import importlib.metadata
 from collections.abc import Awaitable, Callable
 
 from cloudseed.errors import InvalidInput
-from cloudseed.metadata import changes, etags, tree
+from cloudseed.metadata import changes, etags, render, tree
 from cloudseed.metadata.answers import Answer
 from cloudseed.metadata.documents import GuestDocuments
 from cloudseed.settings import Settings
@@ -77,12 +77,22 @@ class Freshness:
         answer: Answer,
         guest: GuestDocuments | None,
         document: tuple[tree.Target, bool] | None = None,
+        address: str | None = None,
     ) -> Answer:
-        """``answer`` with its ETag; ``document`` is (target, recursive)."""
+        """``answer`` with its ETag; ``document`` is (target, recursive), ``address`` the
+        caller's."""
         if answer.status != 200:
             return answer
         if guest is None or document is None or document[0].kind in TAGGED_BY_BYTES:
             tag = self.tagger.of_bytes(answer.body)
+        elif (
+            document[0].kind == tree.EC2_META_DATA
+            and address
+            and render.first_ipv4(guest.facts) is None
+        ):
+            # local-ipv4 is then the address asked from (render.ec2_meta_data): one more
+            # thing the document depends on.
+            tag = self.tagger.of_record(guest.generation, (*document, address))
         else:
             tag = self.tagger.of_record(guest.generation, document)
         return dataclasses.replace(answer, headers=(*answer.headers, (b"etag", tag)))
