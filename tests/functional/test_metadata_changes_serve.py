@@ -8,10 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import json
 import signal
 import statistics
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
 
 import httpx
 import pytest
@@ -26,6 +30,13 @@ from tests.support.cluster import ADMIN, Cluster, free_port, healthy, running_cl
 SECRET = "proxy-secret"
 WAITERS = 500
 PATH = "/openstack/latest/meta_data.json"
+
+
+@dataclass
+class Answer:
+    status: int
+    etag: str
+    body: dict[str, Any]
 
 
 def worker_pids(parent: int) -> list[int]:
@@ -104,7 +115,7 @@ def _long_polls(cluster: Cluster) -> None:
     workers = worker_pids(serve.pid)
     assert len(workers) == 2
 
-    def rename(name: str) -> float:
+    def rename(name: str) -> None:
         r = httpx.put(
             f"{cluster.api}/v2.1/servers/{uuid}",
             json={"server": {"name": name}},
@@ -112,8 +123,6 @@ def _long_polls(cluster: Cluster) -> None:
             timeout=10,
         )
         assert r.status_code == 200, r.text
-        stamp = committed_at(cluster, uuid)
-        return stamp
 
     async def main() -> None:
         limits = httpx.Limits(max_connections=WAITERS + 50, max_keepalive_connections=0)
@@ -124,26 +133,39 @@ def _long_polls(cluster: Cluster) -> None:
             tag = (await c.get(PATH)).headers["etag"]
             query = {"wait_for_change": "true", "last_etag": tag, "timeout_sec": "120"}
 
-            async def waiting() -> tuple[float, httpx.Response]:
-                r = await c.get(PATH, params=query)
-                return time.time(), r
+            async def waiting() -> tuple[float, Answer]:
+                # A plain socket rather than httpx: this process reads hundreds of answers at
+                # once, and the time measured should be the service's, not the client's.
+                reader, writer = await asyncio.open_connection("127.0.0.1", md_port)
+                head = "".join(f"{k}: {v}\r\n" for k, v in guest.items())
+                writer.write(f"GET {PATH}?{urlencode(query)} HTTP/1.1\r\n{head}\r\n".encode())
+                raw = await reader.readuntil(b"\r\n\r\n")
+                at = time.time()
+                headers = dict(
+                    line.split(": ", 1) for line in raw.decode().lower().split("\r\n")[1:-2]
+                )
+                body = await reader.readexactly(int(headers["content-length"]))
+                writer.close()
+                return at, Answer(int(raw.split()[1]), headers["etag"], json.loads(body))
 
             # 1. The wake-up, twenty connections spread over both workers by SO_REUSEPORT: a
             # first round warms what runs once per process (feed query, SQL compilation),
-            # then five are measured. The median is held to 100 ms and every round to 500:
+            # then seven are measured. The median is held to 100 ms and every round to 500:
             # the test machine's CPUs are shared, and a busy one delays any single round.
             latencies = []
-            for round in range(6):
+            for round in range(8):
                 tasks = [asyncio.ensure_future(waiting()) for _ in range(20)]
                 await asyncio.sleep(0.5)
                 assert not any(t.done() for t in tasks)
                 name = f"round-{round}"
-                commit = await asyncio.to_thread(rename, name)
+                await asyncio.to_thread(rename, name)
                 answers = await asyncio.gather(*tasks)
-                assert all(r.status_code == 200 and r.json()["name"] == name for _, r in answers)
+                # Read afterwards, so this process does nothing else while the answers come.
+                commit = committed_at(cluster, uuid)
+                assert all(r.status == 200 and r.body["name"] == name for _, r in answers)
                 if round:
                     latencies.append(max(at for at, _ in answers) - commit)
-                query["last_etag"] = answers[0][1].headers["etag"]
+                query["last_etag"] = answers[0][1].etag
             shown = ", ".join(f"{t * 1000:.0f}" for t in latencies)
             print(f"wake-up after commit, 20 waiters on 2 workers, last answer: {shown} ms")
             assert statistics.median(latencies) < 0.1
@@ -160,14 +182,14 @@ def _long_polls(cluster: Cluster) -> None:
                 f"{WAITERS} waiters: workers' RSS {before} -> {during} KiB, {per_waiter:.0f} B each"
             )
             assert per_waiter < 40_000
-            commit = await asyncio.to_thread(rename, "second")
+            await asyncio.to_thread(rename, "second")
             answers = await asyncio.gather(*tasks)
+            commit = committed_at(cluster, uuid)
             latency = max(at for at, _ in answers) - commit
-            # This one counts this process's handling of 500 answers too.
             print(f"wake-up after commit, {WAITERS} waiters: last answer {latency * 1000:.1f} ms")
-            assert all(r.status_code == 200 and r.json()["name"] == "second" for _, r in answers)
-            assert latency < 2
-            query["last_etag"] = answers[0][1].headers["etag"]
+            assert all(r.status == 200 and r.body["name"] == "second" for _, r in answers)
+            assert latency < 0.5
+            query["last_etag"] = answers[0][1].etag
 
             # 3. SIGTERM: the waiters are answered with the document as it is, at once.
             tasks = [asyncio.ensure_future(waiting()) for _ in range(10)]
@@ -175,7 +197,7 @@ def _long_polls(cluster: Cluster) -> None:
             stopped = time.time()
             serve.send_signal(signal.SIGTERM)
             answers = await asyncio.gather(*tasks)
-            assert all(r.status_code == 200 and r.json()["name"] == "second" for _, r in answers)
+            assert all(r.status == 200 and r.body["name"] == "second" for _, r in answers)
             assert max(at for at, _ in answers) - stopped < 2
 
     asyncio.run(main())
