@@ -12,8 +12,9 @@ gives it a new tag: a weaker promise than a digest of the content, and the one a
 acting on a change can rely on never to miss one.
 
 Documents that do not come from the record (vendordata, signed identity, the index of the
-EC2 tree) are tagged with a digest of their bytes (``"b-<24 hex digits>"``), the last one kept
-so that the same shared bytes (a StaticJSON file) are not hashed again.
+EC2 tree) are tagged with a digest of their bytes (``"b-<24 hex digits>"``), kept for the
+shared bytes objects that are served again and again (the indexes, a StaticJSON file) so that
+those are not hashed per request.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import hashlib
 from collections.abc import Hashable
 
 _IDS_MAX = 4096  # document identities remembered (the paths guests ask for are few)
+_BODIES_MAX = 64  # digests of bytes objects remembered
 
 
 def fingerprint(*parts: str) -> str:
@@ -33,8 +35,7 @@ class Tagger:
     def __init__(self, fingerprint: str) -> None:
         self._fingerprint = fingerprint
         self._ids: dict[Hashable, str] = {}
-        self._last_body: bytes | None = None
-        self._last_body_tag = b""
+        self._bodies: dict[int, tuple[bytes, bytes]] = {}  # id -> (the object, its tag)
 
     def of_record(self, generation: int, document: Hashable) -> bytes:
         """The tag of ``document`` (any hashable naming it, with a stable ``repr``) of an
@@ -50,10 +51,13 @@ class Tagger:
 
     def of_bytes(self, body: bytes) -> bytes:
         """The tag of a document that is not drawn from the instance record."""
-        if body is self._last_body:
-            return self._last_body_tag
+        known = self._bodies.get(id(body))
+        if known is not None and known[0] is body:  # the entry holds it: the id is its own
+            return known[1]
         tag = b'"b-' + hashlib.blake2b(body, digest_size=12).hexdigest().encode() + b'"'
-        self._last_body, self._last_body_tag = body, tag
+        if len(self._bodies) >= _BODIES_MAX:
+            self._bodies.clear()
+        self._bodies[id(body)] = (body, tag)
         return tag
 
 

@@ -8,7 +8,6 @@ ask to wait for a change (``wait_for_change``) or for the recursive view of ``/o
 
 from __future__ import annotations
 
-import dataclasses
 import importlib.metadata
 from collections.abc import Awaitable, Callable
 
@@ -95,7 +94,8 @@ class Freshness:
             tag = self.tagger.of_record(guest.generation, (*document, address))
         else:
             tag = self.tagger.of_record(guest.generation, document)
-        return dataclasses.replace(answer, headers=(*answer.headers, (b"etag", tag)))
+        headers = (*answer.headers, (b"etag", tag))
+        return Answer(answer.status, answer.body, answer.content_type, headers)
 
     @staticmethod
     def conditional(answer: Answer, headers: list[tuple[bytes, bytes]]) -> Answer:
