@@ -9,12 +9,12 @@ Waiting costs no query: a waiter is a future in this worker's ``Waiters``, keyed
 uuid, set by the store's change feed (store.py ``watch``) when the instance changes: at once
 for a change committed in this process, within a NOTIFY's round trip on PostgreSQL, within a
 poll elsewhere. A woken waiter asks the store for its guest again (one batched load for all
-the guests woken together) and answers only if its document's tag moved; a change of some
-other part of the record that leaves this document's tag alone would wake it for nothing, but
-tags move with every change of the record (etags.py), so that happens only when the feed
-itself fails. Each waiter holds one future and one task watching for the client going away
-(a disconnect releases its place at once); the number waiting is capped per instance and per
-worker; ``drain`` (SIGTERM) answers every waiter with its current document.
+the guests woken together) and answers if its document's tag moved, which every change of
+the record does for the record's documents (etags.py); otherwise (a document tagged by its
+bytes that did not change, or the feed failed and woke everyone) it waits on. Each waiter
+holds one future and one task watching for the client going away (a disconnect releases its
+place at once); the number waiting is capped per instance and per worker; ``drain``
+(SIGTERM) answers every waiter with its current document.
 """
 
 from __future__ import annotations
@@ -178,10 +178,6 @@ class Watch:
     def __init__(self, receive: Receive, deadline: float) -> None:
         self.deadline = deadline
         self._gone = asyncio.ensure_future(_disconnected(receive))
-
-    @property
-    def gone(self) -> bool:
-        return self._gone.done()
 
     async def next(self, waiter: Waiter) -> bool:
         """Wait for ``waiter`` to be woken; False when the time ran out or the client went."""
