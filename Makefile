@@ -9,7 +9,7 @@ PYTEST_ARGS ?=
 # make test runs the suite in this many worker processes (pytest-xdist); 0: in pytest itself.
 TEST_JOBS ?= 2
 
-.PHONY: help run test venv test-venv lint tempest fuzz bench bench-metadata bench-operations bench-configdrive image-debian e2e clean
+.PHONY: help run test venv test-venv lint tempest fuzz bench bench-metadata bench-login-keys bench-operations bench-configdrive image-debian e2e clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -59,6 +59,10 @@ bench-metadata: venv  ## metadata boot storm (10,000 guests, wrk, nginx side by 
 	sh tools/debian-packages.sh wrk nginx-light
 	$(BIN)/pip install --quiet py-spy
 	$(BIN)/python bench/metadata_storm.py --write docs/benchmarks.md
+
+bench-login-keys: venv  ## authorized_keys under a storm of logins (2,000 guests, wrk; about 4 minutes)
+	sh tools/debian-packages.sh wrk
+	$(BIN)/python bench/login_keys.py --write docs/benchmarks.md
 
 bench-operations: test-venv  ## operations and compute hosts on PostgreSQL (real processes; minutes)
 	$(BIN)/python bench/operations.py --write docs/benchmarks.md

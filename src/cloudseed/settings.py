@@ -205,7 +205,9 @@ class KeysSection:
         "Whether cloudseed's vendordata carries a cloud-config part that installs an sshd "
         "AuthorizedKeysCommand fetching the server's current keys from the metadata service "
         "at each login (and sets allow_public_ssh_keys: false), so key changes and expiry "
-        "apply at the next login.",
+        "apply at the next login. Served by the metadata service only, never written to "
+        "config drives (a guest without the metadata service would have no keys); "
+        "docs/live-keys.md.",
     )
 
 
@@ -285,6 +287,14 @@ class ApiSection:
         "A failing vendordata target fails the instance's build (ERROR with the "
         "reason). Otherwise its entry is {} and a warning is logged.",
     )
+    # Issue 17: live keys (2.106).
+    max_keys_per_server: int = option(
+        16,
+        "The most key pairs a server may name in key_names (create, rebuild, PUT; "
+        "microversion 2.106), and the most keys PUT /os-project-keys may attach to a "
+        "project; more is refused with 400. cloudseed's own option.",
+        minimum=1,
+    )
 
 
 @dataclass(frozen=True)
@@ -358,6 +368,19 @@ class OsloMiddlewareSection:
 
     max_request_body_size: int = option(
         114688, "Largest request body accepted, in bytes; larger ones get 413.", minimum=1
+    )
+
+
+@dataclass(frozen=True)
+class GlanceSection:
+    """``[glance]``: the Glance slice's image uploads (Glance's own option names)."""
+
+    image_size_cap: int = option(
+        10 * 1024**3,
+        "Largest image a project may upload through the Glance slice (PUT /v2/images/{id}/file), "
+        "in bytes; a larger one gets 413 and nothing is kept. Glance's default is 1 TiB; "
+        "cloudseed's is 10 GiB, since its store is the host's own disk.",
+        minimum=1,
     )
 
 
@@ -650,6 +673,7 @@ class Settings:
     api_database: ApiDatabaseSection = field(default_factory=ApiDatabaseSection)
     database: DatabaseSection = field(default_factory=DatabaseSection)
     oslo_middleware: OsloMiddlewareSection = field(default_factory=OsloMiddlewareSection)
+    glance: GlanceSection = field(default_factory=GlanceSection)
     wsgi: WsgiSection = field(default_factory=WsgiSection)
     fake_driver: FakeDriverSection = field(default_factory=FakeDriverSection)
     neutron: NeutronSection = field(default_factory=NeutronSection)
@@ -689,6 +713,7 @@ SECTIONS: dict[str, str] = {
     "api_database": "api_database",
     "database": "database",
     "oslo_middleware": "oslo_middleware",
+    "glance": "glance",
     "wsgi": "wsgi",
     "fake_driver": "fake_driver",
     "neutron": "neutron",

@@ -19,7 +19,7 @@ import pytest
 from cloudseed.db.engines import Database
 from cloudseed.networks import service as networks
 from cloudseed.settings import Settings
-from tests.functional.test_metadata_service import Guest, boot, with_options
+from tests.functional.test_metadata_service import Guest, boot, eventually, with_options
 from tests.support.cloud import Cloud, b64, make_cloud, mv
 from tests.support.server import running_metadata
 
@@ -324,3 +324,28 @@ def test_the_guest_example_reruns_its_hook_on_a_change(
             watcher.kill()
             watcher.wait()
     assert out.read_text() == "v2"
+
+
+def test_a_key_expiring_moves_the_tag_and_ends_a_long_poll(
+    api: httpx.Client, cloud: Cloud, clean_cell_db: Database, metadata_url: str
+) -> None:
+    """A key that expires changes the documents with no change of the record (no generation,
+    no feed row): the tag moves all the same, and a waiter answers at the expiry."""
+    from tests.functional.test_metadata_live_keys import at, entry, set_keys
+
+    guest = boot(api, cloud, key_name="key1")
+    set_keys(
+        clean_cell_db,
+        guest.id,
+        [entry("key1", cloud.key1, expires_at=at(2)), entry("key2", cloud.key2)],
+    )
+    path = "/openstack/latest/meta_data.json"
+    with guest.client(metadata_url) as md:
+        eventually(lambda: len(md.get(path).json()["keys"]) == 2)
+        tag = md.get(path).headers["etag"]
+        start = time.monotonic()
+        r = md.get(wait_url(path, tag, timeout=20))
+        assert r.status_code == 200 and time.monotonic() - start < 5  # not the timeout
+        assert [k["name"] for k in r.json()["keys"]] == ["key2"]
+        assert r.headers["etag"] != tag
+        assert md.get(path, headers={"If-None-Match": tag}).status_code == 200

@@ -14,6 +14,9 @@ Modes (each a fresh crawl by cloud-init's code):
   datasource applies to its result (``convert_vendordata``, ``normalize_pubkey_data``,
   ``convert_net_json``).
 - ``openstack-datasource``: the whole ``DataSourceOpenStack.get_data()``.
+- ``openstack-consume``: the same, then cloud-init's consumption of the user data and
+  vendordata it read (``stages.Init.consume_data``: part handlers, vendor scripts) and the
+  configuration its modules would see (``helpers.ConfigMerger``), in the scratch directory.
 - ``ec2-helpers``: ``ec2.get_instance_metadata``/``get_instance_userdata`` at 2009-04-04.
 - ``ec2-datasource-v1``: ``DataSourceEc2.get_data()`` as on a non-AWS platform (IMDSv1).
 - ``ec2-datasource-v2``: the same as on AWS: a session token first (IMDSv2).
@@ -150,6 +153,46 @@ def openstack_datasource(base: str, mac: str, work: Path) -> dict[str, Any]:
     }
 
 
+# The keys of the merged configuration openstack-consume reports.
+CONSUMED_KEYS = ("allow_public_ssh_keys", "write_files", "runcmd", "bootcmd")
+
+
+def openstack_consume(base: str, mac: str, work: Path) -> dict[str, Any]:
+    from cloudinit import helpers, stages, util
+    from cloudinit.sources import DataSourceOpenStack as dso
+
+    if hasattr(dso, "detect_openstack"):  # 22.4; later versions trust datasource_list
+        dso.detect_openstack = lambda accept_oracle=False: True
+    # stages.Init takes its paths from the system configuration: this run's directory, never
+    # /var/lib/cloud.
+    paths = {"cloud_dir": str(work / "cloud"), "run_dir": str(work / "run")}
+    system = {"system_info": {"paths": paths}}
+    stages.fetch_base_config = lambda **_kw: util.mergemanydict([system, util.get_builtin_cfg()])
+    (work / "cloud" / "instances").mkdir(parents=True, exist_ok=True)
+    ds = _datasource(dso.DataSourceOpenStack, "OpenStack", base, work)
+    if not ds.get_data():
+        return {"get_data": False}
+    init = stages.Init(ds_deps=[])
+    init.datasource = ds
+    ds.paths = init.paths
+    init._reflect_cur_instance()
+    init.update()
+    init.consume_data()
+    merged = helpers.ConfigMerger(
+        paths=init.paths, datasource=ds, additional_fns=[], base_cfg={}
+    ).cfg
+    scripts = Path(init.paths.get_ipath("vendor_scripts"))
+    return {
+        "get_data": True,
+        "vendordata_raw": ds.get_vendordata_raw(),
+        "vendordata2_raw": ds.vendordata2_raw,
+        "config": {key: merged[key] for key in CONSUMED_KEYS if key in merged},
+        "vendor_scripts": (
+            {p.name: p.read_text() for p in sorted(scripts.iterdir())} if scripts.is_dir() else {}
+        ),
+    }
+
+
 def _instance_data_v1(work: Path) -> Any:
     """What get_data() persisted (run/instance-data.json) for the rest of cloud-init."""
     return json.loads((work / "run" / "instance-data.json").read_text())["v1"]
@@ -205,6 +248,7 @@ def ec2_datasource_v2(base: str, mac: str, work: Path) -> dict[str, Any]:
 MODES = {
     "openstack-reader": openstack_reader,
     "openstack-datasource": openstack_datasource,
+    "openstack-consume": openstack_consume,
     "ec2-helpers": ec2_helpers,
     "ec2-datasource-v1": ec2_datasource_v1,
     "ec2-datasource-v2": ec2_datasource_v2,

@@ -40,7 +40,16 @@ from cloudseed.compute.interfaces import Driver, GuestSpec
 from cloudseed.db.base import utcnow
 from cloudseed.db.engines import Database
 from cloudseed.images.service import boot_image
-from cloudseed.servers import action_log, edits, history, personality, queue, records, states
+from cloudseed.servers import (
+    action_log,
+    edits,
+    history,
+    live_keys,
+    personality,
+    queue,
+    records,
+    states,
+)
 from cloudseed.servers.errors import NotStarted
 from cloudseed.servers.history import Actor
 from cloudseed.servers.models import Instance
@@ -320,24 +329,16 @@ class Steps:
         uuid = op.instance_uuid
         changes: dict[str, Any] = {}
         # Described before anything is written: the record's objects change with the writes.
-        old_key = history.describe_key(before.keypairs)
         old_user_data = history.describe_user_data(before.instance.user_data)
         if op.kind == "rebuild":
             changes.update(
                 {k: v for k, v in p.get("apply", {}).items() if k in records.REBUILD_COLUMNS}
             )
-            if "keypairs" in p:
-                records.set_extra(session, uuid, keypairs=p["keypairs"])
-                if actor is not None:
-                    history.record(
-                        session,
-                        instance_uuid=uuid,
-                        field="key_pair",
-                        action="rebuild",
-                        actor=actor,
-                        old=old_key,
-                        new=history.describe_key(p["keypairs"]),
-                    )
+            # The key set (2.106): a new generation the new disk boots with, and its history.
+            project = live_keys.project_reader(self.cells.api_db, before.instance.project_id)
+            changes.update(
+                live_keys.rebuilt(session, before, p.get("keypairs"), actor=actor, project=project)
+            )
             if "metadata" in p:
                 edits.replace_metadata(session, uuid, p["metadata"])
         if "user_data" in p:

@@ -26,7 +26,9 @@ from typing import Any, BinaryIO
 from cloudseed.cells.service import CellDatabases
 from cloudseed.configdrive import contents, iso9660, vfat, vfat_reader
 from cloudseed.configdrive.errors import DriveBuildFailed, UnknownDriveFormat, UnreadableDrive
-from cloudseed.metadata.facts import GuestFacts, facts_from_record, vendordata_request
+from cloudseed.db.base import utcnow
+from cloudseed.metadata.delivery import guest_facts
+from cloudseed.metadata.facts import GuestFacts, vendordata_request
 from cloudseed.servers import records
 from cloudseed.settings import Settings
 from cloudseed.vendordata import ThreadedVendordata
@@ -179,7 +181,8 @@ class DriveBuilder:
         if record is None:
             with self.cells.for_instance(uuid).read() as session:
                 record = records.load(session, uuid)
-        facts = facts_from_record(record)
+        # The keys current now: an expired one is never written to a drive.
+        facts = guest_facts(record, utcnow())
         if user_data is not _KEEP:
             facts = dataclasses.replace(facts, user_data=user_data)
         path = output or drive_path(self.settings, uuid)

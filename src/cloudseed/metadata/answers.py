@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 TEXT = b"text/plain; charset=utf-8"
@@ -16,6 +17,7 @@ class Answer:
     body: bytes
     content_type: bytes = TEXT
     headers: tuple[tuple[bytes, bytes], ...] = ()
+    sent: Callable[[], None] | None = None  # called once the body is handed to the connection
 
     @property
     def etag(self) -> bytes:

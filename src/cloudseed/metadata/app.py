@@ -3,13 +3,15 @@
 A request is: parse the path (no IO), identify the caller (a dict lookup once cached), check
 the session token, send bytes rendered at most once per change of the instance. Errors are
 plain text (as Nova's metadata API) with the status from the one error table
-(``web/faults.py``).
+(``web/faults.py``). An answer that delivers the guest's keys is recorded after it is sent
+(``delivery.py``: at most one write per guest and key generation in a worker).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 
 from cloudseed.cells.service import CellDatabases
 from cloudseed.db.engines import Database
@@ -18,6 +20,7 @@ from cloudseed.identity.keyring import Keyring
 from cloudseed.metadata import recursive, render, tree
 from cloudseed.metadata import versions as v
 from cloudseed.metadata.answers import BINARY, JSON, JWT, Answer
+from cloudseed.metadata.delivery import VIA_LOGIN_CHECK, VIA_METADATA, Deliveries
 from cloudseed.metadata.documents import GuestDocuments
 from cloudseed.metadata.errors import NoSuchDocument, TokenRefused, TokenRequired, UnknownCaller
 from cloudseed.metadata.facts import GuestFacts, vendordata_request
@@ -68,6 +71,7 @@ class MetadataApp:
         self.vendordata: Vendordata | None = None
         self.identity: SignedIdentity | None = None
         self.freshness = Freshness(settings)  # ETags, 304s and long-polls
+        self.deliveries: Deliveries | None = None
 
     # -- ASGI --------------------------------------------------------------------------------
 
@@ -97,9 +101,11 @@ class MetadataApp:
         db = self._api_db
         if db is None:
             db = self._own_db = Database.connect("api", self.settings.api_database_url)
-        self.vendordata = Vendordata(self.settings)
+        self.vendordata = Vendordata(self.settings, login_check=self.settings.keys.login_check)
+        cells = CellDatabases(db)
+        self.deliveries = Deliveries(cells)
         self.store = GuestStore(
-            CellDatabases(db),
+            cells,
             dhcp_domain=self.dhcp_domain,
             capacity=self.settings.metadata.cache_size,
             poll_interval=self.settings.metadata.change_poll_interval_ms / 1000,
@@ -116,6 +122,8 @@ class MetadataApp:
 
     async def shutdown(self) -> None:
         self.freshness.waiters.drain()
+        if self.deliveries is not None:
+            await self.deliveries.aclose()
         if self.store is not None:
             await self.store.stop()
             self.store.cells.dispose()
@@ -151,6 +159,8 @@ class MetadataApp:
             headers = list(answer.headers)
         await send({"type": "http.response.start", "status": answer.status, "headers": headers})
         await send({"type": "http.response.body", "body": b"" if method == "HEAD" else answer.body})
+        if answer.sent is not None and method == "GET":
+            answer.sent()
 
     def _refusal(self, exc: CloudseedError, method: str, path: str, peer: str | None) -> Answer:
         status = status_for(exc)
@@ -202,6 +212,15 @@ class MetadataApp:
             token = await self.identity.token(guest.facts, query)
             return Answer(200, token, JWT, headers=((b"cache-control", b"no-store"),))
         self._check_token(guest, headers)
+        if target.kind == tree.AUTHORIZED_KEYS:
+            # ``user`` is for per-user keys to come: every login name gets the guest's keys.
+            tree.login_user(query)
+            keys = Answer(
+                200, guest.authorized_keys(), sent=self._delivered(guest, VIA_LOGIN_CHECK)
+            )
+            return self.freshness.conditional(
+                self.freshness.tagged(keys, guest, (target, False)), headers
+            )
         if method == "POST":
             return await self._document(target, guest, method, receive, claim.address)
         ask = self.freshness.query(target, query)
@@ -216,14 +235,19 @@ class MetadataApp:
         if not ask.wait:
             return self.freshness.conditional(await current(), headers)
 
+        latest = [guest]
+
         async def again() -> Answer:
             # Identified and checked again, exactly as a new request: the instance behind an
             # address may have changed, and a token may have run out while waiting.
-            guest = await self._guest(claim)
+            guest = latest[0] = await self._guest(claim)
             self._check_token(guest, headers)
             return await current(guest)
 
-        found = await self.freshness.wait(guest.facts.uuid, ask, receive, again)
+        def expiry() -> float | None:
+            return latest[0].facts.keys_refresh_at
+
+        found = await self.freshness.wait(guest.facts.uuid, ask, receive, again, expiry)
         return self.freshness.conditional(found, headers)
 
     def _recursive(self, guest: GuestDocuments, version: str) -> bytes:
@@ -235,6 +259,14 @@ class MetadataApp:
             network_data=guest.network_data(),
             vendor_data_json=self.vendordata.vendor_data_json,
         )
+
+    def _delivered(self, guest: GuestDocuments, via: str) -> Callable[[], None] | None:
+        """What to call once ``guest`` has been sent its keys ``via`` one of the ways the
+        metadata service sees; None when there is nothing to record."""
+        deliveries = self.deliveries
+        if deliveries is None or not deliveries.wanted(guest, via):
+            return None  # the usual case: known, or this worker already recorded it
+        return lambda: deliveries.served(guest, via)
 
     async def _guest(self, claim: Claim) -> GuestDocuments:
         store = self.store
@@ -288,7 +320,8 @@ class MetadataApp:
         facts = guest.facts
         kind = target.kind
         if kind == tree.META_DATA:
-            return Answer(200, guest.meta_data(target.version).render(), JSON)
+            body = guest.meta_data(target.version).render()
+            return Answer(200, body, JSON, sent=self._delivered(guest, VIA_METADATA))
         if kind == tree.USER_DATA or kind == tree.EC2_USER_DATA:
             data = render.user_data(facts)
             if data is None:
@@ -328,6 +361,11 @@ class MetadataApp:
                 200, dynamic + (b"meta-data/\nuser-data" if facts.user_data else b"meta-data/")
             )
         if kind == tree.EC2_META_DATA:
+            if target.rest[:1] == ("public-keys",) and facts.keys:
+                keys = render.ec2_public_keys(facts, target.rest[1:])
+                if keys is None:
+                    raise NoSuchDocument("no such key")
+                return Answer(200, keys, sent=self._delivered(guest, VIA_METADATA))
             return self._ec2(facts, target, address)
         if kind == tree.EC2_DYNAMIC:
             assert self.identity is not None
@@ -338,19 +376,7 @@ class MetadataApp:
         node: object = render.ec2_meta_data(
             facts, target.version, dhcp_domain=self.dhcp_domain, local_ipv4=address
         )
-        rest = target.rest
-        if rest[:1] == ("public-keys",) and facts.key_name:
-            # EC2 names key 0 "0=<name>" in the listing; its only leaf is openssh-key.
-            if len(rest) == 1:
-                return Answer(
-                    200, render.ec2_listing({}, key_name=facts.key_name, public_keys=True)
-                )
-            if rest[1] != "0" or len(rest) > 3 or (len(rest) == 3 and rest[2] != "openssh-key"):
-                raise NoSuchDocument("no such key")
-            if len(rest) == 2:
-                return Answer(200, b"openssh-key")
-            return Answer(200, render.ec2_leaf(facts.key_data))
-        for name in rest:
+        for name in target.rest:
             if not isinstance(node, dict) or name not in node:
                 raise NoSuchDocument("no such meta-data key")
             node = node[name]

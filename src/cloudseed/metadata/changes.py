@@ -179,10 +179,18 @@ class Watch:
         self.deadline = deadline
         self._gone = asyncio.ensure_future(_disconnected(receive))
 
-    async def next(self, waiter: Waiter) -> bool:
-        """Wait for ``waiter`` to be woken; False when the time ran out or the client went."""
+    async def next(self, waiter: Waiter, expiry: float | None = None) -> bool:
+        """Wait for ``waiter`` to be woken, or for POSIX time ``expiry`` (a key the document
+        serves expires then: it changes with no change of the record); False when the time
+        ran out or the client went."""
         remaining = self.deadline - time.monotonic()
-        if remaining > 0 and not self._gone.done():
+        if expiry is not None and 0 < (until := expiry - time.time()) < remaining:
+            await asyncio.wait(
+                (waiter.future, self._gone), timeout=until, return_when=asyncio.FIRST_COMPLETED
+            )
+            if not waiter.future.done():
+                return not self._gone.done()
+        elif remaining > 0 and not self._gone.done():
             # asyncio.wait adds callbacks to both futures: no task per wake-up.
             await asyncio.wait(
                 (waiter.future, self._gone),
@@ -206,6 +214,7 @@ async def long_poll(
     *,
     current: Callable[[], Awaitable[T]],
     tag_of: Callable[[T], bytes],
+    expiry: Callable[[], float | None] = lambda: None,
 ) -> T:
     """``current()`` (the caller identified again and its document rendered; cheap while the
     guest is cached) once its tag differs from ``query.last_etag``, or when the wait ends."""
@@ -222,7 +231,7 @@ async def long_poll(
             return found
         watch = Watch(receive, time.monotonic() + query.timeout)
         try:
-            while await watch.next(waiter) and not waiters.draining:
+            while await watch.next(waiter, expiry()) and not waiters.draining:
                 found = await current()
                 if opaque(tag_of(found)) != wanted:
                     return found

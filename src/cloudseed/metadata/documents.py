@@ -1,8 +1,11 @@
 """One cached guest: its facts and the documents rendered from them, each rendered at most
-once (per change of the instance, since a change replaces the whole object).
+once (per change of the instance, since a change replaces the whole object, and per expiry of
+one of its keys, which replaces it too: ``at``).
 
 ``generation`` is the instance record's (``instances.generation``, bumped by every change a
-guest could see): the same in every worker, so the documents' ETags (etags.py) are too."""
+guest could see): the same in every worker, so the documents' ETags (etags.py) are too;
+``version`` adds how many keys are still served, as an expiry changes the documents without
+a new generation."""
 
 from __future__ import annotations
 
@@ -11,15 +14,42 @@ from cloudseed.metadata.facts import GuestFacts
 
 
 class GuestDocuments:
-    __slots__ = ("_meta", "_network", "dhcp_domain", "facts", "generation")
+    __slots__ = ("_keys", "_meta", "_network", "dhcp_domain", "facts", "generation", "marked")
 
-    def __init__(self, facts: GuestFacts, dhcp_domain: str, *, generation: int = 0) -> None:
+    def __init__(
+        self,
+        facts: GuestFacts,
+        dhcp_domain: str,
+        *,
+        marked: int | None = None,
+        generation: int = 0,
+    ) -> None:
         self.facts = facts
         self.dhcp_domain = dhcp_domain
         self.generation = generation
         # Rendered on first use: most guests only ever ask for one version.
         self._meta: dict[str, render.SeededJSON] | None = None
         self._network: bytes | None = None
+        self._keys: bytes | None = None
+        # The key generation this worker knows the guest holds, or is recording that it does
+        # (metadata/delivery.py): nothing is written for it again.
+        self.marked = facts.keys_applied_generation if marked is None else marked
+
+    def at(self, now: float) -> GuestDocuments:
+        """This guest at POSIX time ``now``: itself, or, once a key it serves has expired, a
+        new object without that key (documents rendered afresh)."""
+        facts = self.facts.at(now)
+        if facts is self.facts:
+            return self
+        return GuestDocuments(
+            facts, self.dhcp_domain, marked=self.marked, generation=self.generation
+        )
+
+    @property
+    def version(self) -> str:
+        """What the documents' ETags are derived from: the record's generation and, since keys
+        only ever leave a generation's documents by expiring, how many are left."""
+        return f"{self.generation}.{len(self.facts.keys)}"
 
     def meta_data(self, version: str) -> render.SeededJSON:
         variant = render.meta_data_variant(version)
@@ -35,3 +65,8 @@ class GuestDocuments:
         if self._network is None:
             self._network = render.network_data(self.facts)
         return self._network
+
+    def authorized_keys(self) -> bytes:
+        if self._keys is None:
+            self._keys = render.authorized_keys(self.facts)
+        return self._keys

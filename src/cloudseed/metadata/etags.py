@@ -37,9 +37,9 @@ class Tagger:
         self._ids: dict[Hashable, str] = {}
         self._bodies: dict[int, tuple[bytes, bytes]] = {}  # id -> (the object, its tag)
 
-    def of_record(self, generation: int, document: Hashable) -> bytes:
+    def of_record(self, generation: int | str, document: Hashable) -> bytes:
         """The tag of ``document`` (any hashable naming it, with a stable ``repr``) of an
-        instance at ``generation``."""
+        instance at ``generation`` (documents.py ``GuestDocuments.version``)."""
         ident = self._ids.get(document)
         if ident is None:
             text = f"{self._fingerprint}\0{document!r}".encode()

@@ -2,13 +2,20 @@
 
 Built from the record alone (the key pair snapshot, never the key pair table). Kept small on
 purpose: every metadata worker holds one per cached instance.
+
+Keys are the live keys of 2.106 (``servers/key_delivery.py`` decides which are current):
+``metadata/delivery.py`` hands in the keys current when the record was read, each with its
+expiry, and ``at`` leaves out those that expire later, so no document outlives a key's expiry
+and no database read is needed for it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import sys
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +44,7 @@ class KeyFacts:
     name: str
     type: str
     public_key: str
+    expires_at: float | None = None  # POSIX time from which it is no longer served
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,9 +60,7 @@ class GuestFacts:
     image_ref: str
     flavor_name: str
     reservation_id: str
-    key_name: str | None
-    key_data: str | None  # the EC2 tree's key (instances.key_data)
-    keys: tuple[KeyFacts, ...]  # the OpenStack tree's keys (the snapshot)
+    keys: tuple[KeyFacts, ...]  # every key served, in order (both trees)
     meta: tuple[tuple[str, str], ...]  # server metadata, sorted
     user_data: str | None  # base64 text as stored
     boot_roles: str
@@ -63,6 +69,21 @@ class GuestFacts:
     config_drive: bool
     security_groups: tuple[str, ...] = ()  # names, as the API shows them
     created_at: dt.datetime | None = None  # naive UTC: EC2's pendingTime in signed identity
+    # Live keys: the generation of the key set, the one cloud-init applied at first boot, the
+    # one the guest is known to hold, and when a key served now expires (None: none does).
+    keys_generation: int = 1
+    keys_boot_generation: int = 1
+    keys_applied_generation: int = 0
+    keys_refresh_at: float | None = None
+
+    def at(self, now: float) -> GuestFacts:
+        """These facts at POSIX time ``now``: keys that expired by then left out (the rule of
+        key_delivery.current: a key is served while now < expires_at)."""
+        if self.keys_refresh_at is None or now < self.keys_refresh_at:
+            return self
+        keys = tuple(k for k in self.keys if k.expires_at is None or now < k.expires_at)
+        later = [k.expires_at for k in keys if k.expires_at is not None]
+        return dataclasses.replace(self, keys=keys, keys_refresh_at=min(later, default=None))
 
     @property
     def tokens_required(self) -> bool:
@@ -79,20 +100,26 @@ def _shared(value: str | None) -> Any:
     return sys.intern(value) if value is not None else None
 
 
-def facts_from_record(record: Any) -> GuestFacts:
-    """``record`` is a servers.records.ServerRecord."""
+def facts_from_record(
+    record: Any,
+    *,
+    keys: Sequence[tuple[Mapping[str, Any], float | None]],
+    keys_refresh_at: float | None = None,
+) -> GuestFacts:
+    """``record`` is a servers.records.ServerRecord; ``keys`` are its stored key entries that
+    are served, each with its expiry as POSIX time, and ``keys_refresh_at`` the earliest of
+    those (``metadata/delivery.py`` decides both)."""
     instance = record.instance
-    keys = tuple(
+    extra = record.extra
+    key_facts = tuple(
         KeyFacts(
-            name=_shared(k["name"]),
-            type=_shared(k.get("type", "ssh")),
-            public_key=_shared(k["public_key"]),
+            name=_shared(entry["name"]),
+            type=_shared(entry.get("type", "ssh")),
+            public_key=_shared(entry["public_key"]),
+            expires_at=expires_at,
         )
-        for k in record.keypairs
+        for entry, expires_at in keys
     )
-    key_data = instance.key_data
-    if keys and key_data == keys[0].public_key:
-        key_data = keys[0].public_key  # one string for both trees, not two copies
     ports = []
     for port, ips in record.ports:
         info = json.loads(port.network_info)
@@ -121,9 +148,7 @@ def facts_from_record(record: Any) -> GuestFacts:
         image_ref=_shared(instance.image_ref),
         flavor_name=_shared(str(record.flavor.get("name", ""))),
         reservation_id=instance.reservation_id,
-        key_name=_shared(instance.key_name),
-        key_data=_shared(key_data),
-        keys=keys,
+        keys=key_facts,
         meta=tuple((_shared(k), _shared(v)) for k, v in sorted(record.metadata.items())),
         user_data=instance.user_data,
         boot_roles=_shared(sysmeta.get("boot_roles", "")),
@@ -134,6 +159,11 @@ def facts_from_record(record: Any) -> GuestFacts:
             _shared(name) for name in security_group_names(sysmeta, has_ports=bool(ports))
         ),
         created_at=instance.created_at,
+        # A record without its extra row (never written) has the columns' defaults unset.
+        keys_generation=extra.keys_generation or 1,
+        keys_boot_generation=extra.keys_boot_generation or 1,
+        keys_applied_generation=extra.keys_applied_generation or 0,
+        keys_refresh_at=keys_refresh_at,
     )
 
 

@@ -91,11 +91,11 @@ class Freshness:
         ):
             # local-ipv4 is then the address asked from (render.ec2_meta_data): one more
             # thing the document depends on.
-            tag = self.tagger.of_record(guest.generation, (*document, address))
+            tag = self.tagger.of_record(guest.version, (*document, address))
         else:
-            tag = self.tagger.of_record(guest.generation, document)
+            tag = self.tagger.of_record(guest.version, document)
         headers = (*answer.headers, (b"etag", tag))
-        return Answer(answer.status, answer.body, answer.content_type, headers)
+        return Answer(answer.status, answer.body, answer.content_type, headers, answer.sent)
 
     @staticmethod
     def conditional(answer: Answer, headers: list[tuple[bytes, bytes]]) -> Answer:
@@ -104,7 +104,8 @@ class Freshness:
         if tag:
             for name, value in headers:
                 if name == b"if-none-match" and etags.none_match(value, tag):
-                    return Answer(304, b"", headers=((b"etag", tag),))
+                    # The guest has the document: what a 200 would record, a 304 does too.
+                    return Answer(304, b"", headers=((b"etag", tag),), sent=answer.sent)
         return answer
 
     async def wait(
@@ -113,9 +114,11 @@ class Freshness:
         ask: changes.Query,
         receive: Receive,
         current: Callable[[], Awaitable[Answer]],
+        expiry: Callable[[], float | None],
     ) -> Answer:
+        """``expiry()``: when the next key the guest is served expires (POSIX time)."""
         return await changes.long_poll(
-            self.waiters, uuid, ask, receive, current=current, tag_of=_etag_of
+            self.waiters, uuid, ask, receive, current=current, tag_of=_etag_of, expiry=expiry
         )
 
 

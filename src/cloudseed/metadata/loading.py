@@ -16,8 +16,10 @@ from dataclasses import dataclass
 from sqlalchemy import select
 
 from cloudseed.cells.service import CellDatabases
+from cloudseed.db.base import utcnow
+from cloudseed.metadata.delivery import guest_facts
 from cloudseed.metadata.documents import GuestDocuments
-from cloudseed.metadata.facts import facts_from_record, vendordata_request
+from cloudseed.metadata.facts import vendordata_request
 from cloudseed.servers import records
 from cloudseed.servers.models import FixedIP
 from cloudseed.vendordata.request import VendordataRequest
@@ -46,6 +48,7 @@ def load_guests(
     wanted = cells.cells_of(uuid_keys)
     addresses_of: dict[str, list[str]] = {}  # uuid -> the wanted addresses it has
     unresolved = set(addresses)
+    now = utcnow()
     for cell_id, db in cells.all_cells_by_id().items():
         with db.read() as session:
             if unresolved:
@@ -63,7 +66,7 @@ def load_guests(
                 continue
             for record in records.load_live(session, uuids):
                 guest = GuestDocuments(
-                    facts_from_record(record),
+                    guest_facts(record, now),
                     dhcp_domain,
                     generation=record.instance.generation,
                 )
@@ -79,4 +82,4 @@ def vendordata_request_for(cells: CellDatabases, uuid: str) -> VendordataRequest
     """What DynamicJSON targets are posted about instance ``uuid``, read from its cell now
     (the build check's ``request_for``; NotFound when the instance is gone)."""
     with cells.for_instance(uuid).read() as session:
-        return vendordata_request(facts_from_record(records.load(session, uuid)))
+        return vendordata_request(guest_facts(records.load(session, uuid), utcnow()))

@@ -71,9 +71,13 @@ def meta_data(
         doc["files"] = files
     for key, value in (extra or {}).items():
         doc.setdefault(key, value)
-    if facts.key_name and facts.keys:
-        doc["public_keys"] = {facts.keys[0].name: facts.keys[0].public_key}
-        doc["keys"] = [{"name": k.name, "type": k.type, "data": k.public_key} for k in facts.keys]
+    if facts.keys:
+        names = key_names(facts)
+        doc["public_keys"] = {n: k.public_key for n, k in zip(names, facts.keys, strict=True)}
+        doc["keys"] = [
+            {"name": n, "type": k.type, "data": k.public_key}
+            for n, k in zip(names, facts.keys, strict=True)
+        ]
     doc["hostname"] = hostname_with_domain(facts, dhcp_domain)
     doc["name"] = facts.name
     doc["launch_index"] = facts.launch_index
@@ -90,6 +94,34 @@ def meta_data(
     body = dumps(doc)
     prefix, marker, suffix = body.partition(_SEED_MARKER_JSON)
     return SeededJSON(prefix, suffix if marker else None)
+
+
+def key_names(facts: GuestFacts) -> list[str]:
+    """The name the guest sees for each served key, in order. Key pair names are unique per
+    user, but a project's key may be named like one of the server's own (another user's);
+    cloud-init keys both trees by name, so a repeated name gets ``-2``, ``-3``... rather than
+    hide a key."""
+    names: list[str] = []
+    taken: set[str] = set()
+    for key in facts.keys:
+        name, n = key.name, 2
+        while name in taken:
+            name, n = f"{key.name}-{n}", n + 1
+        taken.add(name)
+        names.append(name)
+    return names
+
+
+def authorized_keys(facts: GuestFacts) -> bytes:
+    """``authorized_keys`` for sshd's AuthorizedKeysCommand: each served SSH key on a line of
+    its own (an x509 key is a certificate, not a login key). A key is written as one line
+    whatever its comment holds, so no key can add a line of its own choosing."""
+    lines = [
+        k.public_key.strip().splitlines()[0] + "\n"
+        for k in facts.keys
+        if k.type == "ssh" and k.public_key.strip()
+    ]
+    return "".join(lines).encode()
 
 
 def meta_data_variant(version: str) -> str:
@@ -182,8 +214,10 @@ def ec2_meta_data(
         "reservation-id": facts.reservation_id,
         "security-groups": list(facts.security_groups),
     }
-    if facts.key_name:
-        data["public-keys"] = {"0": {"openssh-key": facts.key_data or ""}}
+    if facts.keys:
+        data["public-keys"] = {
+            str(i): {"openssh-key": k.public_key} for i, k in enumerate(facts.keys)
+        }
     if v.at_least(version, "2007-01-19"):
         data["local-hostname"] = hostname
         data["public-hostname"] = hostname
@@ -199,14 +233,33 @@ def ec2_meta_data(
     return data
 
 
-def ec2_listing(
-    node: dict[str, Any], *, key_name: str | None = None, public_keys: bool = False
-) -> bytes:
-    """A directory of the EC2 tree: sorted names, sub-directories with a trailing ``/``;
-    the ``public-keys`` directory lists ``0=<key name>`` as EC2 does."""
-    if public_keys:
-        return f"0={key_name}".encode()
+def ec2_listing(node: dict[str, Any]) -> bytes:
+    """A directory of the EC2 tree: sorted names, sub-directories with a trailing ``/``."""
     return "\n".join(f"{k}/" if isinstance(node[k], dict) else k for k in sorted(node)).encode()
+
+
+def ec2_public_keys(facts: GuestFacts, rest: tuple[str, ...]) -> bytes | None:
+    """``meta-data/public-keys/<rest>``, None where nothing is. EC2's layout: the directory
+    lists ``N=<key name>`` for each key (cloud-init then reads ``N/openssh-key``), and
+    ``N/`` holds the one leaf ``openssh-key``."""
+    if not rest:
+        names = key_names(facts)
+        return "\n".join(f"{i}={name}" for i, name in enumerate(names)).encode()
+    index = _key_index(rest[0], len(facts.keys))
+    if index is None or len(rest) > 2 or rest[1:] not in ((), ("openssh-key",)):
+        return None
+    if len(rest) == 1:
+        return b"openssh-key"
+    return facts.keys[index].public_key.encode()
+
+
+def _key_index(segment: str, count: int) -> int | None:
+    """``segment`` as the index of one of ``count`` keys, written as EC2 writes it (decimal,
+    no sign, no leading zero), else None."""
+    if not segment.isascii() or not segment.isdigit() or (segment[0] == "0" and segment != "0"):
+        return None
+    index = int(segment) if len(segment) < 6 else count
+    return index if index < count else None
 
 
 def ec2_leaf(value: Any) -> bytes:

@@ -100,14 +100,22 @@ class GuestStore:
         if uuid is not None:
             guest = self._guests.get(uuid)
             if guest is not None:
-                return guest
+                return guest if guest.facts.keys_refresh_at is None else self._at_now(guest)
         return await self._load(Key(BY_ADDRESS, address))
 
     async def by_uuid(self, uuid: str) -> GuestDocuments | None:
         guest = self._guests.get(uuid)
         if guest is not None:
-            return guest
+            return guest if guest.facts.keys_refresh_at is None else self._at_now(guest)
         return await self._load(Key(BY_UUID, uuid))
+
+    def _at_now(self, guest: GuestDocuments) -> GuestDocuments:
+        """``guest`` without the keys that have expired since it was loaded (kept in its
+        place: same instance, same addresses)."""
+        current = guest.at(time.time())
+        if current is not guest:
+            self._guests[current.facts.uuid] = current
+        return current
 
     def __len__(self) -> int:
         return len(self._guests)

@@ -3,6 +3,9 @@
 Paths are normalised as Nova does (``posixpath.normpath``: ``//``, ``.``, ``..`` and a trailing
 slash collapse). The first segment picks the tree: ``openstack``, ``ec2``, or anything else as
 an EC2 version (``/latest/meta-data`` is ``/ec2/latest/meta-data``).
+
+``/openstack/latest/authorized_keys`` is cloudseed's (live keys): only under ``latest``, since
+a dated version's files are Nova's and fixed; its one query parameter is ``login_user``'s.
 """
 
 from __future__ import annotations
@@ -10,7 +13,9 @@ from __future__ import annotations
 import posixpath
 import re
 from dataclasses import dataclass
+from urllib.parse import parse_qsl
 
+from cloudseed.errors import InvalidInput
 from cloudseed.metadata import versions as v
 
 _CONTENT_NAME = re.compile(r"^[0-9]{4}$")
@@ -42,6 +47,7 @@ CONTENT = "content"
 # identity token, only under "latest" (a dated version's contents never change).
 EC2_DYNAMIC = "ec2-dynamic"
 IDENTITY_TOKEN = "identity_token"
+AUTHORIZED_KEYS = "authorized_keys"
 
 _OPENSTACK_FILES = {
     META_DATA: v.FOLSOM,
@@ -100,6 +106,8 @@ def _openstack(parts: list[str]) -> Target | None:
         return Target(IDENTITY_TOKEN, version)
     if len(parts) == 1 or parts[1:] == ["version"]:
         return Target(OPENSTACK_VERSION, version)
+    if parts == ["latest", AUTHORIZED_KEYS]:
+        return Target(AUTHORIZED_KEYS, version)
     if len(parts) == 2 and parts[1] in _OPENSTACK_FILES:
         if not v.at_least(version, _OPENSTACK_FILES[parts[1]]):
             return None
@@ -122,3 +130,32 @@ def _ec2(parts: list[str]) -> Target | None:
     if parts[1] == "dynamic" and v.at_least(version, v.EC2_DYNAMIC):
         return Target(EC2_DYNAMIC, version, tuple(parts[2:]))
     return None
+
+
+# A login name as sshd passes it (%u): POSIX's portable characters plus "@" (user@realm, as
+# SSSD names them) and a trailing "$" (Samba machine accounts); not starting with "-".
+_LOGIN = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_.@-]{0,255}\$?")
+_MAX_QUERY_FIELDS = 16
+
+
+def login_user(query: bytes) -> str | None:
+    """The ``user`` parameter of an authorized_keys request (None when absent); InvalidInput
+    (400) for a query that is not what the AuthorizedKeysCommand sends: undecodable, ``user``
+    twice, or a value that is not a login name. Other parameters are ignored, as every other
+    document ignores its query."""
+    try:
+        fields = parse_qsl(
+            query.decode("ascii"),
+            keep_blank_values=True,
+            strict_parsing=False,
+            errors="strict",
+            max_num_fields=_MAX_QUERY_FIELDS,
+        )
+    except (UnicodeDecodeError, ValueError):
+        raise InvalidInput("The query string is not valid.") from None
+    users = [value for name, value in fields if name == "user"]
+    if not users:
+        return None
+    if len(users) > 1 or _LOGIN.fullmatch(users[0]) is None:
+        raise InvalidInput("user must be one login name.")
+    return users[0]

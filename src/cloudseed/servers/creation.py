@@ -31,8 +31,7 @@ from cloudseed.flavors.errors import FlavorNotFound
 from cloudseed.hosts import scheduler
 from cloudseed.hosts.errors import NoValidHost
 from cloudseed.images import service as images
-from cloudseed.keypairs import service as keypairs
-from cloudseed.keypairs.errors import KeypairNotFound
+from cloudseed.images.access import Viewer
 from cloudseed.networks import service as networks
 from cloudseed.networks.errors import NetworkNotFound
 from cloudseed.quotas import service as quotas
@@ -41,6 +40,8 @@ from cloudseed.servers import (
     destinations,
     edits,
     history,
+    key_sets,
+    live_keys,
     personality,
     pinning,
     port_plans,
@@ -50,9 +51,9 @@ from cloudseed.servers import (
     states,
 )
 from cloudseed.servers import quota as usage
-from cloudseed.servers.errors import InvalidKeyName
 from cloudseed.servers.history import Actor
 from cloudseed.servers.hostnames import sanitize_hostname
+from cloudseed.servers.key_sets import KeyRequest
 from cloudseed.servers.models import (
     Instance,
     InstanceExtra,
@@ -71,6 +72,10 @@ class CreateRequest:
     actor: Actor
     roles: frozenset[str]
     key_name: str | None = None
+    # 2.106: the server's own keys (key_name is the same as a one-element list), and whether
+    # it opts out of its project's keys.
+    key_names: tuple[KeyRequest, ...] | None = None
+    block_project_keys: bool = False
     user_data: str | None = None
     metadata: dict[str, str] = field(default_factory=dict)
     config_drive: bool = False
@@ -110,26 +115,13 @@ def generate_password(length: int = 12) -> str:
     return "".join(secrets.choice(alphabet) for _ in range(length))
 
 
-def keypair_snapshot(keypair: Any) -> list[dict[str, Any]]:
-    return [
-        {
-            "name": keypair.name,
-            "user_id": keypair.user_id,
-            "fingerprint": keypair.fingerprint,
-            "public_key": keypair.public_key,
-            "type": keypair.type,
-            "created_at": keypair.created_at.isoformat(),
-        }
-    ]
-
-
-def keypair_of(session: Session, *, user_id: str, key_name: str) -> list[dict[str, Any]]:
-    """The caller's key pair as an instance keeps it (API database); unknown -> 400 as in
-    Nova."""
-    try:
-        return keypair_snapshot(keypairs.get_keypair(session, user_id=user_id, name=key_name))
-    except KeypairNotFound as exc:
-        raise InvalidKeyName() from exc
+def _image_viewer(request: CreateRequest) -> Viewer:
+    """The caller as the image rules see them: its project's private images are its own."""
+    return Viewer(
+        project_id=request.actor.project_id,
+        is_admin="admin" in request.roles,
+        roles=request.roles,
+    )
 
 
 def create_servers(
@@ -149,11 +141,7 @@ def create_servers(
     cell_id = cells.default_cell()
     project_id, user_id = request.actor.project_id, request.actor.user_id
     with api_db.write() as session:
-        keypair = (
-            keypair_of(session, user_id=request.actor.user_id, key_name=request.key_name)
-            if request.key_name
-            else []
-        )
+        keypairs = _key_set(session, request)
         edits.check_metadata_items(
             quotas.metadata_items_limit(session, project_id=project_id, user_id=user_id),
             request.metadata,
@@ -169,7 +157,7 @@ def create_servers(
             flavor = flavors.snapshot(flavors.get_flavor(session, request.flavor_ref))
         except FlavorNotFound as exc:  # a request naming a missing flavor: 400 in Nova
             raise InvalidInput(str(exc)) from exc
-        image = images.get_image(session, request.image_ref)
+        image = images.bootable_image(session, request.image_ref, viewer=_image_viewer(request))
         image_props = images.properties_of(image)
         vcpus, memory_mb = int(str(flavor["vcpus"])), int(str(flavor["ram"]))
         root_gb = int(str(flavor["disk"]))
@@ -202,6 +190,7 @@ def create_servers(
                 )
             )
         image_uuid = image.uuid
+    key_name, key_data = key_sets.first_key(keypairs)
     config_drive = (
         request.config_drive
         or force_config_drive
@@ -257,8 +246,8 @@ def create_servers(
                         vcpus=vcpus,
                         memory_mb=memory_mb,
                         root_gb=root_gb,
-                        key_name=request.key_name,
-                        key_data=keypair[0]["public_key"] if keypair else None,
+                        key_name=key_name,
+                        key_data=key_data,
                         user_data=request.user_data,
                         config_drive="True" if config_drive else "",
                         launch_index=index,
@@ -273,9 +262,12 @@ def create_servers(
                 session.add(
                     InstanceExtra(
                         instance_uuid=u,
-                        keypairs=json.dumps(keypair),
+                        keypairs=json.dumps(keypairs, sort_keys=True),
                         flavor=json.dumps(flavor),
                         fault=_fault(no_host) if no_host else None,
+                        keys_generation=1,
+                        keys_boot_generation=1,
+                        block_project_keys=request.block_project_keys,
                     )
                 )
                 sysmeta = _system_metadata(request, image_props, destination, bool(ports[u]))
@@ -315,7 +307,16 @@ def create_servers(
                     action="create",
                     actor=request.actor,
                     old=None,
-                    new=history.describe_key(keypair),
+                    new=history.describe_key(keypairs),
+                )
+                history.record(
+                    session,
+                    instance_uuid=u,
+                    field="keys",
+                    action="create",
+                    actor=request.actor,
+                    old=None,
+                    new=history.describe_keys(keypairs),
                 )
                 history.record(
                     session,
@@ -348,6 +349,21 @@ def create_servers(
     return Created(
         uuids=uuids, reservation_id=reservation_id, admin_pass=admin_pass, action_ids=action_ids
     )
+
+
+def _key_set(session: Session, request: CreateRequest) -> list[dict[str, Any]]:
+    """The new servers' keys (API database): the caller's key pairs the request names, then
+    the project's keys unless the request blocks them; unknown names are Nova's 400."""
+    requests = request.key_names
+    if requests is None:
+        requests = (KeyRequest(name=request.key_name),) if request.key_name else ()
+    own = live_keys.own_entries(session, user_id=request.actor.user_id, requests=requests)
+    project = (
+        []
+        if request.block_project_keys
+        else live_keys.project_entries(session, request.actor.project_id)
+    )
+    return key_sets.merge(own, project)
 
 
 def _build_payload(admin_pass: str, files: personality.Encoded) -> dict[str, Any]:
@@ -400,4 +416,4 @@ def _system_metadata(
     return values
 
 
-__all__ = ["CreateRequest", "Created", "create_servers", "keypair_of"]
+__all__ = ["CreateRequest", "Created", "create_servers"]

@@ -1,9 +1,10 @@
-"""The versioned history of each instance's key pair and user data.
+"""The versioned history of each instance's key pair, keys and user data.
 
 Operators ask which user data an instance actually booted with; no other implementation keeps
 this. Each change is one row: who, when, which request, and the old and new value. Key pairs are
-recorded by name and fingerprint; user data by size and SHA-256 only, because it may hold
-secrets.
+recorded by name and fingerprint (field ``key_pair``: the first key, Nova's one key pair; field
+``keys``: the whole set of 2.106, each key with its SHA-256 fingerprint, expiry and source);
+user data by size and SHA-256 only, because it may hold secrets.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from cloudseed.servers import key_sets
 from cloudseed.servers.models import BootstrapChange
 
 
@@ -42,6 +44,12 @@ def describe_key(keypairs: list[dict[str, Any]]) -> str | None:
         },
         sort_keys=True,
     )
+
+
+def describe_keys(keypairs: list[dict[str, Any]]) -> str | None:
+    if not keypairs:
+        return None
+    return json.dumps(key_sets.describe(keypairs), sort_keys=True)
 
 
 def describe_user_data(user_data: str | None) -> str | None:

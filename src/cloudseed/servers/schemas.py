@@ -131,6 +131,29 @@ PIN_UPDATE = V(2, 104)
 # cloudseed's first microversion: user data can change without a rebuild.
 USER_DATA_UPDATE = V(2, 105)
 
+# Live keys: several keys per server, with expiry, changed while it runs; project keys.
+LIVE_KEYS = V(2, 106)
+# Each item a key pair's name, or the name with an expiry. How many: [api]
+# max_keys_per_server, checked in code (a setting; these schemas are built once per version).
+# An expiry's form and time are checked in code too (servers/key_sets.py).
+KEY_NAMES: dict[str, Any] = {
+    "type": "array",
+    "items": {
+        "oneOf": [
+            NAME,
+            {
+                "type": "object",
+                "properties": {
+                    "name": NAME,
+                    "expires_at": {"type": ["string", "null"], "minLength": 1, "maxLength": 64},
+                },
+                "required": ["name"],
+                "additionalProperties": False,
+            },
+        ]
+    },
+}
+
 
 def _wrap(key: str, properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
     return {
@@ -202,6 +225,9 @@ def create(version: APIVersion) -> dict[str, Any]:
         props["hypervisor_hostname"] = {"type": "string", "minLength": 1, "maxLength": 255}
     if version >= V(2, 90):
         props["hostname"] = _hostname(version)
+    if version >= LIVE_KEYS:
+        props["key_names"] = KEY_NAMES
+        props["block_project_keys"] = BOOLEAN
     schema = _wrap("server", props, required)
     for key in ("os:scheduler_hints", "OS-SCH-HNT:scheduler_hints"):
         schema["properties"][key] = SCHEDULER_HINTS
@@ -238,6 +264,9 @@ def update(version: APIVersion) -> dict[str, Any]:
         props["pinned_availability_zone"] = NAME_OR_NONE
     if version >= USER_DATA_UPDATE:
         props["user_data"] = USER_DATA_OR_NULL
+    if version >= LIVE_KEYS:
+        props["key_names"] = KEY_NAMES
+        props["block_project_keys"] = BOOLEAN
     return _wrap("server", props, [])
 
 
@@ -263,6 +292,8 @@ def rebuild(version: APIVersion) -> dict[str, Any]:
         props["user_data"] = USER_DATA_OR_NULL
     if version >= V(2, 90):
         props["hostname"] = _hostname(version)
+    if version >= LIVE_KEYS:
+        props["key_names"] = KEY_NAMES
     return _wrap("rebuild", props, ["imageRef"])
 
 
@@ -313,6 +344,29 @@ METADATA_ITEM_BODY = {
 
 def true_value(value: object) -> bool:
     return value is True or (isinstance(value, str) and value.lower() in ("true", "1", "on", "yes"))
+
+
+# Project keys (2.106), the body of PUT /os-project-keys/{project_id}: the whole list, in order.
+PROJECT_KEYS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "project_keys": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "name": NAME,
+                    "user_id": {"type": "string", "minLength": 1, "maxLength": 255},
+                    "expires_at": {"type": ["string", "null"], "minLength": 1, "maxLength": 64},
+                },
+                "required": ["name", "user_id"],
+                "additionalProperties": False,
+            },
+        }
+    },
+    "required": ["project_keys"],
+    "additionalProperties": False,
+}
 
 
 # Nova's os-resetState body: the vm_state to force ("active" or "error").

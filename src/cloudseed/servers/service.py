@@ -30,14 +30,25 @@ from cloudseed.db.base import utcnow
 from cloudseed.db.engines import Database
 from cloudseed.errors import Forbidden
 from cloudseed.images import service as images
+from cloudseed.images.access import Viewer
 from cloudseed.networks import service as networks
 from cloudseed.quotas import service as quotas
-from cloudseed.servers import action_log, edits, history, personality, queue, records, states
+from cloudseed.servers import (
+    action_log,
+    edits,
+    history,
+    key_sets,
+    live_keys,
+    personality,
+    queue,
+    records,
+    states,
+)
 from cloudseed.servers.console import console_tail
-from cloudseed.servers.creation import keypair_of
 from cloudseed.servers.edits import UNSET
 from cloudseed.servers.errors import ConsoleNotAvailable
 from cloudseed.servers.history import Actor
+from cloudseed.servers.key_sets import KeyRequest
 from cloudseed.servers.models import FixedIP, Instance, Port
 from cloudseed.settings import QuotaSection
 
@@ -65,6 +76,7 @@ class Servers:
         name: str | None = None,
         metadata: dict[str, str] | None = None,
         key_name: Any = UNSET,
+        key_names: tuple[KeyRequest, ...] | None = None,
         user_data: Any = UNSET,
         hostname: str | None = None,
         description: Any = UNSET,
@@ -73,12 +85,18 @@ class Servers:
         admin_password: str | None = None,
         files: personality.Encoded = (),
         quota: QuotaSection | None = None,
+        admin: bool = False,
     ) -> records.ServerRecord:
         """Queue the rebuild; returns the record as the rebuild will leave it. ``admin_password``
         and ``files`` go to the new config drive, through the operation's payload, which drops
-        them when the operation ends."""
+        them when the operation ends. ``key_names`` (2.106) replaces the server's own keys as
+        ``key_name`` does (a one-element list; None: no key)."""
+        if key_names is None and key_name is not UNSET:
+            key_names = () if key_name is None else (KeyRequest(name=key_name),)
         with self.api_db.read() as session:
-            image = images.get_image(session, image_ref)
+            image = images.bootable_image(
+                session, image_ref, viewer=Viewer(project_id=actor.project_id, is_admin=admin)
+            )
             # The caller's limits, as Nova checks them (the request context's project).
             if metadata is not None:
                 edits.check_metadata_items(
@@ -94,10 +112,10 @@ class Servers:
                 user_id=actor.user_id,
                 quota=quota or QuotaSection(),
             )
-            snapshot = (
-                keypair_of(session, user_id=actor.user_id, key_name=key_name)
-                if key_name not in (UNSET, None)
-                else []
+            own = (
+                live_keys.own_entries(session, user_id=actor.user_id, requests=key_names)
+                if key_names is not None
+                else None
             )
         apply: dict[str, Any] = {"image_ref": image.uuid}
         if name is not None:
@@ -111,11 +129,6 @@ class Servers:
         if access_ip_v6 is not None:
             apply["access_ip_v6"] = access_ip_v6
         payload: dict[str, Any] = {"apply": apply, "actor": _actor(actor)}
-        if key_name is not UNSET:
-            apply.update(
-                key_name=key_name, key_data=snapshot[0]["public_key"] if snapshot else None
-            )
-            payload["keypairs"] = snapshot
         if user_data is not UNSET:
             payload["user_data"] = [user_data]
         if metadata is not None:
@@ -133,6 +146,20 @@ class Servers:
             payload["final_vm_state"] = (
                 states.STOPPED if before.instance.vm_state == states.STOPPED else states.ACTIVE
             )
+            # The whole key set as the rebuild leaves it (2.106: a new generation, which the
+            # new disk boots with), shown in the answer; when it succeeds the agent keeps the
+            # server's own part and takes the project's keys of that moment (live_keys).
+            generation = (before.extra.keys_generation or 1) + 1
+            current = before.keypairs
+            project = [] if before.extra.block_project_keys else key_sets.of_project(current)
+            keypairs = [
+                {**e, "since_generation": generation}
+                for e in key_sets.merge(key_sets.own(current) if own is None else own, project)
+            ]
+            payload["keypairs"] = keypairs
+            if own is not None:
+                key_name_now, key_data = key_sets.first_key(keypairs)
+                apply.update(key_name=key_name_now, key_data=key_data)
             records.claim_task(session, uuid, operation="rebuild", task_state=states.REBUILDING)
             action_id = action_log.start(
                 session,
@@ -151,7 +178,10 @@ class Servers:
             )
             session.flush()
             record = records.load(session, uuid)
-        return records.overlay(record, payload)
+        record = records.overlay(record, payload)
+        # Shown as it will be: a new key generation, which the new guest has yet to get.
+        record.extra.keys_generation = generation
+        return record
 
     def reboot(self, uuid: str, *, actor: Actor, hard: bool, user_data: Any = UNSET) -> None:
         operation = "reboot_hard" if hard else "reboot_soft"

@@ -9,15 +9,21 @@ Nova's limited view below 2.75 and the full one from 2.75 on: the limited view h
 ``os-extended-volumes:volumes_attached`` nor ``host_status``, addresses without
 ``OS-EXT-IPS:type``/``OS-EXT-IPS-MAC:mac_addr``, and ``key_name`` only on rebuild from 2.54.
 Rebuild adds ``user_data`` from 2.57 (and never the ``OS-EXT-SRV-ATTR:user_data`` of the full
-view) and ``adminPass``."""
+view) and ``adminPass``.
+
+From 2.106 (cloudseed's live keys) every full view also has the fields of ``live_keys``: the
+server's keys with their expiry and delivery state."""
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import uuid
 from typing import Any
 
 from cloudseed.servers import pinning, scheduler_hints, security_groups, states
+from cloudseed.servers.key_delivery import SOURCE_SERVER, delivery_of, entry_defaults, is_expired
+from cloudseed.servers.key_sets import fingerprint_sha256
 from cloudseed.servers.records import ServerRecord
 from cloudseed.servers.system_keys import security_group_names
 from cloudseed.web.links import links
@@ -182,6 +188,8 @@ def show(
         server["pinned_availability_zone"] = record.system_metadata.get(pinning.PINNED_AZ)
     if version >= V(2, 100):
         server["scheduler_hints"] = scheduler_hints.shown(record.system_metadata)
+    if version >= LIVE_KEYS_SINCE:
+        server.update(live_keys(record))
     return {"server": server}
 
 
@@ -207,6 +215,62 @@ def security_groups_detailed(record: ServerRecord) -> list[dict[str, Any]]:
         }
         for name in sorted(_security_groups(record))
     ]
+
+
+# --- live keys (2.106) ---------------------------------------------------------------------------
+
+LIVE_KEYS_SINCE = V(2, 106)
+# cloudseed cannot see whether a guest with a config drive also reaches the metadata service
+# (many do): the state says what such a guest depends on, rather than guessing.
+CONFIG_DRIVE_NOTE = (
+    "This server has a config drive: if its guest cannot reach the metadata service, key "
+    "changes reach it only through the guest agent (qemu-guest-agent)."
+)
+
+
+def live_keys(record: ServerRecord, now: dt.datetime | None = None) -> dict[str, Any]:
+    """The 2.106 fields: the server's own key names, its opt-out of project keys, every key
+    with its fingerprints, expiry and delivery state, and the delivery of the set. A key is
+    ``applied`` only once the guest is known to hold the generation that brought it."""
+    now = now or dt.datetime.now(dt.UTC).replace(tzinfo=None)
+    entries = [entry_defaults(e) for e in record.keypairs]
+    delivery = delivery_of(record.extra)
+
+    def key_delivery(entry: dict[str, Any]) -> dict[str, Any]:
+        state = delivery.key_state(entry["since_generation"])
+        return {
+            "state": state,
+            "via": delivery.via if state == "applied" else None,
+            "reason": delivery.reason if state == "failed" else None,
+        }
+
+    return {
+        "key_names": [e["name"] for e in entries if e["source"] == SOURCE_SERVER],
+        "block_project_keys": bool(record.extra.block_project_keys),
+        "keys": [
+            {
+                "name": e["name"],
+                "user_id": e.get("user_id"),
+                "type": e["type"],
+                "fingerprint": e.get("fingerprint"),
+                "fingerprint_sha256": fingerprint_sha256(e),
+                "expires_at": e["expires_at"],
+                "expired": is_expired(e, now),
+                "source": e["source"],
+                "delivery": key_delivery(e),
+            }
+            for e in entries
+        ],
+        "key_delivery": {
+            "generation": delivery.generation,
+            "applied_generation": delivery.applied_generation,
+            "state": delivery.state,
+            "via": delivery.via,
+            "reason": delivery.reason,
+            "applied_at": _isotime(delivery.applied_at),
+            "note": CONFIG_DRIVE_NOTE if record.instance.config_drive else None,
+        },
+    }
 
 
 FULL_UPDATE_AND_REBUILD_SINCE = V(2, 75)

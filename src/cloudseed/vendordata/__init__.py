@@ -13,6 +13,8 @@ service and written to config drives.
     service.py        Vendordata: the providers together, as the metadata service uses them
     threaded.py       ThreadedVendordata: a Vendordata on its own loop, for worker threads
     build_check.py    the check before a build when dynamic failures are fatal
+    login_check.py    the login-time key check's parts ([keys] login_check; IO-free)
+    authorized_keys_command.py  the guest's AuthorizedKeysCommand (stdlib, never imported)
     errors.py         VendordataFileError (ConfigError), VendordataError (ServiceUnavailable)
 
 docs/vendordata.md is the operator's side of this.

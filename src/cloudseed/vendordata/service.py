@@ -3,6 +3,11 @@ config drive, from the providers in ``[api] vendordata_providers``.
 
 One instance per worker process, built from Settings at start-up (everything that can be
 wrong in the configuration is found then) and closed with ``aclose()``.
+
+With ``login_check`` (the metadata service's, when ``[keys] login_check`` is set; never a
+config drive's) the login-time key check's parts are added to what cloud-init reads: to
+vendor_data.json, or to vendor_data2.json's ``cloud-init`` key when there is no
+vendor_data.json (``login_check.py``).
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from cloudseed.errors import ConfigError
 from cloudseed.settings import Settings, split_list
-from cloudseed.vendordata import documents
+from cloudseed.vendordata import documents, login_check
 from cloudseed.vendordata.cache import (
     DEFAULT_FAILURE_BACKOFF,
     DEFAULT_MAX_ENTRIES,
@@ -38,6 +43,7 @@ log = logging.getLogger(__name__)
 STATIC_JSON = "StaticJSON"
 DYNAMIC_JSON = "DynamicJSON"
 STATIC_KEY = "static"  # StaticJSON's key in vendor_data2.json
+CLOUD_INIT_KEY = "cloud-init"  # the one key of a vendordata document cloud-init reads
 
 
 class Vendordata:
@@ -53,6 +59,7 @@ class Vendordata:
         *,
         max_cache_entries: int = DEFAULT_MAX_ENTRIES,
         failure_backoff: float = DEFAULT_FAILURE_BACKOFF,
+        login_check: bool = False,
     ) -> None:
         api = settings.api
         # In the configured order (it is the key order of vendor_data2.json), each once.
@@ -98,12 +105,23 @@ class Vendordata:
             on_failure=self._report_failure,
         )
         self._static_only: tuple[bytes, bytes] | None = None  # (static content, document)
+        self._login_check = login_check
+        self._with_check: tuple[bytes, bytes] | None = None  # (static content, with the parts)
+        self._check_only: bytes | None = None  # vendor_data2.json of the parts alone
 
     @property
     def vendor_data_json(self) -> bytes | None:
         """vendor_data.json: the static file as compact JSON (``{}`` without a file); None
         when StaticJSON is not a provider (the metadata service answers 404)."""
-        return self._static.content() if self._static is not None else None
+        if self._static is None:
+            return None
+        content = self._static.content()
+        if not self._login_check:
+            return content
+        if self._with_check is None or self._with_check[0] is not content:
+            merged = login_check.with_parts(documents.parse(content))
+            self._with_check = (content, documents.compact(merged))
+        return self._with_check[1]
 
     def static_only_vendor_data2(self) -> bytes | None:
         """vendor_data2.json when no target is called (the same for every instance), else
@@ -111,6 +129,11 @@ class Vendordata:
         if self.has_dynamic:
             return None
         if self._static is None:
+            if self._login_check:
+                if self._check_only is None:
+                    member = self._check_member(None)
+                    self._check_only = documents.join_object([(CLOUD_INIT_KEY, member)])
+                return self._check_only
             return documents.EMPTY_OBJECT
         content = self._static.content()
         if self._static_only is None or self._static_only[0] is not content:
@@ -147,7 +170,24 @@ class Vendordata:
                     (client.target.name, outcome.value or documents.EMPTY_OBJECT)
                     for client, outcome in zip(self._clients, outcomes, strict=True)
                 )
+        if self._login_check and self._static is None:
+            # No vendor_data.json to carry the parts: vendor_data2.json's cloud-init key does.
+            values = dict(members)
+            check = self._check_member(values.get(CLOUD_INIT_KEY))
+            if CLOUD_INIT_KEY in values:
+                members = [(k, check if k == CLOUD_INIT_KEY else v) for k, v in members]
+            else:
+                members.append((CLOUD_INIT_KEY, check))
         return documents.join_object(members)
+
+    @staticmethod
+    def _check_member(value: bytes | None) -> bytes:
+        """vendor_data2.json's ``cloud-init`` member with the login check's parts (a target
+        named cloud-init answered ``value``; one cloud-init cannot use is left alone)."""
+        if value is None:
+            return documents.compact(login_check.parts())
+        added = login_check.joined(documents.parse(value))
+        return value if added is None else documents.compact(added)
 
     async def check_for_build(self, request: VendordataRequest) -> None:
         """With ``vendordata_dynamic_failure_fatal``: raise VendordataError if a target has no

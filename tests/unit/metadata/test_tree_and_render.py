@@ -25,8 +25,6 @@ def facts(**changes: object) -> GuestFacts:
         image_ref="0a1b2c3d-0000-4000-8000-000000000000",
         flavor_name="m1.tiny",
         reservation_id="r-1234",
-        key_name="k",
-        key_data="ssh-ed25519 AAAA k",
         keys=(KeyFacts("k", "ssh", "ssh-ed25519 AAAA k"),),
         meta=(("a", "1"),),
         user_data=base64.b64encode(b"hello").decode(),
@@ -167,7 +165,7 @@ def test_ec2_tree_and_listing() -> None:
     assert render.ec2_listing({"b": 1, "a": {}, "c": []}) == b"a/\nb\nc"
     assert render.ec2_leaf(["x", "y"]) == b"x\ny"
     assert render.ec2_leaf(None) == b""
-    old = render.ec2_meta_data(facts(key_name=None), "1.0", dhcp_domain="", local_ipv4="x")
+    old = render.ec2_meta_data(facts(keys=()), "1.0", dhcp_domain="", local_ipv4="x")
     assert "public-keys" not in old and "placement" not in old
     no_ipv4 = facts(ports=())
     assert (

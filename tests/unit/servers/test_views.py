@@ -137,6 +137,7 @@ SINCE = {
     "2.73": {"locked_reason"},
     "2.96": {"pinned_availability_zone"},
     "2.100": {"scheduler_hints"},
+    "2.106": {"key_names", "block_project_keys", "keys", "key_delivery"},  # cloudseed's
 }
 NON_ADMIN_SINCE = {"2.90": {"OS-EXT-SRV-ATTR:hostname"}}
 VERSIONS = [
@@ -171,6 +172,7 @@ VERSIONS = [
     "2.100",
     "2.104",
     "2.105",
+    "2.106",
 ]
 
 
@@ -384,3 +386,102 @@ def test_event_host_id_uses_the_instance_project_when_the_action_has_none() -> N
     )
     event = unscheduled["events"][0]
     assert (event["host"], event["hostId"]) == ("", "")
+
+
+# --- live keys (2.106): the fields' content ------------------------------------------------------
+
+PUBLIC_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFp1ZGtXAWbA+xe+lf3B1trN2sKXyfb86BpLG3DYvIC6 t@x"
+
+
+def key_entry(name: str, **fields: Any) -> dict[str, Any]:
+    return {
+        "name": name,
+        "user_id": "alice",
+        "fingerprint": "aa:bb",
+        "fingerprint_sha256": f"SHA256:{name}",
+        "public_key": PUBLIC_KEY,
+        "type": "ssh",
+        "created_at": "2025-01-01T00:00:00",
+        **fields,
+    }
+
+
+def test_live_keys_show_each_keys_expiry_and_delivery() -> None:
+    server = record()
+    server.extra.keypairs = json.dumps(
+        [
+            key_entry("old", since_generation=1, source="server"),
+            key_entry(
+                "soon", since_generation=3, source="server", expires_at="2025-01-02T03:04:06Z"
+            ),
+            key_entry(
+                "gone", since_generation=1, source="project", expires_at="2025-01-02T03:04:05Z"
+            ),
+        ]
+    )
+    server.extra.keys_generation = 3
+    server.extra.keys_applied_generation = 2
+    server.extra.keys_applied_via = "login-time check"
+    server.extra.keys_applied_at = NOW
+    server.extra.keys_failure = json.dumps({"generation": 3, "reason": "no agent", "at": "x"})
+    server.extra.block_project_keys = False
+    body = views.live_keys(server, now=NOW)
+    assert body["key_names"] == ["old", "soon"]
+    assert body["block_project_keys"] is False
+    assert [(k["name"], k["expired"], k["source"]) for k in body["keys"]] == [
+        ("old", False, "server"),
+        ("soon", False, "server"),
+        ("gone", True, "project"),  # expires_at == now: expired
+    ]
+    assert [k["delivery"] for k in body["keys"]] == [
+        {"state": "applied", "via": "login-time check", "reason": None},
+        {"state": "failed", "via": None, "reason": "no agent"},
+        {"state": "applied", "via": "login-time check", "reason": None},
+    ]
+    assert body["key_delivery"] == {
+        "generation": 3,
+        "applied_generation": 2,
+        "state": "failed",
+        "via": "login-time check",
+        "reason": "no agent",
+        "applied_at": "2025-01-02T03:04:05Z",
+        "note": None,
+    }
+    assert set(body["keys"][0]) == {
+        "name",
+        "user_id",
+        "type",
+        "fingerprint",
+        "fingerprint_sha256",
+        "expires_at",
+        "expired",
+        "source",
+        "delivery",
+    }
+
+
+def test_live_keys_say_what_a_config_drive_guest_depends_on() -> None:
+    """A guest with a config drive may not reach the metadata service: the state says that its
+    key changes then come only through the guest agent (issue 17)."""
+    server = record()
+    server.extra.keypairs = json.dumps([key_entry("key1")])
+    server.instance.config_drive = "True"
+    note = views.live_keys(server, now=NOW)["key_delivery"]["note"]
+    assert note is not None and "only through the guest agent" in note
+    server.instance.config_drive = ""
+    assert views.live_keys(server, now=NOW)["key_delivery"]["note"] is None
+
+
+def test_live_keys_of_a_server_stored_before_2_106() -> None:
+    """Entries written before 2.106 lack the new fields: the server's own key, no expiry,
+    generation 1, its SHA-256 fingerprint computed from the public key."""
+    server = record()
+    legacy = key_entry("key1")
+    del legacy["fingerprint_sha256"]
+    server.extra.keypairs = json.dumps([legacy])
+    body = views.live_keys(server, now=NOW)
+    (key,) = body["keys"]
+    assert (key["source"], key["expires_at"], key["expired"]) == ("server", None, False)
+    assert key["fingerprint_sha256"] == "SHA256:YjyoTRpPuKxVEyiEP7ZPEo9b9AdsF/4WS/ScrrSdu38"
+    assert key["delivery"]["state"] == "pending"
+    assert body["key_delivery"]["generation"] == 1 and body["block_project_keys"] is False

@@ -3,7 +3,8 @@
 One module per resource: ``servers`` (create, list, show, update, delete), ``lifecycle`` (the
 ``POST .../action`` verbs), ``security_groups`` (two of those verbs and
 ``os-security-groups``), ``metadata_items``, ``instance_actions``, ``password`` and
-``bootstrap_history``; ``requests`` holds what they all read from a request.
+``bootstrap_history``, and ``project_keys`` (``/os-project-keys``, 2.106: keys for every server
+of a project); ``requests`` holds what they all read from a request.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from cloudseed.servers.api import (
     lifecycle,
     metadata_items,
     password,
+    project_keys,
     security_groups,
     servers,
 )
@@ -43,6 +45,8 @@ def _routes(prefix: str) -> list[Route]:
         Route(f"{one}/os-server-password", password.clear, methods=["DELETE"]),
         Route(f"{one}/bootstrap-history", bootstrap_history.show, methods=["GET"]),
         Route(f"{one}/os-security-groups", security_groups.index, methods=["GET"]),
+        Route(f"{prefix}/os-project-keys/{{id}}", project_keys.show, methods=["GET"]),
+        Route(f"{prefix}/os-project-keys/{{id}}", project_keys.update, methods=["PUT"]),
     ]
 
 

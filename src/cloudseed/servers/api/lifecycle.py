@@ -13,7 +13,13 @@ from starlette.responses import JSONResponse, Response
 from cloudseed.errors import Forbidden, InvalidInput
 from cloudseed.servers import personality, schemas, views
 from cloudseed.servers.api import security_groups
-from cloudseed.servers.api.requests import actor_of, load_owned, load_unlocked, servers_of
+from cloudseed.servers.api.requests import (
+    actor_of,
+    key_requests_of,
+    load_owned,
+    load_unlocked,
+    servers_of,
+)
 from cloudseed.servers.creation import generate_password
 from cloudseed.servers.edits import UNSET
 from cloudseed.servers.errors import InstanceInvalidState
@@ -59,6 +65,7 @@ async def _rebuild(request: Request, body: dict[str, Any]) -> Response:
     version, context = version_of(request), context_of(request)
     validate(schemas.rebuild(version), body)
     params = body["rebuild"]
+    key_names = key_requests_of(request, params)
     record = await load_unlocked(request)
     admin_pass = params.get("adminPass") or generate_password()
     rebuilt = await run_in_threadpool(
@@ -69,6 +76,7 @@ async def _rebuild(request: Request, body: dict[str, Any]) -> Response:
             name=params.get("name"),
             metadata=params.get("metadata"),
             key_name=params.get("key_name", UNSET),
+            key_names=key_names,
             user_data=params.get("user_data", UNSET),
             hostname=params.get("hostname"),
             description=params.get("description", UNSET),
@@ -77,6 +85,7 @@ async def _rebuild(request: Request, body: dict[str, Any]) -> Response:
             admin_password=admin_pass,
             files=personality.from_request(params.get("personality")),
             quota=settings_of(request).quota,
+            admin=context.is_admin,
         )
     )
     view = views.rebuilt(

@@ -1,24 +1,28 @@
 """What every servers route reads from its request: the ``Servers`` service the app's lifespan
-put in ``request.state``, the caller as an ``Actor``, a server the caller may see, and
-``in_cell``, the one way a route owns a transaction in a server's cell database."""
+put in ``request.state``, the caller as an ``Actor``, a server the caller may see,
+``in_cell``, the one way a route owns a transaction in a server's cell database, and the
+keys a body names (``key_requests_of``, 2.106)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
 from cloudseed.cells.errors import InstanceNotFound
-from cloudseed.servers import records
+from cloudseed.db.base import utcnow
+from cloudseed.errors import InvalidInput
+from cloudseed.servers import key_sets, records
 from cloudseed.servers.errors import InstanceIsLocked
 from cloudseed.servers.history import Actor
+from cloudseed.servers.key_sets import KeyRequest
 from cloudseed.servers.records import ServerRecord
 from cloudseed.servers.service import Servers
 from cloudseed.web.context import RequestContext
-from cloudseed.web.requests import context_of
+from cloudseed.web.requests import context_of, settings_of
 
 T = TypeVar("T")
 
@@ -84,3 +88,21 @@ def unlocked(context: RequestContext, record: ServerRecord) -> ServerRecord:
 async def load_unlocked(request: Request) -> ServerRecord:
     """``load_owned``, and 409 when the server is locked (administrators pass)."""
     return unlocked(context_of(request), await load_owned(request))
+
+
+def key_requests_of(request: Request, params: dict[str, Any]) -> tuple[KeyRequest, ...] | None:
+    """The keys a create, rebuild or PUT body (its validated inner object) names in
+    ``key_names`` (2.106), checked against ``[api] max_keys_per_server``; None when absent.
+    ``key_name`` with ``key_names`` is a 400: the list replaces it."""
+    if "key_names" not in params:
+        return None
+    if "key_name" in params:
+        raise InvalidInput(
+            "Invalid input: key_name and key_names cannot be given together; key_names is "
+            "the list of every key pair (key_name is a one-element list)."
+        )
+    return key_sets.key_requests(
+        params["key_names"],
+        now=utcnow(),
+        limit=settings_of(request).api.max_keys_per_server,
+    )

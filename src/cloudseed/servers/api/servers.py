@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -12,6 +13,7 @@ from starlette.responses import JSONResponse, Response
 from cloudseed.errors import InvalidInput
 from cloudseed.servers import (
     edits,
+    live_keys,
     personality,
     scheduler_hints,
     schemas,
@@ -21,13 +23,16 @@ from cloudseed.servers import (
 from cloudseed.servers.api.requests import (
     actor_of,
     in_cell,
+    key_requests_of,
     load_owned,
     load_unlocked,
     servers_of,
+    unlocked,
 )
 from cloudseed.servers.creation import CreateRequest, create_servers
 from cloudseed.servers.edits import UNSET
 from cloudseed.servers.listing import ListFilter, list_servers
+from cloudseed.servers.records import ServerRecord
 from cloudseed.web.errors import PolicyNotAuthorized
 from cloudseed.web.links import links, next_link
 from cloudseed.web.microversions import APIVersion
@@ -67,6 +72,8 @@ async def create(request: Request) -> Response:
         actor=actor_of(request),
         roles=context.roles,
         key_name=server.get("key_name"),
+        key_names=key_requests_of(request, server),
+        block_project_keys=schemas.true_value(server.get("block_project_keys", False)),
         user_data=server.get("user_data"),
         metadata=server.get("metadata", {}),
         config_drive=schemas.true_value(server.get("config_drive", False)),
@@ -261,12 +268,15 @@ async def update(request: Request) -> Response:
     body = (await body_of(request, schemas.update(version)))["server"]
     record = await load_owned(request)
     actor = actor_of(request)
-    updated = await in_cell(
-        request,
-        record.instance.uuid,
-        lambda session: edits.update(
+    keys = await _key_change(request, body, record)
+    uuid = record.instance.uuid
+
+    def work(session: Session) -> ServerRecord:
+        if keys is not None:
+            live_keys.change(session, uuid, actor=actor, action="update", **keys)
+        return edits.update(
             session,
-            record.instance.uuid,
+            uuid,
             actor=actor,
             name=body.get("name"),
             description=body.get("description", UNSET),
@@ -275,11 +285,38 @@ async def update(request: Request) -> Response:
             access_ip_v4=body.get("accessIPv4"),
             access_ip_v6=schemas.ipv6_text(body.get("accessIPv6")),
             pinned_availability_zone=body.get("pinned_availability_zone", UNSET),
-        ),
-        write=True,
-    )
+        )
+
+    updated = await in_cell(request, uuid, work, write=True)
     view = views.updated(updated, version, api_base(request), admin=context_of(request).is_admin)
     return JSONResponse(view)
+
+
+async def _key_change(
+    request: Request, body: dict[str, Any], record: ServerRecord
+) -> dict[str, Any] | None:
+    """A PUT's key change (2.106) as ``live_keys.change``'s arguments: its key pairs (the
+    caller's, from the API database) and the reader of the project's keys; None without one.
+    A locked server refuses it (409), as it refuses a rebuild."""
+    own_requests = key_requests_of(request, body)
+    block = schemas.true_value(body["block_project_keys"]) if "block_project_keys" in body else None
+    if own_requests is None and block is None:
+        return None
+    unlocked(context_of(request), record)
+    api_db, user_id = api_db_of(request), context_of(request).user_id
+    own = None
+    if own_requests is not None:
+
+        def resolve() -> list[dict[str, Any]]:
+            with api_db.read() as session:
+                return live_keys.own_entries(session, user_id=user_id, requests=own_requests)
+
+        own = await run_in_threadpool(resolve)
+    return {
+        "own": own,
+        "project": live_keys.project_reader(api_db, record.instance.project_id),
+        "block_project_keys": block,
+    }
 
 
 async def delete(request: Request) -> Response:

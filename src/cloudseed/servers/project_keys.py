@@ -1,0 +1,160 @@
+"""Project keys (2.106): key pairs an administrator attaches to a project, so that every server
+of the project gets them (GCE's project ssh-keys), unless the server blocks them.
+
+``replace`` is a coordinator (docs/architecture.md, "Transactions"): the list is written in the
+API database, then fanned out to the project's servers in one transaction per cell, each
+server whose key set changes getting what every key change brings (``live_keys.change``: a new
+generation, a history row, a queued ``keys`` operation). A cell whose transaction fails keeps
+the old keys on its servers until the next change of the list, and the error reaches the
+caller. A server whose create read the list just before it changed, and whose instance row
+was not yet committed when the fan-out looked, keeps the list it read until the next change.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import and_, delete, false, select
+from sqlalchemy.orm import Session
+
+from cloudseed.cells.service import CellDatabases
+from cloudseed.db.engines import Database
+from cloudseed.errors import InvalidInput
+from cloudseed.keypairs.models import KeyPair, ProjectKey
+from cloudseed.servers import key_sets, live_keys
+from cloudseed.servers.history import Actor
+from cloudseed.servers.key_delivery import parse_time
+from cloudseed.servers.key_sets import KeyRequest
+from cloudseed.servers.models import Instance, InstanceExtra
+
+
+@dataclass(frozen=True)
+class ProjectKeyView:
+    """One project key as the API shows it: the key pair's values when it still exists."""
+
+    name: str
+    user_id: str
+    expires_at: str | None
+    created_at: str
+    type: str | None
+    fingerprint: str | None
+    fingerprint_sha256: str | None
+
+    def body(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "user_id": self.user_id,
+            "type": self.type,
+            "fingerprint": self.fingerprint,
+            "fingerprint_sha256": self.fingerprint_sha256,
+            "expires_at": self.expires_at,
+            "created_at": self.created_at,
+        }
+
+
+def listed(session: Session, project_id: str) -> list[ProjectKeyView]:
+    """The project's keys in order (API database). A key pair its owner deleted since stays
+    listed, without key values, so the administrator sees what to remove."""
+    rows = session.execute(
+        select(ProjectKey, KeyPair)
+        .outerjoin(
+            KeyPair,
+            and_(KeyPair.user_id == ProjectKey.user_id, KeyPair.name == ProjectKey.key_name),
+        )
+        .where(ProjectKey.project_id == project_id)
+        .order_by(ProjectKey.position, ProjectKey.id)
+    )
+    return [
+        ProjectKeyView(
+            name=pk.key_name,
+            user_id=pk.user_id,
+            expires_at=key_sets.format_time(pk.expires_at) if pk.expires_at else None,
+            created_at=key_sets.format_time(pk.created_at),
+            type=keypair.type if keypair else None,
+            fingerprint=keypair.fingerprint if keypair else None,
+            fingerprint_sha256=keypair.fingerprint_sha256 if keypair else None,
+        )
+        for pk, keypair in rows
+    ]
+
+
+def _store(session: Session, project_id: str, requests: tuple[KeyRequest, ...]) -> None:
+    """Replace the project's list; every key pair must exist (400 naming the first that
+    does not)."""
+    for r in requests:
+        exists = session.scalar(
+            select(KeyPair.id).where(KeyPair.user_id == r.user_id, KeyPair.name == r.name)
+        )
+        if exists is None:
+            raise InvalidInput(
+                f"Invalid input for field/attribute project_keys. User {r.user_id} has no key "
+                f"pair {r.name}."
+            )
+    session.execute(delete(ProjectKey).where(ProjectKey.project_id == project_id))
+    session.flush()
+    for position, r in enumerate(requests):
+        assert r.user_id is not None  # project_key_requests always names the owner
+        session.add(
+            ProjectKey(
+                project_id=project_id,
+                user_id=r.user_id,
+                key_name=r.name,
+                position=position,
+                expires_at=parse_time(r.expires_at) if r.expires_at else None,
+            )
+        )
+    session.flush()
+
+
+def replace(
+    api_db: Database,
+    cells: CellDatabases,
+    project_id: str,
+    requests: tuple[KeyRequest, ...],
+    *,
+    actor: Actor,
+) -> tuple[list[ProjectKeyView], int]:
+    """Set the project's keys and fan them out; the new list and how many servers changed."""
+    with api_db.write() as session:
+        _store(session, project_id, requests)
+        shown = listed(session, project_id)
+    # Each server reads the list with its row locked (live_keys.change), so of two PUTs
+    # fanning out at once the last committed list is the one every server ends with.
+    project = live_keys.project_reader(api_db, project_id)
+    changed = 0
+    for cell in cells.all_cells():
+        with cell.write() as session:
+            changed += fan_out(session, project_id, project, actor=actor)
+    return shown, changed
+
+
+def fan_out(
+    session: Session, project_id: str, project: live_keys.ProjectKeys, *, actor: Actor
+) -> int:
+    """Give every server of the project in this cell that takes project keys the project's
+    keys as ``project`` reads them; how many changed."""
+    uuids = session.scalars(
+        select(Instance.uuid)
+        .join(InstanceExtra, InstanceExtra.instance_uuid == Instance.uuid)
+        .where(
+            Instance.project_id == project_id,
+            Instance.deleted == 0,
+            InstanceExtra.block_project_keys == false(),
+        )
+        .order_by(Instance.id)
+    ).all()
+    return sum(
+        live_keys.change(
+            session,
+            uuid,
+            actor=actor,
+            action="project_keys",
+            project=project,
+            refuse_busy=False,
+        )
+        for uuid in uuids
+    )
+
+
+__all__ = ["ProjectKeyView", "fan_out", "listed", "replace"]
