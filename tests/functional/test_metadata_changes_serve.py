@@ -200,5 +200,10 @@ def _long_polls(cluster: Cluster) -> None:
             assert all(r.status == 200 and r.body["name"] == "second" for _, r in answers)
             assert max(at for at, _ in answers) - stopped < 2
 
-    asyncio.run(main())
+    try:
+        asyncio.run(main())
+    finally:
+        # SIGTERM even when the test failed: the cluster's SIGKILL would orphan the workers.
+        if serve.poll() is None:
+            serve.send_signal(signal.SIGTERM)
     assert serve.wait(timeout=60) == 0, cluster.logs()
