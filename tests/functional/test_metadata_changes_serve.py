@@ -202,8 +202,9 @@ def _long_polls(cluster: Cluster) -> None:
 
     try:
         asyncio.run(main())
-    finally:
-        # SIGTERM even when the test failed: the cluster's SIGKILL would orphan the workers.
-        if serve.poll() is None:
-            serve.send_signal(signal.SIGTERM)
+    except BaseException:
+        # Stopped with SIGTERM here too: the cluster's SIGKILL would orphan the workers.
+        serve.send_signal(signal.SIGTERM)
+        serve.wait(timeout=60)
+        raise
     assert serve.wait(timeout=60) == 0, cluster.logs()
