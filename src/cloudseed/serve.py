@@ -121,6 +121,7 @@ async def serve_sockets(
     """Serve each listener's app on its socket in this process until SIGTERM/SIGINT, or until
     ``stop_event`` is set (for embedding, e.g. in tests)."""
     servers = []
+    apps = []
     w = settings.wsgi
     protocol = CoalescingHttpToolsProtocol.with_limits(
         HeadLimits(
@@ -132,8 +133,10 @@ async def serve_sockets(
     for listener, sock in bound:
         # proxy_headers off: uvicorn would otherwise believe X-Forwarded-For from 127.0.0.1
         # and rewrite the client address the metadata service identifies guests by.
+        app = listener.factory(settings)
+        apps.append(app)
         config = uvicorn.Config(
-            listener.factory(settings),
+            app,
             lifespan="on",
             access_log=False,
             proxy_headers=False,
@@ -148,6 +151,13 @@ async def serve_sockets(
     def stop() -> None:
         for server, _ in servers:
             server.should_exit = True
+        # uvicorn lets requests in flight finish (up to timeout_graceful_shutdown); an app
+        # with requests that could wait much longer (the metadata service's long-polls)
+        # answers them now.
+        for app in apps:
+            drain = getattr(app, "drain", None)
+            if callable(drain):
+                drain()
 
     loop = asyncio.get_running_loop()
     with contextlib.suppress(ValueError, RuntimeError):  # not in the main thread (tests)

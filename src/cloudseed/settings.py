@@ -489,6 +489,30 @@ class MetadataSection:
     access_log: bool = option(
         False, "Log every metadata request. Refused and failed requests are always logged."
     )
+    # -- issue 18 (part 1): long-poll on the OpenStack tree (docs/change-notification.md) --
+    wait_timeout_sec: int = option(
+        300,
+        "How long a long-poll (?wait_for_change=true) waits for a change when the guest "
+        "gives no timeout_sec, in seconds.",
+        minimum=1,
+    )
+    max_wait_timeout_sec: int = option(
+        3600,
+        "The longest timeout_sec a guest may ask a long-poll to wait, in seconds "
+        "(a larger value is refused with 400).",
+        minimum=1,
+    )
+    max_waiters_per_instance: int = option(
+        16,
+        "Long-polls one instance may have waiting in one worker at once; one more is answered 503.",
+        minimum=1,
+    )
+    max_waiters: int = option(
+        20000,
+        "Long-polls waiting in one worker at once, all instances together; one more is "
+        "answered 503.",
+        minimum=1,
+    )
 
 
 @dataclass(frozen=True)

@@ -12,19 +12,20 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from cloudseed.cells.service import CellDatabases
 from cloudseed.db.engines import Database
 from cloudseed.errors import CloudseedError, InvalidInput
 from cloudseed.hostkeys.intake import take_report
 from cloudseed.identity.keyring import Keyring
-from cloudseed.metadata import render, tree
+from cloudseed.metadata import recursive, render, tree
 from cloudseed.metadata import versions as v
+from cloudseed.metadata.answers import BINARY, JSON, JWT, Answer
 from cloudseed.metadata.delivery import VIA_LOGIN_CHECK, VIA_METADATA, Deliveries
 from cloudseed.metadata.documents import GuestDocuments
 from cloudseed.metadata.errors import NoSuchDocument, TokenRefused, TokenRequired, UnknownCaller
 from cloudseed.metadata.facts import GuestFacts, vendordata_request
+from cloudseed.metadata.freshness import Freshness
 from cloudseed.metadata.identify import ByInstance, ByProvider, Claim, Identifier
 from cloudseed.metadata.signed_identity import SignedIdentity
 from cloudseed.metadata.store import GuestStore
@@ -40,10 +41,6 @@ from cloudseed.web.faults import status_for
 log = logging.getLogger(__name__)
 access_log = logging.getLogger("cloudseed.metadata.access")
 
-TEXT = b"text/plain; charset=utf-8"
-JSON = b"application/json"
-JWT = b"application/jwt"
-BINARY = b"application/octet-stream"
 REASONS = {
     400: "Bad Request",
     401: "Unauthorized",
@@ -63,15 +60,6 @@ ALLOWED = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class Answer:
-    status: int
-    body: bytes
-    content_type: bytes = TEXT
-    headers: tuple[tuple[bytes, bytes], ...] = ()
-    sent: Callable[[], None] | None = None  # called once the body is handed to the connection
-
-
 class MetadataApp:
     def __init__(self, settings: Settings, *, api_db: Database | None = None) -> None:
         self.settings = settings
@@ -85,6 +73,7 @@ class MetadataApp:
         self.store: GuestStore | None = None
         self.vendordata: Vendordata | None = None
         self.identity: SignedIdentity | None = None
+        self.freshness = Freshness(settings)  # ETags, 304s and long-polls
         self.deliveries: Deliveries | None = None
 
     # -- ASGI --------------------------------------------------------------------------------
@@ -126,10 +115,16 @@ class MetadataApp:
             fallback_interval=self.settings.metadata.change_fallback_interval_ms / 1000,
         )
         await self.store.start()
+        self.store.watch(self.freshness.waiters.changed)
         keyring = Keyring(db, self.settings.identity)
         self.identity = SignedIdentity(self.settings, keyring, self.store.cells)
 
+    def drain(self) -> None:
+        """The server is stopping (serve.py, on SIGTERM): long-polls answer now."""
+        self.freshness.waiters.drain()
+
     async def shutdown(self) -> None:
+        self.freshness.waiters.drain()
         if self.deliveries is not None:
             await self.deliveries.aclose()
         if self.store is not None:
@@ -163,6 +158,8 @@ class MetadataApp:
             (b"content-length", str(len(answer.body)).encode()),
             *answer.headers,
         ]
+        if answer.status == 304:  # no body, and no headers that would describe one
+            headers = list(answer.headers)
         await send({"type": "http.response.start", "status": answer.status, "headers": headers})
         await send({"type": "http.response.body", "body": b"" if method == "HEAD" else answer.body})
         if answer.sent is not None and method == "GET":
@@ -202,7 +199,8 @@ class MetadataApp:
         if target is None:
             raise NoSuchDocument("no such path")
         if target.kind == tree.EC2_INDEX:
-            return Answer(200, render.EC2_INDEX)
+            index = self.freshness.tagged(Answer(200, render.EC2_INDEX), None)
+            return self.freshness.conditional(index, headers)
         claim = self.identifier.claim(peer, headers)
         guest = await self._guest(claim)
         if target.kind == tree.TOKEN:
@@ -228,12 +226,50 @@ class MetadataApp:
         if target.kind == tree.AUTHORIZED_KEYS:
             # ``user`` is for per-user keys to come: every login name gets the guest's keys.
             tree.login_user(query)
-            return Answer(
-                200,
-                guest.authorized_keys(),
-                sent=self._delivered(guest, VIA_LOGIN_CHECK),
+            keys = Answer(
+                200, guest.authorized_keys(), sent=self._delivered(guest, VIA_LOGIN_CHECK)
             )
-        return await self._document(target, guest, method, receive, claim.address)
+            return self.freshness.conditional(
+                self.freshness.tagged(keys, guest, (target, False)), headers
+            )
+        if method == "POST":
+            return await self._document(target, guest, method, receive, claim.address)
+        ask = self.freshness.query(target, query)
+
+        async def current(guest: GuestDocuments = guest) -> Answer:
+            if ask.recursive:
+                answer = Answer(200, self._recursive(guest, target.version), JSON)
+            else:
+                answer = await self._document(target, guest, method, receive, claim.address)
+            return self.freshness.tagged(answer, guest, (target, ask.recursive), claim.address)
+
+        if not ask.wait:
+            return self.freshness.conditional(await current(), headers)
+
+        latest = [guest]
+
+        async def again() -> Answer:
+            # Identified and checked again, exactly as a new request: the instance behind an
+            # address may have changed, and a token may have run out while waiting.
+            guest = latest[0] = await self._guest(claim)
+            self._check_token(guest, headers)
+            return await current(guest)
+
+        def expiry() -> float | None:
+            return latest[0].facts.keys_refresh_at
+
+        found = await self.freshness.wait(guest.facts.uuid, ask, receive, again, expiry)
+        return self.freshness.conditional(found, headers)
+
+    def _recursive(self, guest: GuestDocuments, version: str) -> bytes:
+        assert self.vendordata is not None
+        return recursive.instance_data(
+            guest.facts,
+            version,
+            meta_data=guest.meta_data(version),
+            network_data=guest.network_data(),
+            vendor_data_json=self.vendordata.vendor_data_json,
+        )
 
     def _delivered(self, guest: GuestDocuments, via: str) -> Callable[[], None] | None:
         """What to call once ``guest`` has been sent its keys ``via`` one of the ways the

@@ -1,6 +1,11 @@
 """One cached guest: its facts and the documents rendered from them, each rendered at most
 once (per change of the instance, since a change replaces the whole object, and per expiry of
-one of its keys, which replaces it too: ``at``)."""
+one of its keys, which replaces it too: ``at``).
+
+``generation`` is the instance record's (``instances.generation``, bumped by every change a
+guest could see): the same in every worker, so the documents' ETags (etags.py) are too;
+``version`` adds how many keys are still served, as an expiry changes the documents without
+a new generation."""
 
 from __future__ import annotations
 
@@ -9,11 +14,19 @@ from cloudseed.metadata.facts import GuestFacts
 
 
 class GuestDocuments:
-    __slots__ = ("_keys", "_meta", "_network", "dhcp_domain", "facts", "marked")
+    __slots__ = ("_keys", "_meta", "_network", "dhcp_domain", "facts", "generation", "marked")
 
-    def __init__(self, facts: GuestFacts, dhcp_domain: str, *, marked: int | None = None) -> None:
+    def __init__(
+        self,
+        facts: GuestFacts,
+        dhcp_domain: str,
+        *,
+        marked: int | None = None,
+        generation: int = 0,
+    ) -> None:
         self.facts = facts
         self.dhcp_domain = dhcp_domain
+        self.generation = generation
         # Rendered on first use: most guests only ever ask for one version.
         self._meta: dict[str, render.SeededJSON] | None = None
         self._network: bytes | None = None
@@ -28,7 +41,15 @@ class GuestDocuments:
         facts = self.facts.at(now)
         if facts is self.facts:
             return self
-        return GuestDocuments(facts, self.dhcp_domain, marked=self.marked)
+        return GuestDocuments(
+            facts, self.dhcp_domain, marked=self.marked, generation=self.generation
+        )
+
+    @property
+    def version(self) -> str:
+        """What the documents' ETags are derived from: the record's generation and, since keys
+        only ever leave a generation's documents by expiring, how many are left."""
+        return f"{self.generation}.{len(self.facts.keys)}"
 
     def meta_data(self, version: str) -> render.SeededJSON:
         variant = render.meta_data_variant(version)

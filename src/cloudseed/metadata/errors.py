@@ -9,6 +9,7 @@ Forbidden ────┬─ BadSignature         the proxy's instance id signat
 NotFound ─────┬─ UnknownCaller        no instance matches the caller         (404)
               └─ NoSuchDocument       the caller is known; nothing at the path (404)
 Conflict ─────── PasswordAlreadySet   the guest posts its password once      (409)
+ServiceUnavailable ─ TooManyWaiters   long-polls over a cap (changes.py)     (503)
 
 UnknownCaller and NoSuchDocument answer with the same body, so a caller cannot tell from the
 answer whether it was recognised; ``why`` (for the log) says which.
@@ -16,7 +17,7 @@ answer whether it was recognised; ``why`` (for the log) says which.
 
 from __future__ import annotations
 
-from cloudseed.errors import Forbidden, InvalidInput, NotFound, Unauthorized
+from cloudseed.errors import Forbidden, InvalidInput, NotFound, ServiceUnavailable, Unauthorized
 
 
 class BadProxyRequest(InvalidInput):
@@ -51,3 +52,7 @@ class TokenRequired(Unauthorized):
 
 class TokenRefused(Forbidden):
     pass
+
+
+class TooManyWaiters(ServiceUnavailable):
+    """One long-poll more than ``[metadata] max_waiters_per_instance`` or ``max_waiters``."""

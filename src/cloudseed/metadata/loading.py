@@ -65,7 +65,11 @@ def load_guests(
             if not uuids:
                 continue
             for record in records.load_live(session, uuids):
-                guest = GuestDocuments(guest_facts(record, now), dhcp_domain)
+                guest = GuestDocuments(
+                    guest_facts(record, now),
+                    dhcp_domain,
+                    generation=record.instance.generation,
+                )
                 uuid = record.instance.uuid
                 if uuid in uuid_keys:
                     found[uuid_keys[uuid]] = guest

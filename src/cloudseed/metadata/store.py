@@ -89,6 +89,9 @@ class GuestStore:
         self._listeners: dict[str, Listener] = {}  # cell name -> its LISTEN connection
         self._listening: set[str] = set()  # cells whose LISTEN connection is up
         self._told = False  # a NOTIFY (or a LISTEN connection's coming or going) since a read
+        # Called with each changed uuid, after its documents are dropped (changes.py: the
+        # long-polls waiting on it); None is "maybe everything" (the feed failed).
+        self._watchers: list[Callable[[str | None], None]] = []
 
     # -- lookups (the hot path: a dict hit, no IO) -------------------------------------------
 
@@ -182,6 +185,13 @@ class GuestStore:
         if self._loading:
             self._changed_at[uuid] = self._changes
         self._forget(uuid)
+        for watcher in self._watchers:
+            watcher(uuid)
+
+    def watch(self, watcher: Callable[[str | None], None]) -> None:
+        """Call ``watcher(uuid)`` on this loop whenever an instance changed (``None``: any may
+        have: the feed failed and every cached guest was dropped)."""
+        self._watchers.append(watcher)
 
     async def start(self) -> None:
         loop = self._loop = asyncio.get_running_loop()
@@ -305,6 +315,8 @@ class GuestStore:
                 log.exception("reading the change feed failed; dropping cached documents")
                 self._guests.clear()
                 self._by_address.clear()
+                for watcher in self._watchers:
+                    watcher(None)
                 await asyncio.sleep(1)
 
     def poll_once(self) -> list[str]:
