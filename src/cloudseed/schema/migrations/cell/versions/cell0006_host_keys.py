@@ -1,6 +1,6 @@
 """Host key reports: what each guest said its SSH host keys are, per boot generation.
 
-Revision ID: cell0007
+Revision ID: cell0006
 Revises: cell0005
 Create Date: 2026-11-25 12:00:00
 """
@@ -9,7 +9,7 @@ import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import mysql
 
-revision = "cell0007"
+revision = "cell0006"
 down_revision = "cell0005"
 branch_labels = None
 depends_on = None
