@@ -614,6 +614,37 @@ def deleted_afterwards(cloud: E2ECloud) -> Iterator[list[str]]:
     assert cloud.leftover_qemus() == [], "QEMU still running after the delete"
 
 
+def ssh_keypair(directory: Path, name: str) -> tuple[Path, str]:
+    """A new ed25519 key pair made by ssh-keygen: the private key's path and the public line."""
+    path = directory / name
+    subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name, "-f", str(path)], check=True
+    )
+    return path, (directory / f"{name}.pub").read_text().strip()
+
+
+def ssh_login(command: list[str], key: Path, *options: str) -> subprocess.CompletedProcess[str]:
+    """``command`` (what `cloudseed server ssh` prints) with ``key`` only, running ``echo``."""
+    return subprocess.run(
+        [
+            *command,
+            "-i",
+            str(key),
+            "-o",
+            "IdentitiesOnly=yes",
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "ConnectTimeout=60",
+            *options,
+            "echo logged-in",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+
+
 def b64(text: str) -> str:
     return base64.b64encode(text.encode()).decode()
 

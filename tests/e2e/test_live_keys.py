@@ -18,7 +18,6 @@ guest's SSH forward on loopback (``cloudseed:ssh_forward``)."""
 from __future__ import annotations
 
 import datetime as dt
-import subprocess
 import time
 from email.mime.multipart import MIMEMultipart
 from email.mime.text import MIMEText
@@ -29,6 +28,8 @@ from tests.e2e.harness import (
     E2ECloud,
     b64,
     deleted_afterwards,
+    ssh_keypair,
+    ssh_login,
     user_data,
     wait_until_quiet,
 )
@@ -39,14 +40,6 @@ SECOND_ADDRESS = "169.254.169.16"
 # agent under TCG may take most of that to come up.
 PUSH_TIMEOUT = 300.0
 EXPIRY_SECONDS = 90
-
-
-def ssh_keypair(directory: Path, name: str) -> tuple[Path, str]:
-    path = directory / name
-    subprocess.run(
-        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name, "-f", str(path)], check=True
-    )
-    return path, (directory / f"{name}.pub").read_text().strip()
 
 
 def no_agent_script(run: str) -> str:
@@ -71,26 +64,13 @@ class Guest:
         self.command = cloud.cli("server", "ssh", server_id).split()
 
     def logs_in(self, key: Path) -> bool:
-        done = subprocess.run(
-            [
-                *self.command,
-                "-i",
-                str(key),
-                "-o",
-                "IdentitiesOnly=yes",
-                "-o",
-                "BatchMode=yes",
-                "-o",
-                "StrictHostKeyChecking=no",
-                "-o",
-                "UserKnownHostsFile=/dev/null",
-                "-o",
-                "ConnectTimeout=60",
-                "echo logged-in",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=180,
+        done = ssh_login(
+            self.command,
+            key,
+            "-o",
+            "StrictHostKeyChecking=no",
+            "-o",
+            "UserKnownHostsFile=/dev/null",
         )
         if done.returncode == 0:
             assert "logged-in" in done.stdout
