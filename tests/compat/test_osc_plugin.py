@@ -13,6 +13,11 @@ reboot action, carrying the user data); ``--user-data`` with a soft reboot refus
 request; ``server rebuild --user-data`` refused below 2.57 and unchanged above; and a cloud
 without 2.105 (a fake compute API) answered with "this cloud does not support updating user
 data", never a traceback.
+
+Live keys (2.106): ``server create`` and ``server rebuild`` with several ``--key-name`` (one
+request at 2.106 with ``key_names``, checked in the server view; one ``--key-name`` stays the
+stock request), ``server key list/add/remove/set`` on a running server (each change checked
+through the API's ``key_names`` and ``keys``), and a cloud without 2.106.
 """
 
 from __future__ import annotations
@@ -502,3 +507,36 @@ def test_rebuild_with_several_key_names(
     assert json.loads(exchange.body)["rebuild"]["key_name"] == "key1"
     server = wait_for(api, server_id, "ACTIVE", version=KEYS_VERSION)
     assert server["key_names"] == ["key1"]
+
+
+@pytest.mark.parametrize("advertised", ["2.105", "2.106"])
+def test_cloud_without_2_106(
+    openstack: Path, identity: osc.IdentityStub, tmp_path: Path, advertised: str
+) -> None:
+    server = osc_plugin.SERVER_ID
+    # 2.105: the version document says so; 2.106: it claims it, then answers 406.
+    with osc_plugin.older_compute(advertised=advertised, accepted="2.105") as compute:
+        config = tmp_path / "osc"
+        config.mkdir()
+        cli = Cli(
+            openstack, osc.cloud_env(config, f"{compute.url}/v2.1", TOKEN, identity.url), tmp_path
+        )
+        commands = [
+            ["server", "key", "list", server],
+            ["server", "key", "add", server, "key1"],
+            ["server", "key", "set", "--key", "key1", server],
+        ]
+        if advertised == "2.105":  # refused in before(), ahead of the stock image look-up
+            create = ["server", "create", "--image", "x", "--flavor", "1"]
+            commands.append([*create, "--key-name", "a", "--key-name", "b", "vm"])
+        for command in commands:
+            refused = cli(*command, ok=False)
+            assert "this cloud does not support live keys" in refused.stderr, refused.stderr
+            no_traceback(refused)
+        if advertised == "2.105":
+            assert "this cloud's newest is 2.105" in refused.stderr
+            assert not any("/servers" in path for _, path, _ in compute.requests)
+        else:
+            assert "maximum is 2.105" in refused.stderr
+            # list and add stopped at their 2.106 read; set (no read) at its PUT, answered 406.
+            assert compute.changes() == [("PUT", f"/v2.1/servers/{server}", "2.106")]
