@@ -17,14 +17,17 @@ data", never a traceback.
 Live keys (2.106): ``server create`` and ``server rebuild`` with several ``--key-name`` (one
 request at 2.106 with ``key_names``, checked in the server view; one ``--key-name`` stays the
 stock request), ``server key list/add/remove/set`` on a running server (each change checked
-through the API's ``key_names`` and ``keys``), and a cloud without 2.106.
+through the API's ``key_names`` and ``keys``), ``project key list/set``, and a cloud without
+2.106.
 """
 
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import gzip
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -540,3 +543,78 @@ def test_cloud_without_2_106(
             assert "maximum is 2.105" in refused.stderr
             # list and add stopped at their 2.106 read; set (no read) at its PUT, answered 406.
             assert compute.changes() == [("PUT", f"/v2.1/servers/{server}", "2.106")]
+
+
+@sqlite_only
+def test_project_key_commands(
+    cli: Cli,
+    openstack: Path,
+    identity: osc.IdentityStub,
+    api: httpx.Client,
+    cloud: Cloud,
+    proxy: osc.RecordingProxy,
+    tmp_path: Path,
+) -> None:
+    ops = {"keypair": {"name": "ops", "public_key": keys.ed25519_public("ops")}}
+    assert api.post("/v2.1/os-keypairs", json=ops, headers=ADMIN).status_code == 200
+    server_id = active_server(api, cloud, "vm-proj", b"#cloud-config\n{}\n", key_name="key1")
+    config = tmp_path / "osc-admin"
+    config.mkdir()
+    admin = Cli(
+        openstack,
+        osc.cloud_env(config, f"{proxy.url}/v2.1", ADMIN["X-Auth-Token"], identity.url),
+        tmp_path,
+    )
+    url = "/v2.1/os-project-keys/proj"
+
+    assert admin.json("project", "key", "list", "proj") == []
+    rows = admin.json(
+        "project", "key", "set", "proj", "--key", "admin:ops", "--key-expires", f"admin:ops={LATER}"
+    )
+    [exchange] = sent(proxy, "PUT", url)
+    assert (exchange.status, exchange.microversion) == (200, KEYS_VERSION)
+    assert json.loads(exchange.body) == {
+        "project_keys": [{"name": "ops", "user_id": "admin", "expires_at": LATER}]
+    }
+    assert [(r["Name"], r["User ID"], r["Expires At"]) for r in rows] == [("ops", "admin", LATER)]
+    # The project's running server got it, after its own key; its owner lists both.
+    server = server_keys(api, server_id)
+    assert [(k["name"], k["source"]) for k in server["keys"]] == [
+        ("key1", "server"),
+        ("ops", "project"),
+    ]
+    listed = cli.json("server", "key", "list", "vm-proj")
+    assert [(r["Name"], r["Source"]) for r in listed] == [("key1", "server"), ("ops", "project")]
+    assert [r["Name"] for r in cli.json("project", "key", "list", "proj")] == ["ops"]
+
+    # Not an administrator: the API's 403 message; nothing changed.
+    refused = cli("project", "key", "set", "proj", "--no-key", ok=False)
+    assert "cloudseed:os-project-keys:update" in refused.stderr
+    no_traceback(refused)
+    admin("project", "key", "set", "proj", "--no-key")
+    assert api.get(url, headers=mv(KEYS_VERSION)).json() == {"project_keys": []}
+    assert [k["name"] for k in server_keys(api, server_id)["keys"]] == ["key1"]
+
+
+@sqlite_only
+def test_key_remove_leaves_out_expired_keys(
+    cli: Cli, api: httpx.Client, cloud: Cloud, proxy: osc.RecordingProxy
+) -> None:
+    server_id = active_server(api, cloud, "vm-exp", b"#cloud-config\n{}\n", key_name="key1")
+    soon = (dt.datetime.now(dt.UTC) + dt.timedelta(seconds=2)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    r = api.put(
+        f"/v2.1/servers/{server_id}",
+        json={"server": {"key_names": ["key1", {"name": "key2", "expires_at": soon}]}},
+        headers=mv(KEYS_VERSION),
+    )
+    assert r.status_code == 200, r.text
+    deadline = time.monotonic() + 15
+    while not [k for k in server_keys(api, server_id)["keys"] if k["expired"]]:
+        assert time.monotonic() < deadline, "key2 never expired"
+        time.sleep(0.2)
+    # key2 expired: sent back with its past expires_at, the PUT would be a 400.
+    rows = cli.json("server", "key", "remove", "vm-exp", "key1")
+    [exchange] = sent(proxy, "PUT", f"/v2.1/servers/{server_id}")
+    assert (exchange.status, json.loads(exchange.body)) == (200, {"server": {"key_names": []}})
+    assert rows == []
+    assert server_keys(api, server_id)["key_names"] == []

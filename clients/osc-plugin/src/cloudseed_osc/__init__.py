@@ -11,8 +11,9 @@ Three cliff command hooks, registered as entry points in ``openstack.cli.server_
 And live keys (2.106): ``--key-name`` made repeatable, plus ``--key-expires``, on
 ``openstack server create`` and ``openstack server rebuild`` (hooks in
 ``openstack.cli.server_create`` and ``openstack.cli.server_rebuild``), and the commands
-``openstack server key list | add | remove | set`` (group ``openstack.cloudseed.v1``, declared
-by ``cloudseed_osc.plugin`` in ``openstack.cli.extension``).
+``openstack server key list | add | remove | set`` and ``openstack project key list | set``
+(group ``openstack.cloudseed.v1``, declared by ``cloudseed_osc.plugin`` in
+``openstack.cli.extension``).
 """
 
 from cloudseed_osc._server_key_names import CreateKeyNamesHook, RebuildKeyNamesHook

@@ -4,7 +4,9 @@ Each is one or two requests at compute API microversion 2.106, through the ``ope
 command's own compute connection (``client_manager.sdk_connection``): ``list`` reads the server
 view; ``set`` replaces the server's own keys with ``PUT /servers/{id}`` ``key_names``; ``add``
 and ``remove`` read the server's own keys (with their expiries), change that list and PUT it
-back. All four print the key table of the server as the API shows it afterwards.
+back, leaving out the server's expired keys (no longer served, and the API refuses an
+``expires_at`` in the past). All four print the key table of the server as the API shows it
+afterwards.
 
 The race: the API has no ETag or revision on servers, so a change made by someone else between
 ``add``/``remove``'s read and its PUT is overwritten (last writer wins). The window is one
@@ -22,8 +24,8 @@ from osc_lib.command import command
 
 from cloudseed_osc._compute import compute_of
 from cloudseed_osc._keys import (
-    KeyEntry,
     get_server,
+    kept_entries,
     key_entries,
     own_keys,
     parse_expiries,
@@ -100,10 +102,12 @@ class AddServerKey(_ServerKeyCommand):
                 f"Server {parsed_args.server} already has key {parsed_args.key}"
             )
         if present:
-            present[0]["expires_at"] = parsed_args.expires_at
+            present[0].update(expires_at=parsed_args.expires_at, expired=False)
         else:
-            keys.append({"name": parsed_args.key, "expires_at": parsed_args.expires_at})
-        return put_key_names(compute, server_id, _entries(keys))
+            keys.append(
+                {"name": parsed_args.key, "expires_at": parsed_args.expires_at, "expired": False}
+            )
+        return put_key_names(compute, server_id, kept_entries(keys))
 
 
 class RemoveServerKey(_ServerKeyCommand):
@@ -121,7 +125,7 @@ class RemoveServerKey(_ServerKeyCommand):
             raise exceptions.CommandError(
                 f"Server {parsed_args.server} has no key {parsed_args.key} of its own"
             )
-        return put_key_names(compute, server_id, _entries(kept))
+        return put_key_names(compute, server_id, kept_entries(kept))
 
 
 class SetServerKeys(_ServerKeyCommand):
@@ -159,7 +163,3 @@ class SetServerKeys(_ServerKeyCommand):
                 f"--key-expires names {', '.join(unknown)}, which no --key gives"
             )
         return put_key_names(compute, server_id, key_entries(names, expiries))
-
-
-def _entries(keys: list[dict[str, Any]]) -> list[KeyEntry]:
-    return [k if k["expires_at"] else k["name"] for k in keys]

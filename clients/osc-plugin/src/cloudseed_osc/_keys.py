@@ -55,12 +55,26 @@ def get_server(compute: Proxy, server_id: str) -> dict[str, Any]:
 
 
 def own_keys(server: dict[str, Any]) -> list[dict[str, Any]]:
-    """The server's own keys as ``{"name", "expires_at"}``, in order: what a PUT of
-    ``key_names`` must send back to keep them as they are."""
-    expiry = {
-        k["name"]: k.get("expires_at") for k in server.get("keys", []) if k["source"] == "server"
-    }
-    return [{"name": n, "expires_at": expiry.get(n)} for n in server.get("key_names", [])]
+    """The server's own keys as ``{"name", "expires_at", "expired"}``, in order."""
+    by_name = {k["name"]: k for k in server.get("keys", []) if k["source"] == "server"}
+    return [
+        {
+            "name": n,
+            "expires_at": by_name.get(n, {}).get("expires_at"),
+            "expired": bool(by_name.get(n, {}).get("expired")),
+        }
+        for n in server.get("key_names", [])
+    ]
+
+
+def kept_entries(keys: list[dict[str, Any]]) -> list[KeyEntry]:
+    """``key_names`` that keep these keys as they are, expiries included. Expired keys are left
+    out: the guest no longer gets them, and the API refuses an ``expires_at`` in the past."""
+    return [
+        {"name": k["name"], "expires_at": k["expires_at"]} if k["expires_at"] else k["name"]
+        for k in keys
+        if not k["expired"]
+    ]
 
 
 def put_key_names(compute: Proxy, server_id: str, key_names: list[KeyEntry]) -> dict[str, Any]:
@@ -74,7 +88,36 @@ def put_key_names(compute: Proxy, server_id: str, key_names: list[KeyEntry]) -> 
     return _server_of(response)
 
 
+def get_project_keys(compute: Proxy, project_id: str) -> list[dict[str, Any]]:
+    """``GET /os-project-keys/{project_id}``: the keys every server of the project gets."""
+    response = compute.get(f"/os-project-keys/{project_id}", microversion=KEYS_MICROVERSION)
+    return _project_keys_of(response)
+
+
+def put_project_keys(
+    compute: Proxy, project_id: str, project_keys: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """``PUT /os-project-keys/{project_id}`` (administrators): the whole list, in order, of
+    ``{"name", "user_id"[, "expires_at"]}``. Returns the list the API answers with."""
+    response = compute.put(
+        f"/os-project-keys/{project_id}",
+        json={"project_keys": project_keys},
+        microversion=KEYS_MICROVERSION,
+    )
+    return _project_keys_of(response)
+
+
+def _project_keys_of(response: Response) -> list[dict[str, Any]]:
+    project_keys: list[dict[str, Any]] = _body_of(response)["project_keys"]
+    return project_keys
+
+
 def _server_of(response: Response) -> dict[str, Any]:
+    server: dict[str, Any] = _body_of(response)["server"]
+    return server
+
+
+def _body_of(response: Response) -> dict[str, Any]:
     status = response.status_code
     if status == 406:  # "Version 2.106 is not supported by the API"
         raise exceptions.CommandError(
@@ -83,5 +126,5 @@ def _server_of(response: Response) -> dict[str, Any]:
         )
     if status >= 400:
         raise exceptions.CommandError(f"{fault_message(response)} (HTTP {status})")
-    server: dict[str, Any] = response.json()["server"]
-    return server
+    body: dict[str, Any] = response.json()
+    return body

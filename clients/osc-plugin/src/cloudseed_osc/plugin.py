@@ -2,10 +2,10 @@
 
 It declares an API named ``cloudseed`` (version 1) so that the ``openstack`` command loads the
 commands of the entry point group ``openstack.cloudseed.v1``: ``server key list | add | remove
-| set``. Those commands use the compute connection the ``openstack`` command already has
-(``client_manager.sdk_connection.compute``) at microversion 2.106, so ``make_client`` returns
-that connection and there is no endpoint of its own to configure. Loaded at every start of
-``openstack``: it imports nothing but argparse.
+| set`` and ``project key list | set``. Those commands use the compute connection the
+``openstack`` command already has (``client_manager.sdk_connection.compute``) at microversion
+2.106, so ``make_client`` returns that connection and there is no endpoint of its own to
+configure. Loaded at every start of ``openstack``: it imports nothing but argparse.
 """
 
 from __future__ import annotations
