@@ -12,6 +12,7 @@ CLI prints the same messages, so the tree is the contract between them::
     │   └── QuotaExceeded          a limit would be passed              (403)
     ├── NotFound                   the thing does not exist (for you)   (404)
     ├── Conflict                   the current state does not allow it  (409)
+    ├── TooLarge                   more than a limit allows in one go   (413)
     ├── ServiceUnavailable         a backend we depend on is down       (503)
     │   └── DatabaseUnavailable
     └── ConfigError                settings are invalid; start-up stops
@@ -53,6 +54,10 @@ class NotFound(CloudseedError):
 
 class Conflict(CloudseedError):
     pass
+
+
+class TooLarge(CloudseedError):
+    """A request's content passes a size or count limit (an image upload over the cap)."""
 
 
 class ServiceUnavailable(CloudseedError):

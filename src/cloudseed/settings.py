@@ -371,6 +371,19 @@ class OsloMiddlewareSection:
     )
 
 
+@dataclass(frozen=True)
+class GlanceSection:
+    """``[glance]``: the Glance slice's image uploads (Glance's own option names)."""
+
+    image_size_cap: int = option(
+        10 * 1024**3,
+        "Largest image a project may upload through the Glance slice (PUT /v2/images/{id}/file), "
+        "in bytes; a larger one gets 413 and nothing is kept. Glance's default is 1 TiB; "
+        "cloudseed's is 10 GiB, since its store is the host's own disk.",
+        minimum=1,
+    )
+
+
 # --- [wsgi]: request head limits (issue 13, P2) ---
 @dataclass(frozen=True)
 class WsgiSection:
@@ -636,6 +649,7 @@ class Settings:
     api_database: ApiDatabaseSection = field(default_factory=ApiDatabaseSection)
     database: DatabaseSection = field(default_factory=DatabaseSection)
     oslo_middleware: OsloMiddlewareSection = field(default_factory=OsloMiddlewareSection)
+    glance: GlanceSection = field(default_factory=GlanceSection)
     wsgi: WsgiSection = field(default_factory=WsgiSection)
     fake_driver: FakeDriverSection = field(default_factory=FakeDriverSection)
     neutron: NeutronSection = field(default_factory=NeutronSection)
@@ -675,6 +689,7 @@ SECTIONS: dict[str, str] = {
     "api_database": "api_database",
     "database": "database",
     "oslo_middleware": "oslo_middleware",
+    "glance": "glance",
     "wsgi": "wsgi",
     "fake_driver": "fake_driver",
     "neutron": "neutron",

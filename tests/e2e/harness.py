@@ -252,11 +252,11 @@ class E2ECloud:
         done = subprocess.run(
             [self.cloudseed, *args],
             env=self.environ,
-            check=True,
             capture_output=True,
             text=True,
             timeout=300,
         )
+        assert done.returncode == 0, f"cloudseed {' '.join(args)}: {done.stderr}"
         return done.stdout.strip()
 
     def set_up(self) -> dict[str, str]:
@@ -282,6 +282,10 @@ class E2ECloud:
             # (SATA) CD-ROM is invisible to it; virtio-scsi it has.
             "--property",
             "hw_cdrom_bus=scsi",
+            # The image's login user, as `make image-debian` says to register it: `cloudseed
+            # server ssh` and the guest agent's key pushes (scenario 7) use it.
+            "--property",
+            "os_admin_user=debian",
             *ID_ONLY,
         )
         self.cli("flavor", "add", "e2e", "--vcpus", "2", "--ram", "1024", "--disk", "2")

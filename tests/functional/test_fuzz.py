@@ -1,6 +1,6 @@
 """Fuzzing (issue 13): hostile requests to every compute API route and every metadata path of
-real servers, asserting no 5xx, Nova-shaped faults on 4xx, and no database change for a
-rejected request.
+real servers, asserting no 5xx, Nova-shaped faults on 4xx (Glance-shaped under ``/image/``),
+and no database change for a rejected request.
 
 The compute routes are read from the app (``api.app.domain_routes``), so a new route is fuzzed
 without a change here. Bodies come from the JSON Schemas the routes declare (servers/schemas.py,
@@ -35,6 +35,7 @@ from sqlalchemy import delete, func, select
 from cloudseed.api.app import domain_routes
 from cloudseed.db.base import ApiBase, CellBase
 from cloudseed.db.engines import Database
+from cloudseed.images import schemas as image_schemas
 from cloudseed.keypairs import schemas as keypair_schemas
 from cloudseed.networks import service as networks
 from cloudseed.servers import schemas as server_schemas
@@ -222,6 +223,8 @@ def _body_schemas(method: str, path: str, version: APIVersion) -> list[dict[str,
         return [k.CREATE_V21, k.CREATE_V22, k.CREATE_V210, k.CREATE_V292]
     if method == "PUT" and path.endswith("/os-project-keys/{id}"):
         return [s.PROJECT_KEYS]
+    if method == "POST" and path == "/image/v2/images":
+        return [image_schemas.CREATE]
     return []
 
 
@@ -279,8 +282,8 @@ def compute_requests(draw: st.DrawFn, method: str, path: str, world: World) -> R
     concrete = path
     for name in re.findall(r"\{(\w+)\}", path):
         value = draw(_path_value(name, world))
-        if method == "DELETE" and name == "server_id" and value == world.server_id:
-            value = "00000000-0000-0000-0000-000000000000"  # the others need the server
+        if method == "DELETE" and value in (world.server_id, world.cloud.image_id):
+            value = "00000000-0000-0000-0000-000000000000"  # the others need them
         concrete = concrete.replace("{" + name + "}", _quote(value, safe=""))
     if draw(st.booleans()) and concrete.startswith("/v2.1/"):
         project = draw(st.sampled_from(["proj", "other", "%00"]))
@@ -328,6 +331,7 @@ def compute_requests(draw: st.DrawFn, method: str, path: str, world: World) -> R
                     "text/plain",
                     "application/vnd.openstack.compute+json",
                     "multipart/form-data; boundary=x",
+                    "application/octet-stream",
                 ]
             )
         )
@@ -376,6 +380,11 @@ def _check_fault(response: httpx.Response) -> None:
     except ValueError as exc:
         status, text = response.status_code, response.text[:300]
         raise AssertionError(f"not a Nova fault: {status} {text!r}") from exc
+    if response.url.path.startswith("/image/"):  # the Glance slice: Glance's body
+        assert isinstance(body, dict) and set(body) == {"message", "code", "title"}, body
+        assert body["code"] == f"{response.status_code} {body['title']}", body
+        assert isinstance(body["message"], str), body
+        return
     assert isinstance(body, dict) and len(body) == 1, body
     ((name, fault),) = body.items()
     assert isinstance(name, str) and isinstance(fault, dict), body
@@ -415,6 +424,7 @@ METADATA_PATHS = [
     "/openstack/latest/vendor_data2.json",
     "/openstack/latest/network_data.json",
     "/openstack/latest/password",
+    "/openstack/latest/phone_home",
     "/openstack/latest/authorized_keys",
     "/openstack/latest/authorized_keys?user=root",
     "/openstack/2012-08-10/meta_data.json",

@@ -186,7 +186,7 @@ def test_identity_token_verifies_from_the_published_keys_alone(
     assert claims["image_id"] == cloud.image_id
     assert claims["flavor"] == "m1.tiny"
     assert claims["availability_zone"] == "nova"
-    assert claims["host_keys"] == []  # until part 3 records them
+    assert claims["host_keys"] == []  # none reported yet (tests/functional/test_host_keys.py)
     assert claims["exp"] - claims["iat"] == 600 and claims["nbf"] == claims["iat"]
     assert verify(servers.api, again, "https://vault.example:8200")["jti"] != claims["jti"]
     # Another audience's token is refused by this one.

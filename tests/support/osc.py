@@ -436,7 +436,7 @@ def write_clouds_yaml(
                 "auth": {"endpoint": compute_url, "token": token},
                 "compute_endpoint_override": compute_url,
                 "identity_endpoint_override": f"{identity_url}/v3",
-                # cloudseed's read-only Glance and Neutron slices, on the compute API's port.
+                # cloudseed's Glance slice and read-only Neutron slice, on the compute API's port.
                 "image_endpoint_override": compute_url.removesuffix("/v2.1") + "/image",
                 "network_endpoint_override": compute_url.removesuffix("/v2.1") + "/network",
                 "region_name": "RegionOne",

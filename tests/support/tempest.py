@@ -10,8 +10,8 @@ unless ``CLOUDSEED_REQUIRE_DBS=1`` (CI), where that is a failure.
 ``tempest_cloud(directory)`` stands up what tempest needs: a Keystone (``tests/support/
 keystone.py``), cloudseed in keystone mode with the fake driver (in a thread of this process),
 two images, two flavors and a network, the compute, network and image endpoints in Keystone's
-catalog (the network and image endpoints are cloudseed's read-only Neutron and Glance slices;
-tempest finds ``fixed_network_name`` through the first), and tempest's pre-provisioned
+catalog (the network and image endpoints are cloudseed's read-only Neutron slice and its Glance
+slice; tempest finds ``fixed_network_name`` through the first), and tempest's pre-provisioned
 accounts (``accounts.yaml``). ``run_tempest`` writes a ``tempest.conf`` whose feature flags
 say what cloudseed offers (``FEATURES``), runs the selection with ``tempest run`` and returns
 every test's outcome, with the reason of each skip.
@@ -94,8 +94,9 @@ FEATURES: dict[str, dict[str, str]] = {
         # Server create finds `fixed_network_name` through the network endpoint, cloudseed's
         # read-only Neutron slice; nothing in the selection writes to Neutron.
         "neutron": "true",
-        # tempest's admin compute tests need an image client; the catalog's image endpoint is
-        # cloudseed's read-only Glance slice (the selection only reads images).
+        # tempest's admin compute tests need an image client, and flavors.test_flavors_negative
+        # creates, uploads and deletes an image: the catalog's image endpoint is cloudseed's
+        # Glance slice (a project's own images; no import, members, PATCH or download).
         "glance": "true",
         "cinder": "false",
         "swift": "false",

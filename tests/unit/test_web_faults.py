@@ -1,5 +1,5 @@
 """web/faults.py: the one table from errors to statuses, and Nova's fault body, which both
-apps and the keystone middleware's 401 use."""
+apps and the keystone middleware's 401 use (Glance's body under ``/image/``)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,13 @@ import pytest
 from cloudseed.api.auth import record_identity
 from cloudseed.cells.errors import InstanceNotFound
 from cloudseed.errors import CloudseedError, DatabaseUnavailable, QuotaExceeded
+from cloudseed.images.errors import (
+    ImageLimitExceeded,
+    ImageNotActive,
+    ImageStatusConflict,
+    NoSuchImage,
+    ProtectedImage,
+)
 from cloudseed.keypairs.errors import KeypairExists
 from cloudseed.metadata.errors import NoSuchDocument, TokenRequired, UnknownCaller
 from cloudseed.web.errors import (
@@ -22,7 +29,7 @@ from cloudseed.web.errors import (
     UnsupportedAPIVersion,
     UnsupportedMediaType,
 )
-from cloudseed.web.faults import INTERNAL_ERROR_MESSAGE, fault_parts, status_for
+from cloudseed.web.faults import INTERNAL_ERROR_MESSAGE, fault_parts, is_glance_path, status_for
 
 
 @pytest.mark.parametrize(
@@ -85,3 +92,51 @@ def test_keystone_refusal_is_the_fault_every_other_401_is() -> None:
     assert body == expected
     assert json.loads(body) == {"unauthorized": {"code": 401, "message": "Authentication required"}}
     assert status == 401
+
+
+@pytest.mark.parametrize(
+    "error, status, title",
+    [
+        (ImageNotActive("i"), 400, "Bad Request"),
+        (NotAuthenticated(), 401, "Unauthorized"),
+        (ProtectedImage("i"), 403, "Forbidden"),
+        (NoSuchImage("i"), 404, "Not Found"),
+        (MethodNotAllowed("GET"), 405, "Method Not Allowed"),
+        (ImageStatusConflict(current="active", wanted="saving"), 409, "Conflict"),
+        (ImageLimitExceeded("too many"), 413, "Request Entity Too Large"),
+        (UnsupportedMediaType(), 415, "Unsupported Media Type"),
+    ],
+)
+def test_the_glance_slice_answers_in_glances_shape(
+    error: CloudseedError, status: int, title: str
+) -> None:
+    code, headers, body = fault_parts(error, glance=True)
+    assert code == status
+    assert ("Content-Type", "application/json; charset=UTF-8") in headers
+    assert json.loads(body) == {
+        "message": error.message,
+        "code": f"{status} {title}",
+        "title": title,
+    }
+
+
+def test_glance_paths() -> None:
+    assert is_glance_path("/image/v2/images")
+    assert not is_glance_path("/image")  # the public version document answers no errors
+    assert not is_glance_path("/v2.1/images")
+
+
+def test_a_keystone_refusal_under_image_is_glances() -> None:
+    started: dict[str, Any] = {}
+
+    def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
+        started.update(status=status)
+        return lambda _data: None
+
+    environ = {"HTTP_X_IDENTITY_STATUS": "Invalid", "PATH_INFO": "/image/v2/images"}
+    body = json.loads(b"".join(record_identity(environ, start_response)))
+    assert body == {
+        "message": "Authentication required",
+        "code": "401 Unauthorized",
+        "title": "Unauthorized",
+    }

@@ -40,6 +40,7 @@ from cloudseed.compute.interfaces import Capacity, Driver
 from cloudseed.db.base import utcnow
 from cloudseed.db.engines import Database
 from cloudseed.db.notify import OPERATIONS, Listener
+from cloudseed.hostkeys.watch import ConsoleWatch
 from cloudseed.hosts import service as hosts
 from cloudseed.servers import action_log, power_sync, queue
 from cloudseed.servers.history import Actor
@@ -105,6 +106,9 @@ class Agent:
         self._unlisten: Callable[[], None] | None = None
         self._listeners: list[Listener] = []
         self._last_renew = self._last_heartbeat = self._last_look = 0.0
+        # The console fallback for host keys: a thread of its own, reading the consoles of
+        # this host's newly launched guests that did not phone home (hostkeys/watch.py).
+        self.console_watch = ConsoleWatch(cells, host=host, console_output=driver.console_output)
 
     # -- life cycle --------------------------------------------------------------------------
 
@@ -123,6 +127,7 @@ class Agent:
                 self._listeners.append(listener)
         self._thread = threading.Thread(target=self._loop, name="cloudseed-agent", daemon=True)
         self._thread.start()
+        self.console_watch.start()
         log.info("compute agent %s started (driver %s)", self.owner, self.driver.name)
 
     def stop(self, timeout: float = 30) -> None:
@@ -130,6 +135,7 @@ class Agent:
         resumed by the host's next agent once their leases run out."""
         self._stopping.set()
         self._wake.set()
+        self.console_watch.stop()
         if self._unlisten is not None:
             self._unlisten()
         for listener in self._listeners:

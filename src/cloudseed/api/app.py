@@ -22,11 +22,13 @@ from cloudseed.agent.factory import make_agent
 from cloudseed.api import versions
 from cloudseed.api.auth import KeystoneMiddleware, NoAuthMiddleware
 from cloudseed.api.edge import ComputeEdge
+from cloudseed.api.image_use import image_in_use
 from cloudseed.cells.service import CellDatabases
 from cloudseed.compute.interfaces import Driver
 from cloudseed.db.engines import Database
 from cloudseed.errors import CloudseedError
 from cloudseed.flavors import api as flavors_api
+from cloudseed.hostkeys import api as hostkeys_api
 from cloudseed.hosts import api as hosts_api
 from cloudseed.identity import api as identity_api
 from cloudseed.identity.keyring import Keyring
@@ -40,7 +42,7 @@ from cloudseed.servers.service import Servers
 from cloudseed.settings import Settings
 from cloudseed.types import ASGIApp, Scope
 from cloudseed.web.errors import MethodNotAllowed, ResourceNotFound
-from cloudseed.web.faults import fault_parts
+from cloudseed.web.faults import fault_parts, is_glance_path
 from cloudseed.web.links import base_url
 from cloudseed.web.requests import api_db_of
 
@@ -90,6 +92,8 @@ def create_api_app(
                 # hosts.api's view of the cells and of what each host's instances use.
                 "cells": cells,
                 "host_usage": server_quota.by_host,
+                # images.glance_api's question before it removes a deleted image's file.
+                "image_in_use": partial(image_in_use, cells),
                 # identity.api's signing keys (read from the API database, cached briefly).
                 "identity_keyring": Keyring(db, settings.identity),
             }
@@ -147,6 +151,7 @@ def domain_routes() -> list[Route]:
     compute = [
         *keypairs_api.routes,
         *servers_api.routes,
+        *hostkeys_api.routes,
         *flavors_api.routes,
         *images_api.routes,
         *networks_api.routes,
@@ -172,8 +177,8 @@ async def healthz(request: Request) -> Response:
     return JSONResponse({"status": "ok"})
 
 
-async def _fault(_request: Request, exc: Exception) -> Response:
-    status, headers, body = fault_parts(exc)
+async def _fault(request: Request, exc: Exception) -> Response:
+    status, headers, body = fault_parts(exc, glance=is_glance_path(request.url.path))
     return Response(body, status_code=status, headers=dict(headers))
 
 

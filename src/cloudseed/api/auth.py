@@ -22,7 +22,7 @@ import anyio.to_thread
 from cloudseed.types import ASGIApp, Receive, Scope, Send
 from cloudseed.web.context import CONTEXT_KEY, REQUEST_ID_KEY, RequestContext
 from cloudseed.web.errors import NotAuthenticated
-from cloudseed.web.faults import fault_parts
+from cloudseed.web.faults import fault_parts, is_glance_path
 
 ADMIN_ROLES = frozenset({"admin", "member", "reader"})
 USER_ROLES = frozenset({"member", "reader"})
@@ -135,7 +135,8 @@ def record_identity(environ: dict[str, Any], start_response: Callable[..., Any])
         start_response("204 No Content", [])
         return []
     # The same fault every other 401 of the compute API gets (web/faults.py).
-    _status, headers, body = fault_parts(NotAuthenticated())
+    glance = is_glance_path(environ.get("PATH_INFO", ""))
+    _status, headers, body = fault_parts(NotAuthenticated(), glance=glance)
     start_response("401 Unauthorized", headers)
     return [body]
 

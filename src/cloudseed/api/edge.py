@@ -14,7 +14,7 @@ import uuid
 
 from cloudseed.types import ASGIApp, Message, Receive, Scope, Send
 from cloudseed.web.context import CONTEXT_KEY, REQUEST_ID_KEY, VERSION_KEY
-from cloudseed.web.faults import fault_parts
+from cloudseed.web.faults import fault_parts, is_glance_path
 from cloudseed.web.microversions import APIVersion, requested_version, response_headers
 
 access_log = logging.getLogger("cloudseed.access")
@@ -62,7 +62,7 @@ class ComputeEdge:
                 # The inner error handler already answered and logged; nothing more to say.
                 pass
             else:
-                code, headers, body = fault_parts(exc)
+                code, headers, body = fault_parts(exc, glance=is_glance_path(scope["path"]))
                 await send_with_headers(
                     {
                         "type": "http.response.start",

@@ -17,6 +17,7 @@ from cloudseed.cli import (
     configdrive,
     db,
     flavors,
+    hostkeys,
     identity,
     images,
     inject,
@@ -54,6 +55,7 @@ for _command in (
     inject.inject,
     configdrive.configdrive,
     servers.server,
+    hostkeys.known_hosts,
     identity.identity,
 ):
     cli.add_command(_command)

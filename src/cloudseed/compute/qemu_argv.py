@@ -24,6 +24,8 @@ What the guest sees, and why:
 
 from __future__ import annotations
 
+import contextlib
+import ipaddress
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
@@ -241,7 +243,7 @@ def _network(
             f"dhcpstart={GUEST_DHCP_START},restrict=on"
         )
         if index == 0 and ssh_forward is not None:
-            netdev += f",hostfwd={ssh_forward.hostfwd()}"
+            netdev += f",hostfwd={ssh_forward.hostfwd(_slirp_address(port))}"
         if index == 0 and relay_command is not None:
             # slirp splits the command with shell rules (no shell runs it).
             command = " ".join(shlex.quote(part) for part in relay_command)
@@ -252,6 +254,19 @@ def _network(
             device += f",mac={mac}"
         argv += ["-netdev", netdev, "-device", device]
     return argv
+
+
+def _slirp_address(port: dict[str, object]) -> str:
+    """The port's IPv4 address inside slirp's subnet, where the guest answers once cloud-init
+    has configured it (a second guest's address is not slirp's first DHCP lease); empty when it
+    has none there."""
+    subnet = ipaddress.ip_network(GUEST_NET)
+    addresses = port.get("fixed_ips")
+    for address in addresses if isinstance(addresses, list) else []:
+        with contextlib.suppress(ValueError):
+            if ipaddress.ip_address(str(address)) in subnet:
+                return str(address)
+    return ""
 
 
 def _flavor_int(flavor: dict[str, object], key: str, default: int) -> int:

@@ -34,10 +34,11 @@ class Forward:
         """``ADDR:PORT``, the form recorded for the CLI (IPv4 only: no brackets needed)."""
         return f"{self.address}:{self.port}"
 
-    def hostfwd(self) -> str:
-        """The ``-netdev user`` option's value: the host's ADDR:PORT to the guest's port 22
-        (the guest address left empty: the first DHCP address, which is the guest's)."""
-        return f"tcp:{self.address}:{self.port}-:{GUEST_PORT}"
+    def hostfwd(self, guest_address: str = "") -> str:
+        """The ``-netdev user`` option's value: the host's ADDR:PORT to the guest's port 22 on
+        ``guest_address``, the address the guest configures from network_data.json (empty:
+        slirp's first DHCP address, which a guest keeps only when it was given that one)."""
+        return f"tcp:{self.address}:{self.port}-{guest_address}:{GUEST_PORT}"
 
 
 def choose_port(

@@ -2,7 +2,8 @@
 also carries the Glance slice (``glance_api``).
 
 Nova answers 404 here from microversion 2.36 on and sends clients to Glance; cloudseed has no
-Glance, so it keeps answering at every microversion (see docs/api-differences.md).
+Glance, so it keeps answering at every microversion (see docs/api-differences.md). Each caller
+sees what Glance would show them (``access.py``): public images and their project's own.
 """
 
 from __future__ import annotations
@@ -15,9 +16,21 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from cloudseed.images import glance_api, service
+from cloudseed.images.glance_api import viewer_of
 from cloudseed.images.models import Image
 from cloudseed.web.links import links
-from cloudseed.web.requests import api_base, api_db_of, context_of
+from cloudseed.web.requests import api_base, api_db_of
+
+# Nova's image view: Glance's status, and a progress made of it.
+STATUS = {
+    "active": "ACTIVE",
+    "queued": "SAVING",
+    "saving": "SAVING",
+    "deleted": "DELETED",
+    "pending_delete": "DELETED",
+    "killed": "ERROR",
+}
+PROGRESS = {"queued": 25, "saving": 50, "active": 100}
 
 
 def _time(value: Any) -> str | None:
@@ -38,8 +51,8 @@ def _view(image: Image, base: str, *, detail: bool) -> dict[str, Any]:
                 "metadata": service.properties_of(image),
                 "created": _time(image.created_at),
                 "updated": _time(image.updated_at or image.created_at),
-                "status": image.status.upper(),
-                "progress": 100,
+                "status": STATUS.get(image.status, "UNKNOWN"),
+                "progress": PROGRESS.get(image.status, 0),
                 "OS-EXT-IMG-SIZE:size": image.size,
             }
         )
@@ -47,12 +60,15 @@ def _view(image: Image, base: str, *, detail: bool) -> dict[str, Any]:
 
 
 async def _list(request: Request, *, detail: bool) -> Response:
-    context_of(request)
-    db, base = api_db_of(request), api_base(request)
+    viewer, db, base = viewer_of(request), api_db_of(request), api_base(request)
 
     def run() -> list[dict[str, Any]]:
         with db.read() as session:
-            return [_view(i, base, detail=detail) for i in service.list_images(session)]
+            return [
+                _view(i, base, detail=detail)
+                for i in service.list_images(session, viewer=viewer)
+                if not i.os_hidden  # Glance's default list leaves hidden images out
+            ]
 
     return JSONResponse({"images": await run_in_threadpool(run)})
 
@@ -66,14 +82,12 @@ async def detail(request: Request) -> Response:
 
 
 async def show(request: Request) -> Response:
-    context_of(request)
-    db, base = api_db_of(request), api_base(request)
+    viewer, db, base = viewer_of(request), api_db_of(request), api_base(request)
+    ref = request.path_params["image_id"]
 
     def run() -> dict[str, Any]:
         with db.read() as session:
-            return _view(
-                service.get_image(session, request.path_params["image_id"]), base, detail=True
-            )
+            return _view(service.get_image(session, ref, viewer=viewer), base, detail=True)
 
     return JSONResponse({"image": await run_in_threadpool(run)})
 

@@ -1,57 +1,55 @@
-"""A read-only slice of the Image API v2 (Glance's format) at ``/image``.
+"""A slice of the Image API v2 (Glance's format) at ``/image``: a project's own images.
 
 openstacksdk and the openstack CLI look images up through the image service (to name the
-image in ``server show``, to resolve ``--image NAME``). cloudseed has no Glance, so it answers
-those look-ups from its own registry. Point clients at it with ``image_endpoint_override:
-http://HOST:8774/image`` (or an ``image`` endpoint in the Keystone catalog).
+image in ``server show``, to resolve ``--image NAME``), and create, upload and delete them
+there (``openstack image create --file``, tempest). cloudseed has no Glance; this slice serves
+its own registry: list, show, create (queued), upload (``PUT .../file``: active), delete, with
+Glance's rules on who sees and changes what (``access.py``) and Glance's error messages. Point
+clients at it with ``image_endpoint_override: http://HOST:8774/image`` (or an ``image``
+endpoint in the Keystone catalog).
 """
 
 from __future__ import annotations
 
+import logging
+import urllib.parse
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+import anyio
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from cloudseed.images import service
-from cloudseed.images.errors import ImageNotFound
-from cloudseed.images.models import Image
+from cloudseed.db.engines import Database
+from cloudseed.images import service, store, uploads
+from cloudseed.images.access import Viewer
+from cloudseed.images.contents import check_format
+from cloudseed.images.glance_views import image_body, list_query, matches, page
+from cloudseed.images.schemas import parse_create
+from cloudseed.web.errors import UnsupportedMediaType
 from cloudseed.web.links import base_url
 from cloudseed.web.requests import api_db_of, context_of, settings_of
+from cloudseed.web.validation import read_json
+
+log = logging.getLogger(__name__)
+
+# Written to the store in pieces of about this size (the request arrives in smaller ones).
+WRITE_SIZE = 1 << 20
 
 
-def _time(value: Any) -> str | None:
-    return value.strftime("%Y-%m-%dT%H:%M:%SZ") if value else None
+def viewer_of(request: Request) -> Viewer:
+    context = context_of(request)
+    return Viewer(project_id=context.project_id, is_admin=context.is_admin, roles=context.roles)
 
 
-def image_body(image: Image) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "id": image.uuid,
-        "name": image.name,
-        "status": image.status,
-        "disk_format": image.disk_format,
-        "container_format": image.container_format,
-        "size": image.size,
-        "virtual_size": image.virtual_size,
-        "min_disk": image.min_disk,
-        "min_ram": image.min_ram,
-        "os_hash_algo": "sha256",
-        "os_hash_value": image.checksum_sha256,
-        "checksum": None,
-        "visibility": "public",
-        "protected": False,
-        "tags": [],
-        "created_at": _time(image.created_at),
-        "updated_at": _time(image.updated_at or image.created_at),
-        "self": f"/v2/images/{image.uuid}",
-        "file": f"/v2/images/{image.uuid}/file",
-        "schema": "/v2/schemas/image",
-    }
-    for key, value in service.properties_of(image).items():
-        body.setdefault(key, value)  # Glance flattens properties into the image
-    return body
+def image_in_use_of(request: Request) -> Callable[[str], bool]:
+    """Whether a server boots from an image (api/app.py wires it in from the cells: a server's
+    disk may be an overlay on the image's file)."""
+    check: Callable[[str], bool] = request.state.image_in_use
+    return check
 
 
 async def versions(request: Request) -> Response:
@@ -70,43 +68,152 @@ async def versions(request: Request) -> Response:
 
 
 async def show(request: Request) -> Response:
-    context_of(request)
-    db, ref = api_db_of(request), request.path_params["image_id"]
+    viewer, db, image_id = viewer_of(request), api_db_of(request), request.path_params["image_id"]
 
     def run() -> dict[str, Any]:
         with db.read() as session:
-            image = service.get_image(session, ref)
-            if image.uuid != ref:  # Glance looks images up by id only
-                raise ImageNotFound(ref)
-            return image_body(image)
+            return image_body(service.show_image(session, image_id, viewer=viewer))
 
     return JSONResponse(await run_in_threadpool(run))
 
 
 async def index(request: Request) -> Response:
-    context_of(request)
-    db, name = api_db_of(request), request.query_params.get("name")
+    viewer, db = viewer_of(request), api_db_of(request)
+    params = request.query_params.multi_items()
+    query = list_query(params, max_limit=settings_of(request).api.max_limit)
 
-    def run() -> list[dict[str, Any]]:
+    def run() -> tuple[list[dict[str, Any]], str | None]:
         with db.read() as session:
-            return [
-                image_body(i)
-                for i in service.list_images(session)
-                if name is None or i.name == name
+            images = [
+                i
+                for i in service.list_images(
+                    session, viewer=viewer, visibility=query.visibility, newest_first=True
+                )
+                if matches(i, query)
             ]
+            shown, next_marker = page(images, query)
+            return [image_body(i) for i in shown], next_marker
 
-    return JSONResponse(
-        {
-            "images": await run_in_threadpool(run),
-            "first": "/v2/images",
-            "schema": "/v2/schemas/images",
-        }
+    bodies, next_marker = await run_in_threadpool(run)
+    kept = [(k, v) for k, v in params if k != "marker"]
+    body: dict[str, Any] = {
+        "images": bodies,
+        "first": "/v2/images" + (f"?{urllib.parse.urlencode(kept)}" if kept else ""),
+        "schema": "/v2/schemas/images",
+    }
+    if next_marker is not None:
+        body["next"] = "/v2/images?" + urllib.parse.urlencode([*kept, ("marker", next_marker)])
+    return JSONResponse(body)
+
+
+async def create(request: Request) -> Response:
+    viewer, db = viewer_of(request), api_db_of(request)
+    limit = settings_of(request).oslo_middleware.max_request_body_size
+    new = parse_create(await read_json(request, max_size=limit))
+
+    def run() -> dict[str, Any]:
+        with db.write() as session:
+            return image_body(service.create_image(session, new, viewer=viewer))
+
+    body = await run_in_threadpool(run)
+    return JSONResponse(body, status_code=201, headers={"Location": body["self"]})
+
+
+async def upload(request: Request) -> Response:
+    """Stream the body into the store (hashed and counted on the way, refused past
+    ``[glance] image_size_cap``), check it is the declared format, then record it."""
+    viewer, db, image_id = viewer_of(request), api_db_of(request), request.path_params["image_id"]
+    settings = settings_of(request)
+    media_type = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if media_type != "application/octet-stream":
+        raise UnsupportedMediaType()
+    cap = settings.glance.image_size_cap
+    declared = request.headers.get("content-length", "")
+    if declared.isascii() and declared.isdigit() and (len(declared) > 20 or int(declared) > cap):
+        raise store.too_large()
+
+    def begin() -> uploads.Upload:
+        with db.write() as session:
+            return uploads.begin_upload(session, image_id, viewer=viewer)
+
+    pending = await run_in_threadpool(begin)
+    suffix = f".{pending.disk_format}"
+    receiver: store.Receiver | None = None
+    try:
+        receiver = await run_in_threadpool(
+            lambda: store.Receiver(store.images_dir(settings.state_dir), suffix=suffix, limit=cap)
+        )
+        buffer = bytearray()
+        async for chunk in request.stream():
+            buffer += chunk
+            if len(buffer) >= WRITE_SIZE:
+                await run_in_threadpool(receiver.write, bytes(buffer))
+                buffer.clear()
+        await run_in_threadpool(receiver.write, bytes(buffer))
+        await run_in_threadpool(_finish, db, receiver, pending)
+    except BaseException:
+        # Also when the request is cancelled (shutdown): no partial file stays, and the image
+        # is queued again, so the upload can be tried again.
+        if receiver is not None:
+            receiver.discard()
+        with anyio.CancelScope(shield=True):
+            await run_in_threadpool(_abort, db, pending)
+        raise
+    return Response(status_code=204)
+
+
+def _finish(db: Database, receiver: store.Receiver, pending: uploads.Upload) -> None:
+    path = receiver.finish()
+    digest = receiver.digest
+    virtual_size = check_format(
+        path, pending.disk_format, head=digest.head, size=digest.size, shown="The image data"
     )
+    with db.write() as session:
+        uploads.finish_upload(session, pending, path=path, digest=digest, virtual_size=virtual_size)
+
+
+def _abort(db: Database, pending: uploads.Upload) -> None:
+    try:
+        with db.write() as session:
+            uploads.abort_upload(session, pending)
+    except Exception:  # the upload's own error is the answer; this one is only logged
+        log.exception("could not return image %s to queued", pending.image_id)
+
+
+async def delete(request: Request) -> Response:
+    viewer, db, image_id = viewer_of(request), api_db_of(request), request.path_params["image_id"]
+    state_dir = settings_of(request).state_dir
+    in_use = image_in_use_of(request)
+
+    def run() -> None:
+        with db.write() as session:
+            path = service.delete_image(session, image_id, viewer=viewer)
+        _remove_data(path, store.images_dir(state_dir), in_use, image_id)
+
+    await run_in_threadpool(run)
+    return Response(status_code=204)
+
+
+def _remove_data(
+    path: str | None, directory: Path, in_use: Callable[[str], bool], image_id: str
+) -> None:
+    """Remove a deleted image's file: only one the store holds (an operator's image may have
+    been registered from a file of its own), and only when no server boots from it, since a
+    server's disk may be an overlay on it. A file kept for a server is logged."""
+    if path is None or Path(path).parent != directory.resolve():
+        return
+    if in_use(image_id):
+        log.info("image %s deleted; its file %s stays: a server boots from it", image_id, path)
+        return
+    store.discard(Path(path))
 
 
 routes = [
     Route("/image", versions, methods=["GET"]),
     Route("/image/", versions, methods=["GET"]),
     Route("/image/v2/images", index, methods=["GET"]),
+    Route("/image/v2/images", create, methods=["POST"]),
     Route("/image/v2/images/{image_id}", show, methods=["GET"]),
+    Route("/image/v2/images/{image_id}", delete, methods=["DELETE"]),
+    Route("/image/v2/images/{image_id}/file", upload, methods=["PUT"]),
 ]

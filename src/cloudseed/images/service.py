@@ -1,68 +1,36 @@
-"""Image registry operations (API database)."""
+"""Image registry operations (API database): the operator's registration, a project's create
+and delete, the look-ups (each as a viewer sees them: ``access.py``'s rules as SQL), and the
+checks a server's image passes. Uploads are ``uploads.py``."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import uuid
-from dataclasses import dataclass
 from pathlib import Path
 
-from sqlalchemy import or_, select
+from sqlalchemy import ColumnElement, delete, or_, select, true
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from cloudseed.compute.interfaces import BootImage
 from cloudseed.errors import InvalidInput
+from cloudseed.images import access
+from cloudseed.images.access import OPERATOR, SEEN_BY_ALL, Viewer
+from cloudseed.images.contents import inspect_file
 from cloudseed.images.errors import (
     GIB,
+    DuplicateImage,
     FlavorDiskSmallerThanImage,
     FlavorDiskSmallerThanMinDisk,
     FlavorMemoryTooSmall,
+    ImageNotActive,
     ImageNotFound,
+    NoSuchImage,
+    ProtectedImage,
 )
-from cloudseed.images.models import DISK_FORMATS, Image
-from cloudseed.programs import qemu_img
-
-QCOW2_MAGIC = b"QFI\xfb"
-
-
-@dataclass(frozen=True)
-class Inspected:
-    size: int
-    virtual_size: int
-    checksum_sha256: str
-
-
-def inspect_file(path: Path, disk_format: str) -> Inspected:
-    """Sizes and SHA-256 of an image file, refusing one whose content is not the declared
-    format (a qcow2 file declared raw would let a guest read host files through its backing
-    file) and a qcow2 file that refers to another file (a backing or external data file)."""
-    if disk_format not in DISK_FORMATS:
-        raise InvalidInput(f"disk format must be one of {', '.join(DISK_FORMATS)}")
-    try:
-        with path.open("rb") as fh:
-            head = fh.read(4)
-            digest = hashlib.sha256(head)
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                digest.update(chunk)
-    except OSError as exc:
-        raise InvalidInput(f"cannot read image file {path}: {exc.strerror}") from exc
-    is_qcow2 = head == QCOW2_MAGIC
-    if disk_format == "qcow2" and not is_qcow2:
-        raise InvalidInput(f"{path} is not a qcow2 image")
-    if disk_format == "raw" and is_qcow2:
-        raise InvalidInput(f"{path} is a qcow2 image, not raw")
-    size = path.stat().st_size
-    virtual_size = size
-    if disk_format == "qcow2":
-        info = qemu_img.info(path, "qcow2")
-        if info.backing_file or info.data_file:
-            raise InvalidInput(
-                f"{path} refers to another file ({info.backing_file or info.data_file}); "
-                "register a standalone image (qemu-img convert -O qcow2)"
-            )
-        virtual_size = info.virtual_size
-    return Inspected(size=size, virtual_size=virtual_size, checksum_sha256=digest.hexdigest())
+from cloudseed.images.formats import ACTIVE, QUEUED
+from cloudseed.images.models import Image
+from cloudseed.images.schemas import NewImage
 
 
 def add_image(
@@ -75,15 +43,18 @@ def add_image(
     min_disk: int = 0,
     min_ram: int = 0,
 ) -> Image:
+    """The operator's image: active at once, public, no owner."""
     inspected = inspect_file(path, disk_format)
     image = Image(
         uuid=str(uuid.uuid4()),
         name=name,
         disk_format=disk_format,
+        container_format="bare",
         path=str(path.resolve()),
         size=inspected.size,
         virtual_size=inspected.virtual_size,
         checksum_sha256=inspected.checksum_sha256,
+        checksum_md5=inspected.checksum_md5,
         min_disk=min_disk,
         min_ram=min_ram,
         properties=json.dumps(properties or {}, sort_keys=True),
@@ -116,6 +87,117 @@ def add_bootable(
     return add_image(session, name=name, path=path, disk_format=disk_format, properties=props)
 
 
+def create_image(session: Session, new: NewImage, *, viewer: Viewer) -> Image:
+    """A project's image record, queued until its data is uploaded (``uploads.py``)."""
+    owner = new.owner or viewer.project_id
+    access.check_create(viewer, owner=owner, visibility=new.visibility)
+    image_id = new.image_id or str(uuid.uuid4())
+    if session.scalar(select(Image.id).where(Image.uuid == image_id)) is not None:
+        raise DuplicateImage(image_id)
+    image = Image(
+        uuid=image_id,
+        name=new.name,
+        disk_format=new.disk_format,
+        container_format=new.container_format,
+        min_disk=new.min_disk,
+        min_ram=new.min_ram,
+        properties=json.dumps(new.properties, sort_keys=True),
+        status=QUEUED,
+        owner=owner,
+        visibility=new.visibility,
+        protected=new.protected,
+        os_hidden=new.os_hidden,
+        tags=json.dumps(list(new.tags)),
+    )
+    session.add(image)
+    try:
+        session.flush()
+    except IntegrityError as exc:  # the same id, created by a concurrent request
+        raise DuplicateImage(image_id) from exc
+    return image
+
+
+def delete_image(session: Session, image_id: str, *, viewer: Viewer) -> str | None:
+    """Delete the image record; the path of its data file (for the caller to remove once the
+    transaction is committed and nothing boots from it), or None."""
+    image = session.scalar(select(Image).where(Image.uuid == image_id, seen_by(viewer)))
+    if image is None:
+        raise NoSuchImage(image_id, f"Failed to find image {image_id} to delete")
+    access.check_change(viewer, "delete_image", owner=image.owner)
+    if image.protected:
+        raise ProtectedImage(image_id)
+    session.execute(delete(Image).where(Image.id == image.id))
+    return image.path
+
+
+def seen_by(viewer: Viewer) -> ColumnElement[bool]:
+    """``access.can_see`` as a WHERE clause."""
+    if viewer.is_admin:
+        return true()
+    return or_(Image.visibility.in_(SEEN_BY_ALL), Image.owner == viewer.project_id)
+
+
+def listed_for(viewer: Viewer, visibility: str | None) -> ColumnElement[bool]:
+    """Which images a list shows ``viewer`` (Glance's default list, or ``?visibility=``)."""
+    if visibility in (None, "all"):
+        if viewer.is_admin:
+            return true()
+        if visibility == "all":
+            return seen_by(viewer)
+        return or_(Image.visibility == "public", Image.owner == viewer.project_id)
+    mine = true() if viewer.is_admin else Image.owner == viewer.project_id
+    if visibility in SEEN_BY_ALL:
+        return Image.visibility == visibility
+    return (Image.visibility == visibility) & mine
+
+
+def show_image(session: Session, image_id: str, *, viewer: Viewer) -> Image:
+    """Glance's show: by id only, among the images ``viewer`` sees."""
+    image = session.scalar(select(Image).where(Image.uuid == image_id, seen_by(viewer)))
+    if image is None:
+        raise NoSuchImage(image_id)
+    return image
+
+
+def get_image(session: Session, image_ref: str, *, viewer: Viewer = OPERATOR) -> Image:
+    """An image by id or (cloudseed's convenience) name, among those ``viewer`` sees; an id
+    wins over a name."""
+    image = session.scalar(
+        select(Image)
+        .where(or_(Image.uuid == image_ref, Image.name == image_ref), seen_by(viewer))
+        .order_by(Image.uuid != image_ref, Image.uuid)
+        .limit(1)
+    )
+    if image is None:
+        raise ImageNotFound(image_ref)
+    return image
+
+
+def bootable_image(session: Session, image_ref: str, *, viewer: Viewer) -> Image:
+    """The image a server is created or rebuilt from: one ``viewer`` sees, with its data
+    (Nova refuses an image that is not active, 400)."""
+    image = get_image(session, image_ref, viewer=viewer)
+    if image.status != ACTIVE:
+        raise ImageNotActive(image.uuid)
+    return image
+
+
+def list_images(
+    session: Session,
+    *,
+    viewer: Viewer = OPERATOR,
+    visibility: str | None = None,
+    newest_first: bool = False,
+) -> list[Image]:
+    """The images a list shows ``viewer``: by name, or newest first (Glance's order)."""
+    order = (
+        (Image.created_at.desc(), Image.uuid.desc()) if newest_first else (Image.name, Image.uuid)
+    )
+    return list(
+        session.scalars(select(Image).where(listed_for(viewer, visibility)).order_by(*order))
+    )
+
+
 def check_flavor_fits(image: Image, *, root_gb: int, memory_mb: int) -> None:
     """Refuse a flavor that cannot boot ``image``, as Nova's API does (400). A flavor disk of 0
     means "as big as the image" and fits any. Unlike Nova, which compares the image's file
@@ -127,25 +209,9 @@ def check_flavor_fits(image: Image, *, root_gb: int, memory_mb: int) -> None:
         return
     if image.min_disk and root_gb < image.min_disk:
         raise FlavorDiskSmallerThanMinDisk(flavor_gb=root_gb, min_disk_gb=image.min_disk)
-    needed = image.virtual_size or image.size
+    needed = image.virtual_size or image.size or 0
     if needed > root_gb * GIB:
         raise FlavorDiskSmallerThanImage(flavor_gb=root_gb, image_size=needed)
-
-
-def get_image(session: Session, image_ref: str) -> Image:
-    image = session.scalar(
-        select(Image)
-        .where(or_(Image.uuid == image_ref, Image.name == image_ref))
-        .order_by(Image.uuid != image_ref)
-        .limit(1)
-    )
-    if image is None:
-        raise ImageNotFound(image_ref)
-    return image
-
-
-def list_images(session: Session) -> list[Image]:
-    return list(session.scalars(select(Image).order_by(Image.name, Image.uuid)))
 
 
 def properties_of(image: Image) -> dict[str, str]:
@@ -153,25 +219,39 @@ def properties_of(image: Image) -> dict[str, str]:
     return value
 
 
+def tags_of(image: Image) -> list[str]:
+    value: list[str] = json.loads(image.tags or "[]")
+    return value
+
+
 def boot_image(session: Session, image_ref: str) -> BootImage | None:
-    """The files a hypervisor boots ``image_ref`` from; None when it is not registered.
+    """The files a hypervisor boots ``image_ref`` from; None when it is not registered or has
+    no data.
 
     As in Glance, the properties ``kernel_id`` and ``ramdisk_id`` name other registered images
     (the kernel and initramfs for a direct kernel boot) and ``os_command_line`` the kernel's
-    command line, ``hw_cdrom_bus`` the CD-ROM bus.
+    command line, ``hw_cdrom_bus`` the CD-ROM bus. A project's image names only images its
+    project sees: another project's private kernel is not found.
     """
     try:
         image = get_image(session, image_ref)
     except ImageNotFound:
         return None
+    if image.path is None or image.disk_format is None:
+        return None
     props = properties_of(image)
-    kernel = props.get("kernel_id")
-    ramdisk = props.get("ramdisk_id")
+    owner = Viewer(project_id=image.owner) if image.owner is not None else OPERATOR
     return BootImage(
         path=image.path,
         disk_format=image.disk_format,
-        kernel_path=get_image(session, kernel).path if kernel else None,
-        ramdisk_path=get_image(session, ramdisk).path if ramdisk else None,
+        kernel_path=_file_of(session, props.get("kernel_id"), owner),
+        ramdisk_path=_file_of(session, props.get("ramdisk_id"), owner),
         cmdline=props.get("os_command_line") or None,
         cdrom_bus=props.get("hw_cdrom_bus") or None,
     )
+
+
+def _file_of(session: Session, image_ref: str | None, viewer: Viewer) -> str | None:
+    if not image_ref:
+        return None
+    return get_image(session, image_ref, viewer=viewer).path

@@ -8,6 +8,10 @@ space) and otherwise writes a sparse copy. The copy goes to a temporary name in 
 directory, is fsynced and renamed into place, so a crash never leaves a half-written image
 under a registered name; the caller checks and hashes the copy, not the original, so what is
 recorded is what instances boot.
+
+Uploaded data (the Glance slice's ``PUT /v2/images/{id}/file``) arrives in pieces through a
+``Receiver``: written to a partial file in the same directory, counted and hashed as it comes,
+refused past the size cap, and put in place the same way (fsync, rename) only when complete.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ import uuid
 from pathlib import Path
 
 from cloudseed.errors import InvalidInput
+from cloudseed.images.contents import Digest
+from cloudseed.images.errors import ImageLimitExceeded
 from cloudseed.programs.errors import ProgramFailed
 from cloudseed.programs.run import run
 
@@ -59,8 +65,48 @@ def copy_in(source: Path, directory: Path, *, suffix: str) -> Path:
 
 
 def discard(path: Path) -> None:
-    """Remove a copy whose registration did not happen."""
+    """Remove a copy whose registration did not happen, or the data of a deleted image."""
     path.unlink(missing_ok=True)
+
+
+class Receiver:
+    """One upload on its way into the store. ``write`` each piece, then ``finish`` (the final
+    path) or ``discard``; ``digest`` has the size and checksums of what was written."""
+
+    def __init__(self, directory: Path, *, suffix: str, limit: int) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        # Resolved: the path is recorded, and must not depend on the working directory.
+        directory = directory.resolve()
+        self.directory = directory
+        self.limit = limit
+        self.digest = Digest()
+        self.final = directory / f"{uuid.uuid4()}{suffix}"
+        self.partial = directory / f".{self.final.name}.partial"
+        self._file = self.partial.open("xb")
+
+    def write(self, data: bytes) -> None:
+        if self.digest.size + len(data) > self.limit:
+            raise too_large()
+        self.digest.update(data)
+        self._file.write(data)
+
+    def finish(self) -> Path:
+        self._file.flush()
+        os.fsync(self._file.fileno())
+        self._file.close()
+        os.replace(self.partial, self.final)
+        _fsync_dir(self.directory)
+        return self.final
+
+    def discard(self) -> None:
+        self._file.close()
+        self.partial.unlink(missing_ok=True)
+        self.final.unlink(missing_ok=True)
+
+
+def too_large() -> ImageLimitExceeded:
+    """Glance's 413 for data over ``image_size_cap``."""
+    return ImageLimitExceeded("The incoming image is too large: The provided image is too large.")
 
 
 def _fsync_dir(directory: Path) -> None:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from cloudseed.cells.service import CellDatabases
 from cloudseed.db.engines import Database
 from cloudseed.errors import CloudseedError, InvalidInput
+from cloudseed.hostkeys.intake import take_report
 from cloudseed.identity.keyring import Keyring
 from cloudseed.metadata import render, tree
 from cloudseed.metadata import versions as v
@@ -33,7 +34,7 @@ from cloudseed.servers.errors import PasswordTooLarge
 from cloudseed.settings import Settings
 from cloudseed.types import Receive, Scope, Send
 from cloudseed.vendordata import Vendordata
-from cloudseed.web.errors import MethodNotAllowed
+from cloudseed.web.errors import MethodNotAllowed, RequestTooLarge
 from cloudseed.web.faults import status_for
 
 log = logging.getLogger(__name__)
@@ -50,6 +51,7 @@ REASONS = {
     404: "Not Found",
     405: "Method Not Allowed",
     409: "Conflict",
+    413: "Content Too Large",
     500: "Internal Server Error",
     503: "Service Unavailable",
 }
@@ -57,6 +59,7 @@ GET_HEAD = ("GET, HEAD", frozenset({"GET", "HEAD"}))
 ALLOWED = {
     tree.PASSWORD: ("POST, GET, HEAD", frozenset({"POST", "GET", "HEAD"})),
     tree.TOKEN: ("PUT", frozenset({"PUT"})),
+    tree.PHONE_HOME: ("POST", frozenset({"POST"})),
 }
 
 
@@ -175,6 +178,8 @@ class MetadataApp:
             access_log.warning('%s "%s %s" %d %s', peer, method, path, status, why)
         if status == 401:
             headers = ((b"www-authenticate", b"Token"),)
+        if isinstance(exc, RequestTooLarge):  # the rest of the body was never read
+            headers = ((b"connection", b"close"),)
         body = f"{status} {REASONS.get(status, '')}\n\n{exc.message}".encode()
         return Answer(status, body, headers=headers)
 
@@ -214,6 +219,12 @@ class MetadataApp:
             token = await self.identity.token(guest.facts, query)
             return Answer(200, token, JWT, headers=((b"cache-control", b"no-store"),))
         self._check_token(guest, headers)
+        if target.kind == tree.PHONE_HOME:  # cloud-init's report of its host keys (hostkeys/)
+            assert self.store is not None
+            cells = self.store.cells
+            return Answer(
+                200, await take_report(receive, headers, caller=guest.facts.uuid, cells=cells)
+            )
         if target.kind == tree.AUTHORIZED_KEYS:
             # ``user`` is for per-user keys to come: every login name gets the guest's keys.
             tree.login_user(query)

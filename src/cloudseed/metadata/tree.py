@@ -48,6 +48,8 @@ CONTENT = "content"
 EC2_DYNAMIC = "ec2-dynamic"
 IDENTITY_TOKEN = "identity_token"
 AUTHORIZED_KEYS = "authorized_keys"
+# cloudseed's own, at every version: cloud-init's phone_home posts there (hostkeys/).
+PHONE_HOME = "phone_home"
 
 _OPENSTACK_FILES = {
     META_DATA: v.FOLSOM,
@@ -106,6 +108,8 @@ def _openstack(parts: list[str]) -> Target | None:
         return Target(IDENTITY_TOKEN, version)
     if len(parts) == 1 or parts[1:] == ["version"]:
         return Target(OPENSTACK_VERSION, version)
+    if parts[1:] == [PHONE_HOME]:
+        return Target(PHONE_HOME, version)
     if parts == ["latest", AUTHORIZED_KEYS]:
         return Target(AUTHORIZED_KEYS, version)
     if len(parts) == 2 and parts[1] in _OPENSTACK_FILES:

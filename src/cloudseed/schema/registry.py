@@ -14,6 +14,7 @@ from sqlalchemy import MetaData
 from cloudseed.cells import models as _cells  # noqa: F401
 from cloudseed.db.base import ApiBase, CellBase
 from cloudseed.flavors import models as _flavors  # noqa: F401
+from cloudseed.hostkeys import models as _hostkeys  # noqa: F401
 from cloudseed.hosts import models as _hosts  # noqa: F401
 from cloudseed.identity import models as _identity  # noqa: F401
 from cloudseed.images import models as _images  # noqa: F401

@@ -31,6 +31,7 @@ from cloudseed.flavors.errors import FlavorNotFound
 from cloudseed.hosts import scheduler
 from cloudseed.hosts.errors import NoValidHost
 from cloudseed.images import service as images
+from cloudseed.images.access import Viewer
 from cloudseed.networks import service as networks
 from cloudseed.networks.errors import NetworkNotFound
 from cloudseed.quotas import service as quotas
@@ -114,6 +115,15 @@ def generate_password(length: int = 12) -> str:
     return "".join(secrets.choice(alphabet) for _ in range(length))
 
 
+def _image_viewer(request: CreateRequest) -> Viewer:
+    """The caller as the image rules see them: its project's private images are its own."""
+    return Viewer(
+        project_id=request.actor.project_id,
+        is_admin="admin" in request.roles,
+        roles=request.roles,
+    )
+
+
 def create_servers(
     api_db: Database, cells: CellDatabases, request: CreateRequest, *, settings: Settings
 ) -> Created:
@@ -147,7 +157,7 @@ def create_servers(
             flavor = flavors.snapshot(flavors.get_flavor(session, request.flavor_ref))
         except FlavorNotFound as exc:  # a request naming a missing flavor: 400 in Nova
             raise InvalidInput(str(exc)) from exc
-        image = images.get_image(session, request.image_ref)
+        image = images.bootable_image(session, request.image_ref, viewer=_image_viewer(request))
         image_props = images.properties_of(image)
         vcpus, memory_mb = int(str(flavor["vcpus"])), int(str(flavor["ram"]))
         root_gb = int(str(flavor["disk"]))

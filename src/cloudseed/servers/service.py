@@ -30,6 +30,7 @@ from cloudseed.db.base import utcnow
 from cloudseed.db.engines import Database
 from cloudseed.errors import Forbidden
 from cloudseed.images import service as images
+from cloudseed.images.access import Viewer
 from cloudseed.networks import service as networks
 from cloudseed.quotas import service as quotas
 from cloudseed.servers import (
@@ -84,6 +85,7 @@ class Servers:
         admin_password: str | None = None,
         files: personality.Encoded = (),
         quota: QuotaSection | None = None,
+        admin: bool = False,
     ) -> records.ServerRecord:
         """Queue the rebuild; returns the record as the rebuild will leave it. ``admin_password``
         and ``files`` go to the new config drive, through the operation's payload, which drops
@@ -92,7 +94,9 @@ class Servers:
         if key_names is None and key_name is not UNSET:
             key_names = () if key_name is None else (KeyRequest(name=key_name),)
         with self.api_db.read() as session:
-            image = images.get_image(session, image_ref)
+            image = images.bootable_image(
+                session, image_ref, viewer=Viewer(project_id=actor.project_id, is_admin=admin)
+            )
             # The caller's limits, as Nova checks them (the request context's project).
             if metadata is not None:
                 edits.check_metadata_items(

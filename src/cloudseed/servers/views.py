@@ -220,6 +220,12 @@ def security_groups_detailed(record: ServerRecord) -> list[dict[str, Any]]:
 # --- live keys (2.106) ---------------------------------------------------------------------------
 
 LIVE_KEYS_SINCE = V(2, 106)
+# cloudseed cannot see whether a guest with a config drive also reaches the metadata service
+# (many do): the state says what such a guest depends on, rather than guessing.
+CONFIG_DRIVE_NOTE = (
+    "This server has a config drive: if its guest cannot reach the metadata service, key "
+    "changes reach it only through the guest agent (qemu-guest-agent)."
+)
 
 
 def live_keys(record: ServerRecord, now: dt.datetime | None = None) -> dict[str, Any]:
@@ -262,6 +268,7 @@ def live_keys(record: ServerRecord, now: dt.datetime | None = None) -> dict[str,
             "via": delivery.via,
             "reason": delivery.reason,
             "applied_at": _isotime(delivery.applied_at),
+            "note": CONFIG_DRIVE_NOTE if record.instance.config_drive else None,
         },
     }
 

@@ -5,6 +5,10 @@ tempest) read ``message`` from it, so every error path of the compute API goes t
 ``fault_parts``: the app's exception handlers, the edge (errors before routing), and the
 keystone middleware's 401. The metadata service takes its statuses from ``status_for`` too
 (its bodies are plain text, as Nova's metadata API).
+
+The Glance slice (``/image/...``) answers errors in Glance's shape instead, webob's JSON error
+body ``{"message": "...", "code": "404 Not Found", "title": "Not Found"}`` (without the
+``<br /><br />`` webob appends to the message); openstacksdk reads ``message`` from both.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from cloudseed.errors import (
     InvalidInput,
     NotFound,
     ServiceUnavailable,
+    TooLarge,
     Unauthorized,
 )
 from cloudseed.web import errors as edge
@@ -37,6 +42,7 @@ STATUS_BY_ERROR: tuple[tuple[type[CloudseedError], int], ...] = (
     (Forbidden, 403),
     (NotFound, 404),
     (Conflict, 409),
+    (TooLarge, 413),
     (ServiceUnavailable, 503),
 )
 
@@ -54,6 +60,22 @@ FAULT_NAMES = {
     501: "notImplemented",
     503: "serviceUnavailable",
 }
+
+# webob's titles, which Glance's bodies carry (Python's own phrases change between versions).
+TITLES = {
+    400: "Bad Request",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    406: "Not Acceptable",
+    409: "Conflict",
+    413: "Request Entity Too Large",
+    415: "Unsupported Media Type",
+    500: "Internal Server Error",
+    503: "Service Unavailable",
+}
+GLANCE_PREFIX = "/image/"
 
 INTERNAL_ERROR_MESSAGE = (
     "Unexpected API Error. Please report this at the cloudseed issue "
@@ -73,8 +95,21 @@ def fault_body(status: int, message: str) -> bytes:
     return json.dumps({name: {"code": status, "message": message}}).encode()
 
 
-def fault_parts(exc: BaseException) -> tuple[int, list[tuple[str, str]], bytes]:
-    """Status, headers and body for an error; unexpected errors are logged, not shown."""
+def is_glance_path(path: str) -> bool:
+    """Whether a request is the Glance slice's, whose errors are Glance's bodies."""
+    return path.startswith(GLANCE_PREFIX)
+
+
+def glance_fault_body(status: int, message: str) -> bytes:
+    title = TITLES.get(status, "Error")
+    return json.dumps({"message": message, "code": f"{status} {title}", "title": title}).encode()
+
+
+def fault_parts(
+    exc: BaseException, *, glance: bool = False
+) -> tuple[int, list[tuple[str, str]], bytes]:
+    """Status, headers and body for an error (Glance's body with ``glance``); unexpected
+    errors are logged, not shown."""
     status = status_for(exc)
     if isinstance(exc, CloudseedError) and status != 500:
         message = exc.message
@@ -90,4 +125,5 @@ def fault_parts(exc: BaseException) -> tuple[int, list[tuple[str, str]], bytes]:
         # The rest of the body was never read: on a kept-alive connection its bytes would be
         # parsed as the next request (a 414 for the client's next call). Closing ends them.
         headers.append(("Connection", "close"))
-    return status, headers, fault_body(status, message)
+    body = glance_fault_body(status, message) if glance else fault_body(status, message)
+    return status, headers, body

@@ -147,6 +147,19 @@ def test_ssh_forward_on_the_first_nic_only() -> None:
     assert "hostfwd" not in option(argv_of(spec, relay), "-netdev")[0]
 
 
+def test_ssh_forward_leads_to_the_address_the_guest_configures() -> None:
+    """A guest given .16 configures .16 from network_data.json, not slirp's first lease (.15):
+    the forward goes there; an address outside slirp's subnet leaves slirp's choice."""
+    relay = ["/usr/bin/python3", "relay.py"]
+    for fixed_ips, target in (
+        (["fd00::5", "169.254.169.16"], "169.254.169.16"),
+        (["10.0.0.5"], ""),
+    ):
+        spec = guest(ports=[{"mac_address": "fa:16:3e:00:00:01", "fixed_ips": fixed_ips}])
+        netdev = option(argv_of(spec, relay, Forward("127.0.0.1", 10022)), "-netdev")[0]
+        assert f",hostfwd=tcp:127.0.0.1:10022-{target}:22," in netdev
+
+
 def test_guest_without_ports_still_has_a_nic() -> None:
     argv = argv_of(guest(ports=[]))
     assert option(argv, "-device")[0] == "virtio-net-pci,netdev=net0"

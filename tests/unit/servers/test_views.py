@@ -445,6 +445,7 @@ def test_live_keys_show_each_keys_expiry_and_delivery() -> None:
         "via": "login-time check",
         "reason": "no agent",
         "applied_at": "2025-01-02T03:04:05Z",
+        "note": None,
     }
     assert set(body["keys"][0]) == {
         "name",
@@ -457,6 +458,18 @@ def test_live_keys_show_each_keys_expiry_and_delivery() -> None:
         "source",
         "delivery",
     }
+
+
+def test_live_keys_say_what_a_config_drive_guest_depends_on() -> None:
+    """A guest with a config drive may not reach the metadata service: the state says that its
+    key changes then come only through the guest agent (issue 17)."""
+    server = record()
+    server.extra.keypairs = json.dumps([key_entry("key1")])
+    server.instance.config_drive = "True"
+    note = views.live_keys(server, now=NOW)["key_delivery"]["note"]
+    assert note is not None and "only through the guest agent" in note
+    server.instance.config_drive = ""
+    assert views.live_keys(server, now=NOW)["key_delivery"]["note"] is None
 
 
 def test_live_keys_of_a_server_stored_before_2_106() -> None:

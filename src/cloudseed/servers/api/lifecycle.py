@@ -85,6 +85,7 @@ async def _rebuild(request: Request, body: dict[str, Any]) -> Response:
             admin_password=admin_pass,
             files=personality.from_request(params.get("personality")),
             quota=settings_of(request).quota,
+            admin=context.is_admin,
         )
     )
     view = views.rebuilt(

@@ -1,7 +1,7 @@
 """Identity keys (issue 18 part 2): the RSA keys signed instance identities are signed with.
 
 Revision ID: api0006
-Revises: api0004
+Revises: api0005
 Create Date: 2026-11-26 10:00:00
 """
 
@@ -10,8 +10,7 @@ from alembic import op
 from sqlalchemy.dialects import mysql
 
 revision = "api0006"
-# api0005 may come from a parallel branch; the chain is fixed when they meet.
-down_revision = "api0004"
+down_revision = "api0005"  # the Glance slice's image columns, made on a parallel branch
 branch_labels = None
 depends_on = None
 

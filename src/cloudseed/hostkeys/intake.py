@@ -1,0 +1,43 @@
+"""The metadata service's side of a phone_home report: read the body (bounded), check it whole
+(``phone_home.py``), then store it in a worker thread (``service.py``). The caller has been
+identified, and its session token checked, exactly as for every metadata request before this is
+called (``metadata/app.py``); a refusal raises before anything is stored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+from cloudseed.cells.service import CellDatabases
+from cloudseed.hostkeys import phone_home, service
+from cloudseed.types import Receive
+from cloudseed.web.errors import RequestTooLarge
+
+
+async def take_report(
+    receive: Receive,
+    headers: Sequence[tuple[bytes, bytes]],
+    *,
+    caller: str,
+    cells: CellDatabases,
+) -> bytes:
+    """Take the report ``caller`` posts; the answer's body: ``accepted`` for the first of its
+    boot generation, ``repeat`` for a later one (kept, never shown). RequestTooLarge (413)
+    past ``phone_home.MAX_BODY``, with the rest of the body unread."""
+    body = b""
+    while True:
+        message = await receive()
+        body += message.get("body", b"")
+        if len(body) > phone_home.MAX_BODY:
+            raise RequestTooLarge()
+        if not message.get("more_body"):
+            break
+    content_type = next((v.decode("latin-1") for n, v in headers if n == b"content-type"), None)
+    report = phone_home.parse_report(body, content_type, caller=caller)
+
+    def write() -> str:
+        with cells.for_instance(caller).write() as session:
+            return service.record_phone_home(session, caller, report)
+
+    return (await asyncio.to_thread(write)).encode() + b"\n"

@@ -1,0 +1,98 @@
+"""What an image file holds: its checksums, sizes, and whether its content is the declared
+format, for both ways images arrive (a file the operator registers, data a project uploads).
+
+A qcow2 file declared raw would let a guest read host files through its backing file, and a
+qcow2 file that refers to another file (a backing or external data file) would reach outside
+the store: both are refused. qcow2 headers are read by the one qemu-img wrapper.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from cloudseed.errors import InvalidInput
+from cloudseed.images.formats import DISK_FORMATS
+from cloudseed.programs import qemu_img
+
+QCOW2_MAGIC = b"QFI\xfb"
+CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class Inspected:
+    size: int
+    virtual_size: int
+    checksum_sha256: str
+    checksum_md5: str
+
+
+class Digest:
+    """The size, checksums and first bytes of data seen in pieces."""
+
+    def __init__(self) -> None:
+        self.size = 0
+        self.head = b""
+        self._sha256 = hashlib.sha256()
+        # Glance's "checksum" is MD5: an identifier clients compare, not a security check.
+        self._md5 = hashlib.md5(usedforsecurity=False)
+
+    def update(self, data: bytes) -> None:
+        if len(self.head) < len(QCOW2_MAGIC):
+            self.head = (self.head + data)[: len(QCOW2_MAGIC)]
+        self.size += len(data)
+        self._sha256.update(data)
+        self._md5.update(data)
+
+    @property
+    def sha256(self) -> str:
+        return self._sha256.hexdigest()
+
+    @property
+    def md5(self) -> str:
+        return self._md5.hexdigest()
+
+
+def check_format(path: Path, disk_format: str, *, head: bytes, size: int, shown: str) -> int:
+    """The virtual size of the image at ``path`` (its first bytes ``head``), or InvalidInput
+    when its content is not ``disk_format`` or refers to another file. ``shown`` names the
+    data in messages (the operator's file name; never the store's path to an API user)."""
+    if disk_format not in DISK_FORMATS:
+        raise InvalidInput(f"disk format must be one of {', '.join(DISK_FORMATS)}")
+    is_qcow2 = head == QCOW2_MAGIC
+    if disk_format == "qcow2" and not is_qcow2:
+        raise InvalidInput(f"{shown} is not a qcow2 image")
+    if disk_format == "raw" and is_qcow2:
+        raise InvalidInput(f"{shown} is a qcow2 image, not raw")
+    if disk_format != "qcow2":
+        return size
+    info = qemu_img.info(path, "qcow2")
+    if info.backing_file or info.data_file:
+        raise InvalidInput(
+            f"{shown} refers to another file ({info.backing_file or info.data_file}); "
+            "register a standalone image (qemu-img convert -O qcow2)"
+        )
+    return info.virtual_size
+
+
+def inspect_file(path: Path, disk_format: str) -> Inspected:
+    """Sizes and checksums of the image file at ``path``, checked against ``disk_format``."""
+    if disk_format not in DISK_FORMATS:
+        raise InvalidInput(f"disk format must be one of {', '.join(DISK_FORMATS)}")
+    digest = Digest()
+    try:
+        with path.open("rb") as fh:
+            for chunk in iter(lambda: fh.read(CHUNK), b""):
+                digest.update(chunk)
+    except OSError as exc:
+        raise InvalidInput(f"cannot read image file {path}: {exc.strerror}") from exc
+    virtual_size = check_format(
+        path, disk_format, head=digest.head, size=digest.size, shown=str(path)
+    )
+    return Inspected(
+        size=digest.size,
+        virtual_size=virtual_size,
+        checksum_sha256=digest.sha256,
+        checksum_md5=digest.md5,
+    )
