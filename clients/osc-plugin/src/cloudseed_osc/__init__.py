@@ -9,14 +9,26 @@ Three cliff command hooks, registered as entry points in ``openstack.cli.server_
 * ``openstack server rebuild --user-data FILE``: refused below microversion 2.57, where the
   API has no user data in a rebuild (the stock client lets it through from 2.54).
 
-And one command of its own, in ``openstack.compute.v2``:
+And commands of its own, in ``openstack.compute.v2``:
 
 * ``openstack server known-hosts SERVER``: ``known_hosts`` lines for the server's host keys.
+* ``openstack server key list | add | remove | set SERVER`` and ``openstack project key list |
+  set PROJECT-ID``: live keys (2.106), with ``--key-name`` made repeatable, plus
+  ``--key-expires``, on ``openstack server create`` and ``openstack server rebuild`` (hooks in
+  ``openstack.cli.server_create`` and ``openstack.cli.server_rebuild``).
 """
 
+from cloudseed_osc._server_key_names import CreateKeyNamesHook, RebuildKeyNamesHook
 from cloudseed_osc._server_known_hosts import ServerKnownHosts
 from cloudseed_osc._server_reboot import RebootUserDataHook
 from cloudseed_osc._server_rebuild import RebuildUserDataHook
 from cloudseed_osc._server_set import SetUserDataHook
 
-__all__ = ["RebootUserDataHook", "RebuildUserDataHook", "ServerKnownHosts", "SetUserDataHook"]
+__all__ = [
+    "CreateKeyNamesHook",
+    "RebootUserDataHook",
+    "RebuildKeyNamesHook",
+    "RebuildUserDataHook",
+    "ServerKnownHosts",
+    "SetUserDataHook",
+]

@@ -44,15 +44,21 @@ def require_user_data_updates(compute: Proxy) -> None:
     A cloud that publishes no maximum is given the benefit of the doubt: the request itself
     then answers 406, which ``_raise_for_status`` turns into the same message.
     """
+    require_microversion(compute, USER_DATA_MICROVERSION, UNSUPPORTED)
+
+
+def require_microversion(compute: Proxy, microversion: str, unsupported: str) -> None:
+    """``unsupported`` as a ``CommandError`` when the cloud's newest microversion, as its
+    version document says, is below ``microversion``; nothing when it publishes none."""
     endpoint = compute.get_endpoint_data()
     newest = getattr(endpoint, "max_microversion", None)
     if newest is None:
         return
-    needed = discover.normalize_version_number(USER_DATA_MICROVERSION)
+    needed = discover.normalize_version_number(microversion)
     if discover.normalize_version_number(newest) < needed:
         newest_text = discover.version_to_string(newest)
         raise exceptions.CommandError(
-            f"{UNSUPPORTED}: that needs compute API microversion {USER_DATA_MICROVERSION} "
+            f"{unsupported}: that needs compute API microversion {microversion} "
             f"(cloudseed), and this cloud's newest is {newest_text}."
         )
 
