@@ -1,0 +1,151 @@
+"""Scenario 8: first contact with a new guest, verified without trusting the network.
+
+A guest boots from the stock image with user data that asks stock cloud-init to phone home
+(``phone_home: {url: http://169.254.169.254/openstack/latest/phone_home, post: all}``) and a
+script that fetches an identity token (a session token first, then
+``/openstack/latest/identity_token?audience=...``) and prints it on the console. Then, from
+outside:
+
+- the token verifies with PyJWT against the keys the compute API publishes (OpenID discovery,
+  then its JWKS), with the audience asked for and the server's id as subject;
+- the API shows the host keys the guest posted (source ``phone_home``), and an SSH login with
+  ``StrictHostKeyChecking=yes`` and nothing but the lines of ``cloudseed known-hosts`` succeeds,
+  while the same login against a file holding another key is refused."""
+
+from __future__ import annotations
+
+import time
+from email.mime.multipart import MIMEMultipart
+from email.mime.text import MIMEText
+from typing import Any
+
+import jwt
+
+from tests.e2e.harness import (
+    GUEST_HTTP_TIMEOUT,
+    b64,
+    deleted_afterwards,
+    ssh_keypair,
+    ssh_login,
+    user_data,
+    wait_until_quiet,
+)
+
+AUDIENCE = "e2e-relying-party"
+PHONE_HOME = (
+    "#cloud-config\n"
+    "phone_home:\n"
+    "  url: http://169.254.169.254/openstack/latest/phone_home\n"
+    "  post: all\n"
+    "  tries: 10\n"
+)
+# The token is longer than a console line should be: printed in numbered parts.
+TOKEN_PART = 200
+HOST_KEYS_TIMEOUT = 300.0
+
+
+def token_lines(run: str) -> list[str]:
+    return [
+        "python3 - <<'PY'",
+        "import urllib.request as u",
+        "base = 'http://169.254.169.254'",
+        "session = u.urlopen(u.Request(base + '/latest/api/token', method='PUT',",
+        "    headers={'X-aws-ec2-metadata-token-ttl-seconds': '60'}),",
+        f"    timeout={GUEST_HTTP_TIMEOUT}).read().decode()",
+        "token = u.urlopen(u.Request(",
+        f"    base + '/openstack/latest/identity_token?audience={AUDIENCE}',",
+        "    headers={'X-aws-ec2-metadata-token': session}),",
+        f"    timeout={GUEST_HTTP_TIMEOUT}).read().decode().strip()",
+        "with open('/dev/ttyS0', 'w') as console:",
+        f"    for i in range(0, len(token), {TOKEN_PART}):",
+        f"        print(f'E2E TOKEN run={run} {{i:05d}}:{{token[i:i + {TOKEN_PART}]}}',",
+        "              file=console, flush=True)",
+        "PY",
+    ]
+
+
+def first_contact_user_data(run: str) -> str:
+    script = user_data(run).splitlines()
+    end = next(i for i, line in enumerate(script) if line.startswith("say END"))
+    script[end:end] = token_lines(run)
+    message = MIMEMultipart()
+    message.attach(MIMEText(PHONE_HOME, "cloud-config"))
+    message.attach(MIMEText("\n".join(script) + "\n", "x-shellscript"))
+    return message.as_string()
+
+
+def test_8_first_contact_is_verified(e2e_cloud, timings, tmp_path):
+    cloud, ids = e2e_cloud
+    key, public_key = ssh_keypair(tmp_path, "first-contact")
+    cloud.add_keypair("first-contact", public_key)
+    wait_until_quiet()
+    run = "first-contact"
+    with deleted_afterwards(cloud) as servers:
+        started = time.monotonic()
+        r = cloud.client.post(
+            "/v2.1/servers",
+            json={
+                "server": {
+                    "name": f"e2e-{run}",
+                    "imageRef": ids["image"],
+                    "flavorRef": "e2e",
+                    "key_name": "first-contact",
+                    "user_data": b64(first_contact_user_data(run)),
+                    "metadata": {"cloudseed:ssh_forward": "true"},
+                    "networks": [{"uuid": ids["network"], "fixed_ip": "169.254.169.15"}],
+                }
+            },
+        )
+        assert r.status_code == 202, r.text
+        server_id = r.json()["server"]["id"]
+        servers.append(server_id)
+        cloud.wait_status(server_id, "ACTIVE")
+        boot = cloud.wait_run(server_id, run, started)
+
+        # The token, from the console, verified with the published keys alone.
+        parts = sorted(boot.markers.of("TOKEN"))
+        assert parts, cloud.console(server_id)[-3000:]
+        token = "".join(part.split(":", 1)[1] for part in parts)
+        discovery = cloud.client.get("/.well-known/openid-configuration")
+        assert discovery.status_code == 200, discovery.text
+        config: dict[str, Any] = discovery.json()
+        signing_key = jwt.PyJWKClient(config["jwks_uri"]).get_signing_key_from_jwt(token)
+        claims = jwt.decode(
+            token,
+            signing_key.key,
+            algorithms=["RS256"],
+            audience=AUDIENCE,
+            issuer=config["issuer"],
+        )
+        assert claims["sub"] == server_id
+        assert claims["image_id"] == ids["image"]
+
+        # The host keys cloud-init posted (phone_home runs after the user scripts).
+        deadline = time.monotonic() + HOST_KEYS_TIMEOUT
+        while True:
+            r = cloud.client.get(f"/v2.1/servers/{server_id}/host-keys")
+            assert r.status_code == 200, r.text
+            host_keys = r.json()["host_keys"]
+            if host_keys:
+                break
+            assert time.monotonic() < deadline, "no host keys recorded"
+            time.sleep(3)
+        assert {k["source"] for k in host_keys} == {"phone_home"}, host_keys
+        assert "ssh-ed25519" in {k["type"] for k in host_keys}
+        known_hosts = tmp_path / "known_hosts"
+        known_hosts.write_text(cloud.cli("known-hosts", server_id) + "\n")
+        command = cloud.cli("server", "ssh", server_id).split()
+        strict = ("-o", "StrictHostKeyChecking=yes", "-o")
+        done = ssh_login(command, key, *strict, f"UserKnownHostsFile={known_hosts}")
+        assert done.returncode == 0 and "logged-in" in done.stdout, done.stderr
+        # The same login against another host's key is refused: the check is real.
+        other = tmp_path / "other_known_hosts"
+        _, impostor = ssh_keypair(tmp_path, "impostor")
+        port = command[command.index("-p") + 1]
+        other.write_text(f"[127.0.0.1]:{port} {' '.join(impostor.split()[:2])}\n")
+        done = ssh_login(command, key, *strict, f"UserKnownHostsFile={other}")
+        assert done.returncode != 0 and "Host key verification failed" in done.stderr, done.stderr
+        timings["8 first contact"] = {
+            "request_to_user_data_done_s": round(boot.seconds, 1),
+            "guest_uptime_s": boot.guest_uptime,
+        }
