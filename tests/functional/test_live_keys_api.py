@@ -100,6 +100,7 @@ class TestCreate:
             "via": None,
             "reason": None,
             "applied_at": None,
+            "note": None,
         }
         (row,) = history(api, created["id"])
         assert (row["action"], row["old"], row["user_id"]) == ("create", None, "alice")

@@ -246,7 +246,10 @@ class TestMetadataItemsQuota:
             r = create(api, cloud, metadata=THREE_ITEMS)
             assert r.status_code == 403, r.text
             assert r.json() == forbidden("Maximum number of metadata items exceeds 2")
-        assert create(api, cloud, metadata={"a": "1", "b": "2"}).status_code == 202
+        r = create(api, cloud, metadata={"a": "1", "b": "2"})
+        assert r.status_code == 202, r.text
+        # Built before the next check, which must see nothing change.
+        wait_for(api, r.json()["server"]["id"], "ACTIVE")
         # A user's own limit wins over the project's.
         assert put_quota(api, "proj", metadata_items=4).status_code == 200
         assert put_quota(api, "proj", "?user_id=alice", metadata_items=2).status_code == 200
