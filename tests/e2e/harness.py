@@ -623,8 +623,10 @@ def ssh_keypair(directory: Path, name: str) -> tuple[Path, str]:
     return path, (directory / f"{name}.pub").read_text().strip()
 
 
-def ssh_login(command: list[str], key: Path, *options: str) -> subprocess.CompletedProcess[str]:
-    """``command`` (what `cloudseed server ssh` prints) with ``key`` only, running ``echo``."""
+def ssh_login(
+    command: list[str], key: Path, *options: str, remote: str = "echo logged-in"
+) -> subprocess.CompletedProcess[str]:
+    """``command`` (what `cloudseed server ssh` prints) with ``key`` only, running ``remote``."""
     return subprocess.run(
         [
             *command,
@@ -637,7 +639,7 @@ def ssh_login(command: list[str], key: Path, *options: str) -> subprocess.Comple
             "-o",
             "ConnectTimeout=60",
             *options,
-            "echo logged-in",
+            remote,
         ],
         capture_output=True,
         text=True,

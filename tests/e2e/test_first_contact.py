@@ -10,13 +10,19 @@ outside:
   then its JWKS), with the audience asked for and the server's id as subject;
 - the API shows the host keys the guest posted (source ``phone_home``), and an SSH login with
   ``StrictHostKeyChecking=yes`` and nothing but the lines of ``cloudseed known-hosts`` succeeds,
-  while the same login against a file holding another key is refused."""
+  while the same login against a file holding another key is refused;
+- the user data also installs the change-notification example (docs/examples/cloudseed-watch.sh
+  and its systemd unit) with a hook that prints the new user data on the console: a PUT of new
+  user data reaches the running guest's hook without a reboot."""
 
 from __future__ import annotations
 
+import json
+import secrets
 import time
 from email.mime.multipart import MIMEMultipart
 from email.mime.text import MIMEText
+from pathlib import Path
 from typing import Any
 
 import jwt
@@ -25,20 +31,51 @@ from tests.e2e.harness import (
     GUEST_HTTP_TIMEOUT,
     b64,
     deleted_afterwards,
+    markers,
     ssh_keypair,
     ssh_login,
     user_data,
     wait_until_quiet,
 )
 
+EXAMPLES = Path(__file__).resolve().parents[2] / "docs" / "examples"
+
 AUDIENCE = "e2e-relying-party"
-PHONE_HOME = (
-    "#cloud-config\n"
-    "phone_home:\n"
-    "  url: http://169.254.169.254/openstack/latest/phone_home\n"
-    "  post: all\n"
-    "  tries: 10\n"
-)
+# The hook the example unit runs: the first line of the new user data on the console.
+WATCH_HOOK = '#!/bin/sh\necho "E2E WATCH run=first-contact $(head -n1 "$1")" > /dev/ttyS0\n'
+# Started without waiting: the unit is ordered after cloud-final, which runs this script.
+WATCH_START = [
+    "systemctl daemon-reload",
+    "systemctl enable cloudseed-watch.service",
+    "systemctl start --no-block cloudseed-watch.service",
+]
+# From the PUT to the hook's console line: one long-poll answer and a console read.
+WATCH_TIMEOUT = 60.0
+
+
+def cloud_config() -> str:
+    """Stock phone_home, and the example watch unit installed as the docs say (JSON is YAML)."""
+    files = [
+        ("/usr/local/bin/cloudseed-watch.sh", (EXAMPLES / "cloudseed-watch.sh").read_text()),
+        (
+            "/etc/systemd/system/cloudseed-watch.service",
+            (EXAMPLES / "cloudseed-watch.service").read_text(),
+        ),
+        ("/usr/local/sbin/on-user-data", WATCH_HOOK),
+    ]
+    config = {
+        "phone_home": {
+            "url": "http://169.254.169.254/openstack/latest/phone_home",
+            "post": "all",
+            "tries": 10,
+        },
+        "write_files": [
+            {"path": path, "content": content, "permissions": "0755"} for path, content in files
+        ],
+    }
+    return "#cloud-config\n" + json.dumps(config, indent=1) + "\n"
+
+
 # The token is longer than a console line should be: printed in numbered parts.
 TOKEN_PART = 200
 HOST_KEYS_TIMEOUT = 300.0
@@ -67,9 +104,9 @@ def token_lines(run: str) -> list[str]:
 def first_contact_user_data(run: str) -> str:
     script = user_data(run).splitlines()
     end = next(i for i, line in enumerate(script) if line.startswith("say END"))
-    script[end:end] = token_lines(run)
+    script[end:end] = token_lines(run) + WATCH_START
     message = MIMEMultipart()
-    message.attach(MIMEText(PHONE_HOME, "cloud-config"))
+    message.attach(MIMEText(cloud_config(), "cloud-config"))
     message.attach(MIMEText("\n".join(script) + "\n", "x-shellscript"))
     return message.as_string()
 
@@ -145,7 +182,37 @@ def test_8_first_contact_is_verified(e2e_cloud, timings, tmp_path):
         other.write_text(f"[127.0.0.1]:{port} {' '.join(impostor.split()[:2])}\n")
         done = ssh_login(command, key, *strict, f"UserKnownHostsFile={other}")
         assert done.returncode != 0 and "Host key verification failed" in done.stderr, done.stderr
+
+        # The example unit is waiting on its user data (it has read the current one): new
+        # user data reaches its hook without a reboot.
+        waiting = "systemctl is-active cloudseed-watch && test -s /run/cloudseed-watch/current"
+        deadline = time.monotonic() + WATCH_TIMEOUT
+        while True:
+            done = ssh_login(command, key, remote=f"sudo sh -c '{waiting}' && echo watching")
+            if "watching" in done.stdout:
+                break
+            assert time.monotonic() < deadline, (done.stdout, done.stderr)
+            time.sleep(3)
+        marker = f"watch-marker-{secrets.token_hex(4)}"
+        updated = time.monotonic()
+        r = cloud.client.put(
+            f"/v2.1/servers/{server_id}",
+            headers={"OpenStack-API-Version": "compute 2.105"},
+            json={"server": {"user_data": b64(f"{marker}\nnot run: no reboot\n")}},
+        )
+        assert r.status_code == 200, r.text
+        while marker not in boot_markers(cloud, server_id, run, "WATCH"):
+            assert time.monotonic() - updated < WATCH_TIMEOUT, cloud.console(server_id)[-3000:]
+            time.sleep(1)
+        hook_seconds = time.monotonic() - updated
+        r = cloud.client.get(f"/v2.1/servers/{server_id}/os-server-actions")
+        assert "reboot" not in {a["action"] for a in r.json()["instanceActions"]}
         timings["8 first contact"] = {
             "request_to_user_data_done_s": round(boot.seconds, 1),
             "guest_uptime_s": boot.guest_uptime,
+            "user_data_put_to_hook_s": round(hook_seconds, 1),
         }
+
+
+def boot_markers(cloud: Any, server_id: str, run: str, kind: str) -> str:
+    return " ".join(markers(cloud.console(server_id), run).of(kind))

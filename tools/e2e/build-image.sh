@@ -83,9 +83,10 @@ timed() {  # timed LABEL COMMAND...: run, and note how long it took in build.txt
 # configuration with its eni renderer. The cloud kernel boots fastest under TCG. grub-pc: the
 # boot loader, installed to the disk below (its postinst has no device yet). qemu-guest-agent:
 # the qemu driver pushes key changes to running guests through it (its ssh-key commands).
+# curl: docs/examples/cloudseed-watch.sh, the change-notification example, runs on it.
 packages=(
     systemd-sysv udev dbus kmod iproute2 iputils-ping procps e2fsprogs mount
-    ifupdown isc-dhcp-client netbase openssh-server sudo qemu-guest-agent
+    ifupdown isc-dhcp-client netbase openssh-server sudo qemu-guest-agent curl
     cloud-init cloud-guest-utils linux-image-cloud-amd64 initramfs-tools grub-pc
 )
 root_device=LABEL=rootfs
