@@ -188,7 +188,13 @@ def test_8_first_contact_is_verified(e2e_cloud, timings, tmp_path):
         waiting = "systemctl is-active cloudseed-watch && test -s /run/cloudseed-watch/current"
         deadline = time.monotonic() + WATCH_TIMEOUT
         while True:
-            done = ssh_login(command, key, remote=f"sudo sh -c '{waiting}' && echo watching")
+            done = ssh_login(
+                command,
+                key,
+                *strict,
+                f"UserKnownHostsFile={known_hosts}",
+                remote=f"sudo sh -c '{waiting}' && echo watching",
+            )
             if "watching" in done.stdout:
                 break
             assert time.monotonic() < deadline, (done.stdout, done.stderr)
@@ -205,7 +211,8 @@ def test_8_first_contact_is_verified(e2e_cloud, timings, tmp_path):
             assert time.monotonic() - updated < WATCH_TIMEOUT, cloud.console(server_id)[-3000:]
             time.sleep(1)
         hook_seconds = time.monotonic() - updated
-        r = cloud.client.get(f"/v2.1/servers/{server_id}/os-server-actions")
+        r = cloud.client.get(f"/v2.1/servers/{server_id}/os-instance-actions")
+        assert r.status_code == 200, r.text
         assert "reboot" not in {a["action"] for a in r.json()["instanceActions"]}
         timings["8 first contact"] = {
             "request_to_user_data_done_s": round(boot.seconds, 1),
