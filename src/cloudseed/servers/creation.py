@@ -300,23 +300,13 @@ def create_servers(
                         action_id=action_ids[u],
                         payload=_build_payload(admin_pass, request.files),
                     )
-                history.record(
+                history.record_keys(
                     session,
                     instance_uuid=u,
-                    field="key_pair",
                     action="create",
                     actor=request.actor,
-                    old=None,
-                    new=history.describe_key(keypairs),
-                )
-                history.record(
-                    session,
-                    instance_uuid=u,
-                    field="keys",
-                    action="create",
-                    actor=request.actor,
-                    old=None,
-                    new=history.describe_keys(keypairs),
+                    old=[],
+                    new=keypairs,
                 )
                 history.record(
                     session,

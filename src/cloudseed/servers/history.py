@@ -52,6 +52,29 @@ def describe_keys(keypairs: list[dict[str, Any]]) -> str | None:
     return json.dumps(key_sets.describe(keypairs), sort_keys=True)
 
 
+def record_keys(
+    session: Session,
+    *,
+    instance_uuid: str,
+    action: str,
+    actor: Actor,
+    old: list[dict[str, Any]],
+    new: list[dict[str, Any]],
+) -> None:
+    """A change of the server's key set: ``keys`` (2.106, every key) and ``key_pair``, which
+    keeps meaning Nova's one key pair (the first key) as before 2.106."""
+    for field, describe in (("key_pair", describe_key), ("keys", describe_keys)):
+        record(
+            session,
+            instance_uuid=instance_uuid,
+            field=field,
+            action=action,
+            actor=actor,
+            old=describe(old),
+            new=describe(new),
+        )
+
+
 def describe_user_data(user_data: str | None) -> str | None:
     if user_data is None:
         return None

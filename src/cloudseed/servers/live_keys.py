@@ -137,7 +137,7 @@ def change(
         return False
     generation = (extra.keys_generation or 1) + 1
     _write(session, record, old, key_sets.with_generations(old, new, generation), generation)
-    _record_history(session, uuid, old, new, actor=actor, action=action)
+    history.record_keys(session, instance_uuid=uuid, action=action, actor=actor, old=old, new=new)
     records.guest_changed(session, uuid)
     if instance.host is not None:
         queue.enqueue(
@@ -173,7 +173,14 @@ def rebuilt(
     extra.keys_boot_generation = generation
     session.flush()
     if actor is not None:
-        _record_history(session, before.instance.uuid, old, new, actor=actor, action="rebuild")
+        history.record_keys(
+            session,
+            instance_uuid=before.instance.uuid,
+            action="rebuild",
+            actor=actor,
+            old=old,
+            new=new,
+        )
     key_name, key_data = key_sets.first_key(entries)
     return {"key_name": key_name, "key_data": key_data}
 
@@ -190,36 +197,6 @@ def _write(
     record.extra.keys_generation = generation
     record.instance.key_name, record.instance.key_data = key_sets.first_key(entries)
     session.flush()
-
-
-def _record_history(
-    session: Session,
-    uuid: str,
-    old: list[dict[str, Any]],
-    new: list[dict[str, Any]],
-    *,
-    actor: Actor,
-    action: str,
-) -> None:
-    # ``key_pair`` keeps meaning Nova's one key pair (the first key), as before 2.106.
-    history.record(
-        session,
-        instance_uuid=uuid,
-        field="key_pair",
-        action=action,
-        actor=actor,
-        old=history.describe_key(old),
-        new=history.describe_key(new),
-    )
-    history.record(
-        session,
-        instance_uuid=uuid,
-        field="keys",
-        action=action,
-        actor=actor,
-        old=history.describe_keys(old),
-        new=history.describe_keys(new),
-    )
 
 
 __all__ = [
