@@ -30,10 +30,11 @@ import logging
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import Any
 
 from sqlalchemy import update
 
+from cloudseed.agent.guests import ConfigDrives, Files, guest_spec
 from cloudseed.agent.keys import KeyPusher, after_operation
 from cloudseed.cells.service import CellDatabases
 from cloudseed.compute.interfaces import Driver, GuestSpec
@@ -57,8 +58,6 @@ from cloudseed.servers.system_keys import SSH_FORWARD
 
 log = logging.getLogger(__name__)
 
-Files = tuple[tuple[str, bytes], ...]
-
 # The instance event each kind records (Nova's names).
 EVENTS = {
     "build": "compute__do_build_and_run_instance",
@@ -70,33 +69,6 @@ EVENTS = {
 }
 
 
-class BuiltDrive(Protocol):
-    @property
-    def path(self) -> str: ...
-
-    @property
-    def format(self) -> str: ...
-
-
-class ConfigDrives(Protocol):
-    """What operations ask of config drives (``configdrive.service.DriveBuilder``)."""
-
-    def build(
-        self,
-        uuid: str,
-        *,
-        admin_pass: str | None = ...,
-        files: Files = ...,
-        user_data: str | None = ...,
-        carry_over: bool = ...,
-        record: records.ServerRecord | None = ...,
-    ) -> BuiltDrive: ...
-
-    def existing(self, uuid: str) -> tuple[str, str] | None: ...
-
-    def remove(self, uuid: str) -> None: ...
-
-
 @dataclass(frozen=True)
 class Outcome:
     """Instance columns to set when the driver call succeeded."""
@@ -105,34 +77,6 @@ class Outcome:
     power_state: int
     launched: bool = False
     ssh_forward: str | None = None
-
-
-def guest_spec(record: records.ServerRecord, drive: tuple[str, str] | None = None) -> GuestSpec:
-    """``drive``: (path, format) of the instance's config drive, when it has one."""
-    i = record.instance
-    return GuestSpec(
-        uuid=i.uuid,
-        name=i.display_name,
-        hostname=i.hostname,
-        image_ref=i.image_ref,
-        flavor=record.flavor,
-        key_data=i.key_data,
-        user_data=i.user_data,
-        config_drive=bool(i.config_drive),
-        ports=[
-            {
-                "mac_address": p.mac_address,
-                "network_id": p.network_id,
-                "mtu": p.mtu,
-                "fixed_ips": [ip.address for ip in ips],
-            }
-            for p, ips in record.ports
-        ],
-        config_drive_path=drive[0] if drive else None,
-        config_drive_format=drive[1] if drive else "iso9660",
-        project_id=i.project_id or "",
-        metadata=dict(record.metadata),
-    )
 
 
 class Lost(Exception):

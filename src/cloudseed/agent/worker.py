@@ -33,8 +33,9 @@ from functools import partial
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from cloudseed.agent.guests import ConfigDrives
 from cloudseed.agent.keys import KeyPusher, queue_expired
-from cloudseed.agent.steps import ConfigDrives, Steps
+from cloudseed.agent.steps import Steps
 from cloudseed.cells.service import CellDatabases
 from cloudseed.compute.interfaces import Capacity, Driver
 from cloudseed.db.base import utcnow
