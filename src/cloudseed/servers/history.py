@@ -16,8 +16,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import func, select
-from sqlalchemy.orm import Session
+from sqlalchemy import event, func, select
+from sqlalchemy.orm import Session, SessionTransaction
 
 from cloudseed.servers import key_sets
 from cloudseed.servers.models import BootstrapChange
@@ -85,6 +85,34 @@ def describe_user_data(user_data: str | None) -> str | None:
     return json.dumps({"sha256": hashlib.sha256(raw).hexdigest(), "size": len(raw)}, sort_keys=True)
 
 
+# The last version of each instance's history this transaction knows of, so that many
+# changes in one transaction (a project's keys fanned out to its servers) need no query, and
+# no flush, per row. Dropped when the transaction ends: another may have added rows since.
+_VERSIONS = "cloudseed.history_versions"
+
+
+def prefetch_versions(session: Session, instance_uuids: list[str]) -> None:
+    """Read the last history version of each of ``instance_uuids`` in one query (their rows
+    must be locked, or the transaction the only writer, as for any ``record``)."""
+    versions: dict[str, int] = session.info.setdefault(_VERSIONS, {})
+    found = {
+        uuid: version
+        for uuid, version in session.execute(
+            select(BootstrapChange.instance_uuid, func.max(BootstrapChange.version))
+            .where(BootstrapChange.instance_uuid.in_(instance_uuids))
+            .group_by(BootstrapChange.instance_uuid)
+        )
+    }
+    for uuid in instance_uuids:
+        versions[uuid] = found.get(uuid) or 0
+
+
+@event.listens_for(Session, "after_transaction_end")
+def _forget_versions(session: Session, transaction: SessionTransaction) -> None:
+    # Savepoints too: one rolled back may have taken versions it never wrote.
+    session.info.pop(_VERSIONS, None)
+
+
 def record(
     session: Session,
     *,
@@ -98,14 +126,10 @@ def record(
     """Add a change, unless nothing changed."""
     if old == new:
         return
-    version = (
-        session.scalar(
-            select(func.max(BootstrapChange.version)).where(
-                BootstrapChange.instance_uuid == instance_uuid
-            )
-        )
-        or 0
-    ) + 1
+    versions: dict[str, int] = session.info.setdefault(_VERSIONS, {})
+    if instance_uuid not in versions:
+        prefetch_versions(session, [instance_uuid])
+    version = versions[instance_uuid] = versions[instance_uuid] + 1
     session.add(
         BootstrapChange(
             instance_uuid=instance_uuid,

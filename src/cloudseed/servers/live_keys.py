@@ -127,22 +127,62 @@ def change(
         raise InstanceInvalidState(
             uuid=uuid, operation="update_keys", attr="task_state", state=instance.task_state
         )
-    old = [entry_defaults(e) for e in record.keypairs]
     if block_project_keys is not None:
         extra.block_project_keys = block_project_keys
     project_part = [] if extra.block_project_keys else project()
+    changed = _change(session, record, own, project_part, actor=actor, action=action)
+    if changed:
+        records.guest_changed(session, uuid)
+    session.flush()
+    return changed
+
+
+def project_changed(
+    session: Session,
+    server_records: list[records.ServerRecord],
+    project_part: list[dict[str, Any]],
+    *,
+    actor: Actor,
+) -> int:
+    """The project's keys (``project_part``, read with every one of the records' rows locked)
+    given to servers that take them: ``change`` for many servers, with one query per kind of
+    row rather than per server. How many changed."""
+    history.prefetch_versions(session, [r.instance.uuid for r in server_records])
+    changed = [
+        r.instance.uuid
+        for r in server_records
+        if _change(session, r, None, project_part, actor=actor, action="project_keys")
+    ]
+    records.guests_changed(session, changed)
+    session.flush()
+    return len(changed)
+
+
+def _change(
+    session: Session,
+    record: records.ServerRecord,
+    own: list[dict[str, Any]] | None,
+    project_part: list[dict[str, Any]],
+    *,
+    actor: Actor,
+    action: str,
+) -> bool:
+    """The new set written with its history and ``keys`` operation, unless it is the old one;
+    the caller records the guest's change (one UPDATE for many) and flushes."""
+    instance, extra = record.instance, record.extra
+    old = [entry_defaults(e) for e in record.keypairs]
     new = key_sets.merge(key_sets.own(old) if own is None else own, project_part)
     if key_sets.same(old, new):
-        session.flush()
         return False
     generation = (extra.keys_generation or 1) + 1
-    _write(session, record, old, key_sets.with_generations(old, new, generation), generation)
-    history.record_keys(session, instance_uuid=uuid, action=action, actor=actor, old=old, new=new)
-    records.guest_changed(session, uuid)
+    _write(record, key_sets.with_generations(old, new, generation), generation)
+    history.record_keys(
+        session, instance_uuid=instance.uuid, action=action, actor=actor, old=old, new=new
+    )
     if instance.host is not None:
         queue.enqueue(
             session,
-            instance_uuid=uuid,
+            instance_uuid=instance.uuid,
             kind=OPERATION,
             host=instance.host,
             payload={"generation": generation},
@@ -169,7 +209,7 @@ def rebuilt(
     new = key_sets.merge(key_sets.own(old) if own is None else key_sets.own(own), project_part)
     generation = (extra.keys_generation or 1) + 1
     entries = [{**e, "since_generation": generation} for e in new]
-    _write(session, before, old, entries, generation)
+    _write(before, entries, generation)
     extra.keys_boot_generation = generation
     session.flush()
     if actor is not None:
@@ -185,18 +225,12 @@ def rebuilt(
     return {"key_name": key_name, "key_data": key_data}
 
 
-def _write(
-    session: Session,
-    record: records.ServerRecord,
-    old: list[dict[str, Any]],
-    entries: list[dict[str, Any]],
-    generation: int,
-) -> None:
-    """The new list and generation, and Nova's columns (the first key)."""
+def _write(record: records.ServerRecord, entries: list[dict[str, Any]], generation: int) -> None:
+    """The new list and generation, and Nova's columns (the first key); flushed by the
+    caller."""
     record.extra.keypairs = json.dumps(entries, sort_keys=True)
     record.extra.keys_generation = generation
     record.instance.key_name, record.instance.key_data = key_sets.first_key(entries)
-    session.flush()
 
 
 __all__ = [

@@ -22,7 +22,7 @@ from cloudseed.cells.service import CellDatabases
 from cloudseed.db.engines import Database
 from cloudseed.errors import InvalidInput
 from cloudseed.keypairs.models import KeyPair, ProjectKey
-from cloudseed.servers import key_sets, live_keys
+from cloudseed.servers import key_sets, live_keys, records
 from cloudseed.servers.history import Actor
 from cloudseed.servers.key_delivery import parse_time
 from cloudseed.servers.key_sets import KeyRequest
@@ -129,32 +129,39 @@ def replace(
     return shown, changed
 
 
+# Servers written per flush: bounds the objects a fan-out holds at once in a large project.
+FAN_OUT_BATCH = 500
+
+
 def fan_out(
     session: Session, project_id: str, project: live_keys.ProjectKeys, *, actor: Actor
 ) -> int:
     """Give every server of the project in this cell that takes project keys the project's
-    keys as ``project`` reads them; how many changed."""
-    uuids = session.scalars(
-        select(Instance.uuid)
-        .join(InstanceExtra, InstanceExtra.instance_uuid == Instance.uuid)
-        .where(
-            Instance.project_id == project_id,
-            Instance.deleted == 0,
-            InstanceExtra.block_project_keys == false(),
+    keys as ``project`` reads them; how many changed. Every such row is locked first, then the
+    list is read once: a list committed meanwhile is read here or fanned out after this
+    transaction (as ``live_keys.change`` does for one server)."""
+    instances = list(
+        session.scalars(
+            select(Instance)
+            .join(InstanceExtra, InstanceExtra.instance_uuid == Instance.uuid)
+            .where(
+                Instance.project_id == project_id,
+                Instance.deleted == 0,
+                InstanceExtra.block_project_keys == false(),
+            )
+            .order_by(Instance.id)
+            .with_for_update()
+            .execution_options(populate_existing=True)
         )
-        .order_by(Instance.id)
-    ).all()
-    return sum(
-        live_keys.change(
-            session,
-            uuid,
-            actor=actor,
-            action="project_keys",
-            project=project,
-            refuse_busy=False,
-        )
-        for uuid in uuids
     )
+    if not instances:
+        return 0
+    project_part = project()
+    changed = 0
+    for start in range(0, len(instances), FAN_OUT_BATCH):
+        batch = records.load_many(session, instances[start : start + FAN_OUT_BATCH])
+        changed += live_keys.project_changed(session, batch, project_part, actor=actor)
+    return changed
 
 
 __all__ = ["ProjectKeyView", "fan_out", "listed", "replace"]

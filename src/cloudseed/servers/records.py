@@ -220,14 +220,21 @@ def set_system_metadata(session: Session, uuid: str, key: str, value: str | None
 def guest_changed(session: Session, uuid: str) -> None:
     """Record that what the guest would see has changed: bump the generation and write to the
     change feed, in the caller's transaction, so every metadata worker drops its copy."""
+    guests_changed(session, [uuid])
+
+
+def guests_changed(session: Session, uuids: list[str]) -> None:
+    """``guest_changed`` for many guests with one UPDATE."""
+    if not uuids:
+        return
     session.execute(
         update(Instance)
-        .where(Instance.uuid == uuid)
+        .where(Instance.uuid.in_(uuids))
         .values(generation=Instance.generation + 1, updated_at=utcnow())
         .execution_options(synchronize_session=False)
     )
-    session.add(GuestChange(instance_uuid=uuid))
-    session.info.setdefault(_CHANGED, set()).add(uuid)
+    session.add_all([GuestChange(instance_uuid=uuid) for uuid in uuids])
+    session.info.setdefault(_CHANGED, set()).update(uuids)
 
 
 # In-process announcement of committed guest changes: a metadata service in the same process
