@@ -427,7 +427,8 @@ def section(args: argparse.Namespace, report: Report) -> str:
             f"each of the {report.seeded:,} servers in one transaction, {ms(report.put_ms)} "
             f"until its answer): the first guest answered {ms(fan[0])}, the median "
             f"{ms(statistics_median(fan))}, p90 {ms(storm.percentile(fan, 90))}, p99 "
-            f"{ms(storm.percentile(fan, 99))}, the last {ms(fan[-1])} after the PUT's answer",
+            f"{ms(storm.percentile(fan, 99))}, the last {ms(fan[-1])} after the PUT's answer "
+            "(negative: before it, woken in-process as above)",
             f"- Answers: {statuses} (first GETs and long-polls together); long-polls answered "
             f"with the tag they had: {report.same_tag}; refused (503): {report.refused}",
         ]
