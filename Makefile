@@ -9,7 +9,7 @@ PYTEST_ARGS ?=
 # make test runs the suite in this many worker processes (pytest-xdist); 0: in pytest itself.
 TEST_JOBS ?= 2
 
-.PHONY: help run test venv test-venv lint tempest fuzz bench bench-metadata bench-login-keys bench-operations bench-configdrive image-debian e2e clean
+.PHONY: help run test venv test-venv lint tempest fuzz bench bench-metadata bench-login-keys bench-operations bench-configdrive bench-longpoll image-debian e2e clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -66,6 +66,10 @@ bench-login-keys: venv  ## authorized_keys under a storm of logins (2,000 guests
 
 bench-operations: test-venv  ## operations and compute hosts on PostgreSQL (real processes; minutes)
 	$(BIN)/python bench/operations.py --write docs/benchmarks.md
+
+bench-longpoll: test-venv  ## 10,000 waiting long-polls on 2 workers, SQLite then PostgreSQL (minutes each)
+	$(BIN)/python bench/longpoll.py --database sqlite --write docs/benchmarks.md
+	$(BIN)/python bench/longpoll.py --database postgresql --write docs/benchmarks.md
 
 bench-configdrive: venv  ## config drives built per second, in-process vs genisoimage (Nova's way)
 	sh tools/debian-packages.sh

@@ -281,7 +281,9 @@ def wait_until_answering(url: str, process: subprocess.Popen[bytes], log_path: P
 
 
 @contextlib.contextmanager
-def running_server(data_dir: Path, workers: int) -> Iterator[Server]:
+def running_server(data_dir: Path, workers: int, *, compute: bool = True) -> Iterator[Server]:
+    """``cloudseed serve``; ``compute=False``: without the compute agent (``--no-compute``),
+    for runs that only read, where queued operations would compete for the CPUs."""
     api_port, metadata_port = free_port(), free_port()
     env = {
         **os.environ,
@@ -306,6 +308,7 @@ def running_server(data_dir: Path, workers: int) -> Iterator[Server]:
         f"127.0.0.1:{metadata_port}",
         "--workers",
         str(workers),
+        *([] if compute else ["--no-compute"]),
     ]
     log_path = data_dir / "server.log"
     with log_path.open("wb") as log:

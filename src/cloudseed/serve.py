@@ -17,6 +17,7 @@ import contextlib
 import logging
 import multiprocessing
 import os
+import resource
 import signal
 import socket
 from collections.abc import Callable, Iterator
@@ -91,6 +92,35 @@ def bind(
         sock.listen(2048)
     sock.set_inheritable(True)
     return sock
+
+
+# Where the hard limit is unlimited, the most Linux allows by default (fs.nr_open).
+_MOST_FILES = 1 << 20
+
+
+def raise_open_files_limit(settings: Settings) -> int:
+    """Raise this process's soft limit of open files to its hard limit, as Go's runtime and
+    nginx's ``worker_rlimit_nofile`` do, and return it: every waiting long-poll holds a
+    socket, and the soft limit systemd and most shells give (1,024) would refuse the
+    1,025th guest's connection while ``[metadata] max_waiters`` allows 20,000. Forked
+    workers inherit it. A limit still below ``max_waiters`` is logged."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = _MOST_FILES if hard == resource.RLIM_INFINITY else hard
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+            soft = wanted
+        except (ValueError, OSError) as exc:
+            log.warning("could not raise the open files limit from %d to %d: %s", soft, wanted, exc)
+    waiters = settings.metadata.max_waiters
+    if soft != resource.RLIM_INFINITY and soft < waiters:
+        log.warning(
+            "each worker may open %d files, fewer than the %d long-polls [metadata] "
+            "max_waiters allows it: raise the hard limit (LimitNOFILE= in systemd)",
+            soft,
+            waiters,
+        )
+    return soft
 
 
 def _listen_own(
@@ -189,6 +219,7 @@ def run(settings: Settings, *, compute: bool = True) -> None:
     from cloudseed.metadata.tokens import with_shared_key
 
     settings = with_shared_key(settings)  # before forking: every worker checks every token
+    raise_open_files_limit(settings)
     forking = settings.default.workers > 1
     bound = [
         (
