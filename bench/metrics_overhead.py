@@ -24,7 +24,6 @@ import os
 import tempfile
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 import httpx
 import metadata_storm as storm
@@ -37,6 +36,7 @@ PATHS = 8
 def one_round(
     data_dir: Path, files: storm.StormFiles, args: argparse.Namespace, *, enabled: bool
 ) -> tuple[storm.WrkResult, float | None]:
+    """``args``: the command line's (threads, connections, duration)."""
     """One serve process with metrics ``enabled`` or not: warm-up, then the timed wrk run;
     with metrics, the metadata requests counted by a scrape afterwards."""
     os.environ["CLOUDSEED_METRICS__ENABLED"] = "true" if enabled else "false"
@@ -67,7 +67,6 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--write", type=Path)
     args = parser.parse_args()
-    wrk_args = SimpleNamespace(threads=args.threads, connections=args.connections)
     with tempfile.TemporaryDirectory(prefix="cloudseed-metrics-bench-") as tmp:
         data_dir = Path(tmp) / "state"
         data_dir.mkdir()
@@ -77,13 +76,14 @@ def main() -> None:
             (instance,) = storm.seed(server, registries, 1, 1, 1).instances
             metadata = f"http://127.0.0.1:{server.metadata_port}"
             paths = storm.cloud_init_paths(metadata, instance)[:PATHS]
-        files = storm.write_storm_files(Path(tmp) / "wrk", [instance], paths)
+        # The wrk script shares the instances out over its threads: one copy per thread.
+        files = storm.write_storm_files(Path(tmp) / "wrk", [instance] * args.threads, paths)
         rounds: dict[bool, list[storm.WrkResult]] = {False: [], True: []}
         counted: list[float] = []
         load_before = storm.load_average()
         for _ in range(args.rounds):
             for enabled in (False, True):
-                result, seen = one_round(data_dir, files, wrk_args, enabled=enabled)  # type: ignore[arg-type]
+                result, seen = one_round(data_dir, files, args, enabled=enabled)
                 if result.errors:
                     raise SystemExit(f"{result.what}: {result.errors} errors")
                 rounds[enabled].append(result)
