@@ -6,6 +6,7 @@ operations; who may scrape; and the sum over the workers of a real `cloudseed se
 from __future__ import annotations
 
 import dataclasses
+import json
 import signal
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +14,7 @@ from typing import Any
 
 import httpx
 import pytest
+from prometheus_client.mmap_dict import MmapedDict
 from prometheus_client.parser import text_string_to_metric_families
 
 from cloudseed.settings import Settings
@@ -52,6 +54,21 @@ def value(
     samples: dict[tuple[str, frozenset[tuple[str, str]]], float], name: str, **labels: str
 ) -> float:
     return samples.get((name, frozenset(labels.items())), 0.0)
+
+
+def per_worker(path: Path, route: str) -> float:
+    """A worker's count of GET ``route`` answered 200 on the API listener, from its own file."""
+    total = 0.0
+    for key, count, _timestamp, _pos in MmapedDict.read_all_values_from_file(str(path)):
+        _name, sample, labels, _help = json.loads(key)
+        if sample == "cloudseed_http_requests_total" and labels == {
+            "listener": "api",
+            "route": route,
+            "method": "GET",
+            "status": "200",
+        }:
+            total += count
+    return total
 
 
 def metrics_settings(settings: Settings, **values: Any) -> Settings:
@@ -238,8 +255,9 @@ def _two_workers(cluster: Any, tmp_path: Path) -> None:
     requests = 60
     for _ in range(requests):
         assert httpx.get(f"{api}/v2.1/").status_code == 200
-    pids = {p.name.rsplit("_", 1)[1] for p in directory.glob("counter_*.db")}
-    assert len(pids) == 2, "both workers counted requests"
+    # Each worker's own file holds its share: both served some, and the shares add up.
+    shares = [per_worker(path, "/v2.1/") for path in directory.glob("counter_*.db")]
+    assert len(shares) == 2 and all(shares) and sum(shares) == requests, shares
     route = {"listener": "api", "route": "/v2.1/", "method": "GET", "status": "200"}
     # Every scrape, whichever worker answers it, shows the sum over both.
     for _ in range(6):
