@@ -183,7 +183,13 @@ async def serve_sockets(
             stop()
 
         watcher = asyncio.ensure_future(watch())
-    await asyncio.gather(*(server.serve(sockets=[sock]) for server, sock in servers))
+    flusher = asyncio.ensure_future(metrics.flush_every(1.0))
+    try:
+        await asyncio.gather(*(server.serve(sockets=[sock]) for server, sock in servers))
+    finally:
+        flusher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await flusher
     if stop_event is not None:
         watcher.cancel()
 

@@ -255,14 +255,21 @@ def _two_workers(cluster: Any, tmp_path: Path) -> None:
     requests = 60
     for _ in range(requests):
         assert httpx.get(f"{api}/v2.1/").status_code == 200
-    # Each worker's own file holds its share: both served some, and the shares add up.
-    shares = [per_worker(path, "/v2.1/") for path in directory.glob("counter_*.db")]
-    assert len(shares) == 2 and all(shares) and sum(shares) == requests, shares
     route = {"listener": "api", "route": "/v2.1/", "method": "GET", "status": "200"}
-    # Every scrape, whichever worker answers it, shows the sum over both.
+    # Workers hand their tallies over every second; then every scrape, whichever worker
+    # answers it, shows the sum over both.
+    wait(
+        lambda: value(scrape(api), "cloudseed_http_requests_total", **route) == requests,
+        5,
+        cluster,
+        "both workers' requests in a scrape",
+    )
     for _ in range(6):
         for target in (api, f"http://127.0.0.1:{md_port}"):
             assert value(scrape(target), "cloudseed_http_requests_total", **route) == requests
+    # Each worker's own file holds its share: both served some, and the shares add up.
+    shares = [per_worker(path, "/v2.1/") for path in directory.glob("counter_*.db")]
+    assert len(shares) == 2 and all(shares) and sum(shares) == requests, shares
     serve.send_signal(signal.SIGTERM)
     assert serve.wait(timeout=60) == 0
     cluster.processes.pop("workers")

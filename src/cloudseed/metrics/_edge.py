@@ -1,8 +1,9 @@
 """The metrics edge: pure ASGI middleware around each listener's app that counts and times
 every request, and answers ``GET /metrics`` to the configured scrapers.
 
-Per request it costs two clock reads, one dict lookup for the label children remembered for
-(route key, method, status), and the increments; label values are worked out once per key.
+Per request it costs two clock reads, one dict lookup for the tally of (route key, method,
+status) and a few plain increments (``_tally.py``: handed to prometheus-client every second);
+label values are worked out once per key.
 """
 
 from __future__ import annotations
@@ -10,9 +11,9 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import logging
+import math
 import time
 from collections.abc import Callable, Hashable
-from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
@@ -20,8 +21,9 @@ from prometheus_client.registry import Collector
 from cloudseed.cells.service import CellDatabases
 from cloudseed.errors import Forbidden
 from cloudseed.metrics._operations import OperationsCollector, count_operations
-from cloudseed.metrics._registry import Metrics
+from cloudseed.metrics._registry import LATENCY_BUCKETS, Metrics
 from cloudseed.metrics._routes import RouteNames
+from cloudseed.metrics._tally import Tally
 from cloudseed.settings import split_list
 from cloudseed.types import ASGIApp, Message, Receive, Scope, Send
 from cloudseed.web.faults import fault_parts
@@ -43,7 +45,7 @@ RELAYED = frozenset(
         b"x-metadata-provider-signature",
     }
 )
-_MAX_CHILDREN = 4096  # remembered label sets; emptied when full, so odd paths cannot grow it
+_MAX_TALLIES = 4096  # remembered label sets; emptied when full, so odd paths cannot grow it
 
 Networks = tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]
 
@@ -76,7 +78,8 @@ class MetricsEdge:
         self.scrapers = scrapers
         self.refuse = refuse
         self.cells_of = cells_of
-        self._children: dict[tuple[Hashable, str, int], tuple[Any, Any, Any]] = {}
+        self._tallies: dict[tuple[Hashable, str, int], Tally] = {}
+        metrics.flushing(self._flush)
 
     def drain(self) -> None:
         """serve.py's call on SIGTERM, passed on to the app (the metadata service's)."""
@@ -110,33 +113,34 @@ class MetricsEdge:
             self._count(scope, status, time.perf_counter() - started)
 
     def _count(self, scope: Scope, status: int, seconds: float) -> None:
-        method = scope["method"]
-        key = (self.routes.key(scope), method, status)
-        children = self._children.get(key)
-        if children is None:
-            children = self._resolve(key)
-        requests, duration, document = children
-        requests.inc()
-        duration.observe(seconds)
-        if document is not None:
-            document.inc()
+        key = (self.routes.key(scope), scope["method"], status)
+        tally = self._tallies.get(key)
+        if tally is None:
+            tally = self._resolve(key)
+        tally.add(seconds)
 
-    def _resolve(self, key: tuple[Hashable, str, int]) -> tuple[Any, Any, Any]:
+    def _resolve(self, key: tuple[Hashable, str, int]) -> Tally:
         route_key, method, status = key
         ok = 200 <= status < 300 or status == 304
         route, document = self.routes.names(route_key, ok)
         m = self.metrics
-        children = (
+        tally = Tally(
             m.requests.labels(
                 self.listener, route, method if method in METHODS else "other", str(status)
             ),
             m.duration.labels(self.listener, route),
             m.documents.labels(document) if document is not None else None,
+            (*LATENCY_BUCKETS, math.inf),
         )
-        if len(self._children) >= _MAX_CHILDREN:
-            self._children.clear()
-        self._children[key] = children
-        return children
+        if len(self._tallies) >= _MAX_TALLIES:
+            self._flush()
+            self._tallies.clear()
+        self._tallies[key] = tally
+        return tally
+
+    def _flush(self) -> None:
+        for tally in self._tallies.values():
+            tally.flush()
 
     def _scraper(self, scope: Scope) -> bool:
         if self.refuse != "forbidden" and any(name in RELAYED for name, _ in scope["headers"]):
@@ -152,6 +156,7 @@ class MetricsEdge:
 
     async def _scrape(self, scope: Scope, send: Send) -> None:
         cells = self.cells_of(scope)
+        self.metrics.flush()  # this process's figures up to now (on the loop: no races)
         body = await asyncio.to_thread(self._exposition, cells)
         await send(
             {

@@ -8,7 +8,8 @@ scrape of any worker reads them all: the figures are the sum over the workers. W
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import asyncio
+from collections.abc import Callable, Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client import values as prometheus_values
@@ -53,6 +54,7 @@ class Metrics:
 
     def __init__(self, *, multiprocess_dir: str | None = None) -> None:
         self.multiprocess_dir = multiprocess_dir
+        self._flushes: list[Callable[[], None]] = []
         if multiprocess_dir is not None:
             use_multiprocess_values()
         self.registry = registry = CollectorRegistry(auto_describe=True)
@@ -111,6 +113,24 @@ class Metrics:
             ["target"],
             registry=registry,
         )
+
+    def flushing(self, flush: Callable[[], None]) -> None:
+        """Call ``flush`` on every ``flush()``: it adds what it tallied since to the metrics."""
+        self._flushes.append(flush)
+
+    def flush(self) -> None:
+        """Hand every tally to prometheus-client. On the event loop the tallies belong to."""
+        for flush in self._flushes:
+            flush()
+
+    async def flush_every(self, seconds: float) -> None:
+        """Flush every ``seconds`` until cancelled (serve.py runs it beside the servers)."""
+        try:
+            while True:
+                await asyncio.sleep(seconds)
+                self.flush()
+        finally:
+            self.flush()
 
     def exposition(self, extra: Iterable[Collector] = ()) -> bytes:
         """The text format of every metric, plus ``extra`` collectors (figures read at scrape

@@ -19,6 +19,9 @@ class _Reports:
     """The metadata service's StoreStats and TargetStats, as metric updates."""
 
     def __init__(self, metrics: Metrics) -> None:
+        # Hits are one per metadata request: tallied, then flushed with the requests.
+        self.hits = 0
+        self.misses = 0
         self._hits = metrics.cache_hits
         self._misses = metrics.cache_misses
         self._guests = metrics.cache_guests
@@ -27,10 +30,18 @@ class _Reports:
         self._target_errors = metrics.target_errors
 
     def hit(self) -> None:
-        self._hits.inc()
+        self.hits += 1
 
     def missed(self) -> None:
-        self._misses.inc()
+        self.misses += 1
+
+    def flush(self) -> None:
+        if self.hits:
+            self._hits.inc(self.hits)
+            self.hits = 0
+        if self.misses:
+            self._misses.inc(self.misses)
+            self.misses = 0
 
     def cached(self, guests: int) -> None:
         self._guests.set(guests)
@@ -54,6 +65,7 @@ def instrument(app: ASGIApp, *, listener: str, metrics: Metrics, settings: Setti
     if listener == METADATA:
         if isinstance(app, MetadataApp):
             reports = _Reports(metrics)
+            metrics.flushing(reports.flush)
             app.observe(store=reports, targets=reports)
 
         def metadata_cells(_scope: Scope) -> CellDatabases | None:
