@@ -24,12 +24,16 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from types import FrameType
+from typing import TYPE_CHECKING
 
 import uvicorn
 
 from cloudseed.coalescing import CoalescingHttpToolsProtocol, HeadLimits
 from cloudseed.settings import Settings
 from cloudseed.types import ASGIApp
+
+if TYPE_CHECKING:
+    from cloudseed.metrics import MultiprocessDirectory
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +45,7 @@ class Listener:
     port: int
     factory: Callable[[Settings], ASGIApp]
     ip_ttl: int = 0  # 0: the system's default
+    kind: str = "api"  # the metrics' listener label: api or metadata
 
 
 def listeners(settings: Settings, *, compute: bool = True) -> list[Listener]:
@@ -64,6 +69,7 @@ def listeners(settings: Settings, *, compute: bool = True) -> list[Listener]:
             d.metadata_listen_port,
             create_metadata_app,
             ip_ttl=settings.metadata.hop_limit,
+            kind="metadata",
         ),
     ]
 
@@ -147,9 +153,14 @@ async def serve_sockets(
     bound: list[tuple[Listener, socket.socket]],
     *,
     stop_event: asyncio.Event | None = None,
+    metrics_dir: str | None = None,
 ) -> None:
     """Serve each listener's app on its socket in this process until SIGTERM/SIGINT, or until
-    ``stop_event`` is set (for embedding, e.g. in tests)."""
+    ``stop_event`` is set (for embedding, e.g. in tests). ``metrics_dir``: the workers' shared
+    metrics directory (several workers); None: this process's metrics are all there is."""
+    from cloudseed.metrics import Metrics, instrument
+
+    metrics = Metrics(multiprocess_dir=metrics_dir)
     servers = []
     apps = []
     w = settings.wsgi
@@ -163,7 +174,9 @@ async def serve_sockets(
     for listener, sock in bound:
         # proxy_headers off: uvicorn would otherwise believe X-Forwarded-For from 127.0.0.1
         # and rewrite the client address the metadata service identifies guests by.
-        app = listener.factory(settings)
+        app = instrument(
+            listener.factory(settings), listener=listener.kind, metrics=metrics, settings=settings
+        )
         apps.append(app)
         config = uvicorn.Config(
             app,
@@ -200,17 +213,26 @@ async def serve_sockets(
             stop()
 
         watcher = asyncio.ensure_future(watch())
-    await asyncio.gather(*(server.serve(sockets=[sock]) for server, sock in servers))
+    flusher = asyncio.ensure_future(metrics.flush_every(1.0))
+    try:
+        await asyncio.gather(*(server.serve(sockets=[sock]) for server, sock in servers))
+    finally:
+        flusher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await flusher
     if stop_event is not None:
         watcher.cancel()
 
 
 def _worker(
-    settings: Settings, bound: list[tuple[Listener, socket.socket]], own_sockets: bool = False
+    settings: Settings,
+    bound: list[tuple[Listener, socket.socket]],
+    own_sockets: bool = False,
+    metrics_dir: str | None = None,
 ) -> None:
     if own_sockets:
         bound = _listen_own(bound)
-    asyncio.run(serve_sockets(settings, bound))
+    asyncio.run(serve_sockets(settings, bound, metrics_dir=metrics_dir))
 
 
 def run(settings: Settings, *, compute: bool = True) -> None:
@@ -245,15 +267,27 @@ def run(settings: Settings, *, compute: bool = True) -> None:
     if settings.default.workers == 1:
         _worker(settings, bound)
         return
-    _supervise(settings, bound)
+    from cloudseed.metrics import MultiprocessDirectory
+
+    metrics_dir = MultiprocessDirectory() if settings.metrics.enabled else None
+    try:
+        _supervise(settings, bound, metrics_dir)
+    finally:
+        if metrics_dir is not None:
+            metrics_dir.close()
 
 
-def _supervise(settings: Settings, bound: list[tuple[Listener, socket.socket]]) -> None:
+def _supervise(
+    settings: Settings,
+    bound: list[tuple[Listener, socket.socket]],
+    metrics_dir: MultiprocessDirectory | None,
+) -> None:
     context = multiprocessing.get_context("fork")
     stopping = False
+    path = metrics_dir.path if metrics_dir is not None else None
 
     def start() -> multiprocessing.process.BaseProcess:
-        process = context.Process(target=_worker, args=(settings, bound, True), daemon=False)
+        process = context.Process(target=_worker, args=(settings, bound, True, path), daemon=False)
         process.start()
         return process
 
@@ -272,6 +306,8 @@ def _supervise(settings: Settings, bound: list[tuple[Listener, socket.socket]]) 
                     log.error(
                         "worker %s exited with %s; starting another", worker.pid, worker.exitcode
                     )
+                    if metrics_dir is not None and worker.pid is not None:
+                        metrics_dir.worker_died(worker.pid)
                     workers[i] = start()
     finally:
         for sig, handler in previous.items():

@@ -666,6 +666,20 @@ class IdentitySection:
 
 
 @dataclass(frozen=True)
+class MetricsSection:
+    """``[metrics]``: the Prometheus endpoint, GET /metrics on both listeners (docs/metrics.md)."""
+
+    enabled: bool = option(True, "Serve GET /metrics on the compute API and metadata listeners.")
+    allow_from: str = option(
+        "127.0.0.0/8,::1",
+        "Comma-separated addresses or networks of the scrapers /metrics answers (no token "
+        "needed). On the compute API anyone else gets 403; on the metadata listener anyone "
+        "else, and any request relayed for a guest (proxy or identity headers), gets the 404 of "
+        "an unknown path.",
+    )
+
+
+@dataclass(frozen=True)
 class Settings:
     default: DefaultSection = field(default_factory=DefaultSection)
     api: ApiSection = field(default_factory=ApiSection)
@@ -683,6 +697,7 @@ class Settings:
     compute: ComputeSection = field(default_factory=ComputeSection)
     keys: KeysSection = field(default_factory=KeysSection)
     identity: IdentitySection = field(default_factory=IdentitySection)
+    metrics: MetricsSection = field(default_factory=MetricsSection)
     # [keystone_authtoken] and other pass-through sections, exactly as written.
     passthrough: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     # What was reported while loading (unknown options); logged by whoever starts the service.
@@ -723,6 +738,7 @@ SECTIONS: dict[str, str] = {
     "compute": "compute",
     "keys": "keys",
     "identity": "identity",
+    "metrics": "metrics",
 }
 
 
@@ -870,11 +886,13 @@ def _check_lists(settings: Settings) -> None:
         if name in names or name == "static":
             fail("api", "vendordata_dynamic_targets", item, f"the name {name!r} is taken")
         names.add(name)
-    for item in split_list(settings.metadata.trusted_proxies):
-        try:
-            ipaddress.ip_network(item, strict=False)
-        except ValueError:
-            fail("metadata", "trusted_proxies", item, "not an address or network")
+    networks = (("metadata", "trusted_proxies"), ("metrics", "allow_from"))
+    for section, name in networks:
+        for item in split_list(getattr(getattr(settings, section), name)):
+            try:
+                ipaddress.ip_network(item, strict=False)
+            except ValueError:
+                fail(section, name, item, "not an address or network")
     url = settings.qemu.metadata_url
     if url and not _is_host_port_url(url):
         raise ConfigError(

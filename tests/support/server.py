@@ -103,6 +103,7 @@ def running_metadata(settings: Settings) -> Iterator[str]:
             0,
             create_metadata_app,
             ip_ttl=settings.metadata.hop_limit,
+            kind="metadata",
         ),
         "/",
     ) as base:

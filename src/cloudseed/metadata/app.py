@@ -28,6 +28,7 @@ from cloudseed.metadata.facts import GuestFacts, vendordata_request
 from cloudseed.metadata.freshness import Freshness
 from cloudseed.metadata.identify import ByInstance, ByProvider, Claim, Identifier
 from cloudseed.metadata.signed_identity import SignedIdentity
+from cloudseed.metadata.stats import NO_STATS, StoreStats
 from cloudseed.metadata.store import GuestStore
 from cloudseed.metadata.tokens import TOKEN_HEADER, TTL_HEADER, Tokens
 from cloudseed.servers import password
@@ -35,6 +36,7 @@ from cloudseed.servers.errors import PasswordTooLarge
 from cloudseed.settings import Settings
 from cloudseed.types import Receive, Scope, Send
 from cloudseed.vendordata import Vendordata
+from cloudseed.vendordata.stats import NO_TARGET_STATS, TargetStats
 from cloudseed.web.errors import MethodNotAllowed, RequestTooLarge
 from cloudseed.web.faults import status_for
 
@@ -75,6 +77,13 @@ class MetadataApp:
         self.identity: SignedIdentity | None = None
         self.freshness = Freshness(settings)  # ETags, 304s and long-polls
         self.deliveries: Deliveries | None = None
+        self._store_stats: StoreStats = NO_STATS
+        self._target_stats: TargetStats = NO_TARGET_STATS
+
+    def observe(self, *, store: StoreStats, targets: TargetStats) -> None:
+        """Report the guest cache's and the vendordata targets' work (metrics/); before
+        start-up."""
+        self._store_stats, self._target_stats = store, targets
 
     # -- ASGI --------------------------------------------------------------------------------
 
@@ -104,7 +113,9 @@ class MetadataApp:
         db = self._api_db
         if db is None:
             db = self._own_db = Database.connect("api", self.settings.api_database_url)
-        self.vendordata = Vendordata(self.settings, login_check=self.settings.keys.login_check)
+        self.vendordata = Vendordata(
+            self.settings, login_check=self.settings.keys.login_check, stats=self._target_stats
+        )
         cells = CellDatabases(db)
         self.deliveries = Deliveries(cells)
         self.store = GuestStore(
@@ -113,6 +124,7 @@ class MetadataApp:
             capacity=self.settings.metadata.cache_size,
             poll_interval=self.settings.metadata.change_poll_interval_ms / 1000,
             fallback_interval=self.settings.metadata.change_fallback_interval_ms / 1000,
+            stats=self._store_stats,
         )
         await self.store.start()
         self.store.watch(self.freshness.waiters.changed)

@@ -33,6 +33,7 @@ from cloudseed.db.engines import Database
 from cloudseed.db.notify import GUEST_CHANGES, Listener
 from cloudseed.metadata.documents import GuestDocuments
 from cloudseed.metadata.loading import BY_ADDRESS, BY_UUID, Key, load_guests
+from cloudseed.metadata.stats import NO_STATS, StoreStats
 from cloudseed.servers import records
 from cloudseed.servers.models import GuestChange
 
@@ -65,6 +66,7 @@ class GuestStore:
         capacity: int,
         poll_interval: float,
         fallback_interval: float | None = None,
+        stats: StoreStats = NO_STATS,
     ) -> None:
         """``fallback_interval``: seconds between reads while every cell pushes (PostgreSQL,
         LISTEN connected); None: always poll every ``poll_interval``."""
@@ -73,6 +75,7 @@ class GuestStore:
         self.capacity = capacity
         self.poll_interval = poll_interval
         self.fallback_interval = fallback_interval
+        self.stats = stats
         self._guests: OrderedDict[str, GuestDocuments] = OrderedDict()
         self._by_address: dict[str, str] = {}
         self._loading: dict[Key, asyncio.Future[GuestDocuments | None]] = {}
@@ -100,12 +103,14 @@ class GuestStore:
         if uuid is not None:
             guest = self._guests.get(uuid)
             if guest is not None:
+                self.stats.hit()
                 return guest if guest.facts.keys_refresh_at is None else self._at_now(guest)
         return await self._load(Key(BY_ADDRESS, address))
 
     async def by_uuid(self, uuid: str) -> GuestDocuments | None:
         guest = self._guests.get(uuid)
         if guest is not None:
+            self.stats.hit()
             return guest if guest.facts.keys_refresh_at is None else self._at_now(guest)
         return await self._load(Key(BY_UUID, uuid))
 
@@ -124,6 +129,7 @@ class GuestStore:
 
     async def _load(self, key: Key) -> GuestDocuments | None:
         """Queue ``key`` for the next batch (or join the load already under way for it)."""
+        self.stats.missed()
         pending = self._loading.get(key)
         if pending is None:
             pending = asyncio.get_running_loop().create_future()
@@ -158,6 +164,7 @@ class GuestStore:
                 if guest is not None and self._changed_at.get(guest.facts.uuid, -1) < started:
                     self._remember(guest)
                 self._loading.pop(key).set_result(guest)
+            self.stats.cached(len(self._guests))
             if not self._loading:
                 self._changed_at.clear()
 
@@ -185,6 +192,7 @@ class GuestStore:
         if self._loading:
             self._changed_at[uuid] = self._changes
         self._forget(uuid)
+        self.stats.cached(len(self._guests))
         for watcher in self._watchers:
             watcher(uuid)
 
@@ -315,6 +323,7 @@ class GuestStore:
                 log.exception("reading the change feed failed; dropping cached documents")
                 self._guests.clear()
                 self._by_address.clear()
+                self.stats.cached(0)
                 for watcher in self._watchers:
                     watcher(None)
                 await asyncio.sleep(1)
@@ -324,11 +333,16 @@ class GuestStore:
         on every poll); return the changed instances."""
         changed: list[str] = []
         for feed in list(self._feeds.values()):
-            changed += self._poll_cell(feed.cell, feed)
+            rows = self._poll_cell(feed.cell, feed)
+            if rows:
+                now = utcnow()
+                for _, stamped in rows:
+                    self.stats.change_lag((now - stamped).total_seconds())
+            changed += [uuid for uuid, _ in rows]
         return changed
 
     @staticmethod
-    def _poll_cell(cell: Database, feed: _Feed) -> list[str]:
+    def _poll_cell(cell: Database, feed: _Feed) -> list[tuple[str, dt.datetime]]:
         now = time.monotonic()
         feed.gaps = {i: t for i, t in feed.gaps.items() if t > now}
         condition = GuestChange.id > feed.cursor
@@ -336,17 +350,17 @@ class GuestStore:
             condition = or_(condition, GuestChange.id.in_(list(feed.gaps)))
         with cell.read() as session:
             rows = session.execute(
-                select(GuestChange.id, GuestChange.instance_uuid)
+                select(GuestChange.id, GuestChange.instance_uuid, GuestChange.changed_at)
                 .where(condition)
                 .order_by(GuestChange.id)
             ).all()
-        for change_id, _ in rows:
+        for change_id, _, _ in rows:
             feed.gaps.pop(change_id, None)
             if change_id > feed.cursor:
                 for missing in range(feed.cursor + 1, change_id):
                     feed.gaps[missing] = now + GAP_PATIENCE
                 feed.cursor = change_id
-        return [uuid for _, uuid in rows]
+        return [(uuid, changed_at) for _, uuid, changed_at in rows]
 
     def _prune(self) -> None:
         cutoff = utcnow() - FEED_RETENTION

@@ -33,6 +33,7 @@ from cloudseed.vendordata.cache import (
 from cloudseed.vendordata.errors import VendordataError
 from cloudseed.vendordata.request import VendordataRequest as VendordataRequest  # re-export
 from cloudseed.vendordata.static import StaticFile
+from cloudseed.vendordata.stats import NO_TARGET_STATS, TargetStats
 from cloudseed.vendordata.targets import TargetClient, parse_targets, tls_verification
 
 if TYPE_CHECKING:
@@ -60,6 +61,7 @@ class Vendordata:
         max_cache_entries: int = DEFAULT_MAX_ENTRIES,
         failure_backoff: float = DEFAULT_FAILURE_BACKOFF,
         login_check: bool = False,
+        stats: TargetStats = NO_TARGET_STATS,
     ) -> None:
         api = settings.api
         # In the configured order (it is the key order of vendor_data2.json), each once.
@@ -96,6 +98,7 @@ class Vendordata:
                 read_timeout=api.vendordata_dynamic_read_timeout,
                 verify=verify,
                 token=self._token,
+                stats=stats,
             )
             for target in targets
         ]

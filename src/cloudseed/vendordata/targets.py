@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from http.cookiejar import CookieJar, DefaultCookiePolicy
@@ -21,6 +22,7 @@ from cloudseed.vendordata import documents
 from cloudseed.vendordata.cache import Answer, NotModified
 from cloudseed.vendordata.cache_control import parse_cache_control
 from cloudseed.vendordata.errors import NotJSON, TargetFailure
+from cloudseed.vendordata.stats import NO_TARGET_STATS, TargetStats
 
 USER_AGENT = "cloudseed-vendordata"  # Nova sends openstack-nova-vendordata
 # The largest answer we accept. Vendordata is a few KB of cloud-config; an answer this big is a
@@ -92,8 +94,10 @@ class TargetClient:
         read_timeout: float,
         verify: ssl.SSLContext | bool,
         token: TokenSource | None,
+        stats: TargetStats = NO_TARGET_STATS,
     ) -> None:
         self.target = target
+        self._stats = stats
         self._token = token
         self._timeouts = (connect_timeout, read_timeout)
         # The whole call, token included, gets at most this long, so a target that trickles
@@ -129,6 +133,16 @@ class TargetClient:
 
     async def call(self, body: bytes, etag: str | None) -> Answer | NotModified:
         """One call; ``etag`` makes it conditional. Raises TargetFailure with the reason."""
+        started = time.perf_counter()
+        try:
+            answer = await self._call(body, etag)
+        except TargetFailure:
+            self._stats.target_called(self.target.name, time.perf_counter() - started, failed=True)
+            raise
+        self._stats.target_called(self.target.name, time.perf_counter() - started, failed=False)
+        return answer
+
+    async def _call(self, body: bytes, etag: str | None) -> Answer | NotModified:
         try:
             async with asyncio.timeout(self._deadline):
                 response, content = await self._send(body, etag)

@@ -1,0 +1,97 @@
+"""How each listener's app is instrumented: its route labels, its refusal, where its cell
+databases are, and (the metadata service) what its guest cache and vendordata targets report."""
+
+from __future__ import annotations
+
+from cloudseed.cells.service import CellDatabases
+from cloudseed.metadata.app import MetadataApp
+from cloudseed.metrics._edge import MetricsEdge, scraper_networks
+from cloudseed.metrics._registry import Metrics
+from cloudseed.metrics._routes import MetadataRoutes, StarletteRoutes
+from cloudseed.settings import Settings
+from cloudseed.types import ASGIApp, Scope
+
+API = "api"
+METADATA = "metadata"
+
+
+class _Reports:
+    """The metadata service's StoreStats and TargetStats, as metric updates."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        # Hits are one per metadata request: tallied, then flushed with the requests.
+        self.hits = 0
+        self.misses = 0
+        self._hits = metrics.cache_hits
+        self._misses = metrics.cache_misses
+        self._guests = metrics.cache_guests
+        self._lag = metrics.change_lag
+        self._target_duration = metrics.target_duration
+        self._target_errors = metrics.target_errors
+
+    def hit(self) -> None:
+        self.hits += 1
+
+    def missed(self) -> None:
+        self.misses += 1
+
+    def flush(self) -> None:
+        if self.hits:
+            self._hits.inc(self.hits)
+            self.hits = 0
+        if self.misses:
+            self._misses.inc(self.misses)
+            self.misses = 0
+
+    def cached(self, guests: int) -> None:
+        self._guests.set(guests)
+
+    def change_lag(self, seconds: float) -> None:
+        self._lag.observe(max(seconds, 0.0))  # clocks of writer and reader may differ a little
+
+    def target_called(self, target: str, seconds: float, *, failed: bool) -> None:
+        self._target_duration.labels(target).observe(seconds)
+        if failed:
+            self._target_errors.labels(target).inc()
+
+
+def instrument(app: ASGIApp, *, listener: str, metrics: Metrics, settings: Settings) -> ASGIApp:
+    """``app`` (the ``listener``'s: "api" or "metadata") counted in ``metrics``; ``app``
+    itself when metrics are off (nothing counted, /metrics unknown as any other path)."""
+    options = settings.metrics
+    if not options.enabled:
+        return app
+    scrapers = scraper_networks(options.allow_from)
+    if listener == METADATA:
+        if isinstance(app, MetadataApp):
+            reports = _Reports(metrics)
+            metrics.flushing(reports.flush)
+            app.observe(store=reports, targets=reports)
+
+        def metadata_cells(_scope: Scope) -> CellDatabases | None:
+            store = getattr(app, "store", None)
+            return store.cells if store is not None else None
+
+        return MetricsEdge(
+            app,
+            metrics=metrics,
+            listener=METADATA,
+            routes=MetadataRoutes(),
+            scrapers=scrapers,
+            refuse="unknown",
+            cells_of=metadata_cells,
+        )
+
+    def api_cells(scope: Scope) -> CellDatabases | None:
+        cells = scope.get("state", {}).get("cells")
+        return cells if isinstance(cells, CellDatabases) else None
+
+    return MetricsEdge(
+        app,
+        metrics=metrics,
+        listener=API,
+        routes=StarletteRoutes(),
+        scrapers=scrapers,
+        refuse="forbidden",
+        cells_of=api_cells,
+    )
