@@ -1,24 +1,29 @@
 """The metadata service's speed on one warm guest: cloud-init's 8 usual paths with the Neutron
-proxy's signed headers, under uvicorn and under granian (``[metadata] server``), beside nginx
-serving the same bytes as static files (issue 19).
+proxy's signed headers, served by ``cloudseed serve`` (uvicorn), optionally by the code before
+a change (``--before``) and by granian on its own (``--granian``), beside nginx serving the
+same bytes as static files (issue 19).
 
 Passes per server, all with wrk's 2 threads on the same 2 cores as the server's 2 workers:
 8 connections and 256 connections closed-loop, and 256 connections paced to about 10,000
 requests/s (the p99 target's load). Servers alternate round by round; the best round of each
 is reported. ``--profile`` records one worker with py-spy during an extra 8-connection pass.
 
-    .venv/bin/python bench/metadata_one_guest.py --write docs/benchmarks.md
+    .venv/bin/python bench/metadata_one_guest.py --granian --profile --write docs/benchmarks.md
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import os
 import platform
+import shlex
+import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
@@ -71,6 +76,87 @@ def check_paths(port: int, instance_id: str) -> None:
                 sys.exit(f"{path}: {response.status_code} {response.text[:200]}")
 
 
+GRANIAN_APP = """
+from cloudseed.metadata.app import create_metadata_app
+from cloudseed.metadata.tokens import with_shared_key
+from cloudseed.settings import load_settings
+
+
+def app():
+    settings = load_settings(overrides={("DEFAULT", "state_path"): %r})
+    return create_metadata_app(with_shared_key(settings))
+"""
+
+
+@contextlib.contextmanager
+def running_granian(data: Path, work: Path) -> Iterator[int]:
+    """granian on its own (its 2 worker processes, its sockets, its default event loop),
+    serving the same metadata app as ``cloudseed serve``: granian at its best, outside
+    serve.py's worker model."""
+    (work / "granian_app.py").write_text(GRANIAN_APP % str(data))
+    port = storm.free_port()
+    env = {
+        **os.environ,
+        "CLOUDSEED_NEUTRON__SERVICE_METADATA_PROXY": "true",
+        "CLOUDSEED_NEUTRON__METADATA_PROXY_SHARED_SECRET": storm.SECRET,
+        "CLOUDSEED_LOG_LEVEL": "warning",
+        "PYTHONPATH": str(work),
+    }
+    command = [
+        storm.venv_tool("granian", "pip install granian into the venv"),
+        *("--interface", "asgi", "--workers", "2", "--factory", "--no-ws", "--http", "1"),
+        *("--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"),
+        "granian_app:app",
+    ]
+    process = subprocess.Popen(command, env=env, cwd=work)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            with contextlib.suppress(httpx.TransportError):
+                if httpx.get(f"http://127.0.0.1:{port}/", timeout=1).status_code == 200:
+                    break
+            if time.monotonic() > deadline or process.poll() is not None:
+                raise RuntimeError("granian did not start")
+            time.sleep(0.1)
+        yield port
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def measure_granian(
+    data: Path,
+    work: Path,
+    instance_id: str,
+    files: storm.StormFiles,
+    args: argparse.Namespace,
+    results: Results,
+) -> None:
+    with running_granian(data, work) as port:
+        url = f"http://127.0.0.1:{port}"
+        check_paths(port, instance_id)
+        passes(url, "granian (standalone)", files, args, results)
+
+
+def passes(
+    url: str, name: str, files: storm.StormFiles, args: argparse.Namespace, results: Results
+) -> None:
+    storm.run_wrk("warm-up", wrk(url, "cloudseed", files, 8, 2))
+    for connections in (8, 256):
+        results.add(
+            f"{name}, {connections} connections",
+            storm.run_wrk(
+                f"{name} c{connections}", wrk(url, "cloudseed", files, connections, args.duration)
+            ),
+        )
+    results.add(
+        f"{name}, 256 connections, paced",
+        storm.run_wrk(
+            f"{name} paced", wrk(url, "cloudseed", files, 256, args.duration), PACED_DELAY_MS
+        ),
+    )
+
+
 def measure_server(
     name: str,
     data: Path,
@@ -78,37 +164,32 @@ def measure_server(
     files: storm.StormFiles,
     args: argparse.Namespace,
     results: Results,
+    source: Path | None = None,
 ) -> None:
-    os.environ["CLOUDSEED_METADATA__SERVER"] = name
-    with storm.running_server(data, workers=2) as server:
-        url = f"http://127.0.0.1:{server.metadata_port}"
-        check_paths(server.metadata_port, instance_id)
-        storm.run_wrk("warm-up", wrk(url, "cloudseed", files, 8, 2))
-        results.loads.append(storm.load_average())
-        for connections in (8, 256):
-            results.add(
-                f"{name}, {connections} connections",
-                storm.run_wrk(
-                    f"{name} c{connections}",
-                    wrk(url, "cloudseed", files, connections, args.duration),
-                ),
-            )
-        results.add(
-            f"{name}, 256 connections, paced",
-            storm.run_wrk(
-                f"{name} paced", wrk(url, "cloudseed", files, 256, args.duration), PACED_DELAY_MS
-            ),
-        )
-        if args.profile and results.profile is None and name == args.profile:
-            pid = server.worker_pids()[0]
-            command = wrk(url, "cloudseed", files, 8, args.profile_seconds + 4)
-            out = data / "profile.txt"
-            results.profile = storm.profile_worker(
-                SimpleNamespace(profile_seconds=args.profile_seconds),
-                pid,
-                command,
-                out,  # type: ignore[arg-type]
-            )
+    """``cloudseed serve --workers 2`` (uvicorn); ``source``: a checkout's src/ to run
+    instead of the installed code (the "before" of a change)."""
+    saved = os.environ.get("PYTHONPATH")
+    if source is not None:
+        os.environ["PYTHONPATH"] = str(source)
+    try:
+        with storm.running_server(data, workers=2) as server:
+            url = f"http://127.0.0.1:{server.metadata_port}"
+            check_paths(server.metadata_port, instance_id)
+            results.loads.append(storm.load_average())
+            passes(url, name, files, args, results)
+            if args.profile and results.profile is None and source is None:
+                command = wrk(url, "cloudseed", files, 8, args.profile_seconds + 4)
+                results.profile = storm.profile_worker(
+                    SimpleNamespace(profile_seconds=args.profile_seconds),  # type: ignore[arg-type]
+                    server.worker_pids()[0],
+                    command,
+                    data / "profile.txt",
+                )
+    finally:
+        if saved is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = saved
 
 
 def measure_nginx(
@@ -146,19 +227,22 @@ def table(results: Results) -> str:
 
 def section(results: Results, args: argparse.Namespace) -> str:
     lines = [
-        "## Metadata service: one warm guest, uvicorn and granian",
+        "## Metadata service: one warm guest (cloudseed, granian, nginx)",
         "",
         f"- Date: {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC",
         f"- Machine: {os.cpu_count()} CPUs ({cpu_model()}), Linux {platform.release()}, "
         f"Python {platform.python_version()}; load average (1, 5, 15 min) at the start of each "
         f"round: {', '.join(results.loads)}",
-        f"- Command: `flock /tmp/cloudseed-bench.lock .venv/bin/python bench/metadata_one_guest.py "
-        f"--rounds {args.rounds} --duration {args.duration:g} --write docs/benchmarks.md`",
+        f"- Command: `flock /tmp/cloudseed-bench.lock .venv/bin/python "
+        f"{shlex.join(['bench/metadata_one_guest.py', *sys.argv[1:]])}`",
         f"- Code: {storm.code_version()}",
-        "- Server: `cloudseed serve --workers 2` on SQLite behind a simulated Neutron metadata "
-        "proxy (every request signed: `X-Instance-ID`, `X-Tenant-ID`, "
-        "`X-Instance-ID-Signature`), `[metadata] server` = uvicorn or granian, one guest "
-        "(key pair, user data, 3 metadata items), every document cached",
+        "- Servers: `cloudseed serve --workers 2` (uvicorn, serve.py's worker model) on "
+        "SQLite behind a simulated Neutron metadata proxy (every request signed: "
+        "`X-Instance-ID`, `X-Tenant-ID`, `X-Instance-ID-Signature`), one guest (key pair, "
+        'user data, 3 metadata items), every document cached; "before": the same with '
+        "`--before` (the code of the commit before the at-once answers); granian "
+        "(standalone): `granian --interface asgi --workers 2 --http 1` serving the same "
+        "metadata app from the same database",
         f"- Load: `wrk -t2 --latency` on the same cores with bench/metadata_storm_wrk.lua, "
         f"cycling cloud-init's 8 usual paths ({', '.join(f'`{p}`' for p in PATHS)}); "
         f"{args.duration:g} s per pass, {args.rounds} rounds alternating the servers, best "
@@ -184,11 +268,14 @@ def section(results: Results, args: argparse.Namespace) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--servers", default="uvicorn,granian", help="comma-separated")
+    parser.add_argument(
+        "--before", type=Path, help="a checkout's src/ to measure too, as the code before"
+    )
+    parser.add_argument("--granian", action="store_true", help="granian (standalone) too")
     parser.add_argument("--duration", type=float, default=10, help="seconds per pass")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--no-nginx", action="store_true")
-    parser.add_argument("--profile", default="", help="server to profile with py-spy")
+    parser.add_argument("--profile", action="store_true", help="py-spy on one worker")
     parser.add_argument("--profile-seconds", type=int, default=8)
     parser.add_argument("--write", type=Path)
     args = parser.parse_args()
@@ -198,7 +285,6 @@ def main() -> None:
         data = work / "data"
         data.mkdir()
         registries = storm.register(data)
-        os.environ["CLOUDSEED_METADATA__SERVER"] = "uvicorn"
         with storm.running_server(data, workers=2) as server:
             instance_id = storm.seed(server, registries, 1, 1, 1).instances[0]
             root = None
@@ -209,8 +295,13 @@ def main() -> None:
         # The same guest twice: each of wrk's two threads takes one line.
         files = storm.write_storm_files(work / "storm", [instance_id, instance_id], PATHS)
         for round_no in range(args.rounds):
-            for name in args.servers.split(","):
-                measure_server(name, data, instance_id, files, args, results)
+            if args.before is not None:
+                measure_server(
+                    "cloudseed before", data, instance_id, files, args, results, args.before
+                )
+            measure_server("cloudseed", data, instance_id, files, args, results)
+            if args.granian:
+                measure_granian(data, work, instance_id, files, args, results)
             if root is not None:
                 measure_nginx(root, work / f"nginx{round_no}", files, args, results)
             time.sleep(1)
