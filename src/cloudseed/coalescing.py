@@ -21,6 +21,11 @@ first, when a request's head is complete, for the whole answer (``metadata/answe
 ``AtOnce``); when it has one (a cached guest's document), the protocol writes it at once,
 status line and head included, in one write: no ASGI cycle, no Task, no message dicts. When
 it has none, the request takes uvicorn's ASGI path as any other.
+
+Keep-alive: uvicorn cancels its idle timer when data comes and arms a new one after every
+response (a timer handle made and one cancelled per request). Here one timer stays armed
+and looks, when it fires, at whether the connection has been idle long enough since its
+last response (and re-arms for the rest if not): the same timeout, no timer per request.
 """
 
 from __future__ import annotations
@@ -109,6 +114,7 @@ class CoalescingHttpToolsProtocol(HttpToolsProtocol):
     # Where the head scan stands: inside a head, the current line's length so far, the line
     # number (0: the request line), the head's size so far.
     _in_head = True
+    _idle_since: float | None = None  # loop time of the last response, None while busy
     _line = 0
     _line_no = 0
     _head = 0
@@ -152,6 +158,43 @@ class CoalescingHttpToolsProtocol(HttpToolsProtocol):
         if sent is not None:
             sent()
         self.on_response_complete()
+
+    def _unset_keepalive_if_required(self) -> None:
+        self._idle_since = None  # busy: an armed timer leaves the connection alone
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        super().connection_lost(exc)
+        if self.timeout_keep_alive_task is not None:
+            self.timeout_keep_alive_task.cancel()
+            self.timeout_keep_alive_task = None
+
+    def on_response_complete(self) -> None:
+        # uvicorn's, with the idle timer of the module's docstring.
+        self.server_state.total_requests += 1
+        if self.transport.is_closing():
+            return
+        self.flow.resume_reading()
+        if self.pipeline:
+            self._idle_since = None
+            cycle, app = self.pipeline.pop()
+            self._start_asgi_task(cycle, app)  # type: ignore[arg-type]
+            return
+        self._idle_since = self.loop.time()
+        if self.timeout_keep_alive_task is None:
+            self.timeout_keep_alive_task = self.loop.call_later(
+                self.timeout_keep_alive, self._idle_check
+            )
+
+    def _idle_check(self) -> None:
+        self.timeout_keep_alive_task = None
+        idle_since = self._idle_since
+        if idle_since is None:
+            return  # a request is under way: its response arms the timer again
+        left = idle_since + self.timeout_keep_alive - self.loop.time()
+        if left > 0:
+            self.timeout_keep_alive_task = self.loop.call_later(left, self._idle_check)
+        else:
+            self.timeout_keep_alive_handler()
 
     def data_received(self, data: bytes) -> None:
         if self._in_head:
