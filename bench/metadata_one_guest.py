@@ -233,8 +233,9 @@ def section(results: Results, args: argparse.Namespace) -> str:
         f"- Machine: {os.cpu_count()} CPUs ({cpu_model()}), Linux {platform.release()}, "
         f"Python {platform.python_version()}; load average (1, 5, 15 min) at the start of each "
         f"round: {', '.join(results.loads)}",
-        f"- Command: `flock /tmp/cloudseed-bench.lock .venv/bin/python "
-        f"{shlex.join(['bench/metadata_one_guest.py', *sys.argv[1:]])}`",
+        f"- Command: `.venv/bin/python "
+        f"{shlex.join(['bench/metadata_one_guest.py', *sys.argv[1:]])}` "
+        "(`--before`: `git archive <commit> src | tar -x -C /tmp/base`, then `/tmp/base/src`)",
         f"- Code: {storm.code_version()}",
         "- Servers: `cloudseed serve --workers 2` (uvicorn, serve.py's worker model) on "
         "SQLite behind a simulated Neutron metadata proxy (every request signed: "
