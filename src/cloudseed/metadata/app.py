@@ -19,12 +19,12 @@ from cloudseed.errors import CloudseedError, InvalidInput
 from cloudseed.hostkeys.intake import take_report
 from cloudseed.identity.keyring import Keyring
 from cloudseed.metadata import recursive, render, tree
-from cloudseed.metadata import versions as v
-from cloudseed.metadata.answers import BINARY, JSON, JWT, Answer, AtOnce, at_once
-from cloudseed.metadata.delivery import VIA_LOGIN_CHECK, VIA_METADATA, Deliveries
+from cloudseed.metadata.answers import JSON, JWT, Answer, AtOnce, at_once
+from cloudseed.metadata.delivery import VIA_LOGIN_CHECK, Deliveries
 from cloudseed.metadata.documents import GuestDocuments
+from cloudseed.metadata.documents_now import document_now
 from cloudseed.metadata.errors import NoSuchDocument, TokenRefused, TokenRequired, UnknownCaller
-from cloudseed.metadata.facts import GuestFacts, vendordata_request
+from cloudseed.metadata.facts import vendordata_request
 from cloudseed.metadata.freshness import Freshness
 from cloudseed.metadata.identify import ByInstance, ByProvider, Claim, Identifier
 from cloudseed.metadata.signed_identity import SignedIdentity
@@ -413,70 +413,15 @@ class MetadataApp:
     def _document_now(
         self, target: tree.Target, guest: GuestDocuments, address: str | None
     ) -> Answer | None:
-        """A GET's document when it takes no IO; None for the ones that may (vendordata's
-        dynamic targets, the EC2 tree's signed documents) or name nothing."""
-        facts = guest.facts
-        kind = target.kind
-        if kind == tree.META_DATA:
-            body = guest.meta_data(target.version).render()
-            return Answer(200, body, JSON, sent=self._delivered(guest, VIA_METADATA))
-        if kind == tree.USER_DATA or kind == tree.EC2_USER_DATA:
-            data = render.user_data(facts)
-            if data is None:
-                raise NoSuchDocument("no user data")
-            return Answer(200, data, BINARY)
-        if kind == tree.NETWORK_DATA:
-            return Answer(200, guest.network_data(), JSON)
-        if kind == tree.VENDOR_DATA:
-            assert self.vendordata is not None
-            if self.vendordata.vendor_data_json is None:
-                raise NoSuchDocument("StaticJSON is not a vendordata provider")
-            return Answer(200, self.vendordata.vendor_data_json, JSON)
-        if kind == tree.VENDOR_DATA2:
-            assert self.vendordata is not None
-            shared = self.vendordata.static_only_vendor_data2()
-            return None if shared is None else Answer(200, shared, JSON)
-        if kind == tree.OPENSTACK_INDEX:
-            return Answer(200, render.OPENSTACK_INDEX)
-        if kind == tree.OPENSTACK_VERSION:
-            assert self.vendordata is not None
-            return Answer(
-                200,
-                render.openstack_listing(
-                    facts,
-                    target.version,
-                    vendor_data_json=self.vendordata.vendor_data_json is not None,
-                ),
-            )
-        if kind == tree.PASSWORD:
-            return Answer(200, facts.password.encode())
-        if kind == tree.EC2_INDEX_IDENTIFIED:
-            return Answer(200, render.EC2_INDEX)
-        if kind == tree.EC2_VERSION:
-            dynamic = b"dynamic/\n" if v.at_least(target.version, v.EC2_DYNAMIC) else b""
-            return Answer(
-                200, dynamic + (b"meta-data/\nuser-data" if facts.user_data else b"meta-data/")
-            )
-        if kind == tree.EC2_META_DATA:
-            if target.rest[:1] == ("public-keys",) and facts.keys:
-                keys = render.ec2_public_keys(facts, target.rest[1:])
-                if keys is None:
-                    raise NoSuchDocument("no such key")
-                return Answer(200, keys, sent=self._delivered(guest, VIA_METADATA))
-            return self._ec2(facts, target, address)
-        return None
-
-    def _ec2(self, facts: GuestFacts, target: tree.Target, address: str | None) -> Answer:
-        node: object = render.ec2_meta_data(
-            facts, target.version, dhcp_domain=self.dhcp_domain, local_ipv4=address
+        assert self.vendordata is not None
+        return document_now(
+            target,
+            guest,
+            address,
+            vendordata=self.vendordata,
+            dhcp_domain=self.dhcp_domain,
+            delivered=self._delivered,
         )
-        for name in target.rest:
-            if not isinstance(node, dict) or name not in node:
-                raise NoSuchDocument("no such meta-data key")
-            node = node[name]
-        if isinstance(node, dict):
-            return Answer(200, render.ec2_listing(node))
-        return Answer(200, render.ec2_leaf(node))
 
     async def _post_password(self, uuid: str, receive: Receive) -> None:
         body = b""
