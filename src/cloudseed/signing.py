@@ -16,18 +16,34 @@ def sign(secret: str, value: str) -> str:
     return hmac.new(secret.encode(), value.encode(), hashlib.sha256).hexdigest()
 
 
+# Signatures found valid, remembered (signature -> value) so that a guest's every request after
+# its first costs a dict lookup, not an HMAC: the proxy signs the same instance id every time.
+_REMEMBERED_MAX = 65536  # emptied when full: a flood of odd values cannot grow it
+
+
 class Verifier:
     """Checks signatures under one secret. The key's HMAC state is set up once: copying it is
-    cheaper than keying a new one for every request of a boot storm."""
+    cheaper than keying a new one for every request of a boot storm. Valid signatures are
+    remembered; only a valid signature is ever a key, so a lookup with a guessed one tells
+    nothing that the HMAC check would not."""
 
     def __init__(self, secret: str) -> None:
         self._keyed = hmac.new(secret.encode(), digestmod=hashlib.sha256)
+        self._valid: dict[str, str] = {}
 
     def __repr__(self) -> str:
         return "Verifier(<secret>)"
 
     def valid(self, value: str, signature: str | None) -> bool:
+        if signature is None:
+            return False
+        if self._valid.get(signature) == value:
+            return True
         mac = self._keyed.copy()
         mac.update(value.encode())
-        expected = mac.hexdigest().encode()
-        return signature is not None and hmac.compare_digest(expected, signature.encode())
+        if not hmac.compare_digest(mac.hexdigest().encode(), signature.encode()):
+            return False
+        if len(self._valid) >= _REMEMBERED_MAX:
+            self._valid.clear()
+        self._valid[signature] = value
+        return True

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import time
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from cloudseed.coalescing import CoalescingTransport
 
@@ -88,3 +90,64 @@ def test_other_writes_are_not_delayed_and_close_sends_a_held_head() -> None:
         assert received(peer, 5 + len(HEAD)) == b"chunk" + HEAD
 
     run(body)
+
+
+# -- the protocol's keep-alive timer ------------------------------------------------------------
+
+
+def serve_briefly(body: Callable[[int], Awaitable[None]], keep_alive: float) -> None:
+    """A uvicorn server with CoalescingHttpToolsProtocol and a short keep-alive timeout
+    around ``body(port)``."""
+    import uvicorn
+
+    from cloudseed.coalescing import CoalescingHttpToolsProtocol
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        await send(
+            {"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"2")]}
+        )
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    async def main() -> None:
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        config = uvicorn.Config(
+            app,
+            http=CoalescingHttpToolsProtocol,
+            lifespan="off",
+            log_config=None,
+            timeout_keep_alive=keep_alive,  # type: ignore[arg-type]
+        )
+        server = uvicorn.Server(config)
+        task = asyncio.ensure_future(server.serve(sockets=[sock]))
+        while not server.started:
+            await asyncio.sleep(0.01)
+        try:
+            await body(sock.getsockname()[1])
+        finally:
+            server.should_exit = True
+            await task
+
+    asyncio.run(main())
+
+
+async def ask(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bytes:
+    writer.write(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+    head = await reader.readuntil(b"\r\n\r\n")
+    return head + await reader.readexactly(2)
+
+
+def test_a_busy_connection_stays_open_and_an_idle_one_is_closed_after_the_timeout() -> None:
+    async def body(port: int) -> None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        for _ in range(8):  # 0.8 s of requests 0.1 s apart: never 0.3 s idle
+            assert (await ask(reader, writer)).endswith(b"ok")
+            await asyncio.sleep(0.1)
+        started = time.monotonic()
+        assert await asyncio.wait_for(reader.read(), 3) == b""  # closed by the server
+        assert 0.15 < time.monotonic() - started < 1.5
+        writer.close()
+
+    serve_briefly(body, keep_alive=0.3)

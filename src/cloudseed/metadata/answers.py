@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 TEXT = b"text/plain; charset=utf-8"
 JSON = b"application/json"
@@ -25,3 +26,29 @@ class Answer:
             if name == b"etag":
                 return value
         return b""
+
+
+class AtOnce(NamedTuple):
+    """A whole answer for the HTTP protocol to write itself (coalescing.py): the status, the
+    header lines (each ending in CRLF, the blank line not included), the body, and what to
+    call once it is written."""
+
+    status: int
+    header_lines: bytes
+    body: bytes
+    sent: Callable[[], None] | None
+
+
+def at_once(answer: Answer, method: str) -> AtOnce:
+    """``answer`` as MetadataApp._http would send it: the same headers in the same order
+    (content type and length, then the answer's own; a 304 only its own); HEAD: no body,
+    and no call for what the body delivers."""
+    lines = []
+    if answer.status != 304:
+        lines.append(
+            b"content-type: %s\r\ncontent-length: %d\r\n" % (answer.content_type, len(answer.body))
+        )
+    lines += [b"%s: %s\r\n" % (name, value) for name, value in answer.headers]
+    if method == "HEAD":
+        return AtOnce(answer.status, b"".join(lines), b"", None)
+    return AtOnce(answer.status, b"".join(lines), answer.body, answer.sent)

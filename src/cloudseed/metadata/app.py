@@ -19,12 +19,12 @@ from cloudseed.errors import CloudseedError, InvalidInput
 from cloudseed.hostkeys.intake import take_report
 from cloudseed.identity.keyring import Keyring
 from cloudseed.metadata import recursive, render, tree
-from cloudseed.metadata import versions as v
-from cloudseed.metadata.answers import BINARY, JSON, JWT, Answer
-from cloudseed.metadata.delivery import VIA_LOGIN_CHECK, VIA_METADATA, Deliveries
+from cloudseed.metadata.answers import JSON, JWT, Answer, AtOnce, at_once
+from cloudseed.metadata.delivery import VIA_LOGIN_CHECK, Deliveries
 from cloudseed.metadata.documents import GuestDocuments
+from cloudseed.metadata.documents_now import document_now
 from cloudseed.metadata.errors import NoSuchDocument, TokenRefused, TokenRequired, UnknownCaller
-from cloudseed.metadata.facts import GuestFacts, vendordata_request
+from cloudseed.metadata.facts import vendordata_request
 from cloudseed.metadata.freshness import Freshness
 from cloudseed.metadata.identify import ByInstance, ByProvider, Claim, Identifier
 from cloudseed.metadata.signed_identity import SignedIdentity
@@ -54,6 +54,11 @@ REASONS = {
     500: "Internal Server Error",
     503: "Service Unavailable",
 }
+# What respond_now leaves to the ASGI path: tokens (the proxy checks, the PUT), reports, login
+# checks, signed documents.
+NOT_AT_ONCE = frozenset(
+    {tree.TOKEN, tree.IDENTITY_TOKEN, tree.PHONE_HOME, tree.AUTHORIZED_KEYS, tree.EC2_DYNAMIC}
+)
 GET_HEAD = ("GET, HEAD", frozenset({"GET", "HEAD"}))
 ALLOWED = {
     tree.PASSWORD: ("POST, GET, HEAD", frozenset({"POST", "GET", "HEAD"})),
@@ -177,6 +182,52 @@ class MetadataApp:
         if answer.sent is not None and method == "GET":
             answer.sent()
 
+    def respond_now(self, scope: Scope) -> AtOnce | None:
+        """The answer to a request that can be answered at once, for the HTTP protocol to
+        write without an ASGI cycle (coalescing.py): a GET or HEAD with no query, from a
+        cached guest, for a document that takes no IO, refused by nothing. None for any other
+        request, and for anything this path does not expect: the ASGI path then answers it
+        as ever (refusals, their logging, loads, long-polls)."""
+        method = scope["method"]
+        if (
+            (method != "GET" and method != "HEAD")
+            or scope["query_string"]
+            or self.log_every_request
+            or self.store is None
+        ):
+            return None
+        target = tree.parse(scope["path"])
+        if target is None or target.kind in NOT_AT_ONCE:
+            return None
+        client = scope.get("client")
+        try:
+            answer = self._answer_now(target, client[0] if client else None, scope["headers"])
+        except Exception:
+            return None
+        if answer is None:
+            return None
+        return at_once(answer, method)
+
+    def _answer_now(
+        self, target: tree.Target, peer: str | None, headers: list[tuple[bytes, bytes]]
+    ) -> Answer | None:
+        """``answer`` for a GET of ``target`` without waiting; None where it would wait."""
+        if target.kind == tree.EC2_INDEX:
+            index = self.freshness.tagged(Answer(200, render.EC2_INDEX), None)
+            return self.freshness.conditional(index, headers)
+        claim = self.identifier.claim(peer, headers)
+        guest = self._cached_guest(claim)
+        if guest is None:
+            return None
+        self._check_token(guest, headers)
+        answer = self._document_now(target, guest, claim.address)
+        if answer is None:
+            return None
+        assert self.store is not None
+        self.store.stats.hit()  # here, once answered: a request left to the ASGI path counts there
+        tagged = self.freshness.tagged(answer, guest, (target, False), claim.address)
+        return self.freshness.conditional(tagged, headers)
+
     def _refusal(self, exc: CloudseedError, method: str, path: str, peer: str | None) -> Answer:
         status = status_for(exc)
         headers: tuple[tuple[bytes, bytes], ...] = ()
@@ -296,12 +347,29 @@ class MetadataApp:
         assert store is not None
         if isinstance(claim, ByInstance):
             guest = await store.by_uuid(claim.instance_id)
+        else:
+            guest = await store.by_address(claim.address)
+        return self._claimed(claim, guest)
+
+    def _cached_guest(self, claim: Claim) -> GuestDocuments | None:
+        """``_guest`` from the cache alone: None when the guest is not cached."""
+        store = self.store
+        assert store is not None
+        if isinstance(claim, ByInstance):
+            guest = store.cached_by_uuid(claim.instance_id)
+        else:
+            guest = store.cached_by_address(claim.address)
+        return None if guest is None else self._claimed(claim, guest)
+
+    @staticmethod
+    def _claimed(claim: Claim, guest: GuestDocuments | None) -> GuestDocuments:
+        """``guest`` (found for ``claim``) if the claim holds for it."""
+        if isinstance(claim, ByInstance):
             if guest is None:
                 raise UnknownCaller(f"no instance {claim.instance_id}")
             if guest.facts.project_id != claim.tenant_id:
                 raise UnknownCaller(f"tenant {claim.tenant_id} does not own {claim.instance_id}")
             return guest
-        guest = await store.by_address(claim.address)
         if guest is None:
             raise UnknownCaller(f"no instance has address {claim.address}")
         if isinstance(claim, ByProvider) and not any(
@@ -342,78 +410,32 @@ class MetadataApp:
     ) -> Answer:
         facts = guest.facts
         kind = target.kind
-        if kind == tree.META_DATA:
-            body = guest.meta_data(target.version).render()
-            return Answer(200, body, JSON, sent=self._delivered(guest, VIA_METADATA))
-        if kind == tree.USER_DATA or kind == tree.EC2_USER_DATA:
-            data = render.user_data(facts)
-            if data is None:
-                raise NoSuchDocument("no user data")
-            return Answer(200, data, BINARY)
-        if kind == tree.NETWORK_DATA:
-            return Answer(200, guest.network_data(), JSON)
-        if kind == tree.VENDOR_DATA:
-            assert self.vendordata is not None
-            if self.vendordata.vendor_data_json is None:
-                raise NoSuchDocument("StaticJSON is not a vendordata provider")
-            return Answer(200, self.vendordata.vendor_data_json, JSON)
+        if kind == tree.PASSWORD and method == "POST":
+            await self._post_password(facts.uuid, receive)
+            return Answer(200, b"")
+        now = self._document_now(target, guest, address)
+        if now is not None:
+            return now
         if kind == tree.VENDOR_DATA2:
-            return Answer(200, await self._vendor_data2(facts), JSON)
-        if kind == tree.OPENSTACK_INDEX:
-            return Answer(200, render.OPENSTACK_INDEX)
-        if kind == tree.OPENSTACK_VERSION:
             assert self.vendordata is not None
-            return Answer(
-                200,
-                render.openstack_listing(
-                    facts,
-                    target.version,
-                    vendor_data_json=self.vendordata.vendor_data_json is not None,
-                ),
-            )
-        if kind == tree.PASSWORD:
-            if method == "POST":
-                await self._post_password(facts.uuid, receive)
-                return Answer(200, b"")
-            return Answer(200, facts.password.encode())
-        if kind == tree.EC2_INDEX_IDENTIFIED:
-            return Answer(200, render.EC2_INDEX)
-        if kind == tree.EC2_VERSION:
-            dynamic = b"dynamic/\n" if v.at_least(target.version, v.EC2_DYNAMIC) else b""
-            return Answer(
-                200, dynamic + (b"meta-data/\nuser-data" if facts.user_data else b"meta-data/")
-            )
-        if kind == tree.EC2_META_DATA:
-            if target.rest[:1] == ("public-keys",) and facts.keys:
-                keys = render.ec2_public_keys(facts, target.rest[1:])
-                if keys is None:
-                    raise NoSuchDocument("no such key")
-                return Answer(200, keys, sent=self._delivered(guest, VIA_METADATA))
-            return self._ec2(facts, target, address)
+            return Answer(200, await self.vendordata.vendor_data2(vendordata_request(facts)), JSON)
         if kind == tree.EC2_DYNAMIC:
             assert self.identity is not None
             return Answer(200, await self.identity.ec2(facts, target.version, target.rest, address))
         raise NoSuchDocument("nothing at this path")  # content: no network template here
 
-    def _ec2(self, facts: GuestFacts, target: tree.Target, address: str | None) -> Answer:
-        node: object = render.ec2_meta_data(
-            facts, target.version, dhcp_domain=self.dhcp_domain, local_ipv4=address
-        )
-        for name in target.rest:
-            if not isinstance(node, dict) or name not in node:
-                raise NoSuchDocument("no such meta-data key")
-            node = node[name]
-        if isinstance(node, dict):
-            return Answer(200, render.ec2_listing(node))
-        return Answer(200, render.ec2_leaf(node))
-
-    async def _vendor_data2(self, facts: GuestFacts) -> bytes:
+    def _document_now(
+        self, target: tree.Target, guest: GuestDocuments, address: str | None
+    ) -> Answer | None:
         assert self.vendordata is not None
-        # Without dynamic targets the same bytes for everyone (until the file changes).
-        shared = self.vendordata.static_only_vendor_data2()
-        if shared is not None:
-            return shared
-        return await self.vendordata.vendor_data2(vendordata_request(facts))
+        return document_now(
+            target,
+            guest,
+            address,
+            vendordata=self.vendordata,
+            dhcp_domain=self.dhcp_domain,
+            delivered=self._delivered,
+        )
 
     async def _post_password(self, uuid: str, receive: Receive) -> None:
         body = b""

@@ -99,20 +99,31 @@ class GuestStore:
     # -- lookups (the hot path: a dict hit, no IO) -------------------------------------------
 
     async def by_address(self, address: str) -> GuestDocuments | None:
-        uuid = self._by_address.get(address)
-        if uuid is not None:
-            guest = self._guests.get(uuid)
-            if guest is not None:
-                self.stats.hit()
-                return guest if guest.facts.keys_refresh_at is None else self._at_now(guest)
+        guest = self.cached_by_address(address)
+        if guest is not None:
+            self.stats.hit()
+            return guest
         return await self._load(Key(BY_ADDRESS, address))
 
     async def by_uuid(self, uuid: str) -> GuestDocuments | None:
-        guest = self._guests.get(uuid)
+        guest = self.cached_by_uuid(uuid)
         if guest is not None:
             self.stats.hit()
-            return guest if guest.facts.keys_refresh_at is None else self._at_now(guest)
+            return guest
         return await self._load(Key(BY_UUID, uuid))
+
+    def cached_by_address(self, address: str) -> GuestDocuments | None:
+        """The guest at ``address`` if it is cached (None: not cached, which is not "no
+        such guest"); never loads, and counts no hit: the caller does when it answers from
+        it (a request the answer-at-once path leaves to the ASGI path is counted once)."""
+        uuid = self._by_address.get(address)
+        return None if uuid is None else self.cached_by_uuid(uuid)
+
+    def cached_by_uuid(self, uuid: str) -> GuestDocuments | None:
+        guest = self._guests.get(uuid)
+        if guest is None or guest.facts.keys_refresh_at is None:
+            return guest
+        return self._at_now(guest)
 
     def _at_now(self, guest: GuestDocuments) -> GuestDocuments:
         """``guest`` without the keys that have expired since it was loaded (kept in its

@@ -14,6 +14,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Hashable
+from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
@@ -80,6 +81,20 @@ class MetricsEdge:
         self.cells_of = cells_of
         self._tallies: dict[tuple[Hashable, str, int], Tally] = {}
         metrics.flushing(self._flush)
+        # The metadata app's answers written at once (coalescing.py asks the outermost app
+        # for respond_now): counted here too, or the busiest requests would go unseen.
+        self._respond_now = getattr(app, "respond_now", None)
+        if self._respond_now is not None:
+            self.respond_now = self._counted_respond_now
+
+    def _counted_respond_now(self, scope: Scope) -> Any:
+        if scope["path"] == PATH or self._respond_now is None:
+            return None
+        started = time.perf_counter()
+        found = self._respond_now(scope)
+        if found is not None:
+            self._count(scope, found[0], time.perf_counter() - started)
+        return found
 
     def drain(self) -> None:
         """serve.py's call on SIGTERM, passed on to the app (the metadata service's)."""

@@ -1,0 +1,316 @@
+"""The metadata service's speed on one warm guest: cloud-init's 8 usual paths with the Neutron
+proxy's signed headers, served by ``cloudseed serve`` (uvicorn), optionally by the code before
+a change (``--before``) and by granian on its own (``--granian``), beside nginx serving the
+same bytes as static files (issue 19).
+
+Passes per server, all with wrk's 2 threads on the same 2 cores as the server's 2 workers:
+8 connections and 256 connections closed-loop, and 256 connections paced to about 10,000
+requests/s (the p99 target's load). Servers alternate round by round; the best round of each
+is reported. ``--profile`` records one worker with py-spy during an extra 8-connection pass.
+
+    .venv/bin/python bench/metadata_one_guest.py --granian --profile --write docs/benchmarks.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as dt
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+
+import httpx
+import metadata_storm as storm
+from report import cpu_model, write_section
+
+# What cloud-init's OpenStack and EC2 datasources usually fetch (the list the Nova peer
+# benchmark, ../shared/peers/nova_metadata_bench.py, uses too).
+PATHS = [
+    "/openstack",
+    "/openstack/latest/meta_data.json",
+    "/openstack/latest/user_data",
+    "/openstack/latest/network_data.json",
+    "/openstack/latest/vendor_data2.json",
+    "/latest/meta-data/",
+    "/latest/meta-data/public-keys/0/openssh-key",
+    "/latest/user-data",
+]
+PACED_DELAY_MS = 24  # 256 connections, each waiting 24 ms after an answer: ~10,000 requests/s
+START = "<!-- bench:metadata-one-guest:start -->"
+END = "<!-- bench:metadata-one-guest:end -->"
+
+
+@dataclass
+class Results:
+    passes: dict[str, list[storm.WrkResult]] = field(default_factory=dict)
+    loads: list[str] = field(default_factory=list)
+    profile: storm.Profile | None = None
+
+    def add(self, key: str, result: storm.WrkResult) -> None:
+        self.passes.setdefault(key, []).append(result)
+
+
+def wrk(
+    url: str, target: str, files: storm.StormFiles, connections: int, seconds: float
+) -> list[str]:
+    args = SimpleNamespace(threads=2, connections=connections)
+    return storm.wrk_command(args, url, target, files, seconds, one_cycle=False)  # type: ignore[arg-type]
+
+
+def check_paths(port: int, instance_id: str) -> None:
+    with httpx.Client(
+        base_url=f"http://127.0.0.1:{port}", headers=storm.proxy_headers(instance_id)
+    ) as client:
+        for path in PATHS:
+            response = client.get(path)
+            if response.status_code != 200:
+                sys.exit(f"{path}: {response.status_code} {response.text[:200]}")
+
+
+GRANIAN_APP = """
+from cloudseed.metadata.app import create_metadata_app
+from cloudseed.metadata.tokens import with_shared_key
+from cloudseed.settings import load_settings
+
+
+def app():
+    settings = load_settings(overrides={("DEFAULT", "state_path"): %r})
+    return create_metadata_app(with_shared_key(settings))
+"""
+
+
+@contextlib.contextmanager
+def running_granian(data: Path, work: Path) -> Iterator[int]:
+    """granian on its own (its 2 worker processes, its sockets, its default event loop),
+    serving the same metadata app as ``cloudseed serve``: granian at its best, outside
+    serve.py's worker model."""
+    (work / "granian_app.py").write_text(GRANIAN_APP % str(data))
+    port = storm.free_port()
+    env = {
+        **os.environ,
+        "CLOUDSEED_NEUTRON__SERVICE_METADATA_PROXY": "true",
+        "CLOUDSEED_NEUTRON__METADATA_PROXY_SHARED_SECRET": storm.SECRET,
+        "CLOUDSEED_LOG_LEVEL": "warning",
+        "PYTHONPATH": str(work),
+    }
+    command = [
+        storm.venv_tool("granian", "pip install granian into the venv"),
+        *("--interface", "asgi", "--workers", "2", "--factory", "--no-ws", "--http", "1"),
+        *("--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"),
+        "granian_app:app",
+    ]
+    process = subprocess.Popen(command, env=env, cwd=work)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            with contextlib.suppress(httpx.TransportError):
+                if httpx.get(f"http://127.0.0.1:{port}/", timeout=1).status_code == 200:
+                    break
+            if time.monotonic() > deadline or process.poll() is not None:
+                raise RuntimeError("granian did not start")
+            time.sleep(0.1)
+        yield port
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def measure_granian(
+    data: Path,
+    work: Path,
+    instance_id: str,
+    files: storm.StormFiles,
+    args: argparse.Namespace,
+    results: Results,
+) -> None:
+    with running_granian(data, work) as port:
+        url = f"http://127.0.0.1:{port}"
+        check_paths(port, instance_id)
+        passes(url, "granian (standalone)", files, args, results)
+
+
+def passes(
+    url: str, name: str, files: storm.StormFiles, args: argparse.Namespace, results: Results
+) -> None:
+    storm.run_wrk("warm-up", wrk(url, "cloudseed", files, 8, 2))
+    for connections in (8, 256):
+        results.add(
+            f"{name}, {connections} connections",
+            storm.run_wrk(
+                f"{name} c{connections}", wrk(url, "cloudseed", files, connections, args.duration)
+            ),
+        )
+    results.add(
+        f"{name}, 256 connections, paced",
+        storm.run_wrk(
+            f"{name} paced", wrk(url, "cloudseed", files, 256, args.duration), PACED_DELAY_MS
+        ),
+    )
+
+
+def measure_server(
+    name: str,
+    data: Path,
+    instance_id: str,
+    files: storm.StormFiles,
+    args: argparse.Namespace,
+    results: Results,
+    source: Path | None = None,
+) -> None:
+    """``cloudseed serve --workers 2`` (uvicorn); ``source``: a checkout's src/ to run
+    instead of the installed code (the "before" of a change)."""
+    saved = os.environ.get("PYTHONPATH")
+    if source is not None:
+        os.environ["PYTHONPATH"] = str(source)
+    try:
+        with storm.running_server(data, workers=2) as server:
+            url = f"http://127.0.0.1:{server.metadata_port}"
+            check_paths(server.metadata_port, instance_id)
+            results.loads.append(storm.load_average())
+            passes(url, name, files, args, results)
+            if args.profile and results.profile is None and source is None:
+                command = wrk(url, "cloudseed", files, 8, args.profile_seconds + 4)
+                results.profile = storm.profile_worker(
+                    SimpleNamespace(profile_seconds=args.profile_seconds),  # type: ignore[arg-type]
+                    server.worker_pids()[0],
+                    command,
+                    data / "profile.txt",
+                )
+    finally:
+        if saved is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = saved
+
+
+def measure_nginx(
+    root: Path, prefix: Path, files: storm.StormFiles, args: argparse.Namespace, results: Results
+) -> None:
+    with storm.running_nginx(root, prefix, workers=2) as url:
+        storm.run_wrk("warm-up", wrk(url, "nginx", files, 8, 2))
+        for connections in (8, 256):
+            results.add(
+                f"nginx, {connections} connections",
+                storm.run_wrk(
+                    f"nginx c{connections}", wrk(url, "nginx", files, connections, args.duration)
+                ),
+            )
+
+
+def table(results: Results) -> str:
+    rows = [
+        "| Pass | Requests/s (best) | Rounds | p50 | p99 | p99.9 | max | Errors |",
+        "|---|---:|---|---:|---:|---:|---:|---:|",
+    ]
+    for key, found in results.passes.items():
+        b = storm.best(found)
+        errors = sum(b.socket_errors.values()) + sum(
+            n for status, n in b.statuses.items() if status != 200
+        )
+        lat = b.latency_us
+        rows.append(
+            f"| {key} | {b.rps:,.0f} | {' / '.join(f'{r.rps:,.0f}' for r in found)} "
+            f"| {lat['p50'] / 1000:.2f} ms | {lat['p99'] / 1000:.2f} ms "
+            f"| {lat['p999'] / 1000:.2f} ms | {lat['max'] / 1000:.1f} ms | {errors} |"
+        )
+    return "\n".join(rows)
+
+
+def section(results: Results, args: argparse.Namespace) -> str:
+    lines = [
+        "## Metadata service: one warm guest (cloudseed, granian, nginx)",
+        "",
+        f"- Date: {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC",
+        f"- Machine: {os.cpu_count()} CPUs ({cpu_model()}), Linux {platform.release()}, "
+        f"Python {platform.python_version()}; load average (1, 5, 15 min) at the start of each "
+        f"round: {', '.join(results.loads)}",
+        f"- Command: `.venv/bin/python "
+        f"{shlex.join(['bench/metadata_one_guest.py', *sys.argv[1:]])}` "
+        "(`--before`: `git archive <commit> src | tar -x -C /tmp/base`, then `/tmp/base/src`)",
+        f"- Code: {storm.code_version()}",
+        "- Servers: `cloudseed serve --workers 2` (uvicorn, serve.py's worker model) on "
+        "SQLite behind a simulated Neutron metadata proxy (every request signed: "
+        "`X-Instance-ID`, `X-Tenant-ID`, `X-Instance-ID-Signature`), one guest (key pair, "
+        'user data, 3 metadata items), every document cached; "before": the same with '
+        "`--before` (the code of the commit before the at-once answers); granian "
+        "(standalone): `granian --interface asgi --workers 2 --http 1` serving the same "
+        "metadata app from the same database",
+        f"- Load: `wrk -t2 --latency` on the same cores with bench/metadata_storm_wrk.lua, "
+        f"cycling cloud-init's 8 usual paths ({', '.join(f'`{p}`' for p in PATHS)}); "
+        f"{args.duration:g} s per pass, {args.rounds} rounds alternating the servers, best "
+        f"round shown (all rounds listed); paced: each connection waits {PACED_DELAY_MS} ms "
+        "after an answer",
+        f"- nginx {storm.nginx_version()}: 2 workers serving the same bytes as static files, "
+        "same requests and headers",
+        "",
+        table(results),
+    ]
+    if results.profile is not None:
+        lines += [
+            "",
+            *storm.profile_lines(
+                SimpleNamespace(
+                    profile=results.profile,
+                    args=SimpleNamespace(profile_seconds=args.profile_seconds),
+                )
+            ),
+        ]  # type: ignore[arg-type]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--before", type=Path, help="a checkout's src/ to measure too, as the code before"
+    )
+    parser.add_argument("--granian", action="store_true", help="granian (standalone) too")
+    parser.add_argument("--duration", type=float, default=10, help="seconds per pass")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--no-nginx", action="store_true")
+    parser.add_argument("--profile", action="store_true", help="py-spy on one worker")
+    parser.add_argument("--profile-seconds", type=int, default=8)
+    parser.add_argument("--write", type=Path)
+    args = parser.parse_args()
+    results = Results()
+    with tempfile.TemporaryDirectory(prefix="one-guest-") as tmp:
+        work = Path(tmp)
+        data = work / "data"
+        data.mkdir()
+        registries = storm.register(data)
+        with storm.running_server(data, workers=2) as server:
+            instance_id = storm.seed(server, registries, 1, 1, 1).instances[0]
+            root = None
+            if not args.no_nginx:
+                root = storm.fetch_documents(
+                    server.metadata_port, [instance_id], PATHS, work / "static"
+                ).root
+        # The same guest twice: each of wrk's two threads takes one line.
+        files = storm.write_storm_files(work / "storm", [instance_id, instance_id], PATHS)
+        for round_no in range(args.rounds):
+            if args.before is not None:
+                measure_server(
+                    "cloudseed before", data, instance_id, files, args, results, args.before
+                )
+            measure_server("cloudseed", data, instance_id, files, args, results)
+            if args.granian:
+                measure_granian(data, work, instance_id, files, args, results)
+            if root is not None:
+                measure_nginx(root, work / f"nginx{round_no}", files, args, results)
+            time.sleep(1)
+    text = section(results, args)
+    print(text)
+    if args.write:
+        write_section(args.write, START, END, text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,130 @@
+"""Answers at once (coalescing.py, MetadataApp.respond_now): a cached guest's documents are
+written by the HTTP protocol without an ASGI cycle, byte for byte what the ASGI path sends
+(a request with ``Connection: close`` still takes that path, so the two are compared)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from cloudseed.metadata.app import MetadataApp
+from cloudseed.signing import sign
+from tests.functional.test_metadata_service import (
+    SECRET,
+    MetadataServer,
+    boot,
+    cloud,
+    metadata_server,
+)
+from tests.support.cloud import Cloud, b64
+
+pytestmark = pytest.mark.databases
+FIXTURES = (cloud, metadata_server)  # used by name as the tests' parameters
+
+PATHS = [
+    "/openstack",
+    "/openstack/latest/meta_data.json",
+    "/openstack/latest/user_data",
+    "/openstack/latest/network_data.json",
+    "/openstack/latest/vendor_data2.json",
+    "/latest/meta-data/",
+    "/latest/meta-data/public-keys/0/openssh-key",
+    "/latest/user-data",
+    "/",
+]
+NEUTRON = ("neutron", {"service_metadata_proxy": True, "metadata_proxy_shared_secret": SECRET})
+
+
+@pytest.fixture()
+def asgi_calls(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """The paths of the requests that reached the app's ASGI entry."""
+    calls: list[str] = []
+    original = MetadataApp._http
+
+    async def counting(self: MetadataApp, scope: Any, receive: Any, send: Any) -> None:
+        calls.append(scope["path"])
+        await original(self, scope, receive, send)
+
+    monkeypatch.setattr(MetadataApp, "_http", counting)
+    yield calls
+
+
+def comparable(r: httpx.Response) -> tuple[int, list[tuple[str, str]], bytes]:
+    headers = [(k, v) for k, v in r.headers.multi_items() if k not in ("date", "connection")]
+    body = r.content
+    if r.headers.get("content-type") == "application/json" and b"random_seed" in body:
+        # meta_data.json: a fresh random seed in every answer, whichever path sends it.
+        doc = json.loads(body)
+        doc["random_seed"] = "..."
+        body = json.dumps(doc).encode()
+    return r.status_code, headers, body
+
+
+def test_cached_documents_are_answered_at_once_as_the_asgi_path_would(
+    api: httpx.Client, cloud: Cloud, metadata_server: MetadataServer, asgi_calls: list[str]
+) -> None:
+    guest = boot(api, cloud, user_data=b64("#cloud-config\n"), key_name="key1")
+    signed = {
+        "X-Instance-ID": guest.id,
+        "X-Tenant-ID": "proj",
+        "X-Instance-ID-Signature": sign(SECRET, guest.id),
+    }
+    with metadata_server(NEUTRON) as url, httpx.Client(base_url=url, timeout=10) as md:
+        md.get("/openstack", headers=signed)  # the guest is loaded (the ASGI path)
+        asgi_calls.clear()
+        for path in PATHS:
+            fast = md.get(path, headers=signed)
+            assert fast.status_code == 200, (path, fast.text)
+            assert "connection" not in fast.headers
+            slow = md.get(path, headers={**signed, "Connection": "close"})
+            assert slow.headers["connection"] == "close"
+            assert comparable(fast) == comparable(slow), path
+            # 304 and HEAD too.
+            tag = {"If-None-Match": fast.headers["etag"]}
+            not_modified = md.get(path, headers={**signed, **tag})
+            assert not_modified.status_code == 304 and not_modified.content == b""
+            assert comparable(not_modified) == comparable(
+                md.get(path, headers={**signed, **tag, "Connection": "close"})
+            )
+            head = md.head(path, headers=signed)
+            assert head.status_code == 200 and head.content == b""
+            assert head.headers["content-length"] == str(len(fast.content))
+        # Only the requests that asked to close their connection went the ASGI way.
+        assert asgi_calls == [p for p in PATHS for _ in range(2)]
+
+
+def test_what_is_not_answered_at_once_takes_the_asgi_path(
+    api: httpx.Client, cloud: Cloud, metadata_server: MetadataServer, asgi_calls: list[str]
+) -> None:
+    guest = boot(api, cloud)
+    signed = {
+        "X-Instance-ID": guest.id,
+        "X-Tenant-ID": "proj",
+        "X-Instance-ID-Signature": sign(SECRET, guest.id),
+    }
+    with metadata_server(NEUTRON) as url, httpx.Client(base_url=url, timeout=10) as md:
+        # Not cached yet: loaded the ASGI way; then at once.
+        assert md.get("/openstack/latest/meta_data.json", headers=signed).status_code == 200
+        assert md.get("/openstack/latest/meta_data.json", headers=signed).status_code == 200
+        assert asgi_calls == ["/openstack/latest/meta_data.json"]
+        asgi_calls.clear()
+        refused = [
+            ({**signed, "X-Instance-ID-Signature": sign("wrong", guest.id)}, 403),
+            ({**signed, "X-Tenant-ID": "someone-else"}, 404),
+        ]
+        for headers, status in refused:
+            assert md.get("/openstack/latest/meta_data.json", headers=headers).status_code == status
+        # Queries, unknown paths, other methods, token requests: the ASGI path.
+        assert md.get("/openstack/latest/meta_data.json?x=1", headers=signed).status_code == 200
+        assert md.get("/nowhere/at/all", headers=signed).status_code == 404
+        assert md.post("/openstack/latest/meta_data.json", headers=signed).status_code == 405
+        ttl = {"X-aws-ec2-metadata-token-ttl-seconds": "60"}
+        assert md.put("/latest/api/token", headers={**signed, **ttl}).status_code == 200
+        assert len(asgi_calls) == 6
+        # The same kept-alive connection then answers at once again.
+        assert md.get("/latest/meta-data/", headers=signed).status_code == 200
+        assert len(asgi_calls) == 6
