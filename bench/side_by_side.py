@@ -475,7 +475,13 @@ def section(run: Run, part: str, chart: Path, doc: Path) -> str:
             "",
             f"![{title}: requests/s and p99, cloudseed beside Nova and nginx]({link})",
             "",
-            ratio_table([r for r in run.results], GOALS),
+            ratio_table(run.results, GOALS),
+            "",
+            "Ratios are against Nova's best server in the row (most requests/s); for the "
+            "sequential rows, Nova's median over cloudseed's. The peers come from the team's "
+            "`shared/peers` scripts (`keystone.sh install`, `nova_api.sh install`, then "
+            "`pip install uwsgi` into the Nova venv), found at `../shared/peers` or "
+            "`$CLOUDSEED_PEERS_DIR`; without them the benchmark says what to run and exits 2.",
             "",
             "<details><summary>Every target</summary>",
             "",

@@ -99,62 +99,66 @@ def ratio_table(results: list[Measurement], goals: dict[str, str]) -> str:
     return "\n".join(lines)
 
 
-COLOURS = {CLOUDSEED: "#2b7bba", NGINX: "#7f7f7f"}
-NOVA_COLOURS = ("#d95f02", "#f4a261", "#e76f51")
-
-
-def _colour(target: str, nova_seen: list[str]) -> str:
-    if target in COLOURS:
-        return COLOURS[target]
-    if target not in nova_seen:
-        nova_seen.append(target)
-    return NOVA_COLOURS[nova_seen.index(target) % len(NOVA_COLOURS)]
+def colour(target: str) -> str:
+    if target == CLOUDSEED:
+        return "#2b7bba"
+    if target == NGINX:
+        return "#8c8c8c"
+    return "#f4a261" if "uwsgi" in target else "#d95f02"  # Nova's servers: oranges
 
 
 def write_chart(results: list[Measurement], path: Path, title: str) -> Path:
-    """Two horizontal bar panels, requests/s (log scale) and p99 ms, one bar per target per
-    scenario; sequential scenarios (no req/s) show their median instead, in the p99 panel's
-    unit. Written as a PNG."""
+    """Two panels of horizontal bars, one bar per target, grouped by scenario: requests/s
+    and p99 latency, both on log scales. Sequential scenarios (no requests/s) show their median
+    latency in the right panel instead, marked so. Written as a PNG."""
     import matplotlib
 
     matplotlib.use("Agg")  # files only, no display
     import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+    from matplotlib.ticker import NullFormatter
 
     grouped = by_scenario(results)
-    targets = list(dict.fromkeys(r.target for r in results))
-    rows = sum(len(v) for v in grouped.values()) + len(grouped)
+    order = list(dict.fromkeys(r.target for r in results))
+    order.sort(key=lambda t: (t != CLOUDSEED, t == NGINX, t))  # cloudseed, Nova..., nginx
+    bars = sum(len(v) for v in grouped.values()) + len(grouped) - 1
     fig, (left, right) = plt.subplots(
-        1, 2, figsize=(12, 1.2 + 0.28 * rows), sharey=True, constrained_layout=True
+        1, 2, figsize=(13, 1.6 + 0.3 * bars), sharey=True, constrained_layout=True
     )
-    labels: list[str] = []
-    positions: list[float] = []
+    ticks: list[float] = []
+    names: list[str] = []
     y = 0.0
-    nova_seen: list[str] = []
-    drawn: set[str] = set()
     for scenario, entries in grouped.items():
-        for entry in sorted(entries, key=lambda e: targets.index(e.target)):
-            colour = _colour(entry.target, nova_seen)
-            label = entry.target if entry.target not in drawn else None
-            drawn.add(entry.target)
+        entries = sorted(entries, key=lambda e: order.index(e.target))
+        ticks.append(y + (len(entries) - 1) / 2)
+        names.append(scenario)
+        for entry in entries:
             if entry.rps is not None:
-                left.barh(y, entry.rps, color=colour, label=label)
+                left.barh(y, entry.rps, color=colour(entry.target))
                 left.text(entry.rps, y, f" {entry.rps:,.0f}", va="center", fontsize=7)
                 value, suffix = entry.p99_ms, ""
             else:
-                value, suffix = entry.p50_ms, " (median)"
-            right.barh(y, value, color=colour)
-            right.text(value, y, f" {value:.1f}{suffix}", va="center", fontsize=7)
-            labels.append(f"{scenario}  [{entry.target}]" if entry is entries[0] else "")
-            positions.append(y)
+                value, suffix = entry.p50_ms, " ms median (sequential)"
+            right.barh(y, value, color=colour(entry.target), hatch="//" if suffix else None)
+            right.text(value, y, f" {value:,.1f}{suffix}", va="center", fontsize=7)
             y += 1
         y += 1
-    left.set_yticks(positions, [lbl.split("  [")[0] for lbl in labels], fontsize=8)
+    left.set_yticks(ticks, names, fontsize=8)
     left.invert_yaxis()
-    left.set_xscale("log")
-    left.set_xlabel("requests/s (log scale; more is better)")
-    right.set_xscale("log")
-    right.set_xlabel("p99 latency, ms (log scale; less is better)")
-    left.legend(loc="lower right", fontsize=8)
+    for axis, label in (
+        (left, "requests/s (log scale; more is better)"),
+        (right, "p99 latency, ms (log scale; less is better)"),
+    ):
+        axis.set_xscale("log")
+        axis.xaxis.set_minor_formatter(NullFormatter())
+        axis.set_xlabel(label)
+        axis.margins(x=0.25)
+    fig.legend(
+        handles=[Patch(color=colour(t), label=t) for t in order],
+        loc="outside lower center",
+        ncol=len(order),
+        fontsize=8,
+    )
     fig.suptitle(title, fontsize=10)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
