@@ -494,7 +494,7 @@ def section(run: Run, part: str, chart: Path, doc: Path) -> str:
     load = f"{run.loads[0]} at the first result, {run.loads[-1]} at the last"
     return "\n".join(
         [
-            f"## Side by side with Nova 34: {title.lower()}",
+            f"## Side by side with Nova 34: {title}",
             "",
             f"`{command}` on {time.strftime('%Y-%m-%d', time.gmtime())}: {cpu_model()}, "
             f"{os.cpu_count()} cores, Python {platform.python_version()}, Nova "
