@@ -9,7 +9,7 @@ PYTEST_ARGS ?=
 # make test runs the suite in this many worker processes (pytest-xdist); 0: in pytest itself.
 TEST_JOBS ?= 2
 
-.PHONY: help run test venv test-venv lint tempest fuzz bench bench-metadata bench-login-keys bench-operations bench-configdrive bench-longpoll image-debian e2e clean
+.PHONY: help run test venv test-venv lint tempest fuzz bench bench-metadata bench-login-keys bench-operations bench-configdrive bench-longpoll bench-nova image-debian e2e clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -74,6 +74,12 @@ bench-longpoll: test-venv  ## 10,000 waiting long-polls on 2 workers, SQLite the
 bench-configdrive: venv  ## config drives built per second, in-process vs genisoimage (Nova's way)
 	sh tools/debian-packages.sh
 	$(BIN)/python bench/configdrive.py --write docs/benchmarks.md
+
+bench-nova: test-venv  ## cloudseed beside real Nova 34 + Keystone (peers: ../shared/peers or CLOUDSEED_PEERS_DIR; minutes)
+	sh tools/debian-packages.sh wrk nginx-light
+	$(BIN)/pip install --quiet -e '.[test,bench]'
+	$(BIN)/python bench/side_by_side.py --only metadata --write docs/benchmarks.md
+	$(BIN)/python bench/side_by_side.py --only api --write docs/benchmarks.md
 
 IMAGES_DIR ?= .cache/images
 
