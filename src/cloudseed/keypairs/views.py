@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from cloudseed.keypairs.models import KeyPair
+from cloudseed.keypairs.models import KeyPair, ListedKeyPair
 from cloudseed.web.microversions import APIVersion
 
 V2_2 = APIVersion(2, 2)
 SHA256_FIELD_SINCE = APIVersion(2, 105)
 
 
-def _common(keypair: KeyPair, version: APIVersion) -> dict[str, Any]:
+def _common(keypair: ListedKeyPair, version: APIVersion) -> dict[str, Any]:
     body: dict[str, Any] = {
         "name": keypair.name,
         "public_key": keypair.public_key,
@@ -28,7 +28,7 @@ def _common(keypair: KeyPair, version: APIVersion) -> dict[str, Any]:
     return body
 
 
-def index_item(keypair: KeyPair, version: APIVersion) -> dict[str, Any]:
+def index_item(keypair: ListedKeyPair, version: APIVersion) -> dict[str, Any]:
     return {"keypair": _common(keypair, version)}
 
 
