@@ -15,7 +15,6 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from cloudseed.keypairs import schemas, service, views
-from cloudseed.keypairs.models import ListedKeyPair
 from cloudseed.web.links import next_link
 from cloudseed.web.microversions import APIVersion
 from cloudseed.web.policy import authorize_owner_or_admin
@@ -67,12 +66,12 @@ async def index(request: Request) -> Response:
         )
         marker = query["marker"][-1] if "marker" in query else None
 
-    def run() -> Sequence[ListedKeyPair]:
+    def run() -> Sequence[service.ListedRow]:
         with db.read() as session:
             return service.list_keypair_rows(session, user_id=user_id, limit=limit, marker=marker)
 
     keypairs = await run_in_threadpool(run)
-    body: dict[str, Any] = {"keypairs": [views.index_item(k, version) for k in keypairs]}
+    body: dict[str, Any] = {"keypairs": views.index(keypairs, version)}
     if limit and len(keypairs) == limit:
         body["keypairs_links"] = [
             {
@@ -82,7 +81,7 @@ async def index(request: Request) -> Response:
                     settings.api.compute_link_prefix,
                     request.url.path,
                     query,
-                    keypairs[-1].name,
+                    keypairs[-1][0],  # the name
                 ),
             }
         ]

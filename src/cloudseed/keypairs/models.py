@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Protocol
-
 from sqlalchemy import Enum, Integer, String, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
@@ -37,21 +35,6 @@ class KeyPair(ApiBase):
     updated_at: Mapped[optional_timestamp] = mapped_column(default=None)
 
 
-class ListedKeyPair(Protocol):
-    """What a listing reads of a key pair (``service.LISTED_COLUMNS``): a ``KeyPair`` or a row."""
-
-    @property
-    def name(self) -> str: ...
-    @property
-    def public_key(self) -> str: ...
-    @property
-    def fingerprint(self) -> str: ...
-    @property
-    def type(self) -> str: ...
-    @property
-    def fingerprint_sha256(self) -> str: ...
-
-
 class ProjectKey(ApiBase):
     """A key pair an administrator attached to a project (2.106): every server of the project
     gets it, unless the server blocks project keys. The key pair stays its owner's; the
@@ -69,4 +52,4 @@ class ProjectKey(ApiBase):
     created_at: Mapped[timestamp] = mapped_column(default=utcnow)
 
 
-__all__ = ["KEY_TYPES", "KeyPair", "ListedKeyPair", "ProjectKey"]
+__all__ = ["KEY_TYPES", "KeyPair", "ProjectKey"]

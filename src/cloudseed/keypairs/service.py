@@ -19,7 +19,7 @@ from cloudseed.keypairs.errors import (
     KeypairNotFound,
     MarkerNotFound,
 )
-from cloudseed.keypairs.models import KeyPair, ListedKeyPair
+from cloudseed.keypairs.models import KeyPair
 from cloudseed.quotas import service as quotas
 
 RESOURCE = "key_pairs"
@@ -139,24 +139,24 @@ def list_keypairs(
     return list(session.scalars(_list_query(session, select(KeyPair), user_id, limit, marker)))
 
 
-# What a listing shows (keypairs/views.py index_item): reading only these, as plain rows rather
-# than ORM objects, made listing 100 key pairs several times cheaper.
-LISTED_COLUMNS = (
-    KeyPair.name,
-    KeyPair.public_key,
-    KeyPair.fingerprint,
-    KeyPair.type,
-    KeyPair.fingerprint_sha256,
-)
+# (name, public_key, fingerprint, type, fingerprint_sha256): what a listing shows.
+ListedRow = tuple[str, str, str, str, str]
 
 
 def list_keypair_rows(
     session: Session, *, user_id: str, limit: int | None = None, marker: str | None = None
-) -> Sequence[ListedKeyPair]:
-    """``list_keypairs``' page as rows of ``LISTED_COLUMNS`` (the API's listing)."""
-    query = _list_query(session, select(*LISTED_COLUMNS), user_id, limit, marker)
-    rows: Sequence[Any] = session.execute(query).all()
-    return rows
+) -> Sequence[ListedRow]:
+    """``list_keypairs``' page as ``ListedRow`` tuples (the API's listing, keypairs/views.py
+    ``index``): only these columns and no ORM objects, which made listing 100 key pairs
+    several times cheaper."""
+    columns = select(
+        KeyPair.name,
+        KeyPair.public_key,
+        KeyPair.fingerprint,
+        KeyPair.type,
+        KeyPair.fingerprint_sha256,
+    )
+    return session.execute(_list_query(session, columns, user_id, limit, marker)).tuples().all()
 
 
 def _list_query(
