@@ -156,7 +156,11 @@ def list_keypair_rows(
         KeyPair.type,
         KeyPair.fingerprint_sha256,
     )
-    return session.execute(_list_query(session, columns, user_id, limit, marker)).tuples().all()
+    # Rows unpack and index like these tuples; copying each into a real tuple would cost.
+    rows: Sequence[Any] = session.execute(
+        _list_query(session, columns, user_id, limit, marker)
+    ).all()
+    return rows
 
 
 def _list_query(
