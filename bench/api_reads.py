@@ -169,6 +169,21 @@ def _ms(text: str) -> float:
     return float(number) * _UNITS[unit]
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of ``pid`` and its descendants (the serve process and its workers)."""
+    total = 0.0
+    ticks = os.sysconf("SC_CLK_TCK")
+    pending = [pid]
+    while pending:
+        current = pending.pop()
+        with contextlib.suppress(OSError):
+            fields = Path(f"/proc/{current}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / ticks
+            for task in Path(f"/proc/{current}/task").iterdir():
+                pending += [int(c) for c in (task / "children").read_text().split()]
+    return total
+
+
 def run_wrk(url: str, version: str, connections: int, seconds: int) -> dict[str, float]:
     command = [
         "wrk",
@@ -187,9 +202,10 @@ def run_wrk(url: str, version: str, connections: int, seconds: int) -> dict[str,
     if non_2xx:
         sys.exit(f"wrk saw {non_2xx[1]} error answers from {url}:\n{out}")
     rps = float(re.search(r"Requests/sec:\s+([0-9.]+)", out)[1])  # type: ignore[index]
+    count = int(re.search(r"(\d+) requests in", out)[1])  # type: ignore[index]
     p50 = _ms(re.search(r"\s50%\s+(\S+)", out)[1])  # type: ignore[index]
     p99 = _ms(re.search(r"\s99%\s+(\S+)", out)[1])  # type: ignore[index]
-    return {"rps": rps, "p50": p50, "p99": p99}
+    return {"rps": rps, "p50": p50, "p99": p99, "count": count}
 
 
 def sequential_imports(client: httpx.Client, count: int) -> list[float]:
@@ -220,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if shutil.which("wrk") is None:
         sys.exit("wrk is not installed")
-    rows: list[tuple[str, str, str, str]] = []
+    rows: list[tuple[str, str, str, str, str]] = []
     with tempfile.TemporaryDirectory(prefix="cloudseed-bench-reads-") as tmp_name:
         tmp = Path(tmp_name)
         config, image_id = prepare(tmp)
@@ -241,13 +257,16 @@ def main(argv: list[str] | None = None) -> int:
                 ("server show (latest)", f"/v2.1/servers/{server_id}", "latest"),
             ]
             for what, path, version in targets:
+                cpu_before = cpu_seconds(pid)
                 result = run_wrk(base + path, version, args.connections, args.seconds)
+                cpu_ms = (cpu_seconds(pid) - cpu_before) * 1000 / result["count"]
                 rows.append(
                     (
                         what,
                         f"{result['rps']:,.0f} req/s",
                         f"{result['p50']:.2f} ms",
                         f"{result['p99']:.2f} ms",
+                        f"{cpu_ms:.2f} ms",
                     )
                 )
                 print(rows[-1], flush=True)
@@ -255,12 +274,21 @@ def main(argv: list[str] | None = None) -> int:
             median = latencies[len(latencies) // 2]
             p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
             rows.append(
-                (f"key pair import, sequential ({args.imports})", "", f"{median:.2f} ms", f"{p99:.2f} ms")
+                (
+                    f"key pair import, sequential ({args.imports})",
+                    "",
+                    f"{median:.2f} ms",
+                    f"{p99:.2f} ms",
+                    "",
+                )
             )
             print(rows[-1], flush=True)
     load = Path("/proc/loadavg").read_text().split()[:3] if Path("/proc/loadavg").exists() else []
-    table = ["| Measurement | Throughput | p50 | p99 |", "|---|---:|---:|---:|"]
-    table += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d in rows]
+    table = [
+        "| Measurement | Throughput | p50 | p99 | server CPU per request |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    table += ["| " + " | ".join(row) + " |" for row in rows]
     section = "\n".join(
         [
             "## Compute API read paths (cloudseed alone, noauth2, SQLite)",
