@@ -47,8 +47,8 @@ from cloudseed.networks import service as networks
 from cloudseed.schema import sync as schema_sync
 from cloudseed.settings import load_settings
 
-USER = "bench"
-TOKEN = f"{USER}:bench-project"
+# noauth2's token; with --keystone, main() replaces it with a real one before any request.
+TOKEN = "bench:bench-project"
 
 
 def ed25519_line(comment: str) -> str:
@@ -58,6 +58,30 @@ def ed25519_line(comment: str) -> str:
         .public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
     )
     return f"{public.decode('ascii')} {comment}"
+
+
+def keystone_token(auth_url: str, password: str) -> str:
+    """A project-scoped token for the bootstrap ``admin`` user (tests/support/keystone.py and
+    ../shared/peers/keystone.sh make one)."""
+    user = {"name": "admin", "domain": {"id": "default"}, "password": password}
+    body = {
+        "auth": {
+            "identity": {"methods": ["password"], "password": {"user": user}},
+            "scope": {"project": {"name": "admin", "domain": {"id": "default"}}},
+        }
+    }
+    r = httpx.post(f"{auth_url}/auth/tokens", json=body, timeout=30)
+    r.raise_for_status()
+    return r.headers["X-Subject-Token"]
+
+
+def keystone_section(auth_url: str, password: str) -> str:
+    return (
+        "[api]\nauth_strategy = keystone\n\n"
+        f"[keystone_authtoken]\nwww_authenticate_uri = {auth_url}\nauth_url = {auth_url}\n"
+        f"auth_type = password\nusername = admin\npassword = {password}\n"
+        "project_name = admin\nuser_domain_id = default\nproject_domain_id = default\n\n"
+    )
 
 
 def headers(version: str) -> dict[str, str]:
@@ -70,7 +94,7 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def prepare(tmp: Path) -> tuple[Path, str]:
+def prepare(tmp: Path, extra_config: str = "") -> tuple[Path, str]:
     """A config file and databases with a flavor, an image and a network; (config, image id)."""
     environ = {
         "CLOUDSEED_API_DATABASE__CONNECTION": f"sqlite:///{tmp}/api.sqlite",
@@ -95,7 +119,7 @@ def prepare(tmp: Path) -> tuple[Path, str]:
         f"[DEFAULT]\nstate_path = {tmp}\nlog_level = warning\n\n"
         f"[api_database]\nconnection = sqlite:///{tmp}/api.sqlite\n\n"
         f"[database]\nconnection = sqlite:///{tmp}/cell1.sqlite\n\n"
-        "[quota]\nkey_pairs = -1\n",
+        "[quota]\nkey_pairs = -1\n\n" + extra_config,
         encoding="utf-8",
     )
     return config, image_id
@@ -227,6 +251,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--seconds", type=int, default=10)
     parser.add_argument("--keypairs", type=int, default=100)
     parser.add_argument("--imports", type=int, default=300)
+    parser.add_argument(
+        "--keystone",
+        metavar="AUTH_URL",
+        help="authenticate through this Keystone (e.g. http://127.0.0.1:5000/v3) as its admin",
+    )
+    parser.add_argument(
+        "--keystone-password",
+        default=os.environ.get("KEYSTONE_ADMIN_PASSWORD", "peer-admin-secret"),
+        help="the Keystone admin's password (default: ../shared/peers/keystone.sh's)",
+    )
     parser.add_argument("--hold", action="store_true", help="keep serving after set-up (profiling)")
     parser.add_argument("--write", type=Path, help="Markdown file to write the section into")
     return parser.parse_args(argv)
@@ -239,7 +273,12 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[tuple[str, str, str, str, str]] = []
     with tempfile.TemporaryDirectory(prefix="cloudseed-bench-reads-") as tmp_name:
         tmp = Path(tmp_name)
-        config, image_id = prepare(tmp)
+        extra = ""
+        if args.keystone:
+            global TOKEN
+            TOKEN = keystone_token(args.keystone, args.keystone_password)
+            extra = keystone_section(args.keystone, args.keystone_password)
+        config, image_id = prepare(tmp, extra)
         with (
             serving(config, args.workers, tmp / "server.log") as (base, pid),
             httpx.Client(base_url=base, timeout=30) as client,
@@ -291,10 +330,12 @@ def main(argv: list[str] | None = None) -> int:
     table += ["| " + " | ".join(row) + " |" for row in rows]
     section = "\n".join(
         [
-            "## Compute API read paths (cloudseed alone, noauth2, SQLite)",
+            "## Compute API read paths (cloudseed alone, "
+            f"{'Keystone' if args.keystone else 'noauth2'}, SQLite)",
             "",
             f"`.venv/bin/python bench/api_reads.py --workers {args.workers} "
-            f"--connections {args.connections} --seconds {args.seconds}` "
+            + (f"--keystone {args.keystone} " if args.keystone else "")
+            + f"--connections {args.connections} --seconds {args.seconds}` "
             f"(`make bench-api-reads`): wrk, {args.connections} connections, "
             f"{args.seconds} s per row, `cloudseed serve --workers {args.workers}`. "
             f"Machine: {cpu_model()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; "
@@ -307,8 +348,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.write:
         write_section(
             args.write,
-            "<!-- bench:api-reads:start -->",
-            "<!-- bench:api-reads:end -->",
+            f"<!-- bench:api-reads{'-keystone' if args.keystone else ''}:start -->",
+            f"<!-- bench:api-reads{'-keystone' if args.keystone else ''}:end -->",
             section,
         )
     return 0
