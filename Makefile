@@ -9,7 +9,7 @@ PYTEST_ARGS ?=
 # make test runs the suite in this many worker processes (pytest-xdist); 0: in pytest itself.
 TEST_JOBS ?= 2
 
-.PHONY: help run test venv test-venv lint tempest fuzz bench bench-metadata bench-login-keys bench-operations bench-configdrive bench-longpoll bench-nova image-debian e2e clean
+.PHONY: help run test venv test-venv lint tempest fuzz bench bench-api-reads bench-metadata bench-login-keys bench-operations bench-configdrive bench-longpoll bench-nova image-debian e2e clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -54,6 +54,9 @@ lint: venv  ## ruff format --check, ruff check, mypy --strict, import-linter (pi
 
 bench: test-venv  ## key pair benchmarks; results go to docs/benchmarks.md
 	$(BIN)/python bench/keypairs.py --write docs/benchmarks.md
+
+bench-api-reads: test-venv  ## key pair list/show, server show under wrk, import latency (about 1 minute)
+	$(BIN)/python bench/api_reads.py --write docs/benchmarks.md
 
 bench-metadata: venv  ## metadata boot storm (10,000 guests, wrk, nginx side by side; minutes)
 	sh tools/debian-packages.sh wrk nginx-light

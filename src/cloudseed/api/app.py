@@ -15,7 +15,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import BaseRoute, Match, Route
 
 from cloudseed.agent.factory import make_agent
@@ -45,6 +45,7 @@ from cloudseed.web.errors import MethodNotAllowed, ResourceNotFound
 from cloudseed.web.faults import fault_parts, is_glance_path
 from cloudseed.web.links import base_url
 from cloudseed.web.requests import api_db_of
+from cloudseed.web.responses import JSONResponse
 
 # Version documents are public, as in Nova, Glance and Neutron: clients discover before auth.
 # So are the keys relying parties verify signed instance identities with (identity/api.py).

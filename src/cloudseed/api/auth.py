@@ -19,6 +19,7 @@ from typing import Any
 
 import anyio.to_thread
 
+from cloudseed.api.identity_cache import IdentityCache, expiry_of, token_key
 from cloudseed.types import ASGIApp, Receive, Scope, Send
 from cloudseed.web.context import CONTEXT_KEY, REQUEST_ID_KEY, RequestContext
 from cloudseed.web.errors import NotAuthenticated
@@ -62,26 +63,48 @@ class KeystoneMiddleware:
         self.app = app
         self.is_public = is_public
         self.auth = _auth_protocol(options)
+        self.cache = IdentityCache.from_options(dict(options))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or self.is_public(scope["path"]):
             await self.app(scope, receive, send)
             return
-        outcome = await anyio.to_thread.run_sync(self._validate, _wsgi_environ(scope))
-        if isinstance(outcome, RequestContext):
-            scope[CONTEXT_KEY] = RequestContext(
-                user_id=outcome.user_id,
-                project_id=outcome.project_id,
-                roles=outcome.roles,
-                request_id=scope.get(REQUEST_ID_KEY, ""),
-            )
-            await self.app(scope, receive, send)
-            return
-        status, headers, body = outcome  # keystonemiddleware's own refusal, passed through
-        await send({"type": "http.response.start", "status": status, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
+        key = self._cache_key(scope)
+        identity = self.cache.get(key) if self.cache is not None and key is not None else None
+        if identity is None:
+            outcome = await anyio.to_thread.run_sync(self._validate, _wsgi_environ(scope))
+            if not isinstance(outcome[0], RequestContext):
+                # keystonemiddleware's own refusal, passed through.
+                status, headers, body = outcome
+                await send({"type": "http.response.start", "status": status, "headers": headers})
+                await send({"type": "http.response.body", "body": body})
+                return
+            identity, expires_at = outcome
+            if self.cache is not None and key is not None:
+                self.cache.put(key, identity, expires_at=expires_at)
+        scope[CONTEXT_KEY] = RequestContext(
+            user_id=identity.user_id,
+            project_id=identity.project_id,
+            roles=identity.roles,
+            request_id=scope.get(REQUEST_ID_KEY, ""),
+        )
+        await self.app(scope, receive, send)
 
-    def _validate(self, environ: dict[str, Any]) -> RequestContext | tuple[int, list[Any], bytes]:
+    @staticmethod
+    def _cache_key(scope: Scope) -> bytes | None:
+        auth_token = service_token = None
+        for name, value in scope["headers"]:
+            if name == b"x-auth-token":
+                auth_token = value
+            elif name == b"x-service-token":
+                service_token = value
+        return token_key(auth_token, service_token) if auth_token else None
+
+    def _validate(
+        self, environ: dict[str, Any]
+    ) -> tuple[RequestContext, float | None] | tuple[int, list[Any], bytes]:
+        """(identity, token expiry) when keystonemiddleware accepted the token, else its
+        answer (status, headers, body)."""
         started: dict[str, Any] = {}
 
         def start_response(
@@ -94,7 +117,7 @@ class KeystoneMiddleware:
         body = b"".join(self.auth(environ, start_response))
         identity = environ.get("cloudseed.identity")
         if identity is not None:
-            return identity  # type: ignore[no-any-return]
+            return identity, expiry_of(environ.get("keystone.token_info"))
         return started["status"], started["headers"], body
 
 

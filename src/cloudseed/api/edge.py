@@ -8,6 +8,7 @@ Nova faults, and writes one access-log line.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 import uuid
@@ -55,7 +56,7 @@ class ComputeEdge:
             if is_versioned(scope["path"]):
                 version = requested_version(_headers(scope))
                 scope[VERSION_KEY] = version
-                extra.extend((k.lower().encode(), v.encode()) for k, v in response_headers(version))
+                extra.extend(_version_headers(version))
             await self.app(scope, receive, send_with_headers)
         except Exception as exc:
             if response_started:
@@ -83,6 +84,11 @@ class ComputeEdge:
                 context.user_id if context else "-",
                 version or "-",
             )
+
+
+@functools.lru_cache(maxsize=256)  # one entry per microversion served: a bounded set
+def _version_headers(version: APIVersion) -> tuple[tuple[bytes, bytes], ...]:
+    return tuple((k.lower().encode(), v.encode()) for k, v in response_headers(version))
 
 
 def _headers(scope: Scope) -> dict[str, str]:

@@ -12,7 +12,7 @@ import threading
 import uuid as uuid_module
 from collections.abc import Iterable
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
 from cloudseed.cells.errors import InstanceNotFound
@@ -21,6 +21,11 @@ from cloudseed.db.engines import Database
 from cloudseed.errors import ConfigError
 
 DEFAULT_CELL = "cell1"
+# Every request about a server asks this first; built once rather than per request.
+_CELL_OF_ANY = select(InstanceMapping.cell_id).where(
+    InstanceMapping.instance_uuid == bindparam("uuid")
+)
+_CELL_OF_LIVE = _CELL_OF_ANY.where(~InstanceMapping.queued_for_delete)
 
 
 def map_default_cell(session: Session, url: str) -> None:
@@ -106,11 +111,9 @@ class CellDatabases:
 
     def for_instance(self, uuid: str, *, deleted_too: bool = False) -> Database:
         """The cell of a live instance (``deleted_too``: of a deleted one as well)."""
-        query = select(InstanceMapping.cell_id).where(InstanceMapping.instance_uuid == uuid)
-        if not deleted_too:
-            query = query.where(~InstanceMapping.queued_for_delete)
+        query = _CELL_OF_ANY if deleted_too else _CELL_OF_LIVE
         with self.api_db.read() as session:
-            cell_id = session.scalar(query)
+            cell_id = session.scalar(query, {"uuid": uuid})
         if cell_id is None:
             raise InstanceNotFound(uuid)
         return self.by_id(cell_id)

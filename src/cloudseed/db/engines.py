@@ -24,6 +24,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from cloudseed.errors import ConfigError, DatabaseUnavailable
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+# anyio's default worker-thread limit: at most this many threads hold a connection at once.
+SQLITE_POOL_SIZE = 40
 
 
 def redacted(url: str) -> str:
@@ -53,6 +55,10 @@ def make_engine(url: str, *, pool_size: int = 10) -> Engine:
         if parsed.database and parsed.database != ":memory:":
             Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
         kwargs["connect_args"] = {"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000}
+        # One pooled connection per worker thread that may want one: with QueuePool's default
+        # (5, overflow 10) every request past the fifth concurrent one opened a connection and
+        # ran the PRAGMAs below, then closed it. Connections are opened only when first needed.
+        kwargs.update(pool_size=SQLITE_POOL_SIZE, max_overflow=SQLITE_POOL_SIZE)
     elif backend == "postgresql":
         if parsed.drivername == "postgresql":
             parsed = parsed.set(drivername="postgresql+psycopg")
@@ -94,10 +100,12 @@ def _configure_sqlite(engine: Engine) -> None:
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Any) -> None:
         # Readers take no lock in WAL; writers queue up front (see the module docstring).
-        if conn.get_execution_options().get(READ_ONLY_OPTION):
-            conn.exec_driver_sql("BEGIN")
-        else:
-            conn.exec_driver_sql("BEGIN IMMEDIATE")
+        # Straight to the sqlite3 connection: exec_driver_sql's statement machinery (events,
+        # cursor wrapping, result) cost more than the BEGIN itself, twice per server show.
+        statement = (
+            "BEGIN" if conn.get_execution_options().get(READ_ONLY_OPTION) else "BEGIN IMMEDIATE"
+        )
+        conn.connection.driver_connection.execute(statement)
 
 
 READ_ONLY_OPTION = "cloudseed_read_only"

@@ -7,7 +7,7 @@ from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import Route
 
 from cloudseed.errors import InvalidInput
@@ -16,6 +16,7 @@ from cloudseed.flavors.models import Flavor
 from cloudseed.web.links import links, next_link
 from cloudseed.web.microversions import APIVersion
 from cloudseed.web.requests import api_base, api_db_of, context_of, settings_of, version_of
+from cloudseed.web.responses import JSONResponse
 from cloudseed.web.validation import bounded_int
 
 

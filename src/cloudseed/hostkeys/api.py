@@ -8,11 +8,12 @@ server sub-resource (``servers/api/requests.load_owned``).
 from __future__ import annotations
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import Route
 
 from cloudseed.hostkeys import service, views
 from cloudseed.servers.api.requests import in_cell, load_owned
+from cloudseed.web.responses import JSONResponse
 
 
 async def show(request: Request) -> Response:

@@ -17,7 +17,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import Route
 
 from cloudseed.cells.service import CellDatabases
@@ -30,6 +30,7 @@ from cloudseed.hosts.service import BINARY, service_is_up
 from cloudseed.web.errors import PolicyNotAuthorized
 from cloudseed.web.microversions import APIVersion
 from cloudseed.web.requests import body_of, context_of, settings_of, version_of
+from cloudseed.web.responses import JSONResponse
 from cloudseed.web.validation import query_lists
 
 V = APIVersion

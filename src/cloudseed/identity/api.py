@@ -18,7 +18,7 @@ import datetime as dt
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import Route
 
 from cloudseed.identity import keys
@@ -27,6 +27,7 @@ from cloudseed.identity.issuer import issuer_of
 from cloudseed.identity.keyring import Keyring, PublishedKey
 from cloudseed.web.links import base_url
 from cloudseed.web.requests import settings_of
+from cloudseed.web.responses import JSONResponse
 
 CERTIFICATES = "/v2.1/instance-identity/certificates"
 JWKS = "/v2.1/instance-identity/jwks"

@@ -12,7 +12,7 @@ from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import Route
 
 from cloudseed.images import glance_api, service
@@ -20,6 +20,7 @@ from cloudseed.images.glance_api import viewer_of
 from cloudseed.images.models import Image
 from cloudseed.web.links import links
 from cloudseed.web.requests import api_base, api_db_of
+from cloudseed.web.responses import JSONResponse
 
 # Nova's image view: Glance's status, and a progress made of it.
 STATUS = {

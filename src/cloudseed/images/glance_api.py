@@ -20,7 +20,7 @@ from typing import Any
 import anyio
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import Route
 
 from cloudseed.db.engines import Database
@@ -32,6 +32,7 @@ from cloudseed.images.schemas import parse_create
 from cloudseed.web.errors import UnsupportedMediaType
 from cloudseed.web.links import base_url
 from cloudseed.web.requests import api_db_of, context_of, settings_of
+from cloudseed.web.responses import JSONResponse
 from cloudseed.web.validation import read_json
 
 log = logging.getLogger(__name__)

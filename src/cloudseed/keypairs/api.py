@@ -6,11 +6,12 @@ a worker thread inside one transaction.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import Route
 
 from cloudseed.keypairs import schemas, service, views
@@ -18,6 +19,7 @@ from cloudseed.web.links import next_link
 from cloudseed.web.microversions import APIVersion
 from cloudseed.web.policy import authorize_owner_or_admin
 from cloudseed.web.requests import api_db_of, context_of, settings_of, version_of
+from cloudseed.web.responses import JSONResponse
 from cloudseed.web.validation import bounded_int, query_lists, read_json, validate
 
 V2_2, V2_10, V2_35, V2_75, V2_92 = (APIVersion(2, n) for n in (2, 10, 35, 75, 92))
@@ -64,12 +66,12 @@ async def index(request: Request) -> Response:
         )
         marker = query["marker"][-1] if "marker" in query else None
 
-    def run() -> list[Any]:
+    def run() -> Sequence[service.ListedRow]:
         with db.read() as session:
-            return service.list_keypairs(session, user_id=user_id, limit=limit, marker=marker)
+            return service.list_keypair_rows(session, user_id=user_id, limit=limit, marker=marker)
 
     keypairs = await run_in_threadpool(run)
-    body: dict[str, Any] = {"keypairs": [views.index_item(k, version) for k in keypairs]}
+    body: dict[str, Any] = {"keypairs": views.index(keypairs, version)}
     if limit and len(keypairs) == limit:
         body["keypairs_links"] = [
             {
@@ -79,7 +81,7 @@ async def index(request: Request) -> Response:
                     settings.api.compute_link_prefix,
                     request.url.path,
                     query,
-                    keypairs[-1].name,
+                    keypairs[-1][0],  # the name
                 ),
             }
         ]

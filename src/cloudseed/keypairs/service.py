@@ -4,9 +4,11 @@ caller owns the transaction (``Database.write()``), so a failure anywhere leaves
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import Select, delete, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -21,6 +23,7 @@ from cloudseed.keypairs.models import KeyPair
 from cloudseed.quotas import service as quotas
 
 RESOURCE = "key_pairs"
+_Query = TypeVar("_Query", bound=Select[*tuple[Any, ...]])
 UNIQUE_INDEX = "uq_key_pairs_user_id_name"
 
 
@@ -133,9 +136,38 @@ def list_keypairs(
     session: Session, *, user_id: str, limit: int | None = None, marker: str | None = None
 ) -> list[KeyPair]:
     """A user's key pairs by name; ``marker`` is the last name of the previous page."""
+    return list(session.scalars(_list_query(session, select(KeyPair), user_id, limit, marker)))
+
+
+# (name, public_key, fingerprint, type, fingerprint_sha256): what a listing shows.
+ListedRow = tuple[str, str, str, str, str]
+
+
+def list_keypair_rows(
+    session: Session, *, user_id: str, limit: int | None = None, marker: str | None = None
+) -> Sequence[ListedRow]:
+    """``list_keypairs``' page as ``ListedRow`` tuples (the API's listing, keypairs/views.py
+    ``index``): only these columns and no ORM objects, which made listing 100 key pairs
+    several times cheaper."""
+    columns = select(
+        KeyPair.name,
+        KeyPair.public_key,
+        KeyPair.fingerprint,
+        KeyPair.type,
+        KeyPair.fingerprint_sha256,
+    )
+    # Rows unpack and index like these tuples; copying each into a real tuple would cost.
+    rows: Sequence[Any] = session.execute(
+        _list_query(session, columns, user_id, limit, marker)
+    ).all()
+    return rows
+
+
+def _list_query(
+    session: Session, query: _Query, user_id: str, limit: int | None, marker: str | None
+) -> _Query:
     query = (
-        select(KeyPair)
-        .where(KeyPair.user_id == user_id)
+        query.where(KeyPair.user_id == user_id)
         .order_by(KeyPair.name)
         # MariaDB otherwise walks the user_id prefix of the index past the marker
         # (~8x slower for a page in the middle of 100,000 key pairs).
@@ -151,7 +183,7 @@ def list_keypairs(
         query = query.where(KeyPair.name > marker)
     if limit is not None:
         query = query.limit(limit)
-    return list(session.scalars(query))
+    return query
 
 
 def delete_keypair(session: Session, *, user_id: str, name: str) -> None:

@@ -6,9 +6,11 @@ From 2.105, cloudseed adds ``fingerprint_sha256`` (OpenSSH's ``SHA256:...`` form
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from cloudseed.keypairs.models import KeyPair
+from cloudseed.keypairs.service import ListedRow
 from cloudseed.web.microversions import APIVersion
 
 V2_2 = APIVersion(2, 2)
@@ -28,8 +30,38 @@ def _common(keypair: KeyPair, version: APIVersion) -> dict[str, Any]:
     return body
 
 
-def index_item(keypair: KeyPair, version: APIVersion) -> dict[str, Any]:
-    return {"keypair": _common(keypair, version)}
+def index(rows: Sequence[ListedRow], version: APIVersion) -> list[dict[str, Any]]:
+    """The ``keypairs`` list: ``_common``'s fields for each row, built straight from the
+    tuples (per-row attribute lookups and version checks were most of a list's cost)."""
+    if version >= SHA256_FIELD_SINCE:
+        return [
+            {
+                "keypair": {
+                    "name": name,
+                    "public_key": public_key,
+                    "fingerprint": fingerprint,
+                    "type": key_type,
+                    "fingerprint_sha256": sha256,
+                }
+            }
+            for name, public_key, fingerprint, key_type, sha256 in rows
+        ]
+    if version >= V2_2:
+        return [
+            {
+                "keypair": {
+                    "name": name,
+                    "public_key": public_key,
+                    "fingerprint": fingerprint,
+                    "type": key_type,
+                }
+            }
+            for name, public_key, fingerprint, key_type, _ in rows
+        ]
+    return [
+        {"keypair": {"name": name, "public_key": public_key, "fingerprint": fingerprint}}
+        for name, public_key, fingerprint, _, _ in rows
+    ]
 
 
 def created(keypair: KeyPair, version: APIVersion, private_key: str | None) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import Route
 
 from cloudseed.networks import service
@@ -19,6 +19,7 @@ from cloudseed.networks.errors import NetworkNotFound
 from cloudseed.networks.models import Network
 from cloudseed.web.links import base_url
 from cloudseed.web.requests import api_db_of, context_of, settings_of
+from cloudseed.web.responses import JSONResponse
 
 
 def network_body(network: Network) -> dict[str, Any]:

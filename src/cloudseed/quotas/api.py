@@ -14,7 +14,7 @@ from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import Route
 
 from cloudseed.quotas import schemas, service
@@ -22,6 +22,7 @@ from cloudseed.web.context import RequestContext
 from cloudseed.web.errors import PolicyNotAuthorized
 from cloudseed.web.microversions import APIVersion
 from cloudseed.web.requests import api_db_of, body_of, context_of, settings_of, version_of
+from cloudseed.web.responses import JSONResponse
 from cloudseed.web.validation import query_lists, validate
 
 V2_36, V2_57, V2_75 = APIVersion(2, 36), APIVersion(2, 57), APIVersion(2, 75)

@@ -4,12 +4,13 @@ user data change of a server (administrators only)."""
 from __future__ import annotations
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 
 from cloudseed.servers import history
 from cloudseed.servers.api.requests import in_cell, load_owned
 from cloudseed.web.errors import PolicyNotAuthorized
 from cloudseed.web.requests import context_of
+from cloudseed.web.responses import JSONResponse
 
 
 async def show(request: Request) -> Response:

@@ -4,12 +4,13 @@
 from __future__ import annotations
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 
 from cloudseed.servers import action_log, action_views
 from cloudseed.servers.api.requests import in_cell, load_owned
 from cloudseed.web.microversions import APIVersion
 from cloudseed.web.requests import context_of, version_of
+from cloudseed.web.responses import JSONResponse
 
 # From 2.21 the actions of a deleted server can still be read.
 READ_DELETED_SINCE = APIVersion(2, 21)

@@ -8,7 +8,7 @@ from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 
 from cloudseed.errors import Forbidden, InvalidInput
 from cloudseed.servers import personality, schemas, views
@@ -25,6 +25,7 @@ from cloudseed.servers.edits import UNSET
 from cloudseed.servers.errors import InstanceInvalidState
 from cloudseed.web.microversions import APIVersion
 from cloudseed.web.requests import api_base, context_of, settings_of, version_of
+from cloudseed.web.responses import JSONResponse
 from cloudseed.web.validation import bounded_int, read_json, validate
 
 V = APIVersion

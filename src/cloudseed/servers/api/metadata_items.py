@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 
 from cloudseed.errors import InvalidInput
 from cloudseed.quotas.service import metadata_items_limit
@@ -13,6 +13,7 @@ from cloudseed.servers.api.requests import in_cell, load_owned, load_unlocked
 from cloudseed.servers.errors import MetadataItemNotFound
 from cloudseed.servers.records import ServerRecord
 from cloudseed.web.requests import api_db_of, body_of
+from cloudseed.web.responses import JSONResponse
 
 
 async def index(request: Request) -> Response:

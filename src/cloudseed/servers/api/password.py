@@ -4,10 +4,11 @@ metadata service."""
 from __future__ import annotations
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 
 from cloudseed.servers import password as stored_password
 from cloudseed.servers.api.requests import in_cell, load_owned
+from cloudseed.web.responses import JSONResponse
 
 
 async def show(request: Request) -> Response:

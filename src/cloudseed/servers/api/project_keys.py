@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 
 from cloudseed.db.base import utcnow
 from cloudseed.servers import key_sets, project_keys, schemas
 from cloudseed.servers.api.requests import actor_of, servers_of
 from cloudseed.web.errors import PolicyNotAuthorized, ResourceNotFound
 from cloudseed.web.requests import api_db_of, body_of, context_of, settings_of, version_of
+from cloudseed.web.responses import JSONResponse
 
 POLICY = "cloudseed:os-project-keys:{}"
 PROJECT_ROLES = frozenset({"reader", "member"})

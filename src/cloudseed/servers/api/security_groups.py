@@ -8,12 +8,13 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 
 from cloudseed.errors import InvalidInput
 from cloudseed.servers import security_groups, views
 from cloudseed.servers.api.requests import in_cell, load_owned
 from cloudseed.web.requests import context_of
+from cloudseed.web.responses import JSONResponse
 from cloudseed.web.validation import validate
 
 

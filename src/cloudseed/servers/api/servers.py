@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 
 from cloudseed.errors import InvalidInput
 from cloudseed.servers import (
@@ -44,6 +44,7 @@ from cloudseed.web.requests import (
     settings_of,
     version_of,
 )
+from cloudseed.web.responses import JSONResponse
 from cloudseed.web.validation import bounded_int, query_lists
 
 V = APIVersion
