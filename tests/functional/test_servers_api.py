@@ -475,6 +475,13 @@ class TestListAndDetails:
         assert {s["id"] for s in by_key} == {ids[1], ids[3]}
         by_name = api.get("/v2.1/servers?name=web-[12]").json()["servers"]
         assert {s["id"] for s in by_name} == {ids[1], ids[2]}
+        # A page of a filtered list, and the page after its marker (the filter applied
+        # before the page is cut).
+        named = api.get("/v2.1/servers?name=web-[013]&limit=2").json()["servers"]
+        assert [s["id"] for s in named] == [ids[3], ids[1]]
+        after = api.get(f"/v2.1/servers?name=web-[013]&limit=2&marker={ids[1]}").json()
+        assert [s["id"] for s in after["servers"]] == [ids[0]]
+        assert api.get(f"/v2.1/servers?limit=1&marker={ids[0]}").json()["servers"] == []
         assert api.get("/v2.1/servers?status=SHUTOFF").json()["servers"] == []
         assert len(api.get("/v2.1/servers?status=ACTIVE").json()["servers"]) == 4
         r = api.get("/v2.1/servers?marker=nope")

@@ -6,7 +6,7 @@ import datetime as dt
 import re
 from dataclasses import dataclass
 
-from sqlalchemy import or_, select
+from sqlalchemy import and_, or_, select
 
 from cloudseed.cells.service import CellDatabases
 from cloudseed.errors import InvalidInput
@@ -42,16 +42,13 @@ def list_servers(cells: CellDatabases, f: ListFilter) -> list[records.ServerReco
         }
     except re.error as exc:
         raise InvalidInput(f"Invalid regular expression: {exc}") from exc
+    marker_key = _marker_key(cells, f.marker)
+    # Without a regular expression to apply here, each cell's query stops at the page's
+    # length: only the page's records are loaded, however many servers the project has.
+    page_in_sql = name_re is None and not ip_res
     found: list[records.ServerRecord] = []
-    marker_key = None
     for db in cells.all_cells():
         with db.read() as session:
-            if f.marker is not None and marker_key is None:
-                row = session.execute(
-                    select(Instance.created_at, Instance.id).where(Instance.uuid == f.marker)
-                ).first()
-                if row is not None:
-                    marker_key = (row[0], row[1])
             query = select(Instance).order_by(Instance.created_at.desc(), Instance.id.desc())
             if f.project_id is not None:
                 query = query.where(Instance.project_id == f.project_id)
@@ -84,19 +81,42 @@ def list_servers(cells: CellDatabases, f: ListFilter) -> list[records.ServerReco
                         ]
                     )
                 )
+            if marker_key is not None:
+                created_at, id_ = marker_key
+                query = query.where(
+                    or_(
+                        Instance.created_at < created_at,
+                        and_(Instance.created_at == created_at, Instance.id < id_),
+                    )
+                )
+            if page_in_sql:
+                query = query.limit(f.limit)
             instances = [
                 i
                 for i in session.scalars(query)
                 if name_re is None or name_re.search(i.display_name)
             ]
-            loaded = records.load_many(session, instances)
+            if not ip_res:
+                instances = instances[: f.limit]
+            loaded = records.load_many(session, instances) if instances else []
             found.extend(r for r in loaded if _addresses_match(r, ip_res))
-    if f.marker is not None and marker_key is None:
-        raise ServerMarkerNotFound(f.marker)
     found.sort(key=lambda r: (r.instance.created_at, r.instance.id), reverse=True)
-    if marker_key is not None:
-        found = [r for r in found if (r.instance.created_at, r.instance.id) < marker_key]
     return found[: f.limit]
+
+
+def _marker_key(cells: CellDatabases, marker: str | None) -> tuple[dt.datetime, int] | None:
+    """Where the marker server sorts (created_at, id), from whichever cell holds it; None
+    without a marker. A marker no cell holds is Nova's 400."""
+    if marker is None:
+        return None
+    for db in cells.all_cells():
+        with db.read() as session:
+            row = session.execute(
+                select(Instance.created_at, Instance.id).where(Instance.uuid == marker)
+            ).first()
+        if row is not None:
+            return (row[0], row[1])
+    raise ServerMarkerNotFound(marker)
 
 
 def _addresses_match(record: records.ServerRecord, patterns: dict[int, re.Pattern[str]]) -> bool:
