@@ -6,7 +6,9 @@ same transaction as the change). On PostgreSQL each worker LISTENs on every cell
 sent when a change commits, servers/records.py) and reads the feed as soon as it is told (no
 sooner than ``change_poll_interval_ms`` after its last read, so a busy API costs no more than
 polling did), otherwise every ``change_fallback_interval_ms``; while a cell's LISTEN connection
-is down, and on SQLite and MariaDB (no NOTIFY), it polls every ``change_poll_interval_ms``. A
+is down, and on SQLite and MariaDB (no NOTIFY), it polls every ``change_poll_interval_ms``; on
+SQLite a poll reads the feed only when ``PRAGMA data_version`` says another connection has
+committed since the last one (db/data_version.py), so an idle cloud costs no query. A
 LISTEN connection that comes back is followed by a read at once: what committed meanwhile was
 not announced. Rows can commit out of id order (concurrent writers on PostgreSQL and
 MariaDB), so ids skipped over are watched for a while in case they commit late (a late commit
@@ -29,6 +31,7 @@ from sqlalchemy import delete, func, or_, select
 
 from cloudseed.cells.service import CellDatabases
 from cloudseed.db.base import utcnow
+from cloudseed.db.data_version import DataVersion
 from cloudseed.db.engines import Database
 from cloudseed.db.notify import GUEST_CHANGES, Listener
 from cloudseed.metadata.documents import GuestDocuments
@@ -55,6 +58,7 @@ class _Feed:
     cell: Database
     cursor: int
     gaps: dict[int, float] = field(default_factory=dict)  # id -> give up at
+    probe: DataVersion | None = None  # SQLite: whether anything committed since the last read
 
 
 class GuestStore:
@@ -242,13 +246,19 @@ class GuestStore:
             await self._loader
         for listener in list(self._listeners.values()):
             await asyncio.to_thread(listener.stop)
+        for feed in self._feeds.values():
+            if feed.probe is not None:
+                feed.probe.close()
 
     def _start_feeds(self) -> None:
         for cell in self.cells.all_cells():
             if cell.name not in self._feeds:
+                # The probe's first look comes before the cursor's read: a commit between
+                # the two is then read twice, never missed.
+                probe = DataVersion.of(cell.engine)
                 with cell.read() as session:
                     top = session.scalar(select(func.max(GuestChange.id))) or 0
-                self._feeds[cell.name] = _Feed(cell=cell, cursor=top)
+                self._feeds[cell.name] = _Feed(cell=cell, cursor=top, probe=probe)
                 if self.fallback_interval is not None and cell.engine.dialect.name == "postgresql":
                     self._listen(cell)
 
@@ -322,6 +332,8 @@ class GuestStore:
                 if now - last_cells > 10:
                     await asyncio.to_thread(self._start_feeds)  # cells added since
                     last_cells = now
+                if not self._anything_new():
+                    continue
                 changed = await asyncio.to_thread(self.poll_once)
                 for uuid in changed:
                     self.changed(uuid)
@@ -338,6 +350,17 @@ class GuestStore:
                 for watcher in self._watchers:
                     watcher(None)
                 await asyncio.sleep(1)
+
+    def _anything_new(self) -> bool:
+        """False only when every cell is SQLite, with no gap watched, and none has had a
+        commit since the last look: the read would find nothing (it runs in a thread, with a
+        transaction and a query, 50 times a second per worker)."""
+        new = False
+        for feed in self._feeds.values():
+            # Every probe is asked, so that each one's next answer starts from now.
+            if feed.probe is None or feed.gaps or feed.probe.changed():
+                new = True
+        return new or not self._feeds
 
     def poll_once(self) -> list[str]:
         """Read new feed rows from every cell known (new cells are looked for every 10 s, not
