@@ -296,6 +296,10 @@ def running_server(data_dir: Path, workers: int, *, compute: bool = True) -> Ite
         "CLOUDSEED_QUOTA__INSTANCES": "-1",
         "CLOUDSEED_QUOTA__CORES": "-1",
         "CLOUDSEED_QUOTA__RAM": "-1",
+        # ... on one fake host (1,000 vCPUs, 800,000 MB): at Nova's default ratios (4.0 CPU,
+        # 1.0 RAM) it holds 1,561 guests of 512 MB, and later batches are "No valid host".
+        "CLOUDSEED_INITIAL_CPU_ALLOCATION_RATIO": "16",
+        "CLOUDSEED_INITIAL_RAM_ALLOCATION_RATIO": "16",
     }
     command = [
         venv_tool("cloudseed", "run with the project's venv python"),
