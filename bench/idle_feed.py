@@ -28,8 +28,7 @@ import metadata_storm as storm
 from report import cpu_model, write_section
 
 TICKS = os.sysconf("SC_CLK_TCK")
-START = "<!-- bench:idle-feed:start -->"
-END = "<!-- bench:idle-feed:end -->"
+MARKERS = "<!-- bench:idle-{}:start -->", "<!-- bench:idle-{}:end -->"
 
 
 def cpu_seconds(pid: int) -> float:
@@ -37,9 +36,9 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICKS  # utime + stime
 
 
-def idle_cpu(state: Path, seconds: float, settle: float) -> list[float]:
+def idle_cpu(state: Path, seconds: float, settle: float, compute: bool) -> list[float]:
     """Per worker, % of a core while idle."""
-    with storm.running_server(state, 2, compute=False) as server:
+    with storm.running_server(state, 2, compute=compute) as server:
         time.sleep(settle)  # start-up work (feeds, first reads) done
         pids = server.worker_pids()
         before = {pid: cpu_seconds(pid) for pid in pids}
@@ -56,6 +55,9 @@ def main() -> None:
     parser.add_argument("--before", type=Path, help="another checkout's src, for comparison")
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument(
+        "--compute", action="store_true", help="with the embedded compute agent (heartbeats)"
+    )
     parser.add_argument("--write", type=Path)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="idle-feed-") as tmp_name:
@@ -81,7 +83,7 @@ def main() -> None:
                 else:
                     os.environ["PYTHONPATH"] = str(src)
                 loads.append(" ".join(Path("/proc/loadavg").read_text().split()[:3]))
-                results[name].append(idle_cpu(state, args.seconds, settle=5.0))
+                results[name].append(idle_cpu(state, args.seconds, 5.0, args.compute))
                 print(name, ", ".join(f"{c:.2f} %" for c in results[name][-1]), flush=True)
         os.environ.pop("PYTHONPATH", None)
     rows = [
@@ -90,16 +92,18 @@ def main() -> None:
         + f" | {max(max(r) for r in runs):.2f} % |"
         for name, runs in results.items()
     ]
+    agent = ", compute agent" if args.compute else ""
     section = "\n".join(
         [
-            "## Idle cost: a worker's CPU with nothing to do (SQLite)",
+            f"## Idle cost: a worker's CPU with nothing to do (SQLite{agent})",
             "",
             f"- Date: {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC",
             f"- Machine: {os.cpu_count()} CPUs ({cpu_model()}), Linux {platform.release()}, "
             f"Python {platform.python_version()}; load average at the start of each run: "
             + "; ".join(loads),
             f"- Command: `.venv/bin/python bench/idle_feed.py {' '.join(sys.argv[1:])}`",
-            f"- Server: `cloudseed serve --workers 2 --no-compute`, SQLite, "
+            f"- Server: `cloudseed serve --workers 2"
+            f"{'' if args.compute else ' --no-compute'}`, SQLite, "
             f"{len(seeded.instances):,} servers; each worker's user + system CPU over "
             f"{args.seconds:.0f} s, after 5 s of start-up",
             "",
@@ -110,7 +114,9 @@ def main() -> None:
     )
     print(section)
     if args.write is not None:
-        write_section(args.write, START, END, section)
+        kind = "agent" if args.compute else "feed"
+        start, end = (marker.format(kind) for marker in MARKERS)
+        write_section(args.write, start, end, section)
 
 
 if __name__ == "__main__":
