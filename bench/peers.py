@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -204,6 +205,7 @@ def running_nova_metadata_uwsgi(nova: Nova, processes: int) -> Iterator[str]:
         "--disable-logging",
         "--listen",
         "1024",
+        "--die-on-term",  # SIGTERM stops it: uwsgi's own meaning of SIGTERM is "reload"
         "--module",
         "nova.wsgi.metadata:application",
     ]
@@ -215,18 +217,24 @@ def running_nova_metadata_uwsgi(nova: Nova, processes: int) -> Iterator[str]:
             stdout=out,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
+            start_new_session=True,  # its workers in its group: none outlives the run
         )
     url = f"http://127.0.0.1:{port}"
     try:
         wait_http(url + "/", process, log)
         yield url
     finally:
-        process.terminate()  # uwsgi's master stops its workers on SIGTERM... eventually
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
         try:
             process.wait(timeout=30)
         except subprocess.TimeoutExpired:
-            process.kill()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
             process.wait()
+        # Workers the master left (killed before it could stop them) go with the group.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
 
 
 def wait_http(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
