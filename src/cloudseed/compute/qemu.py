@@ -40,13 +40,14 @@ from cloudseed.compute.console_log import ConsoleLogRotator, read_tail
 from cloudseed.compute.errors import DriverError, GuestNotRunning
 from cloudseed.compute.interfaces import Capacity, GuestSpec
 from cloudseed.compute.qemu_argv import Accel, FlavorSizes, InstanceFiles, build_argv
-from cloudseed.compute.qemu_process import QemuProcesses, kvm_usable
+from cloudseed.compute.qemu_process import QemuProcesses
 from cloudseed.compute.qemu_ssh import SshForwards
 from cloudseed.compute.ssh_forward import Forward
 from cloudseed.errors import CloudseedError, ConfigError
 from cloudseed.injection import InjectionOptions, InjectionRequest, inject
 from cloudseed.programs import qemu_img
 from cloudseed.programs.errors import ProgramFailed
+from cloudseed.programs.kvm import kvm_usable
 from cloudseed.settings import Settings
 from cloudseed.signing import sign
 

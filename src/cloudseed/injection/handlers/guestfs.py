@@ -4,7 +4,8 @@ libguestfs boots a small appliance VM that opens the image; nothing is mounted o
 the host is never reachable through a guest symlink (``writer.py`` still refuses them, so that
 a link cannot redirect a write elsewhere inside the guest either). KVM can be present but
 unusable (nested virtualization), in which case qemu aborts at start; the launch is then
-retried once with TCG (software emulation), which is slow but works.
+retried once with TCG (software emulation), which is slow but works. Where ``kvm_usable`` says
+no (programs/kvm.py), the launch uses TCG from the start.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from cloudseed.injection.errors import BindingMissing, HandlerUnavailable, Image
 from cloudseed.injection.guest import GuestStat, kind_of_mode
 from cloudseed.injection.handlers.guestfs_binding import guestfs_module
 from cloudseed.injection.handlers.protocol import ImageTarget
+from cloudseed.programs.kvm import kvm_usable
 
 MISSING = ("No such file or directory", "Not a directory")
 
@@ -62,7 +64,11 @@ class GuestfsFilesystem:
 
 def _launch(module: Any, target: ImageTarget) -> Any:
     failures = []
-    for settings in ([], ["force_tcg"]):
+    # Straight to TCG where KVM is known to be unusable: a nested PVM host's /dev/kvm starts
+    # the appliance, which then runs about a thousand times slower than under TCG (a launch
+    # that never ends), instead of failing so that the retry below could happen.
+    attempts: list[list[str]] = [["force_tcg"]] if not kvm_usable() else [[], ["force_tcg"]]
+    for settings in attempts:
         handle = module.GuestFS(python_return_dict=True)
         if settings:
             handle.set_backend_settings(settings)
