@@ -23,8 +23,9 @@ $(BIN)/python:
 venv: $(BIN)/python  ## create the venv and install cloudseed
 	$(BIN)/pip install --quiet -e .
 
+# bench: matplotlib, which tests/unit/test_bench_side_by_side.py draws a chart with.
 test-venv: $(BIN)/python
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet -e '.[test,bench]'
 
 run: venv  ## migrate the embedded SQLite databases and serve (compute API on 127.0.0.1:8774)
 	$(BIN)/cloudseed --data-dir $(DATA_DIR) db sync

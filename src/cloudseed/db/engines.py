@@ -169,6 +169,17 @@ def _translate_outages() -> Iterator[None]:
         raise
 
 
+def is_deadlock(exc: BaseException) -> bool:
+    """Whether the database gave up the transaction to break a lock cycle (MySQL/MariaDB
+    1213, or a lock wait timeout, 1205; PostgreSQL 40P01): it was rolled back as a whole and
+    may simply run again."""
+    if not isinstance(exc, OperationalError):
+        return False
+    orig = exc.orig
+    code = orig.args[0] if orig is not None and orig.args else None
+    return code in (1205, 1213) or getattr(orig, "sqlstate", None) == "40P01"
+
+
 def _is_connect_error(exc: DBAPIError) -> bool:
     text = str(exc.orig).lower()
     return any(

@@ -16,10 +16,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import and_, delete, false, select
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
 from cloudseed.cells.service import CellDatabases
-from cloudseed.db.engines import Database
+from cloudseed.db.engines import Database, is_deadlock
 from cloudseed.errors import InvalidInput
 from cloudseed.keypairs.models import KeyPair, ProjectKey
 from cloudseed.servers import key_sets, live_keys, records
@@ -124,11 +125,22 @@ def replace(
     project = live_keys.project_reader(api_db, project_id)
     changed = 0
     for cell in cells.all_cells():
-        with cell.write() as session:
-            changed += fan_out(session, project_id, project, actor=actor)
+        for attempt in range(1, DEADLOCK_ATTEMPTS + 1):
+            try:
+                with cell.write() as session:
+                    in_cell = fan_out(session, project_id, project, actor=actor)
+                break
+            except OperationalError as exc:
+                # Rolled back whole (a guest's delivery record or an agent held a row the
+                # other way round): nothing of it stayed, so it runs again.
+                if not is_deadlock(exc) or attempt == DEADLOCK_ATTEMPTS:
+                    raise
+        changed += in_cell
     return shown, changed
 
 
+# A cell's fan-out is run again this many times in all when the database breaks a deadlock.
+DEADLOCK_ATTEMPTS = 3
 # Servers written per flush: bounds the objects a fan-out holds at once in a large project.
 FAN_OUT_BATCH = 500
 
@@ -140,26 +152,36 @@ def fan_out(
     keys as ``project`` reads them; how many changed. Every such row is locked first, then the
     list is read once: a list committed meanwhile is read here or fanned out after this
     transaction (as ``live_keys.change`` does for one server)."""
-    instances = list(
-        session.scalars(
+    uuids = session.scalars(
+        select(Instance.uuid)
+        .join(InstanceExtra, InstanceExtra.instance_uuid == Instance.uuid)
+        .where(
+            Instance.project_id == project_id,
+            Instance.deleted == 0,
+            InstanceExtra.block_project_keys == false(),
+        )
+        .order_by(Instance.id)
+    ).all()
+    # The instance rows only, in id order, as ``live_keys.change`` locks one: the same order
+    # for every writer of a server's keys.
+    instances = [
+        instance
+        for start in range(0, len(uuids), FAN_OUT_BATCH)
+        for instance in session.scalars(
             select(Instance)
-            .join(InstanceExtra, InstanceExtra.instance_uuid == Instance.uuid)
-            .where(
-                Instance.project_id == project_id,
-                Instance.deleted == 0,
-                InstanceExtra.block_project_keys == false(),
-            )
+            .where(Instance.uuid.in_(uuids[start : start + FAN_OUT_BATCH]), Instance.deleted == 0)
             .order_by(Instance.id)
             .with_for_update()
             .execution_options(populate_existing=True)
         )
-    )
+    ]
     if not instances:
         return 0
     project_part = project()
     changed = 0
     for start in range(0, len(instances), FAN_OUT_BATCH):
         batch = records.load_many(session, instances[start : start + FAN_OUT_BATCH])
+        batch = [r for r in batch if not r.extra.block_project_keys]  # changed before the lock
         changed += live_keys.project_changed(session, batch, project_part, actor=actor)
     return changed
 
