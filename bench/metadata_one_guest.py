@@ -32,18 +32,7 @@ import httpx
 import metadata_storm as storm
 from report import cpu_model, write_section
 
-# What cloud-init's OpenStack and EC2 datasources usually fetch (the list the Nova peer
-# benchmark, ../shared/peers/nova_metadata_bench.py, uses too).
-PATHS = [
-    "/openstack",
-    "/openstack/latest/meta_data.json",
-    "/openstack/latest/user_data",
-    "/openstack/latest/network_data.json",
-    "/openstack/latest/vendor_data2.json",
-    "/latest/meta-data/",
-    "/latest/meta-data/public-keys/0/openssh-key",
-    "/latest/user-data",
-]
+PATHS = storm.CLOUD_INIT_PATHS
 PACED_DELAY_MS = 24  # 256 connections, each waiting 24 ms after an answer: ~10,000 requests/s
 START = "<!-- bench:metadata-one-guest:start -->"
 END = "<!-- bench:metadata-one-guest:end -->"

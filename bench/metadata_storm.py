@@ -113,6 +113,20 @@ SERVER_METADATA = {"role": "web", "env": "bench", "owner": "storm"}
 # sets up what serving 256 connections costs whatever the number of guests (buffers, pools,
 # caches of compiled SQL), so the growth measured after it is the guests' alone.
 PRIMING_INSTANCES = 200
+# What cloud-init's OpenStack and EC2 datasources usually fetch in one boot (reference
+# cloud-init.md: the OpenStack documents, then the EC2 tree's listing, key and user data; the
+# list the Nova peer benchmark, ../shared/peers/nova_metadata_bench.py, uses too): the one-guest
+# and side-by-side benchmarks cycle through it.
+CLOUD_INIT_PATHS = [
+    "/openstack",
+    "/openstack/latest/meta_data.json",
+    "/openstack/latest/user_data",
+    "/openstack/latest/network_data.json",
+    "/openstack/latest/vendor_data2.json",
+    "/latest/meta-data/",
+    "/latest/meta-data/public-keys/0/openssh-key",
+    "/latest/user-data",
+]
 TARGETS = {
     "rps": 10_000,
     "p99_ms": 10.0,

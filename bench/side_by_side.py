@@ -72,18 +72,7 @@ from side_by_side_report import (
 )
 
 API_WRK_SCRIPT = storm.BENCH_DIR / "side_by_side_wrk.lua"
-# cloud-init's usual requests of one boot (reference cloud-init.md: the OpenStack datasource's
-# documents, then the EC2 tree's listing, key and user data): the same for every target.
-PATHS = [
-    "/openstack",
-    "/openstack/latest/meta_data.json",
-    "/openstack/latest/user_data",
-    "/openstack/latest/network_data.json",
-    "/openstack/latest/vendor_data2.json",
-    "/latest/meta-data/",
-    "/latest/meta-data/public-keys/0/openssh-key",
-    "/latest/user-data",
-]
+PATHS = storm.CLOUD_INIT_PATHS  # the same for every target
 NOVA_GUNICORN = "Nova 34 (gunicorn x2)"
 NOVA_UWSGI = "Nova 34 (uwsgi x2)"
 NOVA_API = "Nova 34"
