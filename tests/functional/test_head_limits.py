@@ -1,4 +1,4 @@
-"""Request heads have size limits on both listeners ([wsgi] in settings.py): a 100 MB header
+"""Request heads have size limits on both listeners ([wsgi] in cloudseed.settings): a 100 MB header
 is refused after the first bytes over the limit, memory stays flat, and other clients are
 served meanwhile (issue 13: one such header was accepted whole, four took 232 MB)."""
 

@@ -1,0 +1,173 @@
+"""What guests and scrapers reach: the metadata service's ``[neutron]`` (its proxy) and
+``[metadata]``, signed instance identity ``[identity]``, and ``[metrics]`` (both listeners)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cloudseed.settings._options import option
+
+
+@dataclass(frozen=True)
+class NeutronSection:
+    """``[neutron]``: how the metadata service trusts a metadata proxy (Nova's options)."""
+
+    service_metadata_proxy: bool = option(
+        False,
+        "Requests come through a metadata proxy that names the instance in signed "
+        "X-Instance-ID headers (Neutron's metadata agent, or the qemu driver's proxy). "
+        "Otherwise the instance is found by the request's source address.",
+    )
+    metadata_proxy_shared_secret: str = option(
+        "",
+        "Secret the proxy signs X-Instance-ID (and X-Metadata-Provider) with: hex HMAC-SHA256.",
+        secret=True,
+    )
+
+
+@dataclass(frozen=True)
+class MetadataSection:
+    """``[metadata]``: the metadata service's own behaviour (cloudseed's section)."""
+
+    trusted_proxies: str = option(
+        "",
+        "Comma-separated addresses or networks of HTTP proxies in front of the metadata "
+        "service. Only requests from these may name the client in X-Forwarded-For or "
+        "Forwarded; from anyone else those headers are ignored.",
+    )
+    # -- issue 13 (P3): which forwarding header the trusted proxies set --
+    forwarded_header: str = option(
+        "x-forwarded-for",
+        "The one forwarding header the trusted proxies set: x-forwarded-for (as Nova "
+        "reads) or forwarded (RFC 7239). The other kind is the guest's own and never counts, "
+        "and the client is the right-most hop that is not a trusted proxy (the one the "
+        "proxy appended), never an address the guest wrote.",
+        choices=("x-forwarded-for", "forwarded"),
+    )
+    require_token: bool = option(
+        False,
+        "Require a session token (PUT /latest/api/token, then "
+        "X-aws-ec2-metadata-token) on every request, on both trees. Per instance, the server "
+        "metadata item metadata_http_tokens=required does the same.",
+    )
+    token_secret: str = option(
+        "",
+        "Key that session tokens are signed with. Empty means a random key per start "
+        "(tokens then end with a restart; guests ask for a new one on 401). Set the same "
+        "value on every host behind one address.",
+        secret=True,
+    )
+    hop_limit: int = option(
+        0,
+        "IP TTL of the metadata service's responses (EC2's hop limit: 1 keeps answers "
+        "from leaving the first hop). 0 means the system default.",
+        minimum=0,
+    )
+    change_poll_interval_ms: int = option(
+        20,
+        "How often each worker looks for changed instances in the cell databases, in "
+        "milliseconds. A change is served by every worker within this time. On PostgreSQL "
+        "this applies only while a worker's LISTEN connection is down (see "
+        "change_fallback_interval_ms).",
+        minimum=1,
+    )
+    change_fallback_interval_ms: int = option(
+        1000,
+        "On PostgreSQL, where each worker LISTENs for changes (a NOTIFY is sent when one "
+        "commits) and looks at once when told, how often it looks anyway, in milliseconds: "
+        "the bound on staleness should a notification never arrive (a connection that died "
+        "unnoticed). SQLite and MariaDB have no NOTIFY and use change_poll_interval_ms.",
+        minimum=1,
+    )
+    cache_size: int = option(
+        100000,
+        "Instances whose rendered documents each worker keeps in memory (least "
+        "recently used ones are dropped).",
+        minimum=1,
+    )
+    access_log: bool = option(
+        False, "Log every metadata request. Refused and failed requests are always logged."
+    )
+    # -- issue 18 (part 1): long-poll on the OpenStack tree (docs/change-notification.md) --
+    wait_timeout_sec: int = option(
+        300,
+        "How long a long-poll (?wait_for_change=true) waits for a change when the guest "
+        "gives no timeout_sec, in seconds.",
+        minimum=1,
+    )
+    max_wait_timeout_sec: int = option(
+        3600,
+        "The longest timeout_sec a guest may ask a long-poll to wait, in seconds "
+        "(a larger value is refused with 400).",
+        minimum=1,
+    )
+    max_waiters_per_instance: int = option(
+        16,
+        "Long-polls one instance may have waiting in one worker at once; one more is answered 503.",
+        minimum=1,
+    )
+    max_waiters: int = option(
+        20000,
+        "Long-polls waiting in one worker at once, all instances together; one more is "
+        "answered 503.",
+        minimum=1,
+    )
+
+
+@dataclass(frozen=True)
+class IdentitySection:
+    """``[identity]``: signed instance identity (cloudseed's own section; docs/identity.md)."""
+
+    issuer: str = option(
+        "",
+        "The iss of identity tokens and the issuer of the OpenID discovery document: a URL "
+        "relying parties reach the compute API at. Empty means [api] compute_link_prefix, or "
+        "else http://<osapi_compute_listen>:<osapi_compute_listen_port> (a wildcard address "
+        "replaced by this machine's fully qualified name). Set it in production: relying "
+        "parties match it exactly.",
+    )
+    region: str = option(
+        "",
+        "The region of EC2 identity documents. Empty means the instance's availability zone.",
+    )
+    token_ttl_seconds: int = option(
+        600,
+        "How long an identity token (/openstack/latest/identity_token) is valid, in seconds.",
+        minimum=30,
+    )
+    key_grace_seconds: int = option(
+        86400,
+        "How long the public key of a signing key retired by `cloudseed identity rotate` stays "
+        "published (certificates, JWKS), so what it signed can still be verified; then it is "
+        "dropped. At least token_ttl_seconds plus twice key_cache_seconds.",
+        minimum=60,
+    )
+    key_cache_seconds: int = option(
+        10,
+        "How long each process keeps the signing keys it read from the API database. A "
+        "rotated key is published at once and signs only after twice this time, when every "
+        "process has seen it. 0 reads them for every request (tests, a single process).",
+        minimum=0,
+    )
+    key_encryption_secret: str = option(
+        "",
+        "Passphrase the signing keys' private halves are encrypted with in the API database "
+        "(PKCS#8, the best encryption the cryptography library offers). Empty means they are "
+        "stored unencrypted, readable by whoever can read the database. Keys written before it "
+        "was set stay as they were until the next rotation.",
+        secret=True,
+    )
+
+
+@dataclass(frozen=True)
+class MetricsSection:
+    """``[metrics]``: the Prometheus endpoint, GET /metrics on both listeners (docs/metrics.md)."""
+
+    enabled: bool = option(True, "Serve GET /metrics on the compute API and metadata listeners.")
+    allow_from: str = option(
+        "127.0.0.0/8,::1",
+        "Comma-separated addresses or networks of the scrapers /metrics answers (no token "
+        "needed). On the compute API anyone else gets 403; on the metadata listener anyone "
+        "else, and any request relayed for a guest (proxy or identity headers), gets the 404 of "
+        "an unknown path.",
+    )
