@@ -3,19 +3,19 @@ starts the builds).
 
 ``create_servers`` is a coordinator (docs/architecture.md, "Transactions"): it opens its own
 transactions, one per database, because a create spans two. The API database is written first
-(instance mappings, address allocations), then the cell database (the instances themselves).
-If the cell write fails, the API rows are removed again in a compensating transaction, so a
-failed create leaves nothing behind. Both transactions are committed before it returns, so
-the builds the route starts find the instances.
+(instance mappings, address allocations), then the cell database (the instances themselves,
+each one's rows added by ``new_instance_rows``). If the cell write fails, the API rows are
+removed again in a compensating transaction, so a failed create leaves nothing behind. Both
+transactions are committed before it returns, so the builds the route starts find the
+instances.
 """
 
 from __future__ import annotations
 
-import json
 import secrets
 import string
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import delete
@@ -23,7 +23,6 @@ from sqlalchemy.orm import Session
 
 from cloudseed.cells.models import InstanceMapping
 from cloudseed.cells.service import CellDatabases
-from cloudseed.db.base import utcnow
 from cloudseed.db.engines import Database
 from cloudseed.errors import InvalidInput
 from cloudseed.flavors import service as flavors
@@ -36,70 +35,18 @@ from cloudseed.networks import service as networks
 from cloudseed.networks.errors import NetworkNotFound
 from cloudseed.quotas import service as quotas
 from cloudseed.servers import (
-    action_log,
     destinations,
     edits,
-    history,
     key_sets,
     live_keys,
+    new_instance_rows,
     personality,
-    pinning,
     port_plans,
-    queue,
-    scheduler_hints,
-    security_groups,
-    states,
 )
 from cloudseed.servers import quota as usage
-from cloudseed.servers.history import Actor
-from cloudseed.servers.hostnames import sanitize_hostname
+from cloudseed.servers.create_request import CreateRequest
 from cloudseed.servers.key_sets import KeyRequest
-from cloudseed.servers.models import (
-    Instance,
-    InstanceExtra,
-    InstanceMetadata,
-    InstanceSystemMetadata,
-)
-from cloudseed.servers.system_keys import SECURITY_GROUPS
 from cloudseed.settings import Settings
-
-
-@dataclass(frozen=True)
-class CreateRequest:
-    name: str
-    flavor_ref: str
-    image_ref: str
-    actor: Actor
-    roles: frozenset[str]
-    key_name: str | None = None
-    # 2.106: the server's own keys (key_name is the same as a one-element list), and whether
-    # it opts out of its project's keys.
-    key_names: tuple[KeyRequest, ...] | None = None
-    block_project_keys: bool = False
-    user_data: str | None = None
-    metadata: dict[str, str] = field(default_factory=dict)
-    config_drive: bool = False
-    hostname: str | None = None
-    description: str | None = None
-    availability_zone: str | None = None
-    access_ip_v4: str | None = None
-    access_ip_v6: str | None = None
-    # None or "auto": every registered network's first one; "none": no port.
-    networks: list[dict[str, Any]] | str | None = None
-    # The request's max_count; as many as the quota allows down to min_count are created.
-    count: int = 1
-    min_count: int = 1
-    admin_pass: str | None = None
-    # Personality files (path, base64 text): checked here, then carried to the build in its
-    # operation's payload, which drops them when the operation ends.
-    files: personality.Encoded = ()
-    # An admin's choice of compute host and node (2.74), also "zone:host:node" in the zone.
-    requested_host: str | None = None
-    requested_node: str | None = None
-    # ``os:scheduler_hints`` as kept (servers/scheduler_hints.py).
-    scheduler_hints: dict[str, list[str]] = field(default_factory=dict)
-    # Security group names, checked (servers/security_groups.py); none: "default".
-    security_groups: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -190,11 +137,25 @@ def create_servers(
                 )
             )
         image_uuid = image.uuid
-    key_name, key_data = key_sets.first_key(keypairs)
     config_drive = (
         request.config_drive
         or force_config_drive
         or image_props.get("img_config_drive") == "mandatory"
+    )
+    new_servers = new_instance_rows.NewServers(
+        request=request,
+        count=count,
+        reservation_id=reservation_id,
+        admin_pass=admin_pass,
+        flavor=flavor,
+        vcpus=vcpus,
+        memory_mb=memory_mb,
+        root_gb=root_gb,
+        image_uuid=image_uuid,
+        image_props=image_props,
+        keypairs=keypairs,
+        config_drive=config_drive,
+        destination=destination,
     )
     cell = cells.by_id(cell_id)
     ports = port_plans.unique_macs(cell, ports)
@@ -223,99 +184,14 @@ def create_servers(
                 # As in Nova: the servers exist, in ERROR, with the scheduler's fault.
                 placements, no_host = [None] * count, exc
             for index, u in enumerate(uuids):
-                placement = placements[index]
-                name = request.name if count == 1 else f"{request.name}-{index + 1}"
-                hostname = request.hostname or sanitize_hostname(name, default=f"Server-{u}")
-                if request.hostname and count > 1:
-                    hostname = f"{request.hostname}-{index + 1}"
-                session.add(
-                    Instance(
-                        uuid=u,
-                        display_name=name,
-                        display_description=request.description,
-                        hostname=hostname,
-                        project_id=request.actor.project_id,
-                        user_id=request.actor.user_id,
-                        image_ref=image_uuid,
-                        flavor_id=str(flavor["id"]),
-                        vm_state=states.BUILDING if placement else states.ERROR,
-                        task_state=states.SCHEDULING if placement else None,
-                        power_state=states.NOSTATE,
-                        host=placement.host if placement else None,
-                        node=placement.node if placement else None,
-                        vcpus=vcpus,
-                        memory_mb=memory_mb,
-                        root_gb=root_gb,
-                        key_name=key_name,
-                        key_data=key_data,
-                        user_data=request.user_data,
-                        config_drive="True" if config_drive else "",
-                        launch_index=index,
-                        reservation_id=reservation_id,
-                        # The host's zone once placed, as Nova's conductor records it.
-                        availability_zone=placement.zone if placement else destination.zone,
-                        access_ip_v4=request.access_ip_v4,
-                        access_ip_v6=request.access_ip_v6,
-                    )
-                )
-                session.flush()
-                session.add(
-                    InstanceExtra(
-                        instance_uuid=u,
-                        keypairs=json.dumps(keypairs, sort_keys=True),
-                        flavor=json.dumps(flavor),
-                        fault=_fault(no_host) if no_host else None,
-                        keys_generation=1,
-                        keys_boot_generation=1,
-                        block_project_keys=request.block_project_keys,
-                    )
-                )
-                sysmeta = _system_metadata(request, image_props, destination, bool(ports[u]))
-                for key, value in sysmeta.items():
-                    session.add(InstanceSystemMetadata(instance_uuid=u, key=key, value=value))
-                for key, value in request.metadata.items():
-                    session.add(InstanceMetadata(instance_uuid=u, key=key, value=value))
-                for plan in ports[u]:
-                    port_plans.add(session, u, plan)
-                action_ids[u] = action_log.start(
+                action_ids[u] = new_instance_rows.add_instance(
                     session,
-                    instance_uuid=u,
-                    action="create",
-                    actor=request.actor,
-                    event="compute__do_build_and_run_instance",
-                )
-                if placement is None:
-                    action_log.finish(
-                        session,
-                        action_id=action_ids[u],
-                        event="compute__do_build_and_run_instance",
-                        error=no_host.message if no_host else None,
-                    )
-                else:
-                    queue.enqueue(
-                        session,
-                        instance_uuid=u,
-                        kind="build",
-                        host=placement.host,
-                        action_id=action_ids[u],
-                        payload=_build_payload(admin_pass, request.files),
-                    )
-                history.record_keys(
-                    session,
-                    instance_uuid=u,
-                    action="create",
-                    actor=request.actor,
-                    old=[],
-                    new=keypairs,
-                )
-                history.record(
-                    session,
-                    instance_uuid=u,
-                    field="user_data",
-                    action="create",
-                    actor=request.actor,
-                    old=None,
-                    new=history.describe_user_data(request.user_data),
+                    new_servers,
+                    uuid=u,
+                    index=index,
+                    placement=placements[index],
+                    no_host=no_host,
+                    ports=ports[u],
                 )
             if quota.recheck_quota:
                 # Others may have created since we counted; this count includes them and us.
@@ -356,25 +232,6 @@ def _key_set(session: Session, request: CreateRequest) -> list[dict[str, Any]]:
     return key_sets.merge(own, project)
 
 
-def _build_payload(admin_pass: str, files: personality.Encoded) -> dict[str, Any]:
-    payload: dict[str, Any] = {"admin_password": admin_pass}
-    if files:
-        payload["files"] = [list(f) for f in files]
-    return payload
-
-
-def _fault(exc: NoValidHost) -> str:
-    return json.dumps(
-        {
-            "code": 500,
-            "message": exc.message,
-            "created": utcnow().isoformat(),
-            "details": "",
-        },
-        sort_keys=True,
-    )
-
-
 def _usage_with(
     session: Session,
     cells: CellDatabases,
@@ -387,23 +244,6 @@ def _usage_with(
         usage.count_in(session, project_id=project_id, user_id=user_id),
         usage.count(cells, project_id=project_id, user_id=user_id, except_cell=cell_id),
     )
-
-
-def _system_metadata(
-    request: CreateRequest,
-    image_props: dict[str, str],
-    destination: destinations.Destination,
-    has_ports: bool,
-) -> dict[str, str]:
-    values = {"boot_roles": ",".join(sorted(request.roles))}
-    values[SECURITY_GROUPS] = security_groups.initial(request.security_groups, has_ports=has_ports)
-    values.update({f"image_{k}": str(v) for k, v in image_props.items()})
-    if destination.zone is not None:
-        # The zone asked for (or the default schedule zone): Nova's request spec keeps it.
-        values[pinning.PINNED_AZ] = destination.zone
-    if request.scheduler_hints:
-        values[scheduler_hints.SCHEDULER_HINTS] = scheduler_hints.dumps(request.scheduler_hints)
-    return values
 
 
 __all__ = ["CreateRequest", "Created", "create_servers"]

@@ -1,0 +1,50 @@
+"""What a create request asks for, as the route parsed and checked it from the body
+(``servers/api/servers.py``): ``creation.create_servers`` resolves it and writes the servers,
+``new_instance_rows`` writes each one's rows from it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from cloudseed.servers import personality
+from cloudseed.servers.history import Actor
+from cloudseed.servers.key_sets import KeyRequest
+
+
+@dataclass(frozen=True)
+class CreateRequest:
+    name: str
+    flavor_ref: str
+    image_ref: str
+    actor: Actor
+    roles: frozenset[str]
+    key_name: str | None = None
+    # 2.106: the server's own keys (key_name is the same as a one-element list), and whether
+    # it opts out of its project's keys.
+    key_names: tuple[KeyRequest, ...] | None = None
+    block_project_keys: bool = False
+    user_data: str | None = None
+    metadata: dict[str, str] = field(default_factory=dict)
+    config_drive: bool = False
+    hostname: str | None = None
+    description: str | None = None
+    availability_zone: str | None = None
+    access_ip_v4: str | None = None
+    access_ip_v6: str | None = None
+    # None or "auto": every registered network's first one; "none": no port.
+    networks: list[dict[str, Any]] | str | None = None
+    # The request's max_count; as many as the quota allows down to min_count are created.
+    count: int = 1
+    min_count: int = 1
+    admin_pass: str | None = None
+    # Personality files (path, base64 text): checked here, then carried to the build in its
+    # operation's payload, which drops them when the operation ends.
+    files: personality.Encoded = ()
+    # An admin's choice of compute host and node (2.74), also "zone:host:node" in the zone.
+    requested_host: str | None = None
+    requested_node: str | None = None
+    # ``os:scheduler_hints`` as kept (servers/scheduler_hints.py).
+    scheduler_hints: dict[str, list[str]] = field(default_factory=dict)
+    # Security group names, checked (servers/security_groups.py); none: "default".
+    security_groups: list[str] = field(default_factory=list)

@@ -1,0 +1,204 @@
+"""The cell database rows of one new server, added in ``creation.create_servers``'s cell
+transaction: the instance and its extra (key set, flavor, the scheduler's fault), its system
+metadata and metadata, its planned ports, the create action with its build operation (or,
+when no host was found, the action finished with that fault), and the first history entries
+(keys, user data). Nothing here commits: the coordinator owns the transaction."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from cloudseed.db.base import utcnow
+from cloudseed.hosts import scheduler
+from cloudseed.hosts.errors import NoValidHost
+from cloudseed.networks import service as networks
+from cloudseed.servers import (
+    action_log,
+    destinations,
+    history,
+    key_sets,
+    personality,
+    pinning,
+    port_plans,
+    queue,
+    scheduler_hints,
+    security_groups,
+    states,
+)
+from cloudseed.servers.create_request import CreateRequest
+from cloudseed.servers.hostnames import sanitize_hostname
+from cloudseed.servers.models import (
+    Instance,
+    InstanceExtra,
+    InstanceMetadata,
+    InstanceSystemMetadata,
+)
+from cloudseed.servers.system_keys import SECURITY_GROUPS
+
+BUILD_EVENT = "compute__do_build_and_run_instance"
+
+
+@dataclass(frozen=True)
+class NewServers:
+    """What every server of one create request shares, resolved in the API database."""
+
+    request: CreateRequest
+    # How many are created (the quota's answer): with more than one, names and requested
+    # hostnames get a -N suffix.
+    count: int
+    reservation_id: str
+    admin_pass: str
+    flavor: dict[str, object]  # flavors.snapshot
+    vcpus: int
+    memory_mb: int
+    root_gb: int
+    image_uuid: str
+    image_props: dict[str, str]
+    keypairs: list[dict[str, Any]]  # the key set, key_sets.merge
+    config_drive: bool
+    destination: destinations.Destination
+
+
+def add_instance(
+    session: Session,
+    servers: NewServers,
+    *,
+    uuid: str,
+    index: int,
+    placement: scheduler.Placement | None,
+    no_host: NoValidHost | None,
+    ports: list[networks.PortPlan],
+) -> int:
+    """Add the rows of server number ``index`` (placed, or in ERROR with ``no_host``'s fault
+    when ``placement`` is None); returns the id of its create action."""
+    request = servers.request
+    key_name, key_data = key_sets.first_key(servers.keypairs)
+    name = request.name if servers.count == 1 else f"{request.name}-{index + 1}"
+    hostname = request.hostname or sanitize_hostname(name, default=f"Server-{uuid}")
+    if request.hostname and servers.count > 1:
+        hostname = f"{request.hostname}-{index + 1}"
+    session.add(
+        Instance(
+            uuid=uuid,
+            display_name=name,
+            display_description=request.description,
+            hostname=hostname,
+            project_id=request.actor.project_id,
+            user_id=request.actor.user_id,
+            image_ref=servers.image_uuid,
+            flavor_id=str(servers.flavor["id"]),
+            vm_state=states.BUILDING if placement else states.ERROR,
+            task_state=states.SCHEDULING if placement else None,
+            power_state=states.NOSTATE,
+            host=placement.host if placement else None,
+            node=placement.node if placement else None,
+            vcpus=servers.vcpus,
+            memory_mb=servers.memory_mb,
+            root_gb=servers.root_gb,
+            key_name=key_name,
+            key_data=key_data,
+            user_data=request.user_data,
+            config_drive="True" if servers.config_drive else "",
+            launch_index=index,
+            reservation_id=servers.reservation_id,
+            # The host's zone once placed, as Nova's conductor records it.
+            availability_zone=placement.zone if placement else servers.destination.zone,
+            access_ip_v4=request.access_ip_v4,
+            access_ip_v6=request.access_ip_v6,
+        )
+    )
+    session.flush()
+    session.add(
+        InstanceExtra(
+            instance_uuid=uuid,
+            keypairs=json.dumps(servers.keypairs, sort_keys=True),
+            flavor=json.dumps(servers.flavor),
+            fault=_fault(no_host) if no_host else None,
+            keys_generation=1,
+            keys_boot_generation=1,
+            block_project_keys=request.block_project_keys,
+        )
+    )
+    sysmeta = _system_metadata(servers, has_ports=bool(ports))
+    for key, value in sysmeta.items():
+        session.add(InstanceSystemMetadata(instance_uuid=uuid, key=key, value=value))
+    for key, value in request.metadata.items():
+        session.add(InstanceMetadata(instance_uuid=uuid, key=key, value=value))
+    for plan in ports:
+        port_plans.add(session, uuid, plan)
+    action_id = action_log.start(
+        session, instance_uuid=uuid, action="create", actor=request.actor, event=BUILD_EVENT
+    )
+    if placement is None:
+        action_log.finish(
+            session,
+            action_id=action_id,
+            event=BUILD_EVENT,
+            error=no_host.message if no_host else None,
+        )
+    else:
+        queue.enqueue(
+            session,
+            instance_uuid=uuid,
+            kind="build",
+            host=placement.host,
+            action_id=action_id,
+            payload=_build_payload(servers.admin_pass, request.files),
+        )
+    history.record_keys(
+        session,
+        instance_uuid=uuid,
+        action="create",
+        actor=request.actor,
+        old=[],
+        new=servers.keypairs,
+    )
+    history.record(
+        session,
+        instance_uuid=uuid,
+        field="user_data",
+        action="create",
+        actor=request.actor,
+        old=None,
+        new=history.describe_user_data(request.user_data),
+    )
+    return action_id
+
+
+def _build_payload(admin_pass: str, files: personality.Encoded) -> dict[str, Any]:
+    payload: dict[str, Any] = {"admin_password": admin_pass}
+    if files:
+        payload["files"] = [list(f) for f in files]
+    return payload
+
+
+def _fault(exc: NoValidHost) -> str:
+    return json.dumps(
+        {
+            "code": 500,
+            "message": exc.message,
+            "created": utcnow().isoformat(),
+            "details": "",
+        },
+        sort_keys=True,
+    )
+
+
+def _system_metadata(servers: NewServers, *, has_ports: bool) -> dict[str, str]:
+    request, destination = servers.request, servers.destination
+    values = {"boot_roles": ",".join(sorted(request.roles))}
+    values[SECURITY_GROUPS] = security_groups.initial(request.security_groups, has_ports=has_ports)
+    values.update({f"image_{k}": str(v) for k, v in servers.image_props.items()})
+    if destination.zone is not None:
+        # The zone asked for (or the default schedule zone): Nova's request spec keeps it.
+        values[pinning.PINNED_AZ] = destination.zone
+    if request.scheduler_hints:
+        values[scheduler_hints.SCHEDULER_HINTS] = scheduler_hints.dumps(request.scheduler_hints)
+    return values
+
+
+__all__ = ["NewServers", "add_instance"]
