@@ -14,10 +14,12 @@
 -- (window = its connection count): step k of the crawl for every guest of the window, then
 -- step k+1, and so on, so many guests are mid-boot at once while each guest's own requests
 -- still come in cloud-init's order, spread over connections (and so over server workers).
--- The result is one line "STORM-RESULT key=value ..." printed by done().
+-- The result is one line "STORM-RESULT key=value ..." printed by done() (bench/wrk_result.lua).
+
+local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
+local result = dofile(here .. "wrk_result.lua")
 
 local thread_count = 0
-local threads = {}
 
 -- Paced passes: each connection waits STORM_DELAY_MS after an answer before its next request.
 -- wrk asks whether delay() exists when the script loads, before init() sees any argument,
@@ -32,7 +34,7 @@ end
 function setup(thread)
   thread:set("thread_index", thread_count)
   thread_count = thread_count + 1
-  table.insert(threads, thread)
+  result.add_thread(thread)
 end
 
 local function read_lines(path)
@@ -53,7 +55,6 @@ end
 local targets, steps, window, share = {}, 0, 0, 0
 local step, guest, block_start = 1, 0, 0
 local responses, one_cycle, cycle_announced = 0, false, false
-statuses = {}  -- global: done() reads it through thread:get
 
 function init(args)
   local target, instance_file, path_file = args[1], args[2], args[3]
@@ -102,7 +103,7 @@ function request()
 end
 
 function response(status, _headers, _body)
-  statuses[status] = (statuses[status] or 0) + 1
+  result.count(status)
   responses = responses + 1
   if responses == share and not cycle_announced then
     cycle_announced = true
@@ -115,21 +116,5 @@ function response(status, _headers, _body)
 end
 
 function done(summary, latency, _requests)
-  local counts = {}
-  for _, thread in ipairs(threads) do
-    for status, n in pairs(thread:get("statuses")) do
-      counts[status] = (counts[status] or 0) + n
-    end
-  end
-  local parts = {}
-  for status, n in pairs(counts) do table.insert(parts, status .. ":" .. n) end
-  local e = summary.errors
-  io.write(string.format(
-    "STORM-RESULT requests=%d duration_us=%d bytes=%d connect=%d read=%d write=%d "
-      .. "status=%d timeout=%d p50_us=%d p75_us=%d p90_us=%d p99_us=%d p999_us=%d "
-      .. "max_us=%d mean_us=%.1f statuses=%s\n",
-    summary.requests, summary.duration, summary.bytes, e.connect, e.read, e.write,
-    e.status, e.timeout, latency:percentile(50), latency:percentile(75),
-    latency:percentile(90), latency:percentile(99), latency:percentile(99.9), latency.max,
-    latency.mean, table.concat(parts, ",")))
+  result.report(summary, latency)
 end
