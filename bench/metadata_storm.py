@@ -732,10 +732,15 @@ class StormFiles:
     paths: Path  # "<path> <flat name>" per line
 
 
-def write_storm_files(directory: Path, instances: list[str], paths: list[str]) -> StormFiles:
+def write_storm_files(
+    directory: Path, instances: list[str], paths: list[str], *, project: str | None = None
+) -> StormFiles:
+    """wrk's input (bench/metadata_storm_wrk.lua): one line per guest (its proxy headers; the
+    project is PROJECT unless given), one per path (with its flat name for nginx)."""
     directory.mkdir()
     files = StormFiles(directory / "instances.txt", directory / "paths.txt")
-    files.instances.write_text("".join(f"{i} {PROJECT} {sign(i)}\n" for i in instances))
+    owner = PROJECT if project is None else project
+    files.instances.write_text("".join(f"{i} {owner} {sign(i)}\n" for i in instances))
     files.paths.write_text("".join(f"{p} {flat_name(p)}\n" for p in paths))
     return files
 
@@ -794,9 +799,10 @@ def run_wrk(
     return result
 
 
-def run_wrk_one_cycle(what: str, command: list[str], threads: int) -> WrkResult:
-    """Run until every thread has had one answer per (instance, path) of its share, then stop
-    wrk with SIGINT (it then reports the time actually taken)."""
+def _wrk_until_one_cycle(command: list[str], threads: int) -> tuple[str, bool]:
+    """Run wrk until every thread has had one answer per (instance, path) of its share, then
+    stop it with SIGINT (it then reports the time actually taken), unless wrk's own -d ends it
+    first: its output, and whether every thread finished its cycle."""
     process = subprocess.Popen(
         command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=pacing_env(0)
     )
@@ -812,13 +818,29 @@ def run_wrk_one_cycle(what: str, command: list[str], threads: int) -> WrkResult:
     stderr = process.stderr.read() if process.stderr else ""
     if process.wait() != 0:
         raise RuntimeError(f"wrk failed ({process.returncode}):\n{''.join(output)}{stderr}")
-    if finished < threads:
-        raise RuntimeError(
-            "wrk's time ran out before every instance was crawled once:\n" + "".join(output)
-        )
-    result = parse_wrk(what, "".join(output))
+    return "".join(output), finished == threads
+
+
+def run_wrk_one_cycle(what: str, command: list[str], threads: int) -> WrkResult:
+    """One answer per (instance, path) of every thread's share, or RuntimeError when wrk's
+    time ran out first."""
+    output, whole = _wrk_until_one_cycle(command, threads)
+    if not whole:
+        raise RuntimeError("wrk's time ran out before every instance was crawled once:\n" + output)
+    result = parse_wrk(what, output)
     print(f"  {result.describe()}", flush=True)
     return result
+
+
+def run_wrk_one_cycle_at_most(
+    what: str, command: list[str], threads: int
+) -> tuple[WrkResult, bool]:
+    """Like run_wrk_one_cycle, but wrk's own -d may end the pass first: the result, and whether
+    every instance was crawled once."""
+    output, whole = _wrk_until_one_cycle(command, threads)
+    result = parse_wrk(what, output)
+    print(f"  {result.describe()}", flush=True)
+    return result, whole
 
 
 # --- nginx ----------------------------------------------------------------------------------------

@@ -35,6 +35,9 @@ Usage (from the repository root; needs Debian's wrk and nginx-light, matplotlib 
 
 ``--write`` replaces the sections between ``<!-- bench:side-by-side-<part>:start -->`` and
 ``...:end -->`` and writes the charts to ``docs/img/side-by-side-<part>.png``.
+
+This file stands the targets up, seeds them and writes the report; the measured rounds are in
+side_by_side_rounds.py, the tables and charts in side_by_side_report.py.
 """
 
 from __future__ import annotations
@@ -43,18 +46,13 @@ import argparse
 import asyncio
 import contextlib
 import json
-import math
 import os
 import platform
 import shlex
-import signal
-import statistics
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -64,20 +62,16 @@ import peers
 from report import cpu_model, write_section
 from side_by_side_report import (
     CLOUDSEED,
-    NGINX,
     Measurement,
     ratio_table,
     results_table,
     write_chart,
 )
+from side_by_side_rounds import Run, measure_api, measure_metadata
 
-API_WRK_SCRIPT = storm.BENCH_DIR / "side_by_side_wrk.lua"
-PATHS = storm.CLOUD_INIT_PATHS  # the same for every target
 NOVA_GUNICORN = "Nova 34 (gunicorn x2)"
 NOVA_UWSGI = "Nova 34 (uwsgi x2)"
 NOVA_API = "Nova 34"
-KEY_PAIRS = 100
-MICROVERSION = "2.10"
 GOALS = {
     "metadata, one warm guest, 8 conn.": ">= 5x Nova, >= 50 % of nginx",
     "metadata, one warm guest, 256 conn.": ">= 5x Nova, >= 50 % of nginx",
@@ -85,18 +79,6 @@ GOALS = {
     "key pair import (median, sequential)": ">= 10x Nova",
     "server show": ">= 10x Nova",
 }
-
-
-@dataclass
-class Run:
-    args: argparse.Namespace
-    results: list[Measurement] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    loads: list[str] = field(default_factory=list)
-
-    def add(self, measurement: Measurement) -> None:
-        self.results.append(measurement)
-        self.loads.append(storm.load_average())
 
 
 # --- set-up ---------------------------------------------------------------------------------------
@@ -128,241 +110,6 @@ key_pairs = -1
 
 def public_key() -> str:
     return kp_bench.ed25519_public_keys(1)[0]
-
-
-def storm_files(directory: Path, instances: list[str], project: str) -> storm.StormFiles:
-    """wrk's input (bench/metadata_storm_wrk.lua): one line per guest, one per path."""
-    directory.mkdir()
-    files = storm.StormFiles(directory / "instances.txt", directory / "paths.txt")
-    files.instances.write_text("".join(f"{i} {project} {storm.sign(i)}\n" for i in instances))
-    files.paths.write_text("".join(f"{p} {storm.flat_name(p)}\n" for p in PATHS))
-    return files
-
-
-# --- metadata -------------------------------------------------------------------------------------
-
-
-def one_cycle_at_most(what: str, command: list[str], threads: int) -> tuple[storm.WrkResult, bool]:
-    """Like metadata_storm's run_wrk_one_cycle, but wrk's own -d may end the pass first: the
-    result, and whether every guest was crawled once."""
-    process = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=storm.pacing_env(0)
-    )
-    assert process.stdout is not None
-    output: list[str] = []
-    finished = 0
-    for line in process.stdout:
-        output.append(line)
-        if line.startswith("CYCLE-DONE"):
-            finished += 1
-            if finished == threads:
-                process.send_signal(signal.SIGINT)
-    stderr = process.stderr.read() if process.stderr else ""
-    if process.wait() != 0:
-        raise RuntimeError(f"wrk failed ({process.returncode}):\n{''.join(output)}{stderr}")
-    result = storm.parse_wrk(what, "".join(output))
-    print(f"  {result.describe()}", flush=True)
-    return result, finished == threads
-
-
-def metadata_wrk(
-    args: argparse.Namespace, url: str, target: str, files: storm.StormFiles, one_cycle: bool
-) -> list[str]:
-    command_args = argparse.Namespace(threads=args.threads, connections=args.connections)
-    return storm.wrk_command(
-        command_args,
-        url,
-        "nginx" if target == NGINX else "cloudseed",
-        files,
-        args.duration if not one_cycle else args.storm_seconds,
-        one_cycle,
-    )
-
-
-def measurement(scenario: str, target: str, result: storm.WrkResult, note: str) -> Measurement:
-    socket_errors = sum(result.socket_errors.values())
-    extra = f"; {socket_errors:,} socket errors" if socket_errors else ""
-    return Measurement(
-        scenario,
-        target,
-        result.rps,
-        result.latency_us["p50"] / 1000,
-        result.latency_us["p99"] / 1000,
-        result.non_200,
-        note + extra,
-    )
-
-
-def measure_metadata(
-    run: Run,
-    tmp: Path,
-    targets: dict[str, tuple[str, list[str]]],
-    cloudseed_port: int,
-    project: str,
-) -> None:
-    """``targets``: name -> (base URL, its guests). nginx is added once cloudseed has answered
-    every guest's storm (its documents are fetched from cloudseed)."""
-    args = run.args
-    files = {
-        name: storm_files(tmp / f"wrk-{i}", guests, project)
-        for i, (name, (_url, guests)) in enumerate(targets.items())
-    }
-    storm_scenario = f"metadata boot storm, {len(targets[CLOUDSEED][1]):,} guests, cold"
-    args.connections = 256
-    for name, (url, guests) in targets.items():
-        done = storm.step(f"storm: {name}")
-        # Nova's cold path may be too slow for every guest in one locked run: each target
-        # gets at most --storm-seconds, every guest it reaches still a first contact.
-        command = metadata_wrk(args, url, name, files[name], one_cycle=True)
-        result, whole = one_cycle_at_most(name, command, args.threads)
-        reached = min(len(guests), result.requests // len(PATHS))
-        note = "each guest's 8 paths once" if whole else f"~{reached:,} guests reached"
-        run.add(measurement(storm_scenario, name, result, f"{note}, 256 conn."))
-        done()
-    guests = targets[CLOUDSEED][1]
-    tree = storm.fetch_documents(cloudseed_port, guests, PATHS, tmp / "static")
-    if set(tree.statuses) != {200}:
-        run.notes.append(f"cloudseed's documents for nginx: statuses {dict(tree.statuses)}")
-    with storm.running_nginx(tree.root, tmp / "nginx", workers=2) as nginx_url:
-        nginx_files = files[CLOUDSEED]
-        args.connections = 256
-        result = storm.run_wrk_one_cycle(
-            NGINX, metadata_wrk(args, nginx_url, NGINX, nginx_files, one_cycle=True), args.threads
-        )
-        run.add(measurement(storm_scenario, NGINX, result, "the same documents, static"))
-        everyone = {**targets, NGINX: (nginx_url, guests)}
-        files[NGINX] = nginx_files
-        # One guest, once per wrk thread: the Lua script shares guests out among threads.
-        warm = {
-            name: storm_files(tmp / f"warm-{i}", [guests_[0]] * args.threads, project)
-            for i, (name, (_u, guests_)) in enumerate(everyone.items())
-        }
-        for connections in (8, 256):
-            scenario = f"metadata, one warm guest, {connections} conn."
-            rounds: dict[str, list[storm.WrkResult]] = {name: [] for name in everyone}
-            for round_ in range(args.rounds):
-                for name, (url, _g) in everyone.items():
-                    args.connections = connections
-                    storm.step(f"{scenario}: {name}, round {round_ + 1}")
-                    rounds[name].append(
-                        storm.run_wrk(
-                            name, metadata_wrk(args, url, name, warm[name], one_cycle=False)
-                        )
-                    )
-            for name, results in rounds.items():
-                run.add(
-                    measurement(
-                        scenario, name, storm.best(results), f"best of {args.rounds} rounds"
-                    )
-                )
-
-
-# --- compute API ----------------------------------------------------------------------------------
-
-
-def api_headers(token: str) -> dict[str, str]:
-    return {
-        "X-Auth-Token": token,
-        "OpenStack-API-Version": f"compute {MICROVERSION}",
-        "X-OpenStack-Nova-API-Version": MICROVERSION,
-    }
-
-
-def api_wrk(args: argparse.Namespace, url: str, token: str) -> list[str]:
-    command = [storm.require_tool("wrk", "wrk"), f"-t{args.threads}", "-c8"]
-    command += [f"-d{math.ceil(args.duration)}s", "--timeout", "10s", "--latency"]
-    for name, value in api_headers(token).items():
-        command += ["-H", f"{name}: {value}"]
-    return [*command, "-s", str(API_WRK_SCRIPT), url]
-
-
-def seed_key_pairs(client: httpx.Client, count: int) -> None:
-    for i, key in enumerate(kp_bench.ed25519_public_keys(count)):
-        body = {"keypair": {"name": f"bench-{i:03d}", "public_key": key}}
-        response = client.post("/v2.1/os-keypairs", json=body)
-        if response.status_code not in (200, 201):
-            raise RuntimeError(f"seeding key pairs: {response.status_code} {response.text}")
-
-
-def sequential(
-    client: httpx.Client, requests: list[Callable[[httpx.Client], httpx.Response]], ok: int
-) -> tuple[list[float], int]:
-    """Each request in turn; its milliseconds, and how many did not answer ``ok``."""
-    latencies: list[float] = []
-    errors = 0
-    for send in requests:
-        started = time.perf_counter()
-        response = send(client)
-        latencies.append((time.perf_counter() - started) * 1000)
-        errors += response.status_code != ok
-    return latencies, errors
-
-
-def measure_imports_and_deletes(run: Run, name: str, client: httpx.Client) -> None:
-    count = run.args.sequential
-    keys = kp_bench.ed25519_public_keys(count)
-    names = [f"seq-{i:03d}" for i in range(count)]
-
-    def importer(i: int) -> Callable[[httpx.Client], httpx.Response]:
-        body = {"keypair": {"name": names[i], "public_key": keys[i]}}
-        return lambda c: c.post("/v2.1/os-keypairs", json=body)
-
-    def deleter(i: int) -> Callable[[httpx.Client], httpx.Response]:
-        return lambda c: c.delete(f"/v2.1/os-keypairs/{names[i]}")
-
-    for scenario, requests, ok in (
-        ("key pair import (median, sequential)", [importer(i) for i in range(count)], 201),
-        # 204 since microversion 2.2 (202 before).
-        ("key pair delete (median, sequential)", [deleter(i) for i in range(count)], 204),
-    ):
-        latencies, errors = sequential(client, requests, ok)
-        run.add(
-            Measurement(
-                scenario,
-                name,
-                None,
-                statistics.median(latencies),
-                storm.percentile(latencies, 99),
-                errors,
-                f"{count} requests, one connection",
-            )
-        )
-
-
-def measure_api(run: Run, targets: dict[str, tuple[str, str]], token: str) -> None:
-    """``targets``: name -> (compute API base URL, a server id)."""
-    args = run.args
-    urls: dict[str, dict[str, str]] = {}
-    for name, (base, server) in targets.items():
-        with httpx.Client(base_url=base, headers=api_headers(token), timeout=120) as client:
-            # The servers' key pair was imported through cloudseed's API only (Nova's servers
-            # were written into its database): gone, both sides list the same 100.
-            client.delete("/v2.1/os-keypairs/storm-key")
-            seed_key_pairs(client, KEY_PAIRS)
-            listed = client.get("/v2.1/os-keypairs").json()["keypairs"]
-            if len(listed) != KEY_PAIRS:
-                raise RuntimeError(f"{name}: {len(listed)} key pairs listed, not {KEY_PAIRS}")
-            shown = client.get(f"/v2.1/servers/{server}")
-            if shown.status_code != 200:
-                raise RuntimeError(f"{name}: server show {shown.status_code} {shown.text}")
-        urls[name] = {
-            f"key pair list ({KEY_PAIRS}, {MICROVERSION})": f"{base}/v2.1/os-keypairs",
-            "key pair show": f"{base}/v2.1/os-keypairs/bench-050",
-            "server show": f"{base}/v2.1/servers/{server}",
-            "server list (limit=100)": f"{base}/v2.1/servers?limit=100",
-        }
-    for scenario in urls[CLOUDSEED]:
-        rounds: dict[str, list[storm.WrkResult]] = {name: [] for name in targets}
-        for round_ in range(args.rounds):
-            for name in targets:
-                storm.step(f"{scenario}: {name}, round {round_ + 1}")
-                rounds[name].append(storm.run_wrk(name, api_wrk(args, urls[name][scenario], token)))
-        for name, results in rounds.items():
-            best = storm.best(results)
-            run.add(measurement(scenario, name, best, f"8 conn., best of {args.rounds} rounds"))
-    for name, (base, _server) in targets.items():
-        with httpx.Client(base_url=base, headers=api_headers(token), timeout=120) as client:
-            measure_imports_and_deletes(run, name, client)
 
 
 # --- the run --------------------------------------------------------------------------------------

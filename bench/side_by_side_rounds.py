@@ -1,0 +1,241 @@
+"""What bench/side_by_side.py measures once every target runs and is seeded: the metadata
+rounds (the cold boot storm, nginx on the same documents, one warm guest at 8 and 256
+connections) and the compute API rounds (wrk at 8 connections, sequential imports and
+deletes), each recorded in a Run as side_by_side_report's Measurements."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import keypairs as kp_bench
+import metadata_storm as storm
+from side_by_side_report import CLOUDSEED, NGINX, Measurement
+
+API_WRK_SCRIPT = storm.BENCH_DIR / "side_by_side_wrk.lua"
+PATHS = storm.CLOUD_INIT_PATHS  # the same for every target
+KEY_PAIRS = 100
+MICROVERSION = "2.10"
+
+
+@dataclass
+class Run:
+    args: argparse.Namespace
+    results: list[Measurement] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    loads: list[str] = field(default_factory=list)
+
+    def add(self, measurement: Measurement) -> None:
+        self.results.append(measurement)
+        self.loads.append(storm.load_average())
+
+
+# --- metadata -------------------------------------------------------------------------------------
+
+
+def metadata_wrk(
+    args: argparse.Namespace, url: str, target: str, files: storm.StormFiles, one_cycle: bool
+) -> list[str]:
+    command_args = argparse.Namespace(threads=args.threads, connections=args.connections)
+    return storm.wrk_command(
+        command_args,
+        url,
+        "nginx" if target == NGINX else "cloudseed",
+        files,
+        args.duration if not one_cycle else args.storm_seconds,
+        one_cycle,
+    )
+
+
+def measurement(scenario: str, target: str, result: storm.WrkResult, note: str) -> Measurement:
+    socket_errors = sum(result.socket_errors.values())
+    extra = f"; {socket_errors:,} socket errors" if socket_errors else ""
+    return Measurement(
+        scenario,
+        target,
+        result.rps,
+        result.latency_us["p50"] / 1000,
+        result.latency_us["p99"] / 1000,
+        result.non_200,
+        note + extra,
+    )
+
+
+def measure_metadata(
+    run: Run,
+    tmp: Path,
+    targets: dict[str, tuple[str, list[str]]],
+    cloudseed_port: int,
+    project: str,
+) -> None:
+    """``targets``: name -> (base URL, its guests). nginx is added once cloudseed has answered
+    every guest's storm (its documents are fetched from cloudseed)."""
+    args = run.args
+    files = {
+        name: storm.write_storm_files(tmp / f"wrk-{i}", guests, PATHS, project=project)
+        for i, (name, (_url, guests)) in enumerate(targets.items())
+    }
+    storm_scenario = f"metadata boot storm, {len(targets[CLOUDSEED][1]):,} guests, cold"
+    args.connections = 256
+    for name, (url, guests) in targets.items():
+        done = storm.step(f"storm: {name}")
+        # Nova's cold path may be too slow for every guest in one locked run: each target
+        # gets at most --storm-seconds, every guest it reaches still a first contact.
+        command = metadata_wrk(args, url, name, files[name], one_cycle=True)
+        result, whole = storm.run_wrk_one_cycle_at_most(name, command, args.threads)
+        reached = min(len(guests), result.requests // len(PATHS))
+        note = "each guest's 8 paths once" if whole else f"~{reached:,} guests reached"
+        run.add(measurement(storm_scenario, name, result, f"{note}, 256 conn."))
+        done()
+    guests = targets[CLOUDSEED][1]
+    tree = storm.fetch_documents(cloudseed_port, guests, PATHS, tmp / "static")
+    if set(tree.statuses) != {200}:
+        run.notes.append(f"cloudseed's documents for nginx: statuses {dict(tree.statuses)}")
+    with storm.running_nginx(tree.root, tmp / "nginx", workers=2) as nginx_url:
+        nginx_files = files[CLOUDSEED]
+        args.connections = 256
+        result = storm.run_wrk_one_cycle(
+            NGINX, metadata_wrk(args, nginx_url, NGINX, nginx_files, one_cycle=True), args.threads
+        )
+        run.add(measurement(storm_scenario, NGINX, result, "the same documents, static"))
+        everyone = {**targets, NGINX: (nginx_url, guests)}
+        files[NGINX] = nginx_files
+        # One guest, once per wrk thread: the Lua script shares guests out among threads.
+        warm = {
+            name: storm.write_storm_files(
+                tmp / f"warm-{i}", [guests_[0]] * args.threads, PATHS, project=project
+            )
+            for i, (name, (_u, guests_)) in enumerate(everyone.items())
+        }
+        for connections in (8, 256):
+            scenario = f"metadata, one warm guest, {connections} conn."
+            rounds: dict[str, list[storm.WrkResult]] = {name: [] for name in everyone}
+            for round_ in range(args.rounds):
+                for name, (url, _g) in everyone.items():
+                    args.connections = connections
+                    storm.step(f"{scenario}: {name}, round {round_ + 1}")
+                    rounds[name].append(
+                        storm.run_wrk(
+                            name, metadata_wrk(args, url, name, warm[name], one_cycle=False)
+                        )
+                    )
+            for name, results in rounds.items():
+                run.add(
+                    measurement(
+                        scenario, name, storm.best(results), f"best of {args.rounds} rounds"
+                    )
+                )
+
+
+# --- compute API ----------------------------------------------------------------------------------
+
+
+def api_headers(token: str) -> dict[str, str]:
+    return {
+        "X-Auth-Token": token,
+        "OpenStack-API-Version": f"compute {MICROVERSION}",
+        "X-OpenStack-Nova-API-Version": MICROVERSION,
+    }
+
+
+def api_wrk(args: argparse.Namespace, url: str, token: str) -> list[str]:
+    command = [storm.require_tool("wrk", "wrk"), f"-t{args.threads}", "-c8"]
+    command += [f"-d{math.ceil(args.duration)}s", "--timeout", "10s", "--latency"]
+    for name, value in api_headers(token).items():
+        command += ["-H", f"{name}: {value}"]
+    return [*command, "-s", str(API_WRK_SCRIPT), url]
+
+
+def seed_key_pairs(client: httpx.Client, count: int) -> None:
+    for i, key in enumerate(kp_bench.ed25519_public_keys(count)):
+        body = {"keypair": {"name": f"bench-{i:03d}", "public_key": key}}
+        response = client.post("/v2.1/os-keypairs", json=body)
+        if response.status_code not in (200, 201):
+            raise RuntimeError(f"seeding key pairs: {response.status_code} {response.text}")
+
+
+def sequential(
+    client: httpx.Client, requests: list[Callable[[httpx.Client], httpx.Response]], ok: int
+) -> tuple[list[float], int]:
+    """Each request in turn; its milliseconds, and how many did not answer ``ok``."""
+    latencies: list[float] = []
+    errors = 0
+    for send in requests:
+        started = time.perf_counter()
+        response = send(client)
+        latencies.append((time.perf_counter() - started) * 1000)
+        errors += response.status_code != ok
+    return latencies, errors
+
+
+def measure_imports_and_deletes(run: Run, name: str, client: httpx.Client) -> None:
+    count = run.args.sequential
+    keys = kp_bench.ed25519_public_keys(count)
+    names = [f"seq-{i:03d}" for i in range(count)]
+
+    def importer(i: int) -> Callable[[httpx.Client], httpx.Response]:
+        body = {"keypair": {"name": names[i], "public_key": keys[i]}}
+        return lambda c: c.post("/v2.1/os-keypairs", json=body)
+
+    def deleter(i: int) -> Callable[[httpx.Client], httpx.Response]:
+        return lambda c: c.delete(f"/v2.1/os-keypairs/{names[i]}")
+
+    for scenario, requests, ok in (
+        ("key pair import (median, sequential)", [importer(i) for i in range(count)], 201),
+        # 204 since microversion 2.2 (202 before).
+        ("key pair delete (median, sequential)", [deleter(i) for i in range(count)], 204),
+    ):
+        latencies, errors = sequential(client, requests, ok)
+        run.add(
+            Measurement(
+                scenario,
+                name,
+                None,
+                statistics.median(latencies),
+                storm.percentile(latencies, 99),
+                errors,
+                f"{count} requests, one connection",
+            )
+        )
+
+
+def measure_api(run: Run, targets: dict[str, tuple[str, str]], token: str) -> None:
+    """``targets``: name -> (compute API base URL, a server id)."""
+    args = run.args
+    urls: dict[str, dict[str, str]] = {}
+    for name, (base, server) in targets.items():
+        with httpx.Client(base_url=base, headers=api_headers(token), timeout=120) as client:
+            # The servers' key pair was imported through cloudseed's API only (Nova's servers
+            # were written into its database): gone, both sides list the same 100.
+            client.delete("/v2.1/os-keypairs/storm-key")
+            seed_key_pairs(client, KEY_PAIRS)
+            listed = client.get("/v2.1/os-keypairs").json()["keypairs"]
+            if len(listed) != KEY_PAIRS:
+                raise RuntimeError(f"{name}: {len(listed)} key pairs listed, not {KEY_PAIRS}")
+            shown = client.get(f"/v2.1/servers/{server}")
+            if shown.status_code != 200:
+                raise RuntimeError(f"{name}: server show {shown.status_code} {shown.text}")
+        urls[name] = {
+            f"key pair list ({KEY_PAIRS}, {MICROVERSION})": f"{base}/v2.1/os-keypairs",
+            "key pair show": f"{base}/v2.1/os-keypairs/bench-050",
+            "server show": f"{base}/v2.1/servers/{server}",
+            "server list (limit=100)": f"{base}/v2.1/servers?limit=100",
+        }
+    for scenario in urls[CLOUDSEED]:
+        rounds: dict[str, list[storm.WrkResult]] = {name: [] for name in targets}
+        for round_ in range(args.rounds):
+            for name in targets:
+                storm.step(f"{scenario}: {name}, round {round_ + 1}")
+                rounds[name].append(storm.run_wrk(name, api_wrk(args, urls[name][scenario], token)))
+        for name, results in rounds.items():
+            best = storm.best(results)
+            run.add(measurement(scenario, name, best, f"8 conn., best of {args.rounds} rounds"))
+    for name, (base, _server) in targets.items():
+        with httpx.Client(base_url=base, headers=api_headers(token), timeout=120) as client:
+            measure_imports_and_deletes(run, name, client)
