@@ -32,18 +32,31 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
-from uvicorn.protocols.http.httptools_impl import (
-    STATUS_LINE,
-    HttpToolsProtocol,
-    RequestResponseCycle,
-)
-
-from cloudseed.types import ASGIApp
+from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 log = logging.getLogger(__name__)
+
+Headers = list[tuple[bytes, bytes]]  # as the ASGI scope has them: names lower-cased
+
+
+class AtOnce(NamedTuple):
+    """A whole answer for the protocol to write itself: the status, the header lines (each
+    ending in CRLF, the blank line not included), the body, and what to call once it is
+    written."""
+
+    status: int
+    header_lines: bytes
+    body: bytes
+    sent: Callable[[], None] | None
+
+
+# An app's ``respond_now(method, path, peer, headers)``: the whole answer, or None to be asked
+# the ASGI way.
+RespondNow = Callable[[str, str, str | None, Headers], AtOnce | None]
 
 
 @dataclass(frozen=True)
@@ -88,6 +101,9 @@ class CoalescingTransport:
             data, self._head = self._head + data, None
         self._transport.write(data)
 
+    def is_closing(self) -> bool:  # asked once per response: not through __getattr__
+        return self._transport.is_closing()
+
     def close(self) -> None:
         self.flush()
         self._transport.close()
@@ -119,39 +135,96 @@ class CoalescingHttpToolsProtocol(HttpToolsProtocol):
     _line_no = 0
     _head = 0
 
+    # A head that arrives whole in one read no longer than this passes every limit uncounted.
+    _whole_head_max = min(limits.max_request_line, limits.max_header_line, limits.max_header_size)
+    _respond_now: RespondNow | None = None
+    _answered = False  # the request under way was answered at once
+
     @classmethod
     def with_limits(cls, limits: HeadLimits) -> type[CoalescingHttpToolsProtocol]:
-        return type(cls.__name__, (cls,), {"limits": limits})
+        smallest = min(limits.max_request_line, limits.max_header_line, limits.max_header_size)
+        return type(cls.__name__, (cls,), {"limits": limits, "_whole_head_max": smallest})
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         super().connection_made(CoalescingTransport(transport, self.loop))  # type: ignore[arg-type]
+        self._respond_now = getattr(self.app, "respond_now", None)
+        self._peer = self.client[0] if self.client else None
 
-    def _start_asgi_task(self, cycle: RequestResponseCycle, app: ASGIApp) -> None:  # type: ignore[override]
-        respond_now = getattr(app, "respond_now", None)
-        # Not for a connection to close after the answer (HTTP/1.0, "Connection: close"),
-        # nor one waiting to be told to send its body: uvicorn's path handles those.
-        if respond_now is not None and cycle.keep_alive and not cycle.waiting_for_100_continue:
-            try:
-                found = respond_now(cycle.scope)
-            except Exception:
-                log.exception("respond_now failed; answering the ASGI way")
-                found = None
-            if found is not None:
-                self._write_at_once(cycle, found)
-                return
-        super()._start_asgi_task(cycle, app)  # type: ignore[arg-type]
+    # -- parser callbacks: uvicorn's, with its scope built only for the ASGI path ----------
 
-    def _write_at_once(self, cycle: RequestResponseCycle, found: Any) -> None:
-        """What ``RequestResponseCycle.send`` would write for it, and the cycle completed as
-        uvicorn's would be (keep-alive timer, pipelined requests next)."""
+    def on_message_begin(self) -> None:
+        self.url = b""
+        self.expect_100_continue = False
+        self.headers = []
+        self._answered = False
+
+    def on_headers_complete(self) -> None:
+        respond_now = self._respond_now
+        if respond_now is not None and self._answer_now(respond_now):
+            return
+        # uvicorn's on_message_begin makes the scope; the URL and headers are kept.
+        url, headers, expect_100_continue = self.url, self.headers, self.expect_100_continue
+        super().on_message_begin()
+        self.url, self.headers, self.expect_100_continue = url, headers, expect_100_continue
+        self.scope["headers"] = headers
+        super().on_headers_complete()
+
+    def on_body(self, body: bytes) -> None:
+        if not self._answered:  # a body sent with a GET answered at once is read and dropped
+            super().on_body(body)
+
+    def on_message_complete(self) -> None:
+        if not self._answered:
+            super().on_message_complete()
+        self._answered = False
+        self._in_head, self._line, self._line_no, self._head = True, 0, 0, 0
+
+    def _answer_now(self, respond_now: RespondNow) -> bool:
+        """Ask the app for the whole answer and write it, for a request uvicorn's path would
+        only hand to the app: a GET or HEAD on a kept-alive HTTP/1.1 connection with nothing
+        before it still unanswered, for a plain path (no query, escapes or absolute form),
+        not waiting to be told to send a body. Anything else, and whatever the app has no
+        answer for, takes uvicorn's ASGI path."""
+        parser = self.parser
+        cycle = self.cycle
+        if (
+            (cycle is not None and not cycle.response_complete)
+            or self.pipeline
+            or self.expect_100_continue
+            or not parser.should_keep_alive()
+            or parser.should_upgrade()
+            or parser.get_http_version() != "1.1"
+        ):
+            return False
+        method = parser.get_method()
+        if method != b"GET" and method != b"HEAD":
+            return False
+        url = self.url
+        if url[:1] != b"/" or b"?" in url or b"%" in url or b"#" in url:
+            return False
+        try:
+            found = respond_now(
+                method.decode("ascii"), url.decode("ascii"), self._peer, self.headers
+            )
+        except Exception:
+            log.exception("respond_now failed; answering the ASGI way")
+            return False
+        if found is None:
+            return False
+        self._answered = True
+        self._write_at_once(found)
+        return True
+
+    def _write_at_once(self, found: AtOnce) -> None:
+        """What ``RequestResponseCycle.send`` would write for it, then the request completed
+        as uvicorn completes one (keep-alive timer, pipelined requests next)."""
         status, header_lines, body, sent = found
         defaults = self.server_state.default_headers  # the date, renewed every second
         cached = self._defaults
         if cached is None or cached[0] is not defaults:
             cached = (defaults, b"".join(b"%s: %s\r\n" % pair for pair in defaults))
             type(self)._defaults = cached
-        cycle.response_started = cycle.response_complete = True
         self.transport.write_whole(  # type: ignore[attr-defined]
             b"".join((STATUS_LINE[status], cached[1], header_lines, b"\r\n", body))
         )
@@ -177,7 +250,7 @@ class CoalescingHttpToolsProtocol(HttpToolsProtocol):
         if self.pipeline:
             self._idle_since = None
             cycle, app = self.pipeline.pop()
-            self._start_asgi_task(cycle, app)  # type: ignore[arg-type]
+            self._start_asgi_task(cycle, app)
             return
         self._idle_since = self.loop.time()
         if self.timeout_keep_alive_task is None:
@@ -198,15 +271,16 @@ class CoalescingHttpToolsProtocol(HttpToolsProtocol):
 
     def data_received(self, data: bytes) -> None:
         if self._in_head:
+            if self._head == 0 and len(data) <= self._whole_head_max and b"\r\n\r\n" in data:
+                # The usual request: its whole head in one read, shorter than any limit.
+                self._in_head = False
+                super().data_received(data)
+                return
             status = self._scan_head(data)
             if status is not None:
                 self._refuse(status)
                 return
         super().data_received(data)
-
-    def on_message_complete(self) -> None:
-        super().on_message_complete()
-        self._in_head, self._line, self._line_no, self._head = True, 0, 0, 0
 
     def _scan_head(self, data: bytes) -> int | None:
         """Count ``data`` into the head; the status to refuse with once a limit is passed.

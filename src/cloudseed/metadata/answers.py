@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import NamedTuple
+
+from cloudseed.coalescing import AtOnce
 
 TEXT = b"text/plain; charset=utf-8"
 JSON = b"application/json"
@@ -12,8 +13,11 @@ JWT = b"application/jwt"
 BINARY = b"application/octet-stream"
 
 
-@dataclass(frozen=True, slots=True)
-class Answer:
+class Answer(NamedTuple):
+    """Immutable; a named tuple rather than a frozen dataclass, since two or three are made
+    for every request of a boot storm and a frozen dataclass costs three times as much to
+    make."""
+
     status: int
     body: bytes
     content_type: bytes = TEXT
@@ -26,17 +30,6 @@ class Answer:
             if name == b"etag":
                 return value
         return b""
-
-
-class AtOnce(NamedTuple):
-    """A whole answer for the HTTP protocol to write itself (coalescing.py): the status, the
-    header lines (each ending in CRLF, the blank line not included), the body, and what to
-    call once it is written."""
-
-    status: int
-    header_lines: bytes
-    body: bytes
-    sent: Callable[[], None] | None
 
 
 def at_once(answer: Answer, method: str) -> AtOnce:

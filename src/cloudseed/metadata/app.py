@@ -14,12 +14,13 @@ import logging
 from collections.abc import Callable
 
 from cloudseed.cells.service import CellDatabases
+from cloudseed.coalescing import AtOnce
 from cloudseed.db.engines import Database
 from cloudseed.errors import CloudseedError, InvalidInput
 from cloudseed.hostkeys.intake import take_report
 from cloudseed.identity.keyring import Keyring
 from cloudseed.metadata import recursive, render, tree
-from cloudseed.metadata.answers import JSON, JWT, Answer, AtOnce, at_once
+from cloudseed.metadata.answers import JSON, JWT, Answer, at_once
 from cloudseed.metadata.delivery import VIA_LOGIN_CHECK, Deliveries
 from cloudseed.metadata.documents import GuestDocuments
 from cloudseed.metadata.documents_now import document_now
@@ -182,26 +183,22 @@ class MetadataApp:
         if answer.sent is not None and method == "GET":
             answer.sent()
 
-    def respond_now(self, scope: Scope) -> AtOnce | None:
+    def respond_now(
+        self, method: str, path: str, peer: str | None, headers: list[tuple[bytes, bytes]]
+    ) -> AtOnce | None:
         """The answer to a request that can be answered at once, for the HTTP protocol to
-        write without an ASGI cycle (coalescing.py): a GET or HEAD with no query, from a
-        cached guest, for a document that takes no IO, refused by nothing. None for any other
-        request, and for anything this path does not expect: the ASGI path then answers it
-        as ever (refusals, their logging, loads, long-polls)."""
-        method = scope["method"]
-        if (
-            (method != "GET" and method != "HEAD")
-            or scope["query_string"]
-            or self.log_every_request
-            or self.store is None
-        ):
+        write without an ASGI cycle (coalescing.py, which asks only for a GET or HEAD of a
+        plain path, without a query): from a cached guest, for a document that takes no IO,
+        refused by nothing. None for any other request, and for anything this path does not
+        expect: the ASGI path then answers it as ever (refusals, their logging, loads,
+        long-polls)."""
+        if self.log_every_request or self.store is None:
             return None
-        target = tree.parse(scope["path"])
+        target = tree.parse(path)
         if target is None or target.kind in NOT_AT_ONCE:
             return None
-        client = scope.get("client")
         try:
-            answer = self._answer_now(target, client[0] if client else None, scope["headers"])
+            answer = self._answer_now(target, peer, headers)
         except Exception:
             return None
         if answer is None:

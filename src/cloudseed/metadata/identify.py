@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from cloudseed.metadata.errors import BadProxyRequest, BadSignature, UnknownCaller
 from cloudseed.settings import Settings, split_list
@@ -27,22 +27,31 @@ from cloudseed.signing import Verifier
 Headers = Sequence[tuple[bytes, bytes]]
 XFF = b"x-forwarded-for"
 FORWARDED = b"forwarded"
+# What a metadata proxy sends (proxy mode): every other header is left alone.
+PROXY_HEADERS = frozenset(
+    {
+        b"x-instance-id",
+        b"x-instance-id-signature",
+        b"x-tenant-id",
+        b"x-metadata-provider",
+        b"x-metadata-provider-signature",
+        XFF,
+    }
+)
 
 
-@dataclass(frozen=True, slots=True)
-class ByAddress:
+# Named tuples (immutable, and cheaper to make than frozen dataclasses): one per request.
+class ByAddress(NamedTuple):
     address: str
 
 
-@dataclass(frozen=True, slots=True)
-class ByInstance:
+class ByInstance(NamedTuple):
     instance_id: str
     tenant_id: str
     address: str | None  # X-Forwarded-For, for local-ipv4 only
 
 
-@dataclass(frozen=True, slots=True)
-class ByProvider:
+class ByProvider(NamedTuple):
     provider: str
     address: str
 
@@ -110,12 +119,18 @@ class Identifier:
         return hops[0] if hops else None
 
     def _proxy_claim(self, headers: Headers) -> Claim:
-        found: dict[bytes, list[str]] = {}
-        for name, value in headers:
-            if name.startswith(b"x-"):
-                found.setdefault(name, []).append(value.decode("latin-1"))
+        found: dict[bytes, list[bytes]] = {}
+        for name, value in headers:  # one pass; only the proxy's headers are kept
+            if name in PROXY_HEADERS:
+                values = found.get(name)
+                if values is None:
+                    found[name] = [value]
+                else:
+                    values.append(value)
         # The address the proxy appended: the right-most (the guest controls the rest).
-        forwarded = self._nearest_untrusted(_hops(headers, XFF)) or None
+        forwarded = None
+        if XFF in found:
+            forwarded = self._nearest_untrusted(_hops(headers, XFF)) or None
         provider = _single(found, b"x-metadata-provider", "X-Metadata-Provider")
         if provider is not None:
             if forwarded is None:
@@ -145,13 +160,13 @@ class Identifier:
             raise BadSignature()
 
 
-def _single(found: dict[bytes, list[str]], name: bytes, label: str) -> str | None:
+def _single(found: dict[bytes, list[bytes]], name: bytes, label: str) -> str | None:
     values = found.get(name)
     if not values:
         return None
     if len(values) > 1:
         raise BadProxyRequest(f"Multiple {label} headers found within request.")
-    return values[0]
+    return values[0].decode("latin-1")
 
 
 def _hops(headers: Headers, which: bytes) -> list[str]:

@@ -23,7 +23,7 @@ from cloudseed.cells.service import CellDatabases
 from cloudseed.errors import Forbidden
 from cloudseed.metrics._operations import OperationsCollector, count_operations
 from cloudseed.metrics._registry import LATENCY_BUCKETS, Metrics
-from cloudseed.metrics._routes import RouteNames
+from cloudseed.metrics._routes import MetadataRoutes, RouteNames
 from cloudseed.metrics._tally import Tally
 from cloudseed.settings import split_list
 from cloudseed.types import ASGIApp, Message, Receive, Scope, Send
@@ -84,16 +84,19 @@ class MetricsEdge:
         # The metadata app's answers written at once (coalescing.py asks the outermost app
         # for respond_now): counted here too, or the busiest requests would go unseen.
         self._respond_now = getattr(app, "respond_now", None)
-        if self._respond_now is not None:
+        if self._respond_now is not None and isinstance(routes, MetadataRoutes):
             self.respond_now = self._counted_respond_now
 
-    def _counted_respond_now(self, scope: Scope) -> Any:
-        if scope["path"] == PATH or self._respond_now is None:
+    def _counted_respond_now(
+        self, method: str, path: str, peer: str | None, headers: list[tuple[bytes, bytes]]
+    ) -> Any:
+        if path == PATH or self._respond_now is None:
             return None
         started = time.perf_counter()
-        found = self._respond_now(scope)
+        found = self._respond_now(method, path, peer, headers)
         if found is not None:
-            self._count(scope, found[0], time.perf_counter() - started)
+            # The metadata listener's route key is the path (MetadataRoutes).
+            self._tally(path, method, found[0], time.perf_counter() - started)
         return found
 
     def drain(self) -> None:
@@ -128,7 +131,10 @@ class MetricsEdge:
             self._count(scope, status, time.perf_counter() - started)
 
     def _count(self, scope: Scope, status: int, seconds: float) -> None:
-        key = (self.routes.key(scope), scope["method"], status)
+        self._tally(self.routes.key(scope), scope["method"], status, seconds)
+
+    def _tally(self, route_key: Hashable, method: str, status: int, seconds: float) -> None:
+        key = (route_key, method, status)
         tally = self._tallies.get(key)
         if tally is None:
             tally = self._resolve(key)
