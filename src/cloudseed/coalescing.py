@@ -5,7 +5,8 @@ Head limits: httptools buffers a header until its line ends and uvicorn sets no 
 100 MB header line was held in memory whole (four at once took a worker from 84 to 316 MB).
 ``HeadLimits`` bounds the request line (414), each header line and the whole head (431),
 counted on the bytes as they arrive, before the parser sees them; the answer is sent and the
-connection closed at once, so at most one limit's worth of a head is ever held.
+connection closed at once, so at most one limit's worth of a head is ever held. A head that
+arrives whole in one read shorter than every limit (nearly every request) is not counted.
 
 uvicorn writes a response's head and its body to the transport separately, and an asyncio
 socket transport with nothing buffered sends each write at once: two system calls per
@@ -16,11 +17,12 @@ turn if nothing follows. Everything else is written at once: holding every write
 of the turn (tried first) sent one response per turn of a busy loop late, which raised the
 p99 latency while it raised throughput.
 
-Answers at once: an app with a ``respond_now(scope)`` method (the metadata app) is asked
-first, when a request's head is complete, for the whole answer (``metadata/answers.py``
-``AtOnce``); when it has one (a cached guest's document), the protocol writes it at once,
-status line and head included, in one write: no ASGI cycle, no Task, no message dicts. When
-it has none, the request takes uvicorn's ASGI path as any other.
+Answers at once: an app with a ``respond_now(method, path, peer, headers)`` method (the
+metadata app) is asked first, when the head of a plain GET or HEAD is complete, for the whole
+answer (``AtOnce``); when it has one (a cached guest's document), the protocol writes it at
+once, status line and head included, in one write: no ASGI scope, no request cycle, no Task,
+no message dicts (uvicorn's scope and cycle are made only for a request that takes its
+path). When it has none, the request takes uvicorn's ASGI path as any other.
 
 Keep-alive: uvicorn cancels its idle timer when data comes and arms a new one after every
 response (a timer handle made and one cancelled per request). Here one timer stays armed
