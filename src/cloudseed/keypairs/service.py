@@ -99,8 +99,13 @@ def _insert(
         result = session.connection().execute(_INSERT, values)
     except IntegrityError as exc:
         raise KeypairExists(name=name) from exc
-    # Others may have inserted since we counted; this count includes them and us.
-    if quota.recheck and not quotas.within(limit, count(session, user_id)):
+    # Others may have inserted since we counted; this count includes them and us. (Unlimited
+    # users are not counted, as above.)
+    if (
+        quota.recheck
+        and limit != quotas.UNLIMITED
+        and not quotas.within(limit, count(session, user_id))
+    ):
         raise KeypairLimitExceeded(limit=limit)
     # What was written, as a detached object (the session never held it).
     (keypair_id,) = result.inserted_primary_key or (None,)
