@@ -10,6 +10,8 @@ import httpx
 import pytest
 from cryptography.hazmat.primitives import serialization
 
+from cloudseed.keypairs import service
+from cloudseed.keypairs.errors import KeypairExists, KeypairNotFound
 from cloudseed.quotas.models import ProjectQuota, ProjectUserQuota
 from tests.support import keys
 
@@ -444,3 +446,62 @@ class TestQuota:
         assert len(listed) <= 3
         assert statuses.count(201) == len(listed)
         assert set(statuses) <= {201, 403}
+
+
+class TestServiceTransactions:
+    """The service functions on a Core connection (what the routes use) and on a Session
+    (what the CLI uses) write the same rows, and a failure leaves nothing behind."""
+
+    QUOTA = service.Quota(default=10, recheck=True, project_id="proj")
+
+    def test_a_failed_transaction_leaves_nothing(self, clean_api_db):
+        with pytest.raises(KeypairExists), clean_api_db.write_connection() as connection:
+            for name in ("a", "b", "a"):
+                service.import_keypair(
+                    connection,
+                    user_id="u",
+                    name=name,
+                    public_key=keys.ed25519_public(),
+                    key_type="ssh",
+                    quota=self.QUOTA,
+                )
+        with clean_api_db.read() as session:
+            assert service.list_keypairs(session, user_id="u") == []
+
+    def test_connection_and_session_write_the_same_row(self, clean_api_db):
+        public_key = keys.ed25519_public()
+        with clean_api_db.write_connection() as connection:
+            by_connection = service.import_keypair(
+                connection,
+                user_id="u",
+                name="c",
+                public_key=public_key,
+                key_type="ssh",
+                quota=self.QUOTA,
+            )
+        with clean_api_db.write() as session:
+            by_session = service.import_keypair(
+                session,
+                user_id="u",
+                name="s",
+                public_key=public_key,
+                key_type="ssh",
+                quota=self.QUOTA,
+            )
+        with clean_api_db.read() as session:
+            stored = {k.name: k for k in service.list_keypairs(session, user_id="u")}
+        for made in (by_connection, by_session):
+            row = stored[made.name]
+            assert (made.id, made.fingerprint, made.fingerprint_sha256, made.type) == (
+                row.id,
+                row.fingerprint,
+                row.fingerprint_sha256,
+                row.type,
+            )
+            assert made.created_at == row.created_at.replace(tzinfo=None)
+        with clean_api_db.write_connection() as connection:
+            service.delete_keypair(connection, user_id="u", name="c")
+        with clean_api_db.write() as session:
+            service.delete_keypair(session, user_id="u", name="s")
+            with pytest.raises(KeypairNotFound):
+                service.delete_keypair(session, user_id="u", name="s")

@@ -1,5 +1,7 @@
 """Key pair operations on an API database session. Routes and the CLI both call these; the
 caller owns the transaction (``Database.write()``), so a failure anywhere leaves nothing behind.
+Creating and deleting also take a Core connection (``Database.write_connection()``): the API's
+routes use one, as these run Core statements only.
 """
 
 from __future__ import annotations
@@ -8,7 +10,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
-from sqlalchemy import Select, String, Table, bindparam, case, delete, func, insert, select
+from sqlalchemy import (
+    Connection,
+    Select,
+    String,
+    Table,
+    bindparam,
+    case,
+    delete,
+    func,
+    insert,
+    select,
+)
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -55,17 +68,25 @@ _DELETE = delete(_TABLE).where(
 )
 
 
-def count(session: Session, user_id: str) -> int:
-    return int(session.connection().execute(_COUNT, {"user_id": user_id}).scalar_one())
+def _connection(session: Session | Connection) -> Connection:
+    if isinstance(session, Connection):
+        return session
+    # Key pairs this session holds but has not written yet count too, as with an ORM query.
+    session.flush()
+    return session.connection()
 
 
-def _check_quota(session: Session, user_id: str, quota: Quota) -> int:
+def count(session: Session | Connection, user_id: str) -> int:
+    return int(_connection(session).execute(_COUNT, {"user_id": user_id}).scalar_one())
+
+
+def _check_quota(session: Session | Connection, user_id: str, quota: Quota) -> int:
     """The user's key pair limit, after making sure one more fits under it."""
     params = quotas.limit_params(
         project_id=quota.project_id, user_id=user_id, default=quota.default
     )
     limit, used = (
-        session.connection().execute(_LIMIT_AND_COUNT, {**params, "user_id": user_id}).one()
+        _connection(session).execute(_LIMIT_AND_COUNT, {**params, "user_id": user_id}).one()
     )
     if limit != quotas.UNLIMITED and not quotas.within(limit, used + 1):
         raise KeypairLimitExceeded(limit=limit)
@@ -73,7 +94,7 @@ def _check_quota(session: Session, user_id: str, quota: Quota) -> int:
 
 
 def _insert(
-    session: Session,
+    session: Session | Connection,
     *,
     user_id: str,
     name: str,
@@ -81,9 +102,8 @@ def _insert(
     parsed: keys.ParsedKey,
     quota: Quota,
 ) -> KeyPair:
-    # Key pairs this session holds but has not written yet count too, as with an ORM query.
-    session.flush()
-    limit = _check_quota(session, user_id, quota)
+    connection = _connection(session)
+    limit = _check_quota(connection, user_id, quota)
     values = {
         "name": name,
         "user_id": user_id,
@@ -96,7 +116,7 @@ def _insert(
     }
     try:
         # The unique constraint decides between concurrent creators, not a read before writing.
-        result = session.connection().execute(_INSERT, values)
+        result = connection.execute(_INSERT, values)
     except IntegrityError as exc:
         raise KeypairExists(name=name) from exc
     # Others may have inserted since we counted; this count includes them and us. (Unlimited
@@ -104,7 +124,7 @@ def _insert(
     if (
         quota.recheck
         and limit != quotas.UNLIMITED
-        and not quotas.within(limit, count(session, user_id))
+        and not quotas.within(limit, count(connection, user_id))
     ):
         raise KeypairLimitExceeded(limit=limit)
     # What was written, as a detached object (the session never held it).
@@ -113,7 +133,13 @@ def _insert(
 
 
 def import_keypair(
-    session: Session, *, user_id: str, name: str, public_key: str, key_type: str, quota: Quota
+    session: Session | Connection,
+    *,
+    user_id: str,
+    name: str,
+    public_key: str,
+    key_type: str,
+    quota: Quota,
 ) -> KeyPair:
     parsed = keys.parse_public_key(public_key, key_type)
     return _insert(
@@ -122,7 +148,13 @@ def import_keypair(
 
 
 def generate_keypair(
-    session: Session, *, user_id: str, name: str, key_type: str, algorithm: str, quota: Quota
+    session: Session | Connection,
+    *,
+    user_id: str,
+    name: str,
+    key_type: str,
+    algorithm: str,
+    quota: Quota,
 ) -> tuple[KeyPair, str]:
     """Make a key pair on the server; the private key is returned once and never stored."""
     # Fail on quota before spending time on key generation (_insert checks again after it).
@@ -205,7 +237,7 @@ def _list_query(
     return query
 
 
-def delete_keypair(session: Session, *, user_id: str, name: str) -> None:
-    result = session.connection().execute(_DELETE, {"user_id": user_id, "name": name})
+def delete_keypair(session: Session | Connection, *, user_id: str, name: str) -> None:
+    result = _connection(session).execute(_DELETE, {"user_id": user_id, "name": name})
     if result.rowcount == 0:
         raise KeypairNotFound(name=name, user_id=user_id)
