@@ -9,13 +9,14 @@ each):
 - ``GET /v2.1/os-keypairs/{name}`` at 2.10;
 - ``GET /v2.1/servers/{id}`` at 2.1 and at ``latest``;
 
-and ``--imports`` sequential key pair imports (one client, one connection: median and p99).
-These are cloudseed alone; bench/side_by_side.py puts Nova beside it behind Keystone.
+and ``--imports`` sequential key pair imports, then as many deletes of them (one client, one
+connection: median, p99 and the server's CPU per request). ``--sequential-only`` measures just
+those. These are cloudseed alone; bench/side_by_side.py puts Nova beside it behind Keystone.
 
 Usage (from the repository root, with the project's venv)::
 
     .venv/bin/python bench/api_reads.py [--workers 2] [--connections 8] [--seconds 10]
-        [--write docs/benchmarks.md]
+        [--sequential-only] [--write docs/benchmarks.md]
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 from cryptography.hazmat.primitives import serialization
@@ -232,16 +234,47 @@ def run_wrk(url: str, version: str, connections: int, seconds: int) -> dict[str,
     return {"rps": rps, "p50": p50, "p99": p99, "count": count}
 
 
-def sequential_imports(client: httpx.Client, count: int) -> list[float]:
-    lines = [ed25519_line(f"imp{i}@bench") for i in range(count)]
+def sequential(
+    client: httpx.Client, pid: int, requests: list[tuple[str, str, dict[str, Any] | None]]
+) -> tuple[list[float], float]:
+    """Each (method, path, body) in turn, on one connection; (sorted milliseconds, the
+    server's CPU milliseconds per request)."""
     latencies = []
-    for i, line in enumerate(lines):
-        body = {"keypair": {"name": f"imp-{i:05d}", "public_key": line}}
+    cpu_before = cpu_seconds(pid)
+    for method, path, body in requests:
         started = time.perf_counter()
-        r = client.post("/v2.1/os-keypairs", json=body, headers=headers("2.10"))
+        r = client.request(method, path, json=body, headers=headers("2.10"))
         latencies.append((time.perf_counter() - started) * 1000)
         r.raise_for_status()
-    return sorted(latencies)
+    cpu_ms = (cpu_seconds(pid) - cpu_before) * 1000 / len(requests)
+    return sorted(latencies), cpu_ms
+
+
+def sequential_rows(client: httpx.Client, pid: int, count: int) -> list[tuple[str, ...]]:
+    """``count`` imports of new ed25519 keys, then the deletes of the same key pairs."""
+    lines = [ed25519_line(f"imp{i}@bench") for i in range(count)]
+    names = [f"imp-{i:05d}" for i in range(count)]
+    imports = [
+        ("POST", "/v2.1/os-keypairs", {"keypair": {"name": name, "public_key": line}})
+        for name, line in zip(names, lines, strict=True)
+    ]
+    deletes = [("DELETE", f"/v2.1/os-keypairs/{name}", None) for name in names]
+    rows: list[tuple[str, ...]] = []
+    for what, requests in (("import", imports), ("delete", deletes)):
+        latencies, cpu_ms = sequential(client, pid, requests)
+        median = latencies[len(latencies) // 2]
+        p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
+        rows.append(
+            (
+                f"key pair {what}, sequential ({count})",
+                "",
+                f"{median:.2f} ms",
+                f"{p99:.2f} ms",
+                f"{cpu_ms:.2f} ms",
+            )
+        )
+        print(rows[-1], flush=True)
+    return rows
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -261,6 +294,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=os.environ.get("KEYSTONE_ADMIN_PASSWORD", "peer-admin-secret"),
         help="the Keystone admin's password (default: ../shared/peers/keystone.sh's)",
     )
+    parser.add_argument(
+        "--sequential-only",
+        action="store_true",
+        help="only the sequential imports and deletes (no wrk rows; nothing is written)",
+    )
     parser.add_argument("--hold", action="store_true", help="keep serving after set-up (profiling)")
     parser.add_argument("--write", type=Path, help="Markdown file to write the section into")
     return parser.parse_args(argv)
@@ -270,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if shutil.which("wrk") is None:
         sys.exit("wrk is not installed")
-    rows: list[tuple[str, str, str, str, str]] = []
+    rows: list[tuple[str, ...]] = []
     with tempfile.TemporaryDirectory(prefix="cloudseed-bench-reads-") as tmp_name:
         tmp = Path(tmp_name)
         extra = ""
@@ -295,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
                 ("server show (2.1)", f"/v2.1/servers/{server_id}", "2.1"),
                 ("server show (latest)", f"/v2.1/servers/{server_id}", "latest"),
             ]
-            for what, path, version in targets:
+            for what, path, version in [] if args.sequential_only else targets:
                 cpu_before = cpu_seconds(pid)
                 result = run_wrk(base + path, version, args.connections, args.seconds)
                 cpu_ms = (cpu_seconds(pid) - cpu_before) * 1000 / result["count"]
@@ -309,19 +347,9 @@ def main(argv: list[str] | None = None) -> int:
                     )
                 )
                 print(rows[-1], flush=True)
-            latencies = sequential_imports(client, args.imports)
-            median = latencies[len(latencies) // 2]
-            p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
-            rows.append(
-                (
-                    f"key pair import, sequential ({args.imports})",
-                    "",
-                    f"{median:.2f} ms",
-                    f"{p99:.2f} ms",
-                    "",
-                )
-            )
-            print(rows[-1], flush=True)
+            rows += sequential_rows(client, pid, args.imports)
+    if args.sequential_only:
+        return 0
     load = Path("/proc/loadavg").read_text().split()[:3] if Path("/proc/loadavg").exists() else []
     table = [
         "| Measurement | Throughput | p50 | p99 | server CPU per request |",

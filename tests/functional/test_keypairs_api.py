@@ -10,7 +10,9 @@ import httpx
 import pytest
 from cryptography.hazmat.primitives import serialization
 
-from cloudseed.quotas.models import ProjectUserQuota
+from cloudseed.keypairs import service
+from cloudseed.keypairs.errors import KeypairExists, KeypairNotFound
+from cloudseed.quotas.models import ProjectQuota, ProjectUserQuota
 from tests.support import keys
 
 
@@ -395,3 +397,111 @@ class TestQuota:
             json={"keypair": {"name": "k2", "public_key": keys.ed25519_public()}},
         )
         assert r.status_code == 200
+
+    def test_project_override_and_the_user_row_winning_over_it(self, api, api_db):
+        with api_db.write() as session:
+            session.add(ProjectQuota(project_id="proj", resource="key_pairs", hard_limit=1))
+        assert create(api, "k1", keys.ed25519_public()).status_code == 201
+        assert create(api, "k2", keys.ed25519_public()).status_code == 403
+        with api_db.write() as session:
+            session.add(
+                ProjectUserQuota(
+                    project_id="proj", user_id="alice", resource="key_pairs", hard_limit=-1
+                )
+            )
+        # alice's own row (unlimited) replaces her project's limit; other quotas are apart.
+        assert create(api, "k2", keys.ed25519_public()).status_code == 201
+        assert create(api, "k3", keys.ed25519_public()).status_code == 201
+
+    def test_quota_is_checked_before_the_name(self, api, api_db):
+        # As Nova: at the limit, an existing name is refused for the quota, not as a conflict.
+        with api_db.write() as session:
+            session.add(
+                ProjectUserQuota(
+                    project_id="proj", user_id="alice", resource="key_pairs", hard_limit=1
+                )
+            )
+        assert create(api, "k1", keys.ed25519_public()).status_code == 201
+        r = create(api, "k1", keys.ed25519_public())
+        assert r.status_code == 403
+        assert r.json()["forbidden"]["message"] == "Quota exceeded, too many key pairs."
+
+    def test_concurrent_imports_never_pass_the_limit(self, api, api_db, api_url):
+        with api_db.write() as session:
+            session.add(
+                ProjectUserQuota(
+                    project_id="proj", user_id="alice", resource="key_pairs", hard_limit=3
+                )
+            )
+        public_keys = [keys.ed25519_public() for _ in range(12)]
+
+        def one(i: int) -> int:
+            with httpx.Client(base_url=api_url, headers={"X-Auth-Token": "alice:proj"}) as c:
+                body = {"keypair": {"name": f"c{i}", "public_key": public_keys[i]}}
+                return c.post("/v2.1/os-keypairs", json=body, headers=mv("2.10")).status_code
+
+        with concurrent.futures.ThreadPoolExecutor(6) as pool:
+            statuses = sorted(pool.map(one, range(12)))
+        listed = api.get("/v2.1/os-keypairs", headers=mv("2.10")).json()["keypairs"]
+        assert len(listed) <= 3
+        assert statuses.count(201) == len(listed)
+        assert set(statuses) <= {201, 403}
+
+
+class TestServiceTransactions:
+    """The service functions on a Core connection (what the routes use) and on a Session
+    (what the CLI uses) write the same rows, and a failure leaves nothing behind."""
+
+    QUOTA = service.Quota(default=10, recheck=True, project_id="proj")
+
+    def test_a_failed_transaction_leaves_nothing(self, clean_api_db):
+        with pytest.raises(KeypairExists), clean_api_db.write_connection() as connection:
+            for name in ("a", "b", "a"):
+                service.import_keypair(
+                    connection,
+                    user_id="u",
+                    name=name,
+                    public_key=keys.ed25519_public(),
+                    key_type="ssh",
+                    quota=self.QUOTA,
+                )
+        with clean_api_db.read() as session:
+            assert service.list_keypairs(session, user_id="u") == []
+
+    def test_connection_and_session_write_the_same_row(self, clean_api_db):
+        public_key = keys.ed25519_public()
+        with clean_api_db.write_connection() as connection:
+            by_connection = service.import_keypair(
+                connection,
+                user_id="u",
+                name="c",
+                public_key=public_key,
+                key_type="ssh",
+                quota=self.QUOTA,
+            )
+        with clean_api_db.write() as session:
+            by_session = service.import_keypair(
+                session,
+                user_id="u",
+                name="s",
+                public_key=public_key,
+                key_type="ssh",
+                quota=self.QUOTA,
+            )
+        with clean_api_db.read() as session:
+            stored = {k.name: k for k in service.list_keypairs(session, user_id="u")}
+        for made in (by_connection, by_session):
+            row = stored[made.name]
+            assert (made.id, made.fingerprint, made.fingerprint_sha256, made.type) == (
+                row.id,
+                row.fingerprint,
+                row.fingerprint_sha256,
+                row.type,
+            )
+            assert made.created_at == row.created_at.replace(tzinfo=None)
+        with clean_api_db.write_connection() as connection:
+            service.delete_keypair(connection, user_id="u", name="c")
+        with clean_api_db.write() as session:
+            service.delete_keypair(session, user_id="u", name="s")
+            with pytest.raises(KeypairNotFound):
+                service.delete_keypair(session, user_id="u", name="s")

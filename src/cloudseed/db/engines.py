@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
@@ -151,6 +151,18 @@ class Database:
             self.writer.begin() as session,
         ):
             yield session
+
+    @contextmanager
+    def write_connection(self) -> Iterator[Connection]:
+        """``write()`` without the ORM: a Core connection in one transaction, for service
+        functions that run only Core statements on a hot path (key pair import and delete),
+        where setting up and closing a Session cost as much as a statement."""
+        with (
+            self.write_lock or contextlib.nullcontext(),
+            _translate_outages(),
+            self.engine.begin() as connection,
+        ):
+            yield connection
 
     @contextmanager
     def read(self) -> Iterator[Session]:

@@ -1,7 +1,8 @@
 """``/v2.1/os-keypairs`` routes: list, show, create/import, delete, for every microversion.
 
 Policy is checked here (the service layer knows nothing of callers); the database work runs in
-a worker thread inside one transaction.
+a worker thread inside one transaction (create and delete: on a Core connection, without a
+Session, as their service functions run Core statements only).
 """
 
 from __future__ import annotations
@@ -112,10 +113,10 @@ async def create(request: Request) -> Response:
     key_type = params.get("type", "ssh")
 
     def run() -> tuple[Any, str | None]:
-        with db.write() as session:
+        with db.write_connection() as connection:
             if "public_key" in params:
                 return service.import_keypair(
-                    session,
+                    connection,
                     user_id=user_id,
                     name=params["name"],
                     public_key=params["public_key"],
@@ -123,7 +124,7 @@ async def create(request: Request) -> Response:
                     quota=quota,
                 ), None
             return service.generate_keypair(
-                session,
+                connection,
                 user_id=user_id,
                 name=params["name"],
                 key_type=key_type,
@@ -157,8 +158,8 @@ async def delete(request: Request) -> Response:
     db, name = api_db_of(request), request.path_params["name"]
 
     def run() -> None:
-        with db.write() as session:
-            service.delete_keypair(session, user_id=user_id, name=name)
+        with db.write_connection() as connection:
+            service.delete_keypair(connection, user_id=user_id, name=name)
 
     await run_in_threadpool(run)
     return Response(status_code=204 if version >= V2_2 else 202)

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import ColumnElement, Integer, Select, String, bindparam, delete, func, select
 from sqlalchemy.orm import Session
 
 from cloudseed.quotas.errors import InvalidQuotaLimit, TooManyInstances
@@ -66,24 +67,51 @@ def defaults(quota: QuotaSection) -> dict[str, int]:
     return {resource: values[resource] for resource in RESOURCES}
 
 
+# The bound parameters of ``limit_expression``: the caller passes them with the statement.
+PROJECT_PARAM, USER_PARAM, DEFAULT_PARAM = "quota_project_id", "quota_user_id", "quota_default"
+
+
+def limit_expression(resource: str) -> ColumnElement[int]:
+    """``limit_for`` as one SQL expression, to put in a statement built once: the user's row,
+    else the project's, else the default, read from the bound parameters ``PROJECT_PARAM``,
+    ``USER_PARAM`` and ``DEFAULT_PARAM``. (``hard_limit`` is never NULL, so COALESCE falls
+    through only where a row is missing.)"""
+    project = bindparam(PROJECT_PARAM, type_=String)
+    user_row = (
+        select(ProjectUserQuota.hard_limit)
+        .where(
+            ProjectUserQuota.resource == resource,
+            ProjectUserQuota.project_id == project,
+            ProjectUserQuota.user_id == bindparam(USER_PARAM, type_=String),
+        )
+        .scalar_subquery()
+    )
+    project_row = (
+        select(ProjectQuota.hard_limit)
+        .where(ProjectQuota.resource == resource, ProjectQuota.project_id == project)
+        .scalar_subquery()
+    )
+    return func.coalesce(user_row, project_row, bindparam(DEFAULT_PARAM, type_=Integer))
+
+
+def limit_params(*, project_id: str, user_id: str, default: int) -> dict[str, Any]:
+    """The values of ``limit_expression``'s parameters."""
+    return {PROJECT_PARAM: project_id, USER_PARAM: user_id, DEFAULT_PARAM: default}
+
+
+# One statement per resource, built when first asked for: building a select costs more than
+# SQLite takes to run it.
+_LIMIT_STATEMENTS: dict[str, Select[int]] = {}
+
+
 def limit_for(
     session: Session, *, resource: str, project_id: str, user_id: str, default: int
 ) -> int:
-    user_limit = session.scalar(
-        select(ProjectUserQuota.hard_limit).where(
-            ProjectUserQuota.resource == resource,
-            ProjectUserQuota.project_id == project_id,
-            ProjectUserQuota.user_id == user_id,
-        )
-    )
-    if user_limit is not None:
-        return user_limit
-    project_limit = session.scalar(
-        select(ProjectQuota.hard_limit).where(
-            ProjectQuota.resource == resource, ProjectQuota.project_id == project_id
-        )
-    )
-    return project_limit if project_limit is not None else default
+    statement = _LIMIT_STATEMENTS.get(resource)
+    if statement is None:
+        statement = _LIMIT_STATEMENTS[resource] = select(limit_expression(resource))
+    params = limit_params(project_id=project_id, user_id=user_id, default=default)
+    return int(session.execute(statement, params).scalar_one())
 
 
 def metadata_items_limit(session: Session, *, project_id: str, user_id: str) -> int:

@@ -27,6 +27,7 @@ from cloudseed.web.errors import (
     UnsupportedMediaType,
     ValidationFailed,
 )
+from cloudseed.web.schema_fastpath import Accept, compile_accepting
 
 JSON_TYPES = ("application/json", "application/vnd.openstack.compute+json")
 
@@ -64,19 +65,29 @@ def _check_name(instance: object) -> bool:
 
 
 # Schemas are module-level constants; keeping the schema in the value pins its id.
-_VALIDATORS: dict[int, tuple[Mapping[str, Any], jsonschema.Draft202012Validator]] = {}
+_VALIDATORS: dict[
+    int, tuple[Mapping[str, Any], jsonschema.Draft202012Validator, Accept | None]
+] = {}
 
 
-def _validator(schema: Mapping[str, Any]) -> jsonschema.Draft202012Validator:
+def _validator(
+    schema: Mapping[str, Any],
+) -> tuple[Mapping[str, Any], jsonschema.Draft202012Validator, Accept | None]:
     entry = _VALIDATORS.get(id(schema))
     if entry is None:
-        entry = (schema, jsonschema.Draft202012Validator(schema, format_checker=FORMAT_CHECKER))
+        entry = (
+            schema,
+            jsonschema.Draft202012Validator(schema, format_checker=FORMAT_CHECKER),
+            compile_accepting(schema, FORMAT_CHECKER),
+        )
         _VALIDATORS[id(schema)] = entry
-    return entry[1]
+    return entry
 
 
 def validate(schema: Mapping[str, Any], instance: Any, *, query: bool = False) -> None:
-    validator = _validator(schema)
+    _, validator, accept = _validator(schema)
+    if accept is not None and accept(instance):
+        return  # certainly valid (web/schema_fastpath.py); jsonschema words any error
     error = jsonschema.exceptions.best_match(validator.iter_errors(instance))
     if error is None:
         return
