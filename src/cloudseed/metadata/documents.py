@@ -71,8 +71,13 @@ class GuestDocuments:
         if self._other_meta is not None and variant in self._other_meta:
             return self._other_meta[variant]
         doc = render.meta_data(self.facts, variant, dhcp_domain=self.dhcp_domain)
-        if doc.suffix is not None:  # what follows the seed: the same for most guests
-            doc = render.SeededJSON(doc.prefix, shared(doc.suffix))
+        # One copy of what most guests have in common: the metadata items and keys (cut out
+        # by render.meta_data), and what follows the seed. Not the rest, which names the
+        # guest: a copy of it shared with nobody would only take a place in the table.
+        parts = doc.parts
+        if len(parts) == 3:
+            parts = (parts[0], shared(parts[1]), parts[2])
+        doc = render.SeededJSON(parts, None if doc.suffix is None else shared(doc.suffix))
         if self._meta is None:
             self._meta_variant, self._meta = variant, doc
         else:

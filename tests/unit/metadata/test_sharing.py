@@ -7,6 +7,7 @@ import base64
 import datetime as dt
 import json
 
+from cloudseed.metadata import render
 from cloudseed.metadata import versions as v
 from cloudseed.metadata.delivery import guest_facts
 from cloudseed.metadata.documents import GuestDocuments
@@ -102,3 +103,30 @@ def test_guests_alike_hold_one_copy_of_what_they_have_in_common() -> None:
     assert one.security_groups is two.security_groups
     assert one.hostname is one.name  # the hostname made from the name: one string
     assert one.name != two.name and one.uuid != two.uuid
+
+
+def test_guests_alike_share_their_metadata_items_and_keys_in_meta_data() -> None:
+    one = GuestDocuments(facts(uuid="u-1", name="a"), "novalocal").meta_data("latest")
+    two = GuestDocuments(facts(uuid="u-2", name="b"), "novalocal").meta_data("latest")
+    assert len(one.parts) == 3 and one.parts[1] is two.parts[1]
+    assert one.parts[1] == b'"meta": {"a": "1"}, "public_keys": {"k": "ssh-ed25519 AAAA k"}, ' + (
+        b'"keys": [{"name": "k", "type": "ssh", "data": "ssh-ed25519 AAAA k"}]'
+    )
+    doc = json.loads(one.render(b"seed"))
+    assert doc["uuid"] == "u-1" and doc["name"] == "a" and doc["random_seed"] == "seed"
+    assert doc["meta"] == {"a": "1"} and doc["keys"][0]["data"] == "ssh-ed25519 AAAA k"
+
+
+def test_meta_data_is_cut_only_where_the_members_stand_together() -> None:
+    # A config drive's files come between the metadata items and the keys: one piece.
+    files = [{"path": "/etc/x", "content_path": "/content/0000"}]
+    drive = render.meta_data(facts(), "latest", dhcp_domain="", files=files)
+    assert len(drive.parts) == 1
+    assert json.loads(drive.render(b"s"))["files"] == files
+    # Nothing alike to cut out: one piece.
+    bare = render.meta_data(facts(keys=(), meta=()), "latest", dhcp_domain="")
+    assert len(bare.parts) == 1 and b'"keys"' not in bare.prefix
+    # Cut or not, the same bytes.
+    cut = render.meta_data(facts(), "latest", dhcp_domain="")
+    whole = render.dumps({**json.loads(cut.render(b"s")), "random_seed": "s"})
+    assert cut.render(b"s") == whole
