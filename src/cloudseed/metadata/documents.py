@@ -74,10 +74,12 @@ class GuestDocuments:
         # One copy of what most guests have in common: the metadata items and keys (cut out
         # by render.meta_data), and what follows the seed. Not the rest, which names the
         # guest: a copy of it shared with nobody would only take a place in the table.
-        parts = doc.parts
-        if len(parts) == 3:
-            parts = (parts[0], shared(parts[1]), parts[2])
-        doc = render.SeededJSON(parts, None if doc.suffix is None else shared(doc.suffix))
+        doc = render.SeededJSON(
+            doc.head,
+            shared(doc.alike),
+            doc.tail,
+            None if doc.suffix is None else shared(doc.suffix),
+        )
         if self._meta is None:
             self._meta_variant, self._meta = variant, doc
         else:

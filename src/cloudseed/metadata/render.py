@@ -31,24 +31,27 @@ _SEED_MARKER_JSON = json.dumps(_SEED_MARKER).encode()
 
 @dataclass(frozen=True, slots=True)
 class SeededJSON:
-    """A JSON document with a hole for a random seed: ``parts`` joined, the seed, ``suffix``
-    (None when there is no seed: then ``parts`` joined is the whole document). ``parts`` is
-    cut where guests often have a piece in common (``meta_data``), so that a worker's cache
-    can hold one copy of it (documents.py)."""
+    """A JSON document with a hole for a random seed: ``head``, ``alike`` and ``tail``, the
+    seed, ``suffix`` (None when there is no seed: then the first three are the whole
+    document; else the seed's quotes end the tail and start the suffix). ``alike`` is what
+    guests often have in common (``meta_data``: metadata items and keys), cut out so that a
+    worker's cache can hold one copy of it (documents.py); empty when nothing was cut out."""
 
-    parts: tuple[bytes, ...]
+    head: bytes
+    alike: bytes
+    tail: bytes
     suffix: bytes | None
 
     @property
     def prefix(self) -> bytes:
-        return b"".join(self.parts)
+        return b"".join((self.head, self.alike, self.tail))
 
     def render(self, seed: bytes | None = None) -> bytes:
         if self.suffix is None:
             return self.prefix
         if seed is None:
             seed = new_seed()
-        return b"".join((*self.parts, b'"', seed, b'"', self.suffix))
+        return b"".join((self.head, self.alike, self.tail, seed, self.suffix))
 
 
 def new_seed() -> bytes:
@@ -100,7 +103,10 @@ def meta_data(
         doc["dedicated_cpus"] = []
     body = dumps(doc)
     prefix, marker, suffix = body.partition(_SEED_MARKER_JSON)
-    return SeededJSON(_cut_alike(prefix, doc), suffix if marker else None)
+    if not marker:
+        return SeededJSON(*_cut_alike(prefix, doc), suffix=None)
+    # The seed's quotes go with what is around it: one piece less to join in every answer.
+    return SeededJSON(*_cut_alike(prefix + b'"', doc), suffix=b'"' + suffix)
 
 
 # The members of meta_data.json that the guests of one boot storm usually have in common (one
@@ -109,17 +115,18 @@ def meta_data(
 _ALIKE = ("meta", "public_keys", "keys")
 
 
-def _cut_alike(prefix: bytes, doc: Mapping[str, Any]) -> tuple[bytes, ...]:
+def _cut_alike(prefix: bytes, doc: Mapping[str, Any]) -> tuple[bytes, bytes, bytes]:
     """``prefix`` as (before, the _ALIKE members, after) where they stand together (right
-    after the uuid; not on a config drive, whose files come between), else (prefix,)."""
+    after the uuid; not on a config drive, whose files come between), else (prefix, b"",
+    b"")."""
     alike = {name: doc[name] for name in _ALIKE if name in doc}
     if not alike:
-        return (prefix,)
+        return prefix, b"", b""
     # The members exactly as they stand inside the document: dumps writes each the same way
     # wherever it is. A JSON string cannot hold them unescaped, so the first match is theirs.
     members = dumps(alike)[1:-1]
     before, found, after = prefix.partition(members)
-    return (before, members, after) if found else (prefix,)
+    return (before, members, after) if found else (prefix, b"", b"")
 
 
 def key_names(facts: GuestFacts) -> list[str]:
