@@ -106,9 +106,7 @@ def in_process_settings(state: Path) -> Any:
     return load_settings(environ=environ, overrides={("DEFAULT", "state_path"): str(state)})
 
 
-async def _crawl_in_process(
-    app: Any, guests: list[str], paths: list[str], connections: int
-) -> None:
+async def crawl_in_process(app: Any, guests: list[str], paths: list[str], connections: int) -> None:
     """Each request as serve's HTTP protocol makes it (coalescing.py): the answer at once
     when ``respond_now`` has one, else an ASGI cycle."""
     pending = iter(guests)
@@ -173,11 +171,11 @@ async def _traced(
     app = create_metadata_app(in_process_settings(state))
     await app.startup()
     try:
-        await _crawl_in_process(app, priming, paths, connections)
+        await crawl_in_process(app, priming, paths, connections)
         gc.collect()
         tracemalloc.start(1)
         before = tracemalloc.take_snapshot()
-        await _crawl_in_process(app, guests, paths, connections)
+        await crawl_in_process(app, guests, paths, connections)
         await asyncio.sleep(0.5)  # key deliveries recorded (metadata/delivery.py)
         gc.collect()
         after = tracemalloc.take_snapshot()
@@ -320,7 +318,10 @@ def report(
         "",
         f"- Date: {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC; {os.cpu_count()} CPUs "
         f"({cpu_model()}), Python {platform.python_version()}; load average {load}",
-        f"- Command: `.venv/bin/python bench/guest_memory.py {' '.join(sys.argv[1:])}`",
+        f"- Command: `.venv/bin/python bench/guest_memory.py {' '.join(sys.argv[1:])}`; code: "
+        + (
+            f"PYTHONPATH={os.environ['PYTHONPATH']}" if "PYTHONPATH" in os.environ else "the venv's"
+        ),
         f"- {guests:,} guests of the storm's seeding (SQLite), each crawled as cloud-init does "
         f"({requests} requests, signed proxy headers) after 200 priming guests",
         "",
