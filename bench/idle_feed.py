@@ -76,12 +76,17 @@ def main() -> None:
             sides.append((f"before ({args.before})", args.before))
         results: dict[str, list[list[float]]] = {name: [] for name, _ in sides}
         loads = []
+        # This checkout's side runs with the PYTHONPATH this script was given (a worktree's
+        # src), else with what the venv imports.
+        own = os.environ.get("PYTHONPATH")
         for _ in range(args.rounds):
             for name, src in sides:
-                if src is None:
-                    os.environ.pop("PYTHONPATH", None)
-                else:
+                if src is not None:
                     os.environ["PYTHONPATH"] = str(src)
+                elif own is not None:
+                    os.environ["PYTHONPATH"] = own
+                else:
+                    os.environ.pop("PYTHONPATH", None)
                 loads.append(" ".join(Path("/proc/loadavg").read_text().split()[:3]))
                 results[name].append(idle_cpu(state, args.seconds, 5.0, args.compute))
                 print(name, ", ".join(f"{c:.2f} %" for c in results[name][-1]), flush=True)

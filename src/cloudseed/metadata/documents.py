@@ -10,11 +10,21 @@ a new generation."""
 from __future__ import annotations
 
 from cloudseed.metadata import render
-from cloudseed.metadata.facts import GuestFacts
+from cloudseed.metadata.facts import GuestFacts, shared
 
 
 class GuestDocuments:
-    __slots__ = ("_keys", "_meta", "_network", "dhcp_domain", "facts", "generation", "marked")
+    __slots__ = (
+        "_keys",
+        "_meta",
+        "_meta_variant",
+        "_network",
+        "_other_meta",
+        "dhcp_domain",
+        "facts",
+        "generation",
+        "marked",
+    )
 
     def __init__(
         self,
@@ -27,8 +37,11 @@ class GuestDocuments:
         self.facts = facts
         self.dhcp_domain = dhcp_domain
         self.generation = generation
-        # Rendered on first use: most guests only ever ask for one version.
-        self._meta: dict[str, render.SeededJSON] | None = None
+        # Rendered on first use. Most guests only ever ask for one version: its document is
+        # held on its own, and a dict (some 200 bytes a guest) only made for the others.
+        self._meta_variant: str | None = None
+        self._meta: render.SeededJSON | None = None
+        self._other_meta: dict[str, render.SeededJSON] | None = None
         self._network: bytes | None = None
         self._keys: bytes | None = None
         # The key generation this worker knows the guest holds, or is recording that it does
@@ -53,12 +66,26 @@ class GuestDocuments:
 
     def meta_data(self, version: str) -> render.SeededJSON:
         variant = render.meta_data_variant(version)
+        if variant == self._meta_variant and self._meta is not None:
+            return self._meta
+        if self._other_meta is not None and variant in self._other_meta:
+            return self._other_meta[variant]
+        doc = render.meta_data(self.facts, variant, dhcp_domain=self.dhcp_domain)
+        # One copy of what most guests have in common: the metadata items and keys (cut out
+        # by render.meta_data), and what follows the seed. Not the rest, which names the
+        # guest: a copy of it shared with nobody would only take a place in the table.
+        doc = render.SeededJSON(
+            doc.head,
+            shared(doc.alike),
+            doc.tail,
+            None if doc.suffix is None else shared(doc.suffix),
+        )
         if self._meta is None:
-            self._meta = {}
-        doc = self._meta.get(variant)
-        if doc is None:
-            doc = render.meta_data(self.facts, variant, dhcp_domain=self.dhcp_domain)
-            self._meta[variant] = doc
+            self._meta_variant, self._meta = variant, doc
+        else:
+            if self._other_meta is None:
+                self._other_meta = {}
+            self._other_meta[variant] = doc
         return doc
 
     def network_data(self) -> bytes:

@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from cloudseed.metadata.sharing import Sharing
 from cloudseed.servers.system_keys import PASSWORD_CHUNKS, security_group_names
 from cloudseed.vendordata.request import VendordataRequest
 
@@ -100,6 +101,12 @@ def _shared(value: str | None) -> Any:
     return sys.intern(value) if value is not None else None
 
 
+# One copy of the larger values guests of a boot storm have in common (sharing.py): user
+# data, metadata items, key sets, security groups, reservation ids, MTUs. Bounded: at most
+# 1,024 values of 4 KiB each outlive their guests.
+shared = Sharing(entries=1024, largest=4096)
+
+
 def facts_from_record(
     record: Any,
     *,
@@ -111,14 +118,16 @@ def facts_from_record(
     those (``metadata/delivery.py`` decides both)."""
     instance = record.instance
     extra = record.extra
-    key_facts = tuple(
-        KeyFacts(
-            name=_shared(entry["name"]),
-            type=_shared(entry.get("type", "ssh")),
-            public_key=_shared(entry["public_key"]),
-            expires_at=expires_at,
+    key_facts = shared(
+        tuple(
+            KeyFacts(
+                name=_shared(entry["name"]),
+                type=_shared(entry.get("type", "ssh")),
+                public_key=_shared(entry["public_key"]),
+                expires_at=expires_at,
+            )
+            for entry, expires_at in keys
         )
-        for entry, expires_at in keys
     )
     ports = []
     for port, ips in record.ports:
@@ -128,35 +137,37 @@ def facts_from_record(
                 port_id=port.uuid,
                 network_id=_shared(port.network_id),
                 mac=port.mac_address,
-                mtu=port.mtu,
+                mtu=shared(port.mtu),
                 cidr=_shared(info["cidr"]),
                 gateway=_shared(info.get("gateway")),
-                dns=tuple(_shared(d) for d in info.get("dns_nameservers", ())),
+                dns=shared(tuple(_shared(d) for d in info.get("dns_nameservers", ()))),
                 addresses=tuple(ip.address for ip in ips),
             )
         )
     sysmeta = record.system_metadata
+    name = instance.display_name
     return GuestFacts(
         uuid=instance.uuid,
         ec2_number=instance.id,
         project_id=_shared(instance.project_id),
         user_id=_shared(instance.user_id),
-        name=instance.display_name,
-        hostname=instance.hostname,
+        name=name,
+        # Usually the name itself (hostnames are made from names): then the same string.
+        hostname=name if instance.hostname == name else instance.hostname,
         launch_index=instance.launch_index,
         availability_zone=_shared(instance.availability_zone),
         image_ref=_shared(instance.image_ref),
         flavor_name=_shared(str(record.flavor.get("name", ""))),
-        reservation_id=instance.reservation_id,
+        reservation_id=shared(instance.reservation_id),
         keys=key_facts,
-        meta=tuple((_shared(k), _shared(v)) for k, v in sorted(record.metadata.items())),
-        user_data=instance.user_data,
+        meta=shared(tuple((_shared(k), _shared(v)) for k, v in sorted(record.metadata.items()))),
+        user_data=shared(instance.user_data),
         boot_roles=_shared(sysmeta.get("boot_roles", "")),
         password="".join(sysmeta.get(k, "") for k in PASSWORD_CHUNKS),
         ports=tuple(ports),
         config_drive=bool(instance.config_drive),
-        security_groups=tuple(
-            _shared(name) for name in security_group_names(sysmeta, has_ports=bool(ports))
+        security_groups=shared(
+            tuple(_shared(g) for g in security_group_names(sysmeta, has_ports=bool(ports)))
         ),
         created_at=instance.created_at,
         # A record without its extra row (never written) has the columns' defaults unset.

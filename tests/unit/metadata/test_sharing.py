@@ -1,0 +1,132 @@
+"""One copy of equal values among cached guests (sharing.py), and a guest's meta_data.json
+held once per variant whichever versions it asks for (documents.py)."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import json
+
+from cloudseed.metadata import render
+from cloudseed.metadata import versions as v
+from cloudseed.metadata.delivery import guest_facts
+from cloudseed.metadata.documents import GuestDocuments
+from cloudseed.metadata.facts import GuestFacts
+from cloudseed.metadata.sharing import Sharing
+from tests.unit.metadata.test_live_keys import record
+from tests.unit.metadata.test_tree_and_render import facts
+
+
+def fresh(text: str) -> str:
+    """An equal string that is another object (as each database row gives)."""
+    return "".join(list(text))
+
+
+def test_equal_values_come_back_as_one_object() -> None:
+    table = Sharing(entries=16, largest=4096)
+    first = table(fresh("#cloud-config\nhostname: web\n"))
+    second = table(fresh("#cloud-config\nhostname: web\n"))
+    assert second is first
+    pair = table((fresh("role"), fresh("web")))
+    assert table((fresh("role"), fresh("web"))) is pair
+    assert table(fresh("other")) is not first
+
+
+def test_values_of_other_types_are_never_handed_out_for_each_other() -> None:
+    table = Sharing(entries=16, largest=4096)
+    assert table(1) == 1
+    assert table(True) is True
+    assert table(b"a") == b"a" and table("a") == "a"
+    assert type(table(b"a")) is bytes and type(table("a")) is str
+
+
+def test_large_values_are_not_kept() -> None:
+    table = Sharing(entries=16, largest=100)
+    big = fresh("x" * 200)
+    assert table(big) is big
+    assert table(fresh("x" * 200)) is not big
+    assert len(table) == 0
+    # A tuple's size counts what it holds.
+    held = (fresh("y" * 200),)
+    assert table(held) is held and len(table) == 0
+
+
+def test_a_full_table_starts_again() -> None:
+    table = Sharing(entries=3, largest=4096)
+    values = [table(fresh(f"value {i}")) for i in range(3)]
+    assert len(table) == 3
+    table(fresh("value 3"))
+    assert len(table) == 1  # emptied, then the new value
+    assert table(fresh("value 0")) is not values[0]  # no longer shared
+    assert table(fresh("value 3")) == "value 3"
+
+
+def test_meta_data_rendered_once_per_variant_in_any_order() -> None:
+    guest = GuestDocuments(facts(), "novalocal")
+    latest = guest.meta_data("latest")
+    assert guest.meta_data(v.VICTORIA) is latest  # the same variant
+    folsom = guest.meta_data(v.FOLSOM)
+    assert folsom is not latest and folsom.suffix is None  # no seed before Grizzly
+    assert guest.meta_data(v.FOLSOM) is folsom
+    assert guest.meta_data("latest") is latest
+    liberty = guest.meta_data(v.LIBERTY)
+    assert guest.meta_data(v.LIBERTY) is liberty
+    assert "project_id" in json.loads(liberty.render())
+    assert "random_seed" not in json.loads(folsom.render())
+
+
+def test_guests_alike_share_what_follows_the_seed() -> None:
+    one = GuestDocuments(facts(uuid="u-1"), "novalocal").meta_data("latest")
+    two = GuestDocuments(facts(uuid="u-2"), "novalocal").meta_data("latest")
+    assert one.prefix != two.prefix
+    assert one.suffix is not None and one.suffix is two.suffix
+
+
+def test_guests_alike_hold_one_copy_of_what_they_have_in_common() -> None:
+    now = dt.datetime(2030, 1, 1)
+
+    def loaded(uuid: str, name: str) -> GuestFacts:
+        entries = [{"name": fresh("k"), "public_key": fresh("ssh-ed25519 AAAA k")}]
+        made = record(entries)
+        made.instance.uuid, made.instance.display_name = uuid, fresh(name)
+        made.instance.hostname = fresh(name)
+        made.instance.user_data = fresh(base64.b64encode(b"#cloud-config\n").decode())
+        made.instance.reservation_id = fresh("r-1")
+        made.metadata = {fresh("role"): fresh("web"), fresh("env"): fresh("bench")}
+        return guest_facts(made, now)
+
+    one, two = loaded("u-1", "web-1"), loaded("u-2", "web-2")
+    assert one.user_data is two.user_data
+    assert one.meta is two.meta and one.meta == (("env", "bench"), ("role", "web"))
+    assert one.keys is two.keys
+    assert one.reservation_id is two.reservation_id
+    assert one.security_groups is two.security_groups
+    assert one.hostname is one.name  # the hostname made from the name: one string
+    assert one.name != two.name and one.uuid != two.uuid
+
+
+def test_guests_alike_share_their_metadata_items_and_keys_in_meta_data() -> None:
+    one = GuestDocuments(facts(uuid="u-1", name="a"), "novalocal").meta_data("latest")
+    two = GuestDocuments(facts(uuid="u-2", name="b"), "novalocal").meta_data("latest")
+    assert one.alike is two.alike and one.head != two.head
+    assert one.alike == b'"meta": {"a": "1"}, "public_keys": {"k": "ssh-ed25519 AAAA k"}, ' + (
+        b'"keys": [{"name": "k", "type": "ssh", "data": "ssh-ed25519 AAAA k"}]'
+    )
+    doc = json.loads(one.render(b"seed"))
+    assert doc["uuid"] == "u-1" and doc["name"] == "a" and doc["random_seed"] == "seed"
+    assert doc["meta"] == {"a": "1"} and doc["keys"][0]["data"] == "ssh-ed25519 AAAA k"
+
+
+def test_meta_data_is_cut_only_where_the_members_stand_together() -> None:
+    # A config drive's files come between the metadata items and the keys: one piece.
+    files = [{"path": "/etc/x", "content_path": "/content/0000"}]
+    drive = render.meta_data(facts(), "latest", dhcp_domain="", files=files)
+    assert drive.alike == b"" and drive.tail == b""
+    assert json.loads(drive.render(b"s"))["files"] == files
+    # Nothing alike to cut out: one piece.
+    bare = render.meta_data(facts(keys=(), meta=()), "latest", dhcp_domain="")
+    assert bare.alike == b"" and b'"keys"' not in bare.prefix
+    # Cut or not, the same bytes.
+    cut = render.meta_data(facts(), "latest", dhcp_domain="")
+    whole = render.dumps({**json.loads(cut.render(b"s")), "random_seed": "s"})
+    assert cut.render(b"s") == whole
