@@ -6,8 +6,9 @@ It measures what a worker spends on a request besides the system calls (wrk's sh
 kernel's are left out), so a change to the HTTP layer or the app can be judged without the noise
 of a shared machine. The guest is bench/metadata_one_guest.py's (a key pair, user data, 3
 metadata items, signed Neutron proxy headers); cloud-init's 8 usual paths in turn, best of
-``--rounds``. ``--before SRC`` measures another checkout's src/ too, in the same run;
-``--profile FILE`` writes a cProfile of one round of this checkout (``python -m pstats FILE``).
+``--rounds``, then each path on its own. ``--before SRC`` measures another checkout's src/
+too, in the same run; ``--profile FILE`` writes a cProfile of one round of this checkout
+(``python -m pstats FILE``).
 
     .venv/bin/python bench/metadata_protocol_cpu.py [--before /tmp/base/src]
 """
@@ -139,11 +140,21 @@ async def _measure(
         await asyncio.sleep(0.05)  # anything left to the ASGI path finishes
         writes = transport.writes - before
         results.append(elapsed / count * 1e6)
+    per_path = {}
+    for path, request in zip(storm.CLOUD_INIT_PATHS, requests, strict=True):
+        best = float("inf")
+        for _ in range(rounds):
+            started = time.perf_counter()
+            for _ in range(count // n):
+                feed(request)
+            best = min(best, (time.perf_counter() - started) / (count // n))
+        per_path[path] = best * 1e6
     await lifespan.shutdown()
     return {
         "rounds": results,
         "us_per_request": min(results[1:] or results),
         "writes_per_request": writes / count,
+        "per_path": per_path,
     }
 
 
@@ -200,6 +211,7 @@ def main() -> int:
                 f"{args.rounds} rounds of {args.requests:,}, the first left out: {rounds}); "
                 f"{result['writes_per_request']:.2f} writes per request"
             )
+            print("  " + ", ".join(f"{p} {us:.1f}" for p, us in result["per_path"].items()))
     return 0
 
 
