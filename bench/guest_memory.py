@@ -123,7 +123,7 @@ async def crawl_in_process(app: Any, guests: list[str], paths: list[str], connec
             "headers": headers,
             "client": ("127.0.0.1", 40000),
         }
-        now = app.respond_now(scope)
+        now = app.respond_now("GET", path, "127.0.0.1", headers)
         if now is not None:
             if now.sent is not None:
                 now.sent()

@@ -1493,7 +1493,7 @@ def section_text(report: Report) -> str:
             f"load average (1, 5, 15 min) {', '.join(report.loads)} at the start of each pass",
             f"- Command: `{command_line()}`",
             f"- Code: {code_version()}",
-            f"- Server: `cloudseed serve --workers {args.workers}` on SQLite, behind a simulated "
+            f"- Server: `cloudseed serve --workers {args.workers}{' --no-compute' if args.no_compute else ''}` on SQLite, behind a simulated "
             "Neutron metadata proxy (`[neutron] service_metadata_proxy = true`: every request "
             "carries `X-Instance-ID`, `X-Tenant-ID` and its HMAC signature), log level warning; "
             "started afresh after the seeding, so its workers hold nothing else",
@@ -1629,6 +1629,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="skip the nginx comparison (quicker runs while tuning)",
     )
     parser.add_argument(
+        "--no-compute",
+        action="store_true",
+        help="the measured server without the embedded compute agent (serve --no-compute, "
+        "the agent elsewhere); the seeding always runs one",
+    )
+    parser.add_argument(
         "--write",
         metavar="PATH",
         type=Path,
@@ -1691,7 +1697,7 @@ def run(args: argparse.Namespace, tmp: Path, report: Report) -> None:
     priming = report.seeding.instances[args.instances :]
     # A new server for the storm: its workers have done nothing else (so their memory is the
     # metadata service's alone), as after a restart in the middle of a boot storm.
-    with running_server(data_dir, args.workers) as server:
+    with running_server(data_dir, args.workers, compute=not args.no_compute) as server:
         metadata = f"http://127.0.0.1:{server.metadata_port}"
         done = step("crawling one guest as cloud-init does")
         report.paths = cloud_init_paths(metadata, instances[0])

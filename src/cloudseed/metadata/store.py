@@ -35,6 +35,7 @@ from cloudseed.db.data_version import DataVersion
 from cloudseed.db.engines import Database
 from cloudseed.db.notify import GUEST_CHANGES, Listener
 from cloudseed.metadata.documents import GuestDocuments
+from cloudseed.metadata.heap import HeapFreezer
 from cloudseed.metadata.loading import BY_ADDRESS, BY_UUID, Key, load_guests
 from cloudseed.metadata.stats import NO_STATS, StoreStats
 from cloudseed.servers import records
@@ -99,6 +100,7 @@ class GuestStore:
         # Called with each changed uuid, after its documents are dropped (changes.py: the
         # long-polls waiting on it); None is "maybe everything" (the feed failed).
         self._watchers: list[Callable[[str | None], None]] = []
+        self._heap = HeapFreezer()  # the cached guests kept out of full collections
 
     # -- lookups (the hot path: a dict hit, no IO) -------------------------------------------
 
@@ -180,6 +182,7 @@ class GuestStore:
                     self._remember(guest)
                 self._loading.pop(key).set_result(guest)
             self.stats.cached(len(self._guests))
+            self._heap.grown(len(self._guests))
             if not self._loading:
                 self._changed_at.clear()
 

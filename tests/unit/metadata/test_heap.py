@@ -1,0 +1,49 @@
+"""metadata/heap.py: the cached guests moved out of the collector's full walks at the
+cache's high-water marks only, and still freed when dropped."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+from collections.abc import Iterator
+
+import pytest
+
+from cloudseed.metadata.heap import HeapFreezer
+
+
+@pytest.fixture(autouse=True)
+def _unfrozen() -> Iterator[None]:
+    gc.unfreeze()
+    yield
+    gc.unfreeze()
+
+
+def test_freezes_at_high_water_marks_a_quarter_apart() -> None:
+    heap = HeapFreezer(first=1000)
+    sizes = [10, 999, 1000, 1100, 1249, 1250, 1000, 1200, 1561, 1562, 5000, 5000, 6249, 6250]
+    frozen_after = []
+    for size in sizes:
+        heap.grown(size)
+        frozen_after.append(heap.freezes)
+    #          10 999 1000 1100 1249 1250 1000 1200 1561 1562 5000 5000 6249 6250
+    assert frozen_after == [0, 0, 1, 1, 1, 2, 2, 2, 2, 3, 4, 4, 4, 5]
+    assert gc.get_freeze_count() > 0
+
+
+class Guest:
+    """Slotted and tracked, as a cached guest's objects are."""
+
+    __slots__ = ("__weakref__", "facts")
+
+    def __init__(self) -> None:
+        self.facts = [1, 2, 3]
+
+
+def test_a_frozen_guest_is_freed_when_its_last_reference_goes() -> None:
+    cache = {"a": Guest()}
+    gone = weakref.ref(cache["a"])
+    HeapFreezer(first=1).grown(1)
+    assert gc.get_freeze_count() > 0
+    del cache["a"]
+    assert gone() is None  # reference counting, with no collection at all
