@@ -79,6 +79,7 @@ repository root after `make test-venv`). Numbers from different machines are not
 PROJECT = "bench"
 AUTH = {"X-Auth-Token": f"bench:{PROJECT}"}
 SECRET = "storm-" + uuid.uuid4().hex
+NO_COMPUTE = {True: " --no-compute", False: ""}  # the measured server's flag
 # cloud-init's openstack.OS_VERSIONS (22.4 and HEAD): it reads the newest of these that
 # /openstack lists, whatever newer versions the server also lists.
 CLOUD_INIT_OS_VERSIONS = (
@@ -1493,7 +1494,8 @@ def section_text(report: Report) -> str:
             f"load average (1, 5, 15 min) {', '.join(report.loads)} at the start of each pass",
             f"- Command: `{command_line()}`",
             f"- Code: {code_version()}",
-            f"- Server: `cloudseed serve --workers {args.workers}{' --no-compute' if args.no_compute else ''}` on SQLite, behind a simulated "
+            f"- Server: `cloudseed serve --workers {args.workers}{NO_COMPUTE[args.no_compute]}` "
+            "on SQLite, behind a simulated "
             "Neutron metadata proxy (`[neutron] service_metadata_proxy = true`: every request "
             "carries `X-Instance-ID`, `X-Tenant-ID` and its HMAC signature), log level warning; "
             "started afresh after the seeding, so its workers hold nothing else",
