@@ -203,7 +203,7 @@ class CoalescingHttpToolsProtocol(HttpToolsProtocol):
         if method != b"GET" and method != b"HEAD":
             return False
         url = self.url
-        if url[:1] != b"/" or b"?" in url or b"%" in url or b"#" in url:
+        if url[:1] != b"/" or b"?" in url or b"%" in url or b"#" in url or not url.isascii():
             return False
         try:
             found = respond_now(

@@ -5,6 +5,7 @@ written by the HTTP protocol without an ASGI cycle, byte for byte what the ASGI 
 from __future__ import annotations
 
 import json
+import socket
 from collections.abc import Iterator
 from typing import Any
 
@@ -128,3 +129,80 @@ def test_what_is_not_answered_at_once_takes_the_asgi_path(
         # The same kept-alive connection then answers at once again.
         assert md.get("/latest/meta-data/", headers=signed).status_code == 200
         assert len(asgi_calls) == 6
+
+
+def _exchange(url: str, raw: bytes, answers: int) -> list[bytes]:
+    """``raw`` sent in one write on one connection; the first ``answers`` responses' status
+    lines and bodies, read as they come."""
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(raw)
+        buffer = b""
+        found: list[bytes] = []
+        while len(found) < answers:
+            head_end = buffer.find(b"\r\n\r\n")
+            if head_end >= 0:
+                head = buffer[:head_end].decode("latin-1")
+                length = next(
+                    (
+                        int(line.split(":")[1])
+                        for line in head.split("\r\n")
+                        if line.lower().startswith("content-length:")
+                    ),
+                    0,
+                )
+                if len(buffer) >= head_end + 4 + length:
+                    body = buffer[head_end + 4 : head_end + 4 + length]
+                    found.append(head.split("\r\n")[0].encode() + b" " + body)
+                    buffer = buffer[head_end + 4 + length :]
+                    continue
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            buffer += chunk
+        return found
+
+
+def test_edge_cases_of_the_http_layer_answer_as_uvicorns_path_does(
+    api: httpx.Client,
+    cloud: Cloud,
+    metadata_server: MetadataServer,
+    asgi_calls: list[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    guest = boot(api, cloud, user_data=b64("#cloud-config\n"))
+    headers = (
+        f"X-Instance-ID: {guest.id}\r\nX-Tenant-ID: proj\r\n"
+        f"X-Instance-ID-Signature: {sign(SECRET, guest.id)}\r\n"
+    )
+
+    def get(path: str, extra: str = "", version: str = "1.1") -> bytes:
+        return f"GET {path} HTTP/{version}\r\nHost: x\r\n{headers}{extra}\r\n".encode()
+
+    with metadata_server(NEUTRON) as url:
+        assert _exchange(url, get("/openstack/latest/user_data"), 1) == [
+            b"HTTP/1.1 200 OK #cloud-config\n"
+        ]
+        asgi_calls.clear()
+        # Pipelined: three requests in one write, answered in order, at once.
+        three = get("/openstack/latest/user_data") + get("/openstack") + get("/latest/user-data")
+        answers = _exchange(url, three, 3)
+        assert answers[0] == answers[2] == b"HTTP/1.1 200 OK #cloud-config\n"
+        assert answers[1].startswith(b"HTTP/1.1 200 OK ") and b"latest" in answers[1]
+        assert asgi_calls == []
+        # A body sent with a GET is read and dropped; the connection goes on.
+        with_body = get("/openstack/latest/user_data", "Content-Length: 5\r\n") + b"hello"
+        answers = _exchange(url, with_body + get("/openstack/latest/user_data"), 2)
+        assert answers == [b"HTTP/1.1 200 OK #cloud-config\n"] * 2
+        assert asgi_calls == []
+        # An escaped path and HTTP/1.0 take the ASGI path, with the same answer.
+        escaped = _exchange(url, get("/openstack/latest/user%5Fdata"), 1)
+        old = _exchange(url, get("/openstack/latest/user_data", version="1.0"), 1)
+        assert escaped == [b"HTTP/1.1 200 OK #cloud-config\n"]
+        assert old == [b"HTTP/1.1 200 OK #cloud-config\n"]
+        assert asgi_calls == ["/openstack/latest/user_data"] * 2
+        # Bytes that are not ASCII in the path: refused as before, nothing logged as a failure.
+        raw = get("/openstack/latest/user_data").replace(b"user_data", b"user_d\xe9ta")
+        refused = _exchange(url, raw, 1)
+        assert refused and refused[0].startswith(b"HTTP/1.1 4")
+        assert "respond_now failed" not in caplog.text
