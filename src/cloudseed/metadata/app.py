@@ -21,17 +21,18 @@ from cloudseed.hostkeys.intake import take_report
 from cloudseed.identity.keyring import Keyring
 from cloudseed.metadata import recursive, render, tree
 from cloudseed.metadata.answers import JSON, JWT, Answer, at_once
+from cloudseed.metadata.callers import Callers
 from cloudseed.metadata.delivery import VIA_LOGIN_CHECK, Deliveries
 from cloudseed.metadata.documents import GuestDocuments
 from cloudseed.metadata.documents_now import document_now
-from cloudseed.metadata.errors import NoSuchDocument, TokenRefused, TokenRequired, UnknownCaller
+from cloudseed.metadata.errors import NoSuchDocument, TokenRefused
 from cloudseed.metadata.facts import vendordata_request
 from cloudseed.metadata.freshness import Freshness
-from cloudseed.metadata.identify import ByInstance, ByProvider, Claim, Identifier
+from cloudseed.metadata.identify import Identifier
 from cloudseed.metadata.signed_identity import SignedIdentity
 from cloudseed.metadata.stats import NO_STATS, StoreStats
 from cloudseed.metadata.store import GuestStore
-from cloudseed.metadata.tokens import TOKEN_HEADER, TTL_HEADER, Tokens
+from cloudseed.metadata.tokens import Tokens
 from cloudseed.servers import password
 from cloudseed.servers.errors import PasswordTooLarge
 from cloudseed.settings import Settings
@@ -74,11 +75,11 @@ class MetadataApp:
         self.dhcp_domain = settings.api.dhcp_domain
         self.identifier = Identifier(settings)
         self.tokens = Tokens(settings.metadata.token_secret)
-        self.require_token = settings.metadata.require_token
         self.log_every_request = settings.metadata.access_log
         self._api_db = api_db
         self._own_db: Database | None = None
         self.store: GuestStore | None = None
+        self.callers: Callers | None = None  # with the store, at start-up
         self.vendordata: Vendordata | None = None
         self.identity: SignedIdentity | None = None
         self.freshness = Freshness(settings)  # ETags, 304s and long-polls
@@ -133,6 +134,9 @@ class MetadataApp:
             stats=self._store_stats,
         )
         await self.store.start()
+        self.callers = Callers(
+            self.store, self.tokens, require_token=self.settings.metadata.require_token
+        )
         self.store.watch(self.freshness.waiters.changed)
         keyring = Keyring(db, self.settings.identity)
         self.identity = SignedIdentity(self.settings, keyring, self.store.cells)
@@ -212,16 +216,17 @@ class MetadataApp:
         if target.kind == tree.EC2_INDEX:
             index = self.freshness.tagged(Answer(200, render.EC2_INDEX), None)
             return self.freshness.conditional(index, headers)
+        callers, store = self.callers, self.store
+        assert callers is not None and store is not None
         claim = self.identifier.claim(peer, headers)
-        guest = self._cached_guest(claim)
+        guest = callers.cached_guest(claim)
         if guest is None:
             return None
-        self._check_token(guest, headers)
+        callers.check_token(guest, headers)
         answer = self._document_now(target, guest, claim.address)
         if answer is None:
             return None
-        assert self.store is not None
-        self.store.stats.hit()  # here, once answered: a request left to the ASGI path counts there
+        store.stats.hit()  # here, once answered: a request left to the ASGI path counts there
         tagged = self.freshness.tagged(answer, guest, (target, False), claim.address)
         return self.freshness.conditional(tagged, headers)
 
@@ -261,22 +266,24 @@ class MetadataApp:
         if target.kind == tree.EC2_INDEX:
             index = self.freshness.tagged(Answer(200, render.EC2_INDEX), None)
             return self.freshness.conditional(index, headers)
+        callers = self.callers
+        assert callers is not None
         claim = self.identifier.claim(peer, headers)
-        guest = await self._guest(claim)
+        guest = await callers.guest(claim)
         if target.kind == tree.TOKEN:
             if self.identifier.relayed_by_guest(peer, headers):
                 raise TokenRefused("Token requests through a proxy are not allowed.")
-            return self._issue_token(guest, headers)
+            return callers.issue_token(guest, headers)
         if target.kind == tree.IDENTITY_TOKEN:
             # Like a session token, never handed out through a forwarder inside a guest; and
             # only with a session token, whatever the settings say for other documents.
             if self.identifier.relayed_by_guest(peer, headers):
                 raise TokenRefused("Identity tokens through a proxy are not allowed.")
-            self._check_token(guest, headers, required=True)
+            callers.check_token(guest, headers, required=True)
             assert self.identity is not None
             token = await self.identity.token(guest.facts, query)
             return Answer(200, token, JWT, headers=((b"cache-control", b"no-store"),))
-        self._check_token(guest, headers)
+        callers.check_token(guest, headers)
         if target.kind == tree.PHONE_HOME:  # cloud-init's report of its host keys (hostkeys/)
             assert self.store is not None
             cells = self.store.cells
@@ -311,8 +318,8 @@ class MetadataApp:
         async def again() -> Answer:
             # Identified and checked again, exactly as a new request: the instance behind an
             # address may have changed, and a token may have run out while waiting.
-            guest = latest[0] = await self._guest(claim)
-            self._check_token(guest, headers)
+            guest = latest[0] = await callers.guest(claim)
+            callers.check_token(guest, headers)
             return await current(guest)
 
         def expiry() -> float | None:
@@ -338,64 +345,6 @@ class MetadataApp:
         if deliveries is None or not deliveries.wanted(guest, via):
             return None  # the usual case: known, or this worker already recorded it
         return lambda: deliveries.served(guest, via)
-
-    async def _guest(self, claim: Claim) -> GuestDocuments:
-        store = self.store
-        assert store is not None
-        if isinstance(claim, ByInstance):
-            guest = await store.by_uuid(claim.instance_id)
-        else:
-            guest = await store.by_address(claim.address)
-        return self._claimed(claim, guest)
-
-    def _cached_guest(self, claim: Claim) -> GuestDocuments | None:
-        """``_guest`` from the cache alone: None when the guest is not cached."""
-        store = self.store
-        assert store is not None
-        if isinstance(claim, ByInstance):
-            guest = store.cached_by_uuid(claim.instance_id)
-        else:
-            guest = store.cached_by_address(claim.address)
-        return None if guest is None else self._claimed(claim, guest)
-
-    @staticmethod
-    def _claimed(claim: Claim, guest: GuestDocuments | None) -> GuestDocuments:
-        """``guest`` (found for ``claim``) if the claim holds for it."""
-        if isinstance(claim, ByInstance):
-            if guest is None:
-                raise UnknownCaller(f"no instance {claim.instance_id}")
-            if guest.facts.project_id != claim.tenant_id:
-                raise UnknownCaller(f"tenant {claim.tenant_id} does not own {claim.instance_id}")
-            return guest
-        if guest is None:
-            raise UnknownCaller(f"no instance has address {claim.address}")
-        if isinstance(claim, ByProvider) and not any(
-            claim.address in p.addresses and claim.provider == p.network_id
-            for p in guest.facts.ports
-        ):
-            raise InvalidInput(
-                f"Expected a single port matching provider {claim.provider} "
-                f"and IP {claim.address}. Found 0."
-            )
-        return guest
-
-    def _issue_token(self, guest: GuestDocuments, headers: list[tuple[bytes, bytes]]) -> Answer:
-        ttl_header = None
-        for name, value in headers:
-            if name == TTL_HEADER:
-                ttl_header = value
-        token, ttl = self.tokens.issue(guest.facts.uuid, ttl_header)
-        return Answer(200, token.encode(), headers=((TTL_HEADER, str(ttl).encode()),))
-
-    def _check_token(
-        self, guest: GuestDocuments, headers: list[tuple[bytes, bytes]], *, required: bool = False
-    ) -> None:
-        for name, value in headers:
-            if name == TOKEN_HEADER:
-                self.tokens.check(guest.facts.uuid, value)
-                return
-        if required or self.require_token or guest.facts.tokens_required:
-            raise TokenRequired()
 
     async def _document(
         self,

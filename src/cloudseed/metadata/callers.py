@@ -1,0 +1,78 @@
+"""Who is asking, and whether they may: the guest a caller's claim names (identify.py makes
+the claim from the request), found in the worker's cache or loaded by the store, and held to
+the claim; session tokens (tokens.py) issued to that guest and checked. The metadata app's two
+paths, the ASGI one and the answers written at once, ask the same questions here."""
+
+from __future__ import annotations
+
+from cloudseed.errors import InvalidInput
+from cloudseed.metadata.answers import Answer
+from cloudseed.metadata.documents import GuestDocuments
+from cloudseed.metadata.errors import TokenRequired, UnknownCaller
+from cloudseed.metadata.identify import ByInstance, ByProvider, Claim
+from cloudseed.metadata.store import GuestStore
+from cloudseed.metadata.tokens import TOKEN_HEADER, TTL_HEADER, Tokens
+
+Headers = list[tuple[bytes, bytes]]
+
+
+class Callers:
+    def __init__(self, store: GuestStore, tokens: Tokens, *, require_token: bool) -> None:
+        self.store = store
+        self.tokens = tokens
+        self.require_token = require_token
+
+    async def guest(self, claim: Claim) -> GuestDocuments:
+        """The guest ``claim`` names, loaded if it is not cached."""
+        if isinstance(claim, ByInstance):
+            guest = await self.store.by_uuid(claim.instance_id)
+        else:
+            guest = await self.store.by_address(claim.address)
+        return self.claimed(claim, guest)
+
+    def cached_guest(self, claim: Claim) -> GuestDocuments | None:
+        """``guest`` from the cache alone: None when the guest is not cached."""
+        if isinstance(claim, ByInstance):
+            guest = self.store.cached_by_uuid(claim.instance_id)
+        else:
+            guest = self.store.cached_by_address(claim.address)
+        return None if guest is None else self.claimed(claim, guest)
+
+    @staticmethod
+    def claimed(claim: Claim, guest: GuestDocuments | None) -> GuestDocuments:
+        """``guest`` (found for ``claim``) if the claim holds for it."""
+        if isinstance(claim, ByInstance):
+            if guest is None:
+                raise UnknownCaller(f"no instance {claim.instance_id}")
+            if guest.facts.project_id != claim.tenant_id:
+                raise UnknownCaller(f"tenant {claim.tenant_id} does not own {claim.instance_id}")
+            return guest
+        if guest is None:
+            raise UnknownCaller(f"no instance has address {claim.address}")
+        if isinstance(claim, ByProvider) and not any(
+            claim.address in p.addresses and claim.provider == p.network_id
+            for p in guest.facts.ports
+        ):
+            raise InvalidInput(
+                f"Expected a single port matching provider {claim.provider} "
+                f"and IP {claim.address}. Found 0."
+            )
+        return guest
+
+    def issue_token(self, guest: GuestDocuments, headers: Headers) -> Answer:
+        ttl_header = None
+        for name, value in headers:
+            if name == TTL_HEADER:
+                ttl_header = value
+        token, ttl = self.tokens.issue(guest.facts.uuid, ttl_header)
+        return Answer(200, token.encode(), headers=((TTL_HEADER, str(ttl).encode()),))
+
+    def check_token(
+        self, guest: GuestDocuments, headers: Headers, *, required: bool = False
+    ) -> None:
+        for name, value in headers:
+            if name == TOKEN_HEADER:
+                self.tokens.check(guest.facts.uuid, value)
+                return
+        if required or self.require_token or guest.facts.tokens_required:
+            raise TokenRequired()
