@@ -12,6 +12,7 @@ CLI prints the same messages, so the tree is the contract between them::
     │   └── QuotaExceeded          a limit would be passed              (403)
     ├── NotFound                   the thing does not exist (for you)   (404)
     ├── Conflict                   the current state does not allow it  (409)
+    │   └── WriteContended         concurrent writers kept winning      (409)
     ├── TooLarge                   more than a limit allows in one go   (413)
     ├── ServiceUnavailable         a backend we depend on is down       (503)
     │   └── DatabaseUnavailable
@@ -54,6 +55,13 @@ class NotFound(CloudseedError):
 
 class Conflict(CloudseedError):
     pass
+
+
+class WriteContended(Conflict):
+    def __init__(
+        self, message: str = "Concurrent requests changed the same records; try again."
+    ) -> None:
+        super().__init__(message)
 
 
 class TooLarge(CloudseedError):

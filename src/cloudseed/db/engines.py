@@ -10,18 +10,22 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
-from cloudseed.errors import ConfigError, DatabaseUnavailable
+from cloudseed.errors import ConfigError, DatabaseUnavailable, WriteContended
+
+T = TypeVar("T")
+# A serialized write is run this many times in all when the database rolls it back.
+SERIALIZED_ATTEMPTS = 5
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 # anyio's default worker-thread limit: at most this many threads hold a connection at once.
@@ -164,6 +168,32 @@ class Database:
         ):
             yield connection
 
+    def serialized(self, work: Callable[[Connection], T]) -> T:
+        """``work`` in a write transaction that no concurrent one can interleave with: a
+        count checked before an insert (a quota) then holds at commit. SQLite's writers
+        already queue (BEGIN IMMEDIATE); PostgreSQL and MariaDB run it at SERIALIZABLE and
+        roll back one of two conflicting transactions (a serialization failure, a deadlock),
+        which is run again, up to SERIALIZED_ATTEMPTS times in all (then WriteContended).
+        ``work`` must do nothing but its statements: it may run more than once."""
+        serializable = self.engine.dialect.name != "sqlite"
+        for attempt in range(1, SERIALIZED_ATTEMPTS + 1):
+            try:
+                with (
+                    self.write_lock or contextlib.nullcontext(),
+                    _translate_outages(),
+                    self.engine.connect() as connection,
+                ):
+                    if serializable:
+                        connection.execution_options(isolation_level="SERIALIZABLE")
+                    with connection.begin():
+                        return work(connection)
+            except OperationalError as exc:
+                if not is_deadlock(exc):
+                    raise
+                if attempt == SERIALIZED_ATTEMPTS:
+                    raise WriteContended() from exc
+        raise AssertionError("unreachable")
+
     @contextmanager
     def read(self) -> Iterator[Session]:
         with _translate_outages(), self.reader.begin() as session:
@@ -182,14 +212,15 @@ def _translate_outages() -> Iterator[None]:
 
 
 def is_deadlock(exc: BaseException) -> bool:
-    """Whether the database gave up the transaction to break a lock cycle (MySQL/MariaDB
-    1213, or a lock wait timeout, 1205; PostgreSQL 40P01): it was rolled back as a whole and
-    may simply run again."""
+    """Whether the database gave up the transaction to break a lock cycle or a conflict
+    between concurrent ones (MySQL/MariaDB 1213, or a lock wait timeout, 1205; PostgreSQL
+    40P01, or a serialization failure, 40001): it was rolled back as a whole and may simply
+    run again."""
     if not isinstance(exc, OperationalError):
         return False
     orig = exc.orig
     code = orig.args[0] if orig is not None and orig.args else None
-    return code in (1205, 1213) or getattr(orig, "sqlstate", None) == "40P01"
+    return code in (1205, 1213) or getattr(orig, "sqlstate", None) in ("40P01", "40001")
 
 
 def _is_connect_error(exc: DBAPIError) -> bool:

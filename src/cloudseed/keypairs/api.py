@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from sqlalchemy import Connection
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
@@ -112,27 +113,27 @@ async def create(request: Request) -> Response:
     )
     key_type = params.get("type", "ssh")
 
-    def run() -> tuple[Any, str | None]:
-        with db.write_connection() as connection:
-            if "public_key" in params:
-                return service.import_keypair(
-                    connection,
-                    user_id=user_id,
-                    name=params["name"],
-                    public_key=params["public_key"],
-                    key_type=key_type,
-                    quota=quota,
-                ), None
-            return service.generate_keypair(
+    def write(connection: Connection) -> tuple[Any, str | None]:
+        if "public_key" in params:
+            return service.import_keypair(
                 connection,
                 user_id=user_id,
                 name=params["name"],
+                public_key=params["public_key"],
                 key_type=key_type,
-                algorithm=settings.api.keypair_generation_algorithm,
                 quota=quota,
-            )
+            ), None
+        return service.generate_keypair(
+            connection,
+            user_id=user_id,
+            name=params["name"],
+            key_type=key_type,
+            algorithm=settings.api.keypair_generation_algorithm,
+            quota=quota,
+        )
 
-    keypair, private_key = await run_in_threadpool(run)
+    # Serialized: the quota's count and the insert hold together against concurrent imports.
+    keypair, private_key = await run_in_threadpool(db.serialized, write)
     return JSONResponse(
         views.created(keypair, version, private_key), status_code=201 if version >= V2_2 else 200
     )
