@@ -164,7 +164,10 @@ cp -L "$root"/boot/vmlinuz-* "$work/vmlinuz"
 cp -L "$root"/boot/initrd.img-* "$work/initrd.img"
 # One MBR partition from 1 MiB (GRUB's core image goes in the gap before it), the root
 # filesystem copied in as a tar (ownership, modes and xattrs kept), then grub-install and
-# update-grub run in the image's own root inside the appliance.
+# update-grub run in the image's own root inside the appliance. grub-install is given the disk
+# grub-probe finds under the image's root: inside the appliance the disk guestfish calls
+# /dev/sda may be /dev/sdb (newer libguestfs appliances have their own root disk first), and
+# /dev/sda is then the appliance's, where GRUB fails with "cross-disk install".
 tar --xattrs --numeric-owner -C "$root" -cf "$work/root.tar" .
 truncate -s "$SIZE" "$work/disk.raw"
 # force_tcg: the appliance would abort on a /dev/kvm that exists but does not work (as in
@@ -178,7 +181,7 @@ part-set-bootable /dev/sda 1 true
 mkfs ext4 /dev/sda1 label:rootfs
 mount /dev/sda1 /
 tar-in $work/root.tar / xattrs:true
-command "grub-install --target=i386-pc /dev/sda"
+sh "grub-install --target=i386-pc \$(grub-probe --target=disk /)"
 command "update-grub"
 umount-all
 GF
