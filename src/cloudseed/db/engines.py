@@ -157,16 +157,20 @@ class Database:
             yield session
 
     @contextmanager
-    def write_connection(self) -> Iterator[Connection]:
+    def write_connection(self, *, isolation_level: str | None = None) -> Iterator[Connection]:
         """``write()`` without the ORM: a Core connection in one transaction, for service
         functions that run only Core statements on a hot path (key pair import and delete),
-        where setting up and closing a Session cost as much as a statement."""
+        where setting up and closing a Session cost as much as a statement. ``isolation_level``
+        holds for this transaction only (the pool resets it)."""
         with (
             self.write_lock or contextlib.nullcontext(),
             _translate_outages(),
-            self.engine.begin() as connection,
+            self.engine.connect() as connection,
         ):
-            yield connection
+            if isolation_level is not None:
+                connection.execution_options(isolation_level=isolation_level)
+            with connection.begin():
+                yield connection
 
     def serialized(self, work: Callable[[Connection], T]) -> T:
         """``work`` in a write transaction that no concurrent one can interleave with: a
@@ -175,18 +179,11 @@ class Database:
         roll back one of two conflicting transactions (a serialization failure, a deadlock),
         which is run again, up to SERIALIZED_ATTEMPTS times in all (then WriteContended).
         ``work`` must do nothing but its statements: it may run more than once."""
-        serializable = self.engine.dialect.name != "sqlite"
+        isolation = None if self.engine.dialect.name == "sqlite" else "SERIALIZABLE"
         for attempt in range(1, SERIALIZED_ATTEMPTS + 1):
             try:
-                with (
-                    self.write_lock or contextlib.nullcontext(),
-                    _translate_outages(),
-                    self.engine.connect() as connection,
-                ):
-                    if serializable:
-                        connection.execution_options(isolation_level="SERIALIZABLE")
-                    with connection.begin():
-                        return work(connection)
+                with self.write_connection(isolation_level=isolation) as connection:
+                    return work(connection)
             except OperationalError as exc:
                 if not is_deadlock(exc):
                     raise
