@@ -69,6 +69,10 @@ class HeadLimits:
     max_header_line: int = 16384
     max_header_size: int = 65536
 
+    @property
+    def smallest(self) -> int:
+        return min(self.max_request_line, self.max_header_line, self.max_header_size)
+
 
 class CoalescingTransport:
     """Wraps a transport: a response head waits for the next write (or the end of the loop's
@@ -138,14 +142,13 @@ class CoalescingHttpToolsProtocol(HttpToolsProtocol):
     _head = 0
 
     # A head that arrives whole in one read no longer than this passes every limit uncounted.
-    _whole_head_max = min(limits.max_request_line, limits.max_header_line, limits.max_header_size)
+    _whole_head_max = limits.smallest
     _respond_now: RespondNow | None = None
     _answered = False  # the request under way was answered at once
 
     @classmethod
     def with_limits(cls, limits: HeadLimits) -> type[CoalescingHttpToolsProtocol]:
-        smallest = min(limits.max_request_line, limits.max_header_line, limits.max_header_size)
-        return type(cls.__name__, (cls,), {"limits": limits, "_whole_head_max": smallest})
+        return type(cls.__name__, (cls,), {"limits": limits, "_whole_head_max": limits.smallest})
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
