@@ -6,7 +6,7 @@ import datetime as dt
 import re
 from dataclasses import dataclass
 
-from sqlalchemy import and_, or_, select
+from sqlalchemy import ColumnElement, and_, or_, select
 
 from cloudseed.cells.service import CellDatabases
 from cloudseed.errors import InvalidInput
@@ -65,22 +65,10 @@ def list_servers(cells: CellDatabases, f: ListFilter) -> list[records.ServerReco
             if f.host is not None:
                 query = query.where(Instance.host == f.host)
             if f.status is not None:
-                pairs = states.STATUS_FILTERS.get(f.status.upper(), [])
-                if not pairs:
+                chosen = states.STATUS_FILTERS.get(f.status.upper(), [])
+                if not chosen:
                     return []
-                query = query.where(
-                    or_(
-                        *[
-                            (Instance.vm_state == vm)
-                            & (
-                                Instance.task_state.is_(None)
-                                if task is None
-                                else Instance.task_state == task
-                            )
-                            for vm, task in pairs
-                        ]
-                    )
-                )
+                query = query.where(or_(*[_status_condition(c) for c in chosen]))
             if marker_key is not None:
                 created_at, id_ = marker_key
                 query = query.where(
@@ -102,6 +90,20 @@ def list_servers(cells: CellDatabases, f: ListFilter) -> list[records.ServerReco
             found.extend(r for r in loaded if _addresses_match(r, ip_res))
     found.sort(key=lambda r: (r.instance.created_at, r.instance.id), reverse=True)
     return found[: f.limit]
+
+
+def _status_condition(chosen: states.StatusFilter) -> ColumnElement[bool]:
+    """SQL for one vm_state's part of a ``status=X`` filter (``states.StatusFilter``)."""
+    in_vm_state = Instance.vm_state == chosen.vm_state
+    if chosen.untasked and not chosen.named_tasks:
+        return in_vm_state  # every task_state of it shows the one status (BUILD)
+    task = Instance.task_state
+    shown: list[ColumnElement[bool]] = []
+    if chosen.tasks:
+        shown.append(task.in_(chosen.tasks))
+    if chosen.untasked:
+        shown += [task.is_(None), task.not_in(chosen.named_tasks)]
+    return and_(in_vm_state, or_(*shown))
 
 
 def _marker_key(cells: CellDatabases, marker: str | None) -> tuple[dt.datetime, int] | None:

@@ -7,6 +7,8 @@ concurrent operation on the same instance a 409.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 ACTIVE, BUILDING, STOPPED, ERROR, DELETED = "active", "building", "stopped", "error", "deleted"
 
 SCHEDULING, SPAWNING = "scheduling", "spawning"
@@ -43,11 +45,33 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "update_user_data": (ACTIVE, STOPPED, ERROR, BUILDING),
 }
 
-# What a list filter ``status=X`` selects (vm_state, task_state or None for "any").
-STATUS_FILTERS: dict[str, list[tuple[str, str | None]]] = {}
-for _vm, _by_task in _STATUS.items():
-    for _task, _status in _by_task.items():
-        STATUS_FILTERS.setdefault(_status, []).append((_vm, _task))
+class StatusFilter(NamedTuple):
+    """The instances of one vm_state that a list filter ``status=X`` selects: those whose
+    task_state is one of ``tasks``, and with ``untasked`` also those whose task_state is none
+    or one the map does not name for this vm_state (they show the vm_state's own status)."""
+
+    vm_state: str
+    tasks: tuple[str, ...]
+    untasked: bool
+    named_tasks: tuple[str, ...]  # every task_state the map names for this vm_state
+
+
+def _status_filters() -> dict[str, list[StatusFilter]]:
+    filters: dict[str, list[StatusFilter]] = {}
+    for vm, by_task in _STATUS.items():
+        named = tuple(task for task in by_task if task is not None)
+        for status in dict.fromkeys(by_task.values()):
+            tasks = tuple(task for task in named if by_task[task] == status)
+            filters.setdefault(status, []).append(
+                StatusFilter(vm, tasks, untasked=by_task.get(None) == status, named_tasks=named)
+            )
+    return filters
+
+
+# What a list filter ``status=X`` selects: exactly the instances ``status_of`` shows as X. Nova
+# drops the task_state condition whenever the vm_state's default status matches, so its
+# ``status=ACTIVE`` also lists servers that show REBOOT or REBUILD (docs/api-differences.md).
+STATUS_FILTERS: dict[str, list[StatusFilter]] = _status_filters()
 
 
 def status_of(vm_state: str, task_state: str | None) -> str:

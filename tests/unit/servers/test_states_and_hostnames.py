@@ -27,8 +27,14 @@ def test_status_map(vm, task, status):
 
 
 def test_status_filters_cover_every_status():
-    assert ("active", None) in states.STATUS_FILTERS["ACTIVE"]
-    assert ("error", "rebuilding") in states.STATUS_FILTERS["REBUILD"]
+    shown = {status for by_task in states._STATUS.values() for status in by_task.values()}
+    assert set(states.STATUS_FILTERS) == shown
+    (build,) = states.STATUS_FILTERS["BUILD"]
+    assert build.untasked and not build.named_tasks  # any task of a build
+    rebuild = {f.vm_state: f.tasks for f in states.STATUS_FILTERS["REBUILD"]}
+    assert rebuild == {vm: ("rebuilding",) for vm in ("active", "stopped", "error")}
+    (active,) = states.STATUS_FILTERS["ACTIVE"]
+    assert active.untasked and "rebooting" in active.named_tasks and not active.tasks
 
 
 @pytest.mark.parametrize(
