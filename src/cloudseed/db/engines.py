@@ -177,19 +177,26 @@ class Database:
         count checked before an insert (a quota) then holds at commit. SQLite's writers
         already queue (BEGIN IMMEDIATE); PostgreSQL and MariaDB run it at SERIALIZABLE and
         roll back one of two conflicting transactions (a serialization failure, a deadlock),
-        which is run again, up to SERIALIZED_ATTEMPTS times in all (then WriteContended).
-        ``work`` must do nothing but its statements: it may run more than once."""
+        which is run again (``again_when_rolled_back``). ``work`` must do nothing but its
+        statements: it may run more than once."""
         isolation = None if self.engine.dialect.name == "sqlite" else "SERIALIZABLE"
-        for attempt in range(1, SERIALIZED_ATTEMPTS + 1):
-            try:
-                with self.write_connection(isolation_level=isolation) as connection:
-                    return work(connection)
-            except OperationalError as exc:
-                if not is_deadlock(exc):
-                    raise
-                if attempt == SERIALIZED_ATTEMPTS:
-                    raise WriteContended() from exc
-        raise AssertionError("unreachable")
+
+        def once() -> T:
+            with self.write_connection(isolation_level=isolation) as connection:
+                return work(connection)
+
+        return again_when_rolled_back(once, attempts=SERIALIZED_ATTEMPTS)
+
+    def retried_write(self, work: Callable[[Session], T], *, attempts: int) -> T:
+        """``work`` in a ``write()`` transaction, run again when the database rolls it back to
+        break a deadlock (rows locked in opposite orders by concurrent writers), up to
+        ``attempts`` times in all. ``work`` must do nothing but its statements."""
+
+        def once() -> T:
+            with self.write() as session:
+                return work(session)
+
+        return again_when_rolled_back(once, attempts=attempts)
 
     @contextmanager
     def read(self) -> Iterator[Session]:
@@ -206,6 +213,21 @@ def _translate_outages() -> Iterator[None]:
         if exc.connection_invalidated or _is_connect_error(exc):
             raise DatabaseUnavailable() from exc
         raise
+
+
+def again_when_rolled_back(transaction: Callable[[], T], *, attempts: int) -> T:
+    """Run ``transaction`` (one whole transaction) again each time the database rolled it back
+    to resolve a conflict with a concurrent one (``is_deadlock``): nothing of it stayed. After
+    ``attempts`` runs in all, ``WriteContended`` (409): the client may try again."""
+    for attempt in range(1, attempts + 1):
+        try:
+            return transaction()
+        except OperationalError as exc:
+            if not is_deadlock(exc):
+                raise
+            if attempt == attempts:
+                raise WriteContended() from exc
+    raise AssertionError("attempts must be at least 1")
 
 
 def is_deadlock(exc: BaseException) -> bool:

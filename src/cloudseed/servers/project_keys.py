@@ -13,14 +13,14 @@ was not yet committed when the fan-out looked, keeps the list it read until the 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from sqlalchemy import and_, delete, false, select
-from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
 from cloudseed.cells.service import CellDatabases
-from cloudseed.db.engines import Database, is_deadlock
+from cloudseed.db.engines import Database
 from cloudseed.errors import InvalidInput
 from cloudseed.keypairs.models import KeyPair, ProjectKey
 from cloudseed.servers import key_sets, live_keys, records
@@ -125,17 +125,12 @@ def replace(
     project = live_keys.project_reader(api_db, project_id)
     changed = 0
     for cell in cells.all_cells():
-        for attempt in range(1, DEADLOCK_ATTEMPTS + 1):
-            try:
-                with cell.write() as session:
-                    in_cell = fan_out(session, project_id, project, actor=actor)
-                break
-            except OperationalError as exc:
-                # Rolled back whole (a guest's delivery record or an agent held a row the
-                # other way round): nothing of it stayed, so it runs again.
-                if not is_deadlock(exc) or attempt == DEADLOCK_ATTEMPTS:
-                    raise
-        changed += in_cell
+        # A fan-out the database rolled back to break a deadlock (a guest's delivery record
+        # or an agent held a row the other way round) left nothing behind: it runs again.
+        changed += cell.retried_write(
+            partial(fan_out, project_id=project_id, project=project, actor=actor),
+            attempts=DEADLOCK_ATTEMPTS,
+        )
     return shown, changed
 
 
