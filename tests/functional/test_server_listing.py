@@ -65,7 +65,7 @@ def test_status_filter_selects_what_the_api_shows(cells, clean_cell_db):
     for vm_state, task_state in STATES:
         uid = add_instance(clean_cell_db, vm_state, task_state)
         shown[uid] = states.status_of(vm_state, task_state)
-    for status in sorted(set(shown.values())) + ["UNKNOWN-STATUS"]:
+    for status in [*sorted(set(shown.values())), "UNKNOWN-STATUS"]:
         for asked in (status, status.lower()):
             listed = list_servers(cells, ListFilter(project_id="p", status=asked))
             expected = {uid for uid, s in shown.items() if s == status}

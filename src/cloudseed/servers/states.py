@@ -45,6 +45,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
     "update_user_data": (ACTIVE, STOPPED, ERROR, BUILDING),
 }
 
+
 class StatusFilter(NamedTuple):
     """The instances of one vm_state that a list filter ``status=X`` selects: those whose
     task_state is one of ``tasks``, and with ``untasked`` also those whose task_state is none
