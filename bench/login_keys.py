@@ -397,7 +397,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 # The fake driver's host offers the machine's RAM and CPUs by default: room for the guests is
-# not what is measured (bench/metadata_storm.py's server takes these from the environment).
+# not what is measured (bench/storm_server.py's running_server takes these from the environment).
 CAPACITY = {
     "CLOUDSEED_COMPUTE__MEMORY_MB": "100000000",
     "CLOUDSEED_COMPUTE__VCPUS": "1000000",
