@@ -39,8 +39,14 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-import metadata_storm as storm
+import storm_identity
 from report import cpu_model, write_section
+from storm_crawl import cloud_init_paths
+from storm_host import load_average
+from storm_identity import proxy_headers
+from storm_seeding import PRIMING_INSTANCES, SEED_RECORD, seeded_state
+from storm_server import running_server
+from storm_workers import fill_every_worker, workers_rss
 
 START = "<!-- bench:guest-memory:start -->"
 END = "<!-- bench:guest-memory:end -->"
@@ -53,15 +59,15 @@ SITES = 18  # allocation sites shown
 def guests_of(state: Path | None, wanted: int, tmp: Path) -> tuple[Path, list[str], list[str]]:
     """The state, ``wanted`` guests to measure and the priming guests: from ``state`` when it
     was seeded with at least as many (the storm's ``storm-seed.json``), else seeded now."""
-    if state is not None and (state / storm.SEED_RECORD).exists():
-        ids = json.loads((state / storm.SEED_RECORD).read_text())["instances"]
-        if len(ids) < wanted + storm.PRIMING_INSTANCES:
+    if state is not None and (state / SEED_RECORD).exists():
+        ids = json.loads((state / SEED_RECORD).read_text())["instances"]
+        if len(ids) < wanted + PRIMING_INSTANCES:
             sys.exit(f"{state} holds {len(ids)} servers, fewer than {wanted} + priming")
-        return state, ids[:wanted], ids[-storm.PRIMING_INSTANCES :]
+        return state, ids[:wanted], ids[-PRIMING_INSTANCES:]
     seeding = argparse.Namespace(
         instances=wanted, workers=2, batch=200, create_concurrency=2, state=state
     )
-    data_dir, seeded = storm.seeded_state(seeding, tmp)
+    data_dir, seeded = seeded_state(seeding, tmp)
     return data_dir, seeded.instances[:wanted], seeded.instances[wanted:]
 
 
@@ -82,13 +88,13 @@ def rss_per_guest(
     """The crawl's paths, and each worker's VmRSS (KiB) before and after the guests' crawl:
     every guest's crawl in every worker, on connections known to be that worker's (the
     storm's ``fill_every_worker``)."""
-    with storm.running_server(state, 2, compute=False) as server:
+    with running_server(state, 2, compute=False) as server:
         metadata = f"http://127.0.0.1:{server.metadata_port}"
-        paths = storm.cloud_init_paths(metadata, priming[0])
-        storm.fill_every_worker(server, priming, paths)
-        before = storm.workers_rss(server)
-        storm.fill_every_worker(server, guests, paths)
-        after = storm.workers_rss(server)
+        paths = cloud_init_paths(metadata, priming[0])
+        fill_every_worker(server, priming, paths)
+        before = workers_rss(server)
+        fill_every_worker(server, guests, paths)
+        after = workers_rss(server)
         return paths, {pid: (before[pid], after[pid]) for pid in after}
 
 
@@ -100,7 +106,7 @@ def in_process_settings(state: Path) -> Any:
 
     environ = {
         "CLOUDSEED_NEUTRON__SERVICE_METADATA_PROXY": "true",
-        "CLOUDSEED_NEUTRON__METADATA_PROXY_SHARED_SECRET": storm.SECRET,
+        "CLOUDSEED_NEUTRON__METADATA_PROXY_SHARED_SECRET": storm_identity.SECRET,
         "CLOUDSEED_LOG_LEVEL": "warning",
     }
     return load_settings(environ=environ, overrides={("DEFAULT", "state_path"): str(state)})
@@ -141,8 +147,7 @@ async def crawl_in_process(app: Any, guests: list[str], paths: list[str], connec
     async def walk() -> None:
         for instance_id in pending:
             headers = [
-                (k.lower().encode(), v.encode())
-                for k, v in storm.proxy_headers(instance_id).items()
+                (k.lower().encode(), v.encode()) for k, v in proxy_headers(instance_id).items()
             ]
             headers.insert(0, (b"host", b"127.0.0.1"))
             for path in paths:
@@ -282,13 +287,11 @@ def main() -> None:
         tmp = Path(tmp_name)
         seeded, guests, priming = guests_of(args.state, args.guests, tmp)
         state = fresh_copy(seeded, tmp, "served")
-        load = storm.load_average()
+        load = load_average()
         rss: dict[int, tuple[int, int]] | None = None
         if args.skip_rss:
-            with storm.running_server(state, 2, compute=False) as server:
-                paths = storm.cloud_init_paths(
-                    f"http://127.0.0.1:{server.metadata_port}", priming[0]
-                )
+            with running_server(state, 2, compute=False) as server:
+                paths = cloud_init_paths(f"http://127.0.0.1:{server.metadata_port}", priming[0])
         else:
             paths, rss = rss_per_guest(state, guests, priming)
             for pid, (before, after) in rss.items():

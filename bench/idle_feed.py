@@ -24,8 +24,9 @@ import tempfile
 import time
 from pathlib import Path
 
-import metadata_storm as storm
 from report import cpu_model, write_section
+from storm_seeding import seeded_state
+from storm_server import running_server
 
 TICKS = os.sysconf("SC_CLK_TCK")
 MARKERS = "<!-- bench:idle-{}:start -->", "<!-- bench:idle-{}:end -->"
@@ -38,7 +39,7 @@ def cpu_seconds(pid: int) -> float:
 
 def idle_cpu(state: Path, seconds: float, settle: float, compute: bool) -> list[float]:
     """Per worker, % of a core while idle."""
-    with storm.running_server(state, 2, compute=compute) as server:
+    with running_server(state, 2, compute=compute) as server:
         time.sleep(settle)  # start-up work (feeds, first reads) done
         pids = server.worker_pids()
         before = {pid: cpu_seconds(pid) for pid in pids}
@@ -70,7 +71,7 @@ def main() -> None:
             copy = tmp / "state"
             shutil.copytree(args.state, copy)
             seeding.state = copy
-        state, seeded = storm.seeded_state(seeding, tmp)
+        state, seeded = seeded_state(seeding, tmp)
         sides = [("this checkout", None)]
         if args.before is not None:
             sides.append((f"before ({args.before})", args.before))

@@ -47,11 +47,25 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import httpx
-import metadata_storm as storm
+import storm_identity
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 from report import cpu_model, write_section
 from sqlalchemy import bindparam, func, select, update
+from storm_host import load_average, require_tool, step
+from storm_identity import proxy_headers
+from storm_seeding import SERVER_METADATA, USER_DATA, register, seed
+from storm_server import running_server
+from storm_workers import fill_every_worker
+from storm_wrk import (
+    StormFiles,
+    WrkResult,
+    best,
+    run_wrk,
+    run_wrk_one_cycle,
+    write_storm_files,
+    wrk_command,
+)
 
 from cloudseed.db.engines import Database
 from cloudseed.metadata.delivery import guest_facts
@@ -155,7 +169,7 @@ def memory_per_guest(keys: int, guests: int = 3000) -> float:
         instance = Instance(
             uuid=uuid,
             id=i + 1,
-            project_id=storm.PROJECT,
+            project_id=storm_identity.PROJECT,
             user_id="bench",
             display_name="storm",
             hostname=f"storm-{i}",
@@ -163,7 +177,7 @@ def memory_per_guest(keys: int, guests: int = 3000) -> float:
             availability_zone="nova",
             image_ref="0a1b2c3d-0000-4000-8000-000000000000",
             reservation_id=f"r-{i:08x}",
-            user_data=base64.b64encode(storm.USER_DATA).decode(),
+            user_data=base64.b64encode(USER_DATA).decode(),
             config_drive="",
         )
         port = SimpleNamespace(
@@ -181,7 +195,7 @@ def memory_per_guest(keys: int, guests: int = 3000) -> float:
                 instance=instance,
                 extra=InstanceExtra(instance_uuid=uuid, keys_generation=2, keys_boot_generation=1),
                 keypairs=entries,
-                metadata=dict(storm.SERVER_METADATA),
+                metadata=dict(SERVER_METADATA),
                 system_metadata={"boot_roles": "member,reader"},
                 ports=[(port, [address])],
                 flavor={"name": "storm.small"},
@@ -202,20 +216,20 @@ def memory_per_guest(keys: int, guests: int = 3000) -> float:
         tracemalloc.stop()
 
 
-def paths_file(directory: Path, instances: list[str], path: str) -> storm.StormFiles:
-    return storm.write_storm_files(directory, instances, [path])
+def paths_file(directory: Path, instances: list[str], path: str) -> StormFiles:
+    return write_storm_files(directory, instances, [path])
 
 
 @dataclass
 class Report:
     guests: int = 0
     seeding_seconds: float = 0.0
-    cold: storm.WrkResult | None = None
-    warm: storm.WrkResult | None = None
-    meta: storm.WrkResult | None = None
-    paced: storm.WrkResult | None = None
-    warm_rounds: list[storm.WrkResult] = field(default_factory=list)
-    meta_rounds: list[storm.WrkResult] = field(default_factory=list)
+    cold: WrkResult | None = None
+    warm: WrkResult | None = None
+    meta: WrkResult | None = None
+    paced: WrkResult | None = None
+    warm_rounds: list[WrkResult] = field(default_factory=list)
+    meta_rounds: list[WrkResult] = field(default_factory=list)
     recorded: dict[str, int] = field(default_factory=dict)
     loads: list[str] = field(default_factory=list)
     body_bytes: int = 0
@@ -225,76 +239,68 @@ class Report:
 def run(args: argparse.Namespace, tmp: Path, report: Report) -> None:
     data_dir = tmp / "state"
     data_dir.mkdir()
-    done = storm.step("fresh SQLite databases; flavor, image, network")
-    registries = storm.register(data_dir)
+    done = step("fresh SQLite databases; flavor, image, network")
+    registries = register(data_dir)
     done()
-    with storm.running_server(data_dir, args.workers) as server:
-        done = storm.step(f"creating {args.guests:,} servers through the compute API")
-        seeding = storm.seed(server, registries, args.guests, args.batch, 2)
+    with running_server(data_dir, args.workers) as server:
+        done = step(f"creating {args.guests:,} servers through the compute API")
+        seeding = seed(server, registries, args.guests, args.batch, 2)
         report.seeding_seconds = seeding.active_seconds
         done()
     instances = seeding.instances
     report.guests = len(instances)
-    done = storm.step("live keys for every guest (instance_extra, as 2.106 stores them)")
+    done = step("live keys for every guest (instance_extra, as 2.106 stores them)")
     give_live_keys(data_dir, instances)
     done()
-    with storm.running_server(data_dir, args.workers) as server:
+    with running_server(data_dir, args.workers) as server:
         metadata = f"http://127.0.0.1:{server.metadata_port}"
         login = paths_file(tmp / "login", instances, LOGIN)
-        report.loads.append(storm.load_average())
-        done = storm.step("cold pass: every guest's first login, nothing cached")
-        report.cold = storm.run_wrk_one_cycle(
+        report.loads.append(load_average())
+        done = step("cold pass: every guest's first login, nothing cached")
+        report.cold = run_wrk_one_cycle(
             "authorized_keys, cold (first login of every guest)",
-            storm.wrk_command(args, metadata, "cloudseed", login, 900, one_cycle=True),
+            wrk_command(args, metadata, "cloudseed", login, 900, one_cycle=True),
             args.threads,
         )
         done()
         # wrk's connections are not spread evenly over the workers: the guests whose first
         # login reached the other worker are a miss in this one. Warm passes start with every
         # guest in every worker.
-        done = storm.step("every guest into every worker (the ones the cold pass missed)")
-        storm.fill_every_worker(server, instances, [LOGIN, META])
+        done = step("every guest into every worker (the ones the cold pass missed)")
+        fill_every_worker(server, instances, [LOGIN, META])
         done()
         meta = paths_file(tmp / "meta", instances, META)
         # Alternating rounds, the best of each kept: on a shared machine one pass says more
         # about the neighbours than about the service.
         for round_ in range(1, args.rounds + 1):
-            report.loads.append(storm.load_average())
-            done = storm.step(
-                f"round {round_}: logins, then meta_data.json, {args.duration} s each"
-            )
+            report.loads.append(load_average())
+            done = step(f"round {round_}: logins, then meta_data.json, {args.duration} s each")
             report.warm_rounds.append(
-                storm.run_wrk(
+                run_wrk(
                     "authorized_keys, warm",
-                    storm.wrk_command(
-                        args, metadata, "cloudseed", login, args.duration, one_cycle=False
-                    ),
+                    wrk_command(args, metadata, "cloudseed", login, args.duration, one_cycle=False),
                 )
             )
             report.meta_rounds.append(
-                storm.run_wrk(
+                run_wrk(
                     "meta_data.json, warm (for comparison)",
-                    storm.wrk_command(
-                        args, metadata, "cloudseed", meta, args.duration, one_cycle=False
-                    ),
+                    wrk_command(args, metadata, "cloudseed", meta, args.duration, one_cycle=False),
                 )
             )
             done()
-        report.warm = storm.best(report.warm_rounds)
-        report.meta = storm.best(report.meta_rounds)
+        report.warm = best(report.warm_rounds)
+        report.meta = best(report.meta_rounds)
         if args.paced_rate:
             delay_ms = max(1, round(args.connections / args.paced_rate * 1000))
-            report.loads.append(storm.load_average())
-            done = storm.step(f"paced: logins at about {args.paced_rate:,}/s")
-            report.paced = storm.run_wrk(
+            report.loads.append(load_average())
+            done = step(f"paced: logins at about {args.paced_rate:,}/s")
+            report.paced = run_wrk(
                 f"authorized_keys, warm, paced ({delay_ms} ms between a connection's requests)",
-                storm.wrk_command(
-                    args, metadata, "cloudseed", login, args.duration, one_cycle=False
-                ),
+                wrk_command(args, metadata, "cloudseed", login, args.duration, one_cycle=False),
                 delay_ms=delay_ms,
             )
             done()
-        body = httpx.get(metadata + LOGIN, headers=storm.proxy_headers(instances[0]), timeout=10)
+        body = httpx.get(metadata + LOGIN, headers=proxy_headers(instances[0]), timeout=10)
         report.body_bytes = len(body.content)
     report.recorded = recorded(data_dir)
     report.memory = {keys: memory_per_guest(keys) for keys in (1, 3)}
@@ -391,7 +397,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 # The fake driver's host offers the machine's RAM and CPUs by default: room for the guests is
-# not what is measured (bench/metadata_storm.py's server takes these from the environment).
+# not what is measured (bench/storm_server.py's running_server takes these from the environment).
 CAPACITY = {
     "CLOUDSEED_COMPUTE__MEMORY_MB": "100000000",
     "CLOUDSEED_COMPUTE__VCPUS": "1000000",
@@ -401,7 +407,7 @@ CAPACITY = {
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
-    storm.require_tool("wrk", "wrk")
+    require_tool("wrk", "wrk")
     os.environ.update(CAPACITY)
     report = Report()
     with tempfile.TemporaryDirectory(prefix="cloudseed-login-bench-") as tmp:

@@ -46,11 +46,16 @@ from pathlib import Path
 from typing import cast
 
 import httpx
-import metadata_storm as storm
+import storm_identity
 import uvloop
 from login_keys import CAPACITY, public_key
 from longpoll_report import Phase, Report, section
 from report import write_section
+from storm_host import load_average, step
+from storm_identity import proxy_headers
+from storm_seeding import seeded_state
+from storm_server import Server, running_server
+from storm_workers import connections_by_worker, cpu_seconds, fill_every_worker, rss_kib
 
 # The scratch PostgreSQL database comes from the test suite's helpers.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -58,7 +63,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tests.support import databases
 
 PATH = "/openstack/latest/meta_data.json"
-ADMIN = {"X-Auth-Token": f"admin:{storm.PROJECT}", "OpenStack-API-Version": "compute 2.106"}
+ADMIN = {
+    "X-Auth-Token": f"admin:{storm_identity.PROJECT}",
+    "OpenStack-API-Version": "compute 2.106",
+}
 WAIT_SEC = 600  # longer than the run: no waiter times out while measured
 CONNECTING = 256  # connections being opened and given their first GET at once
 
@@ -84,7 +92,7 @@ class Guest(asyncio.Protocol):
         self.answer: asyncio.Future[Answer] | None = None
         self.tag = b""
         self.waiting: asyncio.Future[Answer] | None = None
-        headers = storm.proxy_headers(instance_id)
+        headers = proxy_headers(instance_id)
         self.head = "".join(f"{k}: {v}\r\n" for k, v in headers.items()).encode()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -134,19 +142,19 @@ class Guest(asyncio.Protocol):
             self.answer.set_exception(ConnectionError(f"{self.instance_id}: closed ({exc})"))
 
 
-def processes(server: storm.Server) -> dict[str, int]:
+def processes(server: Server) -> dict[str, int]:
     named = {"parent": server.process.pid}
     named.update({f"worker {i}": pid for i, pid in enumerate(server.worker_pids(), 1)})
     return named
 
 
-def measure(server: storm.Server, seconds: float) -> Phase:
+def measure(server: Server, seconds: float) -> Phase:
     """RSS now, and CPU over ``seconds`` in which nothing is asked of the server."""
     pids = processes(server)
-    rss = {name: storm.rss_kib(pid) for name, pid in pids.items()}
-    before = {name: storm.cpu_seconds(pid) for name, pid in pids.items()}
+    rss = {name: rss_kib(pid) for name, pid in pids.items()}
+    before = {name: cpu_seconds(pid) for name, pid in pids.items()}
     time.sleep(seconds)
-    cpu = {name: (storm.cpu_seconds(pid) - before[name]) / seconds for name, pid in pids.items()}
+    cpu = {name: (cpu_seconds(pid) - before[name]) / seconds for name, pid in pids.items()}
     return Phase(rss, cpu)
 
 
@@ -215,7 +223,7 @@ async def change_all(api: httpx.AsyncClient, guests: dict[str, Guest], report: R
     # own, would be stored once and change nothing).
     r = await api.post(
         "/v2.1/os-keypairs",
-        headers={**storm.AUTH, "OpenStack-API-Version": "compute 2.10"},
+        headers={**storm_identity.AUTH, "OpenStack-API-Version": "compute 2.10"},
         json={"keypair": {"name": "team-key", "public_key": public_key("team@bench")}},
     )
     if r.status_code not in (200, 201):
@@ -223,8 +231,8 @@ async def change_all(api: httpx.AsyncClient, guests: dict[str, Guest], report: R
     waits = {i: g.waiting for i, g in guests.items() if g.waiting is not None}
     started = time.perf_counter()
     r = await api.put(
-        f"/v2.1/os-project-keys/{storm.PROJECT}",
-        json={"project_keys": [{"name": "team-key", "user_id": storm.PROJECT}]},
+        f"/v2.1/os-project-keys/{storm_identity.PROJECT}",
+        json={"project_keys": [{"name": "team-key", "user_id": storm_identity.PROJECT}]},
         timeout=600,
     )
     answered = time.perf_counter()
@@ -248,20 +256,20 @@ async def change_all(api: httpx.AsyncClient, guests: dict[str, Guest], report: R
 
 
 async def waiting_phase(
-    args: argparse.Namespace, server: storm.Server, instances: list[str], report: Report
+    args: argparse.Namespace, server: Server, instances: list[str], report: Report
 ) -> None:
     started = time.perf_counter()
     guests = await connect(server.metadata_port, instances, report)
     report.connect_seconds = time.perf_counter() - started
-    by_pid = storm.connections_by_worker(server)
+    by_pid = connections_by_worker(server)
     report.per_worker = {
         name: by_pid.get(pid, 0) for name, pid in processes(server).items() if name != "parent"
     }
     print(f"  {len(guests):,} waiting after {report.connect_seconds:.1f} s: {report.per_worker}")
-    report.loads.append(storm.load_average())
+    report.loads.append(load_average())
     report.waiting = await asyncio.to_thread(measure, server, args.idle_seconds)
     async with httpx.AsyncClient(base_url=server.api, headers=ADMIN, timeout=60) as api:
-        done = storm.step(f"{args.single} single changes, one guest each")
+        done = step(f"{args.single} single changes, one guest each")
         # Spread over the list, so both workers' connections are among them.
         chosen = instances[:: max(1, len(instances) // args.single)][: args.single]
         for trial, instance_id in enumerate(chosen):
@@ -273,8 +281,8 @@ async def waiting_phase(
             if i not in chosen and g.waiting is not None and g.waiting.done()
         )
         done()
-        report.loads.append(storm.load_average())
-        done = storm.step("one change for everyone: PUT os-project-keys (2.106)")
+        report.loads.append(load_average())
+        done = step("one change for everyone: PUT os-project-keys (2.106)")
         await change_all(api, guests, report)
         done()
     for guest in guests.values():
@@ -309,21 +317,21 @@ def run(args: argparse.Namespace, tmp: Path, report: Report) -> None:
         create_concurrency=2,
         state=args.state,
     )
-    data_dir, seeding = storm.seeded_state(seeding_args, tmp)
+    data_dir, seeding = seeded_state(seeding_args, tmp)
     report.seeded = len(seeding.instances)
     report.seeding_seconds = seeding.active_seconds
     instances = seeding.instances[: args.guests]
     report.guests = len(instances)
-    with storm.running_server(data_dir, args.workers, compute=False) as server:
-        done = storm.step("every guest into every worker")
-        storm.fill_every_worker(server, instances, [PATH])
+    with running_server(data_dir, args.workers, compute=False) as server:
+        done = step("every guest into every worker")
+        fill_every_worker(server, instances, [PATH])
         done()
         time.sleep(6)  # the fill's connections closed, uvicorn's keep-alive over
-        report.loads.append(storm.load_average())
-        done = storm.step(f"nothing waiting: RSS, and CPU over {args.idle_seconds} s")
+        report.loads.append(load_average())
+        done = step(f"nothing waiting: RSS, and CPU over {args.idle_seconds} s")
         report.idle = measure(server, args.idle_seconds)
         done()
-        done = storm.step(f"{len(instances):,} guests long-polling, one connection each")
+        done = step(f"{len(instances):,} guests long-polling, one connection each")
         uvloop.run(waiting_phase(args, server, instances, report))
         done()
 

@@ -10,8 +10,7 @@ import platform
 from collections import Counter
 from dataclasses import dataclass, field
 
-import metadata_storm as storm
-from report import cpu_model
+from report import code_version, cpu_model, percentile
 
 
 @dataclass
@@ -69,7 +68,7 @@ def section(args: argparse.Namespace, report: Report, *, path: str, wait_sec: in
         [
             f"## Long-polls: {report.guests:,} guests waiting for a change ({report.database})",
             "",
-            f"- Date: {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC; code {storm.code_version()}",
+            f"- Date: {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC; code {code_version()}",
             f"- Machine: {os.cpu_count()} CPUs ({cpu_model()}), Linux {platform.release()}, "
             f"Python {platform.python_version()}; shared with other work: load average (1, 5, "
             f"15 min) {'; '.join(report.loads)} at the start of the idle, waiting and "
@@ -110,8 +109,8 @@ def section(args: argparse.Namespace, report: Report, *, path: str, wait_sec: in
             "- Everyone's change (`PUT /v2.1/os-project-keys/bench`, 2.106: a new key for "
             f"each of the {report.seeded:,} servers in one transaction, {ms(report.put_ms)} "
             f"until its answer): the first guest answered {ms(fan[0])}, the median "
-            f"{ms(statistics_median(fan))}, p90 {ms(storm.percentile(fan, 90))}, p99 "
-            f"{ms(storm.percentile(fan, 99))}, the last {ms(fan[-1])} after the PUT's answer "
+            f"{ms(statistics_median(fan))}, p90 {ms(percentile(fan, 90))}, p99 "
+            f"{ms(percentile(fan, 99))}, the last {ms(fan[-1])} after the PUT's answer "
             "(negative: before it, woken in-process as above)",
             f"- Answers: {statuses} (first GETs and long-polls together); long-polls answered "
             f"with the tag they had: {report.same_tag}; refused (503): {report.refused}",
@@ -120,4 +119,4 @@ def section(args: argparse.Namespace, report: Report, *, path: str, wait_sec: in
 
 
 def statistics_median(values: list[float]) -> float:
-    return storm.percentile(values, 50)
+    return percentile(values, 50)

@@ -29,10 +29,19 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import httpx
-import metadata_storm as storm
-from report import cpu_model, write_section
+import storm_identity
+from report import code_version, cpu_model, write_section
+from storm_crawl import CLOUD_INIT_PATHS
+from storm_host import free_port, load_average, venv_tool
+from storm_identity import proxy_headers
+from storm_nginx import fetch_documents, nginx_version, running_nginx
+from storm_profile import Profile, profile_worker
+from storm_report import profile_lines
+from storm_seeding import register, seed
+from storm_server import running_server
+from storm_wrk import StormFiles, WrkResult, best, run_wrk, write_storm_files, wrk_command
 
-PATHS = storm.CLOUD_INIT_PATHS
+PATHS = CLOUD_INIT_PATHS
 PACED_DELAY_MS = 24  # 256 connections, each waiting 24 ms after an answer: ~10,000 requests/s
 START = "<!-- bench:metadata-one-guest:start -->"
 END = "<!-- bench:metadata-one-guest:end -->"
@@ -40,24 +49,22 @@ END = "<!-- bench:metadata-one-guest:end -->"
 
 @dataclass
 class Results:
-    passes: dict[str, list[storm.WrkResult]] = field(default_factory=dict)
+    passes: dict[str, list[WrkResult]] = field(default_factory=dict)
     loads: list[str] = field(default_factory=list)
-    profile: storm.Profile | None = None
+    profile: Profile | None = None
 
-    def add(self, key: str, result: storm.WrkResult) -> None:
+    def add(self, key: str, result: WrkResult) -> None:
         self.passes.setdefault(key, []).append(result)
 
 
-def wrk(
-    url: str, target: str, files: storm.StormFiles, connections: int, seconds: float
-) -> list[str]:
+def wrk(url: str, target: str, files: StormFiles, connections: int, seconds: float) -> list[str]:
     args = SimpleNamespace(threads=2, connections=connections)
-    return storm.wrk_command(args, url, target, files, seconds, one_cycle=False)  # type: ignore[arg-type]
+    return wrk_command(args, url, target, files, seconds, one_cycle=False)  # type: ignore[arg-type]
 
 
 def check_paths(port: int, instance_id: str) -> None:
     with httpx.Client(
-        base_url=f"http://127.0.0.1:{port}", headers=storm.proxy_headers(instance_id)
+        base_url=f"http://127.0.0.1:{port}", headers=proxy_headers(instance_id)
     ) as client:
         for path in PATHS:
             response = client.get(path)
@@ -83,16 +90,16 @@ def running_granian(data: Path, work: Path) -> Iterator[int]:
     serving the same metadata app as ``cloudseed serve``: granian at its best, outside
     serve.py's worker model."""
     (work / "granian_app.py").write_text(GRANIAN_APP % str(data))
-    port = storm.free_port()
+    port = free_port()
     env = {
         **os.environ,
         "CLOUDSEED_NEUTRON__SERVICE_METADATA_PROXY": "true",
-        "CLOUDSEED_NEUTRON__METADATA_PROXY_SHARED_SECRET": storm.SECRET,
+        "CLOUDSEED_NEUTRON__METADATA_PROXY_SHARED_SECRET": storm_identity.SECRET,
         "CLOUDSEED_LOG_LEVEL": "warning",
         "PYTHONPATH": str(work),
     }
     command = [
-        storm.venv_tool("granian", "pip install granian into the venv"),
+        venv_tool("granian", "pip install granian into the venv"),
         *("--interface", "asgi", "--workers", "2", "--factory", "--no-ws", "--http", "1"),
         *("--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"),
         "granian_app:app",
@@ -117,7 +124,7 @@ def measure_granian(
     data: Path,
     work: Path,
     instance_id: str,
-    files: storm.StormFiles,
+    files: StormFiles,
     args: argparse.Namespace,
     results: Results,
 ) -> None:
@@ -128,21 +135,19 @@ def measure_granian(
 
 
 def passes(
-    url: str, name: str, files: storm.StormFiles, args: argparse.Namespace, results: Results
+    url: str, name: str, files: StormFiles, args: argparse.Namespace, results: Results
 ) -> None:
-    storm.run_wrk("warm-up", wrk(url, "cloudseed", files, 8, 2))
+    run_wrk("warm-up", wrk(url, "cloudseed", files, 8, 2))
     for connections in (8, 256):
         results.add(
             f"{name}, {connections} connections",
-            storm.run_wrk(
+            run_wrk(
                 f"{name} c{connections}", wrk(url, "cloudseed", files, connections, args.duration)
             ),
         )
     results.add(
         f"{name}, 256 connections, paced",
-        storm.run_wrk(
-            f"{name} paced", wrk(url, "cloudseed", files, 256, args.duration), PACED_DELAY_MS
-        ),
+        run_wrk(f"{name} paced", wrk(url, "cloudseed", files, 256, args.duration), PACED_DELAY_MS),
     )
 
 
@@ -150,7 +155,7 @@ def measure_server(
     name: str,
     data: Path,
     instance_id: str,
-    files: storm.StormFiles,
+    files: StormFiles,
     args: argparse.Namespace,
     results: Results,
     source: Path | None = None,
@@ -161,14 +166,14 @@ def measure_server(
     if source is not None:
         os.environ["PYTHONPATH"] = str(source)
     try:
-        with storm.running_server(data, workers=2) as server:
+        with running_server(data, workers=2) as server:
             url = f"http://127.0.0.1:{server.metadata_port}"
             check_paths(server.metadata_port, instance_id)
-            results.loads.append(storm.load_average())
+            results.loads.append(load_average())
             passes(url, name, files, args, results)
             if args.profile and results.profile is None and source is None:
                 command = wrk(url, "cloudseed", files, 8, args.profile_seconds + 4)
-                results.profile = storm.profile_worker(
+                results.profile = profile_worker(
                     SimpleNamespace(profile_seconds=args.profile_seconds),  # type: ignore[arg-type]
                     server.worker_pids()[0],
                     command,
@@ -182,14 +187,14 @@ def measure_server(
 
 
 def measure_nginx(
-    root: Path, prefix: Path, files: storm.StormFiles, args: argparse.Namespace, results: Results
+    root: Path, prefix: Path, files: StormFiles, args: argparse.Namespace, results: Results
 ) -> None:
-    with storm.running_nginx(root, prefix, workers=2) as url:
-        storm.run_wrk("warm-up", wrk(url, "nginx", files, 8, 2))
+    with running_nginx(root, prefix, workers=2) as url:
+        run_wrk("warm-up", wrk(url, "nginx", files, 8, 2))
         for connections in (8, 256):
             results.add(
                 f"nginx, {connections} connections",
-                storm.run_wrk(
+                run_wrk(
                     f"nginx c{connections}", wrk(url, "nginx", files, connections, args.duration)
                 ),
             )
@@ -201,7 +206,7 @@ def table(results: Results) -> str:
         "|---|---:|---|---:|---:|---:|---:|---:|",
     ]
     for key, found in results.passes.items():
-        b = storm.best(found)
+        b = best(found)
         errors = sum(b.socket_errors.values()) + sum(
             n for status, n in b.statuses.items() if status != 200
         )
@@ -225,7 +230,7 @@ def section(results: Results, args: argparse.Namespace) -> str:
         f"- Command: `.venv/bin/python "
         f"{shlex.join(['bench/metadata_one_guest.py', *sys.argv[1:]])}` "
         "(`--before`: `git archive <commit> src | tar -x -C /tmp/base`, then `/tmp/base/src`)",
-        f"- Code: {storm.code_version()}",
+        f"- Code: {code_version()}",
         "- Servers: `cloudseed serve --workers 2` (uvicorn, serve.py's worker model) on "
         "SQLite behind a simulated Neutron metadata proxy (every request signed: "
         "`X-Instance-ID`, `X-Tenant-ID`, `X-Instance-ID-Signature`), one guest (key pair, "
@@ -238,7 +243,7 @@ def section(results: Results, args: argparse.Namespace) -> str:
         f"{args.duration:g} s per pass, {args.rounds} rounds alternating the servers, best "
         f"round shown (all rounds listed); paced: each connection waits {PACED_DELAY_MS} ms "
         "after an answer",
-        f"- nginx {storm.nginx_version()}: 2 workers serving the same bytes as static files, "
+        f"- nginx {nginx_version()}: 2 workers serving the same bytes as static files, "
         "same requests and headers",
         "",
         table(results),
@@ -246,7 +251,7 @@ def section(results: Results, args: argparse.Namespace) -> str:
     if results.profile is not None:
         lines += [
             "",
-            *storm.profile_lines(
+            *profile_lines(
                 SimpleNamespace(
                     profile=results.profile,
                     args=SimpleNamespace(profile_seconds=args.profile_seconds),
@@ -274,16 +279,16 @@ def main() -> None:
         work = Path(tmp)
         data = work / "data"
         data.mkdir()
-        registries = storm.register(data)
-        with storm.running_server(data, workers=2) as server:
-            instance_id = storm.seed(server, registries, 1, 1, 1).instances[0]
+        registries = register(data)
+        with running_server(data, workers=2) as server:
+            instance_id = seed(server, registries, 1, 1, 1).instances[0]
             root = None
             if not args.no_nginx:
-                root = storm.fetch_documents(
+                root = fetch_documents(
                     server.metadata_port, [instance_id], PATHS, work / "static"
                 ).root
         # The same guest twice: each of wrk's two threads takes one line.
-        files = storm.write_storm_files(work / "storm", [instance_id, instance_id], PATHS)
+        files = write_storm_files(work / "storm", [instance_id, instance_id], PATHS)
         for round_no in range(args.rounds):
             if args.before is not None:
                 measure_server(

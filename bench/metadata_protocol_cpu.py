@@ -28,7 +28,11 @@ from email.utils import formatdate
 from pathlib import Path
 from typing import Any
 
-import metadata_storm as storm
+import storm_identity
+from storm_crawl import CLOUD_INIT_PATHS
+from storm_identity import proxy_headers
+from storm_seeding import register, seed
+from storm_server import running_server
 
 SRC = Path(__file__).resolve().parent.parent / "src"
 
@@ -62,11 +66,11 @@ class KeptWrites(asyncio.Transport):
 
 
 def requests_for(instance_id: str) -> list[bytes]:
-    headers = "".join(f"{k}: {v}\r\n" for k, v in storm.proxy_headers(instance_id).items())
+    headers = "".join(f"{k}: {v}\r\n" for k, v in proxy_headers(instance_id).items())
     return [
         f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:8775\r\nUser-Agent: Cloud-Init/23.1\r\n"
         f"Accept: */*\r\n{headers}\r\n".encode()
-        for path in storm.CLOUD_INIT_PATHS
+        for path in CLOUD_INIT_PATHS
     ]
 
 
@@ -141,7 +145,7 @@ async def _measure(
         writes = transport.writes - before
         results.append(elapsed / count * 1e6)
     per_path = {}
-    for path, request in zip(storm.CLOUD_INIT_PATHS, requests, strict=True):
+    for path, request in zip(CLOUD_INIT_PATHS, requests, strict=True):
         best = float("inf")
         for _ in range(rounds):
             started = time.perf_counter()
@@ -165,7 +169,7 @@ def run_child(
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(src), str(Path(__file__).resolve().parent)]),
         "CLOUDSEED_NEUTRON__SERVICE_METADATA_PROXY": "true",
-        "CLOUDSEED_NEUTRON__METADATA_PROXY_SHARED_SECRET": storm.SECRET,
+        "CLOUDSEED_NEUTRON__METADATA_PROXY_SHARED_SECRET": storm_identity.SECRET,
         "CLOUDSEED_LOG_LEVEL": "warning",
     }
     argv = [str(data), instance_id, str(args.requests), str(args.rounds), profile]
@@ -184,7 +188,8 @@ def run_child(
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
         data_dir, instance_id, count, rounds, profile = sys.argv[2:]
-        storm.SECRET = os.environ["CLOUDSEED_NEUTRON__METADATA_PROXY_SHARED_SECRET"]  # the parent's
+        # The parent's.
+        storm_identity.SECRET = os.environ["CLOUDSEED_NEUTRON__METADATA_PROXY_SHARED_SECRET"]
         result = asyncio.run(_measure(data_dir, instance_id, int(count), int(rounds), profile))
         print(json.dumps(result))
         return 0
@@ -197,9 +202,9 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="protocol-cpu-") as tmp:
         data = Path(tmp) / "data"
         data.mkdir()
-        registries = storm.register(data)
-        with storm.running_server(data, workers=2) as server:
-            instance_id = storm.seed(server, registries, 1, 1, 1).instances[0]
+        registries = register(data)
+        with running_server(data, workers=2) as server:
+            instance_id = seed(server, registries, 1, 1, 1).instances[0]
         measured = [("this checkout", SRC, args.profile or "")]
         if args.before is not None:
             measured.insert(0, ("before", args.before.resolve(), ""))

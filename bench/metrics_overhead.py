@@ -26,32 +26,38 @@ import time
 from pathlib import Path
 
 import httpx
-import metadata_storm as storm
 from report import cpu_model, write_section
+from storm_crawl import cloud_init_paths
+from storm_host import load_average
+from storm_report import INTRO
+from storm_seeding import register, seed
+from storm_server import running_server
+from storm_workers import cpu_seconds
+from storm_wrk import StormFiles, WrkResult, run_wrk, write_storm_files, wrk_command
 
 MARKERS = ("<!-- bench:metrics-overhead:start -->", "<!-- bench:metrics-overhead:end -->")
 PATHS = 8
 
 
 def one_round(
-    data_dir: Path, files: storm.StormFiles, args: argparse.Namespace, *, enabled: bool
-) -> tuple[storm.WrkResult, float, float | None]:
+    data_dir: Path, files: StormFiles, args: argparse.Namespace, *, enabled: bool
+) -> tuple[WrkResult, float, float | None]:
     """``args``: the command line's (threads, connections, duration)."""
     """One serve process with metrics ``enabled`` or not: warm-up, then the timed wrk run;
     with metrics, the metadata requests counted by a scrape afterwards."""
     os.environ["CLOUDSEED_METRICS__ENABLED"] = "true" if enabled else "false"
     what = f"metrics {'on' if enabled else 'off'}"
-    with storm.running_server(data_dir, 2) as server:
+    with running_server(data_dir, 2) as server:
         url = f"http://127.0.0.1:{server.metadata_port}"
-        warm = storm.wrk_command(args, url, "cloudseed", files, 3, one_cycle=False)
-        storm.run_wrk(f"{what} (warm-up)", warm)
-        command = storm.wrk_command(args, url, "cloudseed", files, args.duration, one_cycle=False)
+        warm = wrk_command(args, url, "cloudseed", files, 3, one_cycle=False)
+        run_wrk(f"{what} (warm-up)", warm)
+        command = wrk_command(args, url, "cloudseed", files, args.duration, one_cycle=False)
         workers = server.worker_pids()
-        cpu_before = sum(storm.cpu_seconds(pid) for pid in workers)
-        result = storm.run_wrk(what, command)
+        cpu_before = sum(cpu_seconds(pid) for pid in workers)
+        result = run_wrk(what, command)
         # The workers' own CPU time per request: what other processes on the machine do to
         # the throughput (a shared machine) hardly changes it.
-        cpu_us = (sum(storm.cpu_seconds(pid) for pid in workers) - cpu_before) / result.requests
+        cpu_us = (sum(cpu_seconds(pid) for pid in workers) - cpu_before) / result.requests
         cpu_us *= 1e6
         print(f"  {what}: {cpu_us:.1f} µs of worker CPU per request", flush=True)
         counted = None
@@ -77,18 +83,18 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="cloudseed-metrics-bench-") as tmp:
         data_dir = Path(tmp) / "state"
         data_dir.mkdir()
-        registries = storm.register(data_dir)
+        registries = register(data_dir)
         os.environ["CLOUDSEED_METRICS__ENABLED"] = "true"
-        with storm.running_server(data_dir, 2) as server:
-            (instance,) = storm.seed(server, registries, 1, 1, 1).instances
+        with running_server(data_dir, 2) as server:
+            (instance,) = seed(server, registries, 1, 1, 1).instances
             metadata = f"http://127.0.0.1:{server.metadata_port}"
-            paths = storm.cloud_init_paths(metadata, instance)[:PATHS]
+            paths = cloud_init_paths(metadata, instance)[:PATHS]
         # The wrk script shares the instances out over its threads: one copy per thread.
-        files = storm.write_storm_files(Path(tmp) / "wrk", [instance] * args.threads, paths)
-        rounds: dict[bool, list[storm.WrkResult]] = {False: [], True: []}
+        files = write_storm_files(Path(tmp) / "wrk", [instance] * args.threads, paths)
+        rounds: dict[bool, list[WrkResult]] = {False: [], True: []}
         cpu: dict[bool, list[float]] = {False: [], True: []}
         counted: list[float] = []
-        load_before = storm.load_average()
+        load_before = load_average()
         for _ in range(args.rounds):
             for enabled in (False, True):
                 result, cpu_us, seen = one_round(data_dir, files, args, enabled=enabled)
@@ -99,7 +105,7 @@ def main() -> None:
                 if seen is not None:
                     counted.append(seen)
                 time.sleep(1)
-        load_after = storm.load_average()
+        load_after = load_average()
     off = max(rounds[False], key=lambda r: r.rps)
     on = max(rounds[True], key=lambda r: r.rps)
     cost = 1 - on.rps / off.rps
@@ -140,7 +146,7 @@ def main() -> None:
     section = "\n".join(lines)
     print(section)
     if args.write:
-        write_section(args.write, *MARKERS, section, intro=storm.INTRO)
+        write_section(args.write, *MARKERS, section, intro=INTRO)
 
 
 if __name__ == "__main__":

@@ -1,13 +1,18 @@
-"""What the benchmarks share: the machine's description and writing one section of
-docs/benchmarks.md between its markers, leaving the other sections as they are."""
+"""What the benchmarks share: the machine's description, the code measured, a percentile, and
+writing one section of docs/benchmarks.md between its markers, leaving the other sections as
+they are."""
 
 from __future__ import annotations
 
 import contextlib
+import math
+import os
 import platform
 import re
+import subprocess
 from pathlib import Path
 
+BENCH_DIR = Path(__file__).resolve().parent
 INTRO = "# Benchmarks\n\nWritten by the scripts in `bench/`; each section between its markers.\n"
 
 
@@ -30,3 +35,26 @@ def write_section(path: Path, start: str, end: str, section: str, intro: str = I
         document = document.rstrip("\n") + "\n\n" + block + "\n"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(document, encoding="utf-8")
+
+
+def percentile(samples: list[float], pct: float) -> float:
+    """Nearest-rank percentile."""
+    ordered = sorted(samples)
+    return ordered[max(0, math.ceil(pct / 100 * len(ordered)) - 1)]
+
+
+def code_version() -> str:
+    """The commit measured, and whether the source differed from it."""
+
+    def git(*args: str) -> str:
+        done = subprocess.run(
+            ["git", *args], capture_output=True, text=True, check=False, cwd=BENCH_DIR.parent
+        )
+        return done.stdout.strip()
+
+    version = git("rev-parse", "--short", "HEAD") or "unknown"
+    if git("status", "--porcelain", "--", "src"):
+        version += " with uncommitted changes in src/"
+    if os.environ.get("PYTHONPATH"):
+        version += f" (cloudseed imported through PYTHONPATH={os.environ['PYTHONPATH']})"
+    return version

@@ -57,8 +57,8 @@ from pathlib import Path
 
 import httpx
 import keypairs as kp_bench
-import metadata_storm as storm
 import peers
+import storm_identity
 from report import cpu_model, write_section
 from side_by_side_report import (
     CLOUDSEED,
@@ -68,6 +68,18 @@ from side_by_side_report import (
     write_chart,
 )
 from side_by_side_rounds import Run, measure_api, measure_metadata
+from storm_host import require_tool, step
+from storm_seeding import (
+    SERVER_METADATA,
+    USER_DATA,
+    Registries,
+    _create_batches,
+    all_server_ids,
+    count_servers,
+    import_key_pair,
+    register,
+)
+from storm_server import Server, running_server
 
 NOVA_GUNICORN = "Nova 34 (gunicorn x2)"
 NOVA_UWSGI = "Nova 34 (uwsgi x2)"
@@ -115,17 +127,15 @@ def public_key() -> str:
 # --- the run --------------------------------------------------------------------------------------
 
 
-def seed_cloudseed(run: Run, server: storm.Server, registries: storm.Registries) -> list[str]:
-    """--guests servers through cloudseed's API (metadata_storm's multi-create batches); the
+def seed_cloudseed(run: Run, server: Server, registries: Registries) -> list[str]:
+    """--guests servers through cloudseed's API (storm_seeding's multi-create batches); the
     ACTIVE ones. Servers that end in ERROR are noted with their fault and left out: Nova then
     gets as many as cloudseed has ACTIVE."""
-    with httpx.Client(base_url=server.api, headers=storm.AUTH, timeout=120) as api:
-        key_name = storm.import_key_pair(api)
-        asyncio.run(
-            storm._create_batches(server.api, registries, key_name, run.args.guests, 100, 1)
-        )
+    with httpx.Client(base_url=server.api, headers=storm_identity.AUTH, timeout=120) as api:
+        key_name = import_key_pair(api)
+        asyncio.run(_create_batches(server.api, registries, key_name, run.args.guests, 100, 1))
         deadline = time.monotonic() + 600
-        while storm.count_servers(api, "BUILD") and time.monotonic() < deadline:
+        while count_servers(api, "BUILD") and time.monotonic() < deadline:
             time.sleep(0.5)
         failed = api.get("/v2.1/servers/detail", params={"status": "ERROR", "limit": 1000})
         errored = failed.json()["servers"]
@@ -137,7 +147,7 @@ def seed_cloudseed(run: Run, server: storm.Server, registries: storm.Registries)
             )
             print(f"  {run.notes[-1]}", flush=True)
         bad = {s["id"] for s in errored}
-        return sorted(i for i in storm.all_server_ids(api) if i not in bad)
+        return sorted(i for i in all_server_ids(api) if i not in bad)
 
 
 @contextlib.contextmanager
@@ -145,31 +155,34 @@ def stood_up(run: Run, tmp: Path) -> Iterator[dict[str, object]]:
     """Keystone, cloudseed, Nova (+ uwsgi metadata); both seeded with ``--guests`` servers."""
     args = run.args
     directory = peers.check_installed()
-    storm.require_tool("wrk", "wrk")
-    storm.require_tool("nginx", "nginx-light")
-    storm.SECRET = "side-by-side-" + os.urandom(8).hex()  # shared by both metadata services
+    require_tool("wrk", "wrk")
+    require_tool("nginx", "nginx-light")
+    # Shared by both metadata services.
+    storm_identity.SECRET = "side-by-side-" + os.urandom(8).hex()
     with contextlib.ExitStack() as stack:
-        done = storm.step("Keystone")
+        done = step("Keystone")
         identity = stack.enter_context(peers.running_keystone(directory, tmp / "keystone"))
         done()
-        # metadata_storm's helpers read these module settings: the admin project and token.
-        storm.PROJECT = identity.project_id
-        storm.AUTH = {"X-Auth-Token": identity.token}
+        # The storm_* helpers read these storm_identity settings: the admin project and token.
+        storm_identity.PROJECT = identity.project_id
+        storm_identity.AUTH = {"X-Auth-Token": identity.token}
         os.environ["CLOUDSEED_CONFIG"] = str(cloudseed_config(tmp, identity))
         data_dir = tmp / "cloudseed"
         data_dir.mkdir()
-        done = storm.step("cloudseed: db sync, registries, serve --workers 2")
-        registries = storm.register(data_dir)
-        server = stack.enter_context(storm.running_server(data_dir, workers=2))
+        done = step("cloudseed: db sync, registries, serve --workers 2")
+        registries = register(data_dir)
+        server = stack.enter_context(running_server(data_dir, workers=2))
         done()
-        done = storm.step("Nova 34: setup (databases, cells, catalog) and start")
-        nova = stack.enter_context(peers.running_nova(directory, tmp / "nova", storm.SECRET))
+        done = step("Nova 34: setup (databases, cells, catalog) and start")
+        nova = stack.enter_context(
+            peers.running_nova(directory, tmp / "nova", storm_identity.SECRET)
+        )
         uwsgi_url = stack.enter_context(peers.running_nova_metadata_uwsgi(nova, processes=2))
         done()
-        done = storm.step(f"seeding {args.guests:,} servers on each side")
+        done = step(f"seeding {args.guests:,} servers on each side")
         ours = seed_cloudseed(run, server, registries)
         user_data = tmp / "user_data"
-        user_data.write_bytes(storm.USER_DATA)
+        user_data.write_bytes(USER_DATA)
         nova_servers = peers.seed_nova_servers(
             directory,
             nova,
@@ -177,7 +190,7 @@ def stood_up(run: Run, tmp: Path) -> Iterator[dict[str, object]]:
             len(ours),
             ("storm-key", public_key()),
             user_data=user_data,
-            metadata=json.dumps(storm.SERVER_METADATA),
+            metadata=json.dumps(SERVER_METADATA),
         )
         done()
         yield {
@@ -195,7 +208,7 @@ def run_all(run: Run, tmp: Path) -> None:
         identity = up["identity"]
         server = up["server"]
         nova = up["nova"]
-        assert isinstance(identity, peers.Identity) and isinstance(server, storm.Server)
+        assert isinstance(identity, peers.Identity) and isinstance(server, Server)
         assert isinstance(nova, peers.Nova)
         ours: list[str] = up["cloudseed_guests"]  # type: ignore[assignment]
         theirs: list[str] = up["nova_guests"]  # type: ignore[assignment]

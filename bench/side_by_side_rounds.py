@@ -15,11 +15,24 @@ from pathlib import Path
 
 import httpx
 import keypairs as kp_bench
-import metadata_storm as storm
+from report import BENCH_DIR, percentile
 from side_by_side_report import CLOUDSEED, NGINX, Measurement
+from storm_crawl import CLOUD_INIT_PATHS
+from storm_host import load_average, require_tool, step
+from storm_nginx import fetch_documents, running_nginx
+from storm_wrk import (
+    StormFiles,
+    WrkResult,
+    best,
+    run_wrk,
+    run_wrk_one_cycle,
+    run_wrk_one_cycle_at_most,
+    write_storm_files,
+    wrk_command,
+)
 
-API_WRK_SCRIPT = storm.BENCH_DIR / "side_by_side_wrk.lua"
-PATHS = storm.CLOUD_INIT_PATHS  # the same for every target
+API_WRK_SCRIPT = BENCH_DIR / "side_by_side_wrk.lua"
+PATHS = CLOUD_INIT_PATHS  # the same for every target
 KEY_PAIRS = 100
 MICROVERSION = "2.10"
 
@@ -33,17 +46,17 @@ class Run:
 
     def add(self, measurement: Measurement) -> None:
         self.results.append(measurement)
-        self.loads.append(storm.load_average())
+        self.loads.append(load_average())
 
 
 # --- metadata -------------------------------------------------------------------------------------
 
 
 def metadata_wrk(
-    args: argparse.Namespace, url: str, target: str, files: storm.StormFiles, one_cycle: bool
+    args: argparse.Namespace, url: str, target: str, files: StormFiles, one_cycle: bool
 ) -> list[str]:
     command_args = argparse.Namespace(threads=args.threads, connections=args.connections)
-    return storm.wrk_command(
+    return wrk_command(
         command_args,
         url,
         "nginx" if target == NGINX else "cloudseed",
@@ -53,7 +66,7 @@ def metadata_wrk(
     )
 
 
-def measurement(scenario: str, target: str, result: storm.WrkResult, note: str) -> Measurement:
+def measurement(scenario: str, target: str, result: WrkResult, note: str) -> Measurement:
     socket_errors = sum(result.socket_errors.values())
     extra = f"; {socket_errors:,} socket errors" if socket_errors else ""
     return Measurement(
@@ -78,29 +91,29 @@ def measure_metadata(
     every guest's storm (its documents are fetched from cloudseed)."""
     args = run.args
     files = {
-        name: storm.write_storm_files(tmp / f"wrk-{i}", guests, PATHS, project=project)
+        name: write_storm_files(tmp / f"wrk-{i}", guests, PATHS, project=project)
         for i, (name, (_url, guests)) in enumerate(targets.items())
     }
     storm_scenario = f"metadata boot storm, {len(targets[CLOUDSEED][1]):,} guests, cold"
     args.connections = 256
     for name, (url, guests) in targets.items():
-        done = storm.step(f"storm: {name}")
+        done = step(f"storm: {name}")
         # Nova's cold path may be too slow for every guest in one locked run: each target
         # gets at most --storm-seconds, every guest it reaches still a first contact.
         command = metadata_wrk(args, url, name, files[name], one_cycle=True)
-        result, whole = storm.run_wrk_one_cycle_at_most(name, command, args.threads)
+        result, whole = run_wrk_one_cycle_at_most(name, command, args.threads)
         reached = min(len(guests), result.requests // len(PATHS))
         note = "each guest's 8 paths once" if whole else f"~{reached:,} guests reached"
         run.add(measurement(storm_scenario, name, result, f"{note}, 256 conn."))
         done()
     guests = targets[CLOUDSEED][1]
-    tree = storm.fetch_documents(cloudseed_port, guests, PATHS, tmp / "static")
+    tree = fetch_documents(cloudseed_port, guests, PATHS, tmp / "static")
     if set(tree.statuses) != {200}:
         run.notes.append(f"cloudseed's documents for nginx: statuses {dict(tree.statuses)}")
-    with storm.running_nginx(tree.root, tmp / "nginx", workers=2) as nginx_url:
+    with running_nginx(tree.root, tmp / "nginx", workers=2) as nginx_url:
         nginx_files = files[CLOUDSEED]
         args.connections = 256
-        result = storm.run_wrk_one_cycle(
+        result = run_wrk_one_cycle(
             NGINX, metadata_wrk(args, nginx_url, NGINX, nginx_files, one_cycle=True), args.threads
         )
         run.add(measurement(storm_scenario, NGINX, result, "the same documents, static"))
@@ -108,29 +121,23 @@ def measure_metadata(
         files[NGINX] = nginx_files
         # One guest, once per wrk thread: the Lua script shares guests out among threads.
         warm = {
-            name: storm.write_storm_files(
+            name: write_storm_files(
                 tmp / f"warm-{i}", [guests_[0]] * args.threads, PATHS, project=project
             )
             for i, (name, (_u, guests_)) in enumerate(everyone.items())
         }
         for connections in (8, 256):
             scenario = f"metadata, one warm guest, {connections} conn."
-            rounds: dict[str, list[storm.WrkResult]] = {name: [] for name in everyone}
+            rounds: dict[str, list[WrkResult]] = {name: [] for name in everyone}
             for round_ in range(args.rounds):
                 for name, (url, _g) in everyone.items():
                     args.connections = connections
-                    storm.step(f"{scenario}: {name}, round {round_ + 1}")
+                    step(f"{scenario}: {name}, round {round_ + 1}")
                     rounds[name].append(
-                        storm.run_wrk(
-                            name, metadata_wrk(args, url, name, warm[name], one_cycle=False)
-                        )
+                        run_wrk(name, metadata_wrk(args, url, name, warm[name], one_cycle=False))
                     )
             for name, results in rounds.items():
-                run.add(
-                    measurement(
-                        scenario, name, storm.best(results), f"best of {args.rounds} rounds"
-                    )
-                )
+                run.add(measurement(scenario, name, best(results), f"best of {args.rounds} rounds"))
 
 
 # --- compute API ----------------------------------------------------------------------------------
@@ -145,7 +152,7 @@ def api_headers(token: str) -> dict[str, str]:
 
 
 def api_wrk(args: argparse.Namespace, url: str, token: str) -> list[str]:
-    command = [storm.require_tool("wrk", "wrk"), f"-t{args.threads}", "-c8"]
+    command = [require_tool("wrk", "wrk"), f"-t{args.threads}", "-c8"]
     command += [f"-d{math.ceil(args.duration)}s", "--timeout", "10s", "--latency"]
     for name, value in api_headers(token).items():
         command += ["-H", f"{name}: {value}"]
@@ -198,7 +205,7 @@ def measure_imports_and_deletes(run: Run, name: str, client: httpx.Client) -> No
                 name,
                 None,
                 statistics.median(latencies),
-                storm.percentile(latencies, 99),
+                percentile(latencies, 99),
                 errors,
                 f"{count} requests, one connection",
             )
@@ -228,14 +235,14 @@ def measure_api(run: Run, targets: dict[str, tuple[str, str]], token: str) -> No
             "server list (limit=100)": f"{base}/v2.1/servers?limit=100",
         }
     for scenario in urls[CLOUDSEED]:
-        rounds: dict[str, list[storm.WrkResult]] = {name: [] for name in targets}
+        rounds: dict[str, list[WrkResult]] = {name: [] for name in targets}
         for round_ in range(args.rounds):
             for name in targets:
-                storm.step(f"{scenario}: {name}, round {round_ + 1}")
-                rounds[name].append(storm.run_wrk(name, api_wrk(args, urls[name][scenario], token)))
+                step(f"{scenario}: {name}, round {round_ + 1}")
+                rounds[name].append(run_wrk(name, api_wrk(args, urls[name][scenario], token)))
         for name, results in rounds.items():
-            best = storm.best(results)
-            run.add(measurement(scenario, name, best, f"8 conn., best of {args.rounds} rounds"))
+            note = f"8 conn., best of {args.rounds} rounds"
+            run.add(measurement(scenario, name, best(results), note))
     for name, (base, _server) in targets.items():
         with httpx.Client(base_url=base, headers=api_headers(token), timeout=120) as client:
             measure_imports_and_deletes(run, name, client)

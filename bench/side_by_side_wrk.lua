@@ -1,6 +1,6 @@
 -- wrk script for bench/side_by_side.py's compute API rounds: the request is wrk's own (URL and
 -- -H headers: the Keystone token, the microversion); this only counts statuses and prints the
--- one result line bench/metadata_storm.py's parse_wrk() reads (bench/wrk_result.lua).
+-- one result line bench/storm_wrk.py's parse_wrk() reads (bench/wrk_result.lua).
 
 local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
 local result = dofile(here .. "wrk_result.lua")

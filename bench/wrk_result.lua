@@ -1,6 +1,6 @@
 -- The result half of cloudseed's wrk scripts (bench/metadata_storm_wrk.lua,
 -- bench/side_by_side_wrk.lua): count each thread's response statuses and print, when wrk is
--- done, the one line bench/metadata_storm.py's parse_wrk() reads:
+-- done, the one line bench/storm_wrk.py's parse_wrk() reads:
 -- "STORM-RESULT key=value ... statuses=200:N,...".
 --
 -- A script loads it relative to its own file (wrk runs scripts from the working directory,

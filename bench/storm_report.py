@@ -1,0 +1,374 @@
+"""The metadata storm's results and its section of docs/benchmarks.md: the targets table, the
+passes table, memory, change visibility, idle CPU and the profile, as Markdown."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import platform
+import shlex
+import statistics
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+
+from report import code_version, cpu_model
+from storm_changes import ChangeTrial
+from storm_nginx import StaticTree, nginx_version
+from storm_profile import Profile
+from storm_seeding import PRIMING_INSTANCES, SERVER_METADATA, USER_DATA, Seeding
+from storm_wrk import WrkResult, best
+
+INTRO = """# Benchmarks
+
+Measured numbers for cloudseed; each section says the command that reproduces it (run from the
+repository root after `make test-venv`). Numbers from different machines are not comparable.
+"""
+NO_COMPUTE = {True: " --no-compute", False: ""}  # the measured server's flag
+TARGETS = {
+    "rps": 10_000,
+    "p99_ms": 10.0,
+    "kib_per_instance": 5.0,
+    "visible_ms": 100.0,
+    "nginx_ratio": 0.30,
+}
+
+
+@dataclass
+class Report:
+    args: argparse.Namespace
+    seeding: Seeding | None = None
+    paths: list[str] = field(default_factory=list)
+    crawl_bytes: int = 0
+    cold: WrkResult | None = None
+    warm: list[WrkResult] = field(default_factory=list)
+    paced: WrkResult | None = None
+    nginx: list[WrkResult] = field(default_factory=list)
+    rss_before: dict[int, int] = field(default_factory=dict)
+    rss_after: dict[int, int] = field(default_factory=dict)
+    static: StaticTree | None = None
+    changes: list[ChangeTrial] = field(default_factory=list)
+    idle_cpu: dict[int, float] = field(default_factory=dict)
+    fill_seconds: float = 0.0
+    split: list[dict[int, int]] = field(default_factory=list)  # wrk's connections per worker
+    profile: Profile | None = None
+    loads: list[str] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+
+
+def kib_per_instance(report: Report) -> float:
+    """RSS growth per instance held in one worker's cache (every worker holds every instance:
+    each guest's requests spread over connections of both), for the worker that grew most: a
+    worker that dropped part of its cache on the way would make an average look better."""
+    return (
+        max(report.rss_after[pid] - report.rss_before[pid] for pid in report.rss_after)
+        / report.args.instances
+    )
+
+
+def visibility_ms(report: Report) -> list[float]:
+    """Per trial: when the slowest worker served the new value."""
+    return [max(t.visible_ms.values()) for t in report.changes]
+
+
+def targets_table(report: Report) -> tuple[str, list[str]]:
+    warm, cold = best(report.warm), report.cold
+    assert cold is not None
+    storm_errors = cold.errors + sum(r.errors for r in [*report.warm, report.paced] if r)
+    ratio = warm.rps / best(report.nginx).rps if report.nginx else None
+    visible = max(visibility_ms(report))
+    kib = kib_per_instance(report)
+    rows = [
+        (
+            "requests/s over the cloud-init mix, all workers (warm)",
+            f"≥ {TARGETS['rps']:,}",
+            f"{warm.rps:,.0f}",
+            warm.rps >= TARGETS["rps"],
+        ),
+        # Two readings of "p99 at 256 connections". At the target load (10,000 requests/s
+        # offered through 256 connections, the paced pass) it is a latency target. Saturated
+        # (closed loop: each connection sends its next request when the last is answered) the
+        # mean latency is connections / throughput (Little's law), so it asks for more than
+        # 25,600 requests/s, which nginx itself does not reach with a p99 under 10 ms here.
+        *(
+            [
+                (
+                    f"p99 latency at {report.args.connections} connections, "
+                    f"{report.args.paced_rate:,} requests/s offered",
+                    f"< {TARGETS['p99_ms']:.0f} ms",
+                    f"{report.paced.latency_us['p99'] / 1000:.2f} ms "
+                    f"({report.paced.rps:,.0f} requests/s served)",
+                    report.paced.latency_us["p99"] / 1000 < TARGETS["p99_ms"],
+                )
+            ]
+            if report.paced
+            else []
+        ),
+        (
+            f"p99 latency at {report.args.connections} connections, saturated (closed loop)"
+            + (
+                f"; nginx: {best(report.nginx).latency_us['p99'] / 1000:.1f} ms"
+                if report.nginx
+                else ""
+            ),
+            f"< {TARGETS['p99_ms']:.0f} ms",
+            f"{warm.latency_us['p99'] / 1000:.2f} ms",
+            warm.latency_us["p99"] / 1000 < TARGETS["p99_ms"],
+        ),
+        (
+            f"errors over the {report.args.instances:,}-instance storm (cold + warm passes)",
+            "0",
+            f"{storm_errors:,}",
+            storm_errors == 0,
+        ),
+        (
+            "memory per cached instance (RSS growth of the worker that grew most)",
+            f"< {TARGETS['kib_per_instance']:.0f} KB",
+            f"{kib:.2f} KiB",
+            kib < TARGETS["kib_per_instance"],
+        ),
+        (
+            "change visible in every worker",
+            f"≤ {TARGETS['visible_ms']:.0f} ms",
+            f"{visible:.1f} ms (max of {len(report.changes)})",
+            visible <= TARGETS["visible_ms"],
+        ),
+    ]
+    if ratio is not None:
+        rows.append(
+            (
+                "cloudseed / nginx requests/s",
+                f"≥ {TARGETS['nginx_ratio']:.0%}",
+                f"{ratio:.1%}",
+                ratio >= TARGETS["nginx_ratio"],
+            )
+        )
+    lines = ["| Target | Goal | Measured | Met |", "|---|---:|---:|---|"]
+    lines += [
+        f"| {what} | {goal} | {got} | {'met' if ok else '**not met**'} |"
+        for what, goal, got, ok in rows
+    ]
+    missed = [what for what, _, _, ok in rows if not ok]
+    return "\n".join(lines), missed
+
+
+def passes_table(report: Report) -> str:
+    lines = [
+        "| Pass | Requests | Time | Requests/s | p50 | p99 | p99.9 | max | "
+        "Statuses | Socket errors |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|",
+    ]
+    assert report.cold is not None
+    for r in [report.cold, *report.warm, *report.nginx, *([report.paced] if report.paced else [])]:
+        ms = {k: v / 1000 for k, v in r.latency_us.items()}
+        statuses = ", ".join(f"{s}: {n:,}" for s, n in sorted(r.statuses.items()))
+        lines.append(
+            f"| {r.what} | {r.requests:,} | {r.seconds:.1f} s | {r.rps:,.0f} | "
+            f"{ms['p50']:.2f} ms | {ms['p99']:.2f} ms | {ms['p999']:.2f} ms | "
+            f"{ms['max']:.1f} ms | {statuses} | {sum(r.socket_errors.values())} |"
+        )
+    return "\n".join(lines)
+
+
+def memory_lines(report: Report) -> list[str]:
+    before, after = report.rss_before, report.rss_after
+    per_worker = ", ".join(
+        f"{before[p] / 1024:.1f} → {after[p] / 1024:.1f} MiB" for p in sorted(after)
+    )
+    grown = sum(after.values()) - sum(before.values())
+    return [
+        "- Workers' RSS (VmRSS) before the cold pass (after the priming crawl of "
+        f"{PRIMING_INSTANCES} other guests) and after it, every instance cached in every "
+        f"worker: {per_worker}. After the cold pass, each worker was also asked for every "
+        "guest's meta_data.json and network_data.json on connections of its own "
+        f"({report.fill_seconds:.1f} s), since wrk's connections are not spread evenly: "
+        f"during the warm passes the workers held {split_text(report)} of wrk's "
+        f"{report.args.connections} connections",
+        f"- Growth: {grown / 1024:.1f} MiB for {report.args.instances:,} instances in "
+        f"{len(after)} workers = {grown / report.args.instances * 1000 / 1024:.2f} MiB per "
+        f"1,000 instances (all workers together); {kib_per_instance(report):.2f} KiB per "
+        "instance in the worker that grew most",
+    ]
+
+
+def split_text(report: Report) -> str:
+    if not report.split:
+        return "(not measured yet)"
+    return "; ".join(" / ".join(str(n) for n in counts.values()) for counts in report.split)
+
+
+def idle_line(report: Report) -> str:
+    shares = ", ".join(f"{share:.1%}" for share in report.idle_cpu.values())
+    return (
+        f"- Idle (no requests for 10 s, every instance cached): the workers use {shares} of "
+        "a core each, following the change feed"
+    )
+
+
+def change_lines(report: Report) -> list[str]:
+    visible = visibility_ms(report)
+    puts = [t.put_ms for t in report.changes]
+    pids = sorted(report.changes[0].visible_ms)
+    per_worker = "; ".join(
+        f"worker {i + 1}: p50 {statistics.median(t.visible_ms[p] for t in report.changes):.1f}"
+        f" ms, max {max(t.visible_ms[p] for t in report.changes):.1f} ms"
+        for i, p in enumerate(pids)
+    )
+    return [
+        f"- {len(report.changes)} user data changes (PUT at 2.105), each polled on 4 "
+        f"connections per worker (each connection's worker read from /proc) from the PUT's "
+        f"answer on: slowest worker p50 {statistics.median(visible):.1f} ms, max "
+        f"{max(visible):.1f} ms; {per_worker}; the PUT itself p50 "
+        f"{statistics.median(puts):.1f} ms"
+    ]
+
+
+def profile_lines(report: Report) -> list[str]:
+    profile = report.profile
+    if profile is None:
+        return ["Not profiled (`--profile-seconds 0`)."]
+    share = ", ".join(f"{name} {n / profile.samples:.0%}" for name, n in profile.threads)
+    lines = [
+        f"py-spy, {report.args.profile_seconds} s of one worker at 250 samples/s during a "
+        f"warm pass: {profile.samples:,} samples of running Python (time waiting in the "
+        f"event loop's poll or on a lock is not sampled); by thread: {share}.",
+        "",
+        "| Own time | Frame (innermost) |",
+        "|---:|---|",
+    ]
+    lines += [f"| {n / profile.samples:.1%} | `{frame}` |" for frame, n in profile.own]
+    lines += [
+        "",
+        "| Inclusive | Frame (anywhere on the stack, entry and event loop frames left out) |",
+        "|---:|---|",
+    ]
+    lines += [f"| {n / profile.samples:.1%} | `{frame}` |" for frame, n in profile.inclusive]
+    return lines
+
+
+def command_line() -> str:
+    script = os.path.relpath(sys.argv[0])
+    exe = os.path.relpath(sys.executable)
+    return shlex.join(
+        [
+            exe if not exe.startswith("..") else sys.executable,
+            script if not script.startswith("..") else sys.argv[0],
+            *sys.argv[1:],
+        ]
+    )
+
+
+def section_text(report: Report) -> str:
+    args, seeding = report.args, report.seeding
+    assert seeding is not None
+    targets, missed = targets_table(report)
+    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    verdict = (
+        "All targets met."
+        if not missed
+        else "Not met: " + "; ".join(missed) + ". See the profile below."
+    )
+    verdict += latency_note(report)
+    return "\n".join(
+        [
+            "## Metadata service boot storm",
+            "",
+            f"- Date: {now}",
+            f"- Machine: {os.cpu_count()} CPUs ({cpu_model()}), {platform.system()} "
+            f"{platform.release()}, Python {platform.python_version()}; shared with other work: "
+            f"load average (1, 5, 15 min) {', '.join(report.loads)} at the start of each pass",
+            f"- Command: `{command_line()}`",
+            f"- Code: {code_version()}",
+            f"- Server: `cloudseed serve --workers {args.workers}{NO_COMPUTE[args.no_compute]}` "
+            "on SQLite, behind a simulated "
+            "Neutron metadata proxy (`[neutron] service_metadata_proxy = true`: every request "
+            "carries `X-Instance-ID`, `X-Tenant-ID` and its HMAC signature), log level warning; "
+            "started afresh after the seeding, so its workers hold nothing else",
+            f"- Guests: {args.instances:,} servers (and {PRIMING_INSTANCES} more, crawled once "
+            "before the memory baseline) created through the compute API (multi-create, "
+            f"{args.batch} a request, {args.create_concurrency} requests at a time), each with a "
+            f"key pair, {len(USER_DATA)} bytes of cloud-config user data and "
+            f"{len(SERVER_METADATA)} metadata items: created in {seeding.create_seconds:.1f} s, "
+            f"all ACTIVE after {seeding.active_seconds:.1f} s "
+            f"({len(seeding.instances) / seeding.active_seconds:,.0f} servers/s; "
+            f"a multi-create took "
+            f"{seeding.batch_seconds[0]:.1f} s first and {seeding.batch_seconds[-1]:.1f} s last)"
+            + refusal_note(seeding),
+            f"- The crawl: {len(report.paths)} requests per guest, {report.crawl_bytes:,}"
+            " bytes of bodies: cloud-init's OpenStack datasource sequence (`/openstack` twice, "
+            f"`{report.paths[2].rsplit('/', 1)[0]}/` meta_data.json, user_data, vendor_data.json, "
+            "vendor_data2.json, network_data.json) and its EC2 crawl of `/latest/meta-data/` "
+            "(every listing and leaf, in cloud-init's order)",
+            f"- Load: `wrk -t{args.threads} -c{args.connections} --latency` on the same machine "
+            "with `bench/metadata_storm_wrk.lua`: each wrk thread walks its half of the guests "
+            f"{args.connections // args.threads} at a time, one crawl step for each, so each "
+            "guest's requests come in order and spread over both workers. Cold pass: exactly one "
+            f"request per (guest, path), caches empty; warm passes: {args.duration} s each",
+            nginx_note(args),
+            "",
+            targets,
+            "",
+            verdict,
+            "",
+            passes_table(report),
+            "",
+            *memory_lines(report),
+            *change_lines(report),
+            idle_line(report),
+            "",
+            "### Where a worker's time goes",
+            "",
+            *profile_lines(report),
+            "",
+        ]
+    )
+
+
+def latency_note(report: Report) -> str:
+    """What the p99 at saturation means, and the latency at a set load."""
+    connections = report.args.connections
+    note = (
+        f"\n\nAt saturation the load is closed-loop: {connections} connections, each "
+        "sending its next request when the last is answered, so the mean latency is "
+        f"{connections} / throughput (Little's law) and a p99 under 10 ms needs well over "
+        f"{connections * 100:,} requests/s"
+    )
+    if report.nginx:
+        nginx = best(report.nginx)
+        note += (
+            f" (nginx: {nginx.rps:,.0f} requests/s, p99 {nginx.latency_us['p99'] / 1000:.1f} ms)"
+        )
+    note += "."
+    paced = report.paced
+    if paced is not None:
+        ms = {k: v / 1000 for k, v in paced.latency_us.items()}
+        note += (
+            f" At a set load instead, {paced.rps:,.0f} requests/s through the same "
+            f"{connections} connections (the paced pass), cloudseed answers with p50 "
+            f"{ms['p50']:.2f} ms, p99 {ms['p99']:.2f} ms, max {ms['max']:.1f} ms."
+        )
+    return note
+
+
+def nginx_note(args: argparse.Namespace) -> str:
+    if args.no_nginx:
+        return "- nginx: not measured in this run (`--no-nginx`)"
+    return (
+        f"- nginx {nginx_version()}: `worker_processes {args.workers}`, unprivileged, "
+        "`access_log off`, default file handling (open, sendfile, close per request), "
+        "serving each guest's documents (fetched once from cloudseed) as static files "
+        "`/<instance id>/<path with / as ~>`, same requests and headers, same wrk settings"
+    )
+
+
+def refusal_note(seeding: Seeding) -> str:
+    if not seeding.refusals:
+        return ""
+    kinds = Counter(r.split(" ", 1)[0] for r in seeding.refusals)
+    causes = "; ".join(seeding.causes) or "see the server log"
+    return (
+        f"; {len(seeding.refusals)} multi-creates were refused "
+        f"({', '.join(f'{status}: {n}' for status, n in kinds.items())}; {causes}) and "
+        "posted again"
+    )
