@@ -3,7 +3,6 @@ with status X, whatever their task_state (a building server is BUILD in every ta
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 
 import pytest
@@ -12,7 +11,7 @@ from cloudseed.cells.service import CellDatabases
 from cloudseed.db.engines import Database
 from cloudseed.servers import states
 from cloudseed.servers.listing import ListFilter, list_servers
-from cloudseed.servers.models import Instance
+from tests.support.instances import add_instance
 
 # (vm_state, task_state) pairs as the agent and the API leave them, and one task the status
 # map does not name (it shows its vm_state's own status).
@@ -40,30 +39,10 @@ def cells(api_db: Database, clean_cell_db: Database) -> Iterator[CellDatabases]:
     opened.dispose()
 
 
-def add_instance(db: Database, vm_state: str, task_state: str | None) -> str:
-    uid = str(uuid.uuid4())
-    with db.write() as session:
-        session.add(
-            Instance(
-                uuid=uid,
-                display_name=f"{vm_state}-{task_state}",
-                hostname="s",
-                project_id="p",
-                user_id="u",
-                image_ref="img",
-                flavor_id="f",
-                vm_state=vm_state,
-                task_state=task_state,
-                reservation_id="r-1",
-            )
-        )
-    return uid
-
-
 def test_status_filter_selects_what_the_api_shows(cells, clean_cell_db):
     shown: dict[str, str] = {}
     for vm_state, task_state in STATES:
-        uid = add_instance(clean_cell_db, vm_state, task_state)
+        uid = add_instance(clean_cell_db, vm_state, task_state, name=f"{vm_state}-{task_state}")
         shown[uid] = states.status_of(vm_state, task_state)
     for status in [*sorted(set(shown.values())), "UNKNOWN-STATUS"]:
         for asked in (status, status.lower()):

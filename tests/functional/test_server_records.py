@@ -4,7 +4,6 @@ allocation."""
 from __future__ import annotations
 
 import concurrent.futures
-import uuid
 
 import pytest
 
@@ -13,31 +12,12 @@ from cloudseed.errors import Conflict, InvalidInput
 from cloudseed.networks import service as networks
 from cloudseed.servers import records
 from cloudseed.servers.errors import InstanceInvalidState
-from cloudseed.servers.models import Instance
+from tests.support.instances import add_instance
 
 
 @pytest.fixture()
 def cell(clean_cell_db: Database) -> Database:
     return clean_cell_db
-
-
-def add_instance(db: Database, vm_state: str = "active") -> str:
-    uid = str(uuid.uuid4())
-    with db.write() as session:
-        session.add(
-            Instance(
-                uuid=uid,
-                display_name="s",
-                hostname="s",
-                project_id="p",
-                user_id="u",
-                image_ref="img",
-                flavor_id="f",
-                vm_state=vm_state,
-                reservation_id="r-1",
-            )
-        )
-    return uid
 
 
 def test_claim_task_exactly_one_of_many_wins(cell):
