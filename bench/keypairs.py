@@ -40,7 +40,6 @@ import os
 import platform
 import shlex
 import shutil
-import signal
 import socket
 import sqlite3
 import subprocess
@@ -59,6 +58,7 @@ from cryptography.hazmat.primitives.asymmetric import ed25519
 from report import cpu_model, write_section
 from sqlalchemy import create_engine, insert, text
 from sqlalchemy.engine import make_url
+from storm_server import stop, wait_until_answering
 
 from cloudseed.db.engines import make_engine
 from cloudseed.keypairs.models import KeyPair
@@ -296,31 +296,10 @@ def running_server(
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError(
-                    f"server exited with {process.returncode}:\n"
-                    f"{log_path.read_text(errors='replace')}"
-                )
-            with contextlib.suppress(httpx.TransportError):
-                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
-                    break
-            if time.monotonic() > deadline:
-                raise RuntimeError(
-                    "server did not become healthy in 30 s:\n"
-                    f"{log_path.read_text(errors='replace')}"
-                )
-            time.sleep(0.05)
+        wait_until_answering(f"{base}/healthz", process, log_path)
         yield base
     finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        stop(process)
         results.check(
             process.returncode == 0,
             f"server exited with {process.returncode} after SIGTERM (expected 0)",

@@ -62,6 +62,17 @@ def wait_until_answering(url: str, process: subprocess.Popen[bytes], log_path: P
         time.sleep(0.05)
 
 
+def stop(process: subprocess.Popen[bytes], timeout: float = 60) -> None:
+    """SIGTERM (the service's clean shutdown), then SIGKILL after ``timeout`` seconds."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
 @contextlib.contextmanager
 def running_server(data_dir: Path, workers: int, *, compute: bool = True) -> Iterator[Server]:
     """``cloudseed serve``; ``compute=False``: without the compute agent (``--no-compute``),
@@ -108,13 +119,7 @@ def running_server(data_dir: Path, workers: int, *, compute: bool = True) -> Ite
             time.sleep(0.05)
         yield server
     finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        stop(process)
         log_text = log_path.read_text(errors="replace")
         if process.returncode != 0:
             print(
