@@ -1,6 +1,5 @@
 """Writes the database rolls back to break a deadlock run again (``db/engines.py``): two real
-transactions locking two rows in opposite orders, on PostgreSQL and MariaDB. SQLite queues
-its writers, so it never deadlocks and is not run here."""
+transactions locking two rows in opposite orders, on PostgreSQL and MariaDB."""
 
 from __future__ import annotations
 
@@ -18,10 +17,13 @@ from cloudseed.errors import WriteContended
 TABLE = "write_retry_probe"
 
 
+# SQLite queues its writers (BEGIN IMMEDIATE): two of them never hold a row each, so there is
+# no deadlock to break there.
+pytestmark = pytest.mark.parametrize("backend", ("postgresql", "mariadb"), indirect=True)
+
+
 @pytest.fixture()
-def db(cell_db: Database, backend: str) -> Iterator[Database]:
-    if backend == "sqlite":
-        pytest.skip("SQLite queues its writers (BEGIN IMMEDIATE): no deadlock to break")
+def db(cell_db: Database) -> Iterator[Database]:
     with cell_db.engine.begin() as connection:
         connection.execute(text(f"DROP TABLE IF EXISTS {TABLE}"))
         connection.execute(text(f"CREATE TABLE {TABLE} (id INTEGER PRIMARY KEY, n INTEGER)"))
