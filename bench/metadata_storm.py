@@ -48,6 +48,7 @@ import time
 from pathlib import Path
 
 from report import write_section
+from storm_building import BuildLoad
 from storm_changes import measure_change_visibility
 from storm_crawl import cloud_init_paths, crawl_bytes
 from storm_host import load_average, require_tool, step, venv_tool
@@ -56,6 +57,7 @@ from storm_profile import profile_worker
 from storm_report import (
     INTRO,
     Report,
+    building_line,
     change_lines,
     idle_line,
     memory_lines,
@@ -94,6 +96,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=10_000,
         help="requests/s offered in an extra, paced warm pass (0: skip); "
         "the p99 target is judged there (the requests/s target's load)",
+    )
+    parser.add_argument(
+        "--building",
+        type=int,
+        default=2000,
+        metavar="N",
+        help="servers created and built during a second paced pass (the boot storm with "
+        "the compute API and agent busy beside it; 0: skip; they stay in the state)",
     )
     parser.add_argument("--change-trials", type=int, default=20)
     parser.add_argument("--profile-seconds", type=int, default=10, help="0: no profile")
@@ -241,6 +251,22 @@ def run(args: argparse.Namespace, tmp: Path, report: Report) -> None:
                 delay_ms=delay_ms,
             )
             done()
+            if args.building and not args.no_compute:
+                report.loads.append(load_average())
+                done = step(
+                    f"the same paced pass while {args.building:,} more servers are created "
+                    "and built"
+                )
+                with BuildLoad(server.api, instances[0], args.building) as load:
+                    report.paced_building = run_wrk(
+                        f"cloudseed, warm, paced, while {args.building:,} servers are "
+                        "created and built",
+                        wrk_command(args, metadata, "cloudseed", files, args.duration, False),
+                        delay_ms=delay_ms,
+                    )
+                report.building = load.report
+                print(f"  {building_line(report)}")
+                done()
 
         done = step("idle: the workers' CPU use with no requests, 10 s")
         time.sleep(2)  # the last pass's connections close
@@ -266,7 +292,7 @@ def run(args: argparse.Namespace, tmp: Path, report: Report) -> None:
             print("\n".join("  " + line for line in profile_lines(report)))
             done()
 
-    for r in [report.cold, *report.warm, *report.nginx, report.paced]:
+    for r in [report.cold, *report.warm, *report.nginx, report.paced, report.paced_building]:
         if r is not None and r.errors:
             report.failures.append(
                 f"{r.what}: {r.non_200} non-200 answers "

@@ -73,9 +73,9 @@ from storm_seeding import (
     SERVER_METADATA,
     USER_DATA,
     Registries,
-    _create_batches,
     all_server_ids,
     count_servers,
+    create_batches,
     import_key_pair,
     register,
 )
@@ -133,7 +133,7 @@ def seed_cloudseed(run: Run, server: Server, registries: Registries) -> list[str
     gets as many as cloudseed has ACTIVE."""
     with httpx.Client(base_url=server.api, headers=storm_identity.AUTH, timeout=120) as api:
         key_name = import_key_pair(api)
-        asyncio.run(_create_batches(server.api, registries, key_name, run.args.guests, 100, 1))
+        asyncio.run(create_batches(server.api, registries, key_name, run.args.guests, 100, 1))
         deadline = time.monotonic() + 600
         while count_servers(api, "BUILD") and time.monotonic() < deadline:
             time.sleep(0.5)

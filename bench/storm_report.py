@@ -14,6 +14,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from report import code_version, cpu_model
+from storm_building import BuildReport
 from storm_changes import ChangeTrial
 from storm_nginx import StaticTree, nginx_version
 from storm_profile import Profile
@@ -44,6 +45,8 @@ class Report:
     cold: WrkResult | None = None
     warm: list[WrkResult] = field(default_factory=list)
     paced: WrkResult | None = None
+    paced_building: WrkResult | None = None  # the same load while servers are built
+    building: BuildReport | None = None
     nginx: list[WrkResult] = field(default_factory=list)
     rss_before: dict[int, int] = field(default_factory=dict)
     rss_after: dict[int, int] = field(default_factory=dict)
@@ -160,7 +163,8 @@ def passes_table(report: Report) -> str:
         "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|",
     ]
     assert report.cold is not None
-    for r in [report.cold, *report.warm, *report.nginx, *([report.paced] if report.paced else [])]:
+    passes = [report.cold, *report.warm, *report.nginx, report.paced, report.paced_building]
+    for r in [r for r in passes if r is not None]:
         ms = {k: v / 1000 for k, v in r.latency_us.items()}
         statuses = ", ".join(f"{s}: {n:,}" for s, n in sorted(r.statuses.items()))
         lines.append(
@@ -196,6 +200,29 @@ def split_text(report: Report) -> str:
     if not report.split:
         return "(not measured yet)"
     return "; ".join(" / ".join(str(n) for n in counts.values()) for counts in report.split)
+
+
+def building_line(report: Report) -> str:
+    built, paced = report.building, report.paced_building
+    if built is None or paced is None:
+        return "- Not measured while servers are built (`--building 0` or `--no-compute`)"
+    refused = (
+        f"; {len(built.refusals)} multi-creates refused and posted again" if built.refusals else ""
+    )
+    return (
+        f"- While {built.servers:,} more servers were created through the compute API "
+        f"(multi-creates of 100, one at a time, beside the pass) and built by the agents in "
+        f"the same workers: the paced pass served {paced.rps:,.0f} requests/s, p99 "
+        f"{paced.latency_us['p99'] / 1000:.2f} ms; the creates took {built.create_seconds:.1f} s, "
+        f"{built.building_at_end:,} servers were still building when the pass ended, all were "
+        f"ACTIVE {built.all_active_seconds:.1f} s after the first create{refused}. Not a target: "
+        "the storm's targets are for the service alone (docs/deployment.md says when to keep "
+        "the agent out of the metadata workers)"
+    )
+
+
+def building_lines(report: Report) -> list[str]:
+    return [] if report.building is None else [building_line(report)]
 
 
 def idle_line(report: Report) -> str:
@@ -315,6 +342,7 @@ def section_text(report: Report) -> str:
             "",
             *memory_lines(report),
             *change_lines(report),
+            *building_lines(report),
             idle_line(report),
             "",
             "### Where a worker's time goes",

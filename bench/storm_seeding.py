@@ -120,7 +120,7 @@ def import_key_pair(api: httpx.Client) -> str:
 CREATE_ATTEMPTS = 5
 
 
-async def _create_batches(
+async def create_batches(
     base: str, registries: Registries, key_name: str, total: int, batch: int, concurrency: int
 ) -> tuple[list[float], list[str]]:
     """POST multi-creates of ``batch`` servers from ``concurrency`` clients; return each
@@ -227,7 +227,7 @@ def seed(
         key_name = import_key_pair(api)
         started = time.perf_counter()
         batch_seconds, refusals = asyncio.run(
-            _create_batches(server.api, registries, key_name, total, batch, concurrency)
+            create_batches(server.api, registries, key_name, total, batch, concurrency)
         )
         created = time.perf_counter() - started
         wait_until_active(api, total)

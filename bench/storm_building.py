@@ -1,0 +1,90 @@
+"""Servers created and built while the storm's guests read their metadata: the boot storm as
+an operator meets it, where the first guests boot while later ones are still being created
+through the API and built by the agent in the same processes (``--building N``).
+
+``BuildLoad`` posts multi-creates of ``N`` more servers (from the registries the seeded
+servers came from) in a thread of its own while a paced pass runs, then reports how long the
+creates took and how many servers were still building when the pass ended. The servers stay
+in the state directory (a reused ``--state`` grows by ``N`` each run; they are not in the
+storm's crawl)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from dataclasses import dataclass, field
+
+import httpx
+import storm_identity
+from storm_seeding import Registries, count_servers, create_batches
+
+BATCH = 100  # servers per multi-create: the creates spread over the pass instead of one burst
+WAIT_SECONDS = 600
+
+
+@dataclass
+class BuildReport:
+    servers: int
+    create_seconds: float = 0.0  # from the first POST to the last answer
+    building_at_end: int = 0  # BUILD when the pass ended (at most 1,000: one page)
+    all_active_seconds: float = 0.0  # from the first POST until none was BUILD
+    refusals: list[str] = field(default_factory=list)
+
+
+def registries_of(api: httpx.Client, server_id: str) -> Registries:
+    """The image, flavor and network a seeded server was made from (a reused state keeps no
+    record of them): its own view at 2.1 (flavor by id), and the network slice by name."""
+    server = api.get(f"/v2.1/servers/{server_id}").json()["server"]
+    (network_name,) = server["addresses"]
+    found = api.get("/network/v2.0/networks", params={"name": network_name}).json()
+    (network,) = found["networks"]
+    return Registries(
+        image=server["image"]["id"], flavor=server["flavor"]["id"], network=network["id"]
+    )
+
+
+class BuildLoad:
+    """``with BuildLoad(api_base, seeded_id, n) as load:`` run the pass; ``load.report``."""
+
+    def __init__(self, api_base: str, seeded_id: str, servers: int) -> None:
+        self.api_base = api_base
+        self.report = BuildReport(servers)
+        with httpx.Client(base_url=api_base, headers=storm_identity.AUTH, timeout=60) as api:
+            self.registries = registries_of(api, seeded_id)
+        self._thread = threading.Thread(target=self._create, name="storm-builds", daemon=True)
+        self._error: BaseException | None = None
+        self._started = 0.0
+
+    def _create(self) -> None:
+        try:
+            _seconds, self.report.refusals = asyncio.run(
+                create_batches(
+                    self.api_base, self.registries, "storm-key", self.report.servers, BATCH, 1
+                )
+            )
+            self.report.create_seconds = time.perf_counter() - self._started
+        except BaseException as exc:  # reported by __exit__, in the benchmark's thread
+            self._error = exc
+
+    def __enter__(self) -> BuildLoad:
+        self._started = time.perf_counter()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        with httpx.Client(base_url=self.api_base, headers=storm_identity.AUTH, timeout=60) as api:
+            self.report.building_at_end = count_servers(api, "BUILD")
+            self._thread.join(timeout=WAIT_SECONDS)
+            if self._error is not None:
+                raise RuntimeError(f"creating servers during the pass: {self._error}")
+            # Later passes (idle, change visibility) measure a server with nothing to build.
+            deadline = time.monotonic() + WAIT_SECONDS
+            while count_servers(api, "BUILD"):
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"servers still building {WAIT_SECONDS} s after the pass")
+                time.sleep(0.5)
+            self.report.all_active_seconds = time.perf_counter() - self._started
+            errors = count_servers(api, "ERROR")
+            if errors:
+                raise RuntimeError(f"{errors} servers built during the pass went to ERROR")
