@@ -37,6 +37,7 @@ from cloudseed.quotas import service as quotas
 from cloudseed.servers import (
     destinations,
     edits,
+    history,
     key_sets,
     live_keys,
     new_instance_rows,
@@ -183,6 +184,7 @@ def create_servers(
             except NoValidHost as exc:
                 # As in Nova: the servers exist, in ERROR, with the scheduler's fault.
                 placements, no_host = [None] * count, exc
+            history.new_instances(session, uuids)
             for index, u in enumerate(uuids):
                 action_ids[u] = new_instance_rows.add_instance(
                     session,

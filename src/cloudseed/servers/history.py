@@ -107,6 +107,14 @@ def prefetch_versions(session: Session, instance_uuids: list[str]) -> None:
         versions[uuid] = found.get(uuid) or 0
 
 
+def new_instances(session: Session, instance_uuids: list[str]) -> None:
+    """Instances added in this transaction have no history yet: their versions start at 0
+    without the query ``prefetch_versions`` makes (one per server of a multi-create)."""
+    versions: dict[str, int] = session.info.setdefault(_VERSIONS, {})
+    for uuid in instance_uuids:
+        versions.setdefault(uuid, 0)
+
+
 @event.listens_for(Session, "after_transaction_end")
 def _forget_versions(session: Session, transaction: SessionTransaction) -> None:
     # Savepoints too: one rolled back may have taken versions it never wrote.
