@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import event, func, select
-from sqlalchemy.orm import Session, SessionTransaction
+from sqlalchemy.orm import Session, SessionTransaction, SessionTransactionOrigin
 
 from cloudseed.servers import key_sets
 from cloudseed.servers.models import BootstrapChange
@@ -117,8 +117,10 @@ def new_instances(session: Session, instance_uuids: list[str]) -> None:
 
 @event.listens_for(Session, "after_transaction_end")
 def _forget_versions(session: Session, transaction: SessionTransaction) -> None:
-    # Savepoints too: one rolled back may have taken versions it never wrote.
-    session.info.pop(_VERSIONS, None)
+    # Savepoints too: one rolled back may have taken versions it never wrote. Not the
+    # subtransaction each flush runs in: forgetting there cost a query per row again.
+    if transaction.origin is not SessionTransactionOrigin.SUBTRANSACTION:
+        session.info.pop(_VERSIONS, None)
 
 
 def record(
@@ -151,7 +153,6 @@ def record(
             new_value=new,
         )
     )
-    session.flush()
 
 
 def history(session: Session, instance_uuid: str) -> list[dict[str, Any]]:
