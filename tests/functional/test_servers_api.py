@@ -30,6 +30,16 @@ def admin_show(api, server_id, version="2.105"):
     return r.json()["server"]
 
 
+def admin_list(api, reservation_id, version="2.3"):
+    r = api.get(
+        "/v2.1/servers/detail",
+        params={"reservation_id": reservation_id},
+        headers={**ADMIN, **mv(version)},
+    )
+    assert r.status_code == 200, r.text
+    return r.json()["servers"]
+
+
 def history(api, server_id):
     r = api.get(f"/v2.1/servers/{server_id}/bootstrap-history", headers=ADMIN)
     assert r.status_code == 200, r.text
@@ -56,6 +66,28 @@ class TestCreate:
         shown = admin_show(api, created["id"], "2.3")
         assert shown["OS-EXT-SRV-ATTR:user_data"] == b64("#!/bin/sh\necho hi")
         assert shown["OS-EXT-SRV-ATTR:hostname"] == "vm"
+
+    def test_list_filtered_by_reservation(self, api, cloud):
+        body = {"name": "vm", "imageRef": cloud.image_id, "flavorRef": "1"}
+        r = api.post(
+            "/v2.1/servers",
+            json={"server": {**body, "min_count": 2, "return_reservation_id": True}},
+        )
+        assert r.status_code == 202, r.text
+        reservation = r.json()["reservation_id"]
+        assert reservation.startswith("r-")
+        other = create_server(api, cloud)
+        listed = api.get("/v2.1/servers/detail", params={"reservation_id": reservation})
+        servers = listed.json()["servers"]
+        assert sorted(s["name"] for s in servers) == ["vm-1", "vm-2"]
+        assert {s["OS-EXT-SRV-ATTR:reservation_id"] for s in admin_list(api, reservation)} == {
+            reservation
+        }
+        assert api.get("/v2.1/servers", params={"reservation_id": "r-none"}).json() == {
+            "servers": []
+        }
+        for server_id in [other["id"], *(s["id"] for s in servers)]:
+            wait_for(api, server_id, "ACTIVE")
 
     def test_invalid_key_name(self, api, cloud):
         r = api.post(

@@ -26,6 +26,7 @@ class ListFilter:
     ip: str | None = None  # a regular expression on the IPv4 addresses, as in Nova
     ip6: str | None = None  # the same on the IPv6 addresses
     host: str | None = None  # administrators only
+    reservation_id: str | None = None  # the servers of one (multi-)create
     changes_since: dt.datetime | None = None
     limit: int = 1000
     marker: str | None = None
@@ -64,6 +65,8 @@ def list_servers(cells: CellDatabases, f: ListFilter) -> list[records.ServerReco
                 query = query.where(Instance.flavor_id == f.flavor)
             if f.host is not None:
                 query = query.where(Instance.host == f.host)
+            if f.reservation_id is not None:
+                query = query.where(Instance.reservation_id == f.reservation_id)
             if f.status is not None:
                 chosen = states.STATUS_FILTERS.get(f.status.upper(), [])
                 if not chosen:

@@ -217,6 +217,7 @@ async def _list(request: Request, *, detail: bool) -> Response:
         flavor=first.get("flavor"),
         ip=first.get("ip"),
         ip6=first.get("ip6"),
+        reservation_id=first.get("reservation_id"),
         changes_since=_parse_time(first["changes-since"]) if "changes-since" in first else None,
         limit=limit,
         marker=first.get("marker"),
