@@ -14,7 +14,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from cloudseed.errors import Conflict, InvalidInput
-from cloudseed.networks.errors import NetworkNotFound
+from cloudseed.networks.errors import AddressTaken, NetworkNotFound
 from cloudseed.networks.models import IPAllocation, Network
 
 
@@ -96,7 +96,8 @@ def random_mac() -> str:
 def allocate(
     session: Session, *, network: Network, instance_uuid: str, fixed_ip: str | None = None
 ) -> PortPlan:
-    """Reserve an address (the requested one, or the lowest free one) for a new port."""
+    """Reserve an address (the requested one, or the lowest free one) for a new port. The
+    reservation is added, not flushed: ``flush_allocations`` sends a request's together."""
     net = ipaddress.ip_network(network.cidr)
     pool = _pool(session, network, net)
     taken, reserved = pool.taken, pool.reserved
@@ -138,11 +139,17 @@ def allocate(
         )
     )
     taken.add(address)
+    return plan
+
+
+def flush_allocations(session: Session) -> None:
+    """Send the reservations ``allocate`` added. Within a transaction the pool already keeps
+    two ports from one address; a concurrent transaction that took one of them meanwhile
+    makes this AddressTaken (and the caller's transaction is rolled back)."""
     try:
         session.flush()
     except IntegrityError as exc:
-        raise Conflict(f"Fixed IP address {address} is already in use.") from exc
-    return plan
+        raise AddressTaken() from exc
 
 
 @dataclass

@@ -23,18 +23,29 @@ def start(
     event: str | None = None,
     details: str | None = None,
 ) -> int:
-    row = InstanceAction(
+    row = new_action(instance_uuid=instance_uuid, action=action, actor=actor)
+    session.add(row)
+    session.flush()
+    if event is not None:
+        add_event(session, action_id=row.id, event=event, details=details)
+    return row.id
+
+
+def new_action(*, instance_uuid: str, action: str, actor: Actor) -> InstanceAction:
+    """The row ``start`` adds, for a caller that adds many and flushes them together (its id
+    is known once flushed)."""
+    return InstanceAction(
         instance_uuid=instance_uuid,
         action=action,
         request_id=actor.request_id,
         user_id=actor.user_id,
         project_id=actor.project_id,
     )
-    session.add(row)
-    session.flush()
-    if event is not None:
-        session.add(InstanceActionEvent(action_id=row.id, event=event, details=details))
-    return row.id
+
+
+def add_event(session: Session, *, action_id: int, event: str, details: str | None = None) -> None:
+    """A started event of the (flushed) action ``action_id``."""
+    session.add(InstanceActionEvent(action_id=action_id, event=event, details=details))
 
 
 def finish(

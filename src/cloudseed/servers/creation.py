@@ -32,7 +32,7 @@ from cloudseed.hosts.errors import NoValidHost
 from cloudseed.images import service as images
 from cloudseed.images.access import Viewer
 from cloudseed.networks import service as networks
-from cloudseed.networks.errors import NetworkNotFound
+from cloudseed.networks.errors import AddressTaken, NetworkNotFound
 from cloudseed.quotas import service as quotas
 from cloudseed.servers import (
     destinations,
@@ -123,21 +123,8 @@ def create_servers(
             min_count=request.min_count,
             max_count=request.count,
         )
-        uuids = [str(uuid.uuid4()) for _ in range(count)]
-        try:
-            ports = {u: port_plans.plan(session, request.networks, u) for u in uuids}
-        except NetworkNotFound as exc:  # 400 in Nova too
-            raise InvalidInput(str(exc)) from exc
-        for u in uuids:
-            session.add(
-                InstanceMapping(
-                    instance_uuid=u,
-                    cell_id=cell_id,
-                    project_id=request.actor.project_id,
-                    user_id=request.actor.user_id,
-                )
-            )
         image_uuid = image.uuid
+    uuids, ports = _reserve(api_db, request, count=count, cell_id=cell_id)
     config_drive = (
         request.config_drive
         or force_config_drive
@@ -160,7 +147,6 @@ def create_servers(
     )
     cell = cells.by_id(cell_id)
     ports = port_plans.unique_macs(cell, ports)
-    action_ids: dict[str, int] = {}
     try:
         with cell.write() as session:
             try:
@@ -185,16 +171,14 @@ def create_servers(
                 # As in Nova: the servers exist, in ERROR, with the scheduler's fault.
                 placements, no_host = [None] * count, exc
             history.new_instances(session, uuids)
-            for index, u in enumerate(uuids):
-                action_ids[u] = new_instance_rows.add_instance(
-                    session,
-                    new_servers,
-                    uuid=u,
-                    index=index,
-                    placement=placements[index],
-                    no_host=no_host,
-                    ports=ports[u],
-                )
+            action_ids = new_instance_rows.add_instances(
+                session,
+                new_servers,
+                uuids=uuids,
+                placements=placements,
+                no_host=no_host,
+                ports=ports,
+            )
             if quota.recheck_quota:
                 # Others may have created since we counted; this count includes them and us.
                 session.flush()
@@ -217,6 +201,45 @@ def create_servers(
     return Created(
         uuids=uuids, reservation_id=reservation_id, admin_pass=admin_pass, action_ids=action_ids
     )
+
+
+# Two creates on one network at once pick the same lowest free addresses; the one whose
+# reservation loses is run again, reading what the winner committed (it waited for it).
+RESERVE_ATTEMPTS = 5
+
+
+def _reserve(
+    api_db: Database, request: CreateRequest, *, count: int, cell_id: int
+) -> tuple[list[str], dict[str, list[networks.PortPlan]]]:
+    """The new servers' uuids, their instance mappings and their ports' addresses, in one
+    API database transaction, run again when a concurrent create took an address first."""
+
+    def once() -> tuple[list[str], dict[str, list[networks.PortPlan]]]:
+        with api_db.write() as session:
+            uuids = [str(uuid.uuid4()) for _ in range(count)]
+            try:
+                ports = port_plans.plan_all(session, request.networks, uuids)
+            except NetworkNotFound as exc:  # 400 in Nova too
+                raise InvalidInput(str(exc)) from exc
+            session.add_all(
+                [
+                    InstanceMapping(
+                        instance_uuid=u,
+                        cell_id=cell_id,
+                        project_id=request.actor.project_id,
+                        user_id=request.actor.user_id,
+                    )
+                    for u in uuids
+                ]
+            )
+            return uuids, ports
+
+    for _ in range(RESERVE_ATTEMPTS - 1):
+        try:
+            return once()
+        except AddressTaken:
+            continue
+    return once()
 
 
 def _key_set(session: Session, request: CreateRequest) -> list[dict[str, Any]]:

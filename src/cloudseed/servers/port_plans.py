@@ -12,6 +12,7 @@ from sqlalchemy import select
 from cloudseed.db.engines import Database
 from cloudseed.errors import InvalidInput
 from cloudseed.networks import service as networks
+from cloudseed.networks.models import Network
 from cloudseed.servers.models import FixedIP, Port
 
 
@@ -38,19 +39,32 @@ def unique_macs(
     return fixed
 
 
-def plan(
-    session: Any, requested: list[dict[str, Any]] | str | None, instance_uuid: str
-) -> list[networks.PortPlan]:
+def plan_all(
+    session: Any, requested: list[dict[str, Any]] | str | None, instance_uuids: list[str]
+) -> dict[str, list[networks.PortPlan]]:
+    """The ports of each new server as the request's ``networks`` asks (the same for each),
+    their addresses reserved: the networks looked up once, the reservations sent together."""
+    chosen = _networks(session, requested)
+    plans = {
+        uuid_: [
+            networks.allocate(session, network=net, instance_uuid=uuid_, fixed_ip=fixed_ip)
+            for net, fixed_ip in chosen
+        ]
+        for uuid_ in instance_uuids
+    }
+    networks.flush_allocations(session)
+    return plans
+
+
+def _networks(
+    session: Any, requested: list[dict[str, Any]] | str | None
+) -> list[tuple[Network, str | None]]:
+    """Each port's network and requested fixed IP, in the request's order."""
     if requested == "none":
         return []
     if requested in (None, "auto", []):
         available = networks.list_networks(session)
-        return (
-            [networks.allocate(session, network=available[0], instance_uuid=instance_uuid)]
-            if available
-            else []
-        )
-    plans = []
+        return [(available[0], None)] if available else []
     assert isinstance(requested, list)
     for item in requested:
         if item.get("port"):
@@ -62,39 +76,35 @@ def plan(
             raise InvalidInput(
                 f"Bad networks format: network uuid is not in proper format ({item})"
             )
-        network = networks.get_network(session, item["uuid"])
-        plans.append(
-            networks.allocate(
-                session, network=network, instance_uuid=instance_uuid, fixed_ip=item.get("fixed_ip")
-            )
-        )
-    return plans
+    return [
+        (networks.get_network(session, item["uuid"]), item.get("fixed_ip")) for item in requested
+    ]
 
 
-def add(session: Any, instance_uuid: str, plan: networks.PortPlan) -> None:
-    session.add(
-        Port(
-            uuid=plan.uuid,
-            instance_uuid=instance_uuid,
-            network_id=plan.network_id,
-            network_name=plan.network_name,
-            mac_address=plan.mac_address,
-            mtu=plan.mtu,
-            network_info=json.dumps(
-                {
-                    "cidr": plan.cidr,
-                    "gateway": plan.gateway,
-                    "dns_nameservers": plan.dns_nameservers,
-                }
-            ),
-        )
+def port_row(instance_uuid: str, plan: networks.PortPlan) -> Port:
+    """The planned port's row; its fixed IP's row (``fixed_ip_row``) refers to it, so it must
+    be flushed first (the ORM does not order unrelated rows by their foreign keys)."""
+    return Port(
+        uuid=plan.uuid,
+        instance_uuid=instance_uuid,
+        network_id=plan.network_id,
+        network_name=plan.network_name,
+        mac_address=plan.mac_address,
+        mtu=plan.mtu,
+        network_info=json.dumps(
+            {
+                "cidr": plan.cidr,
+                "gateway": plan.gateway,
+                "dns_nameservers": plan.dns_nameservers,
+            }
+        ),
     )
-    session.flush()
-    session.add(
-        FixedIP(
-            address=plan.address,
-            version=plan.version,
-            port_uuid=plan.uuid,
-            instance_uuid=instance_uuid,
-        )
+
+
+def fixed_ip_row(instance_uuid: str, plan: networks.PortPlan) -> FixedIP:
+    return FixedIP(
+        address=plan.address,
+        version=plan.version,
+        port_uuid=plan.uuid,
+        instance_uuid=instance_uuid,
     )
