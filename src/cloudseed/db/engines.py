@@ -215,13 +215,23 @@ def _translate_outages() -> Iterator[None]:
         raise
 
 
-def again_when_rolled_back(transaction: Callable[[], T], *, attempts: int) -> T:
+def again_when_rolled_back(
+    transaction: Callable[[], T],
+    *,
+    attempts: int,
+    lost_to: tuple[type[Exception], ...] = (),
+) -> T:
     """Run ``transaction`` (one whole transaction) again each time the database rolled it back
     to resolve a conflict with a concurrent one (``is_deadlock``): nothing of it stayed. After
-    ``attempts`` runs in all, ``WriteContended`` (409): the client may try again."""
+    ``attempts`` runs in all, ``WriteContended`` (409): the client may try again. ``lost_to``:
+    the caller's own errors that mean the same (a concurrent transaction took a unique key
+    first, and this one was rolled back); after the last attempt they are raised as they are."""
     for attempt in range(1, attempts + 1):
         try:
             return transaction()
+        except lost_to:
+            if attempt == attempts:
+                raise
         except OperationalError as exc:
             if not is_deadlock(exc):
                 raise

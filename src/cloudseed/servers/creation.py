@@ -23,7 +23,7 @@ from sqlalchemy.orm import Session
 
 from cloudseed.cells.models import InstanceMapping
 from cloudseed.cells.service import CellDatabases
-from cloudseed.db.engines import Database
+from cloudseed.db.engines import Database, again_when_rolled_back
 from cloudseed.errors import InvalidInput
 from cloudseed.flavors import service as flavors
 from cloudseed.flavors.errors import FlavorNotFound
@@ -212,7 +212,8 @@ def _reserve(
     api_db: Database, request: CreateRequest, *, count: int, cell_id: int
 ) -> tuple[list[str], dict[str, list[networks.PortPlan]]]:
     """The new servers' uuids, their instance mappings and their ports' addresses, in one
-    API database transaction, run again when a concurrent create took an address first."""
+    API database transaction, run again when a concurrent create took an address first (or
+    the database rolled it back to break a deadlock)."""
 
     def once() -> tuple[list[str], dict[str, list[networks.PortPlan]]]:
         with api_db.write() as session:
@@ -234,12 +235,7 @@ def _reserve(
             )
             return uuids, ports
 
-    for _ in range(RESERVE_ATTEMPTS - 1):
-        try:
-            return once()
-        except AddressTaken:
-            continue
-    return once()
+    return again_when_rolled_back(once, attempts=RESERVE_ATTEMPTS, lost_to=(AddressTaken,))
 
 
 def _key_set(session: Session, request: CreateRequest) -> list[dict[str, Any]]:
