@@ -14,38 +14,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import os
 import statistics
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import storm_identity
 from storm_seeding import create_batches, import_key_pair, register, wait_until_active
-from storm_server import running_server
+from storm_server import code_from, running_server
 from storm_workers import cpu_seconds
 
 WARM_UP = 100  # servers created (and built) before the measurement
-
-
-@contextlib.contextmanager
-def code_from(src: Path | None) -> Iterator[None]:
-    """The ``cloudseed`` commands started inside run ``src``'s code (None: this checkout's)."""
-    if src is None:
-        yield
-        return
-    saved = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = str(src)
-    try:
-        yield
-    finally:
-        if saved is None:
-            del os.environ["PYTHONPATH"]
-        else:
-            os.environ["PYTHONPATH"] = saved
 
 
 def one_round(args: argparse.Namespace, src: Path | None) -> str:

@@ -26,15 +26,10 @@ from pathlib import Path
 
 from report import cpu_model, write_section
 from storm_seeding import seeded_state
-from storm_server import running_server
+from storm_server import code_from, running_server
+from storm_workers import cpu_seconds
 
-TICKS = os.sysconf("SC_CLK_TCK")
 MARKERS = "<!-- bench:idle-{}:start -->", "<!-- bench:idle-{}:end -->"
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS  # utime + stime
 
 
 def idle_cpu(state: Path, seconds: float, settle: float, compute: bool) -> list[float]:
@@ -77,21 +72,12 @@ def main() -> None:
             sides.append((f"before ({args.before})", args.before))
         results: dict[str, list[list[float]]] = {name: [] for name, _ in sides}
         loads = []
-        # This checkout's side runs with the PYTHONPATH this script was given (a worktree's
-        # src), else with what the venv imports.
-        own = os.environ.get("PYTHONPATH")
         for _ in range(args.rounds):
             for name, src in sides:
-                if src is not None:
-                    os.environ["PYTHONPATH"] = str(src)
-                elif own is not None:
-                    os.environ["PYTHONPATH"] = own
-                else:
-                    os.environ.pop("PYTHONPATH", None)
                 loads.append(" ".join(Path("/proc/loadavg").read_text().split()[:3]))
-                results[name].append(idle_cpu(state, args.seconds, 5.0, args.compute))
+                with code_from(src):
+                    results[name].append(idle_cpu(state, args.seconds, 5.0, args.compute))
                 print(name, ", ".join(f"{c:.2f} %" for c in results[name][-1]), flush=True)
-        os.environ.pop("PYTHONPATH", None)
     rows = [
         f"| {name} | "
         + "; ".join(", ".join(f"{c:.2f} %" for c in r) for r in runs)

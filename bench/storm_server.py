@@ -74,6 +74,25 @@ def stop(process: subprocess.Popen[bytes], timeout: float = 60) -> None:
 
 
 @contextlib.contextmanager
+def code_from(src: Path | None) -> Iterator[None]:
+    """``cloudseed`` commands started inside run ``src``'s code (another checkout's src/, the
+    "before" of a comparison); None: this run's own (the PYTHONPATH it was given, else what the
+    venv imports)."""
+    if src is None:
+        yield
+        return
+    saved = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = str(src)
+    try:
+        yield
+    finally:
+        if saved is None:
+            del os.environ["PYTHONPATH"]
+        else:
+            os.environ["PYTHONPATH"] = saved
+
+
+@contextlib.contextmanager
 def running_server(data_dir: Path, workers: int, *, compute: bool = True) -> Iterator[Server]:
     """``cloudseed serve``; ``compute=False``: without the compute agent (``--no-compute``),
     for runs that only read, where queued operations would compete for the CPUs."""
