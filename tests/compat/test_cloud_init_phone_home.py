@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from cloudseed.hostkeys.keys import parse_host_key
+from cloudseed.hostkeys.key_lines import parse_host_key
 from tests.compat.test_cloud_init import (
     Guest,
     boot,

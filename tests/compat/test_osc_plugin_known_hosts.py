@@ -16,7 +16,7 @@ import pytest
 from cloudseed.cells.service import CellDatabases
 from cloudseed.db.engines import Database
 from cloudseed.hostkeys import service
-from cloudseed.hostkeys.keys import parse_host_key
+from cloudseed.hostkeys.key_lines import parse_host_key
 from cloudseed.hostkeys.phone_home import parse_report
 from tests.compat.conftest import TOKEN, Cli
 from tests.compat.test_osc_plugin import (

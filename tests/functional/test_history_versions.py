@@ -1,4 +1,5 @@
-"""Bootstrap history versions within one transaction (``servers/history.py``): read once per
+"""Bootstrap history versions within one transaction (``servers/history/bootstrap.py``): read once
+per
 instance, then counted in memory, across the flushes other work in the transaction makes,
 and read again in the next transaction."""
 
@@ -12,7 +13,7 @@ from typing import Any
 from sqlalchemy import event
 
 from cloudseed.db.engines import Database
-from cloudseed.servers import history
+from cloudseed.servers.history import bootstrap as history
 from tests.support.instances import add_instance
 
 ACTOR = history.Actor(user_id="u", project_id="p", request_id="req-1")

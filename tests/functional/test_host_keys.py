@@ -20,7 +20,7 @@ from sqlalchemy import select, update
 
 from cloudseed.db.engines import Database
 from cloudseed.hostkeys import service
-from cloudseed.hostkeys.keys import parse_host_key
+from cloudseed.hostkeys.key_lines import parse_host_key
 from cloudseed.hostkeys.models import HostKeyReport
 from cloudseed.hostkeys.service import MAX_REPEATS
 from cloudseed.servers.models import Instance

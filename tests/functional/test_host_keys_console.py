@@ -22,7 +22,7 @@ from cloudseed.hostkeys.models import HostKeyReport
 from cloudseed.hostkeys.watch import ConsoleWatch
 from cloudseed.servers import records
 from cloudseed.servers.models import Instance
-from cloudseed.servers.system_keys import SSH_FORWARD
+from cloudseed.servers.system_metadata import SSH_FORWARD
 from cloudseed.settings import Settings
 from tests.functional.test_host_keys import (
     canonical,

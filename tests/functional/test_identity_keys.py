@@ -14,7 +14,8 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 
 from cloudseed.db.base import utcnow
 from cloudseed.db.engines import Database, is_deadlock
-from cloudseed.identity import keys, service
+from cloudseed.identity import service
+from cloudseed.identity import signing_keys as keys
 from cloudseed.identity.errors import KeyUnreadable
 from cloudseed.identity.keyring import Keyring
 from cloudseed.settings import IdentitySection

@@ -1,11 +1,12 @@
-"""The compute agent's ``keys`` operations (agent/keys.py), on each database, with the fake
+"""The compute agent's ``keys`` operations (agent/key_operations.py), on each database, with the
+fake
 driver's guest agent: a change of a running server's keys reaches the guest and is recorded
 applied via the guest agent; a guest without an agent fails after the retries with the reason;
 an older operation never undoes a newer one; a stopped guest gets the change when it starts;
 expired keys are taken off the guest.
 
 The API that changes keys (2.106) is written elsewhere; ``change_keys`` does what it stores and
-queues (docs of the contract: servers/key_delivery.py).
+queues (docs of the contract: servers/live_keys/delivery.py).
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ from cloudseed.db.base import utcnow
 from cloudseed.db.engines import Database
 from cloudseed.hosts.models import ComputeNode, Service
 from cloudseed.images.models import Image
-from cloudseed.servers import key_delivery, queue
+from cloudseed.servers.lifecycle import queue
+from cloudseed.servers.live_keys import delivery as key_delivery
 from cloudseed.servers.models import Instance, InstanceExtra, Operation
 from cloudseed.settings import Settings
 from tests.support import keys

@@ -22,9 +22,10 @@ from cloudseed.cells.service import CellDatabases
 from cloudseed.compute.fake import FAKE_SSH_FORWARD, FakeDriver
 from cloudseed.db.engines import Database
 from cloudseed.hosts.models import ComputeNode, Service
-from cloudseed.servers import queue, records
+from cloudseed.servers import records
+from cloudseed.servers.lifecycle import queue
 from cloudseed.servers.models import InstanceSystemMetadata, Operation
-from cloudseed.servers.system_keys import SSH_FORWARD
+from cloudseed.servers.system_metadata import SSH_FORWARD
 from cloudseed.settings import Settings
 from tests.support.cloud import b64, make_cloud, mv
 

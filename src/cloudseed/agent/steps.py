@@ -35,26 +35,22 @@ from typing import Any
 from sqlalchemy import update
 
 from cloudseed.agent.guests import ConfigDrives, Files, guest_spec
-from cloudseed.agent.keys import KeyPusher, after_operation
+from cloudseed.agent.key_operations import KeyPusher, after_operation
 from cloudseed.cells.service import CellDatabases
 from cloudseed.compute.interfaces import Driver, GuestSpec
 from cloudseed.db.base import utcnow
 from cloudseed.db.engines import Database
 from cloudseed.images.service import boot_image
-from cloudseed.servers import (
-    action_log,
-    edits,
-    history,
-    live_keys,
-    personality,
-    queue,
-    records,
-    states,
-)
+from cloudseed.servers import records, states
+from cloudseed.servers.creation import personality
 from cloudseed.servers.errors import NotStarted
-from cloudseed.servers.history import Actor
+from cloudseed.servers.history import actions as action_log
+from cloudseed.servers.history import bootstrap as history
+from cloudseed.servers.history.bootstrap import Actor
+from cloudseed.servers.lifecycle import edits, queue
+from cloudseed.servers.live_keys import store as live_keys
 from cloudseed.servers.models import Instance
-from cloudseed.servers.system_keys import SSH_FORWARD
+from cloudseed.servers.system_metadata import SSH_FORWARD
 
 log = logging.getLogger(__name__)
 

@@ -34,7 +34,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from cloudseed.agent.guests import ConfigDrives
-from cloudseed.agent.keys import KeyPusher, queue_expired
+from cloudseed.agent.key_operations import KeyPusher, queue_expired
 from cloudseed.agent.steps import Steps
 from cloudseed.cells.service import CellDatabases
 from cloudseed.compute.interfaces import Capacity, Driver
@@ -43,8 +43,9 @@ from cloudseed.db.engines import Database
 from cloudseed.db.notify import OPERATIONS, Listener
 from cloudseed.hostkeys.watch import ConsoleWatch
 from cloudseed.hosts import service as hosts
-from cloudseed.servers import action_log, power_sync, queue
-from cloudseed.servers.history import Actor
+from cloudseed.servers.history import actions as action_log
+from cloudseed.servers.history.bootstrap import Actor
+from cloudseed.servers.lifecycle import power_sync, queue
 from cloudseed.servers.models import Instance
 from cloudseed.servers.states import ACTIVE, NOSTATE
 from cloudseed.settings import Settings
@@ -193,7 +194,7 @@ class Agent:
           never outlive the service that ran them): with ``[DEFAULT]
           resume_guests_state_on_host_boot`` a start is queued, with the instance action
           ``start`` by this agent; without, it is recorded SHUTOFF with an action ``stop``
-          (``servers/power_sync.py``).
+          (``servers/lifecycle/power_sync.py``).
 
         A guest of no live instance (deleted, or unknown) is destroyed. Guests of live
         instances of other hosts are left alone (agents of several hosts may share a

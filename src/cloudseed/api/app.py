@@ -38,7 +38,7 @@ from cloudseed.networks import api as networks_api
 from cloudseed.quotas import api as quotas_api
 from cloudseed.servers import api as servers_api
 from cloudseed.servers import quota as server_quota
-from cloudseed.servers.service import Servers
+from cloudseed.servers.lifecycle.service import Servers
 from cloudseed.settings import Settings
 from cloudseed.types import ASGIApp, Scope
 from cloudseed.web.errors import MethodNotAllowed, ResourceNotFound

@@ -14,7 +14,7 @@ from cloudseed.cli.context import (
     pass_cli,
     state_options,
 )
-from cloudseed.hostkeys.access import known_hosts_of
+from cloudseed.hostkeys.ssh_names import known_hosts_of
 
 
 @click.command("known-hosts")

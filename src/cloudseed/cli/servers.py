@@ -15,7 +15,7 @@ from cloudseed.cli.context import (
     pass_cli,
     state_options,
 )
-from cloudseed.servers.ssh_access import ssh_access
+from cloudseed.servers.lifecycle.ssh_access import ssh_access
 
 
 @click.group()

@@ -8,7 +8,7 @@ know when its connection comes and goes (what was sent meanwhile was not heard, 
 for themselves). Other backends have no push: ``notify`` does nothing there, agents find work
 and metadata workers find changed guests by polling.
 
-Channels: ``OPERATIONS`` (the payload is the host that got work, servers/queue.py) and
+Channels: ``OPERATIONS`` (the payload is the host that got work, servers/lifecycle/queue.py) and
 ``GUEST_CHANGES`` (empty payload, once per transaction that changed what a guest sees,
 servers/records.py).
 """

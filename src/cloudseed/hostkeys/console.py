@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 
 from cloudseed.hostkeys.errors import InvalidReport
-from cloudseed.hostkeys.keys import HostKey, parse_host_key
+from cloudseed.hostkeys.key_lines import HostKey, parse_host_key
 
 BEGIN = "-----BEGIN SSH HOST KEY KEYS-----"
 END = "-----END SSH HOST KEY KEYS-----"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from cloudseed.hostkeys.keys import HostKey
+from cloudseed.hostkeys.key_lines import HostKey
 
 SSH_PORT = 22
 

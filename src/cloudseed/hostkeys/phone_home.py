@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from urllib.parse import parse_qsl
 
 from cloudseed.hostkeys.errors import InvalidReport, ReportForAnother
-from cloudseed.hostkeys.keys import HostKey, parse_host_key
+from cloudseed.hostkeys.key_lines import HostKey, parse_host_key
 
 # Four key lines of at most keys.MAX_LINE, percent-encoded, fit; a boot storm's worth of
 # bodies this size is what a metadata worker may hold at once.

@@ -23,7 +23,7 @@ from sqlalchemy.orm import Session
 
 from cloudseed.cells.errors import InstanceNotFound
 from cloudseed.hostkeys.errors import NotLaunched, TooManyReports
-from cloudseed.hostkeys.keys import HostKey, same_keys
+from cloudseed.hostkeys.key_lines import HostKey, same_keys
 from cloudseed.hostkeys.models import (
     ACCEPTED,
     BASELINE,

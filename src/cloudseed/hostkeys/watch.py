@@ -30,7 +30,7 @@ from cloudseed.db.base import utcnow
 from cloudseed.db.engines import Database
 from cloudseed.hostkeys import service
 from cloudseed.hostkeys.console import last_block
-from cloudseed.hostkeys.keys import HostKey, same_keys
+from cloudseed.hostkeys.key_lines import HostKey, same_keys
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from cloudseed.identity import keys
+from cloudseed.identity import signing_keys as keys
 from cloudseed.identity.claims import CLAIMS
 from cloudseed.identity.issuer import issuer_of
 from cloudseed.identity.keyring import Keyring, PublishedKey

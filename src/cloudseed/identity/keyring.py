@@ -22,7 +22,8 @@ from sqlalchemy.exc import IntegrityError
 
 from cloudseed.db.base import utcnow
 from cloudseed.db.engines import Database
-from cloudseed.identity import keys, service
+from cloudseed.identity import service
+from cloudseed.identity import signing_keys as keys
 from cloudseed.identity.errors import KeyUnreadable
 from cloudseed.settings import IdentitySection
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session
 
-from cloudseed.identity import keys
+from cloudseed.identity import signing_keys as keys
 from cloudseed.identity.models import IdentityKey
 
 

@@ -25,10 +25,10 @@ from starlette.routing import Route
 
 from cloudseed.db.engines import Database
 from cloudseed.images import service, store, uploads
-from cloudseed.images.access import Viewer
 from cloudseed.images.contents import check_format
 from cloudseed.images.glance_views import image_body, list_query, matches, page
 from cloudseed.images.schemas import parse_create
+from cloudseed.images.visibility import Viewer
 from cloudseed.web.errors import UnsupportedMediaType
 from cloudseed.web.links import base_url
 from cloudseed.web.requests import api_db_of, context_of, settings_of

@@ -14,8 +14,7 @@ from sqlalchemy.orm import Session
 
 from cloudseed.compute.interfaces import BootImage
 from cloudseed.errors import InvalidInput
-from cloudseed.images import access
-from cloudseed.images.access import OPERATOR, SEEN_BY_ALL, Viewer
+from cloudseed.images import visibility as access
 from cloudseed.images.contents import inspect_file
 from cloudseed.images.errors import (
     GIB,
@@ -31,6 +30,7 @@ from cloudseed.images.errors import (
 from cloudseed.images.formats import ACTIVE, QUEUED
 from cloudseed.images.models import Image
 from cloudseed.images.schemas import NewImage
+from cloudseed.images.visibility import OPERATOR, SEEN_BY_ALL, Viewer
 
 
 def add_image(

@@ -14,8 +14,7 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from cloudseed.db.base import utcnow
-from cloudseed.images import access
-from cloudseed.images.access import Viewer
+from cloudseed.images import visibility as access
 from cloudseed.images.contents import Digest
 from cloudseed.images.errors import (
     FormatsNotSet,
@@ -26,6 +25,7 @@ from cloudseed.images.errors import (
 from cloudseed.images.formats import ACTIVE, QUEUED, SAVING
 from cloudseed.images.models import Image
 from cloudseed.images.service import seen_by
+from cloudseed.images.visibility import Viewer
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from cloudseed.db.base import utcnow
-from cloudseed.keypairs import keys
+from cloudseed.keypairs import key_material as keys
 from cloudseed.keypairs.errors import (
     KeypairExists,
     KeypairLimitExceeded,

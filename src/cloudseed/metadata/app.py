@@ -33,8 +33,8 @@ from cloudseed.metadata.signed_identity import SignedIdentity
 from cloudseed.metadata.stats import NO_STATS, StoreStats
 from cloudseed.metadata.store import GuestStore
 from cloudseed.metadata.tokens import Tokens
-from cloudseed.servers import password
 from cloudseed.servers.errors import PasswordTooLarge
+from cloudseed.servers.lifecycle import password
 from cloudseed.settings import Settings
 from cloudseed.types import Receive, Scope, Send
 from cloudseed.vendordata import Vendordata

@@ -1,6 +1,7 @@
 """Live keys on the metadata side: which keys a guest is served, and recording that it got them.
 
-Which keys: ``servers/key_delivery.py`` decides (``current``, ``next_expiry``) when a record is
+Which keys: ``servers/live_keys/delivery.py`` decides (``current``, ``next_expiry``) when a record
+is
 read; the facts keep each served key's expiry, so a cached guest stops serving a key the moment
 it expires without reading the database again (``GuestFacts.at``).
 
@@ -25,8 +26,8 @@ from typing import Any
 from cloudseed.cells.service import CellDatabases
 from cloudseed.metadata.documents import GuestDocuments
 from cloudseed.metadata.facts import GuestFacts, facts_from_record
-from cloudseed.servers import key_delivery
-from cloudseed.servers.key_delivery import VIA_LOGIN_CHECK, VIA_METADATA
+from cloudseed.servers.live_keys import delivery as key_delivery
+from cloudseed.servers.live_keys.delivery import VIA_LOGIN_CHECK, VIA_METADATA
 
 log = logging.getLogger(__name__)
 

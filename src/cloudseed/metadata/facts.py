@@ -3,7 +3,7 @@
 Built from the record alone (the key pair snapshot, never the key pair table). Kept small on
 purpose: every metadata worker holds one per cached instance.
 
-Keys are the live keys of 2.106 (``servers/key_delivery.py`` decides which are current):
+Keys are the live keys of 2.106 (``servers/live_keys/delivery.py`` decides which are current):
 ``metadata/delivery.py`` hands in the keys current when the record was read, each with its
 expiry, and ``at`` leaves out those that expire later, so no document outlives a key's expiry
 and no database read is needed for it.
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cloudseed.metadata.sharing import Sharing
-from cloudseed.servers.system_keys import PASSWORD_CHUNKS, security_group_names
+from cloudseed.servers.system_metadata import PASSWORD_CHUNKS, security_group_names
 from cloudseed.vendordata.request import VendordataRequest
 
 # Server metadata item by which a user makes session tokens mandatory for one instance, like

@@ -17,7 +17,8 @@ import hashlib
 import secrets
 
 from cloudseed.cells.service import CellDatabases
-from cloudseed.identity import claims, keys
+from cloudseed.identity import claims
+from cloudseed.identity import signing_keys as keys
 from cloudseed.identity.host_keys import host_key_fingerprints
 from cloudseed.identity.issuer import issuer_of
 from cloudseed.identity.keyring import Keyring

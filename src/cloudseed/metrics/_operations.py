@@ -1,6 +1,6 @@
 """Operations queued, running and failed, counted in the cell databases when scraped.
 
-Operations are rows (servers/queue.py), so the truth is in the database, not in any one
+Operations are rows (servers/lifecycle/queue.py), so the truth is in the database, not in any one
 process: one ``COUNT ... GROUP BY state`` per cell at scrape time (scrapes come every few
 seconds; the count reads the (host, state) index) gives the same answer from every worker and
 every host, where counting in the agents would need them all to be scraped and summed.
@@ -16,7 +16,7 @@ from prometheus_client.metrics_core import Metric
 from sqlalchemy import func, select
 
 from cloudseed.cells.service import CellDatabases
-from cloudseed.servers import queue
+from cloudseed.servers.lifecycle import queue
 from cloudseed.servers.models import Operation
 
 log = logging.getLogger(__name__)

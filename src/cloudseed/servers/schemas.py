@@ -11,7 +11,7 @@ from typing import Any
 
 from cloudseed.errors import InvalidInput
 from cloudseed.keypairs.schemas import NAME_FORMAT
-from cloudseed.servers import personality
+from cloudseed.servers.creation import personality
 from cloudseed.web.microversions import APIVersion
 
 V = APIVersion
@@ -104,7 +104,7 @@ BDM_V2: dict[str, Any] = {
 }
 
 _UUID = {"type": "string", "format": "uuid"}
-# Nova's schemas/servers.py ``_hints``, at every microversion (servers/scheduler_hints.py).
+# Nova's schemas/servers.py ``_hints``, at every microversion (servers/creation/scheduler_hints.py).
 SCHEDULER_HINTS: dict[str, Any] = {
     "type": "object",
     "properties": {
@@ -125,7 +125,7 @@ SCHEDULER_HINTS: dict[str, Any] = {
 # Personality files went with 2.57 (on create and rebuild), as in Nova.
 PERSONALITY_REMOVED = V(2, 57)
 
-# PUT /servers/{id} unpins or re-pins the server's availability zone (servers/pinning.py).
+# PUT /servers/{id} unpins or re-pins the server's availability zone (servers/creation/pinning.py).
 PIN_UPDATE = V(2, 104)
 
 # cloudseed's first microversion: user data can change without a rebuild.
@@ -135,7 +135,7 @@ USER_DATA_UPDATE = V(2, 105)
 LIVE_KEYS = V(2, 106)
 # Each item a key pair's name, or the name with an expiry. How many: [api]
 # max_keys_per_server, checked in code (a setting; these schemas are built once per version).
-# An expiry's form and time are checked in code too (servers/key_sets.py).
+# An expiry's form and time are checked in code too (servers/live_keys/sets.py).
 KEY_NAMES: dict[str, Any] = {
     "type": "array",
     "items": {

@@ -21,11 +21,18 @@ import hashlib
 import uuid
 from typing import Any
 
-from cloudseed.servers import pinning, scheduler_hints, security_groups, states
-from cloudseed.servers.key_delivery import SOURCE_SERVER, delivery_of, entry_defaults, is_expired
-from cloudseed.servers.key_sets import fingerprint_sha256
+from cloudseed.servers import states
+from cloudseed.servers.creation import pinning, scheduler_hints
+from cloudseed.servers.lifecycle import security_groups
+from cloudseed.servers.live_keys.delivery import (
+    SOURCE_SERVER,
+    delivery_of,
+    entry_defaults,
+    is_expired,
+)
+from cloudseed.servers.live_keys.sets import fingerprint_sha256
 from cloudseed.servers.records import ServerRecord
-from cloudseed.servers.system_keys import security_group_names
+from cloudseed.servers.system_metadata import security_group_names
 from cloudseed.web.links import links
 from cloudseed.web.microversions import APIVersion
 

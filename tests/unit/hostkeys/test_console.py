@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 
 from cloudseed.hostkeys.console import BEGIN, END, MAX_KEYS, host_key_blocks, last_block
-from cloudseed.hostkeys.keys import parse_host_key
+from cloudseed.hostkeys.key_lines import parse_host_key
 from tests.support import keys
 
 SAMPLES = Path(__file__).parent / "samples"

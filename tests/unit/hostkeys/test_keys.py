@@ -8,7 +8,7 @@ import hashlib
 import pytest
 
 from cloudseed.hostkeys.errors import InvalidReport
-from cloudseed.hostkeys.keys import MAX_LINE, HostKey, parse_host_key, same_keys
+from cloudseed.hostkeys.key_lines import MAX_LINE, HostKey, parse_host_key, same_keys
 from tests.support import keys
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cloudseed.hostkeys.keys import parse_host_key
+from cloudseed.hostkeys.key_lines import parse_host_key
 from cloudseed.hostkeys.known_hosts import forward_pattern, host_pattern, lines
 from tests.support import keys
 

@@ -9,7 +9,7 @@ import pytest
 
 from cloudseed.errors import Forbidden, InvalidInput
 from cloudseed.hostkeys.errors import InvalidReport, ReportForAnother
-from cloudseed.hostkeys.keys import parse_host_key
+from cloudseed.hostkeys.key_lines import parse_host_key
 from cloudseed.hostkeys.phone_home import MAX_BODY, MAX_FIELDS, parse_report
 from tests.support import keys
 

@@ -1,4 +1,5 @@
-"""cloudseed.identity.keys: the key, its certificate, its kid and the signed forms, checked with
+"""cloudseed.identity.signing_keys: the key, its certificate, its kid and the signed forms, checked
+with
 independent tools: the openssl command (certificate, PKCS#7, the EC2 ``signature``),
 cryptography's own verification, PyJWT, and RFC 7638's published example thumbprint."""
 
@@ -17,7 +18,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from jwt.algorithms import RSAAlgorithm
 
-from cloudseed.identity import keys
+from cloudseed.identity import signing_keys as keys
 
 # Yesterday: openssl -CAfile checks the certificate is already valid.
 NOW = dt.datetime.now(dt.UTC).replace(tzinfo=None) - dt.timedelta(days=1)

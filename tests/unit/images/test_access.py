@@ -1,12 +1,12 @@
-"""images/access.py: Glance's default rules on who sees and who changes an image."""
+"""images/visibility.py: Glance's default rules on who sees and who changes an image."""
 
 from __future__ import annotations
 
 import pytest
 
-from cloudseed.images import access
-from cloudseed.images.access import Viewer
+from cloudseed.images import visibility as access
 from cloudseed.images.errors import ForeignOwner, ImageActionForbidden
+from cloudseed.images.visibility import Viewer
 
 MEMBER = Viewer(project_id="p", roles=frozenset({"member", "reader"}))
 READER = Viewer(project_id="p", roles=frozenset({"reader"}))

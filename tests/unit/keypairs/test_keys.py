@@ -1,4 +1,4 @@
-"""cloudseed.keypairs.keys: Nova-compatible key validation, fingerprints, generation.
+"""cloudseed.keypairs.key_material: Nova-compatible key validation, fingerprints, generation.
 
 Expected fingerprints are computed independently of the module under test:
 with hashlib over a blob built by cryptography (or by hand, for key types
@@ -29,7 +29,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cloudseed.keypairs.errors import InvalidKeypair
-from cloudseed.keypairs.keys import (
+from cloudseed.keypairs.key_material import (
     GeneratedKey,
     ParsedKey,
     generate_ssh_key,

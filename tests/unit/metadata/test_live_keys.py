@@ -16,7 +16,7 @@ from cloudseed.metadata import versions as v
 from cloudseed.metadata.delivery import guest_facts, posix_time
 from cloudseed.metadata.documents import GuestDocuments
 from cloudseed.metadata.facts import GuestFacts, KeyFacts
-from cloudseed.servers import key_delivery
+from cloudseed.servers.live_keys import delivery as key_delivery
 from cloudseed.servers.models import Instance, InstanceExtra
 from tests.unit.metadata.test_tree_and_render import facts
 

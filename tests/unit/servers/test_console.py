@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cloudseed.servers.console import console_tail
+from cloudseed.servers.lifecycle.console import console_tail
 
 LOG = "one\r\ntwo\x1b[0m\r\nthree\tcol\nfour"
 

@@ -1,4 +1,4 @@
-"""servers/key_sets.py: what a 2.106 request may ask for, and the stored list it makes."""
+"""servers/live_keys/sets.py: what a 2.106 request may ask for, and the stored list it makes."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from cloudseed.errors import InvalidInput
-from cloudseed.servers import key_sets
-from cloudseed.servers.key_sets import KeyRequest
+from cloudseed.servers.live_keys import sets as key_sets
+from cloudseed.servers.live_keys.sets import KeyRequest
 
 NOW = dt.datetime(2030, 1, 1, 12, 0, 0)
 

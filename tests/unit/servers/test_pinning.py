@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from cloudseed.servers.creation.pinning import current_zone, repinned
 from cloudseed.servers.errors import NotCurrentZone, PinnedZoneChange
-from cloudseed.servers.pinning import current_zone, repinned
 
 
 @pytest.mark.parametrize(

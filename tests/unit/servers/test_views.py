@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from cloudseed.servers import action_views, views
+from cloudseed.servers import views
+from cloudseed.servers.history import action_views
 from cloudseed.servers.models import FixedIP, Instance, InstanceExtra, Port
 from cloudseed.servers.records import ServerRecord
 from cloudseed.web.microversions import APIVersion

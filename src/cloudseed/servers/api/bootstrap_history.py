@@ -6,8 +6,8 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import Response
 
-from cloudseed.servers import history
 from cloudseed.servers.api.requests import in_cell, load_owned
+from cloudseed.servers.history import bootstrap as history
 from cloudseed.web.errors import PolicyNotAuthorized
 from cloudseed.web.requests import context_of
 from cloudseed.web.responses import JSONResponse

@@ -6,8 +6,9 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import Response
 
-from cloudseed.servers import action_log, action_views
 from cloudseed.servers.api.requests import in_cell, load_owned
+from cloudseed.servers.history import action_views
+from cloudseed.servers.history import actions as action_log
 from cloudseed.web.microversions import APIVersion
 from cloudseed.web.requests import context_of, version_of
 from cloudseed.web.responses import JSONResponse

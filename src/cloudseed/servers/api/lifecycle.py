@@ -11,7 +11,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from cloudseed.errors import Forbidden, InvalidInput
-from cloudseed.servers import personality, schemas, views
+from cloudseed.servers import schemas, views
 from cloudseed.servers.api import security_groups
 from cloudseed.servers.api.requests import (
     actor_of,
@@ -20,9 +20,10 @@ from cloudseed.servers.api.requests import (
     load_unlocked,
     servers_of,
 )
-from cloudseed.servers.creation import generate_password
-from cloudseed.servers.edits import UNSET
+from cloudseed.servers.creation import personality
+from cloudseed.servers.creation.service import generate_password
 from cloudseed.servers.errors import InstanceInvalidState
+from cloudseed.servers.lifecycle.edits import UNSET
 from cloudseed.web.microversions import APIVersion
 from cloudseed.web.requests import api_base, context_of, settings_of, version_of
 from cloudseed.web.responses import JSONResponse

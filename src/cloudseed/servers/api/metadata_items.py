@@ -8,9 +8,10 @@ from starlette.responses import Response
 
 from cloudseed.errors import InvalidInput
 from cloudseed.quotas.service import metadata_items_limit
-from cloudseed.servers import edits, schemas
+from cloudseed.servers import schemas
 from cloudseed.servers.api.requests import in_cell, load_owned, load_unlocked
 from cloudseed.servers.errors import MetadataItemNotFound
+from cloudseed.servers.lifecycle import edits
 from cloudseed.servers.records import ServerRecord
 from cloudseed.web.requests import api_db_of, body_of
 from cloudseed.web.responses import JSONResponse

@@ -6,8 +6,8 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import Response
 
-from cloudseed.servers import password as stored_password
 from cloudseed.servers.api.requests import in_cell, load_owned
+from cloudseed.servers.lifecycle import password as stored_password
 from cloudseed.web.responses import JSONResponse
 
 

@@ -12,8 +12,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from cloudseed.db.base import utcnow
-from cloudseed.servers import key_sets, project_keys, schemas
+from cloudseed.servers import schemas
 from cloudseed.servers.api.requests import actor_of, servers_of
+from cloudseed.servers.live_keys import project as project_keys
+from cloudseed.servers.live_keys import sets as key_sets
 from cloudseed.web.errors import PolicyNotAuthorized, ResourceNotFound
 from cloudseed.web.requests import api_db_of, body_of, context_of, settings_of, version_of
 from cloudseed.web.responses import JSONResponse

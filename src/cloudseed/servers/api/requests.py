@@ -15,12 +15,13 @@ from starlette.requests import Request
 from cloudseed.cells.errors import InstanceNotFound
 from cloudseed.db.base import utcnow
 from cloudseed.errors import InvalidInput
-from cloudseed.servers import key_sets, records
+from cloudseed.servers import records
 from cloudseed.servers.errors import InstanceIsLocked
-from cloudseed.servers.history import Actor
-from cloudseed.servers.key_sets import KeyRequest
+from cloudseed.servers.history.bootstrap import Actor
+from cloudseed.servers.lifecycle.service import Servers
+from cloudseed.servers.live_keys import sets as key_sets
+from cloudseed.servers.live_keys.sets import KeyRequest
 from cloudseed.servers.records import ServerRecord
-from cloudseed.servers.service import Servers
 from cloudseed.web.context import RequestContext
 from cloudseed.web.requests import context_of, settings_of
 

@@ -1,4 +1,4 @@
-"""A server's security groups (servers/security_groups.py): the ``addSecurityGroup`` and
+"""A server's security groups (servers/lifecycle/security_groups.py): the ``addSecurityGroup`` and
 ``removeSecurityGroup`` actions, and ``GET /v2.1/servers/{id}/os-security-groups``."""
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from cloudseed.errors import InvalidInput
-from cloudseed.servers import security_groups, views
+from cloudseed.servers import views
 from cloudseed.servers.api.requests import in_cell, load_owned
+from cloudseed.servers.lifecycle import security_groups
 from cloudseed.web.requests import context_of
 from cloudseed.web.responses import JSONResponse
 from cloudseed.web.validation import validate

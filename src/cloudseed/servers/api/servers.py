@@ -11,15 +11,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from cloudseed.errors import InvalidInput
-from cloudseed.servers import (
-    edits,
-    live_keys,
-    personality,
-    scheduler_hints,
-    schemas,
-    security_groups,
-    views,
-)
+from cloudseed.servers import schemas, views
 from cloudseed.servers.api.requests import (
     actor_of,
     in_cell,
@@ -29,9 +21,12 @@ from cloudseed.servers.api.requests import (
     servers_of,
     unlocked,
 )
-from cloudseed.servers.creation import CreateRequest, create_servers
-from cloudseed.servers.edits import UNSET
+from cloudseed.servers.creation import personality, scheduler_hints
+from cloudseed.servers.creation.service import CreateRequest, create_servers
+from cloudseed.servers.lifecycle import edits, security_groups
+from cloudseed.servers.lifecycle.edits import UNSET
 from cloudseed.servers.listing import ListFilter, list_servers
+from cloudseed.servers.live_keys import store as live_keys
 from cloudseed.servers.records import ServerRecord
 from cloudseed.web.errors import PolicyNotAuthorized
 from cloudseed.web.links import links, next_link

@@ -30,23 +30,20 @@ from cloudseed.flavors.errors import FlavorNotFound
 from cloudseed.hosts import scheduler
 from cloudseed.hosts.errors import NoValidHost
 from cloudseed.images import service as images
-from cloudseed.images.access import Viewer
+from cloudseed.images.visibility import Viewer
 from cloudseed.networks import service as networks
 from cloudseed.networks.errors import AddressTaken, NetworkNotFound
 from cloudseed.quotas import service as quotas
-from cloudseed.servers import (
-    destinations,
-    edits,
-    history,
-    key_sets,
-    live_keys,
-    new_instance_rows,
-    personality,
-    port_plans,
-)
 from cloudseed.servers import quota as usage
-from cloudseed.servers.create_request import CreateRequest
-from cloudseed.servers.key_sets import KeyRequest
+from cloudseed.servers.creation import destinations, personality
+from cloudseed.servers.creation import ports as port_plans
+from cloudseed.servers.creation import rows as new_instance_rows
+from cloudseed.servers.creation.request import CreateRequest
+from cloudseed.servers.history import bootstrap as history
+from cloudseed.servers.lifecycle import edits
+from cloudseed.servers.live_keys import sets as key_sets
+from cloudseed.servers.live_keys import store as live_keys
+from cloudseed.servers.live_keys.sets import KeyRequest
 from cloudseed.settings import Settings
 
 

@@ -16,28 +16,22 @@ from cloudseed.db.base import utcnow
 from cloudseed.hosts import scheduler
 from cloudseed.hosts.errors import NoValidHost
 from cloudseed.networks import service as networks
-from cloudseed.servers import (
-    action_log,
-    destinations,
-    history,
-    key_sets,
-    personality,
-    pinning,
-    port_plans,
-    queue,
-    scheduler_hints,
-    security_groups,
-    states,
-)
-from cloudseed.servers.create_request import CreateRequest
+from cloudseed.servers import states
+from cloudseed.servers.creation import destinations, personality, pinning, scheduler_hints
+from cloudseed.servers.creation import ports as port_plans
+from cloudseed.servers.creation.request import CreateRequest
+from cloudseed.servers.history import actions as action_log
+from cloudseed.servers.history import bootstrap as history
 from cloudseed.servers.hostnames import sanitize_hostname
+from cloudseed.servers.lifecycle import queue, security_groups
+from cloudseed.servers.live_keys import sets as key_sets
 from cloudseed.servers.models import (
     Instance,
     InstanceExtra,
     InstanceMetadata,
     InstanceSystemMetadata,
 )
-from cloudseed.servers.system_keys import SECURITY_GROUPS
+from cloudseed.servers.system_metadata import SECURITY_GROUPS
 
 BUILD_EVENT = "compute__do_build_and_run_instance"
 

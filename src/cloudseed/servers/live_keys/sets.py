@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from cloudseed.errors import InvalidInput
-from cloudseed.keypairs import keys
+from cloudseed.keypairs import key_material as keys
 from cloudseed.keypairs.errors import InvalidKeypair
-from cloudseed.servers.key_delivery import SOURCE_PROJECT, SOURCE_SERVER, entry_defaults
+from cloudseed.servers.live_keys.delivery import SOURCE_PROJECT, SOURCE_SERVER, entry_defaults
 
 
 @dataclass(frozen=True)

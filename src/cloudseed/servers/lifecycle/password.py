@@ -19,9 +19,9 @@ from sqlalchemy.orm import Session
 from cloudseed.servers import records
 from cloudseed.servers.errors import PasswordAlreadySet, PasswordTooLarge
 from cloudseed.servers.models import InstanceSystemMetadata
-from cloudseed.servers.system_keys import PASSWORD_CHUNK_SIZE as CHUNK
-from cloudseed.servers.system_keys import PASSWORD_CHUNKS
-from cloudseed.servers.system_keys import PASSWORD_MAX_SIZE as MAX_SIZE
+from cloudseed.servers.system_metadata import PASSWORD_CHUNK_SIZE as CHUNK
+from cloudseed.servers.system_metadata import PASSWORD_CHUNKS
+from cloudseed.servers.system_metadata import PASSWORD_MAX_SIZE as MAX_SIZE
 
 __all__ = ["CHUNK", "MAX_SIZE", "PASSWORD_CHUNKS", "clear", "read", "store"]
 

@@ -35,7 +35,8 @@ from cloudseed.servers.models import Operation
 
 PENDING, RUNNING, DONE, FAILED, CANCELLED = "pending", "running", "done", "failed", "cancelled"
 OPEN = (PENDING, RUNNING)
-# "keys": push a server's live key set through the guest agent (agent/keys.py); it claims no
+# "keys": push a server's live key set through the guest agent (agent/key_operations.py); it claims
+# no
 # task, so it may run beside another operation of the same instance.
 KINDS = ("build", "rebuild", "reboot_soft", "reboot_hard", "stop", "start", "destroy", "keys")
 

@@ -2,7 +2,8 @@
 
 A host key line is ``TYPE BASE64 [COMMENT]`` (an ``ssh_host_*_key.pub`` file). What cloudseed
 keeps of it is ``TYPE BASE64`` only: the comment (``root@hostname``) is the guest's free text
-and means nothing to ssh. The checks are stricter than for key pairs (``keypairs/keys.py``, which
+and means nothing to ssh. The checks are stricter than for key pairs (``keypairs/key_material.py``,
+which
 must accept whatever Nova accepted): only the types sshd uses as host keys, base64 exactly as
 OpenSSH writes it, and the blob re-read by cryptography, so the fingerprint is of the very key
 a client will be told to trust. ``fingerprint_sha256`` is OpenSSH's form (``SHA256:`` and
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 
 from cloudseed.hostkeys.errors import InvalidReport
 from cloudseed.keypairs.errors import InvalidKeypair
-from cloudseed.keypairs.keys import parse_public_key
+from cloudseed.keypairs.key_material import parse_public_key
 
 # The key types sshd uses for host keys (``ssh-keygen -A`` makes rsa, ecdsa and ed25519; older
 # systems also dsa). Certificates and security-key types are never host keys.

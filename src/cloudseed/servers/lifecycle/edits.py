@@ -15,13 +15,16 @@ from sqlalchemy.orm import Session
 
 from cloudseed.db.base import utcnow
 from cloudseed.quotas.service import within as quota_within
-from cloudseed.servers import action_log, history, pinning, records
+from cloudseed.servers import records
+from cloudseed.servers.creation import pinning
 from cloudseed.servers.errors import (
     InstanceHasConfigDrive,
     InstanceInvalidState,
     TooManyMetadataItems,
 )
-from cloudseed.servers.history import Actor
+from cloudseed.servers.history import actions as action_log
+from cloudseed.servers.history import bootstrap as history
+from cloudseed.servers.history.bootstrap import Actor
 from cloudseed.servers.models import InstanceMetadata
 
 UNSET: Any = object()  # "not in the request", as opposed to None ("set to null")

@@ -1,5 +1,5 @@
 """How to SSH into a server: the forward its host's agent recorded (system metadata
-``ssh_forward``, ``servers/system_keys.py``) and the login user of its image.
+``ssh_forward``, ``servers/system_metadata.py``) and the login user of its image.
 
 Read by ``cloudseed server ssh`` on any node: the record is in the cell database, so the node
 that runs the guest need not be the one asking. The user is the image's ``os_admin_user``
@@ -23,7 +23,7 @@ from cloudseed.images.errors import ImageNotFound
 from cloudseed.servers import records, states
 from cloudseed.servers.errors import NoSshForward, ServerNameNotUnique
 from cloudseed.servers.models import Instance
-from cloudseed.servers.system_keys import SSH_FORWARD
+from cloudseed.servers.system_metadata import SSH_FORWARD
 
 ADMIN_USER_PROPERTY = "os_admin_user"
 DEFAULT_USER = "root"
@@ -94,7 +94,8 @@ def _admin_user(cells: CellDatabases, record: records.ServerRecord) -> str:
 
 def image_admin_user(cells: CellDatabases, record: records.ServerRecord) -> str | None:
     """The image's ``os_admin_user`` as registered now, else as it was at create; None when
-    it has none (the compute agent's key pushes use the same account, ``agent/keys.py``)."""
+    it has none (the compute agent's key pushes use the same account,
+    ``agent/key_operations.py``)."""
     with cells.api_db.read() as session:
         try:
             image = images.get_image(session, record.instance.image_ref)

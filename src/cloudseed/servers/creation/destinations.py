@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 
 from cloudseed.errors import Forbidden
 from cloudseed.hosts import scheduler
-from cloudseed.servers import scheduler_hints
+from cloudseed.servers.creation import scheduler_hints
 
 
 @dataclass(frozen=True)

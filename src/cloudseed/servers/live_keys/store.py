@@ -29,13 +29,16 @@ from sqlalchemy.orm import Session
 
 from cloudseed.db.engines import Database
 from cloudseed.keypairs.models import KeyPair, ProjectKey
-from cloudseed.servers import history, key_sets, queue, records
+from cloudseed.servers import records
 from cloudseed.servers.errors import InstanceInvalidState, InvalidKeyName
-from cloudseed.servers.history import Actor
-from cloudseed.servers.key_delivery import SOURCE_PROJECT, SOURCE_SERVER, entry_defaults
-from cloudseed.servers.key_sets import KeyRequest
+from cloudseed.servers.history import bootstrap as history
+from cloudseed.servers.history.bootstrap import Actor
+from cloudseed.servers.lifecycle import queue
+from cloudseed.servers.live_keys import sets as key_sets
+from cloudseed.servers.live_keys.delivery import SOURCE_PROJECT, SOURCE_SERVER, entry_defaults
+from cloudseed.servers.live_keys.sets import KeyRequest
 
-# The operation the compute agent runs for a key change (agent/keys.py).
+# The operation the compute agent runs for a key change (agent/key_operations.py).
 OPERATION = "keys"
 
 # The project's keys as server entries, read when called (``project_reader``).

@@ -1,7 +1,7 @@
 """Live keys on running guests (issue 17): the compute agent's ``keys`` operations.
 
 The API queues one ``keys`` operation, payload ``{"generation": G}``, for each change of a
-server's key set (``servers/key_delivery.py``). Running it pushes the set as it is *now*
+server's key set (``servers/live_keys/delivery.py``). Running it pushes the set as it is *now*
 through the guest agent (``Driver.push_keys``): ``add`` the current, unexpired public keys,
 ``remove`` those cloudseed put on the guest (``keys_pushed``) that are no longer current, as
 the login user (the image's ``os_admin_user``, else ``[keys] login_user``). Success records
@@ -56,9 +56,12 @@ from cloudseed.compute.errors import GuestAgentUnavailable, GuestNotRunning
 from cloudseed.compute.interfaces import Driver
 from cloudseed.db.base import utcnow
 from cloudseed.db.engines import Database
-from cloudseed.servers import action_log, key_delivery, queue, records, states
+from cloudseed.servers import records, states
+from cloudseed.servers.history import actions as action_log
+from cloudseed.servers.lifecycle import queue
+from cloudseed.servers.lifecycle.ssh_access import image_admin_user
+from cloudseed.servers.live_keys import delivery as key_delivery
 from cloudseed.servers.models import Instance, InstanceExtra, Operation
-from cloudseed.servers.ssh_access import image_admin_user
 
 log = logging.getLogger(__name__)
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from cloudseed.servers import personality
-from cloudseed.servers.history import Actor
-from cloudseed.servers.key_sets import KeyRequest
+from cloudseed.servers.creation import personality
+from cloudseed.servers.history.bootstrap import Actor
+from cloudseed.servers.live_keys.sets import KeyRequest
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,7 @@ class CreateRequest:
     # An admin's choice of compute host and node (2.74), also "zone:host:node" in the zone.
     requested_host: str | None = None
     requested_node: str | None = None
-    # ``os:scheduler_hints`` as kept (servers/scheduler_hints.py).
+    # ``os:scheduler_hints`` as kept (servers/creation/scheduler_hints.py).
     scheduler_hints: dict[str, list[str]] = field(default_factory=dict)
-    # Security group names, checked (servers/security_groups.py); none: "default".
+    # Security group names, checked (servers/lifecycle/security_groups.py); none: "default".
     security_groups: list[str] = field(default_factory=list)

@@ -30,25 +30,21 @@ from cloudseed.db.base import utcnow
 from cloudseed.db.engines import Database
 from cloudseed.errors import Forbidden
 from cloudseed.images import service as images
-from cloudseed.images.access import Viewer
+from cloudseed.images.visibility import Viewer
 from cloudseed.networks import service as networks
 from cloudseed.quotas import service as quotas
-from cloudseed.servers import (
-    action_log,
-    edits,
-    history,
-    key_sets,
-    live_keys,
-    personality,
-    queue,
-    records,
-    states,
-)
-from cloudseed.servers.console import console_tail
-from cloudseed.servers.edits import UNSET
+from cloudseed.servers import records, states
+from cloudseed.servers.creation import personality
 from cloudseed.servers.errors import ConsoleNotAvailable
-from cloudseed.servers.history import Actor
-from cloudseed.servers.key_sets import KeyRequest
+from cloudseed.servers.history import actions as action_log
+from cloudseed.servers.history import bootstrap as history
+from cloudseed.servers.history.bootstrap import Actor
+from cloudseed.servers.lifecycle import edits, queue
+from cloudseed.servers.lifecycle.console import console_tail
+from cloudseed.servers.lifecycle.edits import UNSET
+from cloudseed.servers.live_keys import sets as key_sets
+from cloudseed.servers.live_keys import store as live_keys
+from cloudseed.servers.live_keys.sets import KeyRequest
 from cloudseed.servers.models import FixedIP, Instance, Port
 from cloudseed.settings import QuotaSection
 

@@ -24,7 +24,7 @@ from cloudseed.servers.errors import (
     SecurityGroupNotFound,
     UnknownSecurityGroup,
 )
-from cloudseed.servers.system_keys import (
+from cloudseed.servers.system_metadata import (
     DEFAULT_SECURITY_GROUP,
     SECURITY_GROUPS,
     security_group_names,

@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 
 from cloudseed.db.base import utcnow
 from cloudseed.servers.errors import ActionNotFound
-from cloudseed.servers.history import Actor
+from cloudseed.servers.history.bootstrap import Actor
 from cloudseed.servers.models import InstanceAction, InstanceActionEvent
 
 

@@ -24,11 +24,13 @@ from sqlalchemy.orm import Session
 
 from cloudseed.cells.errors import InstanceNotFound
 from cloudseed.db.base import utcnow
-from cloudseed.servers import action_log, queue, records, states
+from cloudseed.servers import records, states
 from cloudseed.servers.errors import InstanceInvalidState
-from cloudseed.servers.history import Actor
+from cloudseed.servers.history import actions as action_log
+from cloudseed.servers.history.bootstrap import Actor
+from cloudseed.servers.lifecycle import queue
 from cloudseed.servers.models import Instance
-from cloudseed.servers.system_keys import SSH_FORWARD
+from cloudseed.servers.system_metadata import SSH_FORWARD
 
 START_EVENT = "compute_start_instance"
 STOP_EVENT = "compute_stop_instance"

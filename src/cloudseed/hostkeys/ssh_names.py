@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from cloudseed.cells.service import CellDatabases
 from cloudseed.hostkeys import known_hosts, service
 from cloudseed.hostkeys.errors import NoHostKeys
-from cloudseed.servers.ssh_access import find_server
-from cloudseed.servers.system_keys import SSH_FORWARD
+from cloudseed.servers.lifecycle.ssh_access import find_server
+from cloudseed.servers.system_metadata import SSH_FORWARD
 
 
 @dataclass(frozen=True)

@@ -23,10 +23,12 @@ from cloudseed.cells.service import CellDatabases
 from cloudseed.db.engines import Database
 from cloudseed.errors import InvalidInput
 from cloudseed.keypairs.models import KeyPair, ProjectKey
-from cloudseed.servers import key_sets, live_keys, records
-from cloudseed.servers.history import Actor
-from cloudseed.servers.key_delivery import parse_time
-from cloudseed.servers.key_sets import KeyRequest
+from cloudseed.servers import records
+from cloudseed.servers.history.bootstrap import Actor
+from cloudseed.servers.live_keys import sets as key_sets
+from cloudseed.servers.live_keys import store as live_keys
+from cloudseed.servers.live_keys.delivery import parse_time
+from cloudseed.servers.live_keys.sets import KeyRequest
 from cloudseed.servers.models import Instance, InstanceExtra
 
 

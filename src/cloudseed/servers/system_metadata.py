@@ -1,7 +1,8 @@
 """Keys of an instance's system metadata that more than one package reads (IO-free).
 
 The guest's password is kept as Nova keeps it: up to four 255-character chunks under
-``password_0`` .. ``password_3``. ``servers/password.py`` writes them; the metadata service's
+``password_0`` .. ``password_3``. ``servers/lifecycle/password.py`` writes them; the metadata
+service's
 IO-free ``facts.py`` joins them, which is why the layout lives here and not beside the writes.
 
 ``ssh_forward`` is the host ``ADDR:PORT`` leading to the guest's port 22 (the qemu driver's
@@ -26,7 +27,7 @@ PASSWORD_MAX_SIZE = PASSWORD_CHUNK_SIZE * len(PASSWORD_CHUNKS)  # 1020 bytes
 # The running guest's SSH forward, "ADDR:PORT" (absent: none).
 SSH_FORWARD = "ssh_forward"
 
-# The server's security group names, a JSON list (servers/security_groups.py writes it).
+# The server's security group names, a JSON list (servers/lifecycle/security_groups.py writes it).
 SECURITY_GROUPS = "security_groups"
 DEFAULT_SECURITY_GROUP = "default"
 

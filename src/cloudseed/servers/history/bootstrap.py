@@ -19,7 +19,7 @@ from typing import Any
 from sqlalchemy import event, func, select
 from sqlalchemy.orm import Session, SessionTransaction, SessionTransactionOrigin
 
-from cloudseed.servers import key_sets
+from cloudseed.servers.live_keys import sets as key_sets
 from cloudseed.servers.models import BootstrapChange
 
 

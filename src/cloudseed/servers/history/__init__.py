@@ -1,0 +1,1 @@
+"""What happened to a server: the versioned bootstrap history and Nova's instance actions."""
