@@ -37,8 +37,7 @@ from tests.e2e.harness import (
 LIVE_KEYS = {"OpenStack-API-Version": "compute 2.106"}
 SECOND_ADDRESS = "169.254.169.16"
 # A push through the guest agent retries for about three minutes (agent/key_operations.py); a
-# guest's
-# agent under TCG may take most of that to come up.
+# guest's agent under TCG may take most of that to come up.
 PUSH_TIMEOUT = 300.0
 EXPIRY_SECONDS = 90
 

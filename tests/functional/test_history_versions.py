@@ -1,7 +1,6 @@
 """Bootstrap history versions within one transaction (``servers/history/bootstrap.py``): read once
-per
-instance, then counted in memory, across the flushes other work in the transaction makes,
-and read again in the next transaction."""
+per instance, then counted in memory, across the flushes other work in the transaction makes, and
+read again in the next transaction."""
 
 from __future__ import annotations
 

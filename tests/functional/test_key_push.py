@@ -1,9 +1,8 @@
 """The compute agent's ``keys`` operations (agent/key_operations.py), on each database, with the
-fake
-driver's guest agent: a change of a running server's keys reaches the guest and is recorded
-applied via the guest agent; a guest without an agent fails after the retries with the reason;
-an older operation never undoes a newer one; a stopped guest gets the change when it starts;
-expired keys are taken off the guest.
+fake driver's guest agent: a change of a running server's keys reaches the guest and is recorded
+applied via the guest agent; a guest without an agent fails after the retries with the reason; an
+older operation never undoes a newer one; a stopped guest gets the change when it starts; expired
+keys are taken off the guest.
 
 The API that changes keys (2.106) is written elsewhere; ``change_keys`` does what it stores and
 queues (docs of the contract: servers/live_keys/delivery.py).

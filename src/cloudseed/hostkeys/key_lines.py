@@ -3,12 +3,10 @@
 A host key line is ``TYPE BASE64 [COMMENT]`` (an ``ssh_host_*_key.pub`` file). What cloudseed
 keeps of it is ``TYPE BASE64`` only: the comment (``root@hostname``) is the guest's free text
 and means nothing to ssh. The checks are stricter than for key pairs (``keypairs/key_material.py``,
-which
-must accept whatever Nova accepted): only the types sshd uses as host keys, base64 exactly as
-OpenSSH writes it, and the blob re-read by cryptography, so the fingerprint is of the very key
-a client will be told to trust. ``fingerprint_sha256`` is OpenSSH's form (``SHA256:`` and
-unpadded base64 of the blob), what ``ssh-keygen -l`` and ssh's own prompts print.
-"""
+which must accept whatever Nova accepted): only the types sshd uses as host keys, base64 exactly as
+OpenSSH writes it, and the blob re-read by cryptography, so the fingerprint is of the very key a
+client will be told to trust. ``fingerprint_sha256`` is OpenSSH's form (``SHA256:`` and unpadded
+base64 of the blob), what ``ssh-keygen -l`` and ssh's own prompts print."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """Live keys on the metadata side: which keys a guest is served, and recording that it got them.
 
 Which keys: ``servers/live_keys/delivery.py`` decides (``current``, ``next_expiry``) when a record
-is
-read; the facts keep each served key's expiry, so a cached guest stops serving a key the moment
+is read; the facts keep each served key's expiry, so a cached guest stops serving a key the moment
 it expires without reading the database again (``GuestFacts.at``).
 
 Recording: the API says a key is live only once the guest has it (``key_delivery``). The

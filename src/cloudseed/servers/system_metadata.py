@@ -2,8 +2,8 @@
 
 The guest's password is kept as Nova keeps it: up to four 255-character chunks under
 ``password_0`` .. ``password_3``. ``servers/lifecycle/password.py`` writes them; the metadata
-service's
-IO-free ``facts.py`` joins them, which is why the layout lives here and not beside the writes.
+service's IO-free ``facts.py`` joins them, which is why the layout lives here and not beside the
+writes.
 
 ``ssh_forward`` is the host ``ADDR:PORT`` leading to the guest's port 22 (the qemu driver's
 opt-in forward): the compute agent writes it after each operation, from the driver's answer,

@@ -1,6 +1,5 @@
 """cloudseed.identity.signing_keys: the key, its certificate, its kid and the signed forms, checked
-with
-independent tools: the openssl command (certificate, PKCS#7, the EC2 ``signature``),
+with independent tools: the openssl command (certificate, PKCS#7, the EC2 ``signature``),
 cryptography's own verification, PyJWT, and RFC 7638's published example thumbprint."""
 
 from __future__ import annotations

@@ -36,8 +36,7 @@ from cloudseed.servers.models import Operation
 PENDING, RUNNING, DONE, FAILED, CANCELLED = "pending", "running", "done", "failed", "cancelled"
 OPEN = (PENDING, RUNNING)
 # "keys": push a server's live key set through the guest agent (agent/key_operations.py); it claims
-# no
-# task, so it may run beside another operation of the same instance.
+# no task, so it may run beside another operation of the same instance.
 KINDS = ("build", "rebuild", "reboot_soft", "reboot_hard", "stop", "start", "destroy", "keys")
 
 # Payload keys that are secrets: removed when the operation ends, whatever the outcome.
