@@ -103,8 +103,32 @@ def show(
     """The full view; ``limited``: Nova's limited view (see the module's docstring)."""
     i = record.instance
     status = states.status_of(i.vm_state, i.task_state)
+    server = _common(record, version, base, status=status, limited=limited)
+    if not limited:
+        server.update(_extended(record))
+    if with_key_name:
+        server["key_name"] = i.key_name
+    if status in FAULT_STATUSES and record.fault:
+        server["fault"] = _fault(record.fault, admin=admin)
+    if status in PROGRESS_STATUSES:
+        server["progress"] = 100 if status == "ACTIVE" else 0
+    if admin and not limited:
+        server.update(_admin_only(record, version, with_user_data=with_user_data))
+    server.update(
+        _by_microversion(
+            record, version, admin=admin, limited=limited, with_server_groups=with_server_groups
+        )
+    )
+    return {"server": server}
+
+
+def _common(
+    record: ServerRecord, version: APIVersion, base: str, *, status: str, limited: bool
+) -> dict[str, Any]:
+    """The fields of every view, limited or full, for every caller."""
+    i = record.instance
     root = base.removesuffix("/v2.1")
-    server: dict[str, Any] = {
+    return {
         "accessIPv4": i.access_ip_v4 or "",
         "accessIPv6": i.access_ip_v6 or "",
         "addresses": addresses(record, extended=not limited),
@@ -125,79 +149,98 @@ def show(
         "updated": _isotime(i.updated_at or i.created_at),
         "OS-DCF:diskConfig": "MANUAL",
     }
-    if not limited:
-        server.update(
+
+
+def _extended(record: ServerRecord) -> dict[str, Any]:
+    """Nova's extension attributes of the full view (zone, states, usage times, groups)."""
+    i = record.instance
+    fields: dict[str, Any] = {
+        "OS-EXT-AZ:availability_zone": pinning.current_zone(i.availability_zone),
+        "config_drive": i.config_drive,
+        "OS-SRV-USG:launched_at": _strtime(i.launched_at),
+        "OS-SRV-USG:terminated_at": _strtime(i.terminated_at),
+        "OS-EXT-STS:task_state": i.task_state,
+        "OS-EXT-STS:vm_state": i.vm_state,
+        "OS-EXT-STS:power_state": i.power_state,
+        "os-extended-volumes:volumes_attached": [],
+    }
+    groups = _security_groups(record)
+    if groups:  # Nova leaves the key out for a server in no group
+        fields["security_groups"] = [{"name": name} for name in groups]
+    return fields
+
+
+def _fault(fault: dict[str, Any], *, admin: bool) -> dict[str, Any]:
+    shown = {
+        "code": fault["code"],
+        "created": fault["created"][:19] + "Z",
+        "message": fault["message"],
+    }
+    if admin:
+        shown["details"] = fault.get("details", "")
+    return shown
+
+
+def _admin_only(
+    record: ServerRecord, version: APIVersion, *, with_user_data: bool
+) -> dict[str, Any]:
+    """``OS-EXT-SRV-ATTR``: where the server runs and how it was launched, for administrators."""
+    i = record.instance
+    fields: dict[str, Any] = {
+        "OS-EXT-SRV-ATTR:host": i.host,
+        "OS-EXT-SRV-ATTR:instance_name": f"instance-{i.id:08x}",
+        "OS-EXT-SRV-ATTR:hypervisor_hostname": i.node,
+    }
+    if version >= V(2, 3):
+        fields.update(
             {
-                "OS-EXT-AZ:availability_zone": pinning.current_zone(i.availability_zone),
-                "config_drive": i.config_drive,
-                "OS-SRV-USG:launched_at": _strtime(i.launched_at),
-                "OS-SRV-USG:terminated_at": _strtime(i.terminated_at),
-                "OS-EXT-STS:task_state": i.task_state,
-                "OS-EXT-STS:vm_state": i.vm_state,
-                "OS-EXT-STS:power_state": i.power_state,
-                "os-extended-volumes:volumes_attached": [],
+                "OS-EXT-SRV-ATTR:hostname": i.hostname,
+                "OS-EXT-SRV-ATTR:kernel_id": "",
+                "OS-EXT-SRV-ATTR:launch_index": i.launch_index,
+                "OS-EXT-SRV-ATTR:ramdisk_id": "",
+                "OS-EXT-SRV-ATTR:reservation_id": i.reservation_id,
+                "OS-EXT-SRV-ATTR:root_device_name": "/dev/vda",
             }
         )
-        groups = _security_groups(record)
-        if groups:  # Nova leaves the key out for a server in no group
-            server["security_groups"] = [{"name": name} for name in groups]
-    if with_key_name:
-        server["key_name"] = i.key_name
-    if status in FAULT_STATUSES and record.fault:
-        fault = record.fault
-        server["fault"] = {
-            "code": fault["code"],
-            "created": fault["created"][:19] + "Z",
-            "message": fault["message"],
-        }
-        if admin:
-            server["fault"]["details"] = fault.get("details", "")
-    if status in PROGRESS_STATUSES:
-        server["progress"] = 100 if status == "ACTIVE" else 0
-    if admin and not limited:
-        server.update(
-            {
-                "OS-EXT-SRV-ATTR:host": i.host,
-                "OS-EXT-SRV-ATTR:instance_name": f"instance-{i.id:08x}",
-                "OS-EXT-SRV-ATTR:hypervisor_hostname": i.node,
-            }
-        )
-        if version >= V(2, 3):
-            server.update(
-                {
-                    "OS-EXT-SRV-ATTR:hostname": i.hostname,
-                    "OS-EXT-SRV-ATTR:kernel_id": "",
-                    "OS-EXT-SRV-ATTR:launch_index": i.launch_index,
-                    "OS-EXT-SRV-ATTR:ramdisk_id": "",
-                    "OS-EXT-SRV-ATTR:reservation_id": i.reservation_id,
-                    "OS-EXT-SRV-ATTR:root_device_name": "/dev/vda",
-                }
-            )
-            if with_user_data:
-                server["OS-EXT-SRV-ATTR:user_data"] = i.user_data
+        if with_user_data:
+            fields["OS-EXT-SRV-ATTR:user_data"] = i.user_data
+    return fields
+
+
+def _by_microversion(
+    record: ServerRecord,
+    version: APIVersion,
+    *,
+    admin: bool,
+    limited: bool,
+    with_server_groups: bool,
+) -> dict[str, Any]:
+    """The fields later microversions added, each from the version that added it."""
+    i = record.instance
+    fields: dict[str, Any] = {}
     if version >= V(2, 9):
-        server["locked"] = i.locked
+        fields["locked"] = i.locked
     if version >= V(2, 16) and admin and not limited:
-        server["host_status"] = "UP" if i.host else ""
+        fields["host_status"] = "UP" if i.host else ""
     if version >= V(2, 19):
-        server["description"] = i.display_description
+        fields["description"] = i.display_description
     if version >= V(2, 26):
-        server["tags"] = []
+        fields["tags"] = []
     if version >= V(2, 63):
-        server["trusted_image_certificates"] = None
+        fields["trusted_image_certificates"] = None
     if version >= V(2, 71) and with_server_groups:
-        server["server_groups"] = []
+        fields["server_groups"] = []
     if version >= V(2, 73):
-        server["locked_reason"] = record.system_metadata.get("locked_reason")
+        fields["locked_reason"] = record.system_metadata.get("locked_reason")
     if version >= V(2, 90) and (limited or not admin):
-        server["OS-EXT-SRV-ATTR:hostname"] = i.hostname
+        fields["OS-EXT-SRV-ATTR:hostname"] = i.hostname
     if version >= V(2, 96):
-        server["pinned_availability_zone"] = record.system_metadata.get(pinning.PINNED_AZ)
+        fields["pinned_availability_zone"] = record.system_metadata.get(pinning.PINNED_AZ)
     if version >= V(2, 100):
-        server["scheduler_hints"] = scheduler_hints.shown(record.system_metadata)
+        fields["scheduler_hints"] = scheduler_hints.shown(record.system_metadata)
     if version >= LIVE_KEYS_SINCE:
-        server.update(live_keys(record))
-    return {"server": server}
+        fields.update(live_keys(record))
+    return fields
 
 
 def _security_groups(record: ServerRecord) -> list[str]:
