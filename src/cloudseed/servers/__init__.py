@@ -1,0 +1,1 @@
+"""Servers: instances in the cells; creation, operations, live keys, history, the API."""
