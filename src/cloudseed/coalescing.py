@@ -56,7 +56,7 @@ Headers = list[tuple[bytes, bytes]]  # as the ASGI scope has them: names lower-c
 # None of it is uvicorn's public API, so pyproject.toml pins uvicorn to the releases this was
 # tested with, and the import below checks the installed one against this list: a release
 # that renames or drops one stops cloudseed at start with the piece named, never with an
-# AttributeError in the middle of a request (tests/unit/test_coalescing.py checks it too).
+# AttributeError in the middle of a request (tests/unit/test_coalescing_internals.py too).
 
 
 class Internal(NamedTuple):
