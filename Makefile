@@ -9,7 +9,7 @@ PYTEST_ARGS ?=
 # make test runs the suite in this many worker processes (pytest-xdist); 0: in pytest itself.
 TEST_JOBS ?= 2
 
-.PHONY: help run test venv test-venv lint tempest fuzz bench bench-api-reads bench-metadata bench-login-keys bench-operations bench-configdrive bench-longpoll bench-nova image-debian e2e clean
+.PHONY: help run test venv test-venv lint docs tempest fuzz bench bench-api-reads bench-metadata bench-login-keys bench-operations bench-configdrive bench-longpoll bench-nova image-debian e2e clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -43,6 +43,10 @@ FUZZ_EXAMPLES ?= 300
 fuzz: test-venv  ## the fuzzers of tests/functional/test_fuzz.py at length (minutes; docs/fuzzing.md)
 	CLOUDSEED_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -p no:xdist -q \
 		tests/functional/test_fuzz.py -k sqlite $(PYTEST_ARGS)
+
+# stdlib only: it reads src/cloudseed and pyproject.toml, imports nothing of cloudseed.
+docs:  ## regenerate docs/architecture.md's module map from the code (tests/unit/test_architecture_doc.py checks it)
+	$(PYTHON) tools/architecture.py
 
 LINT_PATHS := src tests bench clients tools
 

@@ -1,0 +1,1 @@
+"""cloudseed: key pairs, servers and their bootstrap data, Nova-compatible."""

@@ -1,3 +1,5 @@
+"""``python -m cloudseed``: the ``cloudseed`` command."""
+
 from cloudseed.cli import main
 
 main()

@@ -1,0 +1,1 @@
+"""The compute API app: the factory mounting every domain's routes, its edge, auth."""

@@ -1,0 +1,1 @@
+"""Compute drivers: the ``Driver`` protocol and its fake and qemu implementations."""

@@ -1,0 +1,1 @@
+"""Engines and sessions, portable column types, change notification; no domain imports."""

@@ -1,0 +1,1 @@
+"""The image registry: image records and files, Nova's image proxy and the Glance slice."""

@@ -14,7 +14,7 @@ import logging
 from collections.abc import Callable
 
 from cloudseed.cells.service import CellDatabases
-from cloudseed.coalescing import AtOnce
+from cloudseed.coalescing import AnswersAtOnce, AtOnce
 from cloudseed.db.engines import Database
 from cloudseed.errors import CloudseedError, InvalidInput
 from cloudseed.hostkeys.intake import take_report
@@ -69,7 +69,7 @@ ALLOWED = {
 }
 
 
-class MetadataApp:
+class MetadataApp(AnswersAtOnce):
     def __init__(self, settings: Settings, *, api_db: Database | None = None) -> None:
         self.settings = settings
         self.dhcp_domain = settings.api.dhcp_domain

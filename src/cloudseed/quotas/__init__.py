@@ -1,0 +1,1 @@
+"""Quotas: per-project and per-user limits and the os-quota-sets API."""

@@ -1,0 +1,1 @@
+"""The Alembic histories (``api``, ``cell``) and the environment they share."""
