@@ -19,13 +19,9 @@ import uvicorn
 from uvicorn.protocols.http import httptools_impl
 from uvicorn.server import ServerState
 
-from cloudseed.coalescing import (
-    UVICORN_INTERNALS,
-    AnswersAtOnce,
-    CoalescingHttpToolsProtocol,
-    uvicorn_mismatches,
-)
+from cloudseed.coalescing import AnswersAtOnce, CoalescingHttpToolsProtocol
 from cloudseed.metadata.app import MetadataApp
+from cloudseed.uvicorn_internals import UVICORN_INTERNALS, uvicorn_mismatches
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 PROTOCOL = httptools_impl.HttpToolsProtocol
@@ -143,7 +139,7 @@ def test_an_import_against_a_changed_uvicorn_fails_naming_the_piece() -> None:
     )
     assert done.returncode == 1
     last = done.stderr.strip().splitlines()[-1]
-    assert last.startswith("cloudseed.coalescing.UvicornMismatch: uvicorn ")
+    assert last.startswith("cloudseed.uvicorn_internals.UvicornMismatch: uvicorn ")
     assert "HttpToolsProtocol._start_asgi_task: no such method" in last
     assert "RequestResponseCycle.response_complete: no method of" in last
 

@@ -14,12 +14,12 @@ import logging
 import math
 import time
 from collections.abc import Callable, Hashable
-from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
 
 from cloudseed.cells.service import CellDatabases
+from cloudseed.coalescing import AnswersAtOnce, AtOnce, Headers
 from cloudseed.errors import Forbidden
 from cloudseed.metrics._operations import OperationsCollector, count_operations
 from cloudseed.metrics._registry import LATENCY_BUCKETS, Metrics
@@ -83,13 +83,13 @@ class MetricsEdge:
         metrics.flushing(self._flush)
         # The metadata app's answers written at once (coalescing.py asks the outermost app
         # for respond_now): counted here too, or the busiest requests would go unseen.
-        self._respond_now = getattr(app, "respond_now", None)
+        self._respond_now = app.respond_now if isinstance(app, AnswersAtOnce) else None
         if self._respond_now is not None and isinstance(routes, MetadataRoutes):
             self.respond_now = self._counted_respond_now
 
     def _counted_respond_now(
-        self, method: str, path: str, peer: str | None, headers: list[tuple[bytes, bytes]]
-    ) -> Any:
+        self, method: str, path: str, peer: str | None, headers: Headers
+    ) -> AtOnce | None:
         if path == PATH or self._respond_now is None:
             return None
         started = time.perf_counter()
