@@ -45,8 +45,9 @@ fuzz: test-venv  ## the fuzzers of tests/functional/test_fuzz.py at length (minu
 		tests/functional/test_fuzz.py -k sqlite $(PYTEST_ARGS)
 
 # stdlib only: it reads src/cloudseed and pyproject.toml, imports nothing of cloudseed.
-docs:  ## regenerate docs/architecture.md's module map from the code (tests/unit/test_architecture_doc.py checks it)
-	$(PYTHON) tools/architecture.py
+docs: venv  ## regenerate the module map (docs/architecture.md) and the options tables (docs/configuration.md)
+	$(BIN)/python tools/architecture.py
+	$(BIN)/python tools/options_table.py
 
 LINT_PATHS := src tests bench clients tools
 

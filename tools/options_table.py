@@ -1,7 +1,7 @@
 """Regenerate the options tables in docs/configuration.md from the settings registry.
 
-Run ``python tools/options_table.py`` after adding or changing an option;
-tests/unit/test_settings.py fails while an option is missing from the page.
+Run ``python tools/options_table.py`` (or ``make docs``) after adding or changing an option;
+tests/unit/test_settings.py fails while the page differs from what this writes.
 """
 
 from __future__ import annotations
@@ -12,6 +12,10 @@ from pathlib import Path
 from cloudseed.settings import all_options
 
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "configuration.md"
+
+
+# What a section's table does not say: written above it, so regenerating keeps it.
+SECTION_NOTES = {"metrics": "The Prometheus endpoint (docs/metrics.md)."}
 
 
 def _default(value: object) -> str:
@@ -28,9 +32,10 @@ def tables() -> str:
             if section is not None:
                 out.append("")
             section = opt.section
+            out += [f"### `[{section}]`", ""]
+            if section in SECTION_NOTES:
+                out += [SECTION_NOTES[section], ""]
             out += [
-                f"### `[{section}]`",
-                "",
                 "| option | environment | default | meaning |",
                 "|---|---|---|---|",
             ]
@@ -40,10 +45,13 @@ def tables() -> str:
     return "\n".join(out) + "\n"
 
 
+def regenerated(text: str) -> str:
+    """``text`` (the page) with its options section as the registry makes it."""
+    return re.sub(r"## Options\n.*?(?=\n## |\Z)", lambda _: tables(), text, count=1, flags=re.S)
+
+
 def main() -> None:
-    text = PAGE.read_text()
-    new = re.sub(r"## Options\n.*?(?=\n## |\Z)", lambda _: tables(), text, count=1, flags=re.S)
-    PAGE.write_text(new)
+    PAGE.write_text(regenerated(PAGE.read_text()))
 
 
 if __name__ == "__main__":

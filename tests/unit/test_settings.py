@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from tools import options_table
 
 from cloudseed.errors import ConfigError
 from cloudseed.settings import all_options, load_settings, split_list
@@ -113,6 +114,13 @@ def test_every_option_is_documented():
         if f"`{o.name}`" not in doc or f"`{o.env_var}`" not in doc
     ]
     assert missing == []
+
+
+def test_the_options_section_is_what_the_registry_makes():
+    """docs/configuration.md's options tables are generated (``make docs``): a hand edit inside
+    them would be lost at the next regeneration, so the page must already be that output."""
+    page = (ROOT / "docs" / "configuration.md").read_text()
+    assert page == options_table.regenerated(page), "run `make docs`"
 
 
 @pytest.mark.parametrize(
