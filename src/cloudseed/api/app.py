@@ -168,20 +168,34 @@ def create_api_app(
 
 
 def domain_routes() -> list[Route]:
-    """Every domain's routes. The plain ``/v2.1/...`` ones come first so that a path such as
-    ``/v2.1/flavors/servers`` is a flavor, never the servers of a project called "flavors"."""
+    """Every domain's routes. The compute ones, declared below ``/v2.1``, are served under
+    ``/v2.1`` and, as Nova does for old service catalogs, under ``/v2.1/{project_id}``. The
+    plain ``/v2.1/...`` ones come first so that a path such as ``/v2.1/flavors/servers`` is a
+    flavor, never the servers of a project called "flavors"."""
     compute = [
-        *keypairs_api.routes,
-        *servers_api.routes,
-        *hostkeys_api.routes,
-        *flavors_api.routes,
+        *keypairs_api.v21_routes,
+        *servers_api.v21_routes,
+        *hostkeys_api.v21_routes,
+        *flavors_api.v21_routes,
+        *images_api.v21_routes,
+        *quotas_api.v21_routes,
+        *hosts_api.v21_routes,
+    ]
+    return [
+        *under("/v2.1", compute),
         *images_api.routes,
         *networks_api.routes,
-        *quotas_api.routes,
-        *hosts_api.routes,
         *identity_api.routes,
+        *under("/v2.1/{project_id}", compute),
     ]
-    return sorted(compute, key=lambda route: "{project_id}" in route.path)
+
+
+def under(prefix: str, routes: list[Route]) -> list[Route]:
+    """``routes`` with ``prefix`` before each path: same endpoints, methods and names."""
+    return [
+        Route(prefix + route.path, route.endpoint, methods=route.methods, name=route.name)
+        for route in routes
+    ]
 
 
 async def healthz(request: Request) -> Response:

@@ -356,16 +356,13 @@ async def list_aggregates(request: Request) -> Response:
     return JSONResponse({"aggregates": []})
 
 
-routes = [
-    route
-    for prefix in ("/v2.1", "/v2.1/{project_id}")
-    for route in (
-        Route(f"{prefix}/os-services", list_services, methods=["GET"]),
-        Route(f"{prefix}/os-services/{{action}}", update_by_action_or_uuid, methods=["PUT"]),
-        Route(f"{prefix}/os-services/{{action}}", delete_service, methods=["DELETE"]),
-        Route(f"{prefix}/os-hypervisors", list_hypervisors, methods=["GET"]),
-        Route(f"{prefix}/os-hypervisors/detail", detail_hypervisors, methods=["GET"]),
-        Route(f"{prefix}/os-hypervisors/{{id}}", show_hypervisor, methods=["GET"]),
-        Route(f"{prefix}/os-aggregates", list_aggregates, methods=["GET"]),
-    )
+# Below /v2.1: api/app.py serves them there and under /v2.1/{project_id}.
+v21_routes = [
+    Route("/os-services", list_services, methods=["GET"]),
+    Route("/os-services/{action}", update_by_action_or_uuid, methods=["PUT"]),
+    Route("/os-services/{action}", delete_service, methods=["DELETE"]),
+    Route("/os-hypervisors", list_hypervisors, methods=["GET"]),
+    Route("/os-hypervisors/detail", detail_hypervisors, methods=["GET"]),
+    Route("/os-hypervisors/{id}", show_hypervisor, methods=["GET"]),
+    Route("/os-aggregates", list_aggregates, methods=["GET"]),
 ]

@@ -163,15 +163,11 @@ async def delete(request: Request) -> Response:
     return Response(status_code=202)
 
 
-# Nova also answers under /v2.1/{project_id}/..., which old service catalogs still use.
-routes = [
-    route
-    for prefix in ("/v2.1", "/v2.1/{project_id}")
-    for route in (
-        Route(f"{prefix}/os-quota-sets/{{id}}", show, methods=["GET"]),
-        Route(f"{prefix}/os-quota-sets/{{id}}", update, methods=["PUT"]),
-        Route(f"{prefix}/os-quota-sets/{{id}}", delete, methods=["DELETE"]),
-        Route(f"{prefix}/os-quota-sets/{{id}}/detail", detail, methods=["GET"]),
-        Route(f"{prefix}/os-quota-sets/{{id}}/defaults", defaults, methods=["GET"]),
-    )
+# Below /v2.1: api/app.py serves them there and under /v2.1/{project_id}.
+v21_routes = [
+    Route("/os-quota-sets/{id}", show, methods=["GET"]),
+    Route("/os-quota-sets/{id}", update, methods=["PUT"]),
+    Route("/os-quota-sets/{id}", delete, methods=["DELETE"]),
+    Route("/os-quota-sets/{id}/detail", detail, methods=["GET"]),
+    Route("/os-quota-sets/{id}/defaults", defaults, methods=["GET"]),
 ]
