@@ -101,7 +101,9 @@ class Servers:
             before = records.load(session, uuid)
             flavor = before.flavor
             images.check_flavor_fits(
-                image, root_gb=int(flavor.get("disk") or 0), memory_mb=int(flavor.get("ram") or 0)
+                image,
+                root_gb=flavor.root_gb if flavor else 0,
+                memory_mb=flavor.memory_mb if flavor else 0,
             )
             payload["final_vm_state"] = (
                 states.STOPPED if before.instance.vm_state == states.STOPPED else states.ACTIVE
