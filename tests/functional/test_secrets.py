@@ -100,7 +100,7 @@ def test_repr_of_guest_injection_request_and_built_drive():
         name="n",
         hostname="h",
         image_ref="i",
-        flavor={},
+        flavor=None,
         key_data=None,
         user_data=None,
         config_drive=False,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass, fields
 from functools import partial
 from typing import Any
 
@@ -30,14 +31,19 @@ from cloudseed.errors import CloudseedError
 from cloudseed.flavors import api as flavors_api
 from cloudseed.hostkeys import api as hostkeys_api
 from cloudseed.hosts import api as hosts_api
+from cloudseed.hosts.api import HostsState
 from cloudseed.identity import api as identity_api
+from cloudseed.identity.api import IdentityState
 from cloudseed.identity.keyring import Keyring
 from cloudseed.images import api as images_api
+from cloudseed.images.glance_api import ImagesState
 from cloudseed.keypairs import api as keypairs_api
 from cloudseed.networks import api as networks_api
 from cloudseed.quotas import api as quotas_api
+from cloudseed.quotas.api import QuotasState
 from cloudseed.servers import api as servers_api
 from cloudseed.servers import quota as server_quota
+from cloudseed.servers.api.requests import ServersState
 from cloudseed.servers.lifecycle.service import Servers
 from cloudseed.settings import Settings
 from cloudseed.types import ASGIApp, Scope
@@ -46,6 +52,7 @@ from cloudseed.web.faults import fault_parts, is_glance_path
 from cloudseed.web.links import base_url
 from cloudseed.web.requests import api_db_of
 from cloudseed.web.responses import JSONResponse
+from cloudseed.web.state import WebState, lifespan_state
 
 # Version documents are public, as in Nova, Glance and Neutron: clients discover before auth.
 # So are the keys relying parties verify signed instance identities with (identity/api.py).
@@ -53,6 +60,26 @@ PUBLIC_PATHS = (
     frozenset({"/", "/v2.1", "/v2.1/", "/healthz", "/image", "/image/", "/network", "/network/"})
     | identity_api.PUBLIC_PATHS
 )
+
+
+@dataclass(frozen=True)
+class ComputeState:
+    """What the compute API's lifespan opens for every request, one typed fragment per reader
+    (``web/state.py``); each route module reads its own with its own accessor."""
+
+    web: WebState
+    servers: ServersState
+    # quotas.api's usage counter (quotas is below servers and cells).
+    quotas: QuotasState
+    # hosts.api's view of the cells and of what each host's instances use.
+    hosts: HostsState
+    # images.glance_api's question before it removes a deleted image's file.
+    images: ImagesState
+    # identity.api's signing keys (read from the API database, cached briefly).
+    identity: IdentityState
+
+    def lifespan_state(self) -> dict[str, Any]:
+        return lifespan_state(*(getattr(self, field.name) for field in fields(self)))
 
 
 def create_api_app(
@@ -82,22 +109,16 @@ def create_api_app(
         if agent is not None:
             await run_in_threadpool(agent.start)
         try:
-            # Starlette copies this into every request.state; read it with web.requests'
-            # settings_of/api_db_of and servers.api.requests.servers_of.
-            # quota_usage: quotas.api's usage counter (quotas is below servers and cells).
-            yield {
-                "settings": settings,
-                "api_db": db,
-                "servers": servers,
-                "quota_usage": partial(server_quota.usages, cells),
-                # hosts.api's view of the cells and of what each host's instances use.
-                "cells": cells,
-                "host_usage": server_quota.by_host,
-                # images.glance_api's question before it removes a deleted image's file.
-                "image_in_use": partial(image_in_use, cells),
-                # identity.api's signing keys (read from the API database, cached briefly).
-                "identity_keyring": Keyring(db, settings.identity),
-            }
+            state = ComputeState(
+                web=WebState(settings=settings, api_db=db),
+                servers=ServersState(servers=servers),
+                quotas=QuotasState(usage=partial(server_quota.usages, cells)),
+                hosts=HostsState(cells=cells, host_usage=server_quota.by_host),
+                images=ImagesState(image_in_use=partial(image_in_use, cells)),
+                identity=IdentityState(keyring=Keyring(db, settings.identity)),
+            )
+            # Starlette copies this into every request's scope (web.state.fragment_of).
+            yield state.lifespan_state()
         finally:
             if agent is not None:
                 await run_in_threadpool(agent.stop)
@@ -147,20 +168,34 @@ def create_api_app(
 
 
 def domain_routes() -> list[Route]:
-    """Every domain's routes. The plain ``/v2.1/...`` ones come first so that a path such as
-    ``/v2.1/flavors/servers`` is a flavor, never the servers of a project called "flavors"."""
+    """Every domain's routes. The compute ones, declared below ``/v2.1``, are served under
+    ``/v2.1`` and, as Nova does for old service catalogs, under ``/v2.1/{project_id}``. The
+    plain ``/v2.1/...`` ones come first so that a path such as ``/v2.1/flavors/servers`` is a
+    flavor, never the servers of a project called "flavors"."""
     compute = [
-        *keypairs_api.routes,
-        *servers_api.routes,
-        *hostkeys_api.routes,
-        *flavors_api.routes,
+        *keypairs_api.v21_routes,
+        *servers_api.v21_routes,
+        *hostkeys_api.v21_routes,
+        *flavors_api.v21_routes,
+        *images_api.v21_routes,
+        *quotas_api.v21_routes,
+        *hosts_api.v21_routes,
+    ]
+    return [
+        *under("/v2.1", compute),
         *images_api.routes,
         *networks_api.routes,
-        *quotas_api.routes,
-        *hosts_api.routes,
         *identity_api.routes,
+        *under("/v2.1/{project_id}", compute),
     ]
-    return sorted(compute, key=lambda route: "{project_id}" in route.path)
+
+
+def under(prefix: str, routes: list[Route]) -> list[Route]:
+    """``routes`` with ``prefix`` before each path: same endpoints, methods and names."""
+    return [
+        Route(prefix + route.path, route.endpoint, methods=route.methods, name=route.name)
+        for route in routes
+    ]
 
 
 async def healthz(request: Request) -> Response:

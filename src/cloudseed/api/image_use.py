@@ -2,8 +2,8 @@
 a qcow2 overlay on the image's file (the qemu driver), so the file stays while one does.
 
 The question spans the cells and the instance table, which the images domain is below; the
-app's lifespan hands this function to it through the request state (``image_in_use``), as it
-hands quotas their usage counter.
+app's lifespan hands this function to it in the images' state fragment
+(``images.glance_api.ImagesState``), as it hands quotas their usage counter.
 """
 
 from __future__ import annotations

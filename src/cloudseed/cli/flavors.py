@@ -18,7 +18,7 @@ LIST_COLUMNS = ("id", "name", "vcpus", "ram", "disk")
 def _record(flavor: Flavor) -> dict[str, Any]:
     # The compute API's names (ram in MiB, disk in GiB), as an instance's snapshot has them.
     return {
-        **service.snapshot(flavor),
+        **service.snapshot(flavor).stored(),
         "is_public": flavor.is_public,
         "description": flavor.description,
     }

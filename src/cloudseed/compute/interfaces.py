@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from cloudseed.flavors.snapshots import FlavorSnapshot
+
 
 @dataclass(frozen=True)
 class BootImage:
@@ -41,7 +43,7 @@ class GuestSpec:
     name: str
     hostname: str
     image_ref: str
-    flavor: dict[str, object]
+    flavor: FlavorSnapshot | None  # None: an instance without a recorded flavor
     key_data: str | None
     user_data: str | None
     config_drive: bool

@@ -33,6 +33,7 @@ from pathlib import Path
 from cloudseed.compute.errors import DriverError
 from cloudseed.compute.interfaces import GuestSpec
 from cloudseed.compute.ssh_forward import Forward
+from cloudseed.flavors.snapshots import FlavorSnapshot
 
 GUEST_NET = "169.254.169.0/24"
 GUEST_HOST = "169.254.169.2"  # slirp's gateway address
@@ -46,21 +47,22 @@ GIB = 1 << 30
 
 @dataclass(frozen=True)
 class FlavorSizes:
-    """What the driver applies of the flavor an instance keeps (``flavors.service.snapshot``:
-    the API's names, ``ram`` in MiB and ``disk`` in GiB, not the registry's ``memory_mb`` and
-    ``root_gb``). ``ephemeral`` and ``swap`` are not applied (no second disk, no swap disk)."""
+    """What the driver applies of the flavor an instance keeps (``flavors.snapshots``): its
+    memory, vCPUs and root disk; an instance without a recorded flavor gets the defaults.
+    ``ephemeral`` and ``swap`` are not applied (no second disk, no swap disk)."""
 
     memory_mb: int
     vcpus: int
     disk_gb: int  # 0: the image's own size, as in Nova
 
     @classmethod
-    def of(cls, flavor: dict[str, object]) -> FlavorSizes:
-        disk = flavor.get("disk")
+    def of(cls, flavor: FlavorSnapshot | None) -> FlavorSizes:
+        if flavor is None:
+            return cls(memory_mb=DEFAULT_MEMORY_MB, vcpus=DEFAULT_VCPUS, disk_gb=0)
         return cls(
-            memory_mb=_flavor_int(flavor, "ram", DEFAULT_MEMORY_MB),
-            vcpus=_flavor_int(flavor, "vcpus", DEFAULT_VCPUS),
-            disk_gb=disk if isinstance(disk, int) and disk > 0 else 0,
+            memory_mb=flavor.memory_mb if flavor.memory_mb > 0 else DEFAULT_MEMORY_MB,
+            vcpus=flavor.vcpus if flavor.vcpus > 0 else DEFAULT_VCPUS,
+            disk_gb=max(flavor.root_gb, 0),
         )
 
     def root_disk_size(self, virtual_size: int) -> int | None:
@@ -267,8 +269,3 @@ def _slirp_address(port: dict[str, object]) -> str:
             if ipaddress.ip_address(str(address)) in subnet:
                 return str(address)
     return ""
-
-
-def _flavor_int(flavor: dict[str, object], key: str, default: int) -> int:
-    value = flavor.get(key)
-    return value if isinstance(value, int) and value > 0 else default

@@ -130,13 +130,9 @@ async def show(request: Request) -> Response:
     return JSONResponse({"flavor": await run_in_threadpool(run)})
 
 
-# Nova also answers under /v2.1/{project_id}/..., which old service catalogs still use.
-routes = [
-    route
-    for prefix in ("/v2.1", "/v2.1/{project_id}")
-    for route in (
-        Route(f"{prefix}/flavors", index, methods=["GET"]),
-        Route(f"{prefix}/flavors/detail", detail, methods=["GET"]),
-        Route(f"{prefix}/flavors/{{flavor_id}}", show, methods=["GET"]),
-    )
+# Below /v2.1: api/app.py serves them there and under /v2.1/{project_id}.
+v21_routes = [
+    Route("/flavors", index, methods=["GET"]),
+    Route("/flavors/detail", detail, methods=["GET"]),
+    Route("/flavors/{flavor_id}", show, methods=["GET"]),
 ]

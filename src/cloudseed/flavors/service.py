@@ -9,6 +9,7 @@ from sqlalchemy.orm import Session
 from cloudseed.errors import Conflict, InvalidInput
 from cloudseed.flavors.errors import FlavorNotFound
 from cloudseed.flavors.models import Flavor
+from cloudseed.flavors.snapshots import FlavorSnapshot
 
 
 def add_flavor(
@@ -66,14 +67,14 @@ def list_flavors(session: Session) -> list[Flavor]:
     )
 
 
-def snapshot(flavor: Flavor) -> dict[str, object]:
+def snapshot(flavor: Flavor) -> FlavorSnapshot:
     """The flavor as an instance keeps it (later edits of the flavor do not change it)."""
-    return {
-        "id": flavor.flavorid,
-        "name": flavor.name,
-        "vcpus": flavor.vcpus,
-        "ram": flavor.memory_mb,
-        "disk": flavor.root_gb,
-        "ephemeral": flavor.ephemeral_gb,
-        "swap": flavor.swap,
-    }
+    return FlavorSnapshot(
+        flavorid=flavor.flavorid,
+        name=flavor.name,
+        vcpus=flavor.vcpus,
+        memory_mb=flavor.memory_mb,
+        root_gb=flavor.root_gb,
+        ephemeral_gb=flavor.ephemeral_gb,
+        swap=flavor.swap,
+    )

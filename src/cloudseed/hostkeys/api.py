@@ -22,8 +22,5 @@ async def show(request: Request) -> Response:
     return JSONResponse(views.host_keys(shown))
 
 
-# Nova's servers also answer under /v2.1/{project_id}/..., which old service catalogs use.
-routes = [
-    Route(f"{prefix}/servers/{{server_id}}/host-keys", show, methods=["GET"])
-    for prefix in ("/v2.1", "/v2.1/{project_id}")
-]
+# Below /v2.1: api/app.py serves them there and under /v2.1/{project_id}.
+v21_routes = [Route("/servers/{server_id}/host-keys", show, methods=["GET"])]

@@ -11,6 +11,8 @@ counters from the hypervisor views.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import select
@@ -31,6 +33,7 @@ from cloudseed.web.errors import PolicyNotAuthorized
 from cloudseed.web.microversions import APIVersion
 from cloudseed.web.requests import body_of, context_of, settings_of, version_of
 from cloudseed.web.responses import JSONResponse
+from cloudseed.web.state import fragment_of
 from cloudseed.web.validation import query_lists
 
 V = APIVersion
@@ -52,9 +55,21 @@ class HypervisorNotFound(NotFound):
         super().__init__(f"Hypervisor with ID '{ident}' could not be found.")
 
 
+# (session, hosts) -> {host: (vcpus, memory_mb, root_gb, instances)} its live instances use.
+HostUsage = Callable[[Session, list[str]], dict[str, tuple[int, int, int, int]]]
+
+
+@dataclass(frozen=True)
+class HostsState:
+    """The host routes' fragment of the app's state (``web/state.py``): the cells, and what
+    each host's instances use (which the app wires in from the servers, above hosts)."""
+
+    cells: CellDatabases
+    host_usage: HostUsage
+
+
 def _cells(request: Request) -> CellDatabases:
-    cells: CellDatabases = request.state.cells
-    return cells
+    return fragment_of(request, HostsState).cells
 
 
 def _admin(request: Request, policy: str) -> None:
@@ -290,7 +305,7 @@ def _hypervisor(
 
 
 def _hypervisors(request: Request) -> list[dict[str, Any]]:
-    usage = request.state.host_usage
+    usage = fragment_of(request, HostsState).host_usage
     shown = []
     for cell in _each_cell(request):
         with cell.read() as session:
@@ -341,16 +356,13 @@ async def list_aggregates(request: Request) -> Response:
     return JSONResponse({"aggregates": []})
 
 
-routes = [
-    route
-    for prefix in ("/v2.1", "/v2.1/{project_id}")
-    for route in (
-        Route(f"{prefix}/os-services", list_services, methods=["GET"]),
-        Route(f"{prefix}/os-services/{{action}}", update_by_action_or_uuid, methods=["PUT"]),
-        Route(f"{prefix}/os-services/{{action}}", delete_service, methods=["DELETE"]),
-        Route(f"{prefix}/os-hypervisors", list_hypervisors, methods=["GET"]),
-        Route(f"{prefix}/os-hypervisors/detail", detail_hypervisors, methods=["GET"]),
-        Route(f"{prefix}/os-hypervisors/{{id}}", show_hypervisor, methods=["GET"]),
-        Route(f"{prefix}/os-aggregates", list_aggregates, methods=["GET"]),
-    )
+# Below /v2.1: api/app.py serves them there and under /v2.1/{project_id}.
+v21_routes = [
+    Route("/os-services", list_services, methods=["GET"]),
+    Route("/os-services/{action}", update_by_action_or_uuid, methods=["PUT"]),
+    Route("/os-services/{action}", delete_service, methods=["DELETE"]),
+    Route("/os-hypervisors", list_hypervisors, methods=["GET"]),
+    Route("/os-hypervisors/detail", detail_hypervisors, methods=["GET"]),
+    Route("/os-hypervisors/{id}", show_hypervisor, methods=["GET"]),
+    Route("/os-aggregates", list_aggregates, methods=["GET"]),
 ]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+from dataclasses import dataclass
 from typing import Any
 
 from starlette.requests import Request
@@ -28,6 +29,7 @@ from cloudseed.identity.keyring import Keyring, PublishedKey
 from cloudseed.web.links import base_url
 from cloudseed.web.requests import settings_of
 from cloudseed.web.responses import JSONResponse
+from cloudseed.web.state import fragment_of
 
 CERTIFICATES = "/v2.1/instance-identity/certificates"
 JWKS = "/v2.1/instance-identity/jwks"
@@ -36,9 +38,16 @@ PUBLIC_PATHS = frozenset({CERTIFICATES, JWKS, DISCOVERY})
 PEM = "application/x-pem-file"
 
 
+@dataclass(frozen=True)
+class IdentityState:
+    """The identity routes' fragment of the app's state (``web/state.py``): the signing keys,
+    read from the API database and cached briefly."""
+
+    keyring: Keyring
+
+
 def keyring_of(request: Request) -> Keyring:
-    keyring: Keyring = request.state.identity_keyring
-    return keyring
+    return fragment_of(request, IdentityState).keyring
 
 
 def _cache_headers(request: Request) -> dict[str, str]:

@@ -93,17 +93,11 @@ async def show(request: Request) -> Response:
     return JSONResponse({"image": await run_in_threadpool(run)})
 
 
-# Nova's image proxy (also under /v2.1/{project_id}/..., which old catalogs still use), and
-# the Glance slice at /image.
-routes = [
-    *(
-        route
-        for prefix in ("/v2.1", "/v2.1/{project_id}")
-        for route in (
-            Route(f"{prefix}/images", index, methods=["GET"]),
-            Route(f"{prefix}/images/detail", detail, methods=["GET"]),
-            Route(f"{prefix}/images/{{image_id}}", show, methods=["GET"]),
-        )
-    ),
-    *glance_api.routes,
+# Nova's image proxy, below /v2.1: api/app.py serves it there and under /v2.1/{project_id}.
+v21_routes = [
+    Route("/images", index, methods=["GET"]),
+    Route("/images/detail", detail, methods=["GET"]),
+    Route("/images/{image_id}", show, methods=["GET"]),
 ]
+# The Glance slice at /image.
+routes = glance_api.routes

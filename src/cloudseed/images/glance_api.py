@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import urllib.parse
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,7 @@ from cloudseed.web.errors import UnsupportedMediaType
 from cloudseed.web.links import base_url
 from cloudseed.web.requests import api_db_of, context_of, settings_of
 from cloudseed.web.responses import JSONResponse
+from cloudseed.web.state import fragment_of
 from cloudseed.web.validation import read_json
 
 log = logging.getLogger(__name__)
@@ -46,11 +48,17 @@ def viewer_of(request: Request) -> Viewer:
     return Viewer(project_id=context.project_id, is_admin=context.is_admin, roles=context.roles)
 
 
+@dataclass(frozen=True)
+class ImagesState:
+    """The image routes' fragment of the app's state (``web/state.py``): whether a server boots
+    from an image (api/app.py wires it in from the cells: a server's disk may be an overlay on
+    the image's file), asked before a deleted image's file is removed."""
+
+    image_in_use: Callable[[str], bool]
+
+
 def image_in_use_of(request: Request) -> Callable[[str], bool]:
-    """Whether a server boots from an image (api/app.py wires it in from the cells: a server's
-    disk may be an overlay on the image's file)."""
-    check: Callable[[str], bool] = request.state.image_in_use
-    return check
+    return fragment_of(request, ImagesState).image_in_use
 
 
 async def versions(request: Request) -> Response:

@@ -166,14 +166,10 @@ async def delete(request: Request) -> Response:
     return Response(status_code=204 if version >= V2_2 else 202)
 
 
-# Nova also answers under /v2.1/{project_id}/..., which old service catalogs still use.
-routes = [
-    route
-    for prefix in ("/v2.1", "/v2.1/{project_id}")
-    for route in (
-        Route(f"{prefix}/os-keypairs", index, methods=["GET"]),
-        Route(f"{prefix}/os-keypairs", create, methods=["POST"]),
-        Route(f"{prefix}/os-keypairs/{{name}}", show, methods=["GET"]),
-        Route(f"{prefix}/os-keypairs/{{name}}", delete, methods=["DELETE"]),
-    )
+# Below /v2.1: api/app.py serves them there and under /v2.1/{project_id}.
+v21_routes = [
+    Route("/os-keypairs", index, methods=["GET"]),
+    Route("/os-keypairs", create, methods=["POST"]),
+    Route("/os-keypairs/{name}", show, methods=["GET"]),
+    Route("/os-keypairs/{name}", delete, methods=["DELETE"]),
 ]

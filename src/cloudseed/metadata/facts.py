@@ -158,7 +158,7 @@ def facts_from_record(
         launch_index=instance.launch_index,
         availability_zone=_shared(instance.availability_zone),
         image_ref=_shared(instance.image_ref),
-        flavor_name=_shared(str(record.flavor.get("name", ""))),
+        flavor_name=_shared(record.flavor.name if record.flavor else ""),
         reservation_id=shared(instance.reservation_id),
         keys=key_facts,
         meta=shared(tuple((_shared(k), _shared(v)) for k, v in sorted(record.metadata.items()))),

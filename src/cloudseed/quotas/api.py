@@ -10,6 +10,7 @@ below servers and cells.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
@@ -23,6 +24,7 @@ from cloudseed.web.errors import PolicyNotAuthorized
 from cloudseed.web.microversions import APIVersion
 from cloudseed.web.requests import api_db_of, body_of, context_of, settings_of, version_of
 from cloudseed.web.responses import JSONResponse
+from cloudseed.web.state import fragment_of
 from cloudseed.web.validation import query_lists, validate
 
 V2_36, V2_57, V2_75 = APIVersion(2, 36), APIVersion(2, 57), APIVersion(2, 75)
@@ -32,9 +34,16 @@ POLICY = "os_compute_api:os-quota-sets:{}"
 UsageCounter = Callable[[str, str | None], dict[str, int]]
 
 
+@dataclass(frozen=True)
+class QuotasState:
+    """The quota routes' fragment of the app's state (``web/state.py``): the usage counter,
+    which the app wires in from the servers (quotas sit below servers and cells)."""
+
+    usage: UsageCounter
+
+
 def usage_of(request: Request) -> UsageCounter:
-    counter: UsageCounter = request.state.quota_usage
-    return counter
+    return fragment_of(request, QuotasState).usage
 
 
 def _shown(version: APIVersion) -> tuple[str, ...]:
@@ -154,15 +163,11 @@ async def delete(request: Request) -> Response:
     return Response(status_code=202)
 
 
-# Nova also answers under /v2.1/{project_id}/..., which old service catalogs still use.
-routes = [
-    route
-    for prefix in ("/v2.1", "/v2.1/{project_id}")
-    for route in (
-        Route(f"{prefix}/os-quota-sets/{{id}}", show, methods=["GET"]),
-        Route(f"{prefix}/os-quota-sets/{{id}}", update, methods=["PUT"]),
-        Route(f"{prefix}/os-quota-sets/{{id}}", delete, methods=["DELETE"]),
-        Route(f"{prefix}/os-quota-sets/{{id}}/detail", detail, methods=["GET"]),
-        Route(f"{prefix}/os-quota-sets/{{id}}/defaults", defaults, methods=["GET"]),
-    )
+# Below /v2.1: api/app.py serves them there and under /v2.1/{project_id}.
+v21_routes = [
+    Route("/os-quota-sets/{id}", show, methods=["GET"]),
+    Route("/os-quota-sets/{id}", update, methods=["PUT"]),
+    Route("/os-quota-sets/{id}", delete, methods=["DELETE"]),
+    Route("/os-quota-sets/{id}/detail", detail, methods=["GET"]),
+    Route("/os-quota-sets/{id}/defaults", defaults, methods=["GET"]),
 ]

@@ -6,9 +6,9 @@ The package is cut by behaviour, so a change lands in one sub-package:
   server (``request``, ``service``, ``rows``, ``ports``, ``destinations``, ``scheduler_hints``,
   ``pinning``, ``personality``).
 - ``lifecycle/``: an existing server changed: the operations queued for the compute agents
-  (``service``, ``queue``, ``power_sync``) and the edits that need none (``edits``,
-  ``password``, ``security_groups``), its console and how to SSH in (``console``,
-  ``ssh_access``).
+  (``service``, with its ``rebuild_request``, ``queue``, ``power_sync``) and the edits that
+  need none (``edits``, ``password``, ``security_groups``), its console and how to SSH in
+  (``console``, ``ssh_access``).
 - ``live_keys/``: the keys a server has while it runs (2.106): what a request asks for
   (``sets``, IO-free), the stored lists (``store``), what the guest holds (``delivery``), the
   keys of a whole project (``project``).

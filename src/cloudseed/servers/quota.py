@@ -8,12 +8,11 @@ where the counting happens, because only servers knows the instance tables.
 
 from __future__ import annotations
 
-import json
-
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from cloudseed.cells.service import CellDatabases
+from cloudseed.flavors.snapshots import FlavorSnapshot
 from cloudseed.quotas.service import Usage
 from cloudseed.servers.models import Instance, InstanceExtra
 
@@ -30,10 +29,10 @@ def count_in(session: Session, *, project_id: str, user_id: str | None = None) -
         query = query.where(Instance.user_id == user_id)
     instances = cores = ram = 0
     for (flavor,) in session.execute(query):
-        snapshot = json.loads(flavor) if flavor else {}
+        snapshot = FlavorSnapshot.from_document(flavor)
         instances += 1
-        cores += int(snapshot.get("vcpus", 0))
-        ram += int(snapshot.get("ram", 0))
+        cores += snapshot.vcpus if snapshot else 0
+        ram += snapshot.memory_mb if snapshot else 0
     return Usage(instances=instances, cores=cores, ram=ram)
 
 

@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 from cloudseed.cells.errors import InstanceNotFound
 from cloudseed.db.base import utcnow
 from cloudseed.db.notify import GUEST_CHANGES, notify
+from cloudseed.flavors.snapshots import FlavorSnapshot
 from cloudseed.servers import states
 from cloudseed.servers.errors import InstanceInvalidState
 from cloudseed.servers.models import (
@@ -45,9 +46,9 @@ class ServerRecord:
         return value
 
     @property
-    def flavor(self) -> dict[str, Any]:
-        value: dict[str, Any] = json.loads(self.extra.flavor or "{}")
-        return value
+    def flavor(self) -> FlavorSnapshot | None:
+        """None for an instance whose flavor was never recorded."""
+        return FlavorSnapshot.from_document(self.extra.flavor)
 
     @property
     def fault(self) -> dict[str, Any] | None:

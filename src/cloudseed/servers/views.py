@@ -75,17 +75,19 @@ def _flavor(record: ServerRecord, version: APIVersion, base: str) -> dict[str, A
     flavor = record.flavor
     if version >= V(2, 47):
         return {
-            "vcpus": flavor.get("vcpus"),
-            "ram": flavor.get("ram"),
-            "disk": flavor.get("disk"),
-            "ephemeral": flavor.get("ephemeral", 0),
-            "swap": flavor.get("swap", 0),
-            "original_name": flavor.get("name"),
+            "vcpus": flavor.vcpus if flavor else None,
+            "ram": flavor.memory_mb if flavor else None,
+            "disk": flavor.root_gb if flavor else None,
+            "ephemeral": flavor.ephemeral_gb if flavor else 0,
+            "swap": flavor.swap if flavor else 0,
+            "original_name": flavor.name if flavor else None,
         }
     root = base.removesuffix("/v2.1")
+    # An instance without a recorded flavor shows "None", as it always has.
+    flavorid = flavor.flavorid if flavor else str(None)
     return {
-        "id": str(flavor.get("id")),
-        "links": [{"rel": "bookmark", "href": f"{root}/flavors/{flavor.get('id')}"}],
+        "id": flavorid,
+        "links": [{"rel": "bookmark", "href": f"{root}/flavors/{flavorid}"}],
     }
 
 

@@ -1,10 +1,10 @@
 """What a route handler reads from its request: the caller, the microversion, the shared
-state the app's lifespan yielded, and the request body.
+state the app's lifespan built, and the request body.
 
-The lifespan yields a plain dict (``settings``, ``api_db`` and whatever services domains add,
-e.g. ``servers``); Starlette copies it into ``request.state``. The toolkit knows only the
-two every domain needs; a domain reads its own service with its own accessor
-(``servers.api.requests.servers_of``), so no type here names a domain class.
+The lifespan's state is typed (``web/state.py``): the toolkit reads its own fragment,
+``WebState`` (settings and the API database, which every domain needs); a domain reads its own
+fragment with its own accessor (``servers.api.requests.servers_of``), so no type here names a
+domain class.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from cloudseed.settings import Settings
 from cloudseed.web.context import CONTEXT_KEY, VERSION_KEY, RequestContext
 from cloudseed.web.links import base_url
 from cloudseed.web.microversions import APIVersion
+from cloudseed.web.state import WebState, fragment_of
 from cloudseed.web.validation import read_json, validate
 
 
@@ -40,13 +41,11 @@ def version_of(request: Request) -> APIVersion:
 
 
 def settings_of(request: Request) -> Settings:
-    settings: Settings = request.state.settings
-    return settings
+    return fragment_of(request, WebState).settings
 
 
 def api_db_of(request: Request) -> Database:
-    db: Database = request.state.api_db
-    return db
+    return fragment_of(request, WebState).api_db
 
 
 def api_base(request: Request) -> str:

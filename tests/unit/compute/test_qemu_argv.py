@@ -81,7 +81,7 @@ def test_flavor_sizes_read_the_stored_flavor() -> None:
     sizes = FlavorSizes.of(stored_flavor(ram=2048, vcpus=3, disk=20, ephemeral=5, swap=512))
     assert sizes == FlavorSizes(memory_mb=2048, vcpus=3, disk_gb=20)
     # An instance without a flavor record (older rows) gets the defaults, disk: the image's.
-    assert FlavorSizes.of({}) == FlavorSizes(memory_mb=512, vcpus=1, disk_gb=0)
+    assert FlavorSizes.of(None) == FlavorSizes(memory_mb=512, vcpus=1, disk_gb=0)
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from cloudseed.errors import InvalidInput
+from cloudseed.flavors.snapshots import FlavorSnapshot
 from cloudseed.metadata import render, tree
 from cloudseed.metadata import versions as v
 from cloudseed.metadata.delivery import guest_facts, posix_time
@@ -121,7 +122,7 @@ def record(entries: list[dict[str, Any]], **extra: Any) -> Any:
         metadata={},
         system_metadata={},
         ports=[],
-        flavor={"name": "m1"},
+        flavor=FlavorSnapshot(flavorid="1", name="m1", vcpus=1, memory_mb=512, root_gb=1),
     )
 
 

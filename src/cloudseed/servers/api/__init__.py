@@ -1,4 +1,5 @@
-"""The servers API: ``routes`` mounts every ``/v2.1/servers`` URL.
+"""The servers API: ``v21_routes`` holds every ``/v2.1/servers`` URL (below ``/v2.1``:
+``api/app.py`` serves them there and under ``/v2.1/{project_id}``).
 
 One module per resource: ``servers`` (create, list, show, update, delete), ``lifecycle`` (the
 ``POST .../action`` verbs), ``security_groups`` (two of those verbs and
@@ -23,8 +24,8 @@ from cloudseed.servers.api import (
 )
 
 
-def _routes(prefix: str) -> list[Route]:
-    s = f"{prefix}/servers"
+def _routes() -> list[Route]:
+    s = "/servers"
     one = f"{s}/{{server_id}}"
     return [
         Route(s, servers.index, methods=["GET"]),
@@ -45,10 +46,9 @@ def _routes(prefix: str) -> list[Route]:
         Route(f"{one}/os-server-password", password.clear, methods=["DELETE"]),
         Route(f"{one}/bootstrap-history", bootstrap_history.show, methods=["GET"]),
         Route(f"{one}/os-security-groups", security_groups.index, methods=["GET"]),
-        Route(f"{prefix}/os-project-keys/{{id}}", project_keys.show, methods=["GET"]),
-        Route(f"{prefix}/os-project-keys/{{id}}", project_keys.update, methods=["PUT"]),
+        Route("/os-project-keys/{id}", project_keys.show, methods=["GET"]),
+        Route("/os-project-keys/{id}", project_keys.update, methods=["PUT"]),
     ]
 
 
-# Nova also answers under /v2.1/{project_id}/..., which old service catalogs still use.
-routes = [*_routes("/v2.1"), *_routes("/v2.1/{project_id}")]
+v21_routes = _routes()

@@ -24,6 +24,7 @@ from cloudseed.servers.creation import personality
 from cloudseed.servers.creation.service import generate_password
 from cloudseed.servers.errors import InstanceInvalidState
 from cloudseed.servers.lifecycle.edits import UNSET
+from cloudseed.servers.lifecycle.rebuild_request import RebuildRequest, own_keys
 from cloudseed.web.microversions import APIVersion
 from cloudseed.web.requests import api_base, context_of, settings_of, version_of
 from cloudseed.web.responses import JSONResponse
@@ -67,28 +68,27 @@ async def _rebuild(request: Request, body: dict[str, Any]) -> Response:
     version, context = version_of(request), context_of(request)
     validate(schemas.rebuild(version), body)
     params = body["rebuild"]
-    key_names = key_requests_of(request, params)
+    key_names = own_keys(params.get("key_name", UNSET), key_requests_of(request, params))
     record = await load_unlocked(request)
     admin_pass = params.get("adminPass") or generate_password()
+    rebuild = RebuildRequest(
+        image_ref=params["imageRef"],
+        actor=actor_of(request),
+        admin=context.is_admin,
+        name=params.get("name"),
+        metadata=params.get("metadata"),
+        hostname=params.get("hostname"),
+        description=params.get("description", UNSET),
+        user_data=params.get("user_data", UNSET),
+        access_ip_v4=params.get("accessIPv4"),
+        access_ip_v6=schemas.ipv6_text(params.get("accessIPv6")),
+        key_names=key_names,
+        admin_password=admin_pass,
+        files=personality.from_request(params.get("personality")),
+        quota=settings_of(request).quota,
+    )
     rebuilt = await run_in_threadpool(
-        lambda: servers_of(request).rebuild(
-            record.instance.uuid,
-            actor=actor_of(request),
-            image_ref=params["imageRef"],
-            name=params.get("name"),
-            metadata=params.get("metadata"),
-            key_name=params.get("key_name", UNSET),
-            key_names=key_names,
-            user_data=params.get("user_data", UNSET),
-            hostname=params.get("hostname"),
-            description=params.get("description", UNSET),
-            access_ip_v4=params.get("accessIPv4"),
-            access_ip_v6=schemas.ipv6_text(params.get("accessIPv6")),
-            admin_password=admin_pass,
-            files=personality.from_request(params.get("personality")),
-            quota=settings_of(request).quota,
-            admin=context.is_admin,
-        )
+        lambda: servers_of(request).rebuild(record.instance.uuid, rebuild)
     )
     view = views.rebuilt(
         rebuilt, version, api_base(request), admin=context.is_admin, admin_password=admin_pass

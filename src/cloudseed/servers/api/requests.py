@@ -1,11 +1,12 @@
 """What every servers route reads from its request: the ``Servers`` service the app's lifespan
-put in ``request.state``, the caller as an ``Actor``, a server the caller may see,
-``in_cell``, the one way a route owns a transaction in a server's cell database, and the
-keys a body names (``key_requests_of``, 2.106)."""
+built (the servers' state fragment, ``ServersState``), the caller as an ``Actor``, a server
+the caller may see, ``in_cell``, the one way a route owns a transaction in a server's cell
+database, and the keys a body names (``key_requests_of``, 2.106)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from sqlalchemy.orm import Session
@@ -24,13 +25,20 @@ from cloudseed.servers.live_keys.sets import KeyRequest
 from cloudseed.servers.records import ServerRecord
 from cloudseed.web.context import RequestContext
 from cloudseed.web.requests import context_of, settings_of
+from cloudseed.web.state import fragment_of
 
 T = TypeVar("T")
 
 
+@dataclass(frozen=True)
+class ServersState:
+    """The servers routes' fragment of the app's state (``web/state.py``)."""
+
+    servers: Servers
+
+
 def servers_of(request: Request) -> Servers:
-    servers: Servers = request.state.servers
-    return servers
+    return fragment_of(request, ServersState).servers
 
 
 def actor_of(request: Request) -> Actor:

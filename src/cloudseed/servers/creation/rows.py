@@ -13,6 +13,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from cloudseed.db.base import utcnow
+from cloudseed.flavors.snapshots import FlavorSnapshot
 from cloudseed.hosts import scheduler
 from cloudseed.hosts.errors import NoValidHost
 from cloudseed.networks import service as networks
@@ -46,7 +47,7 @@ class NewServers:
     count: int
     reservation_id: str
     admin_pass: str
-    flavor: dict[str, object]  # flavors.snapshot
+    flavor: FlavorSnapshot
     vcpus: int
     memory_mb: int
     root_gb: int
@@ -118,7 +119,7 @@ def _instance(
         project_id=request.actor.project_id,
         user_id=request.actor.user_id,
         image_ref=servers.image_uuid,
-        flavor_id=str(servers.flavor["id"]),
+        flavor_id=servers.flavor.flavorid,
         vm_state=states.BUILDING if placement else states.ERROR,
         task_state=states.SCHEDULING if placement else None,
         power_state=states.NOSTATE,
@@ -156,7 +157,7 @@ def _add_dependents(
         InstanceExtra(
             instance_uuid=uuid,
             keypairs=json.dumps(servers.keypairs, sort_keys=True),
-            flavor=json.dumps(servers.flavor),
+            flavor=servers.flavor.document(),
             fault=_fault(no_host) if no_host else None,
             keys_generation=1,
             keys_boot_generation=1,

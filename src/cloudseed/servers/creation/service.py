@@ -104,8 +104,7 @@ def create_servers(
             raise InvalidInput(str(exc)) from exc
         image = images.bootable_image(session, request.image_ref, viewer=_image_viewer(request))
         image_props = images.properties_of(image)
-        vcpus, memory_mb = int(str(flavor["vcpus"])), int(str(flavor["ram"]))
-        root_gb = int(str(flavor["disk"]))
+        vcpus, memory_mb, root_gb = flavor.vcpus, flavor.memory_mb, flavor.root_gb
         images.check_flavor_fits(image, root_gb=root_gb, memory_mb=memory_mb)
         # The quota decides how many before anything is allocated (names, ports, rows).
         limits = quotas.instance_limits(session, quota, project_id=project_id, user_id=user_id)

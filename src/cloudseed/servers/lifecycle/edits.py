@@ -8,7 +8,8 @@ the caller (the route, through ``servers.api.requests.in_cell``) owns the transa
 
 from __future__ import annotations
 
-from typing import Any
+from enum import Enum
+from typing import Final
 
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
@@ -27,7 +28,14 @@ from cloudseed.servers.history import bootstrap as history
 from cloudseed.servers.history.bootstrap import Actor
 from cloudseed.servers.models import InstanceMetadata
 
-UNSET: Any = object()  # "not in the request", as opposed to None ("set to null")
+
+class Unset(Enum):
+    """A field not in the request (the server keeps it), as opposed to None ("set to null")."""
+
+    UNSET = "unset"
+
+
+UNSET: Final = Unset.UNSET
 
 
 def update(
@@ -36,12 +44,12 @@ def update(
     *,
     actor: Actor,
     name: str | None = None,
-    description: Any = UNSET,
+    description: str | Unset | None = UNSET,
     hostname: str | None = None,
-    user_data: Any = UNSET,
+    user_data: str | Unset | None = UNSET,
     access_ip_v4: str | None = None,
     access_ip_v6: str | None = None,
-    pinned_availability_zone: Any = UNSET,
+    pinned_availability_zone: str | Unset | None = UNSET,
 ) -> records.ServerRecord:
     record = records.load(session, uuid, for_update=True)
     instance = record.instance

@@ -41,12 +41,11 @@ from cloudseed.servers.history import bootstrap as history
 from cloudseed.servers.history.bootstrap import Actor
 from cloudseed.servers.lifecycle import edits, queue
 from cloudseed.servers.lifecycle.console import console_tail
-from cloudseed.servers.lifecycle.edits import UNSET
+from cloudseed.servers.lifecycle.edits import UNSET, Unset
+from cloudseed.servers.lifecycle.rebuild_request import RebuildRequest
 from cloudseed.servers.live_keys import sets as key_sets
 from cloudseed.servers.live_keys import store as live_keys
-from cloudseed.servers.live_keys.sets import KeyRequest
 from cloudseed.servers.models import FixedIP, Instance, Port
-from cloudseed.settings import QuotaSection
 
 # System metadata of a locked instance, as Nova keeps them (locked_by is a column there).
 LOCKED_BY = "locked_by"
@@ -63,81 +62,44 @@ class Servers:
     local_console: Callable[[str], str] | None = None
     local_host: str | None = None
 
-    def rebuild(
-        self,
-        uuid: str,
-        *,
-        actor: Actor,
-        image_ref: str,
-        name: str | None = None,
-        metadata: dict[str, str] | None = None,
-        key_name: Any = UNSET,
-        key_names: tuple[KeyRequest, ...] | None = None,
-        user_data: Any = UNSET,
-        hostname: str | None = None,
-        description: Any = UNSET,
-        access_ip_v4: str | None = None,
-        access_ip_v6: str | None = None,
-        admin_password: str | None = None,
-        files: personality.Encoded = (),
-        quota: QuotaSection | None = None,
-        admin: bool = False,
-    ) -> records.ServerRecord:
-        """Queue the rebuild; returns the record as the rebuild will leave it. ``admin_password``
-        and ``files`` go to the new config drive, through the operation's payload, which drops
-        them when the operation ends. ``key_names`` (2.106) replaces the server's own keys as
-        ``key_name`` does (a one-element list; None: no key)."""
-        if key_names is None and key_name is not UNSET:
-            key_names = () if key_name is None else (KeyRequest(name=key_name),)
+    def rebuild(self, uuid: str, request: RebuildRequest) -> records.ServerRecord:
+        """Queue the rebuild; returns the record as the rebuild will leave it."""
+        actor = request.actor
         with self.api_db.read() as session:
             image = images.bootable_image(
-                session, image_ref, viewer=Viewer(project_id=actor.project_id, is_admin=admin)
+                session,
+                request.image_ref,
+                viewer=Viewer(project_id=actor.project_id, is_admin=request.admin),
             )
             # The caller's limits, as Nova checks them (the request context's project).
-            if metadata is not None:
+            if request.metadata is not None:
                 edits.check_metadata_items(
                     quotas.metadata_items_limit(
                         session, project_id=actor.project_id, user_id=actor.user_id
                     ),
-                    metadata,
+                    request.metadata,
                 )
             personality.check_limits(
                 session,
-                files,
+                request.files,
                 project_id=actor.project_id,
                 user_id=actor.user_id,
-                quota=quota or QuotaSection(),
+                quota=request.quota,
             )
             own = (
-                live_keys.own_entries(session, user_id=actor.user_id, requests=key_names)
-                if key_names is not None
+                live_keys.own_entries(session, user_id=actor.user_id, requests=request.key_names)
+                if request.key_names is not None
                 else None
             )
-        apply: dict[str, Any] = {"image_ref": image.uuid}
-        if name is not None:
-            apply["display_name"] = name
-        if hostname is not None:
-            apply["hostname"] = hostname
-        if description is not UNSET:
-            apply["display_description"] = description
-        if access_ip_v4 is not None:
-            apply["access_ip_v4"] = access_ip_v4
-        if access_ip_v6 is not None:
-            apply["access_ip_v6"] = access_ip_v6
-        payload: dict[str, Any] = {"apply": apply, "actor": _actor(actor)}
-        if user_data is not UNSET:
-            payload["user_data"] = [user_data]
-        if metadata is not None:
-            payload["metadata"] = metadata
-        if admin_password is not None:
-            payload["admin_password"] = admin_password
-        if files:
-            payload["files"] = [list(f) for f in files]
+        payload = _rebuild_payload(request, image_uuid=image.uuid)
+        apply: dict[str, Any] = payload["apply"]
         with self.cells.for_instance(uuid).write() as session:
             before = records.load(session, uuid)
             flavor = before.flavor
             images.check_flavor_fits(
-                image, root_gb=int(flavor.get("disk") or 0), memory_mb=int(flavor.get("ram") or 0)
+                image,
+                root_gb=flavor.root_gb if flavor else 0,
+                memory_mb=flavor.memory_mb if flavor else 0,
             )
             payload["final_vm_state"] = (
                 states.STOPPED if before.instance.vm_state == states.STOPPED else states.ACTIVE
@@ -179,7 +141,9 @@ class Servers:
         record.extra.keys_generation = generation
         return record
 
-    def reboot(self, uuid: str, *, actor: Actor, hard: bool, user_data: Any = UNSET) -> None:
+    def reboot(
+        self, uuid: str, *, actor: Actor, hard: bool, user_data: str | Unset | None = UNSET
+    ) -> None:
         operation = "reboot_hard" if hard else "reboot_soft"
         with self.cells.for_instance(uuid).write() as session:
             instance = records.load(session, uuid).instance
@@ -332,6 +296,32 @@ class Servers:
         if self.local_console is None or host != self.local_host:
             raise ConsoleNotAvailable(uuid)
         return console_tail(self.local_console(uuid), length)
+
+
+def _rebuild_payload(request: RebuildRequest, *, image_uuid: str) -> dict[str, Any]:
+    """A rebuild operation's payload: what it applies when it succeeds, the new config
+    drive's secrets (dropped when the operation ends), and who asked."""
+    apply: dict[str, Any] = {"image_ref": image_uuid}
+    if request.name is not None:
+        apply["display_name"] = request.name
+    if request.hostname is not None:
+        apply["hostname"] = request.hostname
+    if request.description is not UNSET:
+        apply["display_description"] = request.description
+    if request.access_ip_v4 is not None:
+        apply["access_ip_v4"] = request.access_ip_v4
+    if request.access_ip_v6 is not None:
+        apply["access_ip_v6"] = request.access_ip_v6
+    payload: dict[str, Any] = {"apply": apply, "actor": _actor(request.actor)}
+    if request.user_data is not UNSET:
+        payload["user_data"] = [request.user_data]
+    if request.metadata is not None:
+        payload["metadata"] = request.metadata
+    if request.admin_password is not None:
+        payload["admin_password"] = request.admin_password
+    if request.files:
+        payload["files"] = [list(f) for f in request.files]
+    return payload
 
 
 def _actor(actor: Actor) -> dict[str, str]:
