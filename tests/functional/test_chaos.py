@@ -111,7 +111,7 @@ def _chaos(cluster: Cluster) -> None:
                     )
                     assert r.status_code in (202, 409), r.text
                     accepted += r.status_code == 202
-                time.sleep(0.2)
+                time.sleep(0.2)  # paces the load generator, waits for nothing
     finally:
         stop.set()
         thread.join()

@@ -6,7 +6,6 @@ API shows follows what the guest fetched."""
 from __future__ import annotations
 
 import datetime as dt
-import time
 
 import httpx
 import pytest
@@ -14,6 +13,7 @@ import pytest
 from tests.functional.test_metadata_service import cloud, eventually, metadata_url
 from tests.support import keys
 from tests.support.cloud import Cloud, create_server, mv, wait_for
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.databases
 __all__ = ["cloud", "metadata_url"]  # fixtures, imported to be used here
@@ -81,14 +81,15 @@ def test_key_changes_reach_the_running_guest(
 
         # key3 expires: no longer served, shown expired. (Its expiry is set only now: an expiry
         # set with the change above ran out before the project's keys arrived in loaded runs.)
-        soon = (dt.datetime.now(dt.UTC) + dt.timedelta(seconds=1.5)).isoformat()
+        expiry = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=1.5)
+        soon = expiry.isoformat()
         r = api.put(
             f"/v2.1/servers/{server['id']}",
             headers=LIVE,
             json={"server": {"key_names": ["key2", {"name": "key3", "expires_at": soon}]}},
         )
         assert r.status_code == 200, r.text
-        time.sleep(1.6)
+        wait_until(lambda: dt.datetime.now(dt.UTC) > expiry, what="key3's expiry passed")
         eventually(lambda: lines(guest) == [cloud.key2, ops])
         shown = api.get(f"/v2.1/servers/{server['id']}", headers=LIVE).json()["server"]
         assert [(k["name"], k["expired"]) for k in shown["keys"]] == [

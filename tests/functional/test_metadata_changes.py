@@ -22,6 +22,7 @@ from cloudseed.settings import Settings
 from tests.functional.test_metadata_service import Guest, boot, eventually, with_options
 from tests.support.cloud import Cloud, b64, make_cloud, mv
 from tests.support.server import running_metadata
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.databases
 
@@ -221,7 +222,7 @@ def test_a_waiter_hears_only_of_its_own_instance_and_needs_its_token(
             json={"meta": {"metadata_http_tokens": "required"}},
         )
         assert r.status_code == 200, r.text
-        time.sleep(0.1)
+        wait_until(lambda: md.get(path).status_code == 401, what="tokens required")
         assert md.get(wait_url(path, tag, 1)).status_code == 401
         token = md.put("/latest/api/token", headers={"X-aws-ec2-metadata-token-ttl-seconds": "60"})
         header = {"X-aws-ec2-metadata-token": token.text}

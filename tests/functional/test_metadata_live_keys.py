@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import datetime as dt
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -38,6 +37,7 @@ from tests.functional.test_metadata_service import (
 )
 from tests.support import keys
 from tests.support.cloud import Cloud
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.databases
 __all__ = ["cloud", "metadata_server", "metadata_url"]  # fixtures, imported to be used here
@@ -106,22 +106,39 @@ def delivery(cell: Database, uuid: str) -> tuple[int, str | None]:
 @contextmanager
 def applied_writes() -> Iterator[list[str]]:
     """Every UPDATE of keys_applied_generation this process sends (the metadata service of
-    these tests runs in this process)."""
+    these tests runs in this process), each with its parameters (``writes_of``)."""
     seen: list[str] = []
     lock = threading.Lock()
 
-    def record(_conn: Any, _cursor: Any, statement: str, *_args: Any) -> None:
+    def record(_conn: Any, _cursor: Any, statement: str, parameters: Any, *_args: Any) -> None:
         if statement.lstrip().upper().startswith("UPDATE") and "keys_applied_generation" in (
             statement
         ):
             with lock:
-                seen.append(statement)
+                seen.append(f"{statement} {parameters!r}")
 
     event.listen(Engine, "before_cursor_execute", record)
     try:
         yield seen
     finally:
         event.remove(Engine, "before_cursor_execute", record)
+
+
+def writes_of(writes: list[str], uuid: str) -> int:
+    """How many of ``writes`` (``applied_writes``) were for instance ``uuid``."""
+    return sum(uuid in write for write in writes)
+
+
+def login_recorded(cell: Database, marker: Guest, md: httpx.Client, generation: int) -> None:
+    """``marker`` gets key generation ``generation`` and logs in; wait until that is recorded.
+    The metadata worker writes its marks in the order it made them, so by then every mark it
+    made before this one has been written: what a test says was not recorded had its chance."""
+    set_keys(cell, marker.id, keys_generation=generation, keys_boot_generation=1)
+    assert md.get(KEYS).status_code == 200
+    wait_until(
+        lambda: delivery(cell, marker.id) == (generation, "login-time check"),
+        what=f"the marker's login at generation {generation} recorded",
+    )
 
 
 @pytest.fixture()
@@ -284,25 +301,30 @@ def test_authorized_keys_are_the_callers_own(
 
 
 def test_login_check_marks_each_generation_once(
-    guest: Guest, cloud: Cloud, clean_cell_db: Database, metadata_url: str
+    api: httpx.Client, guest: Guest, cloud: Cloud, clean_cell_db: Database, metadata_url: str
 ) -> None:
+    marker = boot(api, cloud, key_name="key2")  # its logins show what came before was written
     # The guest fixture's keys are generation 1 = the boot set; the guest has not got them.
     set_keys(clean_cell_db, guest.id, keys_generation=3, keys_boot_generation=1)
-    with applied_writes() as writes, guest.client(metadata_url) as md:
+    with (
+        applied_writes() as writes,
+        guest.client(metadata_url) as md,
+        marker.client(metadata_url) as marker_md,
+    ):
         for _ in range(20):
             assert md.get(KEYS, params={"user": "root"}).status_code == 200
         eventually(lambda: delivery(clean_cell_db, guest.id) == (3, "login-time check"))
         for _ in range(10):
             md.get(KEYS)
-        time.sleep(0.2)
-        assert len(writes) == 1  # one conditional UPDATE for 30 logins
+        login_recorded(clean_cell_db, marker, marker_md, generation=2)
+        assert writes_of(writes, guest.id) == 1  # one conditional UPDATE for 30 logins
         # A HEAD delivers nothing; nor does a refused request.
         set_keys(clean_cell_db, guest.id, keys_generation=4)
         md.head(KEYS)
         md.get(KEYS + "?user=")
-        time.sleep(0.2)
+        login_recorded(clean_cell_db, marker, marker_md, generation=3)
         assert delivery(clean_cell_db, guest.id) == (3, "login-time check")
-        assert len(writes) == 1
+        assert writes_of(writes, guest.id) == 1
         md.get(KEYS)
         eventually(lambda: delivery(clean_cell_db, guest.id)[0] == 4)
     with clean_cell_db.read() as session:
@@ -315,41 +337,46 @@ def test_login_check_marks_each_generation_once(
 def test_metadata_marks_only_the_boot_generation(
     api: httpx.Client, cloud: Cloud, clean_cell_db: Database, metadata_url: str
 ) -> None:
+    # Each guest's recorded read is the other's proof that what came before it was written:
+    # the metadata worker writes its marks in the order it made them.
     first = boot(api, cloud, key_name="key1")
-    with first.client(metadata_url) as md:
+    second = boot(api, cloud, key_name="key2")
+    with first.client(metadata_url) as md, second.client(metadata_url) as second_md:
         assert delivery(clean_cell_db, first.id) == (0, None)
         md.head(META)
         md.get("/openstack/latest/user_data")
         md.get("/latest/meta-data/instance-id")
-        time.sleep(0.2)
+        second_md.get(EC2_KEYS + "0/openssh-key")  # the EC2 tree counts too
+        wait_until(
+            lambda: delivery(clean_cell_db, second.id) == (1, "metadata"),
+            what="the second guest's read of its EC2 keys recorded",
+        )
         assert delivery(clean_cell_db, first.id) == (0, None)  # no keys served yet
         md.get(META)
         eventually(lambda: delivery(clean_cell_db, first.id) == (1, "metadata"))
-    second = boot(api, cloud, key_name="key2")  # the EC2 tree counts too
-    with second.client(metadata_url) as md:
-        md.get(EC2_KEYS + "0/openssh-key")
-        eventually(lambda: delivery(clean_cell_db, second.id) == (1, "metadata"))
+    with second.client(metadata_url) as md, first.client(metadata_url) as first_md:
         # The keys changed after boot: cloud-init applies keys once, so reading them is no
         # proof the guest holds them (the login check is).
         set_keys(clean_cell_db, second.id, keys_generation=2, keys_boot_generation=1)
         md.get(META)
         md.get(EC2_KEYS)
-        time.sleep(0.3)
+        login_recorded(clean_cell_db, first, first_md, generation=2)
         assert delivery(clean_cell_db, second.id) == (1, "metadata")
         md.get(KEYS)
         eventually(lambda: delivery(clean_cell_db, second.id) == (2, "login-time check"))
 
 
 def test_delivery_never_moves_backwards(
-    guest: Guest, clean_cell_db: Database, metadata_url: str
+    api: httpx.Client, guest: Guest, cloud: Cloud, clean_cell_db: Database, metadata_url: str
 ) -> None:
+    marker = boot(api, cloud, key_name="key2")  # its login shows the guest's mark was written
     # Generation 3, nothing applied, written before this metadata service first reads the
     # guest, and not announced: an announced change reaches this in-process service twice (at
     # commit, then again through the change feed), and when the feed's copy came after the
     # read below the guest was read again later, at generation 5, with nothing left to record
     # (seen under load on SQLite, every time on PostgreSQL).
     set_keys(clean_cell_db, guest.id, keys_generation=3, keys_boot_generation=1, announce=False)
-    with guest.client(metadata_url) as md:
+    with guest.client(metadata_url) as md, marker.client(metadata_url) as marker_md:
         md.get(META)  # cached at generation 3, nothing applied
         # Behind this worker's back (no change announced): generation 5, applied by the agent.
         set_keys(
@@ -362,6 +389,6 @@ def test_delivery_never_moves_backwards(
         )
         with applied_writes() as writes:
             md.get(KEYS)  # serves generation 3 from its cache, and tries to record it
-            eventually(lambda: len(writes) == 1)
-            time.sleep(0.2)
+            login_recorded(clean_cell_db, marker, marker_md, generation=2)
+            assert writes_of(writes, guest.id) == 1
         assert delivery(clean_cell_db, guest.id) == (5, "guest agent")

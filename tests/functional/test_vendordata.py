@@ -26,7 +26,9 @@ from cloudseed.vendordata import (
     VendordataError,
     VendordataRequest,
 )
+from tests.support.clock import ManualClock
 from tests.support.vendordata_targets import Targets, running_targets
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.anyio
 
@@ -268,7 +270,8 @@ async def test_burst_calls_once_then_revalidates_with_etag(
     tmp_path: Path, targets: Targets
 ) -> None:
     settings = make_settings(tmp_path, targets=f"cached@{targets.url('/cached')}")
-    async with vendordata(settings) as service:
+    clock = ManualClock()
+    async with vendordata(settings, clock=clock) as service:
         burst = await asyncio.gather(
             *(service.vendor_data2(request_for("inst-burst")) for _ in range(50))
         )
@@ -281,7 +284,7 @@ async def test_burst_calls_once_then_revalidates_with_etag(
         await service.vendor_data2(request_for("inst-burst"))  # fresh: no call at all
         assert len(targets.calls_to("/cached")) == 1
 
-        await asyncio.sleep(targets.cached_max_age + 0.1)
+        clock.advance(targets.cached_max_age + 0.1)
         again = await asyncio.gather(
             *(service.vendor_data2(request_for("inst-burst")) for _ in range(10))
         )
@@ -317,18 +320,19 @@ async def test_no_store_is_never_reused(tmp_path: Path, targets: Targets) -> Non
 
 async def test_stale_if_error_then_back_off(tmp_path: Path, targets: Targets) -> None:
     settings = make_settings(tmp_path, targets=f"flaky@{targets.url('/flaky')}")
-    async with vendordata(settings, failure_backoff=0.5) as service:
+    clock = ManualClock()
+    async with vendordata(settings, failure_backoff=0.5, clock=clock) as service:
         good = await service.vendor_data2(request_for("inst-flaky"))
         assert document(good)["flaky"] == {"n": 1}
         targets.flaky_failing = True
         assert await service.vendor_data2(request_for("inst-flaky")) == good  # stale
         assert await service.vendor_data2(request_for("inst-flaky")) == good  # backing off
         assert len(targets.calls_to("/flaky")) == 2
-        await asyncio.sleep(0.6)
+        clock.advance(0.6)
         assert await service.vendor_data2(request_for("inst-flaky")) == good
         assert len(targets.calls_to("/flaky")) == 3
         targets.flaky_failing = False
-        await asyncio.sleep(0.6)
+        clock.advance(0.6)
         assert document(await service.vendor_data2(request_for("inst-flaky")))["flaky"] == {"n": 4}
         # A failing target with nothing stored: {}, and the back-off applies as well.
         await service.vendor_data2(request_for("inst-flaky-2"))
@@ -348,7 +352,12 @@ async def test_slow_target_does_not_delay_other_instances(tmp_path: Path, target
         stuck = [
             asyncio.ensure_future(service.vendor_data2(request_for(f"slow-{i}"))) for i in range(20)
         ]
-        await asyncio.sleep(0.2)
+        # ...once their calls have reached it, it holds them (the calls had their chance).
+        await asyncio.to_thread(
+            wait_until,
+            lambda: len(targets.calls_to("/slow-for-some")) == 20,
+            what="the twenty calls to the slow target",
+        )
         assert not any(task.done() for task in stuck)
         # ...while another instance is answered by both targets before any of them gives up:
         # an order, not a stopwatch, so a loaded machine cannot fail it.

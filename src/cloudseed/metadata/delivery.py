@@ -8,10 +8,11 @@ Recording: the API says a key is live only once the guest has it (``key_delivery
 metadata service sees two of the ways a guest gets it: cloud-init reading its boot set
 (meta_data.json or the EC2 public-keys while ``keys_generation == keys_boot_generation``:
 ``metadata``), and sshd's ``AuthorizedKeysCommand`` fetching authorized_keys (``login-time
-check``). Each worker writes at most once per guest and generation: the cached guest remembers
-the generation it marked (or is marking), so a storm of logins costs one conditional UPDATE per
-guest and worker, not one per login, batched in a few transactions; ``mark_applied`` itself
-never moves the state backwards.
+check``). Each worker writes at most once per guest and generation: it remembers the generation
+it marked (or is marking) for each guest it marked lately, not only on the cached guest, since a
+change replaces that copy with one read again, which may have been read before the mark
+committed. A storm of logins thus costs one conditional UPDATE per guest and worker, not one per
+login, batched in a few transactions; ``mark_applied`` itself never moves the state backwards.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +31,12 @@ from cloudseed.servers.live_keys import delivery as key_delivery
 from cloudseed.servers.live_keys.delivery import VIA_LOGIN_CHECK, VIA_METADATA
 
 log = logging.getLogger(__name__)
+
+# Guests whose marked generation each worker remembers (the latest marked). A change is read
+# twice in the process that made it (at commit, then from the feed), and a copy read while the
+# mark was being written still shows the old applied generation: remembering the last few
+# thousand marks covers those re-reads; a guest forgotten since costs one redundant UPDATE.
+REMEMBERED_MARKS = 4096
 
 __all__ = ["VIA_LOGIN_CHECK", "VIA_METADATA", "Deliveries", "guest_facts", "posix_time"]
 
@@ -70,15 +78,18 @@ class Deliveries:
         self.cells = cells
         self._queue: list[_Mark] = []
         self._writer: asyncio.Task[None] | None = None
+        self._marked: OrderedDict[str, int] = OrderedDict()  # uuid -> generation, oldest first
 
-    @staticmethod
-    def wanted(guest: GuestDocuments, via: str) -> bool:
+    def wanted(self, guest: GuestDocuments, via: str) -> bool:
         """Whether sending ``guest`` its keys ``via`` this way would record anything."""
         facts = guest.facts
-        if guest.marked >= facts.keys_generation:
+        generation = facts.keys_generation
+        if guest.marked >= generation:
             return False  # this worker marked it (or the guest was known to hold it)
+        if self._marked.get(facts.uuid, 0) >= generation:
+            return False  # marked from an earlier copy of this guest
         # cloud-init applies keys once per instance: by metadata only the boot set counts.
-        return via != VIA_METADATA or facts.keys_generation == facts.keys_boot_generation
+        return via != VIA_METADATA or generation == facts.keys_boot_generation
 
     def served(self, guest: GuestDocuments, via: str) -> None:
         """``guest`` was just sent its keys ``via`` a way the metadata service sees."""
@@ -86,6 +97,7 @@ class Deliveries:
             return
         generation = guest.facts.keys_generation
         guest.marked = generation
+        self._remember(guest.facts.uuid, generation)
         self._queue.append(_Mark(guest, generation, via))
         if self._writer is None or self._writer.done():
             self._writer = asyncio.create_task(self._write_queued())
@@ -97,9 +109,17 @@ class Deliveries:
                 await asyncio.to_thread(self._write, batch)
             except Exception:
                 log.exception("recording %d key deliveries failed", len(batch))
-                for mark in batch:
+                for mark in batch:  # the next delivery tries again
                     if mark.guest.marked == mark.generation:
-                        mark.guest.marked = mark.generation - 1  # the next delivery tries again
+                        mark.guest.marked = mark.generation - 1
+                    if self._marked.get(mark.guest.facts.uuid) == mark.generation:
+                        del self._marked[mark.guest.facts.uuid]
+
+    def _remember(self, uuid: str, generation: int) -> None:
+        self._marked[uuid] = generation
+        self._marked.move_to_end(uuid)
+        if len(self._marked) > REMEMBERED_MARKS:
+            self._marked.popitem(last=False)
 
     def _write(self, batch: list[_Mark]) -> None:
         by_uuid = {m.guest.facts.uuid: m for m in batch}  # the latest mark of each guest

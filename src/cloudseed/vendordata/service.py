@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import time
 from typing import TYPE_CHECKING
 
 from cloudseed.errors import ConfigError
@@ -25,6 +26,7 @@ from cloudseed.vendordata.cache import (
     DEFAULT_MAX_ENTRIES,
     Answer,
     AnswerCache,
+    Clock,
     Fetch,
     Key,
     NotModified,
@@ -62,12 +64,17 @@ class Vendordata:
         failure_backoff: float = DEFAULT_FAILURE_BACKOFF,
         login_check: bool = False,
         stats: TargetStats = NO_TARGET_STATS,
+        clock: Clock = time.monotonic,
     ) -> None:
+        """``clock``: what the static file's checks and the answers' freshness and back-off
+        are timed by (tests move it on instead of waiting)."""
         api = settings.api
         # In the configured order (it is the key order of vendor_data2.json), each once.
         self.providers = tuple(dict.fromkeys(split_list(api.vendordata_providers)))
         self._static = (
-            StaticFile(api.vendordata_jsonfile_path) if STATIC_JSON in self.providers else None
+            StaticFile(api.vendordata_jsonfile_path, clock=clock)
+            if STATIC_JSON in self.providers
+            else None
         )
         targets = parse_targets(api.vendordata_dynamic_targets)
         if targets and DYNAMIC_JSON not in self.providers:
@@ -105,6 +112,7 @@ class Vendordata:
         self._cache = AnswerCache(
             max_entries=max_cache_entries,
             failure_backoff=failure_backoff,
+            clock=clock,
             on_failure=self._report_failure,
         )
         self._static_only: tuple[bytes, bytes] | None = None  # (static content, document)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import time
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,7 @@ from cloudseed.errors import ConfigError
 from cloudseed.settings import Settings, load_settings
 from cloudseed.vendordata import Vendordata, VendordataFileError, VendordataRequest
 from cloudseed.vendordata.targets import parse_targets
+from tests.support.clock import ManualClock
 
 pytestmark = pytest.mark.anyio
 
@@ -81,14 +81,19 @@ async def test_static_file_is_checked_at_start(tmp_path: Path) -> None:
 async def test_static_document_follows_the_file(tmp_path: Path) -> None:
     path = tmp_path / "vd.json"
     path.write_text(json.dumps({"cloud-init": "#cloud-config\n"}))
-    service = await build(settings_from(tmp_path, {"vendordata_jsonfile_path": str(path)}))
+    clock = ManualClock()
+    service = Vendordata(
+        settings_from(tmp_path, {"vendordata_jsonfile_path": str(path)}), clock=clock
+    )
+    await service.aclose()  # nothing here calls a target; closing early is harmless
     first = service.static_only_vendor_data2()
     assert first == b'{"static":{"cloud-init":"#cloud-config\\n"}}'
     assert service.static_only_vendor_data2() is first  # assembled once per file version
     path.write_text('{"v": 2}')
     stat = path.stat()
     os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
-    time.sleep(1.05)  # the file is looked at once per second
+    assert service.vendor_data_json == b'{"cloud-init":"#cloud-config\\n"}'  # not looked at yet
+    clock.advance(1.05)  # the file is looked at once per second
     assert service.vendor_data_json == b'{"v":2}'
     assert service.static_only_vendor_data2() == b'{"static":{"v":2}}'
 
