@@ -114,15 +114,20 @@ async def list_services(request: Request) -> Response:
 
 def _change(request: Request, find: Any, change: Any) -> dict[str, Any]:
     """Apply ``change(service)`` to the one service ``find(session)`` returns, in its cell."""
+
+    def apply(session: Session) -> dict[str, Any] | None:
+        service = find(session)
+        if service is None:
+            return None
+        change(service)
+        service.updated_at = utcnow()
+        session.flush()
+        return _service_view(request, service)
+
     for cell in _each_cell(request):
-        with cell.write() as session:
-            service = find(session)
-            if service is None:
-                continue
-            change(service)
-            service.updated_at = utcnow()
-            session.flush()
-            return _service_view(request, service)
+        view = cell.run(apply, write=True)
+        if view is not None:
+            return view
     raise NotFound("Service not found.")
 
 
@@ -210,26 +215,27 @@ async def delete_service(request: Request) -> Response:
     ident = request.path_params["action"]
     by_uuid = version_of(request) >= UUIDS
 
+    column = Service.uuid if by_uuid else Service.id
+    value: Any = ident if by_uuid else _int_or_none(ident)
+
+    def delete_in(session: Session) -> bool:
+        service = session.scalar(select(Service).where(column == value, Service.deleted == 0))
+        if service is None:
+            return False
+        now = utcnow()
+        for node in session.scalars(
+            select(ComputeNode).where(
+                ComputeNode.service_id == service.id, ComputeNode.deleted == 0
+            )
+        ):
+            node.deleted, node.deleted_at = node.id, now
+        service.deleted, service.deleted_at = service.id, now
+        return True
+
     def run() -> None:
-        for cell in _each_cell(request):
-            with cell.write() as session:
-                column = Service.uuid if by_uuid else Service.id
-                value: Any = ident if by_uuid else _int_or_none(ident)
-                service = session.scalar(
-                    select(Service).where(column == value, Service.deleted == 0)
-                )
-                if service is None:
-                    continue
-                now = utcnow()
-                for node in session.scalars(
-                    select(ComputeNode).where(
-                        ComputeNode.service_id == service.id, ComputeNode.deleted == 0
-                    )
-                ):
-                    node.deleted, node.deleted_at = node.id, now
-                service.deleted, service.deleted_at = service.id, now
-                return
-        raise ServiceNotFound(ident)
+        # Each cell in turn (finding them reads the API database): the service is in one.
+        if not any(cell.run(delete_in, write=True) for cell in _each_cell(request)):
+            raise ServiceNotFound(ident)
 
     await run_in_threadpool(run)
     return Response(status_code=204)
