@@ -11,7 +11,8 @@ counters from the hypervisor views.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -35,6 +36,8 @@ from cloudseed.web.validation import query_lists
 
 V = APIVersion
 UUIDS = V(2, 53)
+
+T = TypeVar("T")
 
 
 class ServiceNotFound(NotFound):
@@ -88,6 +91,23 @@ def _each_cell(request: Request) -> list[Database]:
     return _cells(request).all_cells()
 
 
+async def _in_each_cell(
+    request: Request, work: Callable[[Session], T], *, write: bool = False, first: bool = False
+) -> list[T]:
+    """``work`` in one transaction of each cell in turn, in a worker thread (finding the cells
+    reads the API database); with ``first``, up to the first that returns a true value."""
+
+    def run() -> list[T]:
+        results = []
+        for cell in _each_cell(request):
+            results.append(cell.run(work, write=write))
+            if first and results[-1]:
+                break
+        return results
+
+    return await run_in_threadpool(run)
+
+
 async def list_services(request: Request) -> Response:
     _admin(request, "os_compute_api:os-services:list")
     query = query_lists(request)
@@ -95,25 +115,21 @@ async def list_services(request: Request) -> Response:
     host = hosts[0] if hosts else None
     binary = binaries[0] if binaries else None
 
-    def run() -> list[dict[str, Any]]:
-        shown = []
-        for cell in _each_cell(request):
-            with cell.read() as session:
-                rows = session.scalars(
-                    select(Service).where(Service.deleted == 0).order_by(Service.id)
-                )
-                shown += [
-                    _service_view(request, s)
-                    for s in rows
-                    if host in (None, s.host) and binary in (None, s.binary)
-                ]
-        return shown
+    def read(session: Session) -> list[dict[str, Any]]:
+        rows = session.scalars(select(Service).where(Service.deleted == 0).order_by(Service.id))
+        return [
+            _service_view(request, s)
+            for s in rows
+            if host in (None, s.host) and binary in (None, s.binary)
+        ]
 
-    return JSONResponse({"services": await run_in_threadpool(run)})
+    per_cell = await _in_each_cell(request, read)
+    return JSONResponse({"services": [view for views in per_cell for view in views]})
 
 
-def _change(request: Request, find: Any, change: Any) -> dict[str, Any]:
-    """Apply ``change(service)`` to the one service ``find(session)`` returns, in its cell."""
+async def _change(request: Request, find: Any, change: Any) -> dict[str, Any] | None:
+    """Apply ``change(service)`` to the one service ``find(session)`` returns, in its cell;
+    its view, or None when no cell has it."""
 
     def apply(session: Session) -> dict[str, Any] | None:
         service = find(session)
@@ -124,11 +140,8 @@ def _change(request: Request, find: Any, change: Any) -> dict[str, Any]:
         session.flush()
         return _service_view(request, service)
 
-    for cell in _each_cell(request):
-        view = cell.run(apply, write=True)
-        if view is not None:
-            return view
-    raise NotFound("Service not found.")
+    views = await _in_each_cell(request, apply, write=True, first=True)
+    return views[-1] if views else None
 
 
 async def update_by_action(request: Request) -> Response:
@@ -159,13 +172,9 @@ async def update_by_action(request: Request) -> Response:
         else:
             service.forced_down = bool(body["forced_down"])
 
-    def run() -> dict[str, Any]:
-        try:
-            return _change(request, find, change)
-        except NotFound:
-            raise HostNotFound(host) from None
-
-    view = await run_in_threadpool(run)
+    view = await _change(request, find, change)
+    if view is None:
+        raise HostNotFound(host)
     answer: dict[str, Any] = {"host": host, "binary": binary}
     if action == "force-down":
         answer["forced_down"] = view["forced_down"]
@@ -200,13 +209,10 @@ async def update_by_uuid(request: Request) -> Response:
         if "forced_down" in body:
             service.forced_down = bool(body["forced_down"])
 
-    def run() -> dict[str, Any]:
-        try:
-            return _change(request, find, change)
-        except NotFound:
-            raise ServiceNotFound(service_id) from None
-
-    return JSONResponse({"service": await run_in_threadpool(run)})
+    view = await _change(request, find, change)
+    if view is None:
+        raise ServiceNotFound(service_id)
+    return JSONResponse({"service": view})
 
 
 async def delete_service(request: Request) -> Response:
@@ -232,12 +238,9 @@ async def delete_service(request: Request) -> Response:
         service.deleted, service.deleted_at = service.id, now
         return True
 
-    def run() -> None:
-        # Each cell in turn (finding them reads the API database): the service is in one.
-        if not any(cell.run(delete_in, write=True) for cell in _each_cell(request)):
-            raise ServiceNotFound(ident)
-
-    await run_in_threadpool(run)
+    deleted = await _in_each_cell(request, delete_in, write=True, first=True)
+    if not (deleted and deleted[-1]):
+        raise ServiceNotFound(ident)
     return Response(status_code=204)
 
 

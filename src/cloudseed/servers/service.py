@@ -191,7 +191,7 @@ class Servers:
     def reboot(self, uuid: str, *, actor: Actor, hard: bool, user_data: Any = UNSET) -> None:
         operation = "reboot_hard" if hard else "reboot_soft"
 
-        def work(session: Session) -> None:
+        def claim_reboot(session: Session) -> None:
             instance = records.load(session, uuid).instance
             records.claim_task(
                 session,
@@ -223,7 +223,7 @@ class Servers:
                 payload=payload,
             )
 
-        self.cells.for_instance(uuid).run(work, write=True)
+        self.cells.for_instance(uuid).run(claim_reboot, write=True)
 
     def stop(self, uuid: str, *, actor: Actor) -> None:
         self._simple(uuid, actor, "stop", states.POWERING_OFF)
@@ -234,7 +234,7 @@ class Servers:
     def _simple(self, uuid: str, actor: Actor, operation: str, task_state: str) -> None:
         event = f"compute_{operation}_instance"
 
-        def work(session: Session) -> None:
+        def claim_simple(session: Session) -> None:
             instance = records.load(session, uuid).instance
             records.claim_task(session, uuid, operation=operation, task_state=task_state)
             action_id = action_log.start(
@@ -248,14 +248,14 @@ class Servers:
                 action_id=action_id,
             )
 
-        self.cells.for_instance(uuid).run(work, write=True)
+        self.cells.for_instance(uuid).run(claim_simple, write=True)
 
     def reset_state(self, uuid: str, *, actor: Actor, state: str) -> None:
         """``os-resetState``: set vm_state (active or error), clear the task, and cancel the
         instance's open operations, so an agent still working on one cannot overwrite the
         reset (its lease is gone; it records nothing)."""
 
-        def work(session: Session) -> None:
+        def reset(session: Session) -> None:
             records.load(session, uuid, for_update=True)
             cancelled = queue.cancel_open(session, uuid, reason=f"reset to {state} by an admin")
             session.execute(
@@ -273,24 +273,24 @@ class Servers:
                 details=f"state {state}; {cancelled} open operation(s) cancelled",
             )
 
-        self.cells.for_instance(uuid).run(work, write=True)
+        self.cells.for_instance(uuid).run(reset, write=True)
 
     def lock(self, uuid: str, *, actor: Actor, by_admin: bool, reason: str | None) -> None:
         """``lock``: Nova's ``locked``, ``locked_by`` (owner or admin) and ``locked_reason``."""
 
-        def work(session: Session) -> None:
+        def lock_in_cell(session: Session) -> None:
             records.load(session, uuid, for_update=True)
             self._set_lock(session, uuid, locked=True)
             records.set_system_metadata(session, uuid, LOCKED_BY, "admin" if by_admin else "owner")
             records.set_system_metadata(session, uuid, LOCKED_REASON, reason)
             action_log.start(session, instance_uuid=uuid, action="lock", actor=actor)
 
-        self.cells.for_instance(uuid).run(work, write=True)
+        self.cells.for_instance(uuid).run(lock_in_cell, write=True)
 
     def unlock(self, uuid: str, *, actor: Actor, by_admin: bool) -> None:
         """``unlock``: a lock an administrator took is theirs to lift (403 for the owner)."""
 
-        def work(session: Session) -> None:
+        def unlock_in_cell(session: Session) -> None:
             record = records.load(session, uuid, for_update=True)
             if record.system_metadata.get(LOCKED_BY) == "admin" and not by_admin:
                 raise Forbidden(
@@ -302,7 +302,7 @@ class Servers:
             records.set_system_metadata(session, uuid, LOCKED_REASON, None)
             action_log.start(session, instance_uuid=uuid, action="unlock", actor=actor)
 
-        self.cells.for_instance(uuid).run(work, write=True)
+        self.cells.for_instance(uuid).run(unlock_in_cell, write=True)
 
     @staticmethod
     def _set_lock(session: Session, uuid: str, *, locked: bool) -> None:
