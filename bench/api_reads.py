@@ -41,6 +41,7 @@ import httpx
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 from report import cpu_model, write_section
+from sqlalchemy.orm import Session
 
 from cloudseed.db.engines import Database
 from cloudseed.flavors import service as flavors
@@ -109,11 +110,14 @@ def prepare(tmp: Path, extra_config: str = "") -> tuple[Path, str]:
     raw.write_bytes(b"\0" * 4096)
     db = Database.connect("api", settings.api_database_url)
     try:
-        with db.write() as session:
+
+        def work(session: Session) -> str:
             flavors.add_flavor(session, name="m1.tiny", flavorid="1", vcpus=1, ram=512, disk=1)
             image = images.add_image(session, name="cirros", path=raw, disk_format="raw")
             networks.add_network(session, name="private", cidr="10.0.0.0/24", gateway="10.0.0.1")
-            image_id = image.uuid
+            return image.uuid
+
+        image_id = db.run(work, write=True)
     finally:
         db.dispose()
     config = tmp / "cloudseed.ini"

@@ -52,6 +52,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 from report import cpu_model, write_section
 from sqlalchemy import bindparam, func, select, update
+from sqlalchemy.orm import Session
 from storm_host import load_average, require_tool, step
 from storm_identity import proxy_headers
 from storm_seeding import SERVER_METADATA, USER_DATA, register, seed
@@ -121,7 +122,8 @@ def give_live_keys(data_dir: Path, instances: list[str]) -> None:
     ]
     cell = Database.connect("cell", f"sqlite:///{data_dir / 'cloudseed_cell1.sqlite'}")
     try:
-        with cell.write() as session:
+
+        def work(session: Session) -> None:
             session.connection().execute(
                 update(InstanceExtra.__table__)
                 .where(InstanceExtra.__table__.c.instance_uuid == bindparam("uuid"))
@@ -133,6 +135,8 @@ def give_live_keys(data_dir: Path, instances: list[str]) -> None:
                 ),
                 rows,
             )
+
+        cell.run(work, write=True)
     finally:
         cell.dispose()
 

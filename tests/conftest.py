@@ -16,6 +16,7 @@ import httpx
 import pytest
 from sqlalchemy import MetaData, delete
 from sqlalchemy.exc import DBAPIError
+from sqlalchemy.orm import Session
 
 from cloudseed.compute.fake import FakeDriver
 from cloudseed.db.base import ApiBase, CellBase
@@ -84,10 +85,13 @@ def _empty(db: Database, metadata: MetaData = ApiBase.metadata) -> None:
     # PostgreSQL and MariaDB; the database aborts one side, and emptying again succeeds.
     for attempt in range(5):
         try:
-            with db.write() as session:
+
+            def work(session: Session) -> None:
                 for table in reversed(metadata.sorted_tables):
                     if table.name not in KEPT_TABLES:
                         session.execute(delete(table))
+
+            db.run(work, write=True)
             return
         except DBAPIError:
             if attempt == 4:

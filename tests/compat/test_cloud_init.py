@@ -36,6 +36,7 @@ from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy.orm import Session
 
 from cloudseed.db.engines import Database
 from cloudseed.networks import service as networks
@@ -166,9 +167,12 @@ def metadata_url(database_url: str, tmp_path: Path, target: Target) -> Iterator[
 @pytest.fixture()
 def cloud(api: httpx.Client, api_db: Database, tmp_path: Path) -> Cloud:
     made = make_cloud(api, api_db, tmp_path)
-    with api_db.write() as session:
+
+    def work(session: Session) -> None:
         net = networks.add_network(session, name="loop", cidr="127.0.0.0/24", gateway="127.0.0.1")
         made.network_id = net.uuid
+
+    api_db.run(work, write=True)
     return made
 
 

@@ -12,6 +12,7 @@ from urllib.parse import urlencode
 
 import httpx
 import pytest
+from sqlalchemy.orm import Session
 
 from cloudseed.cells.service import CellDatabases
 from cloudseed.db.engines import Database
@@ -46,8 +47,11 @@ def report_keys(api_db: Database, server_id: str) -> list[str]:
     report = parse_report(body, None, caller=server_id)
     cells = CellDatabases(api_db)
     try:
-        with cells.for_instance(server_id).write() as session:
+
+        def work(session: Session) -> None:
             assert service.record_phone_home(session, server_id, report) == "accepted"
+
+        cells.for_instance(server_id).run(work, write=True)
     finally:
         cells.dispose()
     return [parse_host_key(line).key for line in found]

@@ -10,6 +10,7 @@ import threading
 import httpx
 import pytest
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from cloudseed.db.engines import Database
 from cloudseed.errors import Conflict
@@ -27,25 +28,36 @@ def cloud(api: httpx.Client, api_db: Database, tmp_path) -> Cloud:
 
 
 def test_an_address_taken_meanwhile_is_a_conflict(api_db: Database, clean_api_db: Database):
-    with api_db.write() as session:
-        net = networks.add_network(session, name="n1", cidr="10.9.0.0/29", gateway="10.9.0.1")
+    net = api_db.run(
+        lambda session: networks.add_network(
+            session, name="n1", cidr="10.9.0.0/29", gateway="10.9.0.1"
+        ),
+        write=True,
+    )
     both_chose = threading.Barrier(2, timeout=30)
     first_committed = threading.Event()
 
     def first() -> str:
-        with api_db.write() as session:
+        def work2(session: Session) -> networks.PortPlan:
             plan = networks.allocate(session, network=net, instance_uuid="i1")
             both_chose.wait()
             networks.flush_allocations(session)
+            return plan
+
+        # Once: the barrier is the test's, and the conflict is what it is after.
+        plan = api_db.run(work2, write=True, attempts=1)
         first_committed.set()
         return plan.address
 
     def second() -> str:
-        with api_db.write() as session:
+        def work3(session: Session) -> networks.PortPlan:
             plan = networks.allocate(session, network=net, instance_uuid="i2")
             both_chose.wait()
             first_committed.wait(30)
             networks.flush_allocations(session)
+            return plan
+
+        plan = api_db.run(work3, write=True, attempts=1)
         return plan.address
 
     with concurrent.futures.ThreadPoolExecutor(2) as pool:

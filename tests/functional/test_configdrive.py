@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 import pytest
 from click.testing import CliRunner
+from sqlalchemy.orm import Session
 
 from cloudseed.cells.service import CellDatabases
 from cloudseed.cli import cli
@@ -90,10 +91,13 @@ def client(
 @pytest.fixture()
 def cloud(client: httpx.Client, api_db: Database, tmp_path: Path) -> Cloud:
     made = make_cloud(client, api_db, tmp_path)
-    with api_db.write() as session:
+
+    def work(session: Session) -> None:
         made.network_id = networks.add_network(
             session, name="loop", cidr="127.0.0.0/24", gateway="127.0.0.1"
         ).uuid
+
+    api_db.run(work, write=True)
     return made
 
 
@@ -354,10 +358,13 @@ def test_dynamic_json_alone_is_fetched_once_per_build(
     )
     with compute_api(dynamic) as client:
         cloud_ = make_cloud(client, api_db, tmp_path)
-        with api_db.write() as session:
+
+        def work2(session: Session) -> None:
             cloud_.network_id = networks.add_network(
                 session, name="loop", cidr="127.0.0.0/24", gateway="127.0.0.1"
             ).uuid
+
+        api_db.run(work2, write=True)
         server = boot(client, cloud_)
         assert len(targets.calls_to("/record", server["id"])) == 1
         tree = read_back(drive_path(settings, server["id"]), fmt, tmp_path / "tree")

@@ -31,6 +31,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import delete, func, select
+from sqlalchemy.orm import Session
 
 from cloudseed.api.app import domain_routes
 from cloudseed.db.base import ApiBase, CellBase
@@ -134,11 +135,13 @@ class World:
 
 
 def _empty(db: Database) -> None:
-    with db.write() as session:
+    def work(session: Session) -> None:
         for metadata in (CellBase.metadata, ApiBase.metadata):
             for table in reversed(metadata.sorted_tables):
                 if table.name not in KEPT_TABLES:
                     session.execute(delete(table))
+
+    db.run(work, write=True)
 
 
 # The requests are under test, not the backend: the fuzzers run on SQLite only.
@@ -152,8 +155,12 @@ def world(
     _empty(api_db)
     with httpx.Client(base_url=api_url, headers={"X-Auth-Token": "alice:proj"}, timeout=60) as c:
         cloud = make_cloud(c, api_db, tmp_path_factory.mktemp("fuzz"))
-        with api_db.write() as session:
-            networks.add_network(session, name="loop", cidr="127.0.0.0/24", gateway="127.0.0.1")
+        api_db.run(
+            lambda session: networks.add_network(
+                session, name="loop", cidr="127.0.0.0/24", gateway="127.0.0.1"
+            ),
+            write=True,
+        )
         server_id = create_server(c, cloud, metadata={"role": "web"}, key_name="key1")["id"]
         wait_for(c, server_id, "ACTIVE")
         yield World(c, api_db, cell_db, cloud, server_id)

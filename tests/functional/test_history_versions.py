@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from sqlalchemy import event
+from sqlalchemy.orm import Session
 
 from cloudseed.db.engines import Database
 from cloudseed.servers.history import bootstrap as history
@@ -49,14 +50,16 @@ def change(session: Any, uuid: str, n: int) -> None:
 def test_versions_read_once_per_transaction(clean_cell_db: Database) -> None:
     first, second = add_instance(clean_cell_db), add_instance(clean_cell_db)
     with version_reads(clean_cell_db) as reads:
-        with clean_cell_db.write() as session:
+
+        def work(session: Session) -> None:
             for n in range(3):
                 change(session, first, n)
                 change(session, second, n)
                 session.flush()  # as other work in the transaction does
+
+        clean_cell_db.run(work, write=True)
         assert len(reads) == 2  # one per instance, not one per change
-        with clean_cell_db.write() as session:
-            change(session, first, 3)
+        clean_cell_db.run(lambda session: change(session, first, 3), write=True)
         assert len(reads) == 3  # a new transaction reads again: others may have written
     with clean_cell_db.read() as session:
         assert [c["version"] for c in history.history(session, first)] == [1, 2, 3, 4]

@@ -17,6 +17,7 @@ from urllib.parse import urlencode
 import httpx
 import pytest
 from sqlalchemy import select, update
+from sqlalchemy.orm import Session
 
 from cloudseed.db.engines import Database
 from cloudseed.hostkeys import service
@@ -174,16 +175,21 @@ def test_a_rebuild_begins_a_new_boot_generation(
     old, new = host_key_set(), host_key_set()
     with guest.client(metadata_url) as md:
         assert post(md, cloud_init_form(guest.id, old)).text == "accepted\n"
-        with cell_db.write() as session:  # as while the agent runs the rebuild
-            session.execute(
+        cell_db.run(  # as while the agent runs the rebuild
+            lambda session: session.execute(
                 update(Instance).where(Instance.uuid == guest.id).values(task_state="rebuilding")
-            )
+            ),
+            write=True,
+        )
         r = post(md, cloud_init_form(guest.id, new))
         assert r.status_code == 409 and "is being rebuilt" in r.text
-        with cell_db.write() as session:
+
+        def work(session: Session) -> None:
             session.execute(
                 update(Instance).where(Instance.uuid == guest.id).values(task_state=None)
             )
+
+        cell_db.run(work, write=True)
         r = api.post(
             f"/v2.1/servers/{guest.id}/action",
             json={"rebuild": {"imageRef": cloud.image2_id}},
@@ -204,8 +210,12 @@ def test_a_server_not_launched_yet_is_told_to_come_back(
     cell_db: Database,
 ) -> None:
     guest = boot(api, cloud)
-    with cell_db.write() as session:
-        session.execute(update(Instance).where(Instance.uuid == guest.id).values(launched_at=None))
+    cell_db.run(
+        lambda session: session.execute(
+            update(Instance).where(Instance.uuid == guest.id).values(launched_at=None)
+        ),
+        write=True,
+    )
     with guest.client(metadata_url) as md:
         r = post(md, cloud_init_form(guest.id, host_key_set()))
     assert r.status_code == 409 and "has not finished building" in r.text

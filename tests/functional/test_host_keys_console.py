@@ -147,8 +147,12 @@ def test_known_hosts_cli_lines_work_with_ssh_keygen(
     found = host_key_set()
     with guest.client(metadata_url) as md:
         assert post(md, cloud_init_form(guest.id, found)).status_code == 200
-    with cell_db.write() as session:
-        records.set_system_metadata(session, guest.id, SSH_FORWARD, "127.0.0.1:10022")
+    cell_db.run(
+        lambda session: records.set_system_metadata(
+            session, guest.id, SSH_FORWARD, "127.0.0.1:10022"
+        ),
+        write=True,
+    )
     result = runner.invoke(cli, ["known-hosts", "vm", "--host", "vm.example"], env=env)
     assert result.exit_code == 0, result.output
     names = f"{guest.address},[127.0.0.1]:10022,vm.example"

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 from sqlalchemy import delete, update
+from sqlalchemy.orm import Session
 
 from cloudseed.agent.worker import Agent
 from cloudseed.cells.service import CellDatabases
@@ -32,10 +33,13 @@ def hosts(migrated_settings: Settings, api_db: Database) -> Iterator[Callable[[s
         return agent
 
     yield make
-    with api_db.write() as session:
+
+    def work(session: Session) -> None:
         names = [a.host for a, _ in made]
         session.execute(delete(ComputeNode).where(ComputeNode.host.in_(names)))
         session.execute(delete(Service).where(Service.host.in_(names)))
+
+    api_db.run(work, write=True)
     for _, cells in made:
         cells.dispose()
 
@@ -49,12 +53,15 @@ def services(api, version: str = "2.1", **query: str) -> dict[str, dict]:
 def test_services_show_liveness_and_take_changes(api, cell_db, hosts):
     hosts("alive")
     hosts("gone")
-    with cell_db.write() as session:
+
+    def work2(session: Session) -> None:
         session.execute(
             update(Service)
             .where(Service.host == "gone")
             .values(last_seen_up=dt.datetime(2000, 1, 1))
         )
+
+    cell_db.run(work2, write=True)
     shown = services(api, "2.11")
     assert (shown["alive"]["state"], shown["alive"]["status"]) == ("up", "enabled")
     assert shown["gone"]["state"] == "down"

@@ -61,19 +61,20 @@ def test_many_processes_make_one_first_key(clean_api_db: Database) -> None:
 
 
 def test_two_current_keys_cannot_be_stored(clean_api_db: Database) -> None:
-    with clean_api_db.write() as session:
-        service.create_key(session, now=utcnow())
-    with pytest.raises(IntegrityError), clean_api_db.write() as session:
-        service.create_key(session, now=utcnow())
+    clean_api_db.run(lambda session: service.create_key(session, now=utcnow()), write=True)
+    with pytest.raises(IntegrityError):
+        clean_api_db.run(lambda session: service.create_key(session, now=utcnow()), write=True)
 
 
 def test_rotation_retires_publishes_and_finally_deletes(clean_api_db: Database) -> None:
     t0 = utcnow().replace(microsecond=0) - dt.timedelta(days=10)
-    with clean_api_db.write() as session:
-        first = service.create_key(session, now=t0)
+
+    first = clean_api_db.run(lambda session: service.create_key(session, now=t0), write=True)
     t1 = t0 + dt.timedelta(days=1)
-    with clean_api_db.write() as session:
-        rotation = service.rotate(session, now=t1, grace=GRACE)
+
+    rotation = clean_api_db.run(
+        lambda session: service.rotate(session, now=t1, grace=GRACE), write=True
+    )
     assert (rotation.retired_kid, rotation.removed) == (first, ())
     with clean_api_db.read() as session:
         stored = service.stored_keys(session)
@@ -84,9 +85,11 @@ def test_rotation_retires_publishes_and_finally_deletes(clean_api_db: Database) 
     keyset = service.KeySet(tuple(stored), GRACE, 20 * S)
     assert [k.kid for k in keyset.published(t1 + GRACE - S)] == [rotation.new_kid, first]
     assert [k.kid for k in keyset.published(t1 + GRACE)] == [rotation.new_kid]
+
     # The next rotation after the grace period deletes the old row, private key and all.
-    with clean_api_db.write() as session:
-        third = service.rotate(session, now=t1 + GRACE, grace=GRACE)
+    third = clean_api_db.run(
+        lambda session: service.rotate(session, now=t1 + GRACE, grace=GRACE), write=True
+    )
     assert third.removed == (first,)
     with clean_api_db.read() as session:
         kids = [k.kid for k in service.stored_keys(session)]
@@ -94,16 +97,16 @@ def test_rotation_retires_publishes_and_finally_deletes(clean_api_db: Database) 
 
 
 def test_concurrent_rotations_make_one_new_key(clean_api_db: Database) -> None:
-    with clean_api_db.write() as session:
-        service.create_key(session, now=utcnow())
+    clean_api_db.run(lambda session: service.create_key(session, now=utcnow()), write=True)
     outcomes: list[str] = []
     barrier = threading.Barrier(2)
 
     def rotate() -> None:
         barrier.wait()
         try:
-            with clean_api_db.write() as session:
-                service.rotate(session, now=utcnow(), grace=GRACE)
+            clean_api_db.run(
+                lambda session: service.rotate(session, now=utcnow(), grace=GRACE), write=True
+            )
             outcomes.append("rotated")
         except IntegrityError:
             outcomes.append("conflict")
@@ -156,8 +159,9 @@ def test_processes_agree_across_a_rotation_and_old_tokens_verify_through_the_gra
     old = before.signer(before.load())
     token = keys.encode_jwt({"sub": "i", "aud": "a"}, old.private_key, old.kid)
 
-    with clean_api_db.write() as session:
-        new_kid = service.rotate(session, now=t0, grace=GRACE).new_kid
+    new_kid = clean_api_db.run(
+        lambda session: service.rotate(session, now=t0, grace=GRACE).new_kid, write=True
+    )
     # Two processes that read the keys after the rotation (the cache is real time, the
     # clock the keys are judged by is the test's).
     workers = [Keyring(clean_api_db, settings, clock=clock) for _ in range(2)]
@@ -188,8 +192,7 @@ def test_keyring_cache_is_brief_and_shared_per_process(clean_api_db: Database) -
     keyring = Keyring(clean_api_db, identity(key_cache_seconds=3600))
     first = keyring.load()
     assert keyring.cached() is first
-    with clean_api_db.write() as session:
-        service.rotate(session, now=utcnow(), grace=GRACE)
+    clean_api_db.run(lambda session: service.rotate(session, now=utcnow(), grace=GRACE), write=True)
     assert keyring.load() is first  # within key_cache_seconds: no read
     uncached = Keyring(clean_api_db, identity(key_cache_seconds=0))
     assert len(uncached.load().keys) == 2

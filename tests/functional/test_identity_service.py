@@ -23,6 +23,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from sqlalchemy import update
+from sqlalchemy.orm import Session
 
 from cloudseed.db.base import utcnow
 from cloudseed.db.engines import Database
@@ -366,8 +367,7 @@ def test_rotation_keeps_old_tokens_verifiable_for_the_grace_period_then_drops_th
         # A rotation two minutes short of a day ago: the old key has two minutes of its grace
         # left, and the new one became active long since.
         rotated_at = utcnow() - GRACE + dt.timedelta(minutes=2)
-        with api_db.write() as session:
-            service.rotate(session, now=rotated_at, grace=GRACE)
+        api_db.run(lambda session: service.rotate(session, now=rotated_at, grace=GRACE), write=True)
         new_token = identity_token(md)
     new_kid = jwt.get_unverified_header(new_token)["kid"]
     assert new_kid != old_kid
@@ -378,13 +378,16 @@ def test_rotation_keeps_old_tokens_verifiable_for_the_grace_period_then_drops_th
     ]
     assert verify(servers.api, old_token)["sub"] == guest.id
     assert verify(servers.api, new_token)["sub"] == guest.id
+
     # Three minutes later (the rows' time moved back instead): the old key's grace is over.
-    with api_db.write() as session:
+    def work(session: Session) -> None:
         session.execute(
             update(IdentityKey)
             .where(IdentityKey.kid == old_kid)
             .values(retired_at=rotated_at - dt.timedelta(minutes=3))
         )
+
+    api_db.run(work, write=True)
     jwks = httpx.get(f"{servers.api}/v2.1/instance-identity/jwks").json()
     assert [k["kid"] for k in jwks["keys"]] == [new_kid]
     with pytest.raises(jwt.PyJWKClientError):
@@ -402,8 +405,12 @@ def test_signed_forms_follow_the_signing_key(
     with guest.client(servers.metadata) as md:
         before = md.get("/latest/dynamic/instance-identity/signature").text
         assert md.get("/latest/dynamic/instance-identity/signature").text == before
-        with api_db.write() as session:
-            service.rotate(session, now=utcnow() - dt.timedelta(hours=1), grace=GRACE)
+        api_db.run(
+            lambda session: service.rotate(
+                session, now=utcnow() - dt.timedelta(hours=1), grace=GRACE
+            ),
+            write=True,
+        )
         after = md.get("/latest/dynamic/instance-identity/signature").text
     assert after != before
     document = json.loads(httpx.get(f"{servers.api}/v2.1/instance-identity/certificates").text)[

@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 import pytest
 from sqlalchemy import delete, select, update
+from sqlalchemy.orm import Session
 
 from cloudseed.agent.worker import Agent
 from cloudseed.cells.service import CellDatabases
@@ -66,9 +67,12 @@ def agent(migrated_settings: Settings, api_db: Database, driver: FakeDriver) -> 
     made.register()
     yield made
     cells.dispose()
-    with api_db.write() as session:
+
+    def work(session: Session) -> None:
         session.execute(delete(ComputeNode).where(ComputeNode.host == HOST))
         session.execute(delete(Service).where(Service.host == HOST))
+
+    api_db.run(work, write=True)
 
 
 def create_active(api: httpx.Client, cloud: Cloud, agent: Agent, **fields: Any) -> str:
@@ -102,7 +106,8 @@ def entry(name: str, public_key: str, expires_at: dt.datetime | None = None) -> 
 
 def change_keys(cell_db: Database, server_id: str, entries: list[dict[str, Any]]) -> int:
     """What the API does on a change of the key set: a new generation, and an operation."""
-    with cell_db.write() as session:
+
+    def work2(session: Session) -> int:
         extra = session.scalar(
             select(InstanceExtra).where(InstanceExtra.instance_uuid == server_id)
         )
@@ -119,7 +124,9 @@ def change_keys(cell_db: Database, server_id: str, entries: list[dict[str, Any]]
             host=HOST,
             payload={"generation": generation},
         )
-    return generation
+        return generation
+
+    return cell_db.run(work2, write=True)
 
 
 def extra_of(agent: Agent, server_id: str) -> InstanceExtra:
@@ -192,12 +199,14 @@ def test_the_login_user_is_the_images_admin_user(
     agent: Agent,
     driver: FakeDriver,
 ) -> None:
-    with api_db.write() as session:
+    def work3(session: Session) -> None:
         session.execute(
             update(Image)
             .where(Image.uuid == cloud.image_id)
             .values(properties=json.dumps({"os_admin_user": "debian"}))
         )
+
+    api_db.run(work3, write=True)
     server_id = create_active(api, cloud, agent, key_name="key1")
     change_keys(cell_db, server_id, [entry("key2", cloud.key2)])
     agent.run_once()
@@ -245,8 +254,9 @@ def test_an_older_operation_never_undoes_a_newer_generation(
         ("done", None),
         ("done", None),
     ]
+
     # A late operation of an old generation (a resumed one, say) changes nothing.
-    with cell_db.write() as session:
+    def work4(session: Session) -> None:
         queue.enqueue(
             session,
             instance_uuid=server_id,
@@ -254,6 +264,8 @@ def test_an_older_operation_never_undoes_a_newer_generation(
             host=HOST,
             payload={"generation": latest - 1},
         )
+
+    cell_db.run(work4, write=True)
     agent.run_once()
     assert pushes(driver, server_id) == 1
     delivery = key_delivery.delivery_of(extra_of(agent, server_id))
@@ -294,7 +306,8 @@ def test_a_stopped_guest_gets_the_change_when_it_starts(
 
 def expire(cell_db: Database, server_id: str, name: str) -> None:
     """Let the key ``name`` expire (as time passing would, without a new generation)."""
-    with cell_db.write() as session:
+
+    def work5(session: Session) -> None:
         extra = session.scalar(
             select(InstanceExtra).where(InstanceExtra.instance_uuid == server_id)
         )
@@ -307,6 +320,8 @@ def expire(cell_db: Database, server_id: str, name: str) -> None:
             ],
             sort_keys=True,
         )
+
+    cell_db.run(work5, write=True)
 
 
 def test_expired_keys_are_taken_off_the_guest(
@@ -352,13 +367,20 @@ def test_a_server_of_another_host_or_not_active_is_left_alone(
 ) -> None:
     server_id = create_active(api, cloud, agent, key_name="key1")
     expire(cell_db, server_id, "key1")
-    with cell_db.write() as session:
-        session.execute(update(Instance).where(Instance.uuid == server_id).values(host="other"))
+    cell_db.run(
+        lambda session: session.execute(
+            update(Instance).where(Instance.uuid == server_id).values(host="other")
+        ),
+        write=True,
+    )
     assert agent.expire_keys() == 0
-    with cell_db.write() as session:
+
+    def work6(session: Session) -> None:
         session.execute(
             update(Instance).where(Instance.uuid == server_id).values(host=HOST, vm_state="stopped")
         )
+
+    cell_db.run(work6, write=True)
     assert agent.expire_keys() == 0
 
 
@@ -368,7 +390,8 @@ def test_a_keys_operation_interrupted_too_often_fails_the_delivery_only(
     server_id = create_active(api, cloud, agent, key_name="key1")
     generation = change_keys(cell_db, server_id, [entry("key2", cloud.key2)])
     for attempt in range(3):
-        with cell_db.write() as session:
+
+        def work7(session: Session, attempt: int = attempt) -> None:
             [_taken] = queue.claim(
                 session, host=HOST, owner=f"dead-{attempt}", lease_seconds=60, limit=9
             )
@@ -377,6 +400,8 @@ def test_a_keys_operation_interrupted_too_often_fails_the_delivery_only(
                 .where(Operation.instance_uuid == server_id, Operation.state == "running")
                 .values(lease_expires_at=dt.datetime(2000, 1, 1))
             )
+
+        cell_db.run(work7, write=True)
     assert agent.run_once() == 0  # given up
     delivery = key_delivery.delivery_of(extra_of(agent, server_id))
     assert (delivery.state, delivery.generation) == ("failed", generation)

@@ -9,6 +9,8 @@ import hashlib
 import httpx
 import pytest
 from cryptography.hazmat.primitives import serialization
+from sqlalchemy import Connection
+from sqlalchemy.orm import Session
 
 from cloudseed.keypairs import service
 from cloudseed.keypairs.errors import KeypairExists, KeypairNotFound
@@ -382,12 +384,14 @@ class TestQuota:
         assert create(api, "gen").status_code == 403
 
     def test_per_user_override(self, api, api_db):
-        with api_db.write() as session:
+        def work(session: Session) -> None:
             session.add(
                 ProjectUserQuota(
                     project_id="proj", user_id="alice", resource="key_pairs", hard_limit=1
                 )
             )
+
+        api_db.run(work, write=True)
         assert create(api, "k1", keys.ed25519_public()).status_code == 201
         assert create(api, "k2", keys.ed25519_public()).status_code == 403
         # bob is not limited by alice's override
@@ -399,40 +403,51 @@ class TestQuota:
         assert r.status_code == 200
 
     def test_project_override_and_the_user_row_winning_over_it(self, api, api_db):
-        with api_db.write() as session:
-            session.add(ProjectQuota(project_id="proj", resource="key_pairs", hard_limit=1))
+        api_db.run(
+            lambda session: session.add(
+                ProjectQuota(project_id="proj", resource="key_pairs", hard_limit=1)
+            ),
+            write=True,
+        )
         assert create(api, "k1", keys.ed25519_public()).status_code == 201
         assert create(api, "k2", keys.ed25519_public()).status_code == 403
-        with api_db.write() as session:
+
+        def work2(session: Session) -> None:
             session.add(
                 ProjectUserQuota(
                     project_id="proj", user_id="alice", resource="key_pairs", hard_limit=-1
                 )
             )
+
+        api_db.run(work2, write=True)
         # alice's own row (unlimited) replaces her project's limit; other quotas are apart.
         assert create(api, "k2", keys.ed25519_public()).status_code == 201
         assert create(api, "k3", keys.ed25519_public()).status_code == 201
 
     def test_quota_is_checked_before_the_name(self, api, api_db):
         # As Nova: at the limit, an existing name is refused for the quota, not as a conflict.
-        with api_db.write() as session:
+        def work3(session: Session) -> None:
             session.add(
                 ProjectUserQuota(
                     project_id="proj", user_id="alice", resource="key_pairs", hard_limit=1
                 )
             )
+
+        api_db.run(work3, write=True)
         assert create(api, "k1", keys.ed25519_public()).status_code == 201
         r = create(api, "k1", keys.ed25519_public())
         assert r.status_code == 403
         assert r.json()["forbidden"]["message"] == "Quota exceeded, too many key pairs."
 
     def test_concurrent_imports_never_pass_the_limit(self, api, api_db, api_url):
-        with api_db.write() as session:
+        def work4(session: Session) -> None:
             session.add(
                 ProjectUserQuota(
                     project_id="proj", user_id="alice", resource="key_pairs", hard_limit=3
                 )
             )
+
+        api_db.run(work4, write=True)
         public_keys = [keys.ed25519_public() for _ in range(12)]
 
         def one(i: int) -> int:
@@ -455,7 +470,7 @@ class TestServiceTransactions:
     QUOTA = service.Quota(default=10, recheck=True, project_id="proj")
 
     def test_a_failed_transaction_leaves_nothing(self, clean_api_db):
-        with pytest.raises(KeypairExists), clean_api_db.write_connection() as connection:
+        def import_three(connection: Connection) -> None:
             for name in ("a", "b", "a"):
                 service.import_keypair(
                     connection,
@@ -465,29 +480,38 @@ class TestServiceTransactions:
                     key_type="ssh",
                     quota=self.QUOTA,
                 )
+
+        with pytest.raises(KeypairExists):
+            clean_api_db.run(import_three, write=True, core=True)
         with clean_api_db.read() as session:
             assert service.list_keypairs(session, user_id="u") == []
 
     def test_connection_and_session_write_the_same_row(self, clean_api_db):
         public_key = keys.ed25519_public()
-        with clean_api_db.write_connection() as connection:
-            by_connection = service.import_keypair(
+        by_connection = clean_api_db.run(
+            lambda connection: service.import_keypair(
                 connection,
                 user_id="u",
                 name="c",
                 public_key=public_key,
                 key_type="ssh",
                 quota=self.QUOTA,
-            )
-        with clean_api_db.write() as session:
-            by_session = service.import_keypair(
+            ),
+            write=True,
+            core=True,
+        )
+
+        by_session = clean_api_db.run(
+            lambda session: service.import_keypair(
                 session,
                 user_id="u",
                 name="s",
                 public_key=public_key,
                 key_type="ssh",
                 quota=self.QUOTA,
-            )
+            ),
+            write=True,
+        )
         with clean_api_db.read() as session:
             stored = {k.name: k for k in service.list_keypairs(session, user_id="u")}
         for made in (by_connection, by_session):
@@ -499,9 +523,15 @@ class TestServiceTransactions:
                 row.type,
             )
             assert made.created_at == row.created_at.replace(tzinfo=None)
-        with clean_api_db.write_connection() as connection:
-            service.delete_keypair(connection, user_id="u", name="c")
-        with clean_api_db.write() as session:
+        clean_api_db.run(
+            lambda connection: service.delete_keypair(connection, user_id="u", name="c"),
+            write=True,
+            core=True,
+        )
+
+        def work6(session: Session) -> None:
             service.delete_keypair(session, user_id="u", name="s")
             with pytest.raises(KeypairNotFound):
                 service.delete_keypair(session, user_id="u", name="s")
+
+        clean_api_db.run(work6, write=True)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from sqlalchemy.orm import Session
 
 from cloudseed.db.engines import Database
 from cloudseed.networks import service as networks
@@ -52,9 +53,12 @@ DOCUMENTS = [
 @pytest.fixture()
 def cloud(api: httpx.Client, api_db: Database, tmp_path: Path) -> Cloud:
     made = make_cloud(api, api_db, tmp_path)
-    with api_db.write() as session:
+
+    def work(session: Session) -> None:
         net = networks.add_network(session, name="loop", cidr="127.0.0.0/24", gateway="127.0.0.1")
         made.network_id = net.uuid
+
+    api_db.run(work, write=True)
     return made
 
 

@@ -19,6 +19,7 @@ import httpx
 import pytest
 from sqlalchemy import event, select, update
 from sqlalchemy.engine import Engine
+from sqlalchemy.orm import Session
 
 from cloudseed.db.base import utcnow
 from cloudseed.db.engines import Database
@@ -82,7 +83,8 @@ def set_keys(
 ) -> None:
     """Write the key set and keys_* columns as the API does (a guest change, unless
     ``announce`` is False: then cached guests keep what they had)."""
-    with cell.write() as session:
+
+    def work(session: Session) -> None:
         if entries is not None:
             records.set_extra(session, uuid, keypairs=entries)
         if columns:
@@ -91,6 +93,8 @@ def set_keys(
             )
         if announce:
             records.guest_changed(session, uuid)
+
+    cell.run(work, write=True)
 
 
 def delivery(cell: Database, uuid: str) -> tuple[int, str | None]:

@@ -22,6 +22,7 @@ from typing import Any
 import httpx
 import pytest
 from sqlalchemy import text, update
+from sqlalchemy.orm import Session
 
 from cloudseed.cells.service import CellDatabases
 from cloudseed.db.engines import Database
@@ -98,9 +99,12 @@ def metadata_server(migrated_settings: Settings) -> MetadataServer:
 @pytest.fixture()
 def cloud(api: httpx.Client, api_db: Database, tmp_path: Path) -> Cloud:
     made = make_cloud(api, api_db, tmp_path)
-    with api_db.write() as session:
+
+    def work(session: Session) -> None:
         net = networks.add_network(session, name="loop", cidr="127.0.0.0/24", gateway="127.0.0.1")
         made.network_id = net.uuid
+
+    api_db.run(work, write=True)
     return made
 
 
@@ -798,9 +802,11 @@ from cloudseed.servers.models import Instance
 url, uuid, user_data = sys.argv[1:]
 db = Database.connect("cell1", url)
 try:
-    with db.write() as session:
+    def change(session):
         session.execute(update(Instance).where(Instance.uuid == uuid).values(user_data=user_data))
         records.guest_changed(session, uuid)
+
+    db.run(change, write=True)
 finally:
     db.dispose()
 """
@@ -817,9 +823,12 @@ def change_elsewhere(settings: Settings, uuid: str, user_data: str) -> None:
 
 def change_silently(cell_db: Database, uuid: str, user_data: str) -> None:
     """A feed row with no NOTIFY: only a poll finds it."""
-    with cell_db.write() as session:
+
+    def work3(session: Session) -> None:
         session.execute(update(Instance).where(Instance.uuid == uuid).values(user_data=user_data))
         session.add(GuestChange(instance_uuid=uuid))
+
+    cell_db.run(work3, write=True)
 
 
 def listener_pids(cell_db: Database) -> set[int]:
@@ -891,8 +900,12 @@ def test_postgresql_feed_survives_a_lost_listen_connection(
     with metadata_server(LONG_FALLBACK) as url, guest.client(url) as md:
         first = new_listener(cell_db, before)
         assert md.get("/openstack/latest/user_data").content == b"v1"
-        with cell_db.write() as session:
-            session.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": first})
+        cell_db.run(
+            lambda session: session.execute(
+                text("SELECT pg_terminate_backend(:pid)"), {"pid": first}
+            ),
+            write=True,
+        )
         change_silently(cell_db, guest.id, b64("v2"))
         took = eventually(lambda: md.get("/openstack/latest/user_data").content == b"v2", 2)
         assert took < 1  # polled: the lost connection ended the long wait

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 import httpx
 import pytest
 from sqlalchemy import delete, select, update
+from sqlalchemy.orm import Session
 
 from cloudseed.agent.worker import MAX_ATTEMPTS, Agent
 from cloudseed.cells.service import CellDatabases
@@ -64,10 +65,13 @@ def agents(migrated_settings: Settings, api_db: Database) -> Iterator[Callable[.
     yield make
     for cells in made:
         cells.dispose()
-    with api_db.write() as session:  # one database holds both here; no host outlives a test
-        hosts = [a.host for a in agents_made]
+    hosts = [a.host for a in agents_made]
+
+    def forget_hosts(session: Session) -> None:
         session.execute(delete(ComputeNode).where(ComputeNode.host.in_(hosts)))
         session.execute(delete(Service).where(Service.host.in_(hosts)))
+
+    api_db.run(forget_hosts, write=True)  # one database holds both here; no host outlives a test
 
 
 def create_on(api: httpx.Client, cloud, host: str, **fields) -> str:
@@ -103,12 +107,15 @@ def operations_of(cell_db: Database, server_id: str) -> list[Operation]:
 
 def expire_leases(cell_db: Database, server_id: str) -> None:
     """What the passing of lease_seconds does, without waiting for it."""
-    with cell_db.write() as session:
+
+    def work(session: Session) -> None:
         session.execute(
             update(Operation)
             .where(Operation.instance_uuid == server_id, Operation.state == queue.RUNNING)
             .values(lease_expires_at=dt.datetime(2000, 1, 1))
         )
+
+    cell_db.run(work, write=True)
 
 
 def events(api: httpx.Client, server_id: str) -> list[dict]:
@@ -144,8 +151,12 @@ def test_a_request_queues_its_operation_in_the_claim_and_the_agent_runs_it(
 def test_an_operation_whose_agent_died_is_resumed_by_the_next_agent(api, cloud, cell_db, agents):
     first = agents("h1")
     server_id = create_on(api, cloud, "h1")
-    with cell_db.write() as session:  # the first agent takes it, then dies
-        [claimed] = queue.claim(session, host="h1", owner=first.owner, lease_seconds=60, limit=10)
+    [claimed] = cell_db.run(  # the first agent takes it, then dies
+        lambda session: queue.claim(
+            session, host="h1", owner=first.owner, lease_seconds=60, limit=10
+        ),
+        write=True,
+    )
     second = agents("h1")
     assert second.run_once() == 0  # the lease still holds
     expire_leases(cell_db, server_id)
@@ -166,11 +177,14 @@ def test_an_operation_interrupted_too_often_ends_in_error(api, cloud, cell_db, a
     agent = agents("h1")
     server_id = create_on(api, cloud, "h1")
     for attempt in range(MAX_ATTEMPTS):
-        with cell_db.write() as session:
+
+        def work2(session: Session, attempt: int = attempt) -> None:
             taken = queue.claim(
                 session, host="h1", owner=f"dead-{attempt}", lease_seconds=60, limit=9
             )
             assert len(taken) == 1
+
+        cell_db.run(work2, write=True)
         expire_leases(cell_db, server_id)
     assert agent.run_once() == 0  # nothing left to run: it gave up
     server = show(api, server_id)
@@ -234,8 +248,12 @@ def test_reset_state_is_for_admins_and_cancels_the_open_operation(api, cloud, ce
     agent.run_once()
     r = api.post(f"/v2.1/servers/{server_id}/action", json={"reboot": {"type": "HARD"}})
     assert r.status_code == 202
-    with cell_db.write() as session:  # an agent took the reboot and is still at it
-        [claimed] = queue.claim(session, host="h1", owner=agent.owner, lease_seconds=60, limit=9)
+    [claimed] = cell_db.run(  # an agent took the reboot and is still at it
+        lambda session: queue.claim(
+            session, host="h1", owner=agent.owner, lease_seconds=60, limit=9
+        ),
+        write=True,
+    )
     body = {"os-resetState": {"state": "error"}}
     r = api.post(f"/v2.1/servers/{server_id}/action", json=body)
     assert r.status_code == 403 and "reset_state" in r.json()["forbidden"]["message"]
@@ -269,13 +287,16 @@ def test_no_valid_host_for_a_dead_disabled_or_full_host(api, cloud, cell_db, age
     agents("dead")
     agents("off")
     small = agents("small")
-    with cell_db.write() as session:
+
+    def work3(session: Session) -> None:
         session.execute(
             update(Service)
             .where(Service.host == "dead")
             .values(last_seen_up=dt.datetime(2000, 1, 1))
         )
         session.execute(update(Service).where(Service.host == "off").values(disabled=True))
+
+    cell_db.run(work3, write=True)
     for host in ("dead", "off", "nowhere"):
         server = show(api, create_on(api, cloud, host))
         assert server["status"] == "ERROR", host
@@ -284,12 +305,19 @@ def test_no_valid_host_for_a_dead_disabled_or_full_host(api, cloud, cell_db, age
         )
         assert server["OS-EXT-SRV-ATTR:host"] is None
     # "small" offers 1 vCPU x 4 (allocation ratio) and 1024 MiB - 512 reserved: one m1.tiny.
-    with cell_db.write() as session:
-        session.execute(update(Service).where(Service.host == "small").values(disabled=False))
-    with cell_db.write() as session:
+    cell_db.run(
+        lambda session: session.execute(
+            update(Service).where(Service.host == "small").values(disabled=False)
+        ),
+        write=True,
+    )
+
+    def work4(session: Session) -> None:
         session.execute(
             update(ComputeNode).where(ComputeNode.host == "small").values(vcpus=1, memory_mb=1024)
         )
+
+    cell_db.run(work4, write=True)
     first = create_on(api, cloud, "small")
     assert show(api, first)["status"] == "BUILD"
     assert show(api, create_on(api, cloud, "small"))["status"] == "ERROR"

@@ -44,6 +44,7 @@ from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy.orm import Session
 
 from cloudseed.compute import guestfwd_relay
 from cloudseed.configdrive import iso9660
@@ -104,7 +105,8 @@ class QemuCluster:
         kernel = write_kernel(self.cluster.tmp / "kernel.bin")
         db = Database.connect("api", self.cluster.url)
         try:
-            with db.write() as session:
+
+            def work(session: Session) -> None:
                 for name in ("dummy", "dummy-2"):
                     disk = self.cluster.tmp / f"{name}.raw"
                     disk.write_bytes(b"\0" * 4096)
@@ -112,6 +114,8 @@ class QemuCluster:
                         session, name=name, path=disk, disk_format="raw", kernel=kernel
                     )
                     self.images[name] = image.uuid
+
+            db.run(work, write=True)
         finally:
             db.dispose()
 

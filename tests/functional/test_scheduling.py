@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 import httpx
 import pytest
 from sqlalchemy import delete
+from sqlalchemy.orm import Session
 
 from cloudseed.compute.interfaces import Capacity
 from cloudseed.db.engines import Database
@@ -35,14 +36,19 @@ def add_host(cell_db: Database) -> Iterator[Callable[..., None]]:
 
     def add(host: str, zone: str = "nova", memory_mb: int = 8192) -> None:
         capacity = Capacity(vcpus=8, memory_mb=memory_mb, disk_gb=100, hypervisor_type="fake")
-        with cell_db.write() as session:
-            hosts.register(session, host=host, zone=zone, capacity=capacity)
+        cell_db.run(
+            lambda session: hosts.register(session, host=host, zone=zone, capacity=capacity),
+            write=True,
+        )
         made.append(host)
 
     yield add
-    with cell_db.write() as session:
+
+    def work(session: Session) -> None:
         session.execute(delete(ComputeNode).where(ComputeNode.host.in_(made)))
         session.execute(delete(Service).where(Service.host.in_(made)))
+
+    cell_db.run(work, write=True)
 
 
 def create(api: httpx.Client, cloud, *, headers=None, hints=None, **fields) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import concurrent.futures
 
 import pytest
+from sqlalchemy.orm import Session
 
 from cloudseed.db.engines import Database
 from cloudseed.errors import Conflict, InvalidInput
@@ -25,8 +26,12 @@ def test_claim_task_exactly_one_of_many_wins(cell):
 
     def attempt(_: int) -> str:
         try:
-            with cell.write() as session:
-                records.claim_task(session, uid, operation="rebuild", task_state="rebuilding")
+            cell.run(
+                lambda session: records.claim_task(
+                    session, uid, operation="rebuild", task_state="rebuilding"
+                ),
+                write=True,
+            )
             return "won"
         except InstanceInvalidState:
             return "409"
@@ -38,22 +43,33 @@ def test_claim_task_exactly_one_of_many_wins(cell):
 
 def test_claim_task_messages(cell):
     uid = add_instance(cell, vm_state="stopped")
-    with pytest.raises(InstanceInvalidState) as info, cell.write() as session:
-        records.claim_task(session, uid, operation="reboot_soft", task_state="rebooting")
+    with pytest.raises(InstanceInvalidState) as info:
+        cell.run(
+            lambda session: records.claim_task(
+                session, uid, operation="reboot_soft", task_state="rebooting"
+            ),
+            write=True,
+        )
     assert info.value.message == (
         f"Cannot 'reboot_soft' instance {uid} while it is in vm_state stopped"
     )
-    with cell.write() as session:
-        records.claim_task(session, uid, operation="start", task_state="powering-on")
-    with (
-        pytest.raises(InstanceInvalidState, match="task_state powering-on"),
-        cell.write() as session,
-    ):
-        records.claim_task(session, uid, operation="rebuild", task_state="rebuilding")
+    cell.run(
+        lambda session: records.claim_task(
+            session, uid, operation="start", task_state="powering-on"
+        ),
+        write=True,
+    )
+    with pytest.raises(InstanceInvalidState, match="task_state powering-on"):
+        cell.run(
+            lambda session: records.claim_task(
+                session, uid, operation="rebuild", task_state="rebuilding"
+            ),
+            write=True,
+        )
 
 
 def test_address_allocation(api_db, clean_api_db):
-    with api_db.write() as session:
+    def work(session: Session) -> None:
         net = networks.add_network(
             session, name="n1", cidr="10.9.0.0/29", gateway="10.9.0.1", dns=["10.9.0.2"], mtu=1450
         )
@@ -72,20 +88,29 @@ def test_address_allocation(api_db, clean_api_db):
             networks.allocate(session, network=net, instance_uuid="full")
         networks.release(session, instance_uuid="i1")
         assert networks.allocate(session, network=net, instance_uuid="again").address == "10.9.0.3"
-    with pytest.raises(InvalidInput), api_db.write() as session:
-        networks.add_network(session, name="bad", cidr="10.9.0.1/24")
+
+    api_db.run(work, write=True)
+    with pytest.raises(InvalidInput):
+        api_db.run(
+            lambda session: networks.add_network(session, name="bad", cidr="10.9.0.1/24"),
+            write=True,
+        )
 
 
 def test_overlapping_networks_are_refused(api_db, clean_api_db):
-    with api_db.write() as session:
-        networks.add_network(session, name="n1", cidr="10.9.0.0/24")
+    api_db.run(
+        lambda session: networks.add_network(session, name="n1", cidr="10.9.0.0/24"), write=True
+    )
     for cidr in ("10.9.0.0/24", "10.9.0.64/26", "10.0.0.0/8"):
-        with (
-            pytest.raises(InvalidInput, match=r"overlaps with network n1 \(10.9.0.0/24\)"),
-            api_db.write() as session,
-        ):
-            networks.add_network(session, name="n2", cidr=cidr)
-    with api_db.write() as session:
+        with pytest.raises(InvalidInput, match=r"overlaps with network n1 \(10.9.0.0/24\)"):
+            api_db.run(
+                lambda session, cidr=cidr: networks.add_network(session, name="n2", cidr=cidr),
+                write=True,
+            )
+
+    def work2(session: Session) -> None:
         networks.add_network(session, name="n2", cidr="10.9.1.0/24")
         networks.add_network(session, name="n3", cidr="fd00::/64")
         assert [n.name for n in networks.list_networks(session)] == ["n1", "n2", "n3"]
+
+    api_db.run(work2, write=True)

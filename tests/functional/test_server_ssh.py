@@ -15,6 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 from click.testing import CliRunner
+from sqlalchemy.orm import Session
 
 from cloudseed.agent.worker import Agent
 from cloudseed.cells.service import CellDatabases
@@ -51,7 +52,8 @@ def setup(
     (tmp_path / "base").mkdir()
     disk = ext4_image(tmp_path / "base" / "disk.raw")
     kernel = write_kernel(tmp_path / "base" / "kernel.bin")
-    with api_db.write() as session:
+
+    def work(session: Session) -> str:
         flavors.add_flavor(session, name="ssh.tiny", flavorid="ssh1", vcpus=1, ram=64, disk=0)
         image = images.add_bootable(
             session,
@@ -61,7 +63,9 @@ def setup(
             properties={"os_admin_user": "debian"},
             kernel=kernel,
         )
-        image_id = image.uuid
+        return image.uuid
+
+    image_id = api_db.run(work, write=True)
     ports = free_port_range()
     driver = QemuDriver(
         settings_for(

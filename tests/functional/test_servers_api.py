@@ -9,6 +9,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from sqlalchemy.orm import Session
 
 from cloudseed.db.engines import Database
 from cloudseed.images import service as images
@@ -652,14 +653,19 @@ class TestRecordedDetails:
 
         raw = tmp_path / "cd.raw"
         raw.write_bytes(b"\0" * 512)
-        with api_db.write() as session:
-            image_id = images.add_image(
-                session,
-                name="cd",
-                path=raw,
-                disk_format="raw",
-                properties={"img_config_drive": "mandatory"},
-            ).uuid
+
+        image_id = api_db.run(
+            lambda session: (
+                images.add_image(
+                    session,
+                    name="cd",
+                    path=raw,
+                    disk_format="raw",
+                    properties={"img_config_drive": "mandatory"},
+                ).uuid
+            ),
+            write=True,
+        )
         r = api.post(
             "/v2.1/servers",
             headers=ADMIN,
@@ -681,7 +687,8 @@ class TestRecordedDetails:
 
         raw = tmp_path / "disk.raw"
         raw.write_bytes(b"\0" * 512)
-        with api_db.write() as session:
+
+        def work2(session: Session) -> tuple[str, str]:
             kernel = images.add_image(session, name="k", path=raw, disk_format="raw").uuid
             image_id = images.add_image(
                 session,
@@ -695,6 +702,9 @@ class TestRecordedDetails:
                 },
             ).uuid
             plain_id = images.add_image(session, name="p", path=raw, disk_format="raw").uuid
+            return image_id, plain_id
+
+        image_id, plain_id = api_db.run(work2, write=True)
         with api_db.read() as session:
             boot = images.boot_image(session, image_id)
             plain = images.boot_image(session, plain_id)
@@ -803,8 +813,11 @@ class TestFlavorMustHoldTheImage:
         big = tmp_path / "big.raw"
         with big.open("wb") as fh:
             fh.truncate(2 << 30)
-        with api_db.write() as session:
-            big_id = images.add_image(session, name="big", path=big, disk_format="raw").uuid
+
+        big_id = api_db.run(
+            lambda session: images.add_image(session, name="big", path=big, disk_format="raw").uuid,
+            write=True,
+        )
         before = snapshot(cell_db)
         r = api.post(
             "/v2.1/servers",

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from sqlalchemy.orm import Session
 
 from cloudseed.db.engines import Database
 from cloudseed.flavors import service as flavors
@@ -31,14 +32,17 @@ class Cloud:
 def make_cloud(api: httpx.Client, api_db: Database, tmp_path: Path) -> Cloud:
     raw = tmp_path / "disk.raw"
     raw.write_bytes(b"\0" * 4096)
-    with api_db.write() as session:
+
+    def work(session: Session) -> tuple[str, str, str]:
         flavors.add_flavor(session, name="m1.tiny", flavorid="1", vcpus=1, ram=512, disk=1)
         image = images.add_image(session, name="cirros", path=raw, disk_format="raw")
         image2 = images.add_image(session, name="debian", path=raw, disk_format="raw")
         net = networks.add_network(
             session, name="private", cidr="10.0.0.0/24", gateway="10.0.0.1", dns=["10.0.0.2"]
         )
-        ids = image.uuid, image2.uuid, net.uuid
+        return image.uuid, image2.uuid, net.uuid
+
+    ids = api_db.run(work, write=True)
     key1, key2 = keys.ed25519_public("one"), keys.ed25519_public("two")
     for name, key in (("key1", key1), ("key2", key2)):
         r = api.post("/v2.1/os-keypairs", json={"keypair": {"name": name, "public_key": key}})

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 import httpx
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from cloudseed.db.engines import Database
 from cloudseed.flavors import service as flavors
@@ -122,9 +123,12 @@ def running_cluster(
         raw = tmp / "disk.raw"
         raw.write_bytes(b"\0" * 4096)
         try:
-            with db.write() as session:
+
+            def work(session: Session) -> None:
                 flavors.add_flavor(session, name="m1.tiny", flavorid="1", vcpus=1, ram=512, disk=1)
                 images.add_image(session, name="cirros", path=raw, disk_format="raw")
+
+            db.run(work, write=True)
         finally:
             db.dispose()
         try:

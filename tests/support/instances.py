@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import uuid
 
+from sqlalchemy.orm import Session
+
 from cloudseed.db.engines import Database
 from cloudseed.servers.models import Instance
 
@@ -14,7 +16,8 @@ def add_instance(
 ) -> str:
     """A minimal live instance of project ``p`` in ``db``; its uuid."""
     uid = str(uuid.uuid4())
-    with db.write() as session:
+
+    def work(session: Session) -> None:
         session.add(
             Instance(
                 uuid=uid,
@@ -29,4 +32,6 @@ def add_instance(
                 reservation_id="r-1",
             )
         )
+
+    db.run(work, write=True)
     return uid

@@ -13,6 +13,7 @@ from contextlib import contextmanager
 
 import httpx
 from sqlalchemy import delete
+from sqlalchemy.orm import Session
 
 from cloudseed import serve
 from cloudseed.api.app import create_api_app
@@ -44,9 +45,12 @@ def forget_host(settings: Settings) -> None:
     """Remove a stopped test server's compute host, so no later server is scheduled there."""
     db = Database.connect("cell", settings.cell_database_url)
     try:
-        with db.write() as session:
+
+        def work(session: Session) -> None:
             session.execute(delete(ComputeNode).where(ComputeNode.host == settings.default.host))
             session.execute(delete(Service).where(Service.host == settings.default.host))
+
+        db.run(work, write=True)
     finally:
         db.dispose()
 

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from sqlalchemy.orm import Session
 
 from cloudseed.db.engines import Database
 from cloudseed.flavors import service as flavors
@@ -403,7 +404,8 @@ project_domain_name = Default
             disk.write_bytes(b"\0" * 4096)
             api_db = Database.connect("api", settings.api_database_url)
             try:
-                with api_db.write() as session:
+
+                def work(session: Session) -> tuple[str, str]:
                     flavors.add_flavor(
                         session, name="m1.tiny", flavorid="1", vcpus=1, ram=512, disk=1
                     )
@@ -423,6 +425,9 @@ project_domain_name = Default
                         gateway="10.0.0.1",
                         dns=["10.0.0.2"],
                     )
+                    return image, image2
+
+                image, image2 = api_db.run(work, write=True)
             finally:
                 api_db.dispose()
             # An availability zone of its own would hide the host from tempest's "nova".

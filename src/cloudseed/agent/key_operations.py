@@ -176,13 +176,18 @@ class KeyPusher:
         except Exception as exc:  # the driver's bug: no retry will mend it
             log.exception("pushing keys to %s failed", uuid)
             return _Tried(f"{type(exc).__name__}: {exc}", generation, final=True)
-        with cell.write() as session:
+
+        def record_pushed(session: Session) -> bool:
             if not self._finish_in(session, op, queue.DONE):
-                return None
+                return False
             records.set_extra(session, uuid, keys_pushed=add)
             key_delivery.mark_applied(
                 session, uuid, generation=generation, via=key_delivery.VIA_GUEST_AGENT
             )
+            return True
+
+        if not cell.run(record_pushed, write=True):
+            return None
         log.info(
             "keys of %s (generation %d) pushed as %s: %d added, %d removed",
             uuid,
@@ -197,17 +202,19 @@ class KeyPusher:
 
     def _failed(self, op: queue.Claimed, cell: Database, generation: int, reason: str) -> None:
         log.warning("keys push to %s failed: %s", op.instance_uuid, reason)
-        with cell.write() as session:
+
+        def record_failed(session: Session) -> None:
             if self._finish_in(session, op, queue.FAILED, error=reason):
                 key_delivery.mark_failed(
                     session, op.instance_uuid, generation=generation, reason=reason
                 )
 
+        cell.run(record_failed, write=True)
+
     def _finish(
         self, op: queue.Claimed, cell: Database, state: str, error: str | None = None
     ) -> None:
-        with cell.write() as session:
-            self._finish_in(session, op, state, error=error)
+        cell.run(lambda session: self._finish_in(session, op, state, error=error), write=True)
 
     def _finish_in(
         self, session: Session, op: queue.Claimed, state: str, error: str | None = None
@@ -264,10 +271,11 @@ def queue_expired(cell: Database, *, host: str, now: dt.datetime) -> list[str]:
     Reads first: the write transaction is taken only when there is something to queue."""
     with cell.read() as session:
         due = _expired(session, host=host, now=now)
-    queued: list[str] = []
     if not due:
-        return queued
-    with cell.write() as session:
+        return []
+
+    def queue_pushes(session: Session) -> list[str]:
+        queued: list[str] = []
         for uuid, generation in due:
             if not _push_queued(session, uuid):
                 queue.enqueue(
@@ -278,7 +286,9 @@ def queue_expired(cell: Database, *, host: str, now: dt.datetime) -> list[str]:
                     payload={"generation": generation},
                 )
                 queued.append(uuid)
-    return queued
+        return queued
+
+    return cell.run(queue_pushes, write=True)
 
 
 # How a dated expiry looks in a stored key set (json.dumps, with or without the space).

@@ -33,6 +33,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from sqlalchemy import update
+from sqlalchemy.orm import Session
 
 from cloudseed.agent.guests import ConfigDrives, Files, guest_spec
 from cloudseed.agent.key_operations import KeyPusher, after_operation
@@ -217,11 +218,14 @@ class Steps:
                 self.drives.remove(op.instance_uuid)
             except OSError:
                 log.exception("removing the drive of deleted instance %s failed", op.instance_uuid)
-        with cell.write() as session:
+
+        def record_destroyed(session: Session) -> None:
             state = queue.FAILED if error else queue.DONE
             if not queue.finish(session, op.id, owner=self.owner, state=state, error=error):
                 raise Lost()
             records.set_system_metadata(session, op.instance_uuid, SSH_FORWARD, None)
+
+        cell.run(record_destroyed, write=True)
 
     # -- outcomes ----------------------------------------------------------------------------
 
@@ -239,7 +243,8 @@ class Steps:
         if outcome.launched:
             values["launched_at"] = now
         p = op.payload
-        with cell.write() as session:
+
+        def record_success(session: Session) -> None:
             if not queue.finish(session, op.id, owner=self.owner, state=queue.DONE):
                 raise Lost()
             before = records.load(session, uuid, for_update=True)
@@ -260,6 +265,8 @@ class Steps:
                 action_log.finish(
                     session, action_id=op.action_id, event=event, details=p.get("details")
                 )
+
+        cell.run(record_success, write=True)
 
     def _apply(self, session: Any, op: queue.Claimed, before: records.ServerRecord) -> bool:
         """Write the values the operation applies on success, with their history; True when
@@ -313,7 +320,8 @@ class Steps:
         message = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
         log.warning("operation %s on %s failed: %s", event, op.instance_uuid, message)
         uuid = op.instance_uuid
-        with cell.write() as session:
+
+        def record_failure(session: Session) -> None:
             if not queue.finish(
                 session, op.id, owner=self.owner, state=queue.FAILED, error=message
             ):
@@ -322,13 +330,16 @@ class Steps:
             if op.action_id is not None:
                 action_log.finish(session, action_id=op.action_id, event=event, error=message)
 
+        cell.run(record_failure, write=True)
+
     def give_up(self, op: queue.Claimed, cell: Database, reason: str) -> None:
         """End an operation that was interrupted too often: ERROR with the reason."""
         if op.kind == "keys" and self.keys is not None:
             self.keys.give_up(op, cell, reason)  # a failed delivery, not an instance fault
             return
         event = EVENTS.get(op.kind)
-        with cell.write() as session:
+
+        def record_given_up(session: Session) -> None:
             if not queue.finish(session, op.id, owner=self.owner, state=queue.FAILED, error=reason):
                 return
             if event is None:  # a destroy: the instance is already deleted
@@ -336,6 +347,8 @@ class Steps:
             record_fault(session, op.instance_uuid, reason, reason, {"vm_state": states.ERROR})
             if op.action_id is not None:
                 action_log.finish(session, action_id=op.action_id, event=event, error=reason)
+
+        cell.run(record_given_up, write=True)
 
 
 def record_fault(

@@ -2,7 +2,7 @@
 
 One thread claims and renews; a pool of ``[DEFAULT] max_concurrent_builds`` threads runs
 operations (``steps.Steps``). The loop wakes when an operation is queued in this process
-(``queue.on_enqueued``), on PostgreSQL when another process queued one (a NOTIFY sent at
+(its announcer's ``OPERATIONS``), on PostgreSQL when another process queued one (a NOTIFY sent at
 commit, ``db/notify.py``), or every ``[compute] poll_interval_ms``. Each pass it:
 
 - renews the leases of the operations it is running (every third of ``lease_seconds``); an
@@ -117,7 +117,7 @@ class Agent:
     def start(self) -> None:
         self.register()
         self.reconcile()
-        self._unlisten = queue.on_enqueued(self._on_enqueued)
+        self._unlisten = self.cells.api_db.announcer.subscribe(OPERATIONS, self._on_enqueued)
         for cell in self.cells.all_cells():
             if cell.engine.dialect.name == "postgresql":
                 listener = Listener(
@@ -168,20 +168,21 @@ class Agent:
 
     def register(self) -> None:
         capacity = self.driver.capacity()
+        zone = self.settings.default.default_availability_zone
+        resources = Capacity(
+            vcpus=self.settings.compute.vcpus or capacity.vcpus,
+            memory_mb=self.settings.compute.memory_mb or capacity.memory_mb,
+            disk_gb=self.settings.compute.disk_gb or capacity.disk_gb,
+            hypervisor_type=capacity.hypervisor_type,
+            hypervisor_hostname=capacity.hypervisor_hostname or self.host,
+        )
         for cell in self.cells.all_cells():
-            with cell.write() as session:
-                hosts.register(
-                    session,
-                    host=self.host,
-                    zone=self.settings.default.default_availability_zone,
-                    capacity=Capacity(
-                        vcpus=self.settings.compute.vcpus or capacity.vcpus,
-                        memory_mb=self.settings.compute.memory_mb or capacity.memory_mb,
-                        disk_gb=self.settings.compute.disk_gb or capacity.disk_gb,
-                        hypervisor_type=capacity.hypervisor_type,
-                        hypervisor_hostname=capacity.hypervisor_hostname or self.host,
-                    ),
-                )
+            cell.run(
+                lambda session: hosts.register(
+                    session, host=self.host, zone=zone, capacity=resources
+                ),
+                write=True,
+            )
         self._last_heartbeat = time.monotonic()
 
     def reconcile(self) -> None:
@@ -207,31 +208,40 @@ class Agent:
         resume = self.settings.default.resume_guests_state_on_host_boot
         known: set[str] = set()
         for cell in self.cells.all_cells():
-            with cell.write() as session:
-                known.update(session.scalars(select(Instance.uuid).where(Instance.deleted == 0)))
-                instances = list(
-                    session.scalars(
-                        select(Instance).where(Instance.host == self.host, Instance.deleted == 0)
-                    )
-                )
-                for instance in instances:
-                    if instance.task_state is not None or instance.launched_at is None:
-                        continue  # not settled: its operation's lease decides
-                    if instance.uuid not in have:
-                        log.warning(
-                            "compute agent %s: the guest of instance %s is missing",
-                            self.owner,
-                            instance.uuid,
-                        )
-                        instance.power_state = NOSTATE
-                    elif instance.vm_state == ACTIVE and not self._powered_on(instance.uuid):
-                        self._switched_off(session, instance, resume=resume)
+            # The notes are logged once the transaction committed: it may run more than once.
+            cell_known, notes = cell.run(
+                lambda session: self._reconcile_cell(session, have, resume=resume), write=True
+            )
+            known.update(cell_known)
+            for note in notes:
+                log.warning("compute agent %s: %s", self.owner, note)
         for orphan in sorted(have - known):
             log.warning("compute agent %s: destroying orphan guest %s", self.owner, orphan)
             try:
                 self.driver.destroy(orphan)
             except Exception:
                 log.exception("compute agent %s: destroying %s failed", self.owner, orphan)
+
+    def _reconcile_cell(
+        self, session: Session, have: set[str], *, resume: bool
+    ) -> tuple[set[str], list[str]]:
+        """``reconcile`` in one cell: its live instances' uuids, and what to log."""
+        known = set(session.scalars(select(Instance.uuid).where(Instance.deleted == 0)))
+        instances = session.scalars(
+            select(Instance).where(Instance.host == self.host, Instance.deleted == 0)
+        )
+        notes = []
+        for instance in list(instances):
+            if instance.task_state is not None or instance.launched_at is None:
+                continue  # not settled: its operation's lease decides
+            if instance.uuid not in have:
+                notes.append(f"the guest of instance {instance.uuid} is missing")
+                instance.power_state = NOSTATE
+            elif instance.vm_state == ACTIVE and not self._powered_on(instance.uuid):
+                done = self._switched_off(session, instance, resume=resume)
+                if done is not None:
+                    notes.append(f"instance {instance.uuid}: {done}")
+        return known, notes
 
     def _powered_on(self, uuid: str) -> bool:
         try:
@@ -240,8 +250,9 @@ class Agent:
             log.exception("compute agent %s: cannot tell whether %s runs", self.owner, uuid)
             return True
 
-    def _switched_off(self, session: Session, instance: Instance, *, resume: bool) -> None:
-        """An ACTIVE instance whose guest is switched off: start it again, or record it."""
+    def _switched_off(self, session: Session, instance: Instance, *, resume: bool) -> str | None:
+        """An ACTIVE instance whose guest is switched off: start it again, or record it; what
+        was done, or None when another got there first."""
         actor = Actor(
             user_id=self.owner[:255],  # a column of 255: the host name may be long
             project_id=instance.project_id,
@@ -257,8 +268,7 @@ class Agent:
         else:
             details = f"{found}; instance shutdown by itself: recorded as stopped"
             done = power_sync.record_shutdown(session, instance.uuid, actor=actor, details=details)
-        if done:
-            log.warning("compute agent %s: instance %s: %s", self.owner, instance.uuid, details)
+        return details if done else None
 
     def run_once(self) -> int:
         """Claim what there is and run it in this thread (tests, tools); how many ran."""
@@ -312,21 +322,7 @@ class Agent:
                 break
 
     def _claim(self, cell: Database, limit: int) -> list[queue.Claimed]:
-        with cell.write() as session:
-            claimed = queue.claim(
-                session, host=self.host, owner=self.owner, lease_seconds=self.lease, limit=limit
-            )
-            for op in claimed:
-                if op.previous_owner is not None and op.action_id is not None:
-                    action_log.note(
-                        session,
-                        action_id=op.action_id,
-                        event="compute_resume_operation",
-                        details=(
-                            f"interrupted: agent {op.previous_owner} lost its lease; "
-                            f"resumed by {self.owner} (attempt {op.attempts})"
-                        ),
-                    )
+        claimed = cell.run(partial(self._claim_in, limit=limit), write=True)
         runnable = []
         for op in claimed:
             if op.attempts > MAX_ATTEMPTS:
@@ -339,6 +335,23 @@ class Agent:
             else:
                 runnable.append(op)
         return runnable
+
+    def _claim_in(self, session: Session, *, limit: int) -> list[queue.Claimed]:
+        claimed = queue.claim(
+            session, host=self.host, owner=self.owner, lease_seconds=self.lease, limit=limit
+        )
+        for op in claimed:
+            if op.previous_owner is not None and op.action_id is not None:
+                action_log.note(
+                    session,
+                    action_id=op.action_id,
+                    event="compute_resume_operation",
+                    details=(
+                        f"interrupted: agent {op.previous_owner} lost its lease; "
+                        f"resumed by {self.owner} (attempt {op.attempts})"
+                    ),
+                )
+        return claimed
 
     def _submit(self, op: queue.Claimed, cell: Database) -> None:
         future = self._executor.submit(self.steps.run, op, cell)
@@ -366,8 +379,10 @@ class Agent:
             by_cell.setdefault(id(cell), (cell, []))[1].append(op_id)
         for cell, ids in by_cell.values():
             try:
-                with cell.write() as session:
-                    held = queue.renew(session, ids=ids, owner=self.owner, lease_seconds=self.lease)
+                held = cell.run(
+                    partial(queue.renew, ids=ids, owner=self.owner, lease_seconds=self.lease),
+                    write=True,
+                )
             except Exception:
                 log.exception("compute agent %s: renewing leases failed", self.owner)
                 continue

@@ -63,7 +63,8 @@ class CellDatabases:
             if cell is None:
                 raise ConfigError(f"cell {cell_id} is not mapped; run 'cloudseed db sync'")
             name, url = cell.name, cell.database_connection
-        db = Database.connect(name, url)
+        # Announcing through the API database's announcer: whoever listens there hears all cells.
+        db = Database.connect(name, url, announcer=self.api_db.announcer)
         with self._lock:
             existing = self._open.setdefault(cell_id, db)
         if existing is not db:

@@ -46,13 +46,15 @@ def identity_rotate(cli: CliContext, fmt: str, columns: tuple[str, ...]) -> None
     now = utcnow()
     with open_databases(cli) as dbs, errors_as_click():
         try:
-            with dbs.api.write() as session:
-                rotation = service.rotate(
+            rotation = dbs.api.run(
+                lambda session: service.rotate(
                     session,
                     now=now,
                     grace=dt.timedelta(seconds=settings.identity.key_grace_seconds),
                     secret=settings.identity.key_encryption_secret,
-                )
+                ),
+                write=True,
+            )
         except IntegrityError:
             raise RotationConflict() from None
     activation = dt.timedelta(seconds=2 * settings.identity.key_cache_seconds)

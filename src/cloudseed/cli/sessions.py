@@ -14,9 +14,10 @@ T = TypeVar("T")
 
 
 def write(cli: CliContext, fn: Callable[[Session], T]) -> T:
-    """``fn(session)`` in one write transaction, committed if it returns."""
-    with open_databases(cli) as dbs, errors_as_click(), dbs.api.write() as session:
-        return fn(session)
+    """``fn(session)`` in one write transaction, committed if it returns (``Database.run``: run
+    again if the database rolls it back, so ``fn`` only runs its statements)."""
+    with open_databases(cli) as dbs, errors_as_click():
+        return dbs.api.run(fn, write=True)
 
 
 def read(cli: CliContext, fn: Callable[[Session], T]) -> T:

@@ -8,24 +8,25 @@ instead of failing when the second one tries to upgrade its read lock.
 
 from __future__ import annotations
 
-import contextlib
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar, overload
 
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
+from cloudseed.db.announcements import IN_PROCESS, PENDING, Announcer
 from cloudseed.errors import ConfigError, DatabaseUnavailable, WriteContended
 
 T = TypeVar("T")
-# A serialized write is run this many times in all when the database rolls it back.
-SERIALIZED_ATTEMPTS = 5
+# A transaction is run this many times in all when the database rolls it back (a deadlock, a
+# serialization failure) before the caller hears WriteContended.
+DEFAULT_ATTEMPTS = 5
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 # anyio's default worker-thread limit: at most this many threads hold a connection at once.
@@ -128,9 +129,11 @@ class Database:
     # SQLite allows one writer; threads of this process queue here in order instead of
     # polling the file lock with growing back-off (seconds of tail latency under load).
     write_lock: threading.Lock | None = None
+    # Who hears what this database's transactions announce after they commit.
+    announcer: Announcer = IN_PROCESS
 
     @classmethod
-    def connect(cls, name: str, url: str) -> Database:
+    def connect(cls, name: str, url: str, *, announcer: Announcer = IN_PROCESS) -> Database:
         engine = make_engine(url)
         return cls(
             name=name,
@@ -141,65 +144,125 @@ class Database:
                 engine.execution_options(**{READ_ONLY_OPTION: True}), expire_on_commit=False
             ),
             write_lock=threading.Lock() if engine.dialect.name == "sqlite" else None,
+            announcer=announcer,
         )
 
     def dispose(self) -> None:
         self.engine.dispose()
 
-    @contextmanager
-    def write(self) -> Iterator[Session]:
-        """One unit of work: committed on success, rolled back on any error."""
-        with (
-            self.write_lock or contextlib.nullcontext(),
-            _translate_outages(),
-            self.writer.begin() as session,
-        ):
-            yield session
+    @overload
+    def run(
+        self,
+        work: Callable[[Session], T],
+        *,
+        write: bool = False,
+        attempts: int = DEFAULT_ATTEMPTS,
+        serializable: bool = False,
+        lost_to: tuple[type[Exception], ...] = (),
+        core: Literal[False] = False,
+    ) -> T: ...
 
-    @contextmanager
-    def write_connection(self, *, isolation_level: str | None = None) -> Iterator[Connection]:
-        """``write()`` without the ORM: a Core connection in one transaction, for service
-        functions that run only Core statements on a hot path (key pair import and delete),
-        where setting up and closing a Session cost as much as a statement. ``isolation_level``
-        holds for this transaction only (the pool resets it)."""
-        with (
-            self.write_lock or contextlib.nullcontext(),
-            _translate_outages(),
-            self.engine.connect() as connection,
-        ):
-            if isolation_level is not None:
-                connection.execution_options(isolation_level=isolation_level)
-            with connection.begin():
-                yield connection
+    @overload
+    def run(
+        self,
+        work: Callable[[Connection], T],
+        *,
+        write: bool = False,
+        attempts: int = DEFAULT_ATTEMPTS,
+        serializable: bool = False,
+        lost_to: tuple[type[Exception], ...] = (),
+        core: Literal[True],
+    ) -> T: ...
 
-    def serialized(self, work: Callable[[Connection], T]) -> T:
-        """``work`` in a write transaction that no concurrent one can interleave with: a
-        count checked before an insert (a quota) then holds at commit. SQLite's writers
-        already queue (BEGIN IMMEDIATE); PostgreSQL and MariaDB run it at SERIALIZABLE and
-        roll back one of two conflicting transactions (a serialization failure, a deadlock),
-        which is run again (``again_when_rolled_back``). ``work`` must do nothing but its
-        statements: it may run more than once."""
-        isolation = None if self.engine.dialect.name == "sqlite" else "SERIALIZABLE"
+    def run(
+        self,
+        work: Callable[[Any], T],
+        *,
+        write: bool = False,
+        attempts: int = DEFAULT_ATTEMPTS,
+        serializable: bool = False,
+        lost_to: tuple[type[Exception], ...] = (),
+        core: bool = False,
+    ) -> T:
+        """``work(session)`` in one transaction, committed when it returns and rolled back when
+        it raises; its result is returned. The one way to write (``write=True``); reads may use
+        it too, or the ``read()`` block.
 
-        def once() -> T:
-            with self.write_connection(isolation_level=isolation) as connection:
-                return work(connection)
+        When the database rolls the transaction back to break a deadlock or a serialization
+        conflict (``is_deadlock``), nothing of it stayed and ``work`` runs again, up to
+        ``attempts`` times in all, then ``WriteContended`` (409). So ``work`` may run more
+        than once: it does nothing but its statements (no files, network, counters or shared
+        state; a site that cannot promise that passes ``attempts=1`` and says why).
+        ``lost_to``: the caller's own errors that mean the same (a concurrent transaction
+        took a unique key first); after the last attempt they are raised as they are.
 
-        return again_when_rolled_back(once, attempts=SERIALIZED_ATTEMPTS)
+        ``serializable``: no concurrent transaction interleaves with this one, so a count
+        checked before an insert (a quota) holds at commit. SQLite's writers queue anyway
+        (BEGIN IMMEDIATE); PostgreSQL and MariaDB run it at SERIALIZABLE and roll back one of
+        two conflicting transactions, which is run again. ``core``: ``work`` gets a Core
+        Connection instead of a Session, for hot paths of Core statements only (key pair
+        import and delete), where a Session cost as much as the statement.
 
-    def retried_write(self, work: Callable[[Session], T], *, attempts: int) -> T:
-        """``work`` in a ``write()`` transaction, run again when the database rolls it back to
-        break a deadlock (rows locked in opposite orders by concurrent writers), up to
-        ``attempts`` times in all. ``work`` must do nothing but its statements."""
+        What ``work`` announces (``db.announcements.announce``) is told to this database's
+        ``announcer`` after the commit, before ``run`` returns, once."""
+        for attempt in range(1, attempts + 1):
+            try:
+                result, committed = self._once(
+                    work, write=write, serializable=serializable, core=core
+                )
+            except lost_to:
+                if attempt == attempts:
+                    raise
+            except OperationalError as exc:
+                if not is_deadlock(exc):
+                    raise
+                if attempt == attempts:
+                    raise WriteContended() from exc
+            else:
+                self.announcer.deliver(committed)
+                return result
+        raise ValueError("attempts must be at least 1")
 
-        def once() -> T:
-            with self.write() as session:
-                return work(session)
+    def _once(
+        self, work: Callable[[Any], T], *, write: bool, serializable: bool, core: bool
+    ) -> tuple[T, dict[str, set[str]]]:
+        """One attempt of ``run``: the result and what the committed transaction announced."""
+        pending: dict[str, set[str]] = {}
+        isolation = "SERIALIZABLE" if serializable and not self._sqlite else None
+        lock = self.write_lock if write and self.write_lock is not None else nullcontext()
+        with lock, _translate_outages():
+            if core:
+                engine = (
+                    self.engine
+                    if write
+                    else self.engine.execution_options(**{READ_ONLY_OPTION: True})
+                )
+                with engine.connect() as connection:
+                    if isolation is not None:
+                        # For this transaction only: the pool resets it.
+                        connection.execution_options(isolation_level=isolation)
+                    connection.info[PENDING] = pending
+                    try:
+                        with connection.begin():
+                            result = work(connection)
+                    finally:
+                        connection.info.pop(PENDING, None)
+            else:
+                with (self.writer if write else self.reader).begin() as session:
+                    if isolation is not None:
+                        session.connection(execution_options={"isolation_level": isolation})
+                    session.info[PENDING] = pending
+                    result = work(session)
+        return result, pending
 
-        return again_when_rolled_back(once, attempts=attempts)
+    @property
+    def _sqlite(self) -> bool:
+        return self.engine.dialect.name == "sqlite"
 
     @contextmanager
     def read(self) -> Iterator[Session]:
+        """A read-only transaction as a block: ``run(work)``'s twin for code that reads in
+        place. Nothing is written, so nothing is rolled back to run again or announced."""
         with _translate_outages(), self.reader.begin() as session:
             yield session
 
@@ -213,31 +276,6 @@ def _translate_outages() -> Iterator[None]:
         if exc.connection_invalidated or _is_connect_error(exc):
             raise DatabaseUnavailable() from exc
         raise
-
-
-def again_when_rolled_back(
-    transaction: Callable[[], T],
-    *,
-    attempts: int,
-    lost_to: tuple[type[Exception], ...] = (),
-) -> T:
-    """Run ``transaction`` (one whole transaction) again each time the database rolled it back
-    to resolve a conflict with a concurrent one (``is_deadlock``): nothing of it stayed. After
-    ``attempts`` runs in all, ``WriteContended`` (409): the client may try again. ``lost_to``:
-    the caller's own errors that mean the same (a concurrent transaction took a unique key
-    first, and this one was rolled back); after the last attempt they are raised as they are."""
-    for attempt in range(1, attempts + 1):
-        try:
-            return transaction()
-        except lost_to:
-            if attempt == attempts:
-                raise
-        except OperationalError as exc:
-            if not is_deadlock(exc):
-                raise
-            if attempt == attempts:
-                raise WriteContended() from exc
-    raise AssertionError("attempts must be at least 1")
 
 
 def is_deadlock(exc: BaseException) -> bool:

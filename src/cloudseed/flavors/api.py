@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from starlette.concurrency import run_in_threadpool
+from sqlalchemy.orm import Session
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -17,6 +17,7 @@ from cloudseed.web.links import links, next_link
 from cloudseed.web.microversions import APIVersion
 from cloudseed.web.requests import api_base, api_db_of, context_of, settings_of, version_of
 from cloudseed.web.responses import JSONResponse
+from cloudseed.web.transactions import in_transaction
 from cloudseed.web.validation import bounded_int
 
 
@@ -73,22 +74,18 @@ async def _list(request: Request, *, detail: bool) -> Response:
             raise InvalidInput("limit param must be an integer") from exc
     marker = query.get("marker")
 
-    def run() -> list[Flavor]:
-        with db.read() as session:
-            found = [
-                f
-                for f in service.list_flavors(session)
-                if (min_ram is None or f.memory_mb >= min_ram)
-                and (min_disk is None or f.root_gb >= min_disk)
-            ]
-        if marker is not None:
-            ids = [f.flavorid for f in found]
-            if marker not in ids:
-                raise InvalidInput(f"marker [{marker}] not found")
-            found = found[ids.index(marker) + 1 :]
-        return found[:limit]
-
-    found = await run_in_threadpool(run)
+    found = [
+        f
+        for f in await in_transaction(db, service.list_flavors)
+        if (min_ram is None or f.memory_mb >= min_ram)
+        and (min_disk is None or f.root_gb >= min_disk)
+    ]
+    if marker is not None:
+        ids = [f.flavorid for f in found]
+        if marker not in ids:
+            raise InvalidInput(f"marker [{marker}] not found")
+        found = found[ids.index(marker) + 1 :]
+    found = found[:limit]
     body: dict[str, Any] = {"flavors": [_view(f, version, base, detail=detail) for f in found]}
     if "limit" in query and found and len(found) == limit:
         body["flavors_links"] = [
@@ -118,16 +115,15 @@ async def show(request: Request) -> Response:
     context_of(request)
     db, version, base = api_db_of(request), version_of(request), api_base(request)
 
-    def run() -> dict[str, Any]:
-        with db.read() as session:
-            return _view(
-                service.get_flavor(session, request.path_params["flavor_id"]),
-                version,
-                base,
-                detail=True,
-            )
+    def read(session: Session) -> dict[str, Any]:
+        return _view(
+            service.get_flavor(session, request.path_params["flavor_id"]),
+            version,
+            base,
+            detail=True,
+        )
 
-    return JSONResponse({"flavor": await run_in_threadpool(run)})
+    return JSONResponse({"flavor": await in_transaction(db, read)})
 
 
 # Below /v2.1: api/app.py serves them there and under /v2.1/{project_id}.

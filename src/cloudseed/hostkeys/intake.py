@@ -37,7 +37,8 @@ async def take_report(
     report = phone_home.parse_report(body, content_type, caller=caller)
 
     def write() -> str:
-        with cells.for_instance(caller).write() as session:
-            return service.record_phone_home(session, caller, report)
+        return cells.for_instance(caller).run(
+            lambda session: service.record_phone_home(session, caller, report), write=True
+        )
 
     return (await asyncio.to_thread(write)).encode() + b"\n"

@@ -105,17 +105,21 @@ class ConsoleWatch:
             if not block:
                 self._empty_at_first_look.add(generation)
                 return 0
-            with cell.write() as session:
-                service.record_console(
+            cell.run(
+                lambda session: service.record_console(
                     session, one.uuid, launched_at=one.launched_at, keys=block, baseline=True
-                )
+                ),
+                write=True,
+            )
             return 0
         if not block or same_keys(block, past):
             return 0
-        with cell.write() as session:
-            stored = service.record_console(
+        stored = cell.run(
+            lambda session: service.record_console(
                 session, one.uuid, launched_at=one.launched_at, keys=block, baseline=False
-            )
+            ),
+            write=True,
+        )
         if stored:
             log.info("host keys of %s taken from its console", one.uuid)
         return int(stored)

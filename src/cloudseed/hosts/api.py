@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -38,6 +38,8 @@ from cloudseed.web.validation import query_lists
 
 V = APIVersion
 UUIDS = V(2, 53)
+
+T = TypeVar("T")
 
 
 class ServiceNotFound(NotFound):
@@ -103,6 +105,23 @@ def _each_cell(request: Request) -> list[Database]:
     return _cells(request).all_cells()
 
 
+async def _in_each_cell(
+    request: Request, work: Callable[[Session], T], *, write: bool = False, first: bool = False
+) -> list[T]:
+    """``work`` in one transaction of each cell in turn, in a worker thread (finding the cells
+    reads the API database); with ``first``, up to the first that returns a true value."""
+
+    def run() -> list[T]:
+        results = []
+        for cell in _each_cell(request):
+            results.append(cell.run(work, write=write))
+            if first and results[-1]:
+                break
+        return results
+
+    return await run_in_threadpool(run)
+
+
 async def list_services(request: Request) -> Response:
     _admin(request, "os_compute_api:os-services:list")
     query = query_lists(request)
@@ -110,35 +129,33 @@ async def list_services(request: Request) -> Response:
     host = hosts[0] if hosts else None
     binary = binaries[0] if binaries else None
 
-    def run() -> list[dict[str, Any]]:
-        shown = []
-        for cell in _each_cell(request):
-            with cell.read() as session:
-                rows = session.scalars(
-                    select(Service).where(Service.deleted == 0).order_by(Service.id)
-                )
-                shown += [
-                    _service_view(request, s)
-                    for s in rows
-                    if host in (None, s.host) and binary in (None, s.binary)
-                ]
-        return shown
+    def read(session: Session) -> list[dict[str, Any]]:
+        rows = session.scalars(select(Service).where(Service.deleted == 0).order_by(Service.id))
+        return [
+            _service_view(request, s)
+            for s in rows
+            if host in (None, s.host) and binary in (None, s.binary)
+        ]
 
-    return JSONResponse({"services": await run_in_threadpool(run)})
+    per_cell = await _in_each_cell(request, read)
+    return JSONResponse({"services": [view for views in per_cell for view in views]})
 
 
-def _change(request: Request, find: Any, change: Any) -> dict[str, Any]:
-    """Apply ``change(service)`` to the one service ``find(session)`` returns, in its cell."""
-    for cell in _each_cell(request):
-        with cell.write() as session:
-            service = find(session)
-            if service is None:
-                continue
-            change(service)
-            service.updated_at = utcnow()
-            session.flush()
-            return _service_view(request, service)
-    raise NotFound("Service not found.")
+async def _change(request: Request, find: Any, change: Any) -> dict[str, Any] | None:
+    """Apply ``change(service)`` to the one service ``find(session)`` returns, in its cell;
+    its view, or None when no cell has it."""
+
+    def apply(session: Session) -> dict[str, Any] | None:
+        service = find(session)
+        if service is None:
+            return None
+        change(service)
+        service.updated_at = utcnow()
+        session.flush()
+        return _service_view(request, service)
+
+    views = await _in_each_cell(request, apply, write=True, first=True)
+    return views[-1] if views else None
 
 
 async def update_by_action(request: Request) -> Response:
@@ -169,13 +186,9 @@ async def update_by_action(request: Request) -> Response:
         else:
             service.forced_down = bool(body["forced_down"])
 
-    def run() -> dict[str, Any]:
-        try:
-            return _change(request, find, change)
-        except NotFound:
-            raise HostNotFound(host) from None
-
-    view = await run_in_threadpool(run)
+    view = await _change(request, find, change)
+    if view is None:
+        raise HostNotFound(host)
     answer: dict[str, Any] = {"host": host, "binary": binary}
     if action == "force-down":
         answer["forced_down"] = view["forced_down"]
@@ -210,13 +223,10 @@ async def update_by_uuid(request: Request) -> Response:
         if "forced_down" in body:
             service.forced_down = bool(body["forced_down"])
 
-    def run() -> dict[str, Any]:
-        try:
-            return _change(request, find, change)
-        except NotFound:
-            raise ServiceNotFound(service_id) from None
-
-    return JSONResponse({"service": await run_in_threadpool(run)})
+    view = await _change(request, find, change)
+    if view is None:
+        raise ServiceNotFound(service_id)
+    return JSONResponse({"service": view})
 
 
 async def delete_service(request: Request) -> Response:
@@ -225,28 +235,26 @@ async def delete_service(request: Request) -> Response:
     ident = request.path_params["action"]
     by_uuid = version_of(request) >= UUIDS
 
-    def run() -> None:
-        for cell in _each_cell(request):
-            with cell.write() as session:
-                column = Service.uuid if by_uuid else Service.id
-                value: Any = ident if by_uuid else _int_or_none(ident)
-                service = session.scalar(
-                    select(Service).where(column == value, Service.deleted == 0)
-                )
-                if service is None:
-                    continue
-                now = utcnow()
-                for node in session.scalars(
-                    select(ComputeNode).where(
-                        ComputeNode.service_id == service.id, ComputeNode.deleted == 0
-                    )
-                ):
-                    node.deleted, node.deleted_at = node.id, now
-                service.deleted, service.deleted_at = service.id, now
-                return
-        raise ServiceNotFound(ident)
+    column = Service.uuid if by_uuid else Service.id
+    value: Any = ident if by_uuid else _int_or_none(ident)
 
-    await run_in_threadpool(run)
+    def delete_in(session: Session) -> bool:
+        service = session.scalar(select(Service).where(column == value, Service.deleted == 0))
+        if service is None:
+            return False
+        now = utcnow()
+        for node in session.scalars(
+            select(ComputeNode).where(
+                ComputeNode.service_id == service.id, ComputeNode.deleted == 0
+            )
+        ):
+            node.deleted, node.deleted_at = node.id, now
+        service.deleted, service.deleted_at = service.id, now
+        return True
+
+    deleted = await _in_each_cell(request, delete_in, write=True, first=True)
+    if not (deleted and deleted[-1]):
+        raise ServiceNotFound(ident)
     return Response(status_code=204)
 
 

@@ -10,6 +10,7 @@ doing it at once collide on the unique current slot, and the loser reads the win
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import threading
 import time
@@ -108,11 +109,12 @@ class Keyring:
             return service.stored_keys(session)
 
     def _create_first(self) -> list[service.StoredKey]:
-        try:
-            with self.db.write() as session:
-                service.ensure_key(session, now=self.clock(), secret=self._secret)
-        except IntegrityError:
-            pass  # another process created it first: read theirs
+        # IntegrityError: another process created it first; read theirs.
+        with contextlib.suppress(IntegrityError):
+            self.db.run(
+                lambda session: service.ensure_key(session, now=self.clock(), secret=self._secret),
+                write=True,
+            )
         return self._read()
 
     # -- using ------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from starlette.concurrency import run_in_threadpool
+from sqlalchemy.orm import Session
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -21,6 +21,7 @@ from cloudseed.images.models import Image
 from cloudseed.web.links import links
 from cloudseed.web.requests import api_base, api_db_of
 from cloudseed.web.responses import JSONResponse
+from cloudseed.web.transactions import in_transaction
 
 # Nova's image view: Glance's status, and a progress made of it.
 STATUS = {
@@ -63,15 +64,14 @@ def _view(image: Image, base: str, *, detail: bool) -> dict[str, Any]:
 async def _list(request: Request, *, detail: bool) -> Response:
     viewer, db, base = viewer_of(request), api_db_of(request), api_base(request)
 
-    def run() -> list[dict[str, Any]]:
-        with db.read() as session:
-            return [
-                _view(i, base, detail=detail)
-                for i in service.list_images(session, viewer=viewer)
-                if not i.os_hidden  # Glance's default list leaves hidden images out
-            ]
+    def read(session: Session) -> list[dict[str, Any]]:
+        return [
+            _view(i, base, detail=detail)
+            for i in service.list_images(session, viewer=viewer)
+            if not i.os_hidden  # Glance's default list leaves hidden images out
+        ]
 
-    return JSONResponse({"images": await run_in_threadpool(run)})
+    return JSONResponse({"images": await in_transaction(db, read)})
 
 
 async def index(request: Request) -> Response:
@@ -86,11 +86,16 @@ async def show(request: Request) -> Response:
     viewer, db, base = viewer_of(request), api_db_of(request), api_base(request)
     ref = request.path_params["image_id"]
 
-    def run() -> dict[str, Any]:
-        with db.read() as session:
-            return _view(service.get_image(session, ref, viewer=viewer), base, detail=True)
-
-    return JSONResponse({"image": await run_in_threadpool(run)})
+    return JSONResponse(
+        {
+            "image": await in_transaction(
+                db,
+                lambda session: _view(
+                    service.get_image(session, ref, viewer=viewer), base, detail=True
+                ),
+            )
+        }
+    )
 
 
 # Nova's image proxy, below /v2.1: api/app.py serves it there and under /v2.1/{project_id}.

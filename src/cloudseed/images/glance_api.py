@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
@@ -35,6 +36,7 @@ from cloudseed.web.links import base_url
 from cloudseed.web.requests import api_db_of, context_of, settings_of
 from cloudseed.web.responses import JSONResponse
 from cloudseed.web.state import fragment_of
+from cloudseed.web.transactions import in_transaction
 from cloudseed.web.validation import read_json
 
 log = logging.getLogger(__name__)
@@ -79,11 +81,10 @@ async def versions(request: Request) -> Response:
 async def show(request: Request) -> Response:
     viewer, db, image_id = viewer_of(request), api_db_of(request), request.path_params["image_id"]
 
-    def run() -> dict[str, Any]:
-        with db.read() as session:
-            return image_body(service.show_image(session, image_id, viewer=viewer))
-
-    return JSONResponse(await run_in_threadpool(run))
+    body = await in_transaction(
+        db, lambda session: image_body(service.show_image(session, image_id, viewer=viewer))
+    )
+    return JSONResponse(body)
 
 
 async def index(request: Request) -> Response:
@@ -91,19 +92,18 @@ async def index(request: Request) -> Response:
     params = request.query_params.multi_items()
     query = list_query(params, max_limit=settings_of(request).api.max_limit)
 
-    def run() -> tuple[list[dict[str, Any]], str | None]:
-        with db.read() as session:
-            images = [
-                i
-                for i in service.list_images(
-                    session, viewer=viewer, visibility=query.visibility, newest_first=True
-                )
-                if matches(i, query)
-            ]
-            shown, next_marker = page(images, query)
-            return [image_body(i) for i in shown], next_marker
+    def listed(session: Session) -> tuple[list[dict[str, Any]], str | None]:
+        images = [
+            i
+            for i in service.list_images(
+                session, viewer=viewer, visibility=query.visibility, newest_first=True
+            )
+            if matches(i, query)
+        ]
+        shown, next_marker = page(images, query)
+        return [image_body(i) for i in shown], next_marker
 
-    bodies, next_marker = await run_in_threadpool(run)
+    bodies, next_marker = await in_transaction(db, listed)
     kept = [(k, v) for k, v in params if k != "marker"]
     body: dict[str, Any] = {
         "images": bodies,
@@ -120,11 +120,11 @@ async def create(request: Request) -> Response:
     limit = settings_of(request).oslo_middleware.max_request_body_size
     new = parse_create(await read_json(request, max_size=limit))
 
-    def run() -> dict[str, Any]:
-        with db.write() as session:
-            return image_body(service.create_image(session, new, viewer=viewer))
-
-    body = await run_in_threadpool(run)
+    body = await in_transaction(
+        db,
+        lambda session: image_body(service.create_image(session, new, viewer=viewer)),
+        write=True,
+    )
     return JSONResponse(body, status_code=201, headers={"Location": body["self"]})
 
 
@@ -141,11 +141,9 @@ async def upload(request: Request) -> Response:
     if declared.isascii() and declared.isdigit() and (len(declared) > 20 or int(declared) > cap):
         raise store.too_large()
 
-    def begin() -> uploads.Upload:
-        with db.write() as session:
-            return uploads.begin_upload(session, image_id, viewer=viewer)
-
-    pending = await run_in_threadpool(begin)
+    pending = await in_transaction(
+        db, lambda session: uploads.begin_upload(session, image_id, viewer=viewer), write=True
+    )
     suffix = f".{pending.disk_format}"
     receiver: store.Receiver | None = None
     try:
@@ -177,14 +175,17 @@ def _finish(db: Database, receiver: store.Receiver, pending: uploads.Upload) -> 
     virtual_size = check_format(
         path, pending.disk_format, head=digest.head, size=digest.size, shown="The image data"
     )
-    with db.write() as session:
-        uploads.finish_upload(session, pending, path=path, digest=digest, virtual_size=virtual_size)
+    db.run(
+        lambda session: uploads.finish_upload(
+            session, pending, path=path, digest=digest, virtual_size=virtual_size
+        ),
+        write=True,
+    )
 
 
 def _abort(db: Database, pending: uploads.Upload) -> None:
     try:
-        with db.write() as session:
-            uploads.abort_upload(session, pending)
+        db.run(lambda session: uploads.abort_upload(session, pending), write=True)
     except Exception:  # the upload's own error is the answer; this one is only logged
         log.exception("could not return image %s to queued", pending.image_id)
 
@@ -194,12 +195,11 @@ async def delete(request: Request) -> Response:
     state_dir = settings_of(request).state_dir
     in_use = image_in_use_of(request)
 
-    def run() -> None:
-        with db.write() as session:
-            path = service.delete_image(session, image_id, viewer=viewer)
-        _remove_data(path, store.images_dir(state_dir), in_use, image_id)
-
-    await run_in_threadpool(run)
+    path = await in_transaction(
+        db, lambda session: service.delete_image(session, image_id, viewer=viewer), write=True
+    )
+    # A file, not a row: removed after the commit, outside the transaction (which may rerun).
+    await run_in_threadpool(_remove_data, path, store.images_dir(state_dir), in_use, image_id)
     return Response(status_code=204)
 
 

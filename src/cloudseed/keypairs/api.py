@@ -7,11 +7,9 @@ Session, as their service functions run Core statements only).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import Connection
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -22,6 +20,7 @@ from cloudseed.web.microversions import APIVersion
 from cloudseed.web.policy import authorize_owner_or_admin
 from cloudseed.web.requests import api_db_of, context_of, settings_of, version_of
 from cloudseed.web.responses import JSONResponse
+from cloudseed.web.transactions import in_transaction
 from cloudseed.web.validation import bounded_int, query_lists, read_json, validate
 
 V2_2, V2_10, V2_35, V2_75, V2_92 = (APIVersion(2, n) for n in (2, 10, 35, 75, 92))
@@ -68,11 +67,12 @@ async def index(request: Request) -> Response:
         )
         marker = query["marker"][-1] if "marker" in query else None
 
-    def run() -> Sequence[service.ListedRow]:
-        with db.read() as session:
-            return service.list_keypair_rows(session, user_id=user_id, limit=limit, marker=marker)
-
-    keypairs = await run_in_threadpool(run)
+    keypairs = await in_transaction(
+        db,
+        lambda session: service.list_keypair_rows(
+            session, user_id=user_id, limit=limit, marker=marker
+        ),
+    )
     body: dict[str, Any] = {"keypairs": views.index(keypairs, version)}
     if limit and len(keypairs) == limit:
         body["keypairs_links"] = [
@@ -132,8 +132,9 @@ async def create(request: Request) -> Response:
             quota=quota,
         )
 
-    # Serialized: the quota's count and the insert hold together against concurrent imports.
-    keypair, private_key = await run_in_threadpool(db.serialized, write)
+    # Serializable: the quota's count and the insert hold together against concurrent imports.
+    # Core: a Session cost as much as the statements on this hot path.
+    keypair, private_key = await in_transaction(db, write, write=True, serializable=True, core=True)
     return JSONResponse(
         views.created(keypair, version, private_key), status_code=201 if version >= V2_2 else 200
     )
@@ -145,11 +146,14 @@ async def show(request: Request) -> Response:
     authorize_owner_or_admin(context_of(request), POLICY.format("show"), target_user_id=user_id)
     db, name = api_db_of(request), request.path_params["name"]
 
-    def run() -> Any:
-        with db.read() as session:
-            return service.get_keypair(session, user_id=user_id, name=name)
-
-    return JSONResponse(views.shown(await run_in_threadpool(run), version))
+    return JSONResponse(
+        views.shown(
+            await in_transaction(
+                db, lambda session: service.get_keypair(session, user_id=user_id, name=name)
+            ),
+            version,
+        )
+    )
 
 
 async def delete(request: Request) -> Response:
@@ -158,11 +162,12 @@ async def delete(request: Request) -> Response:
     authorize_owner_or_admin(context_of(request), POLICY.format("delete"), target_user_id=user_id)
     db, name = api_db_of(request), request.path_params["name"]
 
-    def run() -> None:
-        with db.write_connection() as connection:
-            service.delete_keypair(connection, user_id=user_id, name=name)
-
-    await run_in_threadpool(run)
+    await in_transaction(
+        db,
+        lambda connection: service.delete_keypair(connection, user_id=user_id, name=name),
+        write=True,
+        core=True,
+    )
     return Response(status_code=204 if version >= V2_2 else 202)
 
 

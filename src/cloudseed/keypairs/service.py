@@ -1,6 +1,6 @@
 """Key pair operations on an API database session. Routes and the CLI both call these; the
-caller owns the transaction (``Database.write()``), so a failure anywhere leaves nothing behind.
-Creating and deleting also take a Core connection (``Database.write_connection()``): the API's
+caller owns the transaction (``Database.run``), so a failure anywhere leaves nothing behind.
+Creating and deleting also take a Core connection (``Database.run(..., core=True)``): the API's
 routes use one, as these run Core statements only.
 """
 

@@ -404,8 +404,9 @@ class MetadataApp(AnswersAtOnce):
 
         def write() -> None:
             # The app is the caller here: it owns the transaction, password.store takes it.
-            with store.cells.for_instance(uuid).write() as session:
-                password.store(session, uuid, text)
+            store.cells.for_instance(uuid).run(
+                lambda session: password.store(session, uuid, text), write=True
+            )
 
         await asyncio.to_thread(write)
         store.changed(uuid)  # this worker answers from the new value at once

@@ -21,8 +21,12 @@ import asyncio
 import datetime as dt
 import logging
 from collections import OrderedDict
+from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
+
+from sqlalchemy.orm import Session
 
 from cloudseed.cells.service import CellDatabases
 from cloudseed.metadata.documents import GuestDocuments
@@ -125,18 +129,19 @@ class Deliveries:
         by_uuid = {m.guest.facts.uuid: m for m in batch}  # the latest mark of each guest
         # Instances deleted meanwhile have no cell any more: nothing to record for them.
         for cell_id, uuids in self.cells.cells_of(by_uuid).items():
-            with self.cells.by_id(cell_id).write() as session:
-                for uuid in sorted(uuids):  # one lock order for every worker
-                    mark = by_uuid[uuid]
-                    if key_delivery.mark_applied(
-                        session, uuid, generation=mark.generation, via=mark.via
-                    ):
-                        log.debug(
-                            "instance %s: key generation %d applied (%s)",
-                            uuid,
-                            mark.generation,
-                            mark.via,
-                        )
+            self.cells.by_id(cell_id).run(partial(self._mark, by_uuid, uuids), write=True)
+
+    @staticmethod
+    def _mark(by_uuid: dict[str, _Mark], uuids: Iterable[str], session: Session) -> None:
+        for uuid in sorted(uuids):  # one lock order for every worker
+            mark = by_uuid[uuid]
+            if key_delivery.mark_applied(session, uuid, generation=mark.generation, via=mark.via):
+                log.debug(
+                    "instance %s: key generation %d applied (%s)",
+                    uuid,
+                    mark.generation,
+                    mark.via,
+                )
 
     async def aclose(self) -> None:
         """Write what is queued (before the databases are disposed of)."""

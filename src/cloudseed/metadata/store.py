@@ -26,8 +26,10 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 from sqlalchemy import delete, func, or_, select
+from sqlalchemy.orm import Session
 
 from cloudseed.cells.service import CellDatabases
 from cloudseed.db.base import utcnow
@@ -38,7 +40,6 @@ from cloudseed.metadata.documents import GuestDocuments
 from cloudseed.metadata.heap import HeapFreezer
 from cloudseed.metadata.loading import BY_ADDRESS, BY_UUID, Key, load_guests
 from cloudseed.metadata.stats import NO_STATS, StoreStats
-from cloudseed.servers import records
 from cloudseed.servers.models import GuestChange
 
 log = logging.getLogger(__name__)
@@ -229,7 +230,7 @@ class GuestStore:
             with contextlib.suppress(RuntimeError):  # this loop is closed: nothing to drop
                 loop.call_soon_threadsafe(self._changed_all, uuids)
 
-        self._unsubscribe = records.on_guest_changes(heard)
+        self._unsubscribe = self.cells.api_db.announcer.subscribe(GUEST_CHANGES, heard)
         self._task = asyncio.create_task(self._follow())
 
     def _changed_all(self, uuids: frozenset[str]) -> None:
@@ -402,13 +403,14 @@ class GuestStore:
     def _prune(self) -> None:
         cutoff = utcnow() - FEED_RETENTION
         for feed in list(self._feeds.values()):
-            with feed.cell.write() as session:
-                # The newest row always stays: SQLite numbers new rows from the highest id
-                # left, and an emptied table would restart below every worker's cursor.
-                newest = session.scalar(select(func.max(GuestChange.id)))
-                if newest is not None:
-                    session.execute(
-                        delete(GuestChange).where(
-                            GuestChange.changed_at < cutoff, GuestChange.id < newest
-                        )
-                    )
+            feed.cell.run(partial(_prune_feed, cutoff=cutoff), write=True)
+
+
+def _prune_feed(session: Session, *, cutoff: dt.datetime) -> None:
+    # The newest row always stays: SQLite numbers new rows from the highest id
+    # left, and an emptied table would restart below every worker's cursor.
+    newest = session.scalar(select(func.max(GuestChange.id)))
+    if newest is not None:
+        session.execute(
+            delete(GuestChange).where(GuestChange.changed_at < cutoff, GuestChange.id < newest)
+        )

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from starlette.concurrency import run_in_threadpool
+from sqlalchemy.orm import Session
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -20,6 +20,7 @@ from cloudseed.networks.models import Network
 from cloudseed.web.links import base_url
 from cloudseed.web.requests import api_db_of, context_of, settings_of
 from cloudseed.web.responses import JSONResponse
+from cloudseed.web.transactions import in_transaction
 
 
 def network_body(network: Network) -> dict[str, Any]:
@@ -60,29 +61,27 @@ async def show(request: Request) -> Response:
     context_of(request)
     db, ref = api_db_of(request), request.path_params["network_id"]
 
-    def run() -> dict[str, Any]:
-        with db.read() as session:
-            network = service.get_network(session, ref)
-            if network.uuid != ref:  # Neutron looks networks up by id only
-                raise NetworkNotFound(ref)
-            return network_body(network)
+    def read(session: Session) -> dict[str, Any]:
+        network = service.get_network(session, ref)
+        if network.uuid != ref:  # Neutron looks networks up by id only
+            raise NetworkNotFound(ref)
+        return network_body(network)
 
-    return JSONResponse({"network": await run_in_threadpool(run)})
+    return JSONResponse({"network": await in_transaction(db, read)})
 
 
 async def index(request: Request) -> Response:
     context_of(request)
     db, name = api_db_of(request), request.query_params.get("name")
 
-    def run() -> list[dict[str, Any]]:
-        with db.read() as session:
-            return [
-                network_body(n)
-                for n in service.list_networks(session)
-                if name is None or n.name == name
-            ]
+    def read(session: Session) -> list[dict[str, Any]]:
+        return [
+            network_body(n)
+            for n in service.list_networks(session)
+            if name is None or n.name == name
+        ]
 
-    return JSONResponse({"networks": await run_in_threadpool(run)})
+    return JSONResponse({"networks": await in_transaction(db, read)})
 
 
 routes = [

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
@@ -25,6 +26,7 @@ from cloudseed.web.microversions import APIVersion
 from cloudseed.web.requests import api_db_of, body_of, context_of, settings_of, version_of
 from cloudseed.web.responses import JSONResponse
 from cloudseed.web.state import fragment_of
+from cloudseed.web.transactions import in_transaction
 from cloudseed.web.validation import query_lists, validate
 
 V2_36, V2_57, V2_75 = APIVersion(2, 36), APIVersion(2, 57), APIVersion(2, 75)
@@ -71,9 +73,10 @@ def _user_id(request: Request) -> str | None:
 
 
 def _limits(request: Request, project_id: str, user_id: str | None) -> dict[str, int]:
-    quota, db = settings_of(request).quota, api_db_of(request)
-    with db.read() as session:
-        return service.limits(session, quota, project_id=project_id, user_id=user_id)
+    quota = settings_of(request).quota
+    return api_db_of(request).run(
+        lambda session: service.limits(session, quota, project_id=project_id, user_id=user_id)
+    )
 
 
 async def show(request: Request) -> Response:
@@ -131,21 +134,15 @@ async def update(request: Request) -> Response:
     values = {key: int(value) for key, value in body.items() if key != "force"}
     quota, db, counter = settings_of(request).quota, api_db_of(request), usage_of(request)
 
-    def run() -> dict[str, int]:
-        used = counter(project_id, user_id) if not force else {}
-        with db.write() as session:
-            service.set_limits(
-                session,
-                quota,
-                values,
-                project_id=project_id,
-                user_id=user_id,
-                usages=used,
-                force=force,
-            )
-            return service.limits(session, quota, project_id=project_id, user_id=user_id)
+    used = await run_in_threadpool(counter, project_id, user_id) if not force else {}
 
-    limits = await run_in_threadpool(run)
+    def write(session: Session) -> dict[str, int]:
+        service.set_limits(
+            session, quota, values, project_id=project_id, user_id=user_id, usages=used, force=force
+        )
+        return service.limits(session, quota, project_id=project_id, user_id=user_id)
+
+    limits = await in_transaction(db, write, write=True)
     return JSONResponse({"quota_set": {r: limits[r] for r in _shown(version)}})
 
 
@@ -155,11 +152,10 @@ async def delete(request: Request) -> Response:
     user_id = _user_id(request)
     db = api_db_of(request)
 
-    def run() -> None:
-        with db.write() as session:
-            service.delete_limits(session, project_id=project_id, user_id=user_id)
+    def write(session: Session) -> None:
+        service.delete_limits(session, project_id=project_id, user_id=user_id)
 
-    await run_in_threadpool(run)
+    await in_transaction(db, write, write=True)
     return Response(status_code=202)
 
 

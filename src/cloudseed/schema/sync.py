@@ -81,8 +81,7 @@ def sync(settings: Settings) -> list[SyncResult]:
     try:
         upgrade(api, "api")
         results.append(SyncResult("api", head_revision("api")))
-        with api.write() as session:
-            map_default_cell(session, settings.cell_database_url)
+        api.run(lambda session: map_default_cell(session, settings.cell_database_url), write=True)
         for cell in _cells(api):
             upgrade(cell, "cell")
             results.append(SyncResult(cell.name, head_revision("cell")))

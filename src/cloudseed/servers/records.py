@@ -8,14 +8,15 @@ empty and ``vm_state`` allows the operation, so of two concurrent operations exa
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import BindParameter, bindparam, delete, event, select, update
+from sqlalchemy import BindParameter, bindparam, delete, select, update
 from sqlalchemy.orm import Session
 
 from cloudseed.cells.errors import InstanceNotFound
+from cloudseed.db.announcements import announce
 from cloudseed.db.base import utcnow
 from cloudseed.db.notify import GUEST_CHANGES, notify
 from cloudseed.flavors.snapshots import FlavorSnapshot
@@ -248,40 +249,8 @@ def guests_changed(session: Session, uuids: list[str]) -> None:
         .execution_options(synchronize_session=False)
     )
     session.add_all([GuestChange(instance_uuid=uuid) for uuid in uuids])
-    session.info.setdefault(_CHANGED, set()).update(uuids)
-
-
-# In-process announcement of committed guest changes: a metadata service in the same process
-# drops its copy before the request that made the change has answered. Other processes read
-# the change feed: at once on PostgreSQL (one NOTIFY per transaction, sent at commit), at their
-# next poll elsewhere. Listeners are called in the committing thread.
-_CHANGED = "cloudseed.guest_changes"
-_listeners: list[Callable[[frozenset[str]], None]] = []
-
-
-def on_guest_changes(listener: Callable[[frozenset[str]], None]) -> Callable[[], None]:
-    """Call ``listener(uuids)`` after each commit that changed what guests see; returns the
-    function that stops it."""
-    _listeners.append(listener)
-    return lambda: _listeners.remove(listener) if listener in _listeners else None
-
-
-@event.listens_for(Session, "before_commit")
-def _notify_other_processes(session: Session) -> None:
-    # Queued in the transaction, so delivered only if it commits; one per transaction however
-    # many guests changed: the metadata workers read which from the feed.
-    if session.info.get(_CHANGED):
+    # In this process at once (a metadata service drops its copy before the request that made
+    # the change answers); other processes read the change feed: at once on PostgreSQL (one
+    # NOTIFY per transaction, delivered only if it commits), at their next poll elsewhere.
+    if announce(session, GUEST_CHANGES, uuids):
         notify(session, GUEST_CHANGES, "")
-
-
-@event.listens_for(Session, "after_commit")
-def _announce(session: Session) -> None:
-    changed = session.info.pop(_CHANGED, None)
-    if changed:
-        for listener in list(_listeners):
-            listener(frozenset(changed))
-
-
-@event.listens_for(Session, "after_rollback")
-def _forget_unannounced(session: Session) -> None:
-    session.info.pop(_CHANGED, None)

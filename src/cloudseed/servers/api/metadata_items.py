@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from starlette.concurrency import run_in_threadpool
+from sqlalchemy.orm import Session
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -15,6 +15,7 @@ from cloudseed.servers.lifecycle import edits
 from cloudseed.servers.records import ServerRecord
 from cloudseed.web.requests import api_db_of, body_of
 from cloudseed.web.responses import JSONResponse
+from cloudseed.web.transactions import in_transaction
 
 
 async def index(request: Request) -> Response:
@@ -25,13 +26,12 @@ async def _limit(request: Request, record: ServerRecord) -> int:
     """The ``metadata_items`` quota of the server's project and user (API database)."""
     db = api_db_of(request)
 
-    def run() -> int:
-        with db.read() as session:
-            return metadata_items_limit(
-                session, project_id=record.instance.project_id, user_id=record.instance.user_id
-            )
+    def read(session: Session) -> int:
+        return metadata_items_limit(
+            session, project_id=record.instance.project_id, user_id=record.instance.user_id
+        )
 
-    return await run_in_threadpool(run)
+    return await in_transaction(db, read)
 
 
 async def replace_or_update(request: Request) -> Response:

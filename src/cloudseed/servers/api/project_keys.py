@@ -19,6 +19,7 @@ from cloudseed.servers.live_keys import sets as key_sets
 from cloudseed.web.errors import PolicyNotAuthorized, ResourceNotFound
 from cloudseed.web.requests import api_db_of, body_of, context_of, settings_of, version_of
 from cloudseed.web.responses import JSONResponse
+from cloudseed.web.transactions import in_transaction
 
 POLICY = "cloudseed:os-project-keys:{}"
 PROJECT_ROLES = frozenset({"reader", "member"})
@@ -39,11 +40,7 @@ async def show(request: Request) -> Response:
         raise PolicyNotAuthorized(POLICY.format("show"))
     db = api_db_of(request)
 
-    def run() -> list[project_keys.ProjectKeyView]:
-        with db.read() as session:
-            return project_keys.listed(session, project_id)
-
-    keys = await run_in_threadpool(run)
+    keys = await in_transaction(db, lambda session: project_keys.listed(session, project_id))
     return JSONResponse({"project_keys": [k.body() for k in keys]})
 
 

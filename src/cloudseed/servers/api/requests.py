@@ -56,15 +56,13 @@ async def in_cell(
     write: bool = False,
     deleted_too: bool = False,
 ) -> T:
-    """``work(session)`` in one transaction of the server's cell database, in a worker thread
-    (finding the cell reads the API database). The route owns the transaction; ``work`` is a
-    service function that takes the Session and never commits."""
+    """``work(session)`` in one transaction of the server's cell database (``Database.run``),
+    in a worker thread (finding the cell reads the API database). The route owns the
+    transaction; ``work`` is a service function that takes the Session and never commits."""
     cells = servers_of(request).cells
 
     def run() -> T:
-        db = cells.for_instance(uuid, deleted_too=deleted_too)
-        with db.write() if write else db.read() as session:
-            return work(session)
+        return cells.for_instance(uuid, deleted_too=deleted_too).run(work, write=write)
 
     return await run_in_threadpool(run)
 

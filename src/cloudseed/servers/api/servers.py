@@ -40,6 +40,7 @@ from cloudseed.web.requests import (
     version_of,
 )
 from cloudseed.web.responses import JSONResponse
+from cloudseed.web.transactions import in_transaction
 from cloudseed.web.validation import bounded_int, query_lists
 
 V = APIVersion
@@ -303,12 +304,10 @@ async def _key_change(
     api_db, user_id = api_db_of(request), context_of(request).user_id
     own = None
     if own_requests is not None:
-
-        def resolve() -> list[dict[str, Any]]:
-            with api_db.read() as session:
-                return live_keys.own_entries(session, user_id=user_id, requests=own_requests)
-
-        own = await run_in_threadpool(resolve)
+        own = await in_transaction(
+            api_db,
+            lambda session: live_keys.own_entries(session, user_id=user_id, requests=own_requests),
+        )
     return {
         "own": own,
         "project": live_keys.project_reader(api_db, record.instance.project_id),

@@ -16,6 +16,7 @@ import secrets
 import string
 import uuid
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from sqlalchemy import delete
@@ -23,10 +24,11 @@ from sqlalchemy.orm import Session
 
 from cloudseed.cells.models import InstanceMapping
 from cloudseed.cells.service import CellDatabases
-from cloudseed.db.engines import Database, again_when_rolled_back
+from cloudseed.db.engines import Database
 from cloudseed.errors import InvalidInput
 from cloudseed.flavors import service as flavors
 from cloudseed.flavors.errors import FlavorNotFound
+from cloudseed.flavors.snapshots import FlavorSnapshot
 from cloudseed.hosts import scheduler
 from cloudseed.hosts.errors import NoValidHost
 from cloudseed.images import service as images
@@ -44,7 +46,7 @@ from cloudseed.servers.lifecycle import edits
 from cloudseed.servers.live_keys import sets as key_sets
 from cloudseed.servers.live_keys import store as live_keys
 from cloudseed.servers.live_keys.sets import KeyRequest
-from cloudseed.settings import Settings
+from cloudseed.settings import QuotaSection, Settings
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,22 @@ class Created:
     reservation_id: str
     admin_pass: str
     action_ids: dict[str, int]
+
+
+@dataclass(frozen=True)
+class _Admission:
+    """What a create may make, read and checked in the API database before anything is
+    allocated."""
+
+    keypairs: list[dict[str, Any]]
+    flavor: FlavorSnapshot
+    image_uuid: str
+    image_props: dict[str, str]
+    vcpus: int
+    memory_mb: int
+    root_gb: int
+    limits: quotas.InstanceLimits
+    count: int
 
 
 def generate_password(length: int = 12) -> str:
@@ -85,114 +103,83 @@ def create_servers(
     admin_pass = request.admin_pass or generate_password()
     cell_id = cells.default_cell()
     project_id, user_id = request.actor.project_id, request.actor.user_id
-    with api_db.write() as session:
-        keypairs = _key_set(session, request)
-        edits.check_metadata_items(
-            quotas.metadata_items_limit(session, project_id=project_id, user_id=user_id),
-            request.metadata,
-        )
-        personality.check_limits(
-            session,
-            request.files,
-            project_id=request.actor.project_id,
-            user_id=request.actor.user_id,
-            quota=quota,
-        )
-        try:
-            flavor = flavors.snapshot(flavors.get_flavor(session, request.flavor_ref))
-        except FlavorNotFound as exc:  # a request naming a missing flavor: 400 in Nova
-            raise InvalidInput(str(exc)) from exc
-        image = images.bootable_image(session, request.image_ref, viewer=_image_viewer(request))
-        image_props = images.properties_of(image)
-        vcpus, memory_mb, root_gb = flavor.vcpus, flavor.memory_mb, flavor.root_gb
-        images.check_flavor_fits(image, root_gb=root_gb, memory_mb=memory_mb)
-        # The quota decides how many before anything is allocated (names, ports, rows).
-        limits = quotas.instance_limits(session, quota, project_id=project_id, user_id=user_id)
-        count = quotas.allowed_instances(
-            limits,
-            project_usage=usage.count(cells, project_id=project_id),
-            user_usage=usage.count(cells, project_id=project_id, user_id=user_id)
-            if limits.user is not None
-            else None,
-            vcpus=vcpus,
-            memory_mb=memory_mb,
-            min_count=request.min_count,
-            max_count=request.count,
-        )
-        image_uuid = image.uuid
+    admitted = api_db.run(lambda session: _admit(session, cells, request, quota), write=True)
+    count, limits = admitted.count, admitted.limits
+    vcpus, memory_mb = admitted.vcpus, admitted.memory_mb
     uuids, ports = _reserve(api_db, request, count=count, cell_id=cell_id)
     config_drive = (
         request.config_drive
         or force_config_drive
-        or image_props.get("img_config_drive") == "mandatory"
+        or admitted.image_props.get("img_config_drive") == "mandatory"
     )
     new_servers = new_instance_rows.NewServers(
         request=request,
         count=count,
         reservation_id=reservation_id,
         admin_pass=admin_pass,
-        flavor=flavor,
+        flavor=admitted.flavor,
         vcpus=vcpus,
         memory_mb=memory_mb,
-        root_gb=root_gb,
-        image_uuid=image_uuid,
-        image_props=image_props,
-        keypairs=keypairs,
+        root_gb=admitted.root_gb,
+        image_uuid=admitted.image_uuid,
+        image_props=admitted.image_props,
+        keypairs=admitted.keypairs,
         config_drive=config_drive,
         destination=destination,
     )
     cell = cells.by_id(cell_id)
     ports = port_plans.unique_macs(cell, ports)
-    try:
-        with cell.write() as session:
-            try:
-                placements: list[scheduler.Placement | None] = list(
-                    scheduler.choose_hosts(
+
+    def add_instances(session: Session) -> dict[str, int]:
+        try:
+            placements: list[scheduler.Placement | None] = list(
+                scheduler.choose_hosts(
+                    session,
+                    destinations.scheduler_request(
                         session,
-                        destinations.scheduler_request(
-                            session,
-                            destination,
-                            request.scheduler_hints,
-                            count=count,
-                            vcpus=vcpus,
-                            memory_mb=memory_mb,
-                            root_gb=root_gb,
-                        ),
-                        settings=settings,
-                        usage=usage.by_host,
-                    )
+                        destination,
+                        request.scheduler_hints,
+                        count=count,
+                        vcpus=vcpus,
+                        memory_mb=memory_mb,
+                        root_gb=admitted.root_gb,
+                    ),
+                    settings=settings,
+                    usage=usage.by_host,
                 )
-                no_host: NoValidHost | None = None
-            except NoValidHost as exc:
-                # As in Nova: the servers exist, in ERROR, with the scheduler's fault.
-                placements, no_host = [None] * count, exc
-            history.new_instances(session, uuids)
-            action_ids = new_instance_rows.add_instances(
-                session,
-                new_servers,
-                uuids=uuids,
-                placements=placements,
-                no_host=no_host,
-                ports=ports,
             )
-            if quota.recheck_quota:
-                # Others may have created since we counted; this count includes them and us.
-                session.flush()
-                quotas.recheck_instances(
-                    limits,
-                    project_usage=_usage_with(session, cells, cell_id, project_id),
-                    user_usage=_usage_with(session, cells, cell_id, project_id, user_id)
-                    if limits.user is not None
-                    else None,
-                    vcpus=vcpus,
-                    memory_mb=memory_mb,
-                    requested=count,
-                )
+            no_host: NoValidHost | None = None
+        except NoValidHost as exc:
+            # As in Nova: the servers exist, in ERROR, with the scheduler's fault.
+            placements, no_host = [None] * count, exc
+        history.new_instances(session, uuids)
+        action_ids = new_instance_rows.add_instances(
+            session,
+            new_servers,
+            uuids=uuids,
+            placements=placements,
+            no_host=no_host,
+            ports=ports,
+        )
+        if quota.recheck_quota:
+            # Others may have created since we counted; this count includes them and us.
+            session.flush()
+            quotas.recheck_instances(
+                limits,
+                project_usage=_usage_with(session, cells, cell_id, project_id),
+                user_usage=_usage_with(session, cells, cell_id, project_id, user_id)
+                if limits.user is not None
+                else None,
+                vcpus=vcpus,
+                memory_mb=memory_mb,
+                requested=count,
+            )
+        return action_ids
+
+    try:
+        action_ids = cell.run(add_instances, write=True)
     except BaseException:
-        with api_db.write() as session:
-            session.execute(delete(InstanceMapping).where(InstanceMapping.instance_uuid.in_(uuids)))
-            for u in uuids:
-                networks.release(session, instance_uuid=u)
+        api_db.run(partial(_unreserve, uuids=uuids), write=True)
         raise
     return Created(
         uuids=uuids, reservation_id=reservation_id, admin_pass=admin_pass, action_ids=action_ids
@@ -211,27 +198,80 @@ def _reserve(
     API database transaction, run again when a concurrent create took an address first (or
     the database rolled it back to break a deadlock)."""
 
-    def once() -> tuple[list[str], dict[str, list[networks.PortPlan]]]:
-        with api_db.write() as session:
-            uuids = [str(uuid.uuid4()) for _ in range(count)]
-            try:
-                ports = port_plans.plan_all(session, request.networks, uuids)
-            except NetworkNotFound as exc:  # 400 in Nova too
-                raise InvalidInput(str(exc)) from exc
-            session.add_all(
-                [
-                    InstanceMapping(
-                        instance_uuid=u,
-                        cell_id=cell_id,
-                        project_id=request.actor.project_id,
-                        user_id=request.actor.user_id,
-                    )
-                    for u in uuids
-                ]
-            )
-            return uuids, ports
+    def once(session: Session) -> tuple[list[str], dict[str, list[networks.PortPlan]]]:
+        uuids = [str(uuid.uuid4()) for _ in range(count)]
+        try:
+            ports = port_plans.plan_all(session, request.networks, uuids)
+        except NetworkNotFound as exc:  # 400 in Nova too
+            raise InvalidInput(str(exc)) from exc
+        session.add_all(
+            [
+                InstanceMapping(
+                    instance_uuid=u,
+                    cell_id=cell_id,
+                    project_id=request.actor.project_id,
+                    user_id=request.actor.user_id,
+                )
+                for u in uuids
+            ]
+        )
+        return uuids, ports
 
-    return again_when_rolled_back(once, attempts=RESERVE_ATTEMPTS, lost_to=(AddressTaken,))
+    return api_db.run(once, write=True, attempts=RESERVE_ATTEMPTS, lost_to=(AddressTaken,))
+
+
+def _unreserve(session: Session, *, uuids: list[str]) -> None:
+    """Undo ``_reserve`` (the cell's write failed): no mappings, no addresses."""
+    session.execute(delete(InstanceMapping).where(InstanceMapping.instance_uuid.in_(uuids)))
+    for u in uuids:
+        networks.release(session, instance_uuid=u)
+
+
+def _admit(
+    session: Session, cells: CellDatabases, request: CreateRequest, quota: QuotaSection
+) -> _Admission:
+    """The request's keys, flavor and image resolved, its metadata and files within limits,
+    and how many servers the quota allows (the usage counted in every cell)."""
+    project_id, user_id = request.actor.project_id, request.actor.user_id
+    keypairs = _key_set(session, request)
+    edits.check_metadata_items(
+        quotas.metadata_items_limit(session, project_id=project_id, user_id=user_id),
+        request.metadata,
+    )
+    personality.check_limits(
+        session, request.files, project_id=project_id, user_id=user_id, quota=quota
+    )
+    try:
+        flavor = flavors.snapshot(flavors.get_flavor(session, request.flavor_ref))
+    except FlavorNotFound as exc:  # a request naming a missing flavor: 400 in Nova
+        raise InvalidInput(str(exc)) from exc
+    image = images.bootable_image(session, request.image_ref, viewer=_image_viewer(request))
+    vcpus, memory_mb, root_gb = flavor.vcpus, flavor.memory_mb, flavor.root_gb
+    images.check_flavor_fits(image, root_gb=root_gb, memory_mb=memory_mb)
+    # The quota decides how many before anything is allocated (names, ports, rows).
+    limits = quotas.instance_limits(session, quota, project_id=project_id, user_id=user_id)
+    count = quotas.allowed_instances(
+        limits,
+        project_usage=usage.count(cells, project_id=project_id),
+        user_usage=usage.count(cells, project_id=project_id, user_id=user_id)
+        if limits.user is not None
+        else None,
+        vcpus=vcpus,
+        memory_mb=memory_mb,
+        min_count=request.min_count,
+        max_count=request.count,
+    )
+    return _Admission(
+        keypairs=keypairs,
+        flavor=flavor,
+        image_uuid=image.uuid,
+        image_props=images.properties_of(image),
+        vcpus=vcpus,
+        memory_mb=memory_mb,
+        root_gb=root_gb,
+        limits=limits,
+        count=count,
+    )
 
 
 def _key_set(session: Session, request: CreateRequest) -> list[dict[str, Any]]:

@@ -11,10 +11,10 @@ reset) can never overwrite what happened since.
 
 On PostgreSQL and MariaDB ``claim`` reads with ``FOR UPDATE SKIP LOCKED``, so agents of one
 host never wait on each other's rows; SQLite has one writer at a time, which is the same
-guarantee. After commit, listeners registered with ``on_enqueued`` hear which hosts got new
-work (the in-process agent wakes at once); on PostgreSQL a NOTIFY on the
-``cloudseed_operations`` channel, sent at commit, wakes the agents of other processes
-(``db/notify.py``); elsewhere they find the work at their next poll.
+guarantee. After commit, the ``OPERATIONS`` listeners of the database's announcer hear which
+hosts got new work (db/announcements.py: the in-process agent wakes at once); on PostgreSQL
+a NOTIFY on the ``cloudseed_operations`` channel, sent at commit, wakes the agents of other
+processes (``db/notify.py``); elsewhere they find the work at their next poll.
 """
 
 from __future__ import annotations
@@ -22,13 +22,13 @@ from __future__ import annotations
 import datetime as dt
 import json
 import uuid as uuidlib
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import and_, event, or_, select, update
+from sqlalchemy import and_, or_, select, update
 from sqlalchemy.orm import Session
 
+from cloudseed.db.announcements import announce
 from cloudseed.db.base import utcnow
 from cloudseed.db.notify import OPERATIONS, notify
 from cloudseed.servers.models import Operation
@@ -68,7 +68,7 @@ def enqueue(
             attempts=0,
         )
     )
-    session.info.setdefault(_ENQUEUED, set()).add(host or "")
+    announce(session, OPERATIONS, [host or ""])  # this process's agent, after commit
     notify(session, OPERATIONS, host or "")  # other processes' agents, at commit
     return op_uuid
 
@@ -220,29 +220,3 @@ def payload_of(op: Operation) -> dict[str, Any]:
 
 def _without_secrets(payload: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in payload.items() if k not in SECRET_KEYS}
-
-
-# After commit, the hosts that got new operations are announced in this process (the local
-# agent wakes at once instead of at its next poll). Listeners run in the committing thread.
-_ENQUEUED = "cloudseed.enqueued_hosts"
-_listeners: list[Callable[[frozenset[str]], None]] = []
-
-
-def on_enqueued(listener: Callable[[frozenset[str]], None]) -> Callable[[], None]:
-    """Call ``listener(hosts)`` after each commit that queued operations; returns the function
-    that stops it."""
-    _listeners.append(listener)
-    return lambda: _listeners.remove(listener) if listener in _listeners else None
-
-
-@event.listens_for(Session, "after_commit")
-def _announce(session: Session) -> None:
-    hosts = session.info.pop(_ENQUEUED, None)
-    if hosts:
-        for listener in list(_listeners):
-            listener(frozenset(hosts))
-
-
-@event.listens_for(Session, "after_rollback")
-def _forget_unannounced(session: Session) -> None:
-    session.info.pop(_ENQUEUED, None)

@@ -93,7 +93,10 @@ class Servers:
             )
         payload = _rebuild_payload(request, image_uuid=image.uuid)
         apply: dict[str, Any] = payload["apply"]
-        with self.cells.for_instance(uuid).write() as session:
+
+        def claim(session: Session) -> tuple[records.ServerRecord, int]:
+            # Run again after a deadlock: what it puts in payload and apply is the same each
+            # time (keys overwritten, never appended).
             before = records.load(session, uuid)
             flavor = before.flavor
             images.check_flavor_fits(
@@ -135,7 +138,9 @@ class Servers:
                 payload=payload,
             )
             session.flush()
-            record = records.load(session, uuid)
+            return records.load(session, uuid), generation
+
+        record, generation = self.cells.for_instance(uuid).run(claim, write=True)
         record = records.overlay(record, payload)
         # Shown as it will be: a new key generation, which the new guest has yet to get.
         record.extra.keys_generation = generation
@@ -145,7 +150,8 @@ class Servers:
         self, uuid: str, *, actor: Actor, hard: bool, user_data: str | Unset | None = UNSET
     ) -> None:
         operation = "reboot_hard" if hard else "reboot_soft"
-        with self.cells.for_instance(uuid).write() as session:
+
+        def claim_reboot(session: Session) -> None:
             instance = records.load(session, uuid).instance
             records.claim_task(
                 session,
@@ -177,6 +183,8 @@ class Servers:
                 payload=payload,
             )
 
+        self.cells.for_instance(uuid).run(claim_reboot, write=True)
+
     def stop(self, uuid: str, *, actor: Actor) -> None:
         self._simple(uuid, actor, "stop", states.POWERING_OFF)
 
@@ -185,7 +193,8 @@ class Servers:
 
     def _simple(self, uuid: str, actor: Actor, operation: str, task_state: str) -> None:
         event = f"compute_{operation}_instance"
-        with self.cells.for_instance(uuid).write() as session:
+
+        def claim_simple(session: Session) -> None:
             instance = records.load(session, uuid).instance
             records.claim_task(session, uuid, operation=operation, task_state=task_state)
             action_id = action_log.start(
@@ -199,11 +208,14 @@ class Servers:
                 action_id=action_id,
             )
 
+        self.cells.for_instance(uuid).run(claim_simple, write=True)
+
     def reset_state(self, uuid: str, *, actor: Actor, state: str) -> None:
         """``os-resetState``: set vm_state (active or error), clear the task, and cancel the
         instance's open operations, so an agent still working on one cannot overwrite the
         reset (its lease is gone; it records nothing)."""
-        with self.cells.for_instance(uuid).write() as session:
+
+        def reset(session: Session) -> None:
             records.load(session, uuid, for_update=True)
             cancelled = queue.cancel_open(session, uuid, reason=f"reset to {state} by an admin")
             session.execute(
@@ -221,18 +233,24 @@ class Servers:
                 details=f"state {state}; {cancelled} open operation(s) cancelled",
             )
 
+        self.cells.for_instance(uuid).run(reset, write=True)
+
     def lock(self, uuid: str, *, actor: Actor, by_admin: bool, reason: str | None) -> None:
         """``lock``: Nova's ``locked``, ``locked_by`` (owner or admin) and ``locked_reason``."""
-        with self.cells.for_instance(uuid).write() as session:
+
+        def lock_in_cell(session: Session) -> None:
             records.load(session, uuid, for_update=True)
             self._set_lock(session, uuid, locked=True)
             records.set_system_metadata(session, uuid, LOCKED_BY, "admin" if by_admin else "owner")
             records.set_system_metadata(session, uuid, LOCKED_REASON, reason)
             action_log.start(session, instance_uuid=uuid, action="lock", actor=actor)
 
+        self.cells.for_instance(uuid).run(lock_in_cell, write=True)
+
     def unlock(self, uuid: str, *, actor: Actor, by_admin: bool) -> None:
         """``unlock``: a lock an administrator took is theirs to lift (403 for the owner)."""
-        with self.cells.for_instance(uuid).write() as session:
+
+        def unlock_in_cell(session: Session) -> None:
             record = records.load(session, uuid, for_update=True)
             if record.system_metadata.get(LOCKED_BY) == "admin" and not by_admin:
                 raise Forbidden(
@@ -243,6 +261,8 @@ class Servers:
             records.set_system_metadata(session, uuid, LOCKED_BY, None)
             records.set_system_metadata(session, uuid, LOCKED_REASON, None)
             action_log.start(session, instance_uuid=uuid, action="unlock", actor=actor)
+
+        self.cells.for_instance(uuid).run(unlock_in_cell, write=True)
 
     @staticmethod
     def _set_lock(session: Session, uuid: str, *, locked: bool) -> None:
@@ -258,7 +278,8 @@ class Servers:
         longer answers for it); the guest is destroyed by its host's agent, through a queued
         destroy that replaces whatever the instance had open."""
         cell = self.cells.for_instance(uuid)
-        with cell.write() as session:
+
+        def delete_in_cell(session: Session) -> None:
             instance = records.load(session, uuid, for_update=True).instance
             now = utcnow()
             queue.cancel_open(session, uuid, reason="the instance was deleted")
@@ -281,13 +302,18 @@ class Servers:
             action_log.start(session, instance_uuid=uuid, action="delete", actor=actor)
             if instance.host is not None:
                 queue.enqueue(session, instance_uuid=uuid, kind="destroy", host=instance.host)
-        with self.api_db.write() as session:
+
+        cell.run(delete_in_cell, write=True)
+
+        def release_mapping(session: Session) -> None:
             networks.release(session, instance_uuid=uuid)
             session.execute(
                 update(InstanceMapping)
                 .where(InstanceMapping.instance_uuid == uuid)
                 .values(queued_for_delete=True, updated_at=utcnow())
             )
+
+        self.api_db.run(release_mapping, write=True)
 
     def console_output(self, uuid: str, *, length: int | None) -> str:
         """The end of the guest's console log, as ``os-getConsoleOutput`` returns it."""

@@ -119,9 +119,12 @@ def replace(
     actor: Actor,
 ) -> tuple[list[ProjectKeyView], int]:
     """Set the project's keys and fan them out; the new list and how many servers changed."""
-    with api_db.write() as session:
+
+    def store(session: Session) -> list[ProjectKeyView]:
         _store(session, project_id, requests)
-        shown = listed(session, project_id)
+        return listed(session, project_id)
+
+    shown = api_db.run(store, write=True)
     # Each server reads the list with its row locked (live_keys.change), so of two PUTs
     # fanning out at once the last committed list is the one every server ends with.
     project = live_keys.project_reader(api_db, project_id)
@@ -129,8 +132,9 @@ def replace(
     for cell in cells.all_cells():
         # A fan-out the database rolled back to break a deadlock (a guest's delivery record
         # or an agent held a row the other way round) left nothing behind: it runs again.
-        changed += cell.retried_write(
+        changed += cell.run(
             partial(fan_out, project_id=project_id, project=project, actor=actor),
+            write=True,
             attempts=DEADLOCK_ATTEMPTS,
         )
     return shown, changed
