@@ -90,8 +90,10 @@ def _image_viewer(request: CreateRequest) -> Viewer:
 def create_servers(
     api_db: Database, cells: CellDatabases, request: CreateRequest, *, settings: Settings
 ) -> Created:
+    """Check the request, reserve its uuids and addresses in the API database, then write the
+    servers' rows in the default cell (placed by the scheduler; in ERROR with its fault when no
+    host fits). A failed cell write takes the reservation back."""
     quota = settings.quota
-    force_config_drive = settings.default.force_config_drive
     destination = destinations.parse(
         request.availability_zone,
         requested_host=request.requested_host,
@@ -102,14 +104,12 @@ def create_servers(
     reservation_id = "r-" + secrets.token_hex(4)
     admin_pass = request.admin_pass or generate_password()
     cell_id = cells.default_cell()
-    project_id, user_id = request.actor.project_id, request.actor.user_id
     admitted = api_db.run(lambda session: _admit(session, cells, request, quota), write=True)
-    count, limits = admitted.count, admitted.limits
-    vcpus, memory_mb = admitted.vcpus, admitted.memory_mb
+    count = admitted.count
     uuids, ports = _reserve(api_db, request, count=count, cell_id=cell_id)
     config_drive = (
         request.config_drive
-        or force_config_drive
+        or settings.default.force_config_drive
         or admitted.image_props.get("img_config_drive") == "mandatory"
     )
     new_servers = new_instance_rows.NewServers(
@@ -118,8 +118,8 @@ def create_servers(
         reservation_id=reservation_id,
         admin_pass=admin_pass,
         flavor=admitted.flavor,
-        vcpus=vcpus,
-        memory_mb=memory_mb,
+        vcpus=admitted.vcpus,
+        memory_mb=admitted.memory_mb,
         root_gb=admitted.root_gb,
         image_uuid=admitted.image_uuid,
         image_props=admitted.image_props,
@@ -131,27 +131,9 @@ def create_servers(
     ports = port_plans.unique_macs(cell, ports)
 
     def add_instances(session: Session) -> dict[str, int]:
-        try:
-            placements: list[scheduler.Placement | None] = list(
-                scheduler.choose_hosts(
-                    session,
-                    destinations.scheduler_request(
-                        session,
-                        destination,
-                        request.scheduler_hints,
-                        count=count,
-                        vcpus=vcpus,
-                        memory_mb=memory_mb,
-                        root_gb=admitted.root_gb,
-                    ),
-                    settings=settings,
-                    usage=usage.by_host,
-                )
-            )
-            no_host: NoValidHost | None = None
-        except NoValidHost as exc:
-            # As in Nova: the servers exist, in ERROR, with the scheduler's fault.
-            placements, no_host = [None] * count, exc
+        placements, no_host = _placements(
+            session, destination, request, admitted, settings=settings
+        )
         history.new_instances(session, uuids)
         action_ids = new_instance_rows.add_instances(
             session,
@@ -162,18 +144,7 @@ def create_servers(
             ports=ports,
         )
         if quota.recheck_quota:
-            # Others may have created since we counted; this count includes them and us.
-            session.flush()
-            quotas.recheck_instances(
-                limits,
-                project_usage=_usage_with(session, cells, cell_id, project_id),
-                user_usage=_usage_with(session, cells, cell_id, project_id, user_id)
-                if limits.user is not None
-                else None,
-                vcpus=vcpus,
-                memory_mb=memory_mb,
-                requested=count,
-            )
+            _recheck_quota(session, cells, cell_id, request, admitted)
         return action_ids
 
     try:
@@ -183,6 +154,60 @@ def create_servers(
         raise
     return Created(
         uuids=uuids, reservation_id=reservation_id, admin_pass=admin_pass, action_ids=action_ids
+    )
+
+
+def _placements(
+    session: Session,
+    destination: destinations.Destination,
+    request: CreateRequest,
+    admitted: _Admission,
+    *,
+    settings: Settings,
+) -> tuple[list[scheduler.Placement | None], NoValidHost | None]:
+    """A host for each new server, or none and the scheduler's fault: as in Nova, the servers
+    exist then, in ERROR."""
+    try:
+        chosen = scheduler.choose_hosts(
+            session,
+            destinations.scheduler_request(
+                session,
+                destination,
+                request.scheduler_hints,
+                count=admitted.count,
+                vcpus=admitted.vcpus,
+                memory_mb=admitted.memory_mb,
+                root_gb=admitted.root_gb,
+            ),
+            settings=settings,
+            usage=usage.by_host,
+        )
+    except NoValidHost as exc:
+        return [None] * admitted.count, exc
+    placements: list[scheduler.Placement | None] = list(chosen)
+    return placements, None
+
+
+def _recheck_quota(
+    session: Session,
+    cells: CellDatabases,
+    cell_id: int,
+    request: CreateRequest,
+    admitted: _Admission,
+) -> None:
+    """Others may have created since ``_admit`` counted: count again, with this create's own
+    rows flushed, and refuse if the limits no longer hold (``[quota] recheck_quota``)."""
+    project_id, user_id = request.actor.project_id, request.actor.user_id
+    session.flush()
+    quotas.recheck_instances(
+        admitted.limits,
+        project_usage=_usage_with(session, cells, cell_id, project_id),
+        user_usage=_usage_with(session, cells, cell_id, project_id, user_id)
+        if admitted.limits.user is not None
+        else None,
+        vcpus=admitted.vcpus,
+        memory_mb=admitted.memory_mb,
+        requested=admitted.count,
     )
 
 

@@ -30,6 +30,7 @@ from cloudseed.db.base import utcnow
 from cloudseed.db.engines import Database
 from cloudseed.errors import Forbidden
 from cloudseed.images import service as images
+from cloudseed.images.models import Image
 from cloudseed.images.visibility import Viewer
 from cloudseed.networks import service as networks
 from cloudseed.quotas import service as quotas
@@ -66,31 +67,7 @@ class Servers:
         """Queue the rebuild; returns the record as the rebuild will leave it."""
         actor = request.actor
         with self.api_db.read() as session:
-            image = images.bootable_image(
-                session,
-                request.image_ref,
-                viewer=Viewer(project_id=actor.project_id, is_admin=request.admin),
-            )
-            # The caller's limits, as Nova checks them (the request context's project).
-            if request.metadata is not None:
-                edits.check_metadata_items(
-                    quotas.metadata_items_limit(
-                        session, project_id=actor.project_id, user_id=actor.user_id
-                    ),
-                    request.metadata,
-                )
-            personality.check_limits(
-                session,
-                request.files,
-                project_id=actor.project_id,
-                user_id=actor.user_id,
-                quota=request.quota,
-            )
-            own = (
-                live_keys.own_entries(session, user_id=actor.user_id, requests=request.key_names)
-                if request.key_names is not None
-                else None
-            )
+            image, own = _rebuild_checked(session, request)
         payload = _rebuild_payload(request, image_uuid=image.uuid)
         apply: dict[str, Any] = payload["apply"]
 
@@ -322,6 +299,40 @@ class Servers:
         if self.local_console is None or host != self.local_host:
             raise ConsoleNotAvailable(uuid)
         return console_tail(self.local_console(uuid), length)
+
+
+def _rebuild_checked(
+    session: Session, request: RebuildRequest
+) -> tuple[Image, list[dict[str, Any]] | None]:
+    """A rebuild's checks in the API database: the image it boots (which the caller may see),
+    its metadata and files within the caller's limits (as Nova checks them: the request
+    context's project), and the server's own keys the request names (None: unchanged)."""
+    actor = request.actor
+    image = images.bootable_image(
+        session,
+        request.image_ref,
+        viewer=Viewer(project_id=actor.project_id, is_admin=request.admin),
+    )
+    if request.metadata is not None:
+        edits.check_metadata_items(
+            quotas.metadata_items_limit(
+                session, project_id=actor.project_id, user_id=actor.user_id
+            ),
+            request.metadata,
+        )
+    personality.check_limits(
+        session,
+        request.files,
+        project_id=actor.project_id,
+        user_id=actor.user_id,
+        quota=request.quota,
+    )
+    own = (
+        live_keys.own_entries(session, user_id=actor.user_id, requests=request.key_names)
+        if request.key_names is not None
+        else None
+    )
+    return image, own
 
 
 def _rebuild_payload(request: RebuildRequest, *, image_uuid: str) -> dict[str, Any]:
