@@ -21,7 +21,6 @@ import re
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -32,6 +31,8 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 import httpx
+
+from tests.support.ports import free_port
 
 QUIET_LOCK = Path("/tmp/cloudseed-quiet.lock")
 # The waits come from boots measured on this 2-core machine without KVM (docs/benchmarks.md,
@@ -57,13 +58,6 @@ ID_ONLY = ("-f", "value", "-c", "id")
 FIRST_HOST = "e2e-host-a"
 # noauth2's administrator, at the microversion that shows a server's host.
 ADMIN = {"X-Auth-Token": "admin:e2e-project", "OpenStack-API-Version": "compute 2.74"}
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def wait_until_quiet() -> None:

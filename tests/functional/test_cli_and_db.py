@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,6 +19,7 @@ from cloudseed.db.engines import Database
 from cloudseed.schema import sync as schema_sync
 from tests.conftest import make_settings
 from tests.support import keys
+from tests.support.ports import free_port
 
 
 def run(*args: str, env: dict[str, str] | None = None) -> tuple[int, str]:
@@ -91,12 +91,6 @@ class TestKeypairCli:
         assert run(*d, "keypair", "delete", "k1", "--user", "u1")[0] == 0
         code, out = run(*d, "keypair", "show", "k1", "--user", "u1")
         assert (code, out.strip()) == (1, "Error: Keypair k1 not found for user u1")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def listening_sockets(port: int) -> int:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import socket
 import time
 from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -26,6 +25,7 @@ from cloudseed.vendordata import (
     VendordataError,
     VendordataRequest,
 )
+from tests.support.ports import free_port
 from tests.support.vendordata_targets import Targets, running_targets
 
 pytestmark = pytest.mark.anyio
@@ -113,12 +113,6 @@ def document(data: bytes) -> dict[str, Any]:
     return value
 
 
-def closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 async def test_what_each_target_receives(tmp_path: Path, targets: Targets) -> None:
     settings = make_settings(
         tmp_path,
@@ -179,7 +173,7 @@ async def test_provider_order_is_key_order_and_user_data_may_be_null(
 async def test_failing_targets_give_empty_entries_and_warnings(
     tmp_path: Path, targets: Targets, caplog: pytest.LogCaptureFixture
 ) -> None:
-    dead = f"http://127.0.0.1:{closed_port()}/"
+    dead = f"http://127.0.0.1:{free_port()}/"  # nothing listens there
     settings = make_settings(
         tmp_path,
         providers="StaticJSON,DynamicJSON",

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -25,17 +24,12 @@ from cloudseed.hosts.models import ComputeNode
 from cloudseed.images import service as images
 from cloudseed.servers.models import Operation
 from tests.support import databases
+from tests.support.ports import free_port
 
 T = TypeVar("T")
 
 # An admin at 2.74, who may pick a server's compute host.
 ADMIN = {"X-Auth-Token": "admin:proj", "OpenStack-API-Version": "compute 2.74"}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass

@@ -43,7 +43,6 @@ import grp
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -54,6 +53,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+
+from tests.support.ports import free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CACHE_DIR = REPO_ROOT / ".cache"
@@ -283,12 +284,6 @@ def issue_token(auth_url: str, username: str, password: str, scope: dict[str, An
     if response.status_code != 201:
         raise RuntimeError(f"token for {username} refused: {response.status_code} {response.text}")
     return response.headers["X-Subject-Token"]
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _tail(path: Path, lines: int = 40) -> str:
@@ -539,7 +534,7 @@ def running_keystone(directory: Path, report: Report = _stderr_report) -> Iterat
     proc: subprocess.Popen[bytes] | None = None
     try:
         for attempt in range(1, START_ATTEMPTS + 1):
-            port = _free_port()
+            port = free_port()
             url = f"http://127.0.0.1:{port}"
             with _timed(note, f"gunicorn start + bootstrap + wait for /v3 (port {port})"):
                 proc = _start_gunicorn(venv, directory, port)
