@@ -11,20 +11,14 @@ from pathlib import Path
 
 import httpx
 import pytest
-from click.testing import CliRunner
 from sqlalchemy import text
 
-from cloudseed.cli import cli
 from cloudseed.db.engines import Database
 from cloudseed.schema import sync as schema_sync
-from tests.conftest import make_settings
 from tests.support import keys
+from tests.support.cli import run
+from tests.support.databases import make_settings
 from tests.support.ports import free_port
-
-
-def run(*args: str, env: dict[str, str] | None = None) -> tuple[int, str]:
-    result = CliRunner().invoke(cli, list(args), env=env, catch_exceptions=False)
-    return result.exit_code, result.output
 
 
 class TestDb:

@@ -41,8 +41,8 @@ from cloudseed.networks import service as networks
 from cloudseed.servers import schemas as server_schemas
 from cloudseed.servers.models import Instance, InstanceExtra
 from cloudseed.web.microversions import MAX_VERSION, APIVersion
-from tests.conftest import KEPT_TABLES
 from tests.support.cloud import Cloud, create_server, make_cloud, wait_for
+from tests.support.databases import KEPT_TABLES
 from tests.support.fuzzing import BIG_DIGITS, HOSTILE_STRINGS, Raw, dumps, from_schema, spoiled
 from tests.support.fuzzing import hostile as hostile_value
 from tests.support.server import running_metadata

@@ -11,16 +11,11 @@ import pytest
 from sqlalchemy import select
 
 from cloudseed.servers.models import InstanceExtra, Operation
-from tests.support.cloud import create_server, make_cloud, mv, wait_for
+from tests.support.cloud import create_server, mv, wait_for
 from tests.support.snapshot import changes, snapshot
 
 LIVE = mv("2.106")
 ADMIN = {"X-Auth-Token": "admin:proj"}
-
-
-@pytest.fixture()
-def cloud(api, api_db, tmp_path):
-    return make_cloud(api, api_db, tmp_path)
 
 
 def future(seconds: float = 86400) -> str:

@@ -13,16 +13,16 @@ import pytest
 from cloudseed.compute.fake import FakeDriver
 from cloudseed.db.engines import Database
 from cloudseed.settings import Settings
-from tests.functional.test_metadata_service import boot, cloud, with_options
 from tests.support.cloud import Cloud, create_server, wait_for
-from tests.support.server import running_api, running_metadata
+from tests.support.guests import boot
+from tests.support.server import running_api, running_metadata, with_options
 from tests.support.vendordata_targets import Targets, running_targets
 
 pytestmark = [
+    pytest.mark.loopback_guests,
     pytest.mark.databases,
     pytest.mark.parametrize("backend", ["sqlite", "postgresql"], indirect=True),
 ]
-__all__ = ["cloud"]  # the fixture, imported to be used here
 
 
 @pytest.fixture(scope="module")

@@ -18,18 +18,19 @@ from prometheus_client.mmap_dict import MmapedDict
 from prometheus_client.parser import text_string_to_metric_families
 
 from cloudseed.settings import Settings
-from tests.functional.test_metadata_service import boot, cloud, eventually, with_options
 from tests.support import databases
 from tests.support.cloud import Cloud
 from tests.support.cluster import free_port, healthy, running_cluster, wait
-from tests.support.server import running_api, running_metadata
+from tests.support.guests import boot
+from tests.support.server import running_api, running_metadata, with_options
 from tests.support.vendordata_targets import Targets, running_targets
+from tests.support.waiting import eventually
 
 pytestmark = [
+    pytest.mark.loopback_guests,
     pytest.mark.databases,
     pytest.mark.parametrize("backend", ["sqlite", "postgresql"], indirect=True),
 ]
-__all__ = ["cloud"]  # the fixture, imported to be used here
 
 SCRAPER = "127.0.0.1"  # the tests' guests connect from other 127.0.0.0/24 addresses
 

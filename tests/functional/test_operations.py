@@ -26,15 +26,10 @@ from cloudseed.servers import queue, records
 from cloudseed.servers.models import InstanceSystemMetadata, Operation
 from cloudseed.servers.system_keys import SSH_FORWARD
 from cloudseed.settings import Settings
-from tests.support.cloud import b64, make_cloud, mv
+from tests.support.cloud import b64, mv
 
 ADMIN = {"X-Auth-Token": "admin:proj"}
 V274 = "2.74"
-
-
-@pytest.fixture()
-def cloud(api, api_db, tmp_path):
-    return make_cloud(api, api_db, tmp_path)
 
 
 @pytest.fixture()

@@ -31,9 +31,9 @@ from cloudseed.compute.errors import (
 from cloudseed.compute.interfaces import BootImage
 from cloudseed.compute.qemu import QemuDriver
 from cloudseed.compute.qemu_guest_agent import MAX_REPLY, GuestAgentClient, push_keys
-from tests.functional.test_qemu_driver import ext4_image, guest, settings_for
 from tests.support import keys
 from tests.support.dummy_guest import write_kernel
+from tests.support.qemu import ext4_image, guest, settings_for
 
 QEMU_GA = shutil.which("qemu-ga", path="/usr/sbin:/usr/bin:/sbin:/bin")
 TOOLS = {"LC_ALL": "C", "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}

@@ -12,15 +12,10 @@ import httpx
 import pytest
 
 from cloudseed.db.engines import Database
-from tests.support.cloud import Cloud, make_cloud, mv, wait_for
+from tests.support.cloud import Cloud, mv, wait_for
 from tests.support.snapshot import changes, snapshot
 
 ADMIN = {"X-Auth-Token": "admin:admin-proj"}
-
-
-@pytest.fixture()
-def cloud(api, api_db, tmp_path) -> Cloud:
-    return make_cloud(api, api_db, tmp_path)
 
 
 @pytest.fixture()

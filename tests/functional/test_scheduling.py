@@ -18,14 +18,9 @@ from cloudseed.compute.interfaces import Capacity
 from cloudseed.db.engines import Database
 from cloudseed.hosts import service as hosts
 from cloudseed.hosts.models import ComputeNode, Service
-from tests.support.cloud import make_cloud, mv
+from tests.support.cloud import mv
 
 ADMIN = {"X-Auth-Token": "admin:proj"}
-
-
-@pytest.fixture()
-def cloud(api, api_db, tmp_path):
-    return make_cloud(api, api_db, tmp_path)
 
 
 @pytest.fixture()

@@ -33,6 +33,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from tests.support import osc
 from tests.support.osc import NETWORK_ERRORS  # one list, shared with osc.py
@@ -267,3 +270,27 @@ def older_compute(*, advertised: str, accepted: str) -> Iterator[OlderCompute]:
 def _version_tuple(version: str) -> tuple[int, int]:
     major, minor = version.split(".")
     return int(major), int(minor)
+
+
+# Only SQLite, as the other CLI tests: each `openstack` run costs 1.5-3 s of start-up, and the
+# API's behaviour on every backend is covered by tests/functional. (Per test, not per module:
+# the test against a fake compute API uses no database.)
+sqlite_only = pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+
+
+OSC_VERSION = "2.100"  # what OSC negotiates for server commands against cloudseed's 2.105
+
+
+def no_traceback(result: Any) -> None:
+    assert "Traceback" not in result.stderr + result.stdout, result.stderr
+
+
+def openstack_or_skip() -> Path:
+    """``openstack_with_plugin()``, or the test skips (fails under CLOUDSEED_REQUIRE_DBS=1)
+    when it cannot be installed here."""
+    try:
+        return openstack_with_plugin()
+    except osc.OscUnavailable as exc:
+        if osc.required():
+            pytest.fail(f"CLOUDSEED_REQUIRE_DBS=1 but OSC with cloudseed-osc is unavailable: {exc}")
+        pytest.skip(f"python-openstackclient cannot be installed here: {exc}")

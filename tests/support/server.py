@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import httpx
 from sqlalchemy import delete
@@ -146,3 +147,9 @@ def _wait_until_ready(url: str, thread: threading.Thread) -> None:
             break
         time.sleep(0.05)
     raise RuntimeError("test server did not start")
+
+
+def with_options(settings: Settings, section: str, **values: Any) -> Settings:
+    return dataclasses.replace(
+        settings, **{section: dataclasses.replace(getattr(settings, section), **values)}
+    )

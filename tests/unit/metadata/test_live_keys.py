@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -17,8 +16,7 @@ from cloudseed.metadata.delivery import guest_facts, posix_time
 from cloudseed.metadata.documents import GuestDocuments
 from cloudseed.metadata.facts import GuestFacts, KeyFacts
 from cloudseed.servers import key_delivery
-from cloudseed.servers.models import Instance, InstanceExtra
-from tests.unit.metadata.test_tree_and_render import facts
+from tests.support.guest_facts import facts, record
 
 ED = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGFsaWNl alice@laptop"
 RSA = "ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABAQ bob"
@@ -96,33 +94,6 @@ def test_keys_expire_at_request_time() -> None:
     moved = documents.at(1500.0)
     assert moved is not documents and moved.marked == 3
     assert b"win" not in moved.meta_data(v.ROCKY).render()
-
-
-def record(entries: list[dict[str, Any]], **extra: Any) -> Any:
-    """A ServerRecord-shaped object, as records.load_many builds one."""
-    instance = Instance(
-        uuid="u-1",
-        id=3,
-        project_id="p",
-        user_id="alice",
-        display_name="vm",
-        hostname="vm",
-        launch_index=0,
-        availability_zone=None,
-        image_ref="i",
-        reservation_id="r-1",
-        user_data=None,
-        config_drive="",
-    )
-    return SimpleNamespace(
-        instance=instance,
-        extra=InstanceExtra(instance_uuid="u-1", **extra),
-        keypairs=entries,
-        metadata={},
-        system_metadata={},
-        ports=[],
-        flavor={"name": "m1"},
-    )
 
 
 def iso(when: dt.datetime) -> str:
