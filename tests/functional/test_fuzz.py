@@ -47,6 +47,7 @@ from tests.support.fuzzing import BIG_DIGITS, HOSTILE_STRINGS, Raw, dumps, from_
 from tests.support.fuzzing import hostile as hostile_value
 from tests.support.server import running_metadata
 from tests.support.snapshot import Snapshot, changes, snapshot
+from tests.support.waiting import wait_until
 
 EXAMPLES = int(os.environ.get("CLOUDSEED_FUZZ_EXAMPLES", "10"))
 # A file to append each failure to (one JSON line: route, input, status, the server's traceback
@@ -544,14 +545,13 @@ def test_metadata_paths(world: World, metadata_url: str) -> None:
 
 
 def _wait_for_key_delivery(world: World, uuid: str) -> None:
-    deadline = time.monotonic() + 10
     query = select(InstanceExtra.keys_applied_generation).where(InstanceExtra.instance_uuid == uuid)
-    while True:
+
+    def recorded() -> object:
         with world.cell_db.read() as session:
-            if session.scalar(query):
-                return
-        assert time.monotonic() < deadline, "the key delivery was never recorded"
-        time.sleep(0.01)
+            return session.scalar(query)
+
+    wait_until(recorded, timeout=10, what="the key delivery recorded")
 
 
 def _loop_network(world: World) -> str:

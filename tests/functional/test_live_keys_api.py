@@ -13,6 +13,7 @@ from sqlalchemy import select
 from cloudseed.servers.models import InstanceExtra, Operation
 from tests.support.cloud import create_server, mv, wait_for
 from tests.support.snapshot import changes, snapshot
+from tests.support.waiting import wait_until
 
 LIVE = mv("2.106")
 ADMIN = {"X-Auth-Token": "admin:proj"}
@@ -61,13 +62,11 @@ def extra(cell_db, server_id) -> InstanceExtra:
 
 
 def wait_delivery(api, server_id, state, timeout=20):
-    deadline = time.monotonic() + timeout
-    while True:
+    def in_state():
         delivery = show(api, server_id)["key_delivery"]
-        if delivery["state"] == state:
-            return delivery
-        assert time.monotonic() < deadline, delivery
-        time.sleep(0.05)
+        return delivery if delivery["state"] == state else None
+
+    return wait_until(in_state, timeout=timeout, interval=0.05, what=f"key delivery {state}")
 
 
 class TestCreate:

@@ -28,6 +28,7 @@ from tests.support import keys
 from tests.support.dummy_guest import BANNER, write_kernel
 from tests.support.flavors import stored_flavor
 from tests.support.qemu import SECRET, TOOLS, UUID, ext4_image, free_port_range, guest, settings_for
+from tests.support.waiting import wait_until
 
 QEMU = shutil.which("qemu-system-x86_64")
 pytestmark = pytest.mark.skipif(
@@ -73,11 +74,11 @@ def alive(pid: int) -> bool:
 
 
 def wait_console(driver: QemuDriver, count: int, uuid: str = UUID) -> str:
-    deadline = time.monotonic() + 20
-    while (text := driver.console_output(uuid)).count(BANNER.decode()) < count:
-        assert time.monotonic() < deadline, f"console has {text!r}"
-        time.sleep(0.05)
-    return text
+    def banners() -> str | None:
+        text = driver.console_output(uuid)
+        return text if text.count(BANNER.decode()) >= count else None
+
+    return wait_until(banners, timeout=20, interval=0.05, what=f"{count} banners on the console")
 
 
 def test_spawn_runs_qemu_on_an_overlay_with_the_guest_identity(

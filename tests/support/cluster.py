@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ from cloudseed.images import service as images
 from cloudseed.servers.models import Operation
 from tests.support import databases
 from tests.support.ports import free_port
+from tests.support.waiting import wait_until
 
 T = TypeVar("T")
 
@@ -136,14 +136,11 @@ def healthy(base: str) -> bool:
 
 
 def wait(condition: Callable[[], T], timeout: float, cluster: Cluster, what: str) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not reached within {timeout} s\n{cluster.logs()}")
-        time.sleep(0.1)
+    """``wait_until`` that adds the cluster's logs to the failure."""
+    try:
+        return wait_until(condition, timeout=timeout, interval=0.1, max_interval=0.1, what=what)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{cluster.logs()}") from None
 
 
 def _cell(cluster: Cluster) -> Database:
