@@ -20,8 +20,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from cloudseed.settings import Settings
 from tests.support import databases
 from tests.support.cloud import Cloud
-from tests.support.cluster import free_port, healthy, running_cluster, wait
+from tests.support.cluster import healthy, running_cluster, wait
 from tests.support.guests import boot
+from tests.support.ports import free_port
 from tests.support.server import running_api, running_metadata, with_options
 from tests.support.vendordata_targets import Targets, running_targets
 from tests.support.waiting import eventually
