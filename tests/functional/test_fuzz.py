@@ -551,7 +551,7 @@ def _wait_for_key_delivery(world: World, uuid: str) -> None:
         with world.cell_db.read() as session:
             return session.scalar(query)
 
-    wait_until(recorded, timeout=10, what="the key delivery recorded")
+    wait_until(recorded, timeout=10, max_interval=0.01, what="the key delivery recorded")
 
 
 def _loop_network(world: World) -> str:

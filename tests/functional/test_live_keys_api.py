@@ -66,7 +66,9 @@ def wait_delivery(api, server_id, state, timeout=20):
         delivery = show(api, server_id)["key_delivery"]
         return delivery if delivery["state"] == state else None
 
-    return wait_until(in_state, timeout=timeout, interval=0.05, what=f"key delivery {state}")
+    return wait_until(
+        in_state, timeout=timeout, interval=0.05, max_interval=0.05, what=f"key delivery {state}"
+    )
 
 
 class TestCreate:

@@ -78,7 +78,13 @@ def wait_console(driver: QemuDriver, count: int, uuid: str = UUID) -> str:
         text = driver.console_output(uuid)
         return text if text.count(BANNER.decode()) >= count else None
 
-    return wait_until(banners, timeout=20, interval=0.05, what=f"{count} banners on the console")
+    return wait_until(
+        banners,
+        timeout=20,
+        interval=0.05,
+        max_interval=0.05,
+        what=f"{count} banners on the console",
+    )
 
 
 def test_spawn_runs_qemu_on_an_overlay_with_the_guest_identity(

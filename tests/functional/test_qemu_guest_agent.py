@@ -69,7 +69,7 @@ def qga(tmp_path: Path) -> Iterator[Path]:
             assert agent.poll() is None, (directory / "qemu-ga.log").read_text()
             return path.exists()
 
-        wait_until(listening, timeout=10, what="qemu-ga's socket")
+        wait_until(listening, timeout=10, interval=0.02, max_interval=0.02, what="qemu-ga's socket")
         yield path
     finally:
         agent.terminate()

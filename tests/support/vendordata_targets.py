@@ -247,7 +247,9 @@ def running_targets(
         return bool(server.started)
 
     try:
-        wait_until(started, timeout=15, what="the vendordata test targets started")
+        wait_until(
+            started, timeout=15, max_interval=0.01, what="the vendordata test targets started"
+        )
     except AssertionError as exc:
         raise RuntimeError(f"vendordata test targets did not start: {exc}") from None
     try:
