@@ -15,6 +15,7 @@ from sqlalchemy import text
 
 from cloudseed.db.engines import Database
 from cloudseed.schema import sync as schema_sync
+from cloudseed.schema.errors import SchemaMismatch
 from tests.support import keys
 from tests.support.cli import run
 from tests.support.databases import make_settings
@@ -44,7 +45,7 @@ class TestDb:
         db = Database.connect("api", settings.api_database_url)
         with db.engine.begin() as conn:
             conn.execute(text("ALTER TABLE key_pairs ADD COLUMN stray INTEGER"))
-        with pytest.raises(schema_sync.SchemaMismatch, match="differs from the models"):
+        with pytest.raises(SchemaMismatch, match="differs from the models"):
             schema_sync.check(settings)
         with db.engine.begin() as conn:
             conn.execute(text("ALTER TABLE key_pairs DROP COLUMN stray"))

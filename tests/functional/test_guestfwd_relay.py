@@ -89,8 +89,8 @@ def exchange(config: Path, request: bytes) -> bytes:
     with guest, relay_end:
         process = subprocess.Popen(
             [sys.executable, "-I", guestfwd_relay.__file__, str(config)],
-            stdin=relay_end,
-            stdout=relay_end,
+            stdin=relay_end.fileno(),
+            stdout=relay_end.fileno(),
         )
         relay_end.close()
         guest.sendall(request)
@@ -198,8 +198,8 @@ def test_malformed_requests_never_reach_the_service(
     with guest, relay_end:
         process = subprocess.Popen(
             [sys.executable, "-I", guestfwd_relay.__file__, str(config)],
-            stdin=relay_end,
-            stdout=relay_end,
+            stdin=relay_end.fileno(),
+            stdout=relay_end.fileno(),
         )
         relay_end.close()
         guest.sendall(request_bytes)

@@ -19,10 +19,10 @@ def run(*args: str, env: dict[str, str] | None = None) -> tuple[int, str]:
     return result.exit_code, result.output
 
 
-def keys(data_dir: Path) -> list[dict[str, str]]:
+def keys(data_dir: Path) -> list[dict[str, str | None]]:
     code, out = run("--data-dir", str(data_dir), "identity", "list", "-f", "json")
     assert code == 0, out
-    listed: list[dict[str, str]] = json.loads(out)
+    listed: list[dict[str, str | None]] = json.loads(out)
     return listed
 
 

@@ -10,6 +10,7 @@ import time
 import pytest
 from sqlalchemy import select
 
+from cloudseed.db.engines import Database
 from cloudseed.servers.models import InstanceExtra, Operation
 from tests.support.cloud import create_server, mv, wait_for
 from tests.support.snapshot import changes, snapshot
@@ -53,7 +54,7 @@ def key_operations(cell_db, server_id):
         ]
 
 
-def extra(cell_db, server_id) -> InstanceExtra:
+def extra(cell_db: Database, server_id: str) -> InstanceExtra:
     with cell_db.read() as session:
         row = session.scalar(select(InstanceExtra).where(InstanceExtra.instance_uuid == server_id))
         assert row is not None

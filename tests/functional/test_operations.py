@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -79,10 +80,10 @@ def create_on(api: httpx.Client, cloud, host: str, **fields) -> str:
     return server_id
 
 
-def show(api: httpx.Client, server_id: str) -> dict:
+def show(api: httpx.Client, server_id: str) -> dict[str, Any]:
     r = api.get(f"/v2.1/servers/{server_id}", headers={**ADMIN, **mv("2.105")})
     assert r.status_code == 200, r.text
-    server: dict = r.json()["server"]
+    server: dict[str, Any] = r.json()["server"]
     return server
 
 
@@ -105,7 +106,7 @@ def expire_leases(cell_db: Database, server_id: str) -> None:
         )
 
 
-def events(api: httpx.Client, server_id: str) -> list[dict]:
+def events(api: httpx.Client, server_id: str) -> list[dict[str, Any]]:
     actions = api.get(f"/v2.1/servers/{server_id}/os-instance-actions", headers=ADMIN).json()
     found = []
     for action in actions["instanceActions"]:

@@ -32,7 +32,9 @@ def unchanged(api_db: Database, cell_db: Database):
     return check
 
 
-def create(api: httpx.Client, cloud: Cloud, headers: dict[str, str] | None = None, **fields: Any):
+def create(
+    api: httpx.Client, cloud: Cloud, headers: dict[str, str] | None = None, /, **fields: Any
+) -> httpx.Response:
     body = {
         "name": "vm",
         "imageRef": cloud.image_id,

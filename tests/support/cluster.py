@@ -135,7 +135,7 @@ def healthy(base: str) -> bool:
         return False
 
 
-def wait(condition: Callable[[], T], timeout: float, cluster: Cluster, what: str) -> T:
+def wait(condition: Callable[..., T | None], timeout: float, cluster: Cluster, what: str) -> T:
     """``wait_until`` that adds the cluster's logs to the failure."""
     try:
         return wait_until(condition, timeout=timeout, interval=0.1, max_interval=0.1, what=what)

@@ -269,7 +269,7 @@ def _provision_accounts(keystone: Keystone, directory: Path, concurrency: int) -
         roles = {r["name"]: r["id"] for r in ok(client.get("/roles"))["roles"]}
         # (user, project, roles): tempest takes a primary or alt and then a project reader of
         # the same project, so every project has two users with both roles.
-        accounts = [
+        accounts: list[tuple[str, str, tuple[str, ...]]] = [
             (f"user{n}{half}", f"project{n}", ("member", "reader"))
             for n in range(2 * concurrency + 1)
             for half in "ab"

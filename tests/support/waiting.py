@@ -19,7 +19,7 @@ DEFAULT_TIMEOUT = 20.0
 
 
 def wait_until(
-    check: Callable[[], T],
+    check: Callable[[], T | None],
     *,
     timeout: float = DEFAULT_TIMEOUT,
     interval: float = 0.01,
@@ -41,7 +41,7 @@ def wait_until(
         delay = min(delay * 1.5, max_interval)
 
 
-def eventually(check: Callable[[], object], timeout: float = 5) -> float:
+def eventually(check: Callable[..., object], timeout: float = 5) -> float:
     """``wait_until`` for tests that also bound how long a change took to show: it polls
     every 5 ms without backing off, so the time it returns (seconds) is the change's, not the
     poll interval's."""

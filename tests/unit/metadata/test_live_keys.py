@@ -106,7 +106,7 @@ def test_cached_facts_agree_with_key_delivery(seconds: int) -> None:
     is current then, and it is refreshed when key_delivery says the set changes next."""
     loaded = dt.datetime(2030, 1, 1, 12, 0, 0)
     minute = dt.timedelta(seconds=60)
-    entries = [
+    entries: list[dict[str, Any]] = [
         {"name": "a", "public_key": "ssh-ed25519 A", "expires_at": iso(loaded + minute)},
         {"name": "b", "public_key": "ssh-ed25519 B"},
         {"name": "c", "public_key": "ssh-ed25519 C", "expires_at": iso(loaded - minute)},
