@@ -1,5 +1,7 @@
-"""Fixtures shared by the functional tests: metadata services (one per test, or more
-with options changed) and an identity-enabled API and metadata service pair."""
+"""Fixtures shared by the functional tests (tests/conftest.py has the databases, the compute API
+and ``cloud``): metadata services (one per test, or more with options changed), an
+identity-enabled compute API and metadata service pair, and vendordata targets (one set per
+module; test_vendordata.py resets them per test with a ``targets`` of its own)."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from cloudseed.settings import Settings
 from tests.support.guests import MetadataServer
 from tests.support.identity import Identity, identity_settings
 from tests.support.server import running_api, running_metadata, with_options
+from tests.support.vendordata_targets import Targets, running_targets
 
 
 @pytest.fixture()
@@ -43,3 +46,10 @@ def servers(migrated_settings: Settings, clean_api_db: Database) -> Iterator[Ide
     settings = identity_settings(migrated_settings)
     with running_api(settings, compute=False) as api, running_metadata(settings) as md:
         yield Identity(api, md)
+
+
+@pytest.fixture(scope="module")
+def targets() -> Iterator[Targets]:
+    """DynamicJSON targets on a loopback port, started once per module."""
+    with running_targets() as running:
+        yield running

@@ -8,7 +8,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import signal
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,7 @@ from tests.support.cluster import healthy, running_cluster, wait
 from tests.support.guests import boot
 from tests.support.ports import free_port
 from tests.support.server import running_api, running_metadata, with_options
-from tests.support.vendordata_targets import Targets, running_targets
+from tests.support.vendordata_targets import Targets
 from tests.support.waiting import eventually
 
 pytestmark = [
@@ -75,12 +74,6 @@ def per_worker(path: Path, route: str) -> float:
 
 def metrics_settings(settings: Settings, **values: Any) -> Settings:
     return dataclasses.replace(settings, metrics=dataclasses.replace(settings.metrics, **values))
-
-
-@pytest.fixture(scope="module")
-def targets() -> Iterator[Targets]:
-    with running_targets() as running:
-        yield running
 
 
 # -- the compute API ----------------------------------------------------------------------
