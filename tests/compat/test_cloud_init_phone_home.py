@@ -4,7 +4,7 @@ The module is Debian's cloud-init 22.4 (``cc_phone_home.handle``), run by Debian
 ``/usr/bin/python3`` in a subprocess (``tests/support/cloudinit_phone_home.py``, which says what
 it patches: the instance id, the host names and where the key files are). cloud-init cannot
 choose its source address, so the metadata service runs in proxy mode behind the relay of
-tests/compat/test_cloud_init.py, which names the instance in signed headers as Neutron's
+tests/support/cloudinit_run.py, which names the instance in signed headers as Neutron's
 metadata proxy does. Host keys are made with ``ssh-keygen -A`` when it is there, else with
 cryptography. SQLite only, as the other cloud-init tests.
 """

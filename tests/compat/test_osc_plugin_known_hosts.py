@@ -1,6 +1,7 @@
 """``openstack server known-hosts`` (cloudseed-osc's own command) with the real
 python-openstackclient from PyPI, against a running cloudseed and against a cloud without host
-keys. The venv and fixtures are tests/compat/test_osc_plugin.py's; SQLite only, as there.
+keys. The venv is tests/support/osc_plugin.py's, as for tests/compat/test_osc_plugin.py; SQLite
+only, as there.
 """
 
 from __future__ import annotations

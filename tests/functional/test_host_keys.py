@@ -2,7 +2,7 @@
 metadata service on a loopback port, and the compute API's ``host-keys`` resource (the console
 fallback and ``cloudseed known-hosts``: tests/functional/test_host_keys_console.py).
 
-Guests are the test helpers' loopback guests (tests/functional/test_metadata_service.py): a
+Guests are the test helpers' loopback guests (tests/support/guests.py): a
 client bound to an instance's 127.0.0.x address is that instance, and proxy mode runs a service
 of its own with signed headers. The body is exactly what cloud-init 22.4's phone_home module
 posts (tests/compat/test_cloud_init_phone_home.py runs the module itself).

@@ -1,5 +1,5 @@
 """The host key console fallback of the compute agent (``hostkeys/watch.py``) and ``cloudseed
-known-hosts``, on every database backend, with the helpers of tests/functional/test_host_keys.py:
+known-hosts``, on every database backend, with the helpers of tests/support/host_keys.py:
 a console is whatever text the test hands the watch, as the driver's ``console_output`` would.
 """
 

@@ -9,14 +9,7 @@ import json
 import sqlite3
 from pathlib import Path
 
-from click.testing import CliRunner
-
-from cloudseed.cli import cli
-
-
-def run(*args: str, env: dict[str, str] | None = None) -> tuple[int, str]:
-    result = CliRunner().invoke(cli, list(args), env=env, catch_exceptions=False)
-    return result.exit_code, result.output
+from tests.support.cli import run
 
 
 def keys(data_dir: Path) -> list[dict[str, str | None]]:
