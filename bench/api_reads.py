@@ -28,7 +28,6 @@ import platform
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -42,6 +41,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 from report import cpu_model, write_section
 from sqlalchemy.orm import Session
+from storm_host import free_port
 
 from cloudseed.db.engines import Database
 from cloudseed.flavors import service as flavors
@@ -89,12 +89,6 @@ def keystone_section(auth_url: str, password: str) -> str:
 
 def headers(version: str) -> dict[str, str]:
     return {"X-Auth-Token": TOKEN, "OpenStack-API-Version": f"compute {version}"}
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def prepare(tmp: Path, extra_config: str = "") -> tuple[Path, str]:

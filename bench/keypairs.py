@@ -40,7 +40,6 @@ import os
 import platform
 import shlex
 import shutil
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -58,6 +57,7 @@ from cryptography.hazmat.primitives.asymmetric import ed25519
 from report import cpu_model, write_section
 from sqlalchemy import create_engine, insert, text
 from sqlalchemy.engine import make_url
+from storm_host import free_port
 from storm_server import stop, wait_until_answering
 
 from cloudseed.db.engines import make_engine
@@ -252,12 +252,6 @@ def bulk_load(settings: Settings, backend: str, user_id: str, count: int) -> flo
 
 
 # --- the server -----------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def cloudseed_command() -> str:

@@ -69,6 +69,7 @@ from storm_wrk import (
 )
 
 from cloudseed.db.engines import Database
+from cloudseed.flavors.snapshots import FlavorSnapshot
 from cloudseed.metadata.delivery import guest_facts
 from cloudseed.metadata.documents import GuestDocuments
 from cloudseed.servers.models import Instance, InstanceExtra
@@ -202,7 +203,9 @@ def memory_per_guest(keys: int, guests: int = 3000) -> float:
                 metadata=dict(SERVER_METADATA),
                 system_metadata={"boot_roles": "member,reader"},
                 ports=[(port, [address])],
-                flavor={"name": "storm.small"},
+                flavor=FlavorSnapshot(
+                    flavorid="s", name="storm.small", vcpus=1, memory_mb=512, root_gb=1
+                ),
             )
         )
     tracemalloc.start()

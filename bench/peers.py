@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+from storm_host import free_port
 
 BENCH_DIR = Path(__file__).resolve().parent
 KEYSTONE_PORT = 5000
@@ -294,12 +295,6 @@ def seed_nova_servers(
     if len(uuids) != count:
         raise RuntimeError(f"seeding Nova: {len(uuids)} servers of {count}:\n{done.stderr}")
     return uuids
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def nova_version() -> str:

@@ -2,7 +2,9 @@
 
 ``backend`` runs a test once per database backend (SQLite, PostgreSQL, MariaDB); ``settings``
 points at a migrated scratch database of that backend; ``api`` is an httpx client for a real
-compute API server on a random loopback port, with the tables emptied before each test.
+compute API server on a random loopback port, with the tables emptied before each test;
+``cloud`` is tests/support/cloud.py's small cloud in it (on a loopback network in modules marked
+``loopback_guests``, whose guests talk to a metadata service: tests/support/guests.py).
 """
 
 from __future__ import annotations
@@ -22,8 +24,11 @@ from cloudseed.compute.fake import FakeDriver
 from cloudseed.db.base import ApiBase, CellBase
 from cloudseed.db.engines import Database
 from cloudseed.schema import sync as schema_sync
-from cloudseed.settings import Settings, load_settings
+from cloudseed.settings import Settings
 from tests.support import databases
+from tests.support.cloud import Cloud, make_cloud
+from tests.support.databases import KEPT_TABLES, make_settings
+from tests.support.guests import add_loop_network
 from tests.support.server import running_api
 
 
@@ -49,16 +54,6 @@ def database_url(backend: str, session_tmp: Path) -> Iterator[str]:
         pytest.skip(str(exc))
 
 
-def make_settings(database_url: str, state_path: Path, **env: str) -> Settings:
-    environ = {
-        "CLOUDSEED_API_DATABASE__CONNECTION": database_url,
-        "CLOUDSEED_DATABASE__CONNECTION": database_url,
-        "CLOUDSEED_STATE_PATH": str(state_path),
-    }
-    environ.update(env)
-    return load_settings(environ=environ)
-
-
 @pytest.fixture(scope="session")
 def migrated_settings(database_url: str, session_tmp: Path, backend: str) -> Settings:
     settings = make_settings(database_url, session_tmp / backend)
@@ -71,12 +66,6 @@ def api_db(migrated_settings: Settings) -> Iterator[Database]:
     db = Database.connect("api", migrated_settings.api_database_url)
     yield db
     db.dispose()
-
-
-# cell_mappings: written by db sync, needed by every test. services and compute_nodes: the
-# session-wide test server's compute agent registered there, and a server is scheduled only
-# to a registered host (its heartbeat would bring them back, but only after report_interval).
-KEPT_TABLES = frozenset({"cell_mappings", "services", "compute_nodes"})
 
 
 def _empty(db: Database, metadata: MetaData = ApiBase.metadata) -> None:
@@ -140,3 +129,15 @@ def api(
     ) as client:
         yield client
     fake_driver.clear_failures()
+
+
+@pytest.fixture()
+def cloud(
+    request: pytest.FixtureRequest, api: httpx.Client, api_db: Database, tmp_path: Path
+) -> Cloud:
+    """A flavor, two images, a network and two key pairs of alice's. Modules marked
+    ``loopback_guests`` boot servers on 127.0.0.0/24 instead, to act as their guests."""
+    made = make_cloud(api, api_db, tmp_path)
+    if request.node.get_closest_marker("loopback_guests"):
+        add_loop_network(api_db, made)
+    return made

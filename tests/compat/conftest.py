@@ -5,18 +5,23 @@ a clouds.yaml of its own per test."""
 from __future__ import annotations
 
 import json
-import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from tests.support import osc
-
-TOKEN = "alice:proj"
-RUN_TIMEOUT = 120  # seconds for one `openstack` run; normally 1.5-3 s
+from tests.support import databases, osc
+from tests.support.cloudinit_run import (
+    DEBIAN_PYTHON,
+    DYNAMIC_VENDORDATA,
+    SECRET,
+    STATIC_VENDORDATA,
+    _ensure_cloud_init,
+)
+from tests.support.databases import make_settings
+from tests.support.metadata_relay import Target, vendordata_target
+from tests.support.osc_cli import TOKEN, Cli
+from tests.support.server import running_metadata
 
 
 @pytest.fixture(scope="session")
@@ -41,45 +46,6 @@ def proxy(api_url: str) -> Iterator[osc.RecordingProxy]:
         yield recorder
 
 
-class Cli:
-    """Runs ``openstack`` (or the python of its venv) with the clouds.yaml of one test."""
-
-    def __init__(self, binary: Path, env: dict[str, str], cwd: Path) -> None:
-        self.binary, self.env, self.cwd = binary, env, cwd
-        self.runs: list[tuple[list[str], float]] = []
-
-    def _run(self, argv: list[str], ok: bool) -> subprocess.CompletedProcess[str]:
-        started = time.monotonic()
-        result = subprocess.run(
-            argv,
-            env=self.env,
-            cwd=self.cwd,
-            capture_output=True,
-            text=True,
-            timeout=RUN_TIMEOUT,
-            check=False,
-        )
-        self.runs.append((argv[1:], time.monotonic() - started))
-        if ok and result.returncode != 0:
-            pytest.fail(
-                f"{' '.join(argv)} exited {result.returncode}\n"
-                f"stdout:\n{result.stdout}\nstderr:\n{result.stderr}"
-            )
-        if not ok and result.returncode == 0:
-            pytest.fail(f"{' '.join(argv)} unexpectedly succeeded\n{result.stdout}")
-        return result
-
-    def __call__(self, *args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
-        return self._run([str(self.binary), *args], ok)
-
-    def json(self, *args: str) -> Any:
-        return json.loads(self(*args, "-f", "json").stdout)
-
-    def python(self, script: Path, *args: str) -> subprocess.CompletedProcess[str]:
-        """Run ``script`` with the python of OSC's venv (openstacksdk is installed there)."""
-        return self._run([str(self.binary.parent / "python"), str(script), *args], True)
-
-
 @pytest.fixture()
 def cli(
     openstack: Path, proxy: osc.RecordingProxy, identity: osc.IdentityStub, tmp_path: Path
@@ -88,3 +54,38 @@ def cli(
     config.mkdir()
     env = osc.cloud_env(config, f"{proxy.url}/v2.1", TOKEN, identity.url)
     return Cli(openstack, env, tmp_path)
+
+
+@pytest.fixture(scope="session")
+def cloud_init() -> Path:
+    """The interpreter that runs cloud-init's code (installing the package if need be)."""
+    problem = _ensure_cloud_init()
+    if problem is not None:
+        if databases.required():
+            pytest.fail(f"CLOUDSEED_REQUIRE_DBS=1 but {problem}")
+        pytest.skip(problem)
+    return DEBIAN_PYTHON
+
+
+@pytest.fixture()
+def target() -> Iterator[Target]:
+    with vendordata_target(DYNAMIC_VENDORDATA) as running:
+        yield running
+
+
+@pytest.fixture()
+def metadata_url(database_url: str, tmp_path: Path, target: Target) -> Iterator[str]:
+    """A metadata service in proxy mode with StaticJSON and DynamicJSON vendordata."""
+    static = tmp_path / "vendor_data.json"
+    static.write_text(json.dumps({"cloud-init": STATIC_VENDORDATA}))
+    settings = make_settings(
+        database_url,
+        tmp_path / "state",
+        CLOUDSEED_NEUTRON__SERVICE_METADATA_PROXY="true",
+        CLOUDSEED_NEUTRON__METADATA_PROXY_SHARED_SECRET=SECRET,
+        CLOUDSEED_API__VENDORDATA_PROVIDERS="StaticJSON,DynamicJSON",
+        CLOUDSEED_API__VENDORDATA_JSONFILE_PATH=str(static),
+        CLOUDSEED_API__VENDORDATA_DYNAMIC_TARGETS=f"cloud-init@{target.url}",
+    )
+    with running_metadata(settings) as url:
+        yield url

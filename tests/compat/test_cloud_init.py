@@ -22,235 +22,39 @@ tests/functional/test_metadata_service.py.
 from __future__ import annotations
 
 import base64
-import dataclasses
 import gzip
-import json
 import os
-import shutil
-import subprocess
-import time
-from collections.abc import Iterator
-from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy.orm import Session
 
-from cloudseed.db.engines import Database
-from cloudseed.networks import service as networks
-from tests.conftest import make_settings
-from tests.support import databases
-from tests.support.cloud import Cloud, b64, create_server, make_cloud, mv, wait_for
-from tests.support.metadata_relay import Relay, Target, metadata_relay, vendordata_target
-from tests.support.server import running_metadata
+from tests.support.cloud import Cloud, b64, mv
+from tests.support.cloudinit_run import (
+    DYNAMIC_VENDORDATA,
+    STATIC_VENDORDATA,
+    guest_relay,
+    run_cloud_init,
+)
+from tests.support.guests import boot
+from tests.support.metadata_relay import Relay, Target
 
 pytestmark = [
+    pytest.mark.loopback_guests,
     pytest.mark.compat,
     # Only SQLite: overrides the session-wide backend parametrisation for this module.
     pytest.mark.parametrize("backend", ["sqlite"], indirect=True),
 ]
 
-DEBIAN_PYTHON = Path("/usr/bin/python3")
-CLOUDINIT = Path("/usr/lib/python3/dist-packages/cloudinit")
-CLIENT = Path(__file__).parents[1] / "support" / "cloudinit_client.py"
-CLIENT_TIMEOUT = 120  # seconds for one client run; normally 1-3 s (the IMDSv2 one about 12 s)
-INSTALL_TIMEOUT = 900
 
-SECRET = "relay-shared-secret"
-STATIC_VENDORDATA = "#cloud-config\nbootcmd: [echo static vendordata]\n"
-DYNAMIC_VENDORDATA = "#cloud-config\nruncmd: [echo dynamic vendordata]\n"
 USER_DATA = "#cloud-config\nruncmd: [echo 'first user data é']\n"
 
 
 # -- set-up ---------------------------------------------------------------------------------
 
 
-def _ensure_cloud_init() -> str | None:
-    """Install Debian's cloud-init if it is missing and we may; the reason if it cannot be
-    used, else None."""
-    if not (CLOUDINIT / "__init__.py").is_file():
-        apt = shutil.which("apt-get")
-        if apt is None:
-            return (
-                "Debian's cloud-init package is not installed and there is no apt-get to install it"
-            )
-        if os.geteuid() != 0:
-            return (
-                "Debian's cloud-init package is not installed; as root: "
-                "apt-get install --no-install-recommends cloud-init"
-            )
-        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive", "LC_ALL": "C"}
-        install = [
-            apt,
-            "-o",
-            "DPkg::Lock::Timeout=300",
-            "install",
-            "-y",
-            "--no-install-recommends",
-            "cloud-init",
-        ]
-        result = subprocess.run(
-            install, env=env, capture_output=True, text=True, timeout=INSTALL_TIMEOUT, check=False
-        )
-        if result.returncode != 0:  # perhaps stale package lists
-            subprocess.run(
-                [apt, "-o", "DPkg::Lock::Timeout=300", "update"],
-                env=env,
-                capture_output=True,
-                timeout=INSTALL_TIMEOUT,
-                check=False,
-            )
-            result = subprocess.run(
-                install,
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=INSTALL_TIMEOUT,
-                check=False,
-            )
-        if result.returncode != 0:
-            return (
-                f"apt-get install cloud-init failed:\n{result.stdout[-2000:]}"
-                f"{result.stderr[-2000:]}"
-            )
-    if not DEBIAN_PYTHON.is_file():
-        return f"{DEBIAN_PYTHON} (Debian's interpreter for cloud-init) is missing"
-    check = subprocess.run(
-        [str(DEBIAN_PYTHON), "-I", "-B", "-c", "import cloudinit.sources.helpers.openstack"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    if check.returncode != 0:
-        return f"cloud-init does not import under {DEBIAN_PYTHON}:\n{check.stderr[-2000:]}"
-    return None
-
-
-@pytest.fixture(scope="session")
-def cloud_init() -> Path:
-    """The interpreter that runs cloud-init's code (installing the package if need be)."""
-    problem = _ensure_cloud_init()
-    if problem is not None:
-        if databases.required():
-            pytest.fail(f"CLOUDSEED_REQUIRE_DBS=1 but {problem}")
-        pytest.skip(problem)
-    return DEBIAN_PYTHON
-
-
-@pytest.fixture()
-def target() -> Iterator[Target]:
-    with vendordata_target(DYNAMIC_VENDORDATA) as running:
-        yield running
-
-
-@pytest.fixture()
-def metadata_url(database_url: str, tmp_path: Path, target: Target) -> Iterator[str]:
-    """A metadata service in proxy mode with StaticJSON and DynamicJSON vendordata."""
-    static = tmp_path / "vendor_data.json"
-    static.write_text(json.dumps({"cloud-init": STATIC_VENDORDATA}))
-    settings = make_settings(
-        database_url,
-        tmp_path / "state",
-        CLOUDSEED_NEUTRON__SERVICE_METADATA_PROXY="true",
-        CLOUDSEED_NEUTRON__METADATA_PROXY_SHARED_SECRET=SECRET,
-        CLOUDSEED_API__VENDORDATA_PROVIDERS="StaticJSON,DynamicJSON",
-        CLOUDSEED_API__VENDORDATA_JSONFILE_PATH=str(static),
-        CLOUDSEED_API__VENDORDATA_DYNAMIC_TARGETS=f"cloud-init@{target.url}",
-    )
-    with running_metadata(settings) as url:
-        yield url
-
-
-@pytest.fixture()
-def cloud(api: httpx.Client, api_db: Database, tmp_path: Path) -> Cloud:
-    made = make_cloud(api, api_db, tmp_path)
-
-    def work(session: Session) -> None:
-        net = networks.add_network(session, name="loop", cidr="127.0.0.0/24", gateway="127.0.0.1")
-        made.network_id = net.uuid
-
-    api_db.run(work, write=True)
-    return made
-
-
-@dataclasses.dataclass
-class Guest:
-    id: str
-    address: str
-    mac: str
-
-
-def boot(api: httpx.Client, cloud: Cloud, **fields: Any) -> Guest:
-    server = create_server(api, cloud, "2.37", networks=[{"uuid": cloud.network_id}], **fields)
-    server = wait_for(api, server["id"], "ACTIVE", version="2.37")
-    (port,) = server["addresses"]["loop"]
-    return Guest(server["id"], port["addr"], port["OS-EXT-IPS-MAC:mac_addr"])
-
-
 # -- running cloud-init's code ----------------------------------------------------------------
-
-
-class CloudInitRun:
-    """One run of the client script, started at once; ``result()`` waits for its JSON. As a
-    context manager it also makes sure the process is gone when the test is."""
-
-    def __init__(self, python: Path, base: str, mac: str, work: Path, *modes: str) -> None:
-        work.mkdir(parents=True, exist_ok=True)
-        self.work = work
-        self.argv = [
-            str(python),
-            "-I",
-            "-B",
-            str(CLIENT),
-            base,
-            *modes,
-            "--mac",
-            mac,
-            "--work",
-            str(work),
-        ]
-        self.started = time.monotonic()
-        self.process = subprocess.Popen(
-            self.argv,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=work,
-            env={"PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8", "HOME": str(work)},
-        )
-        self.seconds = 0.0
-
-    def __enter__(self) -> CloudInitRun:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-        self.process.communicate()
-
-    def result(self) -> dict[str, Any]:
-        timed_out = ""
-        try:
-            stdout, stderr = self.process.communicate(timeout=CLIENT_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            stdout, stderr = self.process.communicate()
-            timed_out = f" (killed after {CLIENT_TIMEOUT} s)"
-        self.seconds = time.monotonic() - self.started
-        if self.process.returncode != 0:
-            pytest.fail(
-                f"{' '.join(self.argv)} exited {self.process.returncode}{timed_out}\n"
-                f"stderr:\n{stderr[-4000:]}\ncloud-init log:\n{self.log()[-8000:]}"
-            )
-        result: dict[str, Any] = json.loads(stdout)
-        return result
-
-    def log(self) -> str:
-        log = self.work / "cloud-init.log"
-        return log.read_text(errors="replace") if log.exists() else "(none)"
 
 
 def unb64(value: Any) -> bytes:
@@ -259,18 +63,6 @@ def unb64(value: Any) -> bytes:
         return base64.b64decode(value["base64"])
     assert isinstance(value, str), value
     return value.encode()
-
-
-def run_cloud_init(
-    python: Path, relay: Relay, guest: Guest, work: Path, *modes: str
-) -> CloudInitRun:
-    return CloudInitRun(python, relay.url, guest.mac, work, *modes)
-
-
-def guest_relay(metadata_url: str, guest: Guest, **options: Any) -> AbstractContextManager[Relay]:
-    return metadata_relay(
-        metadata_url, instance_id=guest.id, tenant_id="proj", secret=SECRET, **options
-    )
 
 
 def misses(relay: Relay) -> set[tuple[str, str, int]]:

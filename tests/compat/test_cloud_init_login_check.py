@@ -24,20 +24,17 @@ import httpx
 import pytest
 
 from cloudseed.vendordata import login_check
-from tests.compat.test_cloud_init import (
-    SECRET,
-    boot,
-    cloud,
-    cloud_init,
-    guest_relay,
-    run_cloud_init,
-)
-from tests.conftest import make_settings
 from tests.support.cloud import Cloud, b64
+from tests.support.cloudinit_run import SECRET, guest_relay, run_cloud_init
+from tests.support.databases import make_settings
+from tests.support.guests import boot
 from tests.support.server import running_metadata
 
-pytestmark = [pytest.mark.compat, pytest.mark.parametrize("backend", ["sqlite"], indirect=True)]
-__all__ = ["cloud", "cloud_init"]  # fixtures, imported to be used here
+pytestmark = [
+    pytest.mark.compat,
+    pytest.mark.loopback_guests,
+    pytest.mark.parametrize("backend", ["sqlite"], indirect=True),
+]
 
 OPERATOR = "#cloud-config\nbootcmd: [echo operator]\n"
 USER = "#cloud-config\nwrite_files: [{path: /etc/mine, content: mine}]\nruncmd: [echo mine]\n"

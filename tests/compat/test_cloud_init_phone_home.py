@@ -4,7 +4,7 @@ The module is Debian's cloud-init 22.4 (``cc_phone_home.handle``), run by Debian
 ``/usr/bin/python3`` in a subprocess (``tests/support/cloudinit_phone_home.py``, which says what
 it patches: the instance id, the host names and where the key files are). cloud-init cannot
 choose its source address, so the metadata service runs in proxy mode behind the relay of
-tests/compat/test_cloud_init.py, which names the instance in signed headers as Neutron's
+tests/support/cloudinit_run.py, which names the instance in signed headers as Neutron's
 metadata proxy does. Host keys are made with ``ssh-keygen -A`` when it is there, else with
 cryptography. SQLite only, as the other cloud-init tests.
 """
@@ -20,19 +20,13 @@ import httpx
 import pytest
 
 from cloudseed.hostkeys.key_lines import parse_host_key
-from tests.compat.test_cloud_init import (
-    Guest,
-    boot,
-    cloud,  # noqa: F401 (fixture)
-    cloud_init,  # noqa: F401 (fixture)
-    guest_relay,
-    metadata_url,  # noqa: F401 (fixture)
-    target,  # noqa: F401 (fixture)
-)
 from tests.support import keys
 from tests.support.cloud import Cloud
+from tests.support.cloudinit_run import guest_relay
+from tests.support.guests import Guest, boot
 
 pytestmark = [
+    pytest.mark.loopback_guests,
     pytest.mark.compat,
     pytest.mark.parametrize("backend", ["sqlite"], indirect=True),
 ]
@@ -95,9 +89,9 @@ def phone_home(python: Path, url: str, guest: Guest, key_dir: Path, work: Path) 
 
 def test_cloud_init_phone_home_reports_the_host_keys(
     api: httpx.Client,
-    cloud: Cloud,  # noqa: F811
-    metadata_url: str,  # noqa: F811
-    cloud_init: Path,  # noqa: F811
+    cloud: Cloud,
+    metadata_url: str,
+    cloud_init: Path,
     tmp_path: Path,
 ) -> None:
     guest, other = boot(api, cloud), boot(api, cloud)

@@ -25,8 +25,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.compat.conftest import TOKEN, Cli
 from tests.support import osc
+from tests.support.osc_cli import TOKEN, Cli
 
 pytestmark = [
     pytest.mark.compat,

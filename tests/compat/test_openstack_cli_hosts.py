@@ -8,8 +8,8 @@ from pathlib import Path
 
 import httpx
 
-from tests.compat.conftest import Cli
 from tests.support import osc
+from tests.support.osc_cli import Cli
 
 
 def test_compute_services_and_hypervisors(

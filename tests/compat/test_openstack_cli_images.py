@@ -16,10 +16,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from cloudseed.db.engines import Database
-from tests.compat.conftest import Cli
 from tests.support import osc
-from tests.support.cloud import Cloud, make_cloud, wait_for
+from tests.support.cloud import Cloud, wait_for
+from tests.support.osc_cli import Cli
 
 pytestmark = [
     pytest.mark.compat,
@@ -27,11 +26,6 @@ pytestmark = [
 ]
 
 BOB = {"X-Auth-Token": "bob:other"}
-
-
-@pytest.fixture()
-def cloud(api: httpx.Client, api_db: Database, tmp_path: Path) -> Cloud:
-    return make_cloud(api, api_db, tmp_path)
 
 
 def test_image_create_upload_and_delete(

@@ -10,25 +10,18 @@ token's project, which the admin_token auth of these tests has not (Keystone tok
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from cloudseed.db.engines import Database
-from tests.compat.conftest import Cli
 from tests.support import osc
-from tests.support.cloud import Cloud, create_server, make_cloud, mv, wait_for
+from tests.support.cloud import Cloud, create_server, mv, wait_for
+from tests.support.osc_cli import Cli
 
 pytestmark = [pytest.mark.compat, pytest.mark.parametrize("backend", ["sqlite"], indirect=True)]
 
 ADMIN = {"X-Auth-Token": "admin:proj"}
-
-
-@pytest.fixture()
-def cloud(api: httpx.Client, api_db: Database, tmp_path: Path) -> Cloud:
-    return make_cloud(api, api_db, tmp_path)
 
 
 def limits(rows: list[dict[str, Any]]) -> dict[str, Any]:

@@ -40,10 +40,9 @@ from typing import Any
 import httpx
 import pytest
 
-from cloudseed.db.engines import Database
-from tests.compat.conftest import TOKEN, Cli
 from tests.support import osc
-from tests.support.cloud import Cloud, create_server, make_cloud, mv, wait_for
+from tests.support.cloud import Cloud, create_server, mv, wait_for
+from tests.support.osc_cli import TOKEN, Cli
 
 pytestmark = [
     pytest.mark.compat,
@@ -78,11 +77,6 @@ with open(sys.argv[3], "rb") as f:
 exceptions.raise_from_response(response)
 print(server.id)
 """
-
-
-@pytest.fixture()
-def cloud(api: httpx.Client, api_db: Database, tmp_path: Path) -> Cloud:
-    return make_cloud(api, api_db, tmp_path)
 
 
 def user_data_file(directory: Path, name: str, content: bytes) -> tuple[Path, str]:

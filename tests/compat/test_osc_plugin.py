@@ -34,19 +34,14 @@ from typing import Any
 import httpx
 import pytest
 
-from cloudseed.db.engines import Database
-from tests.compat.conftest import TOKEN, Cli
 from tests.support import keys, osc, osc_plugin
-from tests.support.cloud import Cloud, create_server, make_cloud, mv, wait_for
+from tests.support.cloud import Cloud, create_server, mv, wait_for
+from tests.support.osc_cli import TOKEN, Cli
+from tests.support.osc_plugin import OSC_VERSION, no_traceback, sqlite_only
 
 pytestmark = pytest.mark.compat
-# Only SQLite, as the other CLI tests: each `openstack` run costs 1.5-3 s of start-up, and the
-# API's behaviour on every backend is covered by tests/functional. (Per test, not per module:
-# the test against a fake compute API uses no database.)
-sqlite_only = pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 
 ADMIN = {"X-Auth-Token": "admin:proj"}
-OSC_VERSION = "2.100"  # what OSC negotiates for server commands against cloudseed's 2.105
 PLUGIN_VERSION = "2.105"
 UNSUPPORTED = "this cloud does not support updating user data"
 
@@ -54,17 +49,7 @@ UNSUPPORTED = "this cloud does not support updating user data"
 @pytest.fixture(scope="session")
 def openstack() -> Path:
     """OSC with cloudseed-osc installed (overrides conftest.py's stock OSC)."""
-    try:
-        return osc_plugin.openstack_with_plugin()
-    except osc.OscUnavailable as exc:
-        if osc.required():
-            pytest.fail(f"CLOUDSEED_REQUIRE_DBS=1 but OSC with cloudseed-osc is unavailable: {exc}")
-        pytest.skip(f"python-openstackclient cannot be installed here: {exc}")
-
-
-@pytest.fixture()
-def cloud(api: httpx.Client, api_db: Database, tmp_path: Path) -> Cloud:
-    return make_cloud(api, api_db, tmp_path)
+    return osc_plugin.openstack_or_skip()
 
 
 def user_data_file(directory: Path, name: str, content: bytes) -> tuple[Path, str]:
@@ -98,10 +83,6 @@ def active_server(api: httpx.Client, cloud: Cloud, name: str, content: bytes, **
 
 def sent(proxy: osc.RecordingProxy, method: str, path: str) -> list[osc.Exchange]:
     return [r for r in proxy.requests if (r.method, r.path) == (method, path)]
-
-
-def no_traceback(result: Any) -> None:
-    assert "Traceback" not in result.stderr + result.stdout, result.stderr
 
 
 @sqlite_only

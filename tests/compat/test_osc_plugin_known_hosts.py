@@ -1,6 +1,7 @@
 """``openstack server known-hosts`` (cloudseed-osc's own command) with the real
 python-openstackclient from PyPI, against a running cloudseed and against a cloud without host
-keys. The venv and fixtures are tests/compat/test_osc_plugin.py's; SQLite only, as there.
+keys. The venv is tests/support/osc_plugin.py's, as for tests/compat/test_osc_plugin.py; SQLite
+only, as there.
 """
 
 from __future__ import annotations
@@ -19,18 +20,18 @@ from cloudseed.db.engines import Database
 from cloudseed.hostkeys import service
 from cloudseed.hostkeys.key_lines import parse_host_key
 from cloudseed.hostkeys.phone_home import parse_report
-from tests.compat.conftest import TOKEN, Cli
-from tests.compat.test_osc_plugin import (
-    OSC_VERSION,
-    cloud,  # noqa: F401 (fixture)
-    no_traceback,
-    openstack,  # noqa: F401 (fixture)
-    sqlite_only,
-)
 from tests.support import keys, osc, osc_plugin
 from tests.support.cloud import Cloud, create_server, wait_for
+from tests.support.osc_cli import TOKEN, Cli
+from tests.support.osc_plugin import OSC_VERSION, no_traceback, sqlite_only
 
 pytestmark = pytest.mark.compat
+
+
+@pytest.fixture(scope="session")
+def openstack() -> Path:
+    """OSC with cloudseed-osc installed (overrides conftest.py's stock OSC)."""
+    return osc_plugin.openstack_or_skip()
 
 
 def report_keys(api_db: Database, server_id: str) -> list[str]:
@@ -62,7 +63,7 @@ def test_server_known_hosts(
     cli: Cli,
     api: httpx.Client,
     api_db: Database,
-    cloud: Cloud,  # noqa: F811
+    cloud: Cloud,
     tmp_path: Path,
 ) -> None:
     usage = cli("help", "server", "known-hosts").stdout
@@ -94,7 +95,7 @@ def test_server_known_hosts(
 
 
 def test_a_cloud_without_host_keys(
-    openstack: Path,  # noqa: F811
+    openstack: Path,
     identity: osc.IdentityStub,
     tmp_path: Path,
 ) -> None:

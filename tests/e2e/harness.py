@@ -21,7 +21,6 @@ import re
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -32,6 +31,9 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 import httpx
+
+from tests.support.ports import free_port
+from tests.support.waiting import wait_until
 
 QUIET_LOCK = Path("/tmp/cloudseed-quiet.lock")
 # The waits come from boots measured on this 2-core machine without KVM (docs/benchmarks.md,
@@ -57,13 +59,6 @@ ID_ONLY = ("-f", "value", "-c", "id")
 FIRST_HOST = "e2e-host-a"
 # noauth2's administrator, at the microversion that shows a server's host.
 ADMIN = {"X-Auth-Token": "admin:e2e-project", "OpenStack-API-Version": "compute 2.74"}
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def wait_until_quiet() -> None:
@@ -316,16 +311,24 @@ class E2ECloud:
         self.process = subprocess.Popen(
             [self.cloudseed, "serve"], env=self.environ, stdout=self.log, stderr=self.log
         )
-        deadline = time.monotonic() + SERVE_TIMEOUT
-        while True:
+        process = self.process
+
+        def healthy() -> bool:
             try:
                 if self.client.get("/healthz").status_code == 200:
-                    return
+                    return True
             except httpx.TransportError:
                 pass
-            assert self.process.poll() is None, "cloudseed serve exited"
-            assert time.monotonic() < deadline, "cloudseed serve did not come up"
-            time.sleep(0.2)
+            assert process.poll() is None, "cloudseed serve exited"
+            return False
+
+        wait_until(
+            healthy,
+            timeout=SERVE_TIMEOUT,
+            interval=0.2,
+            max_interval=0.2,
+            what="cloudseed serve up",
+        )
 
     def stop(self) -> None:
         """SIGTERM, as an operator would: the service switches every guest off on its way."""
@@ -361,11 +364,18 @@ class E2ECloud:
             )
         self.other_hosts[host] = state
         try:
-            deadline = time.monotonic() + SERVE_TIMEOUT
-            while not self.host_is_up(host):
+
+            def registered() -> bool:
                 assert agent.poll() is None, f"cloudseed compute --host {host} exited"
-                assert time.monotonic() < deadline, f"{host} did not register"
-                time.sleep(0.5)
+                return self.host_is_up(host)
+
+            wait_until(
+                registered,
+                timeout=SERVE_TIMEOUT,
+                interval=0.5,
+                max_interval=0.5,
+                what=f"{host} registered",
+            )
             yield
         finally:
             agent.send_signal(signal.SIGTERM)
@@ -442,16 +452,19 @@ class E2ECloud:
     def wait_status(
         self, server_id: str, status: str, timeout: float = ACTIVE_TIMEOUT
     ) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        while True:
+
+        def settled() -> dict[str, Any] | None:
             r = self.client.get(f"/v2.1/servers/{server_id}")
             assert r.status_code == 200, r.text
             server: dict[str, Any] = r.json()["server"]
             if server["status"] == status and server.get("OS-EXT-STS:task_state") is None:
                 return server
             assert server["status"] != "ERROR", server.get("fault")
-            assert time.monotonic() < deadline, f"{server_id} is {server['status']}"
-            time.sleep(1)
+            return None
+
+        return wait_until(
+            settled, timeout=timeout, interval=1, max_interval=1, what=f"{server_id} {status}"
+        )
 
     def console(self, server_id: str) -> str:
         for state in self.other_hosts.values():
@@ -475,16 +488,25 @@ class E2ECloud:
     def wait_run(self, server_id: str, run: str, started: float, *, together: int = 1) -> Boot:
         """Wait for the run's END marker; ``together`` guests boot at the same time (they share
         the two cores, so each takes about that many times as long)."""
-        deadline = started + together * BOOT_TIMEOUT
-        while True:
+
+        def finished() -> Boot | None:
             found = markers(self.console(server_id), run)
-            if found.done:
-                uptime = float(found.of("END")[0].removeprefix("uptime="))
-                return Boot(server_id, run, time.monotonic() - started, uptime, found)
-            assert time.monotonic() < deadline, (
-                f"run {run} did not finish; console ends with:\n" + self.console(server_id)[-3000:]
+            if not found.done:
+                return None
+            uptime = float(found.of("END")[0].removeprefix("uptime="))
+            return Boot(server_id, run, time.monotonic() - started, uptime, found)
+
+        try:
+            return wait_until(
+                finished,
+                timeout=started + together * BOOT_TIMEOUT - time.monotonic(),
+                interval=2,
+                max_interval=2,
             )
-            time.sleep(2)
+        except AssertionError:
+            raise AssertionError(
+                f"run {run} did not finish; console ends with:\n" + self.console(server_id)[-3000:]
+            ) from None
 
     def create(
         self,
@@ -590,10 +612,13 @@ class E2ECloud:
     def delete(self, server_id: str) -> None:
         r = self.client.delete(f"/v2.1/servers/{server_id}")
         assert r.status_code == 204, r.text
-        deadline = time.monotonic() + 120
-        while self.client.get(f"/v2.1/servers/{server_id}").status_code != 404:
-            assert time.monotonic() < deadline, "server was not deleted"
-            time.sleep(1)
+        wait_until(
+            lambda: self.client.get(f"/v2.1/servers/{server_id}").status_code == 404,
+            timeout=120,
+            interval=1,
+            max_interval=1,
+            what=f"server {server_id} deleted",
+        )
 
 
 @contextmanager

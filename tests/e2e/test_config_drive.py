@@ -16,10 +16,10 @@ from tests.e2e.harness import (
     b64,
     deleted_afterwards,
     drive_per_boot_user_data,
-    free_port,
     key_hash,
     user_data,
 )
+from tests.support.ports import free_port
 
 ROOT_KEYS = "file=/root/.ssh/authorized_keys"
 USER_KEYS = "file=/home/debian/.ssh/authorized_keys"

@@ -33,6 +33,7 @@ from tests.e2e.harness import (
     user_data,
     wait_until_quiet,
 )
+from tests.support.waiting import wait_until
 
 LIVE_KEYS = {"OpenStack-API-Version": "compute 2.106"}
 SECOND_ADDRESS = "169.254.169.16"
@@ -95,14 +96,16 @@ class Guest:
         return server
 
     def wait_delivered(self, via: str, timeout: float = PUSH_TIMEOUT) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        while True:
-            delivery = self.server()["key_delivery"]
-            if delivery["state"] == "applied":
-                assert delivery["via"] == via, delivery
-                return delivery
-            assert time.monotonic() < deadline, delivery
-            time.sleep(3)
+        def applied() -> dict[str, Any] | None:
+            delivery: dict[str, Any] = self.server()["key_delivery"]
+            if delivery["state"] != "applied":
+                return None
+            assert delivery["via"] == via, delivery
+            return delivery
+
+        return wait_until(
+            applied, timeout=timeout, interval=3, max_interval=3, what="the key delivery applied"
+        )
 
 
 def test_7_live_keys_reach_running_guests(e2e_cloud, timings, tmp_path):

@@ -16,15 +16,10 @@ from cloudseed.db.engines import Database
 from cloudseed.errors import Conflict
 from cloudseed.networks import service as networks
 from cloudseed.networks.models import IPAllocation
-from tests.support.cloud import Cloud, make_cloud, wait_for
+from tests.support.cloud import Cloud, wait_for
 
 # SQLite queues its writers (BEGIN IMMEDIATE): the second reads what the first committed.
 pytestmark = pytest.mark.parametrize("backend", ("postgresql", "mariadb"), indirect=True)
-
-
-@pytest.fixture()
-def cloud(api: httpx.Client, api_db: Database, tmp_path) -> Cloud:
-    return make_cloud(api, api_db, tmp_path)
 
 
 def test_an_address_taken_meanwhile_is_a_conflict(api_db: Database, clean_api_db: Database):

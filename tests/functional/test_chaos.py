@@ -9,6 +9,7 @@ import random
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -35,7 +36,7 @@ MIN_KILLS = 5  # agents killed while operations run; a fast machine reaches TARG
 LEASE = 2
 
 
-def choices(image: str) -> dict[str, list[dict[str, object]]]:
+def choices(image: str) -> dict[str, list[dict[str, Any]]]:
     """What may be asked of a server in each status."""
     rebuild = {"rebuild": {"imageRef": image}}
     return {

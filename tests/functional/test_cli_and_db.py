@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -12,19 +11,15 @@ from pathlib import Path
 
 import httpx
 import pytest
-from click.testing import CliRunner
 from sqlalchemy import text
 
-from cloudseed.cli import cli
 from cloudseed.db.engines import Database
 from cloudseed.schema import sync as schema_sync
-from tests.conftest import make_settings
+from cloudseed.schema.errors import SchemaMismatch
 from tests.support import keys
-
-
-def run(*args: str, env: dict[str, str] | None = None) -> tuple[int, str]:
-    result = CliRunner().invoke(cli, list(args), env=env, catch_exceptions=False)
-    return result.exit_code, result.output
+from tests.support.cli import run
+from tests.support.databases import make_settings
+from tests.support.ports import free_port
 
 
 class TestDb:
@@ -50,7 +45,7 @@ class TestDb:
         db = Database.connect("api", settings.api_database_url)
         with db.engine.begin() as conn:
             conn.execute(text("ALTER TABLE key_pairs ADD COLUMN stray INTEGER"))
-        with pytest.raises(schema_sync.SchemaMismatch, match="differs from the models"):
+        with pytest.raises(SchemaMismatch, match="differs from the models"):
             schema_sync.check(settings)
         with db.engine.begin() as conn:
             conn.execute(text("ALTER TABLE key_pairs DROP COLUMN stray"))
@@ -91,12 +86,6 @@ class TestKeypairCli:
         assert run(*d, "keypair", "delete", "k1", "--user", "u1")[0] == 0
         code, out = run(*d, "keypair", "show", "k1", "--user", "u1")
         assert (code, out.strip()) == (1, "Error: Keypair k1 not found for user u1")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def listening_sockets(port: int) -> int:

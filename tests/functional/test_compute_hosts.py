@@ -12,6 +12,7 @@ import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -124,7 +125,7 @@ def test_postgresql_wakes_an_idle_agent_at_once(cluster: Cluster):
     assert time.monotonic() - started < 5
 
 
-def _action(cluster: Cluster, server_id: str, body: dict, version: str = "2.105") -> None:
+def _action(cluster: Cluster, server_id: str, body: dict[str, Any], version: str = "2.105") -> None:
     r = httpx.post(
         f"{cluster.api}/v2.1/servers/{server_id}/action",
         json=body,
@@ -156,7 +157,7 @@ def _interrupt(cluster: Cluster, server_id: str) -> None:
     ids=["rebuild", "hard-reboot-with-user-data"],
 )
 def test_an_agent_killed_mid_operation_leaves_it_applied_once(
-    cluster: Cluster, body: dict, expected: dict
+    cluster: Cluster, body: dict[str, Any], expected: dict[str, Any]
 ):
     cluster.start_agent("alpha")
     wait(lambda: registered(cluster, "alpha"), 30, cluster, "alpha registered")

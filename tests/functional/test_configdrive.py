@@ -29,7 +29,7 @@ from cloudseed.settings import Settings
 from tests.support import drive_tools
 from tests.support.cloud import Cloud, b64, create_server, make_cloud, mv, wait_for
 from tests.support.server import running_api, running_metadata
-from tests.support.vendordata_targets import Targets, running_targets
+from tests.support.vendordata_targets import Targets
 
 pytestmark = pytest.mark.databases
 
@@ -53,12 +53,6 @@ def with_options(settings: Settings, section: str, **values: Any) -> Settings:
     return dataclasses.replace(
         settings, **{section: dataclasses.replace(getattr(settings, section), **values)}
     )
-
-
-@pytest.fixture(scope="module")
-def targets() -> Iterator[Targets]:
-    with running_targets() as running:
-        yield running
 
 
 @pytest.fixture(params=["iso9660", "vfat"])

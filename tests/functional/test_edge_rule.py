@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.cloud import Cloud, create_server, make_cloud, mv, wait_for
+from tests.support.cloud import Cloud, create_server, mv, wait_for
 from tests.support.snapshot import changes, snapshot
 
 LONE = "\ud800"
@@ -181,11 +181,6 @@ CASES: list[tuple[str, str, str, Any, dict[str, str], int]] = [
     ("path-invalid-utf8", "GET", "/servers/%ED%A0%80", None, {}, 404),
     ("path-invalid-utf8-delete", "DELETE", "/servers/%ED%A0%80", None, {}, 404),
 ]
-
-
-@pytest.fixture()
-def cloud(api, api_db, tmp_path):
-    return make_cloud(api, api_db, tmp_path)
 
 
 @pytest.mark.parametrize(

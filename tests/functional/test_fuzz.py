@@ -42,12 +42,13 @@ from cloudseed.networks import service as networks
 from cloudseed.servers import schemas as server_schemas
 from cloudseed.servers.models import Instance, InstanceExtra
 from cloudseed.web.microversions import MAX_VERSION, APIVersion
-from tests.conftest import KEPT_TABLES
 from tests.support.cloud import Cloud, create_server, make_cloud, wait_for
+from tests.support.databases import KEPT_TABLES
 from tests.support.fuzzing import BIG_DIGITS, HOSTILE_STRINGS, Raw, dumps, from_schema, spoiled
 from tests.support.fuzzing import hostile as hostile_value
 from tests.support.server import running_metadata
 from tests.support.snapshot import Snapshot, changes, snapshot
+from tests.support.waiting import wait_until
 
 EXAMPLES = int(os.environ.get("CLOUDSEED_FUZZ_EXAMPLES", "10"))
 # A file to append each failure to (one JSON line: route, input, status, the server's traceback
@@ -551,14 +552,13 @@ def test_metadata_paths(world: World, metadata_url: str) -> None:
 
 
 def _wait_for_key_delivery(world: World, uuid: str) -> None:
-    deadline = time.monotonic() + 10
     query = select(InstanceExtra.keys_applied_generation).where(InstanceExtra.instance_uuid == uuid)
-    while True:
+
+    def recorded() -> object:
         with world.cell_db.read() as session:
-            if session.scalar(query):
-                return
-        assert time.monotonic() < deadline, "the key delivery was never recorded"
-        time.sleep(0.01)
+            return session.scalar(query)
+
+    wait_until(recorded, timeout=10, max_interval=0.01, what="the key delivery recorded")
 
 
 def _loop_network(world: World) -> str:

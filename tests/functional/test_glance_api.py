@@ -7,7 +7,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -17,7 +16,7 @@ from cloudseed.db.engines import Database
 from cloudseed.images import service as images
 from cloudseed.images import store
 from cloudseed.settings import GlanceSection, Settings
-from tests.support.cloud import Cloud, create_server, make_cloud, wait_for
+from tests.support.cloud import Cloud, create_server, wait_for
 from tests.support.server import running_api
 from tests.support.snapshot import changes, snapshot
 
@@ -28,11 +27,6 @@ DATA = bytes(range(256)) * 16  # 4 KiB of raw disk
 QCOW2_HEAD = b"QFI\xfb"
 SCHEMA = "Provided object does not match schema 'image': "
 DENIED = "You are not authorized to complete"
-
-
-@pytest.fixture()
-def cloud(api: httpx.Client, api_db: Database, tmp_path: Path) -> Cloud:
-    return make_cloud(api, api_db, tmp_path)
 
 
 def create(api: httpx.Client, headers: dict[str, str] | None = None, **fields: Any) -> Any:

@@ -21,6 +21,7 @@ from cloudseed.metadata.errors import BadSignature
 from cloudseed.metadata.identify import ByInstance, Identifier
 from cloudseed.settings import load_settings
 from cloudseed.signing import sign
+from tests.support.ports import free_port
 
 SECRET = "s3cret"
 UUID = "0b8f3f49-5c0e-4d0a-8f39-4f8c1d2a9e11"
@@ -88,8 +89,8 @@ def exchange(config: Path, request: bytes) -> bytes:
     with guest, relay_end:
         process = subprocess.Popen(
             [sys.executable, "-I", guestfwd_relay.__file__, str(config)],
-            stdin=relay_end,
-            stdout=relay_end,
+            stdin=relay_end.fileno(),
+            stdout=relay_end.fileno(),
         )
         relay_end.close()
         guest.sendall(request)
@@ -197,8 +198,8 @@ def test_malformed_requests_never_reach_the_service(
     with guest, relay_end:
         process = subprocess.Popen(
             [sys.executable, "-I", guestfwd_relay.__file__, str(config)],
-            stdin=relay_end,
-            stdout=relay_end,
+            stdin=relay_end.fileno(),
+            stdout=relay_end.fileno(),
         )
         relay_end.close()
         guest.sendall(request_bytes)
@@ -211,9 +212,7 @@ def test_malformed_requests_never_reach_the_service(
 
 
 def test_service_down_is_a_bad_gateway(tmp_path: Path) -> None:
-    with socket.socket() as unused:
-        unused.bind(("127.0.0.1", 0))
-        port = unused.getsockname()[1]
+    port = free_port()  # nothing listens there
     path = tmp_path / "down.json"
     path.write_text(json.dumps({"upstream": ["127.0.0.1", port], "headers": []}))
     assert exchange(path, b"GET / HTTP/1.1\r\n\r\n").startswith(b"HTTP/1.1 502 ")

@@ -13,7 +13,7 @@ import pytest
 
 from cloudseed.schema import sync as schema_sync
 from cloudseed.settings import Settings
-from tests.conftest import make_settings
+from tests.support.databases import make_settings
 from tests.support.server import running_api, running_metadata
 
 CHUNK = b"a" * (1 << 20)

@@ -2,7 +2,7 @@
 metadata service on a loopback port, and the compute API's ``host-keys`` resource (the console
 fallback and ``cloudseed known-hosts``: tests/functional/test_host_keys_console.py).
 
-Guests are the test helpers' loopback guests (tests/functional/test_metadata_service.py): a
+Guests are the test helpers' loopback guests (tests/support/guests.py): a
 client bound to an instance's 127.0.0.x address is that instance, and proxy mode runs a service
 of its own with signed headers. The body is exactly what cloud-init 22.4's phone_home module
 posts (tests/compat/test_cloud_init_phone_home.py runs the module itself).
@@ -11,7 +11,6 @@ posts (tests/compat/test_cloud_init_phone_home.py runs the module itself).
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
 from urllib.parse import urlencode
 
 import httpx
@@ -26,84 +25,26 @@ from cloudseed.hostkeys.models import HostKeyReport
 from cloudseed.hostkeys.service import MAX_REPEATS
 from cloudseed.servers.models import Instance
 from cloudseed.signing import sign
-from tests.functional.test_identity_service import (
-    Identity,
-    identity_token,
-    servers,  # noqa: F401 (fixture)
-    verify,
-)
-from tests.functional.test_metadata_service import (
-    SECRET,
-    Guest,
-    MetadataServer,
-    boot,
-    cloud,  # noqa: F401 (fixture)
-    metadata_server,  # noqa: F401 (fixture)
-    metadata_url,  # noqa: F401 (fixture)
-)
 from tests.support import keys
 from tests.support.cloud import Cloud, mv, wait_for
+from tests.support.guests import SECRET, Guest, MetadataServer, boot
+from tests.support.host_keys import (
+    FORM,
+    PHONE_HOME,
+    canonical,
+    cloud_init_form,
+    host_key_set,
+    post,
+    rows,
+    shown,
+)
+from tests.support.identity import Identity, identity_token, verify
 
-pytestmark = pytest.mark.databases
+pytestmark = [pytest.mark.databases, pytest.mark.loopback_guests]
 
-PHONE_HOME = "/openstack/latest/phone_home"
-FORM = {"Content-Type": "application/x-www-form-urlencoded"}
 ADMIN = {"X-Auth-Token": "admin:proj"}
 MALLORY = {"X-Auth-Token": "mallory:other"}
 NEUTRON = ("neutron", {"service_metadata_proxy": True, "metadata_proxy_shared_secret": SECRET})
-
-
-def host_key_set() -> dict[str, str]:
-    return {
-        "pub_key_rsa": keys.rsa_public() + " root@vm\n",
-        "pub_key_ecdsa": keys.ecdsa_public() + " root@vm\n",
-        "pub_key_ed25519": keys.ed25519_public("root@vm") + "\n",
-    }
-
-
-def cloud_init_form(instance_id: str, found: dict[str, str], **more: str) -> bytes:
-    """cc_phone_home's body with ``post: all``: POST_LIST_ALL's order, "N/A" for the DSA key
-    no current distribution has, encoded as requests encodes a dict."""
-    fields = {
-        "pub_key_dsa": "N/A",
-        "pub_key_rsa": found.get("pub_key_rsa", "N/A"),
-        "pub_key_ecdsa": found.get("pub_key_ecdsa", "N/A"),
-        "pub_key_ed25519": found.get("pub_key_ed25519", "N/A"),
-        "instance_id": instance_id,
-        "hostname": "vm",
-        "fqdn": "vm.novalocal",
-        **more,
-    }
-    return urlencode(fields).encode()
-
-
-def canonical(found: dict[str, str]) -> list[str]:
-    return [
-        parse_host_key(found[f]).key for f in ("pub_key_rsa", "pub_key_ecdsa", "pub_key_ed25519")
-    ]
-
-
-def shown(api: httpx.Client, server_id: str, **headers: str) -> list[dict[str, Any]]:
-    r = api.get(f"/v2.1/servers/{server_id}/host-keys", headers=headers)
-    assert r.status_code == 200, r.text
-    body: list[dict[str, Any]] = r.json()["host_keys"]
-    return body
-
-
-def rows(cell_db: Database, server_id: str) -> list[tuple[str, str | None]]:
-    with cell_db.read() as session:
-        return [
-            (row.source, row.role)
-            for row in session.scalars(
-                select(HostKeyReport)
-                .where(HostKeyReport.instance_uuid == server_id)
-                .order_by(HostKeyReport.id)
-            )
-        ]
-
-
-def post(md: httpx.Client, body: bytes, **headers: str) -> httpx.Response:
-    return md.post(PHONE_HOME, content=body, headers={**FORM, **headers})
 
 
 # -- phone_home ------------------------------------------------------------------------------
@@ -111,8 +52,8 @@ def post(md: httpx.Client, body: bytes, **headers: str) -> httpx.Response:
 
 def test_phone_home_is_accepted_and_shown(
     api: httpx.Client,
-    cloud: Cloud,  # noqa: F811
-    metadata_url: str,  # noqa: F811
+    cloud: Cloud,
+    metadata_url: str,
     cell_db: Database,
 ) -> None:
     guest = boot(api, cloud)
@@ -139,8 +80,8 @@ def test_phone_home_is_accepted_and_shown(
 
 def test_a_replay_in_the_same_boot_is_recorded_but_never_replaces(
     api: httpx.Client,
-    cloud: Cloud,  # noqa: F811
-    metadata_url: str,  # noqa: F811
+    cloud: Cloud,
+    metadata_url: str,
     cell_db: Database,
 ) -> None:
     guest = boot(api, cloud)
@@ -167,8 +108,8 @@ def test_a_replay_in_the_same_boot_is_recorded_but_never_replaces(
 
 def test_a_rebuild_begins_a_new_boot_generation(
     api: httpx.Client,
-    cloud: Cloud,  # noqa: F811
-    metadata_url: str,  # noqa: F811
+    cloud: Cloud,
+    metadata_url: str,
     cell_db: Database,
 ) -> None:
     guest = boot(api, cloud)
@@ -205,8 +146,8 @@ def test_a_rebuild_begins_a_new_boot_generation(
 
 def test_a_server_not_launched_yet_is_told_to_come_back(
     api: httpx.Client,
-    cloud: Cloud,  # noqa: F811
-    metadata_url: str,  # noqa: F811
+    cloud: Cloud,
+    metadata_url: str,
     cell_db: Database,
 ) -> None:
     guest = boot(api, cloud)
@@ -224,8 +165,8 @@ def test_a_server_not_launched_yet_is_told_to_come_back(
 
 def test_a_guest_reports_for_itself_only(
     api: httpx.Client,
-    cloud: Cloud,  # noqa: F811
-    metadata_url: str,  # noqa: F811
+    cloud: Cloud,
+    metadata_url: str,
     cell_db: Database,
 ) -> None:
     attacker, victim = boot(api, cloud), boot(api, cloud)
@@ -253,8 +194,8 @@ def test_a_guest_reports_for_itself_only(
 
 def test_proxy_mode_signed_headers_name_the_caller(
     api: httpx.Client,
-    cloud: Cloud,  # noqa: F811
-    metadata_server: MetadataServer,  # noqa: F811
+    cloud: Cloud,
+    metadata_server: MetadataServer,
     cell_db: Database,
 ) -> None:
     guest, other = boot(api, cloud), boot(api, cloud)
@@ -280,8 +221,8 @@ def test_proxy_mode_signed_headers_name_the_caller(
 
 def test_tokens_apply_as_to_every_document(
     api: httpx.Client,
-    cloud: Cloud,  # noqa: F811
-    metadata_server: MetadataServer,  # noqa: F811
+    cloud: Cloud,
+    metadata_server: MetadataServer,
 ) -> None:
     guest = boot(api, cloud)
     body = cloud_init_form(guest.id, host_key_set())
@@ -336,8 +277,8 @@ def test_hostile_reports_are_refused_and_store_nothing(
     status: int,
     why: str,
     api: httpx.Client,
-    cloud: Cloud,  # noqa: F811
-    metadata_url: str,  # noqa: F811
+    cloud: Cloud,
+    metadata_url: str,
     cell_db: Database,
 ) -> None:
     guest = boot(api, cloud)
@@ -359,8 +300,8 @@ def test_hostile_reports_are_refused_and_store_nothing(
 
 def test_host_keys_resource_policy_and_versions(
     api: httpx.Client,
-    cloud: Cloud,  # noqa: F811
-    metadata_url: str,  # noqa: F811
+    cloud: Cloud,
+    metadata_url: str,
 ) -> None:
     guest = boot(api, cloud)
     with guest.client(metadata_url) as md:
@@ -389,8 +330,8 @@ def test_host_keys_resource_policy_and_versions(
 
 def test_the_identity_token_carries_the_accepted_fingerprints(
     api: httpx.Client,
-    cloud: Cloud,  # noqa: F811
-    servers: Identity,  # noqa: F811
+    cloud: Cloud,
+    servers: Identity,
 ) -> None:
     guest = boot(api, cloud)
     found = host_key_set()

@@ -1,5 +1,5 @@
 """The host key console fallback of the compute agent (``hostkeys/watch.py``) and ``cloudseed
-known-hosts``, on every database backend, with the helpers of tests/functional/test_host_keys.py:
+known-hosts``, on every database backend, with the helpers of tests/support/host_keys.py:
 a console is whatever text the test hands the watch, as the driver's ``console_output`` would.
 """
 
@@ -24,22 +24,11 @@ from cloudseed.servers import records
 from cloudseed.servers.models import Instance
 from cloudseed.servers.system_metadata import SSH_FORWARD
 from cloudseed.settings import Settings
-from tests.functional.test_host_keys import (
-    canonical,
-    cloud_init_form,
-    host_key_set,
-    post,
-    rows,
-    shown,
-)
-from tests.functional.test_metadata_service import (
-    boot,
-    cloud,  # noqa: F401 (fixture)
-    metadata_url,  # noqa: F401 (fixture)
-)
 from tests.support.cloud import Cloud
+from tests.support.guests import boot
+from tests.support.host_keys import canonical, cloud_init_form, host_key_set, post, rows, shown
 
-pytestmark = pytest.mark.databases
+pytestmark = [pytest.mark.databases, pytest.mark.loopback_guests]
 
 
 # -- the console fallback ----------------------------------------------------------------------
@@ -57,8 +46,8 @@ def console_text(found: dict[str, str]) -> str:
 def test_the_console_fallback(
     request: pytest.FixtureRequest,
     api: httpx.Client,
-    cloud: Cloud,  # noqa: F811
-    metadata_url: str,  # noqa: F811
+    cloud: Cloud,
+    metadata_url: str,
     api_db: Database,
     cell_db: Database,
 ) -> None:
@@ -101,7 +90,7 @@ def test_the_console_fallback(
 def test_a_console_watch_starting_late_takes_nothing_rather_than_something_wrong(
     request: pytest.FixtureRequest,
     api: httpx.Client,
-    cloud: Cloud,  # noqa: F811
+    cloud: Cloud,
     api_db: Database,
     cell_db: Database,
 ) -> None:
@@ -129,8 +118,8 @@ def test_a_console_watch_starting_late_takes_nothing_rather_than_something_wrong
 
 def test_known_hosts_cli_lines_work_with_ssh_keygen(
     api: httpx.Client,
-    cloud: Cloud,  # noqa: F811
-    metadata_url: str,  # noqa: F811
+    cloud: Cloud,
+    metadata_url: str,
     migrated_settings: Settings,
     cell_db: Database,
     tmp_path: Path,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 from sqlalchemy import delete, update
@@ -44,7 +45,7 @@ def hosts(migrated_settings: Settings, api_db: Database) -> Iterator[Callable[[s
         cells.dispose()
 
 
-def services(api, version: str = "2.1", **query: str) -> dict[str, dict]:
+def services(api, version: str = "2.1", **query: str) -> dict[str, dict[str, Any]]:
     r = api.get("/v2.1/os-services", params=query, headers={**ADMIN, **mv(version)})
     assert r.status_code == 200, r.text
     return {s["host"]: s for s in r.json()["services"]}

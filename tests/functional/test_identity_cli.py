@@ -9,20 +9,13 @@ import json
 import sqlite3
 from pathlib import Path
 
-from click.testing import CliRunner
-
-from cloudseed.cli import cli
+from tests.support.cli import run
 
 
-def run(*args: str, env: dict[str, str] | None = None) -> tuple[int, str]:
-    result = CliRunner().invoke(cli, list(args), env=env, catch_exceptions=False)
-    return result.exit_code, result.output
-
-
-def keys(data_dir: Path) -> list[dict[str, str]]:
+def keys(data_dir: Path) -> list[dict[str, str | None]]:
     code, out = run("--data-dir", str(data_dir), "identity", "list", "-f", "json")
     assert code == 0, out
-    listed: list[dict[str, str]] = json.loads(out)
+    listed: list[dict[str, str | None]] = json.loads(out)
     return listed
 
 

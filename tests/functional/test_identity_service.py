@@ -12,9 +12,7 @@ import datetime as dt
 import json
 import shutil
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import jwt
@@ -30,71 +28,23 @@ from cloudseed.db.engines import Database
 from cloudseed.identity import service
 from cloudseed.identity.models import IdentityKey
 from cloudseed.settings import Settings
-from tests.functional.test_metadata_service import (
-    boot,
-    cloud,  # noqa: F401 (fixture)
-    with_options,
-)
 from tests.support.cloud import Cloud
-from tests.support.server import running_api, running_metadata
+from tests.support.guests import boot
+from tests.support.identity import (
+    ISSUER,
+    TOKEN_PATH,
+    Identity,
+    identity_settings,
+    identity_token,
+    session_token,
+    verify,
+)
+from tests.support.server import running_api, with_options
 
-pytestmark = pytest.mark.databases
+pytestmark = [pytest.mark.databases, pytest.mark.loopback_guests]
 
-ISSUER = "https://cloud.example.test"
-TTL = {"X-aws-ec2-metadata-token-ttl-seconds": "300"}
-TOKEN_PATH = "/openstack/latest/identity_token"
 GRACE = dt.timedelta(seconds=86400)
 needs_openssl = pytest.mark.skipif(shutil.which("openssl") is None, reason="no openssl command")
-
-
-@dataclasses.dataclass
-class Identity:
-    api: str  # a compute API with no compute agent, for the relying party
-    metadata: str
-
-
-def identity_settings(settings: Settings, **more: Any) -> Settings:
-    # key_cache_seconds = 0: each server reads the keys every time, so what a test writes is
-    # seen at once (the tests empty the tables between tests, too).
-    settings = with_options(settings, "identity", issuer=ISSUER, key_cache_seconds=0, **more)
-    return with_options(settings, "metadata", trusted_proxies="127.0.0.250")
-
-
-@pytest.fixture()
-def servers(migrated_settings: Settings, clean_api_db: Database) -> Iterator[Identity]:
-    settings = identity_settings(migrated_settings)
-    with running_api(settings, compute=False) as api, running_metadata(settings) as md:
-        yield Identity(api, md)
-
-
-def session_token(md: httpx.Client, **headers: str) -> dict[str, str]:
-    r = md.put("/latest/api/token", headers={**TTL, **headers})
-    assert r.status_code == 200, r.text
-    return {"X-aws-ec2-metadata-token": r.text}
-
-
-def identity_token(md: httpx.Client, audience: str = "vault") -> str:
-    r = md.get(TOKEN_PATH, params={"audience": audience}, headers=session_token(md))
-    assert r.status_code == 200, r.text
-    assert r.headers["content-type"] == "application/jwt"
-    assert r.headers["cache-control"] == "no-store"
-    return r.text
-
-
-def verify(api: str, token: str, audience: str = "vault") -> dict[str, Any]:
-    """What a relying party does: discovery, then the JWKS it names, then PyJWT."""
-    discovery = httpx.get(f"{api}/.well-known/openid-configuration").json()
-    client = jwt.PyJWKClient(discovery["jwks_uri"], cache_keys=False, cache_jwk_set=False)
-    key = client.get_signing_key_from_jwt(token)
-    claims: dict[str, Any] = jwt.decode(
-        token,
-        key.key,
-        algorithms=discovery["id_token_signing_alg_values_supported"],
-        audience=audience,
-        issuer=discovery["issuer"],
-        options={"require": ["exp", "iat", "nbf", "iss", "sub", "aud", "jti"]},
-    )
-    return claims
 
 
 # -- what relying parties read ----------------------------------------------------------------
@@ -174,7 +124,7 @@ def test_keys_are_public_under_keystone_too(
 
 def test_identity_token_verifies_from_the_published_keys_alone(
     api: httpx.Client,
-    cloud: Cloud,  # noqa: F811
+    cloud: Cloud,
     servers: Identity,
 ) -> None:
     guest = boot(api, cloud, availability_zone="nova")
@@ -197,7 +147,7 @@ def test_identity_token_verifies_from_the_published_keys_alone(
 
 def test_identity_token_needs_a_session_token_even_when_metadata_does_not(
     api: httpx.Client,
-    cloud: Cloud,  # noqa: F811
+    cloud: Cloud,
     servers: Identity,
 ) -> None:
     guest = boot(api, cloud)
@@ -236,7 +186,7 @@ def test_identity_token_needs_a_session_token_even_when_metadata_does_not(
 def test_bad_audiences_are_400(
     query: str,
     api: httpx.Client,
-    cloud: Cloud,  # noqa: F811
+    cloud: Cloud,
     servers: Identity,
 ) -> None:
     guest = boot(api, cloud)
@@ -250,7 +200,7 @@ def test_bad_audiences_are_400(
 # -- EC2's identity document ------------------------------------------------------------------
 
 
-def test_ec2_dynamic_tree(api: httpx.Client, cloud: Cloud, servers: Identity) -> None:  # noqa: F811
+def test_ec2_dynamic_tree(api: httpx.Client, cloud: Cloud, servers: Identity) -> None:
     guest = boot(api, cloud, availability_zone="nova")
     with guest.client(servers.metadata) as md:
         assert md.get("/latest").text.splitlines() == ["dynamic/", "meta-data/"]
@@ -289,7 +239,7 @@ def test_ec2_dynamic_tree(api: httpx.Client, cloud: Cloud, servers: Identity) ->
 @needs_openssl
 def test_ec2_signatures_verify_with_openssl_and_cryptography(
     api: httpx.Client,
-    cloud: Cloud,  # noqa: F811
+    cloud: Cloud,
     servers: Identity,
     tmp_path: Path,
 ) -> None:
@@ -356,7 +306,7 @@ def openssl(cwd: Path, *args: str) -> bytes:
 
 def test_rotation_keeps_old_tokens_verifiable_for_the_grace_period_then_drops_them(
     api: httpx.Client,
-    cloud: Cloud,  # noqa: F811
+    cloud: Cloud,
     servers: Identity,
     api_db: Database,
 ) -> None:
@@ -397,7 +347,7 @@ def test_rotation_keeps_old_tokens_verifiable_for_the_grace_period_then_drops_th
 
 def test_signed_forms_follow_the_signing_key(
     api: httpx.Client,
-    cloud: Cloud,  # noqa: F811
+    cloud: Cloud,
     servers: Identity,
     api_db: Database,
 ) -> None:
@@ -426,7 +376,7 @@ def test_signed_forms_follow_the_signing_key(
 
 def test_guest_cannot_see_other_guests_identity(
     api: httpx.Client,
-    cloud: Cloud,  # noqa: F811
+    cloud: Cloud,
     servers: Identity,
 ) -> None:
     a, d = boot(api, cloud), boot(api, cloud)

@@ -13,29 +13,18 @@ import pytest
 from cloudseed.db.engines import Database
 from cloudseed.settings import Settings
 from cloudseed.signing import sign
-from tests.functional.test_identity_service import (
-    TOKEN_PATH,
-    TTL,
-    identity_settings,
-    session_token,
-)
-from tests.functional.test_metadata_service import (
-    SECRET,
-    Guest,
-    boot,
-    cloud,  # noqa: F401 (fixture)
-    with_options,
-)
 from tests.support.cloud import Cloud
-from tests.support.server import running_metadata
+from tests.support.guests import SECRET, Guest, boot
+from tests.support.identity import TOKEN_PATH, TTL, identity_settings, session_token
+from tests.support.server import running_metadata, with_options
 
-pytestmark = pytest.mark.databases
+pytestmark = [pytest.mark.databases, pytest.mark.loopback_guests]
 
 AUDIENCE = {"audience": "vault"}
 
 
 @pytest.fixture()
-def pair(api: httpx.Client, cloud: Cloud) -> dict[str, Guest]:  # noqa: F811
+def pair(api: httpx.Client, cloud: Cloud) -> dict[str, Guest]:
     return {"A": boot(api, cloud), "D": boot(api, cloud)}
 
 

@@ -34,6 +34,7 @@ from cloudseed.injection import (
 )
 from cloudseed.injection.handlers.localfs import LocalFilesystem
 from cloudseed.injection.writer import write_request
+from tests.support.guest_images import ext4_image, guest_tree, run
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFakeKeyForTestsOnly tester@example"
 PASSWORD = "correct horse battery staple"
@@ -49,49 +50,11 @@ def needs(*tools: str) -> pytest.MarkDecorator:
     )
 
 
-def run(*argv: str, input: bytes | None = None) -> bytes:
-    return subprocess.run(
-        argv,
-        input=input,
-        capture_output=True,
-        check=True,
-        env={"LC_ALL": "C", "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"},
-    ).stdout
-
-
 def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 # -- building images -------------------------------------------------------------------------
-
-
-def guest_tree(root: Path, *, selinux: bool = False) -> Path:
-    (root / "etc").mkdir(parents=True)
-    (root / "root").mkdir(mode=0o700)
-    (root / "bin").mkdir()
-    (root / "usr" / "bin").mkdir(parents=True)
-    (root / "etc" / "passwd").write_text(
-        "root:x:0:0:root:/root:/bin/sh\ndaemon:x:1:1::/usr/sbin:/usr/sbin/nologin\n"
-    )
-    (root / "etc" / "group").write_text("root:x:0:\nshadow:x:42:\n")
-    shadow = root / "etc" / "shadow"
-    shadow.write_text("root:*:19000:0:99999:7:::\ndaemon:*:19000:0:99999:7:::\n")
-    shadow.chmod(0o640)
-    (root / "etc" / "os-release").write_text('ID=debian\nVERSION_ID="12"\nNAME="Debian"\n')
-    (root / "etc" / "fstab").write_text("/dev/sda1 / ext4 defaults 0 1\n")
-    if selinux:
-        (root / "etc" / "selinux").mkdir()
-        (root / "etc" / "rc.d").mkdir()
-        rc = root / "etc" / "rc.d" / "rc.local"
-        rc.write_text("#!/bin/bash\ntouch /var/lock/subsys/local\n")
-        (root / "etc" / "rc.local").symlink_to("rc.d/rc.local")
-    return root
-
-
-def ext4_image(tree: Path, image: Path, size: str = "16M") -> Path:
-    run("mke2fs", "-q", "-t", "ext4", "-d", str(tree), "-F", str(image), size)
-    return image
 
 
 def partitioned_image(tree: Path, image: Path) -> Path:

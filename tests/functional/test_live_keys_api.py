@@ -5,23 +5,18 @@ and microversions up to 2.105 unchanged. Project keys: test_project_keys_api.py.
 from __future__ import annotations
 
 import datetime as dt
-import time
 
 import pytest
 from sqlalchemy import select
 
+from cloudseed.db.engines import Database
 from cloudseed.servers.models import InstanceExtra, Operation
-from tests.support.cloud import create_server, make_cloud, mv, wait_for
+from tests.support.cloud import create_server, mv, wait_for
 from tests.support.snapshot import changes, snapshot
 from tests.support.waiting import wait_until
 
 LIVE = mv("2.106")
 ADMIN = {"X-Auth-Token": "admin:proj"}
-
-
-@pytest.fixture()
-def cloud(api, api_db, tmp_path):
-    return make_cloud(api, api_db, tmp_path)
 
 
 def future(seconds: float = 86400) -> str:
@@ -58,7 +53,7 @@ def key_operations(cell_db, server_id):
         ]
 
 
-def extra(cell_db, server_id) -> InstanceExtra:
+def extra(cell_db: Database, server_id: str) -> InstanceExtra:
     with cell_db.read() as session:
         row = session.scalar(select(InstanceExtra).where(InstanceExtra.instance_uuid == server_id))
         assert row is not None
@@ -67,13 +62,13 @@ def extra(cell_db, server_id) -> InstanceExtra:
 
 
 def wait_delivery(api, server_id, state, timeout=20):
-    deadline = time.monotonic() + timeout
-    while True:
+    def in_state():
         delivery = show(api, server_id)["key_delivery"]
-        if delivery["state"] == state:
-            return delivery
-        assert time.monotonic() < deadline, delivery
-        time.sleep(0.05)
+        return delivery if delivery["state"] == state else None
+
+    return wait_until(
+        in_state, timeout=timeout, interval=0.05, max_interval=0.05, what=f"key delivery {state}"
+    )
 
 
 class TestCreate:

@@ -10,13 +10,11 @@ import datetime as dt
 import httpx
 import pytest
 
-from tests.functional.test_metadata_service import cloud, eventually, metadata_url
 from tests.support import keys
 from tests.support.cloud import Cloud, create_server, mv, wait_for
-from tests.support.waiting import wait_until
+from tests.support.waiting import eventually, wait_until
 
-pytestmark = pytest.mark.databases
-__all__ = ["cloud", "metadata_url"]  # fixtures, imported to be used here
+pytestmark = [pytest.mark.databases, pytest.mark.loopback_guests]
 
 LIVE = mv("2.106")
 ADMIN = {**LIVE, "X-Auth-Token": "admin:proj"}

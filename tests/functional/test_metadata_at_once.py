@@ -14,17 +14,10 @@ import pytest
 
 from cloudseed.metadata.app import MetadataApp
 from cloudseed.signing import sign
-from tests.functional.test_metadata_service import (
-    SECRET,
-    MetadataServer,
-    boot,
-    cloud,
-    metadata_server,
-)
 from tests.support.cloud import Cloud, b64
+from tests.support.guests import SECRET, MetadataServer, boot
 
-pytestmark = pytest.mark.databases
-FIXTURES = (cloud, metadata_server)  # used by name as the tests' parameters
+pytestmark = [pytest.mark.databases, pytest.mark.loopback_guests]
 
 PATHS = [
     "/openstack",

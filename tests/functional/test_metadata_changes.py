@@ -15,17 +15,15 @@ from pathlib import Path
 
 import httpx
 import pytest
-from sqlalchemy.orm import Session
 
 from cloudseed.db.engines import Database
-from cloudseed.networks import service as networks
 from cloudseed.settings import Settings
-from tests.functional.test_metadata_service import Guest, boot, eventually, with_options
-from tests.support.cloud import Cloud, b64, make_cloud, mv
-from tests.support.server import running_metadata
-from tests.support.waiting import wait_until
+from tests.support.cloud import Cloud, b64, mv
+from tests.support.guests import Guest, boot
+from tests.support.server import running_metadata, with_options
+from tests.support.waiting import eventually, wait_until
 
-pytestmark = pytest.mark.databases
+pytestmark = [pytest.mark.databases, pytest.mark.loopback_guests]
 
 # Every document of both trees a guest with user data and a key pair has.
 DOCUMENTS = [
@@ -48,18 +46,6 @@ DOCUMENTS = [
     "/openstack/latest/vendor_data.json",
     "/openstack/latest/vendor_data2.json",
 ]
-
-
-@pytest.fixture()
-def cloud(api: httpx.Client, api_db: Database, tmp_path: Path) -> Cloud:
-    made = make_cloud(api, api_db, tmp_path)
-
-    def work(session: Session) -> None:
-        net = networks.add_network(session, name="loop", cidr="127.0.0.0/24", gateway="127.0.0.1")
-        made.network_id = net.uuid
-
-    api_db.run(work, write=True)
-    return made
 
 
 @pytest.fixture()
@@ -336,7 +322,7 @@ def test_a_key_expiring_moves_the_tag_and_ends_a_long_poll(
 ) -> None:
     """A key that expires changes the documents with no change of the record (no generation,
     no feed row): the tag moves all the same, and a waiter answers at the expiry."""
-    from tests.functional.test_metadata_live_keys import at, entry, set_keys
+    from tests.support.live_keys import at, entry, set_keys
 
     guest = boot(api, cloud, key_name="key1")
     set_keys(

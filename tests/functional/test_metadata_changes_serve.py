@@ -25,7 +25,8 @@ from cloudseed.db.engines import Database
 from cloudseed.servers.models import Instance
 from cloudseed.signing import sign
 from tests.support import databases
-from tests.support.cluster import ADMIN, Cluster, free_port, healthy, running_cluster, wait
+from tests.support.cluster import ADMIN, Cluster, healthy, running_cluster, wait
+from tests.support.ports import free_port
 
 SECRET = "proxy-secret"
 WAITERS = 500

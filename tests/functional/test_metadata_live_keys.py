@@ -17,94 +17,26 @@ from typing import Any
 
 import httpx
 import pytest
-from sqlalchemy import event, select, update
+from sqlalchemy import event, select
 from sqlalchemy.engine import Engine
-from sqlalchemy.orm import Session
 
 from cloudseed.db.base import utcnow
 from cloudseed.db.engines import Database
-from cloudseed.servers import records
 from cloudseed.servers.models import InstanceExtra
 from cloudseed.signing import sign
-from tests.functional.test_metadata_service import (
-    SECRET,
-    Guest,
-    MetadataServer,
-    boot,
-    cloud,
-    eventually,
-    metadata_server,
-    metadata_url,
-)
 from tests.support import keys
 from tests.support.cloud import Cloud
-from tests.support.waiting import wait_until
+from tests.support.guests import SECRET, Guest, MetadataServer, boot
+from tests.support.live_keys import PROJECT_KEY, at, delivery, entry, set_keys
+from tests.support.waiting import eventually, wait_until
 
-pytestmark = pytest.mark.databases
-__all__ = ["cloud", "metadata_server", "metadata_url"]  # fixtures, imported to be used here
+pytestmark = [pytest.mark.databases, pytest.mark.loopback_guests]
 
 KEYS = "/openstack/latest/authorized_keys"
 META = "/openstack/latest/meta_data.json"
 EC2_KEYS = "/latest/meta-data/public-keys/"
-PROJECT_KEY = keys.ed25519_public("project")
 EXTRA_KEY = keys.ed25519_public("extra")
 GONE_KEY = keys.ed25519_public("gone")
-
-
-def entry(name: str, public_key: str, **fields: Any) -> dict[str, Any]:
-    """A stored key entry (spec17: the stored form of instance_extra.keypairs)."""
-    return {
-        "name": name,
-        "user_id": "alice",
-        "fingerprint": "00:11",
-        "fingerprint_sha256": "SHA256:x",
-        "public_key": public_key,
-        "type": "ssh",
-        "created_at": "2030-01-01T00:00:00",
-        "expires_at": None,
-        "source": "server",
-        "since_generation": 1,
-        **fields,
-    }
-
-
-def at(seconds: float) -> str:
-    """An expires_at ``seconds`` from now, as the API stores it."""
-    return (utcnow() + dt.timedelta(seconds=seconds)).isoformat() + "Z"
-
-
-def set_keys(
-    cell: Database,
-    uuid: str,
-    entries: list[dict[str, Any]] | None = None,
-    *,
-    announce: bool = True,
-    **columns: Any,
-) -> None:
-    """Write the key set and keys_* columns as the API does (a guest change, unless
-    ``announce`` is False: then cached guests keep what they had)."""
-
-    def work(session: Session) -> None:
-        if entries is not None:
-            records.set_extra(session, uuid, keypairs=entries)
-        if columns:
-            session.execute(
-                update(InstanceExtra).where(InstanceExtra.instance_uuid == uuid).values(**columns)
-            )
-        if announce:
-            records.guest_changed(session, uuid)
-
-    cell.run(work, write=True)
-
-
-def delivery(cell: Database, uuid: str) -> tuple[int, str | None]:
-    with cell.read() as session:
-        row = session.execute(
-            select(InstanceExtra.keys_applied_generation, InstanceExtra.keys_applied_via).where(
-                InstanceExtra.instance_uuid == uuid
-            )
-        ).one()
-    return row[0], row[1]
 
 
 @contextmanager

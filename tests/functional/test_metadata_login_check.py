@@ -24,18 +24,18 @@ from cloudseed.configdrive.service import DriveBuilder, read_drive
 from cloudseed.db.engines import Database
 from cloudseed.settings import Settings
 from cloudseed.vendordata import login_check
-from tests.functional.test_metadata_live_keys import PROJECT_KEY, at, delivery, entry, set_keys
-from tests.functional.test_metadata_service import SECRET, Guest, boot, cloud, with_options
 from tests.support import drive_tools
 from tests.support.cloud import Cloud
+from tests.support.guests import SECRET, Guest, boot
+from tests.support.live_keys import PROJECT_KEY, at, delivery, entry, set_keys
 from tests.support.metadata_relay import Relay, metadata_relay, vendordata_target
-from tests.support.server import running_metadata
+from tests.support.server import running_metadata, with_options
 
 pytestmark = [
+    pytest.mark.loopback_guests,
     pytest.mark.databases,
     pytest.mark.parametrize("backend", ["sqlite"], indirect=True),
 ]
-__all__ = ["cloud"]  # the fixture, imported to be used here
 
 COMMAND = Path(login_check.__file__).with_name("authorized_keys_command.py")
 OPERATOR = "#cloud-config\nbootcmd: [echo operator]\n"

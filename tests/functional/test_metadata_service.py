@@ -8,16 +8,11 @@ as the service can tell. Proxy and token modes run their own servers.
 from __future__ import annotations
 
 import base64
-import dataclasses
 import json
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import AbstractContextManager
-from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -27,17 +22,15 @@ from sqlalchemy.orm import Session
 from cloudseed.cells.service import CellDatabases
 from cloudseed.db.engines import Database
 from cloudseed.metadata.loading import BY_ADDRESS, BY_UUID, Key, load_guests
-from cloudseed.networks import service as networks
 from cloudseed.servers.models import GuestChange, Instance
 from cloudseed.settings import Settings
 from cloudseed.signing import sign
-from tests.support.cloud import Cloud, b64, create_server, make_cloud, mv, wait_for
-from tests.support.server import running_metadata
-from tests.support.waiting import wait_until
+from tests.support.cloud import Cloud, b64, mv
+from tests.support.guests import SECRET, Guest, MetadataServer, boot
+from tests.support.waiting import eventually, wait_until
 
-pytestmark = pytest.mark.databases
+pytestmark = [pytest.mark.databases, pytest.mark.loopback_guests]
 
-SECRET = "proxy-secret"
 OPENSTACK_VERSIONS = [
     "2012-08-10",
     "2013-04-04",
@@ -50,80 +43,6 @@ OPENSTACK_VERSIONS = [
     "2020-10-14",
     "2025-04-04",
 ]
-
-
-@dataclasses.dataclass
-class Guest:
-    id: str
-    address: str
-    mac: str
-    project_id: str = "proj"
-
-    def client(self, base: str) -> httpx.Client:
-        return httpx.Client(
-            base_url=base, timeout=10, transport=httpx.HTTPTransport(local_address=self.address)
-        )
-
-
-def with_options(settings: Settings, section: str, **values: Any) -> Settings:
-    return dataclasses.replace(
-        settings, **{section: dataclasses.replace(getattr(settings, section), **values)}
-    )
-
-
-@pytest.fixture()
-def metadata_url(migrated_settings: Settings, clean_cell_db: Database) -> Iterator[str]:
-    # One server per test: the tests empty the tables behind its back, which the change
-    # feed (rightly) never hears of.
-    settings = with_options(migrated_settings, "metadata", trusted_proxies="127.0.0.250")
-    with running_metadata(settings) as url:
-        yield url
-
-
-MetadataServer = Callable[..., AbstractContextManager[str]]
-
-
-@pytest.fixture()
-def metadata_server(migrated_settings: Settings) -> MetadataServer:
-    """Start another metadata service with some options changed: ``(section, {name: v})``."""
-
-    def start(*changes: tuple[str, dict[str, Any]]) -> AbstractContextManager[str]:
-        settings = migrated_settings
-        for section, values in changes:
-            settings = with_options(settings, section, **values)
-        return running_metadata(settings)
-
-    return start
-
-
-@pytest.fixture()
-def cloud(api: httpx.Client, api_db: Database, tmp_path: Path) -> Cloud:
-    made = make_cloud(api, api_db, tmp_path)
-
-    def work(session: Session) -> None:
-        net = networks.add_network(session, name="loop", cidr="127.0.0.0/24", gateway="127.0.0.1")
-        made.network_id = net.uuid
-
-    api_db.run(work, write=True)
-    return made
-
-
-def boot(api: httpx.Client, cloud: Cloud, **fields: Any) -> Guest:
-    fields.setdefault("networks", [{"uuid": cloud.network_id}])
-    server = create_server(api, cloud, "2.37", **fields)
-    server = wait_for(api, server["id"], "ACTIVE", version="2.37")
-    (port,) = server["addresses"]["loop"]
-    return Guest(server["id"], port["addr"], port["OS-EXT-IPS-MAC:mac_addr"])
-
-
-def eventually(check: Callable[[], bool], timeout: float = 5) -> float:
-    """Wait until ``check()`` holds; return how long it took."""
-    start = time.monotonic()
-    while not check():
-        if time.monotonic() - start > timeout:
-            raise AssertionError("condition not met in time")
-        time.sleep(0.005)
-    return time.monotonic() - start
 
 
 # -- the OpenStack tree -------------------------------------------------------------------

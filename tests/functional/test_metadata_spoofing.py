@@ -18,20 +18,12 @@ import pytest
 
 from cloudseed.settings import Settings
 from cloudseed.signing import sign
-from tests.functional.test_metadata_service import (
-    SECRET,
-    Guest,
-    MetadataServer,
-    boot,
-    cloud,  # noqa: F401 (fixture)
-    metadata_server,  # noqa: F401 (fixture)
-    with_options,
-)
 from tests.support.cloud import Cloud, b64
-from tests.support.server import running_metadata
+from tests.support.guests import SECRET, Guest, MetadataServer, boot
+from tests.support.server import running_metadata, with_options
 from tests.support.waiting import wait_until
 
-pytestmark = pytest.mark.databases
+pytestmark = [pytest.mark.databases, pytest.mark.loopback_guests]
 
 PROXY = Guest("proxy", "127.0.0.250", "")
 META = "/openstack/latest/meta_data.json"
@@ -41,7 +33,7 @@ Cell = tuple[str, list[tuple[str, str]], Any]
 
 
 @pytest.fixture()
-def pair(api: httpx.Client, cloud: Cloud) -> dict[str, Guest]:  # noqa: F811
+def pair(api: httpx.Client, cloud: Cloud) -> dict[str, Guest]:
     return {"A": boot(api, cloud), "D": boot(api, cloud, user_data=b64("D's secret"))}
 
 
@@ -242,7 +234,7 @@ def test_signed_headers(
     headers: list[tuple[str, str]],
     expected: Any,
     pair: dict[str, Guest],
-    metadata_server: MetadataServer,  # noqa: F811
+    metadata_server: MetadataServer,
 ) -> None:
     with metadata_server(NEUTRON) as url:
         assert ask(url, pair["D"], headers, pair) == expected
@@ -250,7 +242,7 @@ def test_signed_headers(
 
 def test_signed_headers_local_ipv4_is_the_appended_address(
     pair: dict[str, Guest],
-    metadata_server: MetadataServer,  # noqa: F811
+    metadata_server: MetadataServer,
 ) -> None:
     headers = [
         ("X-Instance-ID", "{A_id}"),
@@ -284,8 +276,8 @@ def test_provider_mode(
     headers: list[tuple[str, str]],
     expected: Any,
     pair: dict[str, Guest],
-    cloud: Cloud,  # noqa: F811
-    metadata_server: MetadataServer,  # noqa: F811
+    cloud: Cloud,
+    metadata_server: MetadataServer,
 ) -> None:
     provider = [
         ("X-Metadata-Provider", cloud.network_id),
@@ -299,8 +291,8 @@ def test_provider_mode(
 def test_provider_mode_unsigned_with_a_secret(
     signature: str,
     pair: dict[str, Guest],
-    cloud: Cloud,  # noqa: F811
-    metadata_server: MetadataServer,  # noqa: F811
+    cloud: Cloud,
+    metadata_server: MetadataServer,
 ) -> None:
     headers = [("X-Metadata-Provider", cloud.network_id), ("X-Forwarded-For", "{D}")]
     if signature == "wrong":
@@ -311,8 +303,8 @@ def test_provider_mode_unsigned_with_a_secret(
 
 def test_provider_mode_unsigned_without_a_secret(
     pair: dict[str, Guest],
-    cloud: Cloud,  # noqa: F811
-    metadata_server: MetadataServer,  # noqa: F811
+    cloud: Cloud,
+    metadata_server: MetadataServer,
 ) -> None:
     headers = [("X-Metadata-Provider", cloud.network_id), ("X-Forwarded-For", "{D}, {A}")]
     with metadata_server(("neutron", {"service_metadata_proxy": True})) as url:
@@ -377,7 +369,7 @@ def test_token_rewritten(rewrite: str, pair: dict[str, Guest], ip_mode: Any) -> 
 
 def test_token_replayed_after_delete_and_address_reuse(
     api: httpx.Client,
-    cloud: Cloud,  # noqa: F811
+    cloud: Cloud,
     ip_mode: Any,
 ) -> None:
     old = boot(api, cloud)
@@ -414,7 +406,7 @@ def test_token_through_the_trusted_proxy(
 
 def test_deleted_instance_is_gone_when_delete_answers(
     api: httpx.Client,
-    cloud: Cloud,  # noqa: F811
+    cloud: Cloud,
     ip_mode: Any,
 ) -> None:
     # A poll interval far longer than the test: only the in-process announcement can drop it.
@@ -428,7 +420,7 @@ def test_deleted_instance_is_gone_when_delete_answers(
 
 def test_address_reuse_serves_the_new_instance(
     api: httpx.Client,
-    cloud: Cloud,  # noqa: F811
+    cloud: Cloud,
     ip_mode: Any,
 ) -> None:
     old = boot(api, cloud, user_data=b64("old secret"))

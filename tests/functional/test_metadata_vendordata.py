@@ -4,7 +4,6 @@ HTTP servers), their cache, and the fatal-failure mode that fails a build."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -13,22 +12,16 @@ import pytest
 from cloudseed.compute.fake import FakeDriver
 from cloudseed.db.engines import Database
 from cloudseed.settings import Settings
-from tests.functional.test_metadata_service import boot, cloud, with_options
 from tests.support.cloud import Cloud, create_server, wait_for
-from tests.support.server import running_api, running_metadata
-from tests.support.vendordata_targets import Targets, running_targets
+from tests.support.guests import boot
+from tests.support.server import running_api, running_metadata, with_options
+from tests.support.vendordata_targets import Targets
 
 pytestmark = [
+    pytest.mark.loopback_guests,
     pytest.mark.databases,
     pytest.mark.parametrize("backend", ["sqlite", "postgresql"], indirect=True),
 ]
-__all__ = ["cloud"]  # the fixture, imported to be used here
-
-
-@pytest.fixture(scope="module")
-def targets() -> Iterator[Targets]:
-    with running_targets() as running:
-        yield running
 
 
 def vendordata_settings(

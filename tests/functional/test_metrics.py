@@ -8,7 +8,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import signal
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,18 +17,20 @@ from prometheus_client.mmap_dict import MmapedDict
 from prometheus_client.parser import text_string_to_metric_families
 
 from cloudseed.settings import Settings
-from tests.functional.test_metadata_service import boot, cloud, eventually, with_options
 from tests.support import databases
 from tests.support.cloud import Cloud
-from tests.support.cluster import free_port, healthy, running_cluster, wait
-from tests.support.server import running_api, running_metadata
-from tests.support.vendordata_targets import Targets, running_targets
+from tests.support.cluster import healthy, running_cluster, wait
+from tests.support.guests import boot
+from tests.support.ports import free_port
+from tests.support.server import running_api, running_metadata, with_options
+from tests.support.vendordata_targets import Targets
+from tests.support.waiting import eventually
 
 pytestmark = [
+    pytest.mark.loopback_guests,
     pytest.mark.databases,
     pytest.mark.parametrize("backend", ["sqlite", "postgresql"], indirect=True),
 ]
-__all__ = ["cloud"]  # the fixture, imported to be used here
 
 SCRAPER = "127.0.0.1"  # the tests' guests connect from other 127.0.0.0/24 addresses
 
@@ -73,12 +74,6 @@ def per_worker(path: Path, route: str) -> float:
 
 def metrics_settings(settings: Settings, **values: Any) -> Settings:
     return dataclasses.replace(settings, metrics=dataclasses.replace(settings.metrics, **values))
-
-
-@pytest.fixture(scope="module")
-def targets() -> Iterator[Targets]:
-    with running_targets() as running:
-        yield running
 
 
 # -- the compute API ----------------------------------------------------------------------

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -28,15 +29,10 @@ from cloudseed.servers.lifecycle import queue
 from cloudseed.servers.models import InstanceSystemMetadata, Operation
 from cloudseed.servers.system_metadata import SSH_FORWARD
 from cloudseed.settings import Settings
-from tests.support.cloud import b64, make_cloud, mv
+from tests.support.cloud import b64, mv
 
 ADMIN = {"X-Auth-Token": "admin:proj"}
 V274 = "2.74"
-
-
-@pytest.fixture()
-def cloud(api, api_db, tmp_path):
-    return make_cloud(api, api_db, tmp_path)
 
 
 @pytest.fixture()
@@ -89,10 +85,10 @@ def create_on(api: httpx.Client, cloud, host: str, **fields) -> str:
     return server_id
 
 
-def show(api: httpx.Client, server_id: str) -> dict:
+def show(api: httpx.Client, server_id: str) -> dict[str, Any]:
     r = api.get(f"/v2.1/servers/{server_id}", headers={**ADMIN, **mv("2.105")})
     assert r.status_code == 200, r.text
-    server: dict = r.json()["server"]
+    server: dict[str, Any] = r.json()["server"]
     return server
 
 
@@ -118,7 +114,7 @@ def expire_leases(cell_db: Database, server_id: str) -> None:
     cell_db.run(work, write=True)
 
 
-def events(api: httpx.Client, server_id: str) -> list[dict]:
+def events(api: httpx.Client, server_id: str) -> list[dict[str, Any]]:
     actions = api.get(f"/v2.1/servers/{server_id}/os-instance-actions", headers=ADMIN).json()
     found = []
     for action in actions["instanceActions"]:

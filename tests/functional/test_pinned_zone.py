@@ -9,12 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.cloud import create_server, make_cloud, mv, wait_for
-
-
-@pytest.fixture()
-def cloud(api, api_db, tmp_path):
-    return make_cloud(api, api_db, tmp_path)
+from tests.support.cloud import create_server, mv, wait_for
 
 
 def put(api, server_id, version="2.104", **fields):

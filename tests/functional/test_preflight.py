@@ -12,12 +12,7 @@ from click.testing import CliRunner
 from cloudseed.cli import cli
 from cloudseed.cli.preflight import configuration_problems
 from cloudseed.settings import load_settings
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from tests.support.ports import free_port
 
 
 def serve(tmp_path: Path, env: dict[str, str]) -> tuple[int, str, int]:

@@ -54,7 +54,6 @@ from tests.support import databases
 from tests.support.cluster import (
     ADMIN,
     Cluster,
-    free_port,
     operation_state,
     operation_states,
     registered,
@@ -64,6 +63,7 @@ from tests.support.cluster import (
     wait,
 )
 from tests.support.dummy_guest import write_kernel
+from tests.support.ports import free_port
 
 QEMU = shutil.which("qemu-system-x86_64")
 pytestmark = pytest.mark.skipif(

@@ -8,7 +8,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import random
 import shutil
 import socket
 import stat
@@ -20,15 +19,16 @@ from pathlib import Path
 import pytest
 
 from cloudseed.compute.errors import DriverError
-from cloudseed.compute.interfaces import BootImage, GuestSpec
+from cloudseed.compute.interfaces import BootImage
 from cloudseed.compute.qemu import QemuDriver
 from cloudseed.compute.qemu_process import qmp
 from cloudseed.errors import ConfigError
-from cloudseed.settings import Settings, load_settings
 from cloudseed.signing import sign
 from tests.support import keys
 from tests.support.dummy_guest import BANNER, write_kernel
 from tests.support.flavors import stored_flavor
+from tests.support.qemu import SECRET, TOOLS, UUID, ext4_image, free_port_range, guest, settings_for
+from tests.support.waiting import wait_until
 
 QEMU = shutil.which("qemu-system-x86_64")
 pytestmark = pytest.mark.skipif(
@@ -36,40 +36,6 @@ pytestmark = pytest.mark.skipif(
     reason="needs qemu-system-x86_64 and qemu-img (Debian: qemu-system-x86, qemu-utils; "
     "tools/e2e/packages.sh installs them)",
 )
-UUID = "3c6e1a52-8d1b-4f7e-b5a4-2b9d0e6f1a77"
-SECRET = "relay-secret"
-TOOLS = {"LC_ALL": "C", "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
-
-
-def settings_for(state: Path, **env: str) -> Settings:
-    return load_settings(
-        environ={
-            "CLOUDSEED_STATE_PATH": str(state),
-            "CLOUDSEED_COMPUTE_DRIVER": "qemu",
-            "CLOUDSEED_NEUTRON__SERVICE_METADATA_PROXY": "true",
-            "CLOUDSEED_NEUTRON__METADATA_PROXY_SHARED_SECRET": SECRET,
-            "CLOUDSEED_QEMU__ACCEL": "tcg",
-            "CLOUDSEED_QEMU__SHUTDOWN_TIMEOUT": "1",
-            "CLOUDSEED_QEMU__METADATA_URL": "http://127.0.0.1:9",
-            **env,
-        }
-    )
-
-
-def ext4_image(path: Path) -> Path:
-    tree = path.parent / "tree"
-    (tree / "etc").mkdir(parents=True)
-    (tree / "root").mkdir(mode=0o700)
-    (tree / "etc" / "passwd").write_text("root:x:0:0:root:/root:/bin/sh\n")
-    (tree / "etc" / "group").write_text("root:x:0:\n")
-    (tree / "etc" / "shadow").write_text("root:*:19000:0:99999:7:::\n")
-    subprocess.run(
-        ["mke2fs", "-q", "-t", "ext4", "-d", str(tree), "-F", str(path), "8M"],
-        check=True,
-        capture_output=True,
-        env=TOOLS,
-    )
-    return path
 
 
 @pytest.fixture()
@@ -81,24 +47,6 @@ def image(tmp_path: Path) -> BootImage:
         disk_format="raw",
         kernel_path=str(write_kernel(tmp_path / "base" / "kernel.bin")),
     )
-
-
-def guest(boot: BootImage, /, **changes: object) -> GuestSpec:
-    values: dict[str, object] = dict(
-        uuid=UUID,
-        name="vm",
-        hostname="vm",
-        image_ref="img",
-        flavor=stored_flavor(ram=64, vcpus=1),
-        key_data=None,
-        user_data=None,
-        config_drive=False,
-        ports=[{"mac_address": "fa:16:3e:12:34:56"}],
-        project_id="proj",
-        image=boot,
-    )
-    values.update(changes)
-    return GuestSpec(**values)  # type: ignore[arg-type]
 
 
 @pytest.fixture()
@@ -126,11 +74,17 @@ def alive(pid: int) -> bool:
 
 
 def wait_console(driver: QemuDriver, count: int, uuid: str = UUID) -> str:
-    deadline = time.monotonic() + 20
-    while (text := driver.console_output(uuid)).count(BANNER.decode()) < count:
-        assert time.monotonic() < deadline, f"console has {text!r}"
-        time.sleep(0.05)
-    return text
+    def banners() -> str | None:
+        text = driver.console_output(uuid)
+        return text if text.count(BANNER.decode()) >= count else None
+
+    return wait_until(
+        banners,
+        timeout=20,
+        interval=0.05,
+        max_interval=0.05,
+        what=f"{count} banners on the console",
+    )
 
 
 def test_spawn_runs_qemu_on_an_overlay_with_the_guest_identity(
@@ -483,26 +437,6 @@ def test_processes_do_not_inherit_our_environment(driver: QemuDriver, image: Boo
 # -- SSH forward, opted in per server (issue 20) ---------------------------------------------
 
 OPTED_IN = {"cloudseed:ssh_forward": "true"}
-
-
-def free_port_range(size: int = 8) -> range:
-    """``size`` consecutive ports free now on 127.0.0.1, from a random base: other tests (and
-    other checkouts) may run the driver at the same time."""
-    for _ in range(50):
-        base = random.randrange(20000, 60000)
-        ports = range(base, base + size)
-        if all(listening_free(p) for p in ports):
-            return ports
-    raise AssertionError("no free port range")
-
-
-def listening_free(port: int) -> bool:
-    with socket.socket() as probe:
-        try:
-            probe.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 def accepts(port: int) -> bool:

@@ -31,9 +31,10 @@ from cloudseed.compute.errors import (
 from cloudseed.compute.interfaces import BootImage
 from cloudseed.compute.qemu import QemuDriver
 from cloudseed.compute.qemu_guest_agent import MAX_REPLY, GuestAgentClient, push_keys
-from tests.functional.test_qemu_driver import ext4_image, guest, settings_for
 from tests.support import keys
 from tests.support.dummy_guest import write_kernel
+from tests.support.qemu import ext4_image, guest, settings_for
+from tests.support.waiting import wait_until
 
 QEMU_GA = shutil.which("qemu-ga", path="/usr/sbin:/usr/bin:/sbin:/bin")
 TOOLS = {"LC_ALL": "C", "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
@@ -63,11 +64,12 @@ def qga(tmp_path: Path) -> Iterator[Path]:
             env=TOOLS,
         )
     try:
-        deadline = time.monotonic() + 10
-        while not path.exists():
+
+        def listening() -> bool:
             assert agent.poll() is None, (directory / "qemu-ga.log").read_text()
-            assert time.monotonic() < deadline, "qemu-ga did not create its socket"
-            time.sleep(0.02)
+            return path.exists()
+
+        wait_until(listening, timeout=10, interval=0.02, max_interval=0.02, what="qemu-ga's socket")
         yield path
     finally:
         agent.terminate()

@@ -12,15 +12,10 @@ import httpx
 import pytest
 
 from cloudseed.db.engines import Database
-from tests.support.cloud import Cloud, make_cloud, mv, wait_for
+from tests.support.cloud import Cloud, mv, wait_for
 from tests.support.snapshot import changes, snapshot
 
 ADMIN = {"X-Auth-Token": "admin:admin-proj"}
-
-
-@pytest.fixture()
-def cloud(api, api_db, tmp_path) -> Cloud:
-    return make_cloud(api, api_db, tmp_path)
 
 
 @pytest.fixture()
@@ -37,7 +32,9 @@ def unchanged(api_db: Database, cell_db: Database):
     return check
 
 
-def create(api: httpx.Client, cloud: Cloud, headers: dict[str, str] | None = None, **fields: Any):
+def create(
+    api: httpx.Client, cloud: Cloud, headers: dict[str, str] | None = None, /, **fields: Any
+) -> httpx.Response:
     body = {
         "name": "vm",
         "imageRef": cloud.image_id,

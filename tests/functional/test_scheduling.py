@@ -9,6 +9,7 @@ too, as in a cloud with more hosts than a test names.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -19,14 +20,9 @@ from cloudseed.compute.interfaces import Capacity
 from cloudseed.db.engines import Database
 from cloudseed.hosts import service as hosts
 from cloudseed.hosts.models import ComputeNode, Service
-from tests.support.cloud import make_cloud, mv
+from tests.support.cloud import mv
 
 ADMIN = {"X-Auth-Token": "admin:proj"}
-
-
-@pytest.fixture()
-def cloud(api, api_db, tmp_path):
-    return make_cloud(api, api_db, tmp_path)
 
 
 @pytest.fixture()
@@ -52,7 +48,7 @@ def add_host(cell_db: Database) -> Iterator[Callable[..., None]]:
 
 
 def create(api: httpx.Client, cloud, *, headers=None, hints=None, **fields) -> str:
-    body: dict = {
+    body: dict[str, Any] = {
         "server": {
             "name": "vm",
             "imageRef": cloud.image_id,
@@ -69,10 +65,10 @@ def create(api: httpx.Client, cloud, *, headers=None, hints=None, **fields) -> s
     return server_id
 
 
-def show(api: httpx.Client, server_id: str, version: str = "2.104") -> dict:
+def show(api: httpx.Client, server_id: str, version: str = "2.104") -> dict[str, Any]:
     r = api.get(f"/v2.1/servers/{server_id}", headers={**ADMIN, **mv(version)})
     assert r.status_code == 200, r.text
-    server: dict = r.json()["server"]
+    server: dict[str, Any] = r.json()["server"]
     return server
 
 

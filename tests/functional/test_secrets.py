@@ -20,8 +20,8 @@ from cloudseed.errors import ConfigError
 from cloudseed.injection import InjectionOptions, InjectionRequest, inject
 from cloudseed.settings import Secret, load_settings
 from cloudseed.signing import sign
-from tests.functional.test_injection import ext4_image, guest_tree
 from tests.support import databases
+from tests.support.guest_images import ext4_image, guest_tree
 
 PROXY_SECRET = "proxy-secret-4e1f"
 TOKEN_SECRET = "token-secret-9a0c"

@@ -9,14 +9,9 @@ import uuid
 
 import pytest
 
-from tests.support.cloud import create_server, make_cloud, mv, wait_for
+from tests.support.cloud import create_server, mv, wait_for
 
 OTHER = {"X-Auth-Token": "bob:other"}
-
-
-@pytest.fixture()
-def cloud(api, api_db, tmp_path):
-    return make_cloud(api, api_db, tmp_path)
 
 
 def action(api, server_id, body, headers=None):

@@ -15,7 +15,8 @@ from typing import Any
 
 import httpx
 
-from tests.functional.test_cli_and_db import free_port, run
+from tests.support.cli import run
+from tests.support.ports import free_port
 
 
 def _serve(

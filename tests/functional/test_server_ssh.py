@@ -25,9 +25,9 @@ from cloudseed.db.engines import Database
 from cloudseed.flavors import service as flavors
 from cloudseed.images import service as images
 from cloudseed.settings import Settings
-from tests.functional.test_qemu_driver import ext4_image, free_port_range, settings_for
 from tests.support.cloud import mv
 from tests.support.dummy_guest import write_kernel
+from tests.support.qemu import ext4_image, free_port_range, settings_for
 
 pytestmark = pytest.mark.skipif(
     shutil.which("qemu-system-x86_64") is None or shutil.which("qemu-img") is None,

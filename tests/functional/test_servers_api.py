@@ -20,11 +20,6 @@ from tests.support.snapshot import changes, snapshot
 ADMIN = {"X-Auth-Token": "admin:proj"}
 
 
-@pytest.fixture()
-def cloud(api, api_db, tmp_path):
-    return make_cloud(api, api_db, tmp_path)
-
-
 def admin_show(api, server_id, version="2.105"):
     r = api.get(f"/v2.1/servers/{server_id}", headers={**ADMIN, **mv(version)})
     assert r.status_code == 200, r.text

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import socket
 import time
 from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -27,6 +26,7 @@ from cloudseed.vendordata import (
     VendordataRequest,
 )
 from tests.support.clock import ManualClock
+from tests.support.ports import free_port
 from tests.support.vendordata_targets import Targets, running_targets
 from tests.support.waiting import wait_until
 
@@ -115,12 +115,6 @@ def document(data: bytes) -> dict[str, Any]:
     return value
 
 
-def closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 async def test_what_each_target_receives(tmp_path: Path, targets: Targets) -> None:
     settings = make_settings(
         tmp_path,
@@ -181,7 +175,7 @@ async def test_provider_order_is_key_order_and_user_data_may_be_null(
 async def test_failing_targets_give_empty_entries_and_warnings(
     tmp_path: Path, targets: Targets, caplog: pytest.LogCaptureFixture
 ) -> None:
-    dead = f"http://127.0.0.1:{closed_port()}/"
+    dead = f"http://127.0.0.1:{free_port()}/"  # nothing listens there
     settings = make_settings(
         tmp_path,
         providers="StaticJSON,DynamicJSON",

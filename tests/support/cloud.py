@@ -4,7 +4,6 @@ create servers and wait for them."""
 from __future__ import annotations
 
 import base64
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ from cloudseed.images import service as images
 from cloudseed.networks import service as networks
 from cloudseed.web.microversions import APIVersion
 from tests.support import keys
+from tests.support.waiting import wait_until
 
 
 @dataclass
@@ -73,13 +73,19 @@ def create_server(
 def wait_for(
     api: httpx.Client, server_id: str, status: str, *, version: str = "2.1", timeout: float = 20
 ) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while True:
+    """The server once it is ``status`` with no task running (polled every 20 ms)."""
+    seen: list[str] = []
+
+    def settled() -> dict[str, Any] | None:
         r = api.get(f"/v2.1/servers/{server_id}", headers=mv(version))
         assert r.status_code == 200, r.text
         server: dict[str, Any] = r.json()["server"]
+        seen.append(server["status"])
         if server["status"] == status and server.get("OS-EXT-STS:task_state") is None:
             return server
-        if time.monotonic() > deadline:
-            raise AssertionError(f"server {server_id} is {server['status']}, not {status}")
-        time.sleep(0.02)
+        return None
+
+    try:
+        return wait_until(settled, timeout=timeout, interval=0.02, max_interval=0.02)
+    except AssertionError:
+        raise AssertionError(f"server {server_id} is {seen[-1]}, not {status}") from None

@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -26,17 +24,13 @@ from cloudseed.hosts.models import ComputeNode
 from cloudseed.images import service as images
 from cloudseed.servers.models import Operation
 from tests.support import databases
+from tests.support.ports import free_port
+from tests.support.waiting import wait_until
 
 T = TypeVar("T")
 
 # An admin at 2.74, who may pick a server's compute host.
 ADMIN = {"X-Auth-Token": "admin:proj", "OpenStack-API-Version": "compute 2.74"}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
@@ -145,15 +139,12 @@ def healthy(base: str) -> bool:
         return False
 
 
-def wait(condition: Callable[[], T], timeout: float, cluster: Cluster, what: str) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not reached within {timeout} s\n{cluster.logs()}")
-        time.sleep(0.1)
+def wait(condition: Callable[..., T | None], timeout: float, cluster: Cluster, what: str) -> T:
+    """``wait_until`` that adds the cluster's logs to the failure."""
+    try:
+        return wait_until(condition, timeout=timeout, interval=0.1, max_interval=0.1, what=what)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{cluster.logs()}") from None
 
 
 def _cell(cluster: Cluster) -> Database:

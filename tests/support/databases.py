@@ -4,6 +4,8 @@ SQLite always; PostgreSQL and MariaDB/MySQL when their servers answer (administr
 CLOUDSEED_TEST_POSTGRESQL_URL / CLOUDSEED_TEST_MYSQL_URL, defaulting to the local servers this
 project's machines run). Each test session creates its own uniquely named database and drops it
 at the end. With CLOUDSEED_REQUIRE_DBS=1 (CI) an unreachable server is a failure, not a skip.
+``make_settings`` points cloudseed's settings at one of them; ``KEPT_TABLES`` are the tables the
+suite does not empty between tests.
 """
 
 from __future__ import annotations
@@ -12,9 +14,12 @@ import os
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
+
+from cloudseed.settings import Settings, load_settings
 
 BACKENDS = ("sqlite", "postgresql", "mariadb")
 ADMIN_URLS = {
@@ -65,3 +70,21 @@ def scratch_database(backend: str, tmp_dir: str) -> Iterator[str]:
             else:
                 conn.execute(text(f"DROP DATABASE IF EXISTS `{name}`"))
         admin.dispose()
+
+
+def make_settings(database_url: str, state_path: Path, **env: str) -> Settings:
+    """Settings with both databases at ``database_url``, state under ``state_path``, and
+    ``env`` (``CLOUDSEED_...`` variables) on top."""
+    environ = {
+        "CLOUDSEED_API_DATABASE__CONNECTION": database_url,
+        "CLOUDSEED_DATABASE__CONNECTION": database_url,
+        "CLOUDSEED_STATE_PATH": str(state_path),
+    }
+    environ.update(env)
+    return load_settings(environ=environ)
+
+
+# cell_mappings: written by db sync, needed by every test. services and compute_nodes: the
+# session-wide test server's compute agent registered there, and a server is scheduled only
+# to a registered host (its heartbeat would bring them back, but only after report_interval).
+KEPT_TABLES = frozenset({"cell_mappings", "services", "compute_nodes"})

@@ -167,7 +167,7 @@ def _object(schema: dict[str, Any]) -> st.SearchStrategy[dict[str, Any]]:
     optional = {k: from_schema(v) for k, v in props.items() if k not in required}
     base = st.fixed_dictionaries(
         {k: from_schema(props[k]) for k in required},
-        optional=optional,  # type: ignore[arg-type]
+        optional=optional,
     )
     patterns = schema.get("patternProperties", {})
     if not patterns:

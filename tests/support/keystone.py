@@ -38,28 +38,28 @@ Every step is timed; ``report`` receives one line per step.
 from __future__ import annotations
 
 import concurrent.futures
-import fcntl
 import grp
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-CACHE_DIR = REPO_ROOT / ".cache"
+from tests.support import tool_venv
+from tests.support.ports import free_port
+from tests.support.tool_venv import CACHE_DIR, clean_env
+from tests.support.waiting import wait_until
+
 VENV_DIR = CACHE_DIR / "keystone-venv"
 REQUIREMENTS = ("keystone>=26,<31", "gunicorn>=22,<28")
-MARKER = "cloudseed-requirements.txt"  # written into the venv once it is complete
 INSTALL_TIMEOUT = 240  # seconds; a cold install here takes ~35 s (~110 wheels)
 MANAGE_TIMEOUT = 180
 START_TIMEOUT = 90
@@ -67,18 +67,8 @@ START_ATTEMPTS = 3
 ADMIN_PASSWORD = "admin-secret"
 DOMAIN = "default"
 
-# Words in pip's output that mean "the registry could not be reached", as opposed to a
-# resolver or build failure, which is a real error everywhere.
 _NETWORK_ERRORS = (
-    "Could not fetch URL",
-    "Max retries exceeded",
-    "NewConnectionError",
-    "Temporary failure in name resolution",
-    "Name or service not known",
-    "Network is unreachable",
-    "Connection refused",
-    "ConnectTimeoutError",
-    "ReadTimeoutError",
+    *tool_venv.NETWORK_ERRORS,
     "No matching distribution found for keystone",
     "No matching distribution found for gunicorn",
 )
@@ -86,7 +76,7 @@ _NETWORK_ERRORS = (
 Report = Callable[[str], None]
 
 
-class KeystoneUnavailable(Exception):
+class KeystoneUnavailable(tool_venv.Unavailable):
     """Keystone could not be installed because the package registry is unreachable."""
 
 
@@ -108,19 +98,6 @@ def _timed(report: Report, what: str) -> Iterator[None]:
         report(f"keystone: {what}: {time.monotonic() - started:.1f} s")
 
 
-def clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The parent's environment without OS_* variables nor this project's venv."""
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith("OS_") and k not in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME")
-    }
-    env["PYTHONWARNINGS"] = "ignore"  # Keystone's deprecation noise (eventlet...) is not ours
-    if extra:
-        env.update(extra)
-    return env
-
-
 # --- the venv ------------------------------------------------------------------------------------
 
 
@@ -129,8 +106,7 @@ def _bin(venv: Path, name: str) -> Path:
 
 
 def _works(venv: Path) -> bool:
-    marker = venv / MARKER
-    if not marker.is_file() or marker.read_text() != "\n".join(REQUIREMENTS) + "\n":
+    if not tool_venv.has_marker(venv, REQUIREMENTS):
         return False
     if not _bin(venv, "gunicorn").exists():
         return False
@@ -153,54 +129,21 @@ def _build(venv: Path, report: Report) -> None:
         shutil.rmtree(venv)
     try:
         with _timed(report, "create venv"):
-            subprocess.run(
-                [sys.executable, "-m", "venv", str(venv)],
-                check=True,
-                capture_output=True,
-                timeout=300,
-            )
+            tool_venv.create(venv, KeystoneUnavailable)
         with _timed(report, f"pip install {' '.join(REQUIREMENTS)}"):
-            result = subprocess.run(
-                [
-                    str(_bin(venv, "python")),
-                    "-m",
-                    "pip",
-                    "install",
-                    "--disable-pip-version-check",
-                    "--no-input",
-                    "--progress-bar",
-                    "off",
-                    "--timeout",
-                    "30",
-                    "--retries",
-                    "3",
-                    *REQUIREMENTS,
-                ],
-                capture_output=True,
-                text=True,
+            tool_venv.pip_install(
+                venv,
+                *REQUIREMENTS,
                 timeout=INSTALL_TIMEOUT,
-                env=clean_env(),
-                check=False,
+                unavailable=KeystoneUnavailable,
+                network_errors=_NETWORK_ERRORS,
+                options=("--timeout", "30", "--retries", "3"),
             )
-    except subprocess.TimeoutExpired as exc:
+    except (KeystoneUnavailable, RuntimeError):
         shutil.rmtree(venv, ignore_errors=True)
-        raise KeystoneUnavailable(
-            f"installing {' '.join(REQUIREMENTS)} took longer than "
-            f"{exc.timeout} s (registry too slow or unreachable)"
-        ) from exc
-    if result.returncode != 0:
-        shutil.rmtree(venv, ignore_errors=True)
-        output = result.stdout[-4000:] + result.stderr[-4000:]
-        if any(marker in output for marker in _NETWORK_ERRORS):
-            raise KeystoneUnavailable(
-                f"cannot install {' '.join(REQUIREMENTS)}: the package "
-                f"registry is unreachable:\n{result.stderr[-1500:]}"
-            )
-        raise RuntimeError(
-            f"pip install {' '.join(REQUIREMENTS)} failed (exit {result.returncode}):\n{output}"
-        )
+        raise
     # Written last: a venv without it (an interrupted build) is rebuilt from scratch.
-    (venv / MARKER).write_text("\n".join(REQUIREMENTS) + "\n")
+    tool_venv.write_marker(venv, REQUIREMENTS)
     if not _works(venv):
         raise RuntimeError(f"{_bin(venv, 'keystone-manage')} --version does not work after install")
 
@@ -213,15 +156,11 @@ def keystone_venv(report: Report = _stderr_report) -> Path:
     with _timed(report, "check cached venv"):
         if _works(VENV_DIR):
             return VENV_DIR
-    CACHE_DIR.mkdir(parents=True, exist_ok=True)
-    with open(CACHE_DIR / "keystone-venv.lock", "w") as lock:
+    with ExitStack() as held:
         with _timed(report, "wait for venv lock"):
-            fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be building it right now
-        try:
-            if not _works(VENV_DIR):  # it may have been built while we waited
-                _build(VENV_DIR, report)
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+            held.enter_context(tool_venv.locked(VENV_DIR.name))
+        if not _works(VENV_DIR):  # it may have been built while we waited
+            _build(VENV_DIR, report)
     return VENV_DIR
 
 
@@ -283,12 +222,6 @@ def issue_token(auth_url: str, username: str, password: str, scope: dict[str, An
     if response.status_code != 201:
         raise RuntimeError(f"token for {username} refused: {response.status_code} {response.text}")
     return response.headers["X-Subject-Token"]
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _tail(path: Path, lines: int = 40) -> str:
@@ -420,18 +353,25 @@ errorlog = {str(directory / "gunicorn.log")!r}
 
 def _wait_for_v3(proc: subprocess.Popen[bytes], url: str) -> bool:
     """True once ``url``/v3 answers 200 while ``proc`` lives; False if ``proc`` died."""
-    deadline = time.monotonic() + START_TIMEOUT
-    while proc.poll() is None:
+
+    def answered_or_died() -> str | None:
+        if proc.poll() is not None:
+            return "died"
         try:
             response = httpx.get(f"{url}/v3", timeout=5)
             if response.status_code == 200 and "version" in response.json():
-                return True
+                return "answers"
         except (httpx.TransportError, ValueError):
             pass
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"Keystone at {url} did not answer within {START_TIMEOUT} s")
-        time.sleep(0.2)
-    return False
+        return None
+
+    try:
+        outcome = wait_until(
+            answered_or_died, timeout=START_TIMEOUT, interval=0.2, max_interval=0.2
+        )
+    except AssertionError:
+        raise RuntimeError(f"Keystone at {url} did not answer within {START_TIMEOUT} s") from None
+    return outcome == "answers"
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
@@ -539,7 +479,7 @@ def running_keystone(directory: Path, report: Report = _stderr_report) -> Iterat
     proc: subprocess.Popen[bytes] | None = None
     try:
         for attempt in range(1, START_ATTEMPTS + 1):
-            port = _free_port()
+            port = free_port()
             url = f"http://127.0.0.1:{port}"
             with _timed(note, f"gunicorn start + bootstrap + wait for /v3 (port {port})"):
                 proc = _start_gunicorn(venv, directory, port)

@@ -1,10 +1,9 @@
 """python-openstackclient (OSC) in a virtualenv of its own, and a cloud for it to talk to.
 
-``openstack_binary()`` creates, once, ``<repo>/.cache/osc-venv`` (git-ignored) with
-``python -m venv`` and ``pip install 'python-openstackclient>=7,<11'`` from PyPI, and reuses it
-while its ``openstack --version`` works. Concurrent callers (pytest-xdist workers, two sessions)
-serialise on a lock file; the venv is built in a scratch directory and renamed into place, so a
-half-built one is never seen. When PyPI cannot be reached the caller is told to skip
+``openstack_binary()`` creates, once, ``<repo>/.cache/osc-venv`` (tool_venv.py) with
+``pip install 'python-openstackclient>=7,<11'`` from PyPI, and reuses it while its
+``openstack --version`` works. The venv is built in a scratch directory and renamed into place,
+so a half-built one is never seen. When PyPI cannot be reached the caller is told to skip
 (``OscUnavailable``) unless ``CLOUDSEED_REQUIRE_DBS=1`` (CI), where that is a failure.
 
 ``identity_stub()`` serves only Keystone's v3 version document on a random loopback port, and
@@ -18,12 +17,10 @@ asked of it (the stub records every request so a test can check).
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import shutil
 import subprocess
-import sys
 import threading
 import uuid
 from collections.abc import Iterator
@@ -34,38 +31,21 @@ from pathlib import Path
 
 import httpx
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-CACHE_DIR = REPO_ROOT / ".cache"
+from tests.support import tool_venv
+from tests.support.tool_venv import CACHE_DIR, clean_env
+
 VENV_DIR = CACHE_DIR / "osc-venv"
 REQUIREMENT = "python-openstackclient>=7,<11"
 INSTALL_TIMEOUT = 900  # seconds; a cold install pulls ~60 wheels
-
-# Words in pip's output that mean "the registry could not be reached", as opposed to a
-# resolver or build failure, which is a real error everywhere.
-NETWORK_ERRORS = (
-    "Could not fetch URL",
-    "Max retries exceeded",
-    "NewConnectionError",
-    "Temporary failure in name resolution",
-    "Name or service not known",
-    "Network is unreachable",
-    "Connection refused",
-    "ConnectTimeoutError",
-    "ReadTimeoutError",
-    "(from versions: none)",  # no index answered with any version at all
-)
+NETWORK_ERRORS = (*tool_venv.NETWORK_ERRORS, "(from versions: none)")  # no index had a version
 
 
-class OscUnavailable(Exception):
+class OscUnavailable(tool_venv.Unavailable):
     """python-openstackclient could not be installed because the registry is unreachable."""
 
 
 def required() -> bool:
     return os.environ.get("CLOUDSEED_REQUIRE_DBS") == "1"
-
-
-def _venv_python(venv: Path) -> Path:
-    return venv / "bin" / "python"
 
 
 def _openstack(venv: Path) -> Path:
@@ -90,56 +70,17 @@ def _works(venv: Path) -> bool:
     return result.returncode == 0 and "openstack" in (result.stdout + result.stderr)
 
 
-def clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The parent's environment without any OS_* variable, nor this venv's VIRTUAL_ENV."""
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith("OS_") and k not in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME")
-    }
-    env["PYTHONWARNINGS"] = "ignore"  # OSC's own deprecation noise is not ours to judge
-    if extra:
-        env.update(extra)
-    return env
-
-
 def _build(target: Path) -> None:
     scratch = CACHE_DIR / f".osc-venv-build-{uuid.uuid4().hex[:8]}"
     try:
-        subprocess.run(
-            [sys.executable, "-m", "venv", str(scratch)],
-            check=True,
-            capture_output=True,
-            timeout=300,
-        )
-        result = subprocess.run(
-            [
-                str(_venv_python(scratch)),
-                "-m",
-                "pip",
-                "install",
-                "--disable-pip-version-check",
-                "--no-input",
-                "--progress-bar",
-                "off",
-                REQUIREMENT,
-            ],
-            capture_output=True,
-            text=True,
+        tool_venv.create(scratch, OscUnavailable)
+        tool_venv.pip_install(
+            scratch,
+            REQUIREMENT,
             timeout=INSTALL_TIMEOUT,
-            env=clean_env(),
-            check=False,
+            unavailable=OscUnavailable,
+            network_errors=NETWORK_ERRORS,
         )
-        if result.returncode != 0:
-            output = result.stdout[-4000:] + result.stderr[-4000:]
-            if any(marker in output for marker in NETWORK_ERRORS):
-                raise OscUnavailable(
-                    f"cannot install {REQUIREMENT!r}: the package registry is "
-                    f"unreachable:\n{result.stderr[-1500:]}"
-                )
-            raise RuntimeError(
-                f"pip install {REQUIREMENT!r} failed (exit {result.returncode}):\n{output}"
-            )
         if not _works(scratch):
             raise RuntimeError(f"{_openstack(scratch)} --version does not work after install")
         # venv scripts carry the venv path in their shebangs, so the venv is built at a scratch
@@ -148,11 +89,6 @@ def _build(target: Path) -> None:
         if target.exists():
             shutil.rmtree(target)
         scratch.rename(target)
-    except subprocess.TimeoutExpired as exc:
-        raise OscUnavailable(
-            f"installing {REQUIREMENT!r} took longer than {exc.timeout} s "
-            "(registry too slow or unreachable)"
-        ) from exc
     finally:
         if scratch.exists():
             shutil.rmtree(scratch, ignore_errors=True)
@@ -175,17 +111,7 @@ def openstack_binary() -> Path:
 
     Raises ``OscUnavailable`` when PyPI cannot be reached (callers skip, or fail under CI).
     """
-    if _works(VENV_DIR):
-        return _openstack(VENV_DIR)
-    CACHE_DIR.mkdir(parents=True, exist_ok=True)
-    with open(CACHE_DIR / "osc-venv.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be building it right now
-        try:
-            if not _works(VENV_DIR):
-                _build(VENV_DIR)
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-    return _openstack(VENV_DIR)
+    return _openstack(tool_venv.cached(VENV_DIR, _works, _build))
 
 
 # --- a Keystone stand-in: the v3 version document and project look-ups, nothing else -----------

@@ -7,9 +7,9 @@ import dataclasses
 import itertools
 import os
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import httpx
 from sqlalchemy import delete
@@ -21,6 +21,7 @@ from cloudseed.compute.interfaces import Driver
 from cloudseed.db.engines import Database
 from cloudseed.hosts.models import ComputeNode, Service
 from cloudseed.settings import Settings
+from tests.support.waiting import wait_until
 
 
 def own_host(settings: Settings, zone: str | None = None) -> Settings:
@@ -139,14 +140,21 @@ def _running(settings: Settings, listener: serve.Listener, ready_path: str) -> I
 
 
 def _wait_until_ready(url: str, thread: threading.Thread) -> None:
-    deadline = time.monotonic() + 15
-    while thread.is_alive():
+    def answers() -> bool:
+        if not thread.is_alive():
+            raise RuntimeError("test server did not start (its thread ended)")
         try:
-            if httpx.get(url, timeout=1).status_code == 200:
-                return
+            return httpx.get(url, timeout=1).status_code == 200
         except httpx.TransportError:
-            pass
-        if time.monotonic() > deadline:
-            break
-        time.sleep(0.05)
-    raise RuntimeError("test server did not start")
+            return False
+
+    try:
+        wait_until(answers, timeout=15, interval=0.05, max_interval=0.05, what=f"{url} answering")
+    except AssertionError as exc:
+        raise RuntimeError(f"test server did not start: {exc}") from None
+
+
+def with_options(settings: Settings, section: str, **values: Any) -> Settings:
+    return dataclasses.replace(
+        settings, **{section: dataclasses.replace(getattr(settings, section), **values)}
+    )

@@ -20,7 +20,6 @@ every test's outcome, with the reason of each skip.
 from __future__ import annotations
 
 import dataclasses
-import fcntl
 import json
 import re
 import shutil
@@ -43,15 +42,12 @@ from cloudseed.networks import service as networks
 from cloudseed.schema import sync as schema_sync
 from cloudseed.settings import load_settings
 from tests.support import keystone as keystone_support
-from tests.support import osc
+from tests.support import osc, tool_venv
 from tests.support.keystone import Keystone
 from tests.support.server import running_api
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-CACHE_DIR = REPO_ROOT / ".cache"
-VENV_DIR = CACHE_DIR / "tempest-venv"
+VENV_DIR = tool_venv.CACHE_DIR / "tempest-venv"
 REQUIREMENTS = ("tempest==47.0.0",)
-MARKER = "cloudseed-requirements.txt"  # written into the venv once it is complete
 INSTALL_TIMEOUT = 600  # seconds; a cold install here takes ~60 s (~90 wheels)
 
 Report = Callable[[str], None]
@@ -142,7 +138,7 @@ SHORT_SELECTION = (
 )
 
 
-class TempestUnavailable(Exception):
+class TempestUnavailable(tool_venv.Unavailable):
     """tempest (or Keystone) could not be installed because the package registry is unreachable."""
 
 
@@ -163,8 +159,7 @@ def _bin(venv: Path, name: str) -> Path:
 
 
 def _works(venv: Path) -> bool:
-    marker = venv / MARKER
-    if not marker.is_file() or marker.read_text() != "\n".join(REQUIREMENTS) + "\n":
+    if not tool_venv.has_marker(venv, REQUIREMENTS):
         return False
     try:
         result = subprocess.run(
@@ -172,7 +167,7 @@ def _works(venv: Path) -> bool:
             capture_output=True,
             text=True,
             timeout=120,
-            env=keystone_support.clean_env(),
+            env=tool_venv.clean_env(),
             check=False,
         )
     except (OSError, subprocess.TimeoutExpired):
@@ -185,46 +180,19 @@ def _build(venv: Path, report: Report) -> None:
         shutil.rmtree(venv)
     started = time.monotonic()
     try:
-        subprocess.run(
-            [sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True, timeout=300
-        )
-        result = subprocess.run(
-            [
-                str(_bin(venv, "python")),
-                "-m",
-                "pip",
-                "install",
-                "--disable-pip-version-check",
-                "--no-input",
-                "--progress-bar",
-                "off",
-                "--timeout",
-                "30",
-                "--retries",
-                "3",
-                *REQUIREMENTS,
-            ],
-            capture_output=True,
-            text=True,
+        tool_venv.create(venv, TempestUnavailable)
+        tool_venv.pip_install(
+            venv,
+            *REQUIREMENTS,
             timeout=INSTALL_TIMEOUT,
-            env=keystone_support.clean_env(),
-            check=False,
+            unavailable=TempestUnavailable,
+            network_errors=osc.NETWORK_ERRORS,
+            options=("--timeout", "30", "--retries", "3"),
         )
-    except subprocess.TimeoutExpired as exc:
+    except (TempestUnavailable, RuntimeError):
         shutil.rmtree(venv, ignore_errors=True)
-        raise TempestUnavailable(
-            f"installing {' '.join(REQUIREMENTS)} took longer than {exc.timeout} s"
-        ) from exc
-    if result.returncode != 0:
-        shutil.rmtree(venv, ignore_errors=True)
-        output = result.stdout[-4000:] + result.stderr[-4000:]
-        if any(marker in output for marker in osc.NETWORK_ERRORS):
-            raise TempestUnavailable(
-                f"cannot install {' '.join(REQUIREMENTS)}: the package registry is "
-                f"unreachable:\n{result.stderr[-1500:]}"
-            )
-        raise RuntimeError(f"pip install {' '.join(REQUIREMENTS)} failed:\n{output}")
-    (venv / MARKER).write_text("\n".join(REQUIREMENTS) + "\n")
+        raise
+    tool_venv.write_marker(venv, REQUIREMENTS)
     if not _works(venv):
         raise RuntimeError(f"{_bin(venv, 'tempest')} --version does not work after install")
     report(f"tempest: venv built in {time.monotonic() - started:.1f} s")
@@ -232,17 +200,7 @@ def _build(venv: Path, report: Report) -> None:
 
 def tempest_venv(report: Report = _stderr_report) -> Path:
     """The cached venv with tempest; builds it when needed (``TempestUnavailable`` offline)."""
-    if _works(VENV_DIR):
-        return VENV_DIR
-    CACHE_DIR.mkdir(parents=True, exist_ok=True)
-    with open(CACHE_DIR / "tempest-venv.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be building it right now
-        try:
-            if not _works(VENV_DIR):
-                _build(VENV_DIR, report)
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-    return VENV_DIR
+    return tool_venv.cached(VENV_DIR, _works, lambda venv: _build(venv, report))
 
 
 # --- the cloud -----------------------------------------------------------------------------------
@@ -312,7 +270,7 @@ def _provision_accounts(keystone: Keystone, directory: Path, concurrency: int) -
         roles = {r["name"]: r["id"] for r in ok(client.get("/roles"))["roles"]}
         # (user, project, roles): tempest takes a primary or alt and then a project reader of
         # the same project, so every project has two users with both roles.
-        accounts = [
+        accounts: list[tuple[str, str, tuple[str, ...]]] = [
             (f"user{n}{half}", f"project{n}", ("member", "reader"))
             for n in range(2 * concurrency + 1)
             for half in "ab"
@@ -555,7 +513,7 @@ def run_tempest(
         elif old.exists():
             old.unlink()
     # tempest makes ~/.tempest/etc whatever it is told: a HOME of its own keeps it here.
-    env = keystone_support.clean_env({"HOME": str(workspace.parent)})
+    env = tool_venv.clean_env({"HOME": str(workspace.parent)})
     subprocess.run(
         # Its own workspace registry: nothing is written to ~/.tempest.
         [

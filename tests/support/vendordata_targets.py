@@ -26,7 +26,6 @@ import asyncio
 import json
 import socket
 import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -38,6 +37,8 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+
+from tests.support.waiting import wait_until
 
 TokenCheck = Callable[[str | None], Any]
 
@@ -239,11 +240,18 @@ def running_targets(
 
     thread = threading.Thread(target=run, name="vendordata-targets", daemon=True)
     thread.start()
-    deadline = time.monotonic() + 15
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("vendordata test targets did not start")
-        time.sleep(0.01)
+
+    def started() -> bool:
+        if not thread.is_alive():
+            raise RuntimeError("vendordata test targets did not start (their thread ended)")
+        return bool(server.started)
+
+    try:
+        wait_until(
+            started, timeout=15, max_interval=0.01, what="the vendordata test targets started"
+        )
+    except AssertionError as exc:
+        raise RuntimeError(f"vendordata test targets did not start: {exc}") from None
     try:
         yield targets
     finally:

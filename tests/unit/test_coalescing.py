@@ -34,11 +34,11 @@ def run(body: Callable[[CoalescingTransport, Recording, socket.socket], Awaitabl
         ours, theirs = socket.socketpair()
         loop = asyncio.get_running_loop()
         transport, _ = await loop.connect_accepted_socket(asyncio.Protocol, ours)
-        recording = Recording(transport)  # type: ignore[arg-type]
+        recording = Recording(transport)
         try:
             await body(
-                CoalescingTransport(recording, loop),
-                recording,  # type: ignore[arg-type]
+                CoalescingTransport(recording, loop),  # type: ignore[arg-type]
+                recording,
                 theirs,
             )
         finally:

@@ -3,6 +3,8 @@ keystonemiddleware would keep them, never past the token's expiry, and within a 
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from cloudseed.api.identity_cache import IdentityCache, expiry_of, token_key
@@ -98,5 +100,6 @@ def test_expiry_of_identity_v3_token_info() -> None:
     info = {"token": {"expires_at": "2027-01-15T10:00:00.000000Z"}}
     assert expiry_of(info) == 1_800_007_200.0
     assert expiry_of({"token": {"expires_at": "2027-01-15T10:00:00"}}) == 1_800_007_200.0
+    junk: Any
     for junk in (None, {}, {"token": {}}, {"token": {"expires_at": "later"}}, "x"):
         assert expiry_of(junk) is None

@@ -32,7 +32,7 @@ documents = st.recursive(
 
 
 def both(content: Any) -> tuple[bytes, bytes]:
-    return JSONResponse(content).body, StarletteJSONResponse(content).body
+    return bytes(JSONResponse(content).body), bytes(StarletteJSONResponse(content).body)
 
 
 @given(documents)

@@ -9,7 +9,7 @@ import json
 from cloudseed.configdrive import contents
 from cloudseed.metadata import render
 from cloudseed.metadata import versions as v
-from tests.unit.metadata.test_tree_and_render import facts
+from tests.support.guest_facts import facts
 
 SEED = base64.b64encode(b"s" * 512)
 

@@ -5,21 +5,18 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from cloudseed.errors import InvalidInput
-from cloudseed.flavors.snapshots import FlavorSnapshot
 from cloudseed.metadata import render, tree
 from cloudseed.metadata import versions as v
 from cloudseed.metadata.delivery import guest_facts, posix_time
 from cloudseed.metadata.documents import GuestDocuments
 from cloudseed.metadata.facts import GuestFacts, KeyFacts
 from cloudseed.servers.live_keys import delivery as key_delivery
-from cloudseed.servers.models import Instance, InstanceExtra
-from tests.unit.metadata.test_tree_and_render import facts
+from tests.support.guest_facts import facts, record
 
 ED = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGFsaWNl alice@laptop"
 RSA = "ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABAQ bob"
@@ -99,33 +96,6 @@ def test_keys_expire_at_request_time() -> None:
     assert b"win" not in moved.meta_data(v.ROCKY).render()
 
 
-def record(entries: list[dict[str, Any]], **extra: Any) -> Any:
-    """A ServerRecord-shaped object, as records.load_many builds one."""
-    instance = Instance(
-        uuid="u-1",
-        id=3,
-        project_id="p",
-        user_id="alice",
-        display_name="vm",
-        hostname="vm",
-        launch_index=0,
-        availability_zone=None,
-        image_ref="i",
-        reservation_id="r-1",
-        user_data=None,
-        config_drive="",
-    )
-    return SimpleNamespace(
-        instance=instance,
-        extra=InstanceExtra(instance_uuid="u-1", **extra),
-        keypairs=entries,
-        metadata={},
-        system_metadata={},
-        ports=[],
-        flavor=FlavorSnapshot(flavorid="1", name="m1", vcpus=1, memory_mb=512, root_gb=1),
-    )
-
-
 def iso(when: dt.datetime) -> str:
     return when.isoformat() + "Z"
 
@@ -136,7 +106,7 @@ def test_cached_facts_agree_with_key_delivery(seconds: int) -> None:
     is current then, and it is refreshed when key_delivery says the set changes next."""
     loaded = dt.datetime(2030, 1, 1, 12, 0, 0)
     minute = dt.timedelta(seconds=60)
-    entries = [
+    entries: list[dict[str, Any]] = [
         {"name": "a", "public_key": "ssh-ed25519 A", "expires_at": iso(loaded + minute)},
         {"name": "b", "public_key": "ssh-ed25519 B"},
         {"name": "c", "public_key": "ssh-ed25519 C", "expires_at": iso(loaded - minute)},

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from cloudseed.metadata import recursive, render
-from tests.unit.metadata.test_tree_and_render import facts
+from tests.support.guest_facts import facts
 
 
 def view(version: str, *, vendor: bytes | None = None, **changes: object) -> dict[str, object]:

@@ -13,8 +13,7 @@ from cloudseed.metadata.delivery import guest_facts
 from cloudseed.metadata.documents import GuestDocuments
 from cloudseed.metadata.facts import GuestFacts
 from cloudseed.metadata.sharing import Sharing
-from tests.unit.metadata.test_live_keys import record
-from tests.unit.metadata.test_tree_and_render import facts
+from tests.support.guest_facts import facts, record
 
 
 def fresh(text: str) -> str:

@@ -48,7 +48,7 @@ def test_issued_token_validates() -> None:
         "arabic-digits",
     ],
 )
-def test_rewritten_tokens_are_refused(rewrite) -> None:  # type: ignore[no-untyped-def]
+def test_rewritten_tokens_are_refused(rewrite) -> None:
     tokens = Tokens("key")
     token, _ = tokens.issue(UUID, b"60")
     version, expires, mac = token.split(".")

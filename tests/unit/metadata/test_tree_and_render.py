@@ -9,43 +9,8 @@ import pytest
 
 from cloudseed.metadata import render, tree
 from cloudseed.metadata import versions as v
-from cloudseed.metadata.facts import GuestFacts, KeyFacts, PortFacts
-
-
-def facts(**changes: object) -> GuestFacts:
-    values: dict[str, object] = dict(
-        uuid="6f2c1f55-2b1e-4a43-9b8e-3b3c8f0d9a10",
-        ec2_number=7,
-        project_id="proj",
-        user_id="alice",
-        name="web 1",
-        hostname="web-1",
-        launch_index=0,
-        availability_zone=None,
-        image_ref="0a1b2c3d-0000-4000-8000-000000000000",
-        flavor_name="m1.tiny",
-        reservation_id="r-1234",
-        keys=(KeyFacts("k", "ssh", "ssh-ed25519 AAAA k"),),
-        meta=(("a", "1"),),
-        user_data=base64.b64encode(b"hello").decode(),
-        boot_roles="member",
-        password="",
-        config_drive=False,
-        ports=(
-            PortFacts(
-                port_id="11111111-2222-3333-4444-555555555555",
-                network_id="n1",
-                mac="fa:16:3e:00:00:01",
-                mtu=1450,
-                cidr="10.0.0.0/24",
-                gateway="10.0.0.1",
-                dns=("10.0.0.2", "10.0.0.2"),
-                addresses=("10.0.0.5", "fd00::5", "10.0.0.6"),
-            ),
-        ),
-    )
-    values.update(changes)
-    return GuestFacts(**values)  # type: ignore[arg-type]
+from cloudseed.metadata.facts import GuestFacts
+from tests.support.guest_facts import facts
 
 
 @pytest.mark.parametrize(

@@ -78,7 +78,10 @@ def test_key_requests() -> None:
 
 
 def test_project_key_requests() -> None:
-    items = [{"name": "k", "user_id": "u1"}, {"name": "k", "user_id": "u2", "expires_at": None}]
+    items: list[dict[str, Any]] = [
+        {"name": "k", "user_id": "u1"},
+        {"name": "k", "user_id": "u2", "expires_at": None},
+    ]
     assert [
         (r.user_id, r.name) for r in key_sets.project_key_requests(items, now=NOW, limit=2)
     ] == [

@@ -13,9 +13,9 @@ from cloudseed.vendordata.cache import (
     Key,
     NotModified,
     Outcome,
-    TargetFailure,
 )
 from cloudseed.vendordata.cache_control import CachePolicy
+from cloudseed.vendordata.errors import TargetFailure
 
 pytestmark = pytest.mark.anyio
 

@@ -15,7 +15,7 @@ import yaml
 
 from cloudseed.settings import Settings
 from cloudseed.vendordata import Vendordata, login_check
-from tests.unit.vendordata.test_vendordata_service import REQUEST, settings_from
+from tests.support.vendordata import REQUEST, settings_from
 
 ROOT = Path(__file__).resolve().parents[3]
 DOC = ROOT / "docs" / "keys" / "login-check.cloud-config"

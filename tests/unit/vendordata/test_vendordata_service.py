@@ -11,33 +11,13 @@ from pathlib import Path
 import pytest
 
 from cloudseed.errors import ConfigError
-from cloudseed.settings import Settings, load_settings
-from cloudseed.vendordata import Vendordata, VendordataFileError, VendordataRequest
+from cloudseed.settings import Settings
+from cloudseed.vendordata import Vendordata, VendordataFileError
 from cloudseed.vendordata.targets import parse_targets
 from tests.support.clock import ManualClock
+from tests.support.vendordata import REQUEST, settings_from
 
 pytestmark = pytest.mark.anyio
-
-REQUEST = VendordataRequest(
-    project_id="p",
-    instance_id="i",
-    image_id="img",
-    user_data=None,
-    hostname="h",
-    metadata={},
-    boot_roles="",
-)
-
-
-def settings_from(
-    tmp_path: Path, api: dict[str, str], auth: dict[str, str] | None = None
-) -> Settings:
-    lines = ["[api]", *(f"{name} = {value}" for name, value in api.items())]
-    if auth is not None:
-        lines += ["[vendordata_dynamic_auth]", *(f"{k} = {v}" for k, v in auth.items())]
-    config = tmp_path / "cloudseed.conf"
-    config.write_text("\n".join(lines) + "\n")
-    return load_settings(config_file=config, environ={})
 
 
 async def build(settings: Settings) -> Vendordata:

@@ -1,0 +1,142 @@
+"""A third-party tool in a venv of its own under ``<repo>/.cache`` (git-ignored): created with
+``python -m venv``, given pinned requirements by pip from PyPI, and reused while it works.
+
+The tools (python-openstackclient, with or without cloudseed's plugin: osc.py, osc_plugin.py;
+Keystone: keystone.py; tempest: tempest.py) each say what "works" means and keep their own
+cache directory, lock and marker; this module holds what they share. Concurrent builders
+(pytest-xdist workers, two sessions) serialise on ``locked(name)``. A registry that cannot be
+reached (or is too slow) raises the tool's own ``Unavailable`` subclass, so that callers skip,
+or fail under ``CLOUDSEED_REQUIRE_DBS=1`` (CI); any other pip failure is a ``RuntimeError``.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+CACHE_DIR = REPO_ROOT / ".cache"
+# Written into a venv once its requirements are installed (keystone.py, tempest.py): a venv
+# without it, or with other requirements in it, is rebuilt.
+MARKER = "cloudseed-requirements.txt"
+
+# Words in pip's output that mean "the registry could not be reached", as opposed to a
+# resolver or build failure, which is a real error everywhere. Tools add their own.
+NETWORK_ERRORS = (
+    "Could not fetch URL",
+    "Max retries exceeded",
+    "NewConnectionError",
+    "Temporary failure in name resolution",
+    "Name or service not known",
+    "Network is unreachable",
+    "Connection refused",
+    "ConnectTimeoutError",
+    "ReadTimeoutError",
+)
+
+
+class Unavailable(Exception):
+    """The tool could not be installed because the package registry is unreachable."""
+
+
+def clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The parent's environment without any OS_* variable, nor this project's venv."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("OS_") and k not in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME")
+    }
+    env["PYTHONWARNINGS"] = "ignore"  # the tools' own deprecation noise is not ours to judge
+    if extra:
+        env.update(extra)
+    return env
+
+
+def create(venv: Path, unavailable: type[Unavailable]) -> None:
+    try:
+        subprocess.run(
+            [sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True, timeout=300
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise unavailable(f"python -m venv took longer than {exc.timeout} s") from exc
+
+
+def pip_install(
+    venv: Path,
+    *args: str,
+    timeout: float,
+    unavailable: type[Unavailable],
+    network_errors: tuple[str, ...] = NETWORK_ERRORS,
+    options: tuple[str, ...] = (),
+) -> None:
+    """``pip install <options> <args>`` with the venv's own pip."""
+    what = " ".join(args)
+    try:
+        result = subprocess.run(
+            [
+                str(venv / "bin" / "python"),
+                "-m",
+                "pip",
+                "install",
+                "--disable-pip-version-check",
+                "--no-input",
+                "--progress-bar",
+                "off",
+                *options,
+                *args,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=clean_env(),
+            check=False,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise unavailable(
+            f"installing {what} took longer than {exc.timeout} s (registry too slow or unreachable)"
+        ) from exc
+    if result.returncode != 0:
+        output = result.stdout[-4000:] + result.stderr[-4000:]
+        if any(marker in output for marker in network_errors):
+            raise unavailable(
+                f"cannot install {what}: the package registry is "
+                f"unreachable:\n{result.stderr[-1500:]}"
+            )
+        raise RuntimeError(f"pip install {what} failed (exit {result.returncode}):\n{output}")
+
+
+def has_marker(venv: Path, requirements: tuple[str, ...]) -> bool:
+    marker = venv / MARKER
+    return marker.is_file() and marker.read_text() == "\n".join(requirements) + "\n"
+
+
+def write_marker(venv: Path, requirements: tuple[str, ...]) -> None:
+    (venv / MARKER).write_text("\n".join(requirements) + "\n")
+
+
+@contextmanager
+def locked(name: str) -> Iterator[None]:
+    """Hold ``.cache/<name>.lock``: another process may be building the same venv."""
+    CACHE_DIR.mkdir(parents=True, exist_ok=True)
+    with open(CACHE_DIR / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def cached(venv: Path, works: Callable[[Path], bool], build: Callable[[Path], None]) -> Path:
+    """``venv`` once ``works(venv)``: built by ``build`` under the lock named after it when it
+    does not (and still does not once the lock is held: it may have been built meanwhile)."""
+    if works(venv):
+        return venv
+    with locked(venv.name):
+        if not works(venv):
+            build(venv)
+    return venv
