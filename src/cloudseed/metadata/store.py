@@ -1,66 +1,29 @@
 """Guests' documents held in memory, found by address or instance id, and dropped the moment
 the instance changes, in every worker.
 
-Changes reach every worker through the cells' change feed (``guest_changes``, written in the
-same transaction as the change). On PostgreSQL each worker LISTENs on every cell (a NOTIFY is
-sent when a change commits, servers/records.py) and reads the feed as soon as it is told (no
-sooner than ``change_poll_interval_ms`` after its last read, so a busy API costs no more than
-polling did), otherwise every ``change_fallback_interval_ms``; while a cell's LISTEN connection
-is down, and on SQLite and MariaDB (no NOTIFY), it polls every ``change_poll_interval_ms``; on
-SQLite a poll reads the feed only when ``PRAGMA data_version`` says another connection has
-committed since the last one (db/data_version.py), so an idle cloud costs no query. A
-LISTEN connection that comes back is followed by a read at once: what committed meanwhile was
-not announced. Rows can commit out of id order (concurrent writers on PostgreSQL and
-MariaDB), so ids skipped over are watched for a while in case they commit late (a late commit
-sends its own NOTIFY). A change read while the same instance is being loaded makes that load's
-result uncacheable, so an old copy never outlives a change.
+Changes reach every worker through the cells' change feed (feed.py: NOTIFY on PostgreSQL,
+polling otherwise), and the committing process's own workers hear them at once from its
+announcer (``GUEST_CHANGES``). A change read while the same instance is being loaded makes
+that load's result uncacheable, so an old copy never outlives a change.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime as dt
-import logging
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from functools import partial
-
-from sqlalchemy import delete, func, or_, select
-from sqlalchemy.orm import Session
 
 from cloudseed.cells.service import CellDatabases
-from cloudseed.db.base import utcnow
-from cloudseed.db.data_version import DataVersion
-from cloudseed.db.engines import Database
-from cloudseed.db.notify import GUEST_CHANGES, Listener
+from cloudseed.db.notify import GUEST_CHANGES
 from cloudseed.metadata.documents import GuestDocuments
+from cloudseed.metadata.feed import ChangeFeed
 from cloudseed.metadata.heap import HeapFreezer
 from cloudseed.metadata.loading import BY_ADDRESS, BY_UUID, Key, load_guests
 from cloudseed.metadata.stats import NO_STATS, StoreStats
-from cloudseed.servers.models import GuestChange
 
-log = logging.getLogger(__name__)
-
-GAP_PATIENCE = 10.0  # seconds a skipped change id is watched for
-FEED_RETENTION = dt.timedelta(minutes=10)
-PRUNE_EVERY = 60.0
 BATCH_SIZE = 200  # guests loaded per thread hop at most
-
-
-def _wake(nap: asyncio.Future[None] | None) -> None:
-    if nap is not None and not nap.done():
-        nap.set_result(None)
-
-
-@dataclass
-class _Feed:
-    cell: Database
-    cursor: int
-    gaps: dict[int, float] = field(default_factory=dict)  # id -> give up at
-    probe: DataVersion | None = None  # SQLite: whether anything committed since the last read
 
 
 class GuestStore:
@@ -74,13 +37,10 @@ class GuestStore:
         fallback_interval: float | None = None,
         stats: StoreStats = NO_STATS,
     ) -> None:
-        """``fallback_interval``: seconds between reads while every cell pushes (PostgreSQL,
-        LISTEN connected); None: always poll every ``poll_interval``."""
+        """``poll_interval``, ``fallback_interval``: when the change feed is read (feed.py)."""
         self.cells = cells
         self.dhcp_domain = dhcp_domain
         self.capacity = capacity
-        self.poll_interval = poll_interval
-        self.fallback_interval = fallback_interval
         self.stats = stats
         self._guests: OrderedDict[str, GuestDocuments] = OrderedDict()
         self._by_address: dict[str, str] = {}
@@ -89,15 +49,15 @@ class GuestStore:
         self._loader: asyncio.Task[None] | None = None
         self._changes = 0  # changes applied so far
         self._changed_at: dict[str, int] = {}  # uuid -> self._changes when last changed
-        self._feeds: dict[str, _Feed] = {}
-        self._task: asyncio.Task[None] | None = None
-        self._stopping = asyncio.Event()
+        self._feed = ChangeFeed(
+            cells,
+            changed=self.changed,
+            failed=self._forget_all,
+            poll_interval=poll_interval,
+            fallback_interval=fallback_interval,
+            stats=stats,
+        )
         self._unsubscribe: Callable[[], None] | None = None
-        self._nap: asyncio.Future[None] | None = None  # the feed's wait for its next poll
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._listeners: dict[str, Listener] = {}  # cell name -> its LISTEN connection
-        self._listening: set[str] = set()  # cells whose LISTEN connection is up
-        self._told = False  # a NOTIFY (or a LISTEN connection's coming or going) since a read
         # Called with each changed uuid, after its documents are dropped (changes.py: the
         # long-polls waiting on it); None is "maybe everything" (the feed failed).
         self._watchers: list[Callable[[str | None], None]] = []
@@ -203,7 +163,7 @@ class GuestStore:
                 if self._by_address.get(address) == uuid:
                     del self._by_address[address]
 
-    # -- the change feed ---------------------------------------------------------------------
+    # -- changes -----------------------------------------------------------------------------
 
     def changed(self, uuid: str) -> None:
         """Drop ``uuid``'s documents (a change was read from the feed)."""
@@ -221,8 +181,8 @@ class GuestStore:
         self._watchers.append(watcher)
 
     async def start(self) -> None:
-        loop = self._loop = asyncio.get_running_loop()
-        await asyncio.to_thread(self._start_feeds)
+        loop = asyncio.get_running_loop()
+        await self._feed.start()
 
         def heard(uuids: frozenset[str]) -> None:
             # Called in the thread that committed: queued on this loop before that thread's
@@ -231,186 +191,23 @@ class GuestStore:
                 loop.call_soon_threadsafe(self._changed_all, uuids)
 
         self._unsubscribe = self.cells.api_db.announcer.subscribe(GUEST_CHANGES, heard)
-        self._task = asyncio.create_task(self._follow())
 
     def _changed_all(self, uuids: frozenset[str]) -> None:
         for uuid in uuids:
             self.changed(uuid)
 
+    def _forget_all(self) -> None:
+        """The feed failed: changes may have been missed, so nothing cached can be trusted."""
+        self._guests.clear()
+        self._by_address.clear()
+        self.stats.cached(0)
+        for watcher in self._watchers:
+            watcher(None)
+
     async def stop(self) -> None:
-        # Not task.cancel(): a poll running in a thread would go on using a connection that
-        # shutdown is about to close. The loop sees the flag after its current poll.
-        self._stopping.set()
-        _wake(self._nap)
         if self._unsubscribe is not None:
             self._unsubscribe()
-        if self._task is not None:
-            await self._task
+        await self._feed.stop()
         if self._loader is not None:
             await self._loader
-        for listener in list(self._listeners.values()):
-            await asyncio.to_thread(listener.stop)
-        for feed in self._feeds.values():
-            if feed.probe is not None:
-                feed.probe.close()
-
-    def _start_feeds(self) -> None:
-        for cell in self.cells.all_cells():
-            if cell.name not in self._feeds:
-                # The probe's first look comes before the cursor's read: a commit between
-                # the two is then read twice, never missed.
-                probe = DataVersion.of(cell.engine)
-                with cell.read() as session:
-                    top = session.scalar(select(func.max(GuestChange.id))) or 0
-                self._feeds[cell.name] = _Feed(cell=cell, cursor=top, probe=probe)
-                if self.fallback_interval is not None and cell.engine.dialect.name == "postgresql":
-                    self._listen(cell)
-
-    # -- pushes (PostgreSQL) ---------------------------------------------------------------
-
-    def _listen(self, cell: Database) -> None:
-        def on_connection(up: bool, name: str = cell.name) -> None:
-            self._call_soon(self._connection_changed, name, up)
-
-        listener = Listener(
-            cell.engine.url.render_as_string(hide_password=False),
-            GUEST_CHANGES,
-            lambda _payload: self._call_soon(self._tell),
-            on_connection=on_connection,
-        )
-        self._listeners[cell.name] = listener
-        listener.start()
-
-    def _call_soon(self, function: Callable[..., None], *args: object) -> None:
-        """Run ``function`` on the store's loop (from a listener's thread)."""
-        if self._loop is not None:
-            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody to tell
-                self._loop.call_soon_threadsafe(function, *args)
-
-    def _tell(self) -> None:
-        """Read the feed soon: something changed, or may have unheard."""
-        if not self._told:
-            self._told = True
-            _wake(self._nap)
-
-    def _connection_changed(self, cell: str, up: bool) -> None:
-        if up:
-            self._listening.add(cell)
-        else:
-            self._listening.discard(cell)
-        # Either way, read now: changes committed while the connection was down were not
-        # announced, and a lost connection must end the long wait at once.
-        self._tell()
-
-    def _interval(self) -> float:
-        """Seconds between reads when nobody tells the feed anything."""
-        pushed = bool(self._feeds) and all(name in self._listening for name in self._feeds)
-        if pushed and self.fallback_interval is not None:
-            return self.fallback_interval
-        return self.poll_interval
-
-    async def _follow(self) -> None:
-        last_prune = last_cells = time.monotonic()
-        last_read = 0.0
-        loop = asyncio.get_running_loop()
-        while True:
-            # What asyncio.sleep does (not wait_for(event): that costs a Task per poll, 50
-            # times a second), with the future kept so that stop() and a NOTIFY need not wait
-            # it out.
-            self._nap = loop.create_future()
-            if self._stopping.is_set():  # stop() came during the last poll or the nap
-                return
-            # Told: read at once, but not sooner than one poll interval after the last read.
-            due = last_read + (self.poll_interval if self._told else self._interval())
-            if (delay := due - time.monotonic()) > 0:
-                wake = loop.call_later(delay, _wake, self._nap)
-                try:
-                    await self._nap
-                finally:
-                    wake.cancel()
-                continue  # stopped, told (due sooner), or due: see again
-            self._told = False  # a NOTIFY during the read below means one more read
-            last_read = time.monotonic()
-            try:
-                now = last_read
-                if now - last_cells > 10:
-                    await asyncio.to_thread(self._start_feeds)  # cells added since
-                    last_cells = now
-                if not self._anything_new():
-                    continue
-                changed = await asyncio.to_thread(self.poll_once)
-                for uuid in changed:
-                    self.changed(uuid)
-                if now - last_prune > PRUNE_EVERY:
-                    await asyncio.to_thread(self._prune)
-                    last_prune = now
-            except Exception:
-                # A database that is briefly away must not end the feed: drop everything,
-                # since changes may be missed, and keep polling.
-                log.exception("reading the change feed failed; dropping cached documents")
-                self._guests.clear()
-                self._by_address.clear()
-                self.stats.cached(0)
-                for watcher in self._watchers:
-                    watcher(None)
-                await asyncio.sleep(1)
-
-    def _anything_new(self) -> bool:
-        """False only when every cell is SQLite, with no gap watched, and none has had a
-        commit since the last look: the read would find nothing (it runs in a thread, with a
-        transaction and a query, 50 times a second per worker)."""
-        new = False
-        for feed in self._feeds.values():
-            # Every probe is asked, so that each one's next answer starts from now.
-            if feed.probe is None or feed.gaps or feed.probe.changed():
-                new = True
-        return new or not self._feeds
-
-    def poll_once(self) -> list[str]:
-        """Read new feed rows from every cell known (new cells are looked for every 10 s, not
-        on every poll); return the changed instances."""
-        changed: list[str] = []
-        for feed in list(self._feeds.values()):
-            rows = self._poll_cell(feed.cell, feed)
-            if rows:
-                now = utcnow()
-                for _, stamped in rows:
-                    self.stats.change_lag((now - stamped).total_seconds())
-            changed += [uuid for uuid, _ in rows]
-        return changed
-
-    @staticmethod
-    def _poll_cell(cell: Database, feed: _Feed) -> list[tuple[str, dt.datetime]]:
-        now = time.monotonic()
-        feed.gaps = {i: t for i, t in feed.gaps.items() if t > now}
-        condition = GuestChange.id > feed.cursor
-        if feed.gaps:
-            condition = or_(condition, GuestChange.id.in_(list(feed.gaps)))
-        with cell.read() as session:
-            rows = session.execute(
-                select(GuestChange.id, GuestChange.instance_uuid, GuestChange.changed_at)
-                .where(condition)
-                .order_by(GuestChange.id)
-            ).all()
-        for change_id, _, _ in rows:
-            feed.gaps.pop(change_id, None)
-            if change_id > feed.cursor:
-                for missing in range(feed.cursor + 1, change_id):
-                    feed.gaps[missing] = now + GAP_PATIENCE
-                feed.cursor = change_id
-        return [(uuid, changed_at) for _, uuid, changed_at in rows]
-
-    def _prune(self) -> None:
-        cutoff = utcnow() - FEED_RETENTION
-        for feed in list(self._feeds.values()):
-            feed.cell.run(partial(_prune_feed, cutoff=cutoff), write=True)
-
-
-def _prune_feed(session: Session, *, cutoff: dt.datetime) -> None:
-    # The newest row always stays: SQLite numbers new rows from the highest id
-    # left, and an emptied table would restart below every worker's cursor.
-    newest = session.scalar(select(func.max(GuestChange.id)))
-    if newest is not None:
-        session.execute(
-            delete(GuestChange).where(GuestChange.changed_at < cutoff, GuestChange.id < newest)
-        )
+        await self._feed.close()
