@@ -14,6 +14,9 @@ commit, ``db/notify.py``), or every ``[compute] poll_interval_ms``. Each pass it
 - with each heartbeat, queues the pushes that take expired keys off its guests
   (``keys.queue_expired``).
 
+Before its first pass it registers its host and reconciles the driver's guests with the
+database (``reconcile.py``).
+
 ``stop`` lets running operations finish for a while, then leaves the rest to their leases:
 a new agent of the host resumes them.
 """
@@ -30,11 +33,11 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from cloudseed.agent.guests import ConfigDrives
 from cloudseed.agent.key_operations import KeyPusher, queue_expired
+from cloudseed.agent.reconcile import reconcile_host
 from cloudseed.agent.steps import Steps
 from cloudseed.cells.service import CellDatabases
 from cloudseed.compute.interfaces import Capacity, Driver
@@ -44,10 +47,7 @@ from cloudseed.db.notify import OPERATIONS, Listener
 from cloudseed.hostkeys.watch import ConsoleWatch
 from cloudseed.hosts import service as hosts
 from cloudseed.servers.history import actions as action_log
-from cloudseed.servers.history.bootstrap import Actor
-from cloudseed.servers.lifecycle import power_sync, queue
-from cloudseed.servers.models import Instance
-from cloudseed.servers.states import ACTIVE, NOSTATE
+from cloudseed.servers.lifecycle import queue
 from cloudseed.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -187,88 +187,14 @@ class Agent:
 
     def reconcile(self) -> None:
         """Compare what the driver has with what the database says, once, when the agent
-        starts. For each settled instance of this host (launched, no task):
-
-        - its guest is missing (the driver does not have it): power state NOSTATE, logged,
-          as Nova's sync does ("unexpectedly not found");
-        - its guest is switched off while the instance is ACTIVE (the qemu driver's guests
-          never outlive the service that ran them): with ``[DEFAULT]
-          resume_guests_state_on_host_boot`` a start is queued, with the instance action
-          ``start`` by this agent; without, it is recorded SHUTOFF with an action ``stop``
-          (``servers/lifecycle/power_sync.py``).
-
-        A guest of no live instance (deleted, or unknown) is destroyed. Guests of live
-        instances of other hosts are left alone (agents of several hosts may share a
-        machine and its state_path)."""
-        try:
-            have = self.driver.running()
-        except Exception:
-            log.exception("compute agent %s: cannot list the driver's guests", self.owner)
-            return
-        resume = self.settings.default.resume_guests_state_on_host_boot
-        known: set[str] = set()
-        for cell in self.cells.all_cells():
-            # The notes are logged once the transaction committed: it may run more than once.
-            cell_known, notes = cell.run(
-                lambda session: self._reconcile_cell(session, have, resume=resume), write=True
-            )
-            known.update(cell_known)
-            for note in notes:
-                log.warning("compute agent %s: %s", self.owner, note)
-        for orphan in sorted(have - known):
-            log.warning("compute agent %s: destroying orphan guest %s", self.owner, orphan)
-            try:
-                self.driver.destroy(orphan)
-            except Exception:
-                log.exception("compute agent %s: destroying %s failed", self.owner, orphan)
-
-    def _reconcile_cell(
-        self, session: Session, have: set[str], *, resume: bool
-    ) -> tuple[set[str], list[str]]:
-        """``reconcile`` in one cell: its live instances' uuids, and what to log."""
-        known = set(session.scalars(select(Instance.uuid).where(Instance.deleted == 0)))
-        instances = session.scalars(
-            select(Instance).where(Instance.host == self.host, Instance.deleted == 0)
+        starts (``reconcile.py``)."""
+        reconcile_host(
+            self.cells,
+            self.driver,
+            host=self.host,
+            owner=self.owner,
+            resume=self.settings.default.resume_guests_state_on_host_boot,
         )
-        notes = []
-        for instance in list(instances):
-            if instance.task_state is not None or instance.launched_at is None:
-                continue  # not settled: its operation's lease decides
-            if instance.uuid not in have:
-                notes.append(f"the guest of instance {instance.uuid} is missing")
-                instance.power_state = NOSTATE
-            elif instance.vm_state == ACTIVE and not self._powered_on(instance.uuid):
-                done = self._switched_off(session, instance, resume=resume)
-                if done is not None:
-                    notes.append(f"instance {instance.uuid}: {done}")
-        return known, notes
-
-    def _powered_on(self, uuid: str) -> bool:
-        try:
-            return self.driver.powered_on(uuid)
-        except Exception:  # cannot tell: leave the record as it is
-            log.exception("compute agent %s: cannot tell whether %s runs", self.owner, uuid)
-            return True
-
-    def _switched_off(self, session: Session, instance: Instance, *, resume: bool) -> str | None:
-        """An ACTIVE instance whose guest is switched off: start it again, or record it; what
-        was done, or None when another got there first."""
-        actor = Actor(
-            user_id=self.owner[:255],  # a column of 255: the host name may be long
-            project_id=instance.project_id,
-            request_id=f"req-{uuidlib.uuid4()}",
-        )
-        found = f"the guest was switched off when compute agent {self.owner} started"
-        if resume:
-            details = f"{found}; resume_guests_state_on_host_boot: starting it"
-            queued = power_sync.queue_start(
-                session, instance.uuid, host=self.host, actor=actor, details=details
-            )
-            done = queued is not None
-        else:
-            details = f"{found}; instance shutdown by itself: recorded as stopped"
-            done = power_sync.record_shutdown(session, instance.uuid, actor=actor, details=details)
-        return details if done else None
 
     def run_once(self) -> int:
         """Claim what there is and run it in this thread (tests, tools); how many ran."""
