@@ -45,6 +45,15 @@ def lifespan_state(*fragments: object) -> dict[str, Any]:
     return {STATE_KEY: MappingProxyType(by_class)}
 
 
+def fragment_in(scope: Mapping[str, Any], kind: type[F]) -> F | None:
+    """The fragment of class ``kind`` in an ASGI ``scope``'s lifespan state, or None: for
+    middleware that sees every request, including those of an app without it (the metrics
+    edge)."""
+    fragments = scope.get("state", {}).get(STATE_KEY, {})
+    fragment = fragments.get(kind)
+    return fragment if isinstance(fragment, kind) else None
+
+
 def fragment_of(connection: HTTPConnection, kind: type[F]) -> F:
     """The lifespan's fragment of class ``kind``; a fragment the app did not build is a
     programming error (the route's domain is not wired into the app), hence a LookupError."""
