@@ -4,12 +4,14 @@ databases are, and (the metadata service) what its guest cache and vendordata ta
 from __future__ import annotations
 
 from cloudseed.cells.service import CellDatabases
+from cloudseed.hosts.api import HostsState
 from cloudseed.metadata.app import MetadataApp
 from cloudseed.metrics._edge import MetricsEdge, scraper_networks
 from cloudseed.metrics._registry import Metrics
 from cloudseed.metrics._routes import MetadataRoutes, StarletteRoutes
 from cloudseed.settings import Settings
 from cloudseed.types import ASGIApp, Scope
+from cloudseed.web.state import STATE_KEY
 
 API = "api"
 METADATA = "metadata"
@@ -83,8 +85,9 @@ def instrument(app: ASGIApp, *, listener: str, metrics: Metrics, settings: Setti
         )
 
     def api_cells(scope: Scope) -> CellDatabases | None:
-        cells = scope.get("state", {}).get("cells")
-        return cells if isinstance(cells, CellDatabases) else None
+        # The hosts routes' fragment of the typed lifespan state (web/state.py) has the cells.
+        hosts = scope.get("state", {}).get(STATE_KEY, {}).get(HostsState)
+        return hosts.cells if isinstance(hosts, HostsState) else None
 
     return MetricsEdge(
         app,
