@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import inspect
 import json
 import os
 import subprocess
@@ -90,9 +91,16 @@ async def _measure(
 
     settings = with_shared_key(load_settings(overrides={("DEFAULT", "state_path"): data_dir}))
     metadata = next(x for x in serve.listeners(settings, compute=False) if x.kind == "metadata")
-    app = instrument(
-        metadata.factory(settings), listener="metadata", metrics=Metrics(), settings=settings
-    )
+    # A listener's factory is given its worker's API database, in checkouts where the apps of
+    # a worker share one (serve.serve_sockets); an older --before checkout's opens its own.
+    factory: Any = metadata.factory
+    if len(inspect.signature(factory).parameters) == 2:
+        from cloudseed.db.engines import Database
+
+        made = factory(settings, Database.connect("api", settings.api_database_url))
+    else:
+        made = factory(settings)
+    app = instrument(made, listener="metadata", metrics=Metrics(), settings=settings)
     w = settings.wsgi
     limits = serve.HeadLimits(
         max_request_line=w.max_request_line,

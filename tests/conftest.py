@@ -63,6 +63,9 @@ def migrated_settings(database_url: str, session_tmp: Path, backend: str) -> Set
 
 @pytest.fixture(scope="session")
 def api_db(migrated_settings: Settings) -> Iterator[Database]:
+    """The API database, shared by the test servers given it (tests/support/server.py) and the
+    tests: what one of them commits, the others' listeners hear at once (its announcer), as
+    the apps of one ``cloudseed serve`` worker do."""
     db = Database.connect("api", migrated_settings.api_database_url)
     yield db
     db.dispose()
@@ -95,8 +98,9 @@ def clean_api_db(api_db: Database) -> Database:
 
 
 @pytest.fixture(scope="session")
-def cell_db(migrated_settings: Settings) -> Iterator[Database]:
-    db = Database.connect("cell1", migrated_settings.cell_database_url)
+def cell_db(migrated_settings: Settings, api_db: Database) -> Iterator[Database]:
+    # Announcing through the API database's announcer, as the servers' cell databases do.
+    db = Database.connect("cell1", migrated_settings.cell_database_url, announcer=api_db.announcer)
     yield db
     db.dispose()
 
@@ -114,8 +118,10 @@ def fake_driver() -> FakeDriver:
 
 
 @pytest.fixture(scope="session")
-def api_url(migrated_settings: Settings, fake_driver: FakeDriver) -> Iterator[str]:
-    with running_api(migrated_settings, driver=fake_driver, zone="nova") as url:
+def api_url(
+    migrated_settings: Settings, api_db: Database, fake_driver: FakeDriver
+) -> Iterator[str]:
+    with running_api(migrated_settings, api_db=api_db, driver=fake_driver, zone="nova") as url:
         yield url
 
 

@@ -22,7 +22,6 @@ import signal
 import socket
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from functools import partial
 from types import FrameType
 from typing import TYPE_CHECKING
 
@@ -33,6 +32,7 @@ from cloudseed.settings import Settings
 from cloudseed.types import ASGIApp
 
 if TYPE_CHECKING:
+    from cloudseed.db.engines import Database
     from cloudseed.metrics import MultiprocessDirectory
 
 log = logging.getLogger(__name__)
@@ -43,7 +43,9 @@ class Listener:
     name: str
     host: str
     port: int
-    factory: Callable[[Settings], ASGIApp]
+    # The app, given the worker's API database: every app of a worker shares it (its pool,
+    # and its announcer, so each hears at once what another committed).
+    factory: Callable[[Settings, Database], ASGIApp]
     ip_ttl: int = 0  # 0: the system's default
     kind: str = "api"  # the metrics' listener label: api or metadata
 
@@ -51,23 +53,26 @@ class Listener:
 def listeners(settings: Settings, *, compute: bool = True) -> list[Listener]:
     """The HTTP apps a serve process runs; with ``compute``, the API app's lifespan also runs
     this node's compute agent (every worker process: they share the host's operations through
-    leases, so any of them may take the next one)."""
+    leases, so any of them may take the next one). A change committed through the API app is
+    heard at once by the metadata service and the agent of the same worker: they share its
+    API database (``serve_sockets``)."""
     from cloudseed.api.app import create_api_app
     from cloudseed.metadata.app import create_metadata_app
 
+    def api_app(settings: Settings, api_db: Database) -> ASGIApp:
+        return create_api_app(settings, api_db=api_db, compute=compute)
+
+    def metadata_app(settings: Settings, api_db: Database) -> ASGIApp:
+        return create_metadata_app(settings, api_db=api_db)
+
     d = settings.default
     return [
-        Listener(
-            "compute API",
-            d.osapi_compute_listen,
-            d.osapi_compute_listen_port,
-            partial(create_api_app, compute=compute),
-        ),
+        Listener("compute API", d.osapi_compute_listen, d.osapi_compute_listen_port, api_app),
         Listener(
             "metadata service",
             d.metadata_listen,
             d.metadata_listen_port,
-            create_metadata_app,
+            metadata_app,
             ip_ttl=settings.metadata.hop_limit,
             kind="metadata",
         ),
@@ -154,10 +159,31 @@ async def serve_sockets(
     *,
     stop_event: asyncio.Event | None = None,
     metrics_dir: str | None = None,
+    api_db: Database | None = None,
 ) -> None:
     """Serve each listener's app on its socket in this process until SIGTERM/SIGINT, or until
     ``stop_event`` is set (for embedding, e.g. in tests). ``metrics_dir``: the workers' shared
-    metrics directory (several workers); None: this process's metrics are all there is."""
+    metrics directory (several workers); None: this process's metrics are all there is.
+    ``api_db``: the API database the apps share (an embedder's, which stays open); by default
+    this worker opens its own and disposes of it when the apps have stopped."""
+    from cloudseed.db.engines import Database
+
+    db = api_db if api_db is not None else Database.connect("api", settings.api_database_url)
+    try:
+        await _serve_apps(settings, bound, db, stop_event=stop_event, metrics_dir=metrics_dir)
+    finally:
+        if api_db is None:
+            db.dispose()
+
+
+async def _serve_apps(
+    settings: Settings,
+    bound: list[tuple[Listener, socket.socket]],
+    api_db: Database,
+    *,
+    stop_event: asyncio.Event | None,
+    metrics_dir: str | None,
+) -> None:
     from cloudseed.metrics import Metrics, instrument
 
     metrics = Metrics(multiprocess_dir=metrics_dir)
@@ -175,7 +201,10 @@ async def serve_sockets(
         # proxy_headers off: uvicorn would otherwise believe X-Forwarded-For from 127.0.0.1
         # and rewrite the client address the metadata service identifies guests by.
         app = instrument(
-            listener.factory(settings), listener=listener.kind, metrics=metrics, settings=settings
+            listener.factory(settings, api_db),
+            listener=listener.kind,
+            metrics=metrics,
+            settings=settings,
         )
         apps.append(app)
         config = uvicorn.Config(

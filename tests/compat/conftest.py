@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from cloudseed.db.engines import Database
 from tests.support import databases, osc
 from tests.support.cloudinit_run import (
     DEBIAN_PYTHON,
@@ -74,7 +75,9 @@ def target() -> Iterator[Target]:
 
 
 @pytest.fixture()
-def metadata_url(database_url: str, tmp_path: Path, target: Target) -> Iterator[str]:
+def metadata_url(
+    database_url: str, api_db: Database, tmp_path: Path, target: Target
+) -> Iterator[str]:
     """A metadata service in proxy mode with StaticJSON and DynamicJSON vendordata."""
     static = tmp_path / "vendor_data.json"
     static.write_text(json.dumps({"cloud-init": STATIC_VENDORDATA}))
@@ -87,5 +90,5 @@ def metadata_url(database_url: str, tmp_path: Path, target: Target) -> Iterator[
         CLOUDSEED_API__VENDORDATA_JSONFILE_PATH=str(static),
         CLOUDSEED_API__VENDORDATA_DYNAMIC_TARGETS=f"cloud-init@{target.url}",
     )
-    with running_metadata(settings) as url:
+    with running_metadata(settings, api_db=api_db) as url:
         yield url

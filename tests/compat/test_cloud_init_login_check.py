@@ -23,6 +23,7 @@ from typing import Any
 import httpx
 import pytest
 
+from cloudseed.db.engines import Database
 from cloudseed.vendordata import login_check
 from tests.support.cloud import Cloud, b64
 from tests.support.cloudinit_run import SECRET, guest_relay, run_cloud_init
@@ -45,7 +46,7 @@ Service = Callable[[bool], AbstractContextManager[str]]
 
 
 @pytest.fixture()
-def service(database_url: str, tmp_path: Path) -> Iterator[Service]:
+def service(database_url: str, api_db: Database, tmp_path: Path) -> Iterator[Service]:
     """Start a metadata service in proxy mode with the operator's StaticJSON, with or without
     ``[keys] login_check``."""
     static = tmp_path / "vendor_data.json"
@@ -60,7 +61,8 @@ def service(database_url: str, tmp_path: Path) -> Iterator[Service]:
                 CLOUDSEED_NEUTRON__METADATA_PROXY_SHARED_SECRET=SECRET,
                 CLOUDSEED_API__VENDORDATA_JSONFILE_PATH=str(static),
                 CLOUDSEED_KEYS__LOGIN_CHECK="true" if check else "false",
-            )
+            ),
+            api_db=api_db,
         )
 
     yield start

@@ -20,23 +20,25 @@ from tests.support.vendordata_targets import Targets, running_targets
 
 
 @pytest.fixture()
-def metadata_url(migrated_settings: Settings, clean_cell_db: Database) -> Iterator[str]:
+def metadata_url(
+    migrated_settings: Settings, api_db: Database, clean_cell_db: Database
+) -> Iterator[str]:
     # One server per test: the tests empty the tables behind its back, which the change
     # feed (rightly) never hears of.
     settings = with_options(migrated_settings, "metadata", trusted_proxies="127.0.0.250")
-    with running_metadata(settings) as url:
+    with running_metadata(settings, api_db=api_db) as url:
         yield url
 
 
 @pytest.fixture()
-def metadata_server(migrated_settings: Settings) -> MetadataServer:
+def metadata_server(migrated_settings: Settings, api_db: Database) -> MetadataServer:
     """Start another metadata service with some options changed: ``(section, {name: v})``."""
 
     def start(*changes: tuple[str, dict[str, Any]]) -> AbstractContextManager[str]:
         settings = migrated_settings
         for section, values in changes:
             settings = with_options(settings, section, **values)
-        return running_metadata(settings)
+        return running_metadata(settings, api_db=api_db)
 
     return start
 
@@ -44,7 +46,10 @@ def metadata_server(migrated_settings: Settings) -> MetadataServer:
 @pytest.fixture()
 def servers(migrated_settings: Settings, clean_api_db: Database) -> Iterator[Identity]:
     settings = identity_settings(migrated_settings)
-    with running_api(settings, compute=False) as api, running_metadata(settings) as md:
+    with (
+        running_api(settings, api_db=clean_api_db, compute=False) as api,
+        running_metadata(settings, api_db=clean_api_db) as md,
+    ):
         yield Identity(api, md)
 
 

@@ -66,9 +66,9 @@ def settings(migrated_settings: Settings, fmt: str) -> Settings:
 
 
 @contextmanager
-def compute_api(settings: Settings) -> Iterator[httpx.Client]:
+def compute_api(settings: Settings, api_db: Database) -> Iterator[httpx.Client]:
     with (
-        running_api(settings, driver=FakeDriver()) as url,
+        running_api(settings, api_db=api_db, driver=FakeDriver()) as url,
         httpx.Client(base_url=url, headers={"X-Auth-Token": "alice:proj"}, timeout=30) as client,
     ):
         yield client
@@ -78,7 +78,7 @@ def compute_api(settings: Settings) -> Iterator[httpx.Client]:
 def client(
     settings: Settings, clean_api_db: Database, clean_cell_db: Database
 ) -> Iterator[httpx.Client]:
-    with compute_api(settings) as running:
+    with compute_api(settings, clean_api_db) as running:
         yield running
 
 
@@ -132,7 +132,12 @@ def action_events(client: httpx.Client, server_id: str) -> list[dict[str, Any]]:
 
 
 def test_drive_is_what_the_metadata_service_serves_and_cloud_init_reads_it(
-    client: httpx.Client, cloud: Cloud, settings: Settings, fmt: str, tmp_path: Path
+    client: httpx.Client,
+    cloud: Cloud,
+    settings: Settings,
+    api_db: Database,
+    fmt: str,
+    tmp_path: Path,
 ) -> None:
     user_data = b"#cloud-config\nruncmd: [[touch, /ok]]\n"
     server = boot(
@@ -160,7 +165,7 @@ def test_drive_is_what_the_metadata_service_serves_and_cloud_init_reads_it(
     assert tree["openstack/content/0000"] == b"injected\n"
 
     with (
-        running_metadata(settings) as url,
+        running_metadata(settings, api_db=api_db) as url,
         httpx.Client(
             base_url=url,
             timeout=10,
@@ -283,7 +288,7 @@ def test_hard_reboot_with_user_data_rebuilds_the_drive_keeping_password_and_file
 
 
 def test_failed_drive_build_on_reboot_keeps_old_drive_and_user_data(
-    client: httpx.Client, cloud: Cloud, settings: Settings, targets: Targets
+    client: httpx.Client, cloud: Cloud, settings: Settings, api_db: Database, targets: Targets
 ) -> None:
     # Operations run with the settings of the instance's host's agent: the server boots on a
     # host whose agent is then replaced by one with fatal vendordata, the same host name.
@@ -294,7 +299,7 @@ def test_failed_drive_build_on_reboot_keeps_old_drive_and_user_data(
         default_availability_zone="cd-host",
         default_schedule_zone="cd-host",
     )
-    with compute_api(host) as booting:
+    with compute_api(host, api_db) as booting:
         server = boot(booting, cloud, user_data=b64("old"))
     sid = server["id"]
     image = drive_path(settings, sid)
@@ -306,7 +311,7 @@ def test_failed_drive_build_on_reboot_keeps_old_drive_and_user_data(
         vendordata_dynamic_targets=f"needed@{targets.url('/error')}",
         vendordata_dynamic_failure_fatal=True,
     )
-    with compute_api(fatal) as failing:
+    with compute_api(fatal, api_db) as failing:
         r = failing.post(
             f"/v2.1/servers/{sid}/action",
             headers=mv("2.105"),
@@ -350,7 +355,7 @@ def test_dynamic_json_alone_is_fetched_once_per_build(
         vendordata_providers="DynamicJSON",
         vendordata_dynamic_targets=f"cloud@{targets.url('/record')}",
     )
-    with compute_api(dynamic) as client:
+    with compute_api(dynamic, api_db) as client:
         cloud_ = make_cloud(client, api_db, tmp_path)
 
         def work2(session: Session) -> None:

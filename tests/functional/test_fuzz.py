@@ -503,7 +503,7 @@ def metadata_requests(draw: st.DrawFn) -> Request:
 
 @pytest.fixture(scope="module")
 def metadata_url(world: World, migrated_settings: Any) -> Iterator[str]:
-    with running_metadata(migrated_settings) as url:
+    with running_metadata(migrated_settings, api_db=world.api_db) as url:
         yield url
 
 

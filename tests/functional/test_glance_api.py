@@ -183,7 +183,7 @@ class TestCreateAndUpload:
     ) -> None:
         settings = dataclasses.replace(migrated_settings, glance=GlanceSection(image_size_cap=1000))
         with (
-            running_api(settings, compute=False) as base,
+            running_api(settings, api_db=api_db, compute=False) as base,
             httpx.Client(base_url=base, headers=api.headers, timeout=30) as small,
         ):
             image = create(small)

@@ -109,7 +109,10 @@ def test_keys_are_public_under_keystone_too(
             }
         },
     )
-    with running_api(settings, compute=False) as api, httpx.Client(base_url=api) as anonymous:
+    with (
+        running_api(settings, api_db=clean_api_db, compute=False) as api,
+        httpx.Client(base_url=api) as anonymous,
+    ):
         for path in (
             "/.well-known/openid-configuration",
             "/v2.1/instance-identity/jwks",

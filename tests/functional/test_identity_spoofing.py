@@ -30,7 +30,7 @@ def pair(api: httpx.Client, cloud: Cloud) -> dict[str, Guest]:
 
 @pytest.fixture()
 def ip_mode(migrated_settings: Settings, clean_api_db: Database) -> Iterator[str]:
-    with running_metadata(identity_settings(migrated_settings)) as url:
+    with running_metadata(identity_settings(migrated_settings), api_db=clean_api_db) as url:
         yield url
 
 
@@ -42,7 +42,7 @@ def proxy_mode(migrated_settings: Settings, clean_api_db: Database) -> Iterator[
         service_metadata_proxy=True,
         metadata_proxy_shared_secret=SECRET,
     )
-    with running_metadata(settings) as url:
+    with running_metadata(settings, api_db=clean_api_db) as url:
         yield url
 
 

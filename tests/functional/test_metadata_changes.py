@@ -54,8 +54,8 @@ def settings(migrated_settings: Settings, clean_cell_db: Database) -> Settings:
 
 
 @pytest.fixture()
-def metadata_url(settings: Settings) -> Iterator[str]:
-    with running_metadata(settings) as url:
+def metadata_url(settings: Settings, api_db: Database) -> Iterator[str]:
+    with running_metadata(settings, api_db=api_db) as url:
         yield url
 
 
@@ -70,10 +70,10 @@ def wait_url(path: str, tag: str, timeout: int = 30) -> str:
 
 
 def test_every_document_has_an_etag_and_answers_if_none_match(
-    api: httpx.Client, cloud: Cloud, settings: Settings, metadata_url: str
+    api: httpx.Client, cloud: Cloud, settings: Settings, api_db: Database, metadata_url: str
 ) -> None:
     guest = boot(api, cloud, key_name="key1", user_data=b64("v1"))
-    with running_metadata(settings) as second, guest.client(metadata_url) as md:
+    with running_metadata(settings, api_db=api_db) as second, guest.client(metadata_url) as md:
         with guest.client(second) as other:
             tags = {}
             for path in DOCUMENTS:

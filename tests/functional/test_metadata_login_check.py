@@ -51,12 +51,12 @@ def settings_with(base: Settings, tmp_path: Path, *, check: bool, **api: Any) ->
 
 
 def test_vendordata_carries_the_parts_only_when_enabled(
-    api: httpx.Client, cloud: Cloud, migrated_settings: Settings, tmp_path: Path
+    api: httpx.Client, cloud: Cloud, migrated_settings: Settings, api_db: Database, tmp_path: Path
 ) -> None:
     guest = boot(api, cloud)
     for check in (False, True):
         settings = settings_with(migrated_settings, tmp_path, check=check)
-        with running_metadata(settings) as url, guest.client(url) as md:
+        with running_metadata(settings, api_db=api_db) as url, guest.client(url) as md:
             vendor = md.get("/openstack/latest/vendor_data.json").json()
             vendor2 = md.get("/openstack/latest/vendor_data2.json").json()
             listing = md.get("/openstack/latest").text.splitlines()
@@ -67,7 +67,7 @@ def test_vendordata_carries_the_parts_only_when_enabled(
 
 
 def test_without_static_json_the_parts_join_the_cloud_init_target(
-    api: httpx.Client, cloud: Cloud, migrated_settings: Settings, tmp_path: Path
+    api: httpx.Client, cloud: Cloud, migrated_settings: Settings, api_db: Database, tmp_path: Path
 ) -> None:
     guest = boot(api, cloud)
     dynamic = "#cloud-config\nruncmd: [echo dynamic]\n"
@@ -79,7 +79,7 @@ def test_without_static_json_the_parts_join_the_cloud_init_target(
             vendordata_providers="DynamicJSON",
             vendordata_dynamic_targets=f"cloud-init@{target.url},other@{target.url}",
         )
-        with running_metadata(settings) as url, guest.client(url) as md:
+        with running_metadata(settings, api_db=api_db) as url, guest.client(url) as md:
             assert md.get("/openstack/latest/vendor_data.json").status_code == 404
             vendor2 = md.get("/openstack/latest/vendor_data2.json").json()
     assert vendor2 == {"cloud-init": [dynamic, *PARTS], "other": dynamic}
@@ -148,17 +148,21 @@ def run_command(base_url: str, *args: str, timeout: float = 30) -> subprocess.Co
 
 
 @contextmanager
-def proxied(settings: Settings, guest: Guest) -> Iterator[Relay]:
+def proxied(settings: Settings, api_db: Database, guest: Guest) -> Iterator[Relay]:
     """A metadata service in proxy mode, and a relay that names ``guest`` in front of it."""
     with (
-        running_metadata(with_options(settings, "neutron", **PROXY)) as url,
+        running_metadata(with_options(settings, "neutron", **PROXY), api_db=api_db) as url,
         metadata_relay(url, instance_id=guest.id, tenant_id="proj", secret=SECRET) as relay,
     ):
         yield relay
 
 
 def test_the_command_prints_the_keys_of_its_guest(
-    api: httpx.Client, cloud: Cloud, clean_cell_db: Database, migrated_settings: Settings
+    api: httpx.Client,
+    cloud: Cloud,
+    api_db: Database,
+    clean_cell_db: Database,
+    migrated_settings: Settings,
 ) -> None:
     guest = boot(api, cloud, key_name="key1")
     set_keys(
@@ -167,7 +171,7 @@ def test_the_command_prints_the_keys_of_its_guest(
         [entry("key1", cloud.key1), entry("team", PROJECT_KEY, source="project")],
         keys_generation=2,
     )
-    with proxied(migrated_settings, guest) as relay:
+    with proxied(migrated_settings, api_db, guest) as relay:
         done = run_command(relay.url, "debian")
         assert (done.returncode, done.stderr) == (0, "")
         assert done.stdout == f"{cloud.key1}\n{PROJECT_KEY}\n"
@@ -186,11 +190,11 @@ def test_the_command_prints_the_keys_of_its_guest(
 
 
 def test_the_command_fetches_a_token_when_one_is_required(
-    api: httpx.Client, cloud: Cloud, migrated_settings: Settings
+    api: httpx.Client, cloud: Cloud, migrated_settings: Settings, api_db: Database
 ) -> None:
     guest = boot(api, cloud, key_name="key1")
     strict = with_options(migrated_settings, "metadata", require_token=True)
-    with proxied(strict, guest) as relay:
+    with proxied(strict, api_db, guest) as relay:
         done = run_command(relay.url, "root")
         assert (done.returncode, done.stdout, done.stderr) == (0, f"{cloud.key1}\n", "")
     seen = [(e.method, e.path, e.status) for e in relay.exchanges]
@@ -203,15 +207,15 @@ def test_the_command_fetches_a_token_when_one_is_required(
 
 
 def test_the_command_prints_nothing_when_it_gets_nothing(
-    api: httpx.Client, cloud: Cloud, migrated_settings: Settings
+    api: httpx.Client, cloud: Cloud, migrated_settings: Settings, api_db: Database
 ) -> None:
     guest = boot(api, cloud, key_name="key1")
     stranger = Guest("00000000-0000-4000-8000-000000000000", "127.0.0.96", "")
-    with proxied(migrated_settings, stranger) as relay:
+    with proxied(migrated_settings, api_db, stranger) as relay:
         done = run_command(relay.url, "root")  # no such instance: 404
         assert (done.returncode, done.stdout, done.stderr) == (1, "", "")
     assert relay.exchanges[0].status == 404
-    with proxied(migrated_settings, guest) as relay:
+    with proxied(migrated_settings, api_db, guest) as relay:
         url = relay.url
     started = time.monotonic()
     done = run_command(url, "root")  # nobody listens there any more

@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
+from cloudseed.db.engines import Database
 from cloudseed.settings import Settings
 from cloudseed.signing import sign
 from tests.support.cloud import Cloud, b64
@@ -60,7 +61,7 @@ def ask(url: str, source: Guest | None, headers: list[tuple[str, str]], guests: 
 
 
 @pytest.fixture()
-def ip_mode(migrated_settings: Settings) -> Iterator[Any]:
+def ip_mode(migrated_settings: Settings, api_db: Database) -> Iterator[Any]:
     """Start a service in IP mode with 127.0.0.250 trusted and ``forwarded_header``."""
 
     def start(header: str = "x-forwarded-for", **more: Any) -> Any:
@@ -71,7 +72,7 @@ def ip_mode(migrated_settings: Settings) -> Iterator[Any]:
             forwarded_header=header,
             **more,
         )
-        return running_metadata(settings)
+        return running_metadata(settings, api_db=api_db)
 
     yield start
 

@@ -40,7 +40,12 @@ def vendordata_settings(
 
 
 def test_static_and_dynamic_vendordata_reach_the_guest(
-    api: httpx.Client, cloud: Cloud, migrated_settings: Settings, tmp_path: Path, targets: Targets
+    api: httpx.Client,
+    cloud: Cloud,
+    migrated_settings: Settings,
+    api_db: Database,
+    tmp_path: Path,
+    targets: Targets,
 ) -> None:
     targets.reset()
     settings = vendordata_settings(
@@ -51,7 +56,7 @@ def test_static_and_dynamic_vendordata_reach_the_guest(
         f"broken@{targets.url('/error')}",
     )
     guest = boot(api, cloud, metadata={"role": "db"})
-    with running_metadata(settings) as url, guest.client(url) as md:
+    with running_metadata(settings, api_db=api_db) as url, guest.client(url) as md:
         static = md.get("/openstack/latest/vendor_data.json").json()
         assert static == {"cloud-init": "#cloud-config\nruncmd: [[touch, /vd]]\n"}
         doc = md.get("/openstack/latest/vendor_data2.json").json()
@@ -95,7 +100,7 @@ def test_fatal_vendordata_failure_fails_the_build(
         vendordata_dynamic_failure_fatal=True,
     )
     with (
-        running_api(settings, driver=FakeDriver(delay=0)) as url,
+        running_api(settings, api_db=api_db, driver=FakeDriver(delay=0)) as url,
         httpx.Client(base_url=url, headers={"X-Auth-Token": "alice:proj"}, timeout=30) as client,
     ):
         from tests.support.cloud import make_cloud

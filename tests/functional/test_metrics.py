@@ -16,6 +16,7 @@ import pytest
 from prometheus_client.mmap_dict import MmapedDict
 from prometheus_client.parser import text_string_to_metric_families
 
+from cloudseed.db.engines import Database
 from cloudseed.settings import Settings
 from tests.support import databases
 from tests.support.cloud import Cloud
@@ -79,8 +80,10 @@ def metrics_settings(settings: Settings, **values: Any) -> Settings:
 # -- the compute API ----------------------------------------------------------------------
 
 
-def test_api_requests_by_route_template(migrated_settings: Settings, api: httpx.Client) -> None:
-    with running_api(migrated_settings, compute=False) as base:
+def test_api_requests_by_route_template(
+    migrated_settings: Settings, api_db: Database, api: httpx.Client
+) -> None:
+    with running_api(migrated_settings, api_db=api_db, compute=False) as base:
         auth = {"X-Auth-Token": "alice:proj"}
         for _ in range(3):
             assert httpx.get(f"{base}/v2.1/os-keypairs", headers=auth).status_code == 200
@@ -133,11 +136,11 @@ def test_api_metrics_disabled(migrated_settings: Settings) -> None:
 
 
 def test_metadata_documents_cache_and_change_lag(
-    api: httpx.Client, cloud: Cloud, migrated_settings: Settings
+    api: httpx.Client, cloud: Cloud, migrated_settings: Settings, api_db: Database
 ) -> None:
     guest = boot(api, cloud)
     settings = metrics_settings(migrated_settings, allow_from=f"{SCRAPER}/32")
-    with running_metadata(settings) as base, guest.client(base) as md:
+    with running_metadata(settings, api_db=api_db) as base, guest.client(base) as md:
         for _ in range(4):
             assert md.get("/openstack/latest/meta_data.json").status_code == 200
         assert md.get("/openstack/2018-08-27/meta_data.json").status_code == 200
@@ -171,12 +174,12 @@ def test_metadata_documents_cache_and_change_lag(
 
 
 def test_guests_get_404_for_metrics(
-    api: httpx.Client, cloud: Cloud, migrated_settings: Settings
+    api: httpx.Client, cloud: Cloud, migrated_settings: Settings, api_db: Database
 ) -> None:
     guest = boot(api, cloud)
     # Even with the guests' own network allowed, a relayed request is a guest's.
     settings = metrics_settings(migrated_settings, allow_from="127.0.0.1/32")
-    with running_metadata(settings) as base, guest.client(base) as md:
+    with running_metadata(settings, api_db=api_db) as base, guest.client(base) as md:
         unknown = md.get("/no/such/path")
         r = md.get("/metrics")
         assert (r.status_code, r.text) == (unknown.status_code, unknown.text) == (404, unknown.text)
@@ -194,7 +197,11 @@ def test_metadata_metrics_disabled(migrated_settings: Settings) -> None:
 
 
 def test_vendordata_target_latency_and_errors(
-    api: httpx.Client, cloud: Cloud, migrated_settings: Settings, targets: Targets
+    api: httpx.Client,
+    cloud: Cloud,
+    migrated_settings: Settings,
+    api_db: Database,
+    targets: Targets,
 ) -> None:
     targets.reset()
     settings = with_options(
@@ -204,7 +211,7 @@ def test_vendordata_target_latency_and_errors(
         vendordata_dynamic_targets=f"good@{targets.url('/record')},bad@{targets.url('/error')}",
     )
     guest = boot(api, cloud)
-    with running_metadata(settings) as base, guest.client(base) as md:
+    with running_metadata(settings, api_db=api_db) as base, guest.client(base) as md:
         assert md.get("/openstack/latest/vendor_data2.json").status_code == 200
         samples = scrape(base)
     duration = "cloudseed_vendordata_target_duration_seconds_count"

@@ -63,16 +63,17 @@ _hosts = itertools.count(1)
 def running_api(
     settings: Settings,
     *,
+    api_db: Database | None = None,
     driver: Driver | None = None,
     compute: bool = True,
     zone: str | None = None,
 ) -> Iterator[str]:
     """Serve the compute API of ``settings`` (with ``driver``, if given; with a compute agent
     of its own host unless ``compute`` is False: see ``own_host`` for ``zone``) and yield its
-    base URL."""
+    base URL. ``api_db``: the API database it shares (see ``_running``)."""
     settings = own_host(settings, zone)
     try:
-        with _serving_api(settings, driver, compute) as base:
+        with _serving_api(settings, api_db, driver, compute) as base:
             yield base
     finally:
         if compute:
@@ -80,24 +81,28 @@ def running_api(
 
 
 @contextmanager
-def _serving_api(settings: Settings, driver: Driver | None, compute: bool) -> Iterator[str]:
+def _serving_api(
+    settings: Settings, api_db: Database | None, driver: Driver | None, compute: bool
+) -> Iterator[str]:
     with _running(
         settings,
         serve.Listener(
             "compute API",
             "127.0.0.1",
             0,
-            lambda s: create_api_app(s, driver=driver, compute=compute),
+            lambda s, db: create_api_app(s, api_db=db, driver=driver, compute=compute),
         ),
         "/healthz",
+        api_db,
     ) as base:
         yield base
 
 
 @contextmanager
-def running_metadata(settings: Settings) -> Iterator[str]:
+def running_metadata(settings: Settings, *, api_db: Database | None = None) -> Iterator[str]:
     """Serve the metadata service of ``settings`` on 127.0.0.1 and yield its base URL; tests
-    act as different guests by connecting from other 127.0.0.0/8 source addresses."""
+    act as different guests by connecting from other 127.0.0.0/8 source addresses.
+    ``api_db``: the API database it shares (see ``_running``)."""
     from cloudseed.metadata.app import create_metadata_app
 
     with _running(
@@ -106,17 +111,26 @@ def running_metadata(settings: Settings) -> Iterator[str]:
             "metadata service",
             "127.0.0.1",
             0,
-            create_metadata_app,
+            lambda s, db: create_metadata_app(s, api_db=db),
             ip_ttl=settings.metadata.hop_limit,
             kind="metadata",
         ),
         "/",
+        api_db,
     ) as base:
         yield base
 
 
 @contextmanager
-def _running(settings: Settings, listener: serve.Listener, ready_path: str) -> Iterator[str]:
+def _running(
+    settings: Settings, listener: serve.Listener, ready_path: str, api_db: Database | None
+) -> Iterator[str]:
+    """Serve ``listener`` in a thread. With ``api_db`` (the suite's, tests/conftest.py), the
+    server hears at once what the test and the other servers given it commit, as the apps
+    of one ``cloudseed serve`` worker do; without, it opens its own and hears other writers
+    as another process would (NOTIFY on PostgreSQL, its poll otherwise)."""
+    if api_db is not None and api_db.url != settings.api_database_url:
+        raise ValueError("api_db is not the API database of these settings")
     sock = serve.bind("127.0.0.1", 0, ip_ttl=listener.ip_ttl)
     port = sock.getsockname()[1]
     loop = asyncio.new_event_loop()
@@ -124,7 +138,9 @@ def _running(settings: Settings, listener: serve.Listener, ready_path: str) -> I
 
     def run() -> None:
         asyncio.set_event_loop(loop)
-        loop.run_until_complete(serve.serve_sockets(settings, [(listener, sock)], stop_event=stop))
+        loop.run_until_complete(
+            serve.serve_sockets(settings, [(listener, sock)], stop_event=stop, api_db=api_db)
+        )
 
     thread = threading.Thread(target=run, name="cloudseed-test-server", daemon=True)
     thread.start()

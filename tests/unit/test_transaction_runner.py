@@ -1,6 +1,7 @@
 """``Database.run``: a caller's own "a concurrent transaction won" errors (``lost_to``) run the
 transaction again and the last one is raised as it is; what a transaction announces is heard
-once, after it commits, and never when it rolls back. On a SQLite file; the
+once, after it commits, never when it rolls back, and only by the listeners of its database's
+announcer (its own unless shared). On a SQLite file; the
 deadlocks of PostgreSQL and MariaDB are tests/functional/test_write_retries.py's."""
 
 from __future__ import annotations
@@ -23,9 +24,7 @@ class Lost(Conflict):
 
 @pytest.fixture()
 def db(tmp_path: Path) -> Iterator[Database]:
-    database = Database.connect(
-        "test", f"sqlite:///{tmp_path / 'db.sqlite'}", announcer=Announcer()
-    )
+    database = Database.connect("test", f"sqlite:///{tmp_path / 'db.sqlite'}")
     yield database
     database.dispose()
 
@@ -146,3 +145,24 @@ def test_an_unsubscribed_listener_hears_nothing_more(db: Database) -> None:
     stop()
     db.run(lambda session: announce(session, "topic", ["a"]), write=True)
     assert heard == []
+
+
+def test_databases_hear_each_other_only_through_a_shared_announcer(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    first, second = Database.connect("first", url), Database.connect("second", url)
+    shared = Announcer()
+    api, cell = (
+        Database.connect("api", url, announcer=shared),
+        Database.connect("cell", url, announcer=shared),
+    )
+    try:
+        assert first.announcer is not second.announcer
+        heard_first, heard_second, heard_api = heard_by(first), heard_by(second), heard_by(api)
+        first.run(lambda session: announce(session, "topic", ["a"]), write=True)
+        cell.run(lambda session: announce(session, "topic", ["b"]), write=True)
+        assert heard_first == [frozenset({"a"})]
+        assert heard_second == []
+        assert heard_api == [frozenset({"b"})]
+    finally:
+        for db in (first, second, api, cell):
+            db.dispose()

@@ -82,6 +82,49 @@ class ComputeState:
         return lifespan_state(*(getattr(self, field.name) for field in fields(self)))
 
 
+@asynccontextmanager
+async def compute_lifespan(
+    _app: Starlette,
+    *,
+    settings: Settings,
+    api_db: Database | None,
+    driver: Driver | None,
+    compute: bool,
+) -> AsyncIterator[dict[str, Any]]:
+    """What the compute API's requests share, open while it serves (``create_api_app`` says
+    what the arguments mean): the API database unless given, its cells, the compute agent
+    with ``compute``, and the ``ComputeState`` built on them."""
+    db = api_db or Database.connect("api", settings.api_database_url)
+    cells = CellDatabases(db)
+    agent = make_agent(settings, cells, driver=driver) if compute else None
+    servers = Servers(
+        api_db=db,
+        cells=cells,
+        local_console=agent.driver.console_output if agent else None,
+        local_host=agent.host if agent else None,
+    )
+    if agent is not None:
+        await run_in_threadpool(agent.start)
+    try:
+        state = ComputeState(
+            web=WebState(settings=settings, api_db=db),
+            servers=ServersState(servers=servers),
+            quotas=QuotasState(usage=partial(server_quota.usages, cells)),
+            hosts=HostsState(cells=cells, host_usage=server_quota.by_host),
+            images=ImagesState(image_in_use=partial(image_in_use, cells)),
+            identity=IdentityState(keyring=Keyring(db, settings.identity)),
+        )
+        # Starlette copies this into every request's scope (web.state.fragment_of).
+        yield state.lifespan_state()
+    finally:
+        if agent is not None:
+            await run_in_threadpool(agent.stop)
+            agent.close(own_driver=driver is None)
+        cells.dispose()
+        if api_db is None:
+            db.dispose()
+
+
 def create_api_app(
     settings: Settings,
     *,
@@ -94,38 +137,9 @@ def create_api_app(
     agent with ``driver`` (default: the one ``[DEFAULT] compute_driver`` names);
     ``cloudseed serve --no-compute`` serves the API alone and agents run elsewhere
     (``cloudseed compute``)."""
-
-    @asynccontextmanager
-    async def lifespan(_app: Starlette) -> AsyncIterator[dict[str, Any]]:
-        db = api_db or Database.connect("api", settings.api_database_url)
-        cells = CellDatabases(db)
-        agent = make_agent(settings, cells, driver=driver) if compute else None
-        servers = Servers(
-            api_db=db,
-            cells=cells,
-            local_console=agent.driver.console_output if agent else None,
-            local_host=agent.host if agent else None,
-        )
-        if agent is not None:
-            await run_in_threadpool(agent.start)
-        try:
-            state = ComputeState(
-                web=WebState(settings=settings, api_db=db),
-                servers=ServersState(servers=servers),
-                quotas=QuotasState(usage=partial(server_quota.usages, cells)),
-                hosts=HostsState(cells=cells, host_usage=server_quota.by_host),
-                images=ImagesState(image_in_use=partial(image_in_use, cells)),
-                identity=IdentityState(keyring=Keyring(db, settings.identity)),
-            )
-            # Starlette copies this into every request's scope (web.state.fragment_of).
-            yield state.lifespan_state()
-        finally:
-            if agent is not None:
-                await run_in_threadpool(agent.stop)
-                agent.close(own_driver=driver is None)
-            cells.dispose()
-            if api_db is None:
-                db.dispose()
+    lifespan = partial(
+        compute_lifespan, settings=settings, api_db=api_db, driver=driver, compute=compute
+    )
 
     def is_public(path: str) -> bool:
         return path in PUBLIC_PATHS

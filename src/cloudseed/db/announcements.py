@@ -26,9 +26,11 @@ PENDING = "cloudseed.announcements"
 
 
 class Announcer:
-    """Listeners by topic. Every ``Database`` announces through one; those a process opens share
-    ``IN_PROCESS`` unless given their own, since the API app, the metadata service and the
-    agent of one process each open their own and must hear each other's commits."""
+    """Listeners by topic. Every ``Database`` announces through one, its own unless it is given
+    one to share: whoever builds the parts of a process that must hear each other's commits
+    gives them one (``serve.py``: the compute API, its agent and the metadata service of a
+    worker share its API database, and so its announcer; a cell database announces through
+    its API database's, ``cells/service.py``)."""
 
     def __init__(self) -> None:
         self._listeners: dict[str, tuple[Listener, ...]] = {}
@@ -54,9 +56,6 @@ class Announcer:
             if items:
                 for listener in self._listeners.get(topic, ()):
                     listener(frozenset(items))
-
-
-IN_PROCESS = Announcer()
 
 
 def announce(transaction: Session | Connection, topic: str, items: Iterable[str]) -> bool:

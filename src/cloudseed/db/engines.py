@@ -20,7 +20,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
-from cloudseed.db.announcements import IN_PROCESS, PENDING, Announcer
+from cloudseed.db.announcements import PENDING, Announcer
 from cloudseed.errors import ConfigError, DatabaseUnavailable, WriteContended
 
 T = TypeVar("T")
@@ -129,11 +129,12 @@ class Database:
     # SQLite allows one writer; threads of this process queue here in order instead of
     # polling the file lock with growing back-off (seconds of tail latency under load).
     write_lock: threading.Lock | None = None
-    # Who hears what this database's transactions announce after they commit.
-    announcer: Announcer = IN_PROCESS
+    # Who hears what this database's transactions announce after they commit: its own
+    # listeners unless the opener shares one (db/announcements.py).
+    announcer: Announcer = field(default_factory=Announcer)
 
     @classmethod
-    def connect(cls, name: str, url: str, *, announcer: Announcer = IN_PROCESS) -> Database:
+    def connect(cls, name: str, url: str, *, announcer: Announcer | None = None) -> Database:
         engine = make_engine(url)
         return cls(
             name=name,
@@ -144,7 +145,7 @@ class Database:
                 engine.execution_options(**{READ_ONLY_OPTION: True}), expire_on_commit=False
             ),
             write_lock=threading.Lock() if engine.dialect.name == "sqlite" else None,
-            announcer=announcer,
+            announcer=announcer if announcer is not None else Announcer(),
         )
 
     def dispose(self) -> None:

@@ -2,9 +2,9 @@
 
 A request is: parse the path (no IO), identify the caller (a dict lookup once cached), check
 the session token, send bytes rendered at most once per change of the instance. Errors are
-plain text (as Nova's metadata API) with the status from the one error table
-(``web/faults.py``). An answer that delivers the guest's keys is recorded after it is sent
-(``delivery.py``: at most one write per guest and key generation in a worker).
+plain text, as Nova's metadata API (``refusals.py``). An answer that delivers the guest's keys
+is recorded after it is sent (``delivery.py``: at most one write per guest and key generation
+in a worker).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from cloudseed.metadata.errors import NoSuchDocument, TokenRefused
 from cloudseed.metadata.facts import vendordata_request
 from cloudseed.metadata.freshness import Freshness
 from cloudseed.metadata.identify import Identifier
+from cloudseed.metadata.refusals import access_log, refusal
 from cloudseed.metadata.signed_identity import SignedIdentity
 from cloudseed.metadata.stats import NO_STATS, StoreStats
 from cloudseed.metadata.store import GuestStore
@@ -39,23 +40,10 @@ from cloudseed.settings import Settings
 from cloudseed.types import Receive, Scope, Send
 from cloudseed.vendordata import Vendordata
 from cloudseed.vendordata.stats import NO_TARGET_STATS, TargetStats
-from cloudseed.web.errors import MethodNotAllowed, RequestTooLarge
-from cloudseed.web.faults import status_for
+from cloudseed.web.errors import MethodNotAllowed
 
 log = logging.getLogger(__name__)
-access_log = logging.getLogger("cloudseed.metadata.access")
 
-REASONS = {
-    400: "Bad Request",
-    401: "Unauthorized",
-    403: "Forbidden",
-    404: "Not Found",
-    405: "Method Not Allowed",
-    409: "Conflict",
-    413: "Content Too Large",
-    500: "Internal Server Error",
-    503: "Service Unavailable",
-}
 # What respond_now leaves to the ASGI path: tokens (the proxy checks, the PUT), reports, login
 # checks, signed documents.
 NOT_AT_ONCE = frozenset(
@@ -166,7 +154,7 @@ class MetadataApp(AnswersAtOnce):
                 method, scope["path"], peer, scope["headers"], receive, scope["query_string"]
             )
         except CloudseedError as exc:
-            answer = self._refusal(exc, method, scope["path"], peer)
+            answer = refusal(exc, method, scope["path"], peer)
         except Exception:
             log.exception("metadata request %s %s from %s failed", method, scope["path"], peer)
             answer = Answer(500, b"An unknown error has occurred. Please try your request again.")
@@ -229,21 +217,6 @@ class MetadataApp(AnswersAtOnce):
         store.stats.hit()  # here, once answered: a request left to the ASGI path counts there
         tagged = self.freshness.tagged(answer, guest, (target, False), claim.address)
         return self.freshness.conditional(tagged, headers)
-
-    def _refusal(self, exc: CloudseedError, method: str, path: str, peer: str | None) -> Answer:
-        status = status_for(exc)
-        headers: tuple[tuple[bytes, bytes], ...] = ()
-        if isinstance(exc, MethodNotAllowed):
-            headers = ((b"allow", (exc.allow or "").encode()),)
-        else:
-            why = getattr(exc, "why", exc.message)
-            access_log.warning('%s "%s %s" %d %s', peer, method, path, status, why)
-        if status == 401:
-            headers = ((b"www-authenticate", b"Token"),)
-        if isinstance(exc, RequestTooLarge):  # the rest of the body was never read
-            headers = ((b"connection", b"close"),)
-        body = f"{status} {REASONS.get(status, '')}\n\n{exc.message}".encode()
-        return Answer(status, body, headers=headers)
 
     # -- one request -------------------------------------------------------------------------
 
