@@ -9,7 +9,7 @@ import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 from sqlalchemy import delete
@@ -22,6 +22,9 @@ from cloudseed.db.engines import Database
 from cloudseed.hosts.models import ComputeNode, Service
 from cloudseed.settings import Settings
 from tests.support.waiting import wait_until
+
+if TYPE_CHECKING:
+    from cloudseed.metadata.app import MetadataApp
 
 
 def own_host(settings: Settings, zone: str | None = None) -> Settings:
@@ -98,7 +101,21 @@ def _serving_api(settings: Settings, driver: Driver | None, compute: bool) -> It
 def running_metadata(settings: Settings) -> Iterator[str]:
     """Serve the metadata service of ``settings`` on 127.0.0.1 and yield its base URL; tests
     act as different guests by connecting from other 127.0.0.0/8 source addresses."""
+    with running_metadata_app(settings) as (base, _app):
+        yield base
+
+
+@contextmanager
+def running_metadata_app(settings: Settings) -> Iterator[tuple[str, MetadataApp]]:
+    """``running_metadata``, yielding the app it started too: what a test reads the service's
+    state from (``MetadataApp.waiting``: long-polls registered) instead of sleeping."""
     from cloudseed.metadata.app import create_metadata_app
+
+    started: list[MetadataApp] = []
+
+    def create(settings: Settings) -> MetadataApp:
+        started.append(create_metadata_app(settings))
+        return started[-1]
 
     with _running(
         settings,
@@ -106,13 +123,13 @@ def running_metadata(settings: Settings) -> Iterator[str]:
             "metadata service",
             "127.0.0.1",
             0,
-            create_metadata_app,
+            create,
             ip_ttl=settings.metadata.hop_limit,
             kind="metadata",
         ),
         "/",
     ) as base:
-        yield base
+        yield base, started[-1]
 
 
 @contextmanager
