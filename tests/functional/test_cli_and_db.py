@@ -6,7 +6,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -20,6 +19,7 @@ from tests.support import keys
 from tests.support.cli import run
 from tests.support.databases import make_settings
 from tests.support.ports import free_port
+from tests.support.waiting import wait_until
 
 
 class TestDb:
@@ -118,16 +118,18 @@ def test_serve_process_logs_and_stops_cleanly(tmp_path: Path, workers: int):
         )
     try:
         base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
+
+        def answering() -> bool:
             assert proc.poll() is None, log_path.read_text()
-            assert time.monotonic() < deadline, log_path.read_text()
-            time.sleep(0.1)
+            try:
+                return httpx.get(f"{base}/healthz", timeout=1).status_code == 200
+            except httpx.TransportError:
+                return False
+
+        try:
+            wait_until(answering, timeout=30, interval=0.1, max_interval=0.1, what="serve up")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n{log_path.read_text()}") from None
         r = httpx.get(f"{base}/v2.1/os-keypairs", headers={"X-Auth-Token": "u:p"})
         assert r.status_code == 200
         request_id = r.headers["x-openstack-request-id"]

@@ -16,7 +16,10 @@ from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import text
 
+from cloudseed.db.engines import Database
+from cloudseed.db.notify import OPERATIONS
 from tests.support import databases
 from tests.support.cluster import (
     ADMIN,
@@ -111,14 +114,37 @@ def _request_id(cluster: Cluster, server_id: str) -> str:
     return request_id
 
 
+def operation_listeners(cluster: Cluster) -> set[int]:
+    """The server processes of the connections LISTENing for new operations (db/notify.py)."""
+    db = Database.connect("cell", cluster.url)
+    try:
+        with db.read() as session:
+            return set(
+                session.scalars(
+                    text(
+                        "SELECT pid FROM pg_stat_activity WHERE application_name = :name "
+                        "AND datname = current_database() AND query LIKE 'LISTEN%'"
+                    ),
+                    {"name": f"cloudseed {OPERATIONS}"},
+                )
+            )
+    finally:
+        db.dispose()
+
+
 @pytest.mark.parametrize("cluster", ["postgresql"], indirect=True)
 def test_postgresql_wakes_an_idle_agent_at_once(cluster: Cluster):
     """An agent that would poll only once a minute takes a new operation within seconds:
     the API node's NOTIFY, sent when the create commits, wakes it. (SQLite and MariaDB have
     no push; their agents poll, as the other tests here show.)"""
+    before = operation_listeners(cluster)
     cluster.start_agent("alpha", CLOUDSEED_COMPUTE__POLL_INTERVAL_MS="60000")
     wait(lambda: registered(cluster, "alpha"), 30, cluster, "alpha registered")
-    time.sleep(1)  # its first poll is over; the next would be a minute away
+    wait(lambda: operation_listeners(cluster) - before, 30, cluster, "alpha LISTENing")
+    # A first server, taken by the look the agent takes on starting (or by one its NOTIFY
+    # woke): once it is taken, that look is over, and the next is a minute away unless told.
+    first = create(cluster, "alpha")
+    wait(lambda: operation_state(cluster, first) != "pending", 30, cluster, "first taken")
     started = time.monotonic()
     server_id = create(cluster, "alpha")
     wait(lambda: operation_state(cluster, server_id) != "pending", 10, cluster, "taken")

@@ -8,7 +8,6 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -30,6 +29,7 @@ from tests.support import drive_tools
 from tests.support.cloud import Cloud, b64, create_server, make_cloud, mv, wait_for
 from tests.support.server import running_api, running_metadata
 from tests.support.vendordata_targets import Targets
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.databases
 
@@ -219,10 +219,13 @@ def test_no_drive_without_config_drive_and_none_left_after_delete(
     image = drive_path(settings, server["id"])
     assert image.exists()
     assert client.delete(f"/v2.1/servers/{server['id']}").status_code == 204
-    deadline = time.monotonic() + 10
-    while image.parent.exists():
-        assert time.monotonic() < deadline, "drive not removed"
-        time.sleep(0.02)
+    wait_until(
+        lambda: not image.parent.exists(),
+        timeout=10,
+        interval=0.02,
+        max_interval=0.02,
+        what="the drive removed",
+    )
 
 
 # -- rebuild and HARD reboot ----------------------------------------------------------------

@@ -19,7 +19,6 @@ import json
 import logging
 import os
 import re
-import time
 import traceback
 import urllib.parse
 from collections.abc import Iterator
@@ -169,17 +168,24 @@ def world(
 
 
 def settle(world: World) -> Snapshot:
-    """Wait until background operations are done (nothing changes for a moment)."""
-    deadline = time.monotonic() + 20
-    before = snapshot(world.api_db, world.cell_db)
-    while True:
-        time.sleep(0.03)
+    """Wait until background operations are done (nothing changes for a moment: 30 ms
+    between two snapshots)."""
+    last: list[Snapshot] = []
+
+    def settled() -> tuple[Snapshot] | None:
         after = snapshot(world.api_db, world.cell_db)
-        busy = _busy(world.cell_db)
-        if after == before and not busy:
-            return after
-        assert time.monotonic() < deadline, "background operations never settled"
-        before = after
+        quiet = bool(last) and after == last[-1] and not _busy(world.cell_db)
+        last[:] = [after]
+        return (after,) if quiet else None  # a tuple: an empty snapshot is an answer too
+
+    (after,) = wait_until(
+        settled,
+        timeout=20,
+        interval=0.03,
+        max_interval=0.03,
+        what="background operations settled",
+    )
+    return after
 
 
 def _busy(cell_db: Database) -> bool:

@@ -17,10 +17,12 @@ import httpx
 import pytest
 
 from cloudseed.db.engines import Database
+from cloudseed.metadata.app import MetadataApp
 from cloudseed.settings import Settings
 from tests.support.cloud import Cloud, b64, mv
 from tests.support.guests import Guest, boot
-from tests.support.server import running_metadata, with_options
+from tests.support.metrics import scrape, value
+from tests.support.server import running_metadata, running_metadata_app, with_options
 from tests.support.waiting import eventually, wait_until
 
 pytestmark = [pytest.mark.databases, pytest.mark.loopback_guests]
@@ -54,9 +56,21 @@ def settings(migrated_settings: Settings, clean_cell_db: Database) -> Settings:
 
 
 @pytest.fixture()
-def metadata_url(settings: Settings, api_db: Database) -> Iterator[str]:
-    with running_metadata(settings, api_db=api_db) as url:
-        yield url
+def metadata(settings: Settings, api_db: Database) -> Iterator[tuple[str, MetadataApp]]:
+    """The service's URL, and its app: ``app.waiting(uuid)`` tells when a long-poll waits."""
+    with running_metadata_app(settings, api_db=api_db) as running:
+        yield running
+
+
+@pytest.fixture()
+def metadata_url(metadata: tuple[str, MetadataApp]) -> str:
+    return metadata[0]
+
+
+def waiting(app: MetadataApp, guest: Guest, count: int) -> None:
+    """Return once ``count`` long-polls of ``guest`` wait in ``app`` (a change from now on
+    wakes them; one before would answer them at once)."""
+    wait_until(lambda: app.waiting(guest.id) == count, what=f"{count} long-polls waiting")
 
 
 def rename(api: httpx.Client, guest: Guest, name: str) -> None:
@@ -64,7 +78,10 @@ def rename(api: httpx.Client, guest: Guest, name: str) -> None:
     assert r.status_code == 200, r.text
 
 
-def wait_url(path: str, tag: str, timeout: int = 30) -> str:
+WAIT = 30  # seconds: a long-poll's timeout_sec, unless a test needs its timeout
+
+
+def wait_url(path: str, tag: str, timeout: int = WAIT) -> str:
     joint = "&" if "?" in path else "?"
     return f"{path}{joint}wait_for_change=true&last_etag={tag}&timeout_sec={timeout}"
 
@@ -107,9 +124,19 @@ def test_every_document_has_an_etag_and_answers_if_none_match(
         assert md.get("/openstack").headers["etag"] == tags["/openstack"]
 
 
-def test_long_poll_answers_on_a_change(api: httpx.Client, cloud: Cloud, metadata_url: str) -> None:
+# Longer than any test runs: the service reads the change feed once, at its start, and never
+# again, NOTIFY or not; only the announcement of a change committed in this process can wake a
+# waiter.
+NO_FEED = {"change_poll_interval_ms": 3_600_000, "change_fallback_interval_ms": 3_600_000}
+
+
+def test_long_poll_answers_on_a_change(
+    api: httpx.Client, cloud: Cloud, settings: Settings, api_db: Database
+) -> None:
     guest = boot(api, cloud, user_data=b64("v1"))
-    with guest.client(metadata_url) as md:
+    quiet = with_options(settings, "metadata", **NO_FEED)
+    # Sharing the API database of the API the rename goes through: its announcer.
+    with running_metadata_app(quiet, api_db=api_db) as (url, app), guest.client(url) as md:
         for path in ("/openstack/latest/meta_data.json", "/openstack/latest/?recursive=true"):
             first = md.get(path)
             tag = first.headers["etag"]
@@ -120,24 +147,26 @@ def test_long_poll_answers_on_a_change(api: httpx.Client, cloud: Cloud, metadata
                 tag: str = tag,
                 answers: list[tuple[float, httpx.Response]] = answers,
             ) -> None:
-                r = md.get(wait_url(path, tag))
+                r = md.get(wait_url(path, tag, timeout=WAIT))
                 answers.append((time.monotonic(), r))
 
             waiter = threading.Thread(target=wait)
             waiter.start()
-            time.sleep(0.5)
+            waiting(app, guest, 1)
             assert not answers  # still waiting
             name = f"n-{len(path)}"
             rename(api, guest, name)
             changed = time.monotonic()
-            waiter.join(10)
+            waiter.join(WAIT + 10)
             ((answered, r),) = answers
             assert r.status_code == 200
             assert r.headers["etag"] != tag
             body = r.json()
             meta = body if "uuid" in body else body["meta_data.json"]
+            # The new name before the wait's timeout, with the feed an hour away: the
+            # announcement of the change committed in this process woke the waiter.
             assert meta["name"] == name
-            assert answered - changed < 0.1  # committed in this process: heard at once
+            assert answered - changed < WAIT
 
 
 def test_long_poll_answers_at_once_when_the_tag_differs_and_at_its_timeout(
@@ -189,20 +218,25 @@ def test_invalid_parameters_are_400(api: httpx.Client, cloud: Cloud, metadata_ur
 
 
 def test_a_waiter_hears_only_of_its_own_instance_and_needs_its_token(
-    api: httpx.Client, cloud: Cloud, metadata_url: str
+    api: httpx.Client, cloud: Cloud, metadata: tuple[str, MetadataApp]
 ) -> None:
+    metadata_url, app = metadata
     mine = boot(api, cloud)
     other = boot(api, cloud)
     path = "/openstack/latest/meta_data.json"
-    with mine.client(metadata_url) as md:
+    with mine.client(metadata_url) as md, other.client(metadata_url) as theirs:
         tag = md.get(path).headers["etag"]
         answers: list[httpx.Response] = []
-        waiter = threading.Thread(target=lambda: answers.append(md.get(wait_url(path, tag, 2))))
+        waiter = threading.Thread(target=lambda: answers.append(md.get(wait_url(path, tag, 5))))
         waiter.start()
-        time.sleep(0.3)
+        waiting(app, mine, 1)
         rename(api, other, "someone-else")
-        time.sleep(0.5)
-        assert not answers
+        # The other instance's change has reached this service (its documents show it): a
+        # waiter woken by it would have answered by now, with its own document.
+        wait_until(
+            lambda: theirs.get(path).json()["name"] == "someone-else", what="the rename served"
+        )
+        assert not answers and app.waiting(mine.id) == 1
         waiter.join(10)
         (r,) = answers
         assert r.headers["etag"] == tag and r.json()["uuid"] == mine.id
@@ -229,19 +263,20 @@ def raw_wait(url: str, source: str, path: str) -> socket.socket:
 
 
 def test_waiters_are_capped_and_a_disconnect_gives_the_place_back(
-    api: httpx.Client, cloud: Cloud, metadata_url: str
+    api: httpx.Client, cloud: Cloud, metadata: tuple[str, MetadataApp]
 ) -> None:
+    metadata_url, app = metadata
     guest = boot(api, cloud)
     path = "/openstack/latest/meta_data.json"
     with guest.client(metadata_url) as md:
         tag = md.get(path).headers["etag"].strip('"')
         socks = [raw_wait(metadata_url, guest.address, wait_url(path, tag)) for _ in range(4)]
-        time.sleep(0.5)
+        waiting(app, guest, 4)
         r = md.get(wait_url(path, tag, 1))
         assert r.status_code == 503
         assert "This instance already has 4 requests waiting for a change." in r.text
         socks.pop().close()  # the client goes away: its waiter is released at once
-        time.sleep(0.3)
+        waiting(app, guest, 3)
         start = time.monotonic()
         assert md.get(wait_url(path, tag, 1)).status_code == 200
         assert time.monotonic() - start >= 1  # it waited
@@ -272,14 +307,20 @@ def test_recursive_view(api: httpx.Client, cloud: Cloud, metadata_url: str) -> N
         assert json.dumps(old)  # plain JSON
 
 
+def user_data_answers(base: str) -> float:
+    """How many times the service has answered ``/openstack/<v>/user_data`` (its metrics)."""
+    return value(scrape(base), "cloudseed_metadata_documents_total", document="openstack/user_data")
+
+
 EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "cloudseed-watch.sh"
 
 
 def test_the_guest_example_reruns_its_hook_on_a_change(
-    api: httpx.Client, cloud: Cloud, metadata_url: str, tmp_path: Path
+    api: httpx.Client, cloud: Cloud, metadata: tuple[str, MetadataApp], tmp_path: Path
 ) -> None:
     """docs/examples/cloudseed-watch.sh with curl, against this service: the hook runs once
     the user data changes (not at start, not for a change of something else)."""
+    metadata_url, app = metadata
     guest = boot(api, cloud, user_data=b64("v1"))
     out = tmp_path / "seen"
     hook = tmp_path / "hook.sh"
@@ -295,13 +336,20 @@ def test_the_guest_example_reruns_its_hook_on_a_change(
     }
     watcher = subprocess.Popen(["sh", str(EXAMPLE), str(hook)], env=env)
     try:
-        deadline = time.monotonic() + 10
-        while not (tmp_path / "state" / "current").exists():
-            assert time.monotonic() < deadline and watcher.poll() is None
-            time.sleep(0.05)
-        time.sleep(0.5)  # waiting now
+
+        def watching() -> bool:
+            assert watcher.poll() is None, "the watcher ended"
+            return app.waiting(guest.id) == 1
+
+        wait_until(watching, timeout=10, what="the watcher's long-poll waiting")
         rename(api, guest, "not-the-user-data")
-        time.sleep(0.5)
+        # The rename moves every tag of the record: the watcher's long-poll is answered with
+        # the same user data, and once it waits again it has compared and kept its hook.
+        wait_until(
+            lambda: user_data_answers(metadata_url) == 2 and watching(),
+            timeout=10,
+            what="the watcher answered and waiting again",
+        )
         assert not out.exists() and watcher.poll() is None
         r = api.put(
             f"/v2.1/servers/{guest.id}",

@@ -26,7 +26,9 @@ from cloudseed.servers.models import Instance
 from cloudseed.signing import sign
 from tests.support import databases
 from tests.support.cluster import ADMIN, Cluster, healthy, running_cluster, wait
+from tests.support.metrics import scrape, value
 from tests.support.ports import free_port
+from tests.support.waiting import wait_until
 
 SECRET = "proxy-secret"
 WAITERS = 500
@@ -72,6 +74,16 @@ def committed_at(cluster: Cluster, uuid: str) -> float:
         db.dispose()
     assert stamp is not None
     return stamp.replace(tzinfo=dt.UTC).timestamp()
+
+
+async def all_waiting(md: str, count: int) -> None:
+    """Return once ``count`` long-polls wait in serve's workers (the waiters gauge, summed
+    over them): a change from now on must wake them all."""
+
+    def waiting() -> bool:
+        return value(scrape(md), "cloudseed_metadata_waiters") == count
+
+    await asyncio.to_thread(wait_until, waiting, what=f"{count} long-polls waiting")
 
 
 @pytest.mark.parametrize("backend", ["postgresql"])
@@ -156,7 +168,7 @@ def _long_polls(cluster: Cluster) -> None:
             latencies = []
             for round in range(8):
                 tasks = [asyncio.ensure_future(waiting()) for _ in range(20)]
-                await asyncio.sleep(0.5)
+                await all_waiting(md, 20)
                 assert not any(t.done() for t in tasks)
                 name = f"round-{round}"
                 await asyncio.to_thread(rename, name)
@@ -175,7 +187,7 @@ def _long_polls(cluster: Cluster) -> None:
             # 2. Many waiting connections: memory per waiter, then one change answers all.
             before = rss_kib(workers)
             tasks = [asyncio.ensure_future(waiting()) for _ in range(WAITERS)]
-            await asyncio.sleep(3)
+            await all_waiting(md, WAITERS)
             assert not any(t.done() for t in tasks)
             during = rss_kib(workers)
             per_waiter = (during - before) * 1024 / WAITERS
@@ -194,7 +206,7 @@ def _long_polls(cluster: Cluster) -> None:
 
             # 3. SIGTERM: the waiters are answered with the document as it is, at once.
             tasks = [asyncio.ensure_future(waiting()) for _ in range(10)]
-            await asyncio.sleep(1)
+            await all_waiting(md, 10)
             stopped = time.time()
             serve.send_signal(signal.SIGTERM)
             answers = await asyncio.gather(*tasks)

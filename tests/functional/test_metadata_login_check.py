@@ -30,6 +30,7 @@ from tests.support.guests import SECRET, Guest, boot
 from tests.support.live_keys import PROJECT_KEY, at, delivery, entry, set_keys
 from tests.support.metadata_relay import Relay, metadata_relay, vendordata_target
 from tests.support.server import running_metadata, with_options
+from tests.support.waiting import wait_until
 
 pytestmark = [
     pytest.mark.loopback_guests,
@@ -183,10 +184,15 @@ def test_the_command_prints_the_keys_of_its_guest(
         # A login name that is not one: the service refuses it, and no key is printed.
         refused = run_command(relay.url, "-oProxyCommand=sh")
         assert (refused.returncode, refused.stdout) == (1, "")
-        deadline = time.monotonic() + 5
-        while delivery(clean_cell_db, guest.id) != (2, "login-time check"):
-            assert time.monotonic() < deadline, delivery(clean_cell_db, guest.id)
-            time.sleep(0.01)
+        try:
+            wait_until(
+                lambda: delivery(clean_cell_db, guest.id) == (2, "login-time check"),
+                timeout=5,
+                interval=0.01,
+                max_interval=0.01,
+            )
+        except AssertionError:
+            raise AssertionError(delivery(clean_cell_db, guest.id)) from None
 
 
 def test_the_command_fetches_a_token_when_one_is_required(

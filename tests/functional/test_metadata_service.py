@@ -672,10 +672,11 @@ def test_batch_loader_answers_each_key(api: httpx.Client, cloud: Cloud, api_db: 
     guests = [boot(api, cloud, name=f"batch-{n}") for n in range(4)]
     gone = boot(api, cloud, name="gone")
     assert api.delete(f"/v2.1/servers/{gone.id}").status_code == 204
-    wait_for_gone = time.monotonic() + 10
-    while api.get(f"/v2.1/servers/{gone.id}").status_code != 404:
-        assert time.monotonic() < wait_for_gone
-        time.sleep(0.02)
+    wait_until(
+        lambda: api.get(f"/v2.1/servers/{gone.id}").status_code == 404,
+        timeout=10,
+        what="the deleted server gone",
+    )
     keys = [
         Key(BY_UUID, guests[0].id),
         Key(BY_UUID, guests[1].id),
@@ -764,16 +765,15 @@ def listener_pids(cell_db: Database) -> set[int]:
 
 
 def new_listener(cell_db: Database, before: set[int]) -> int:
-    deadline = time.monotonic() + 10
-    while not (found := listener_pids(cell_db) - before):
-        assert time.monotonic() < deadline, "no LISTEN connection"
-        time.sleep(0.02)
-    time.sleep(0.3)  # its first read, on connecting, is over: the long wait begins
-    (pid,) = found
+    (pid,) = wait_until(
+        lambda: listener_pids(cell_db) - before, timeout=10, what="a new LISTEN connection"
+    )
     return pid
 
 
 LONG_FALLBACK = ("metadata", {"change_fallback_interval_ms": 60000})
+# A worker that reads the feed every 20 ms, LISTEN or not: the witness of what a poll finds.
+POLLING = ("metadata", {"change_fallback_interval_ms": 20})
 # NOTIFY is PostgreSQL's; the other backends poll (the tests above). Only that backend, rather
 # than a skip on the others: CI refuses every skip that is not opt-in.
 ONLY_POSTGRESQL = pytest.mark.parametrize("backend", ["postgresql"], indirect=True)
@@ -792,12 +792,21 @@ def test_postgresql_changes_are_pushed_with_a_long_fallback(
     seen, one committed as the API commits is seen at once."""
     guest = boot(api, cloud, user_data=b64("v1"))
     before = listener_pids(cell_db)
+    path = "/openstack/latest/user_data"
     with metadata_server(LONG_FALLBACK) as url, guest.client(url) as md:
         new_listener(cell_db, before)
-        assert md.get("/openstack/latest/user_data").content == b"v1"  # cached
-        change_silently(cell_db, guest.id, b64("unannounced"))
-        time.sleep(0.5)
-        assert md.get("/openstack/latest/user_data").content == b"v1"  # nobody polled
+        assert md.get(path).content == b"v1"  # cached
+        # A NOTIFY is read at once. The LISTEN thread tells of its connection before of any
+        # NOTIFY, so once this one is heard, so was the connection and its read: the long
+        # wait has begun.
+        change_elsewhere(migrated_settings, guest.id, b64("told"))
+        wait_until(lambda: md.get(path).content == b"told", what="the NOTIFY heard")
+        with metadata_server(POLLING) as polling, guest.client(polling) as witness:
+            assert witness.get(path).content == b"told"  # cached there too
+            change_silently(cell_db, guest.id, b64("unannounced"))
+            # A worker that polls has read it from the feed: ours had that chance too.
+            wait_until(lambda: witness.get(path).content == b"unannounced", what="a poll")
+        assert md.get(path).content == b"told"  # nobody polled
         change_elsewhere(migrated_settings, guest.id, b64("v2"))
         took = eventually(lambda: md.get("/openstack/latest/user_data").content == b"v2", 1)
         assert took < 0.5

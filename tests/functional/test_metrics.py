@@ -14,7 +14,6 @@ from typing import Any
 import httpx
 import pytest
 from prometheus_client.mmap_dict import MmapedDict
-from prometheus_client.parser import text_string_to_metric_families
 
 from cloudseed.db.engines import Database
 from cloudseed.settings import Settings
@@ -22,6 +21,7 @@ from tests.support import databases
 from tests.support.cloud import Cloud
 from tests.support.cluster import healthy, running_cluster, wait
 from tests.support.guests import boot
+from tests.support.metrics import SCRAPER, scrape, value
 from tests.support.ports import free_port
 from tests.support.server import running_api, running_metadata, with_options
 from tests.support.vendordata_targets import Targets
@@ -32,30 +32,6 @@ pytestmark = [
     pytest.mark.databases,
     pytest.mark.parametrize("backend", ["sqlite", "postgresql"], indirect=True),
 ]
-
-SCRAPER = "127.0.0.1"  # the tests' guests connect from other 127.0.0.0/24 addresses
-
-
-def scrape(
-    base: str, *, source: str = SCRAPER
-) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
-    """Every sample of a scrape from ``source``, by (name, labels)."""
-    transport = httpx.HTTPTransport(local_address=source)
-    with httpx.Client(transport=transport, timeout=10) as client:
-        r = client.get(f"{base}/metrics")
-    assert r.status_code == 200, r.text
-    assert r.headers["content-type"].startswith("text/plain; version=")
-    return {
-        (s.name, frozenset(s.labels.items())): s.value
-        for family in text_string_to_metric_families(r.text)
-        for s in family.samples
-    }
-
-
-def value(
-    samples: dict[tuple[str, frozenset[tuple[str, str]]], float], name: str, **labels: str
-) -> float:
-    return samples.get((name, frozenset(labels.items())), 0.0)
 
 
 def per_worker(path: Path, route: str) -> float:

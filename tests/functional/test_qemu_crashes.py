@@ -64,6 +64,7 @@ from tests.support.cluster import (
 )
 from tests.support.dummy_guest import write_kernel
 from tests.support.ports import free_port
+from tests.support.waiting import wait_until
 
 QEMU = shutil.which("qemu-system-x86_64")
 pytestmark = pytest.mark.skipif(
@@ -240,10 +241,12 @@ def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[QemuCluster]:
                 cluster.close()
                 # The killed agents' guests went with them (parent-death signal); nothing of
                 # this cluster may run on once its agents are gone.
-                deadline = time.monotonic() + 10
-                while (left := leftovers(tmp)) and time.monotonic() < deadline:
-                    time.sleep(0.1)
-                assert not left, left
+                try:
+                    wait_until(
+                        lambda: not leftovers(tmp), timeout=10, interval=0.1, max_interval=0.1
+                    )
+                except AssertionError:
+                    raise AssertionError(leftovers(tmp)) from None
     except databases.Unavailable as exc:
         if databases.required():
             raise

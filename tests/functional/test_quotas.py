@@ -14,6 +14,7 @@ import pytest
 from cloudseed.db.engines import Database
 from tests.support.cloud import Cloud, mv, wait_for
 from tests.support.snapshot import changes, snapshot
+from tests.support.waiting import wait_until
 
 ADMIN = {"X-Auth-Token": "admin:admin-proj"}
 
@@ -173,10 +174,13 @@ class TestInstanceQuota:
         wait_for(api, created["id"], "ACTIVE")
         assert create(api, cloud).status_code == 403
         assert api.delete(f"/v2.1/servers/{created['id']}").status_code == 204
-        deadline = time.monotonic() + 10
-        while api.get(f"/v2.1/servers/{created['id']}").status_code != 404:
-            assert time.monotonic() < deadline
-            time.sleep(0.02)
+        wait_until(
+            lambda: api.get(f"/v2.1/servers/{created['id']}").status_code == 404,
+            timeout=10,
+            interval=0.02,
+            max_interval=0.02,
+            what="the deleted server gone",
+        )
         assert create(api, cloud).status_code == 202
         wait_all_active(api)
 

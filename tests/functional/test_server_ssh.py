@@ -15,6 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 from click.testing import CliRunner
+from sqlalchemy import delete
 from sqlalchemy.orm import Session
 
 from cloudseed.agent.worker import Agent
@@ -23,6 +24,7 @@ from cloudseed.cli import cli
 from cloudseed.compute.qemu import QemuDriver
 from cloudseed.db.engines import Database
 from cloudseed.flavors import service as flavors
+from cloudseed.hosts.models import ComputeNode, Service
 from cloudseed.images import service as images
 from cloudseed.settings import Settings
 from tests.support.cloud import mv
@@ -47,7 +49,11 @@ class Setup:
 
 @pytest.fixture()
 def setup(
-    api: httpx.Client, api_db: Database, migrated_settings: Settings, tmp_path: Path
+    api: httpx.Client,
+    api_db: Database,
+    cell_db: Database,
+    migrated_settings: Settings,
+    tmp_path: Path,
 ) -> Iterator[Setup]:
     (tmp_path / "base").mkdir()
     disk = ext4_image(tmp_path / "base" / "disk.raw")
@@ -86,6 +92,14 @@ def setup(
     finally:
         driver.close()
         cells.dispose()
+
+        # services and compute_nodes outlive a test (KEPT_TABLES): a host left here would be
+        # listed, and scheduled to, by every later test of this worker.
+        def forget_host(session: Session) -> None:
+            session.execute(delete(ComputeNode).where(ComputeNode.host == HOST))
+            session.execute(delete(Service).where(Service.host == HOST))
+
+        cell_db.run(forget_host, write=True)
 
 
 def create(api: httpx.Client, setup: Setup, name: str, metadata: dict[str, str]) -> str:

@@ -4,7 +4,6 @@ rebuild, reboot, conflicts, failures, history."""
 from __future__ import annotations
 
 import concurrent.futures
-import time
 from pathlib import Path
 
 import httpx
@@ -16,6 +15,7 @@ from cloudseed.images import service as images
 from cloudseed.networks import service as networks
 from tests.support.cloud import b64, create_server, make_cloud, mv, wait_for
 from tests.support.snapshot import changes, snapshot
+from tests.support.waiting import wait_until
 
 ADMIN = {"X-Auth-Token": "admin:proj"}
 
@@ -394,13 +394,16 @@ class TestLifecycle:
             statuses = sorted(pool.map(attempt, bodies))
         assert statuses == [202] + [409] * 7
         monkeypatch.setattr(fake_driver, "delay", 0.02)
-        deadline = time.monotonic() + 20
-        while (
-            api.get(f"/v2.1/servers/{server_id}").json()["server"]["OS-EXT-STS:task_state"]
-            is not None
-        ):
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
+        wait_until(
+            lambda: (
+                api.get(f"/v2.1/servers/{server_id}").json()["server"]["OS-EXT-STS:task_state"]
+                is None
+            ),
+            timeout=20,
+            interval=0.05,
+            max_interval=0.05,
+            what="the task done",
+        )
 
     def test_delete_frees_the_address(self, api, cloud):
         first = create_server(api, cloud)["id"]
@@ -667,10 +670,13 @@ class TestRecordedDetails:
             json={"server": {"name": "vm", "imageRef": image_id, "flavorRef": "1"}},
         )
         server_id = r.json()["server"]["id"]
-        deadline = time.monotonic() + 20
-        while (server := admin_show(api, server_id))["status"] != "ACTIVE":
-            assert time.monotonic() < deadline
-            time.sleep(0.02)
+        server = wait_until(
+            lambda: s if (s := admin_show(api, server_id))["status"] == "ACTIVE" else None,
+            timeout=20,
+            interval=0.02,
+            max_interval=0.02,
+            what="the server ACTIVE",
+        )
         assert server["config_drive"] == "True"
         with cell_db.read() as session:
             record = records.load(session, server_id)

@@ -9,7 +9,7 @@ import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 from sqlalchemy import delete
@@ -22,6 +22,9 @@ from cloudseed.db.engines import Database
 from cloudseed.hosts.models import ComputeNode, Service
 from cloudseed.settings import Settings
 from tests.support.waiting import wait_until
+
+if TYPE_CHECKING:
+    from cloudseed.metadata.app import MetadataApp
 
 
 def own_host(settings: Settings, zone: str | None = None) -> Settings:
@@ -103,7 +106,23 @@ def running_metadata(settings: Settings, *, api_db: Database | None = None) -> I
     """Serve the metadata service of ``settings`` on 127.0.0.1 and yield its base URL; tests
     act as different guests by connecting from other 127.0.0.0/8 source addresses.
     ``api_db``: the API database it shares (see ``_running``)."""
+    with running_metadata_app(settings, api_db=api_db) as (base, _app):
+        yield base
+
+
+@contextmanager
+def running_metadata_app(
+    settings: Settings, *, api_db: Database | None = None
+) -> Iterator[tuple[str, MetadataApp]]:
+    """``running_metadata``, yielding the app it started too: what a test reads the service's
+    state from (``MetadataApp.waiting``: long-polls registered) instead of sleeping."""
     from cloudseed.metadata.app import create_metadata_app
+
+    started: list[MetadataApp] = []
+
+    def create(settings: Settings, db: Database) -> MetadataApp:
+        started.append(create_metadata_app(settings, api_db=db))
+        return started[-1]
 
     with _running(
         settings,
@@ -111,14 +130,14 @@ def running_metadata(settings: Settings, *, api_db: Database | None = None) -> I
             "metadata service",
             "127.0.0.1",
             0,
-            lambda s, db: create_metadata_app(s, api_db=db),
+            create,
             ip_ttl=settings.metadata.hop_limit,
             kind="metadata",
         ),
         "/",
         api_db,
     ) as base:
-        yield base
+        yield base, started[-1]
 
 
 @contextmanager

@@ -129,6 +129,11 @@ class MetadataApp(AnswersAtOnce):
         keyring = Keyring(db, self.settings.identity)
         self.identity = SignedIdentity(self.settings, keyring, self.store.cells)
 
+    def waiting(self, uuid: str | None = None) -> int:
+        """Long-polls waiting in this app now: for instance ``uuid``, or (None) in all; what
+        tests wait for before they change something or hold that a waiter still waits."""
+        return self.freshness.waiters.count(uuid)
+
     def drain(self) -> None:
         """The server is stopping (serve.py, on SIGTERM): long-polls answer now."""
         self.freshness.waiters.drain()

@@ -123,9 +123,22 @@ class Waiters:
         self._by_uuid: dict[str, set[Waiter]] = {}
         self._count = 0
         self.draining = False
+        self._counted: Callable[[int], None] = lambda _total: None
 
     def __len__(self) -> int:
         return self._count
+
+    def count(self, uuid: str | None = None) -> int:
+        """The requests waiting now: for instance ``uuid``, or (None) for every instance."""
+        if uuid is None:
+            return self._count
+        return len(self._by_uuid.get(uuid, ()))
+
+    def report(self, counted: Callable[[int], None]) -> None:
+        """Call ``counted(total)`` whenever the number waiting changes (metrics/: a long-poll
+        is rare beside plain requests, so one call per start and end costs nothing that
+        shows)."""
+        self._counted = counted
 
     def changed(self, uuid: str | None) -> None:
         """Wake the waiters of ``uuid`` (None: everyone's; the store's feed failed)."""
@@ -157,6 +170,7 @@ class Waiters:
             group = self._by_uuid[uuid] = set()
         group.add(waiter)
         self._count += 1
+        self._counted(self._count)
         try:
             yield waiter
         finally:
@@ -164,6 +178,7 @@ class Waiters:
             group.discard(waiter)
             if not group:
                 self._by_uuid.pop(uuid, None)
+            self._counted(self._count)
 
 
 async def _disconnected(receive: Receive) -> None:

@@ -93,6 +93,13 @@ class Metrics:
             registry=registry,
             multiprocess_mode="livesum",
         )
+        self.waiters = Gauge(
+            "cloudseed_metadata_waiters",
+            "Metadata long-polls (?wait_for_change=true) waiting for a change (summed over "
+            "live workers).",
+            registry=registry,
+            multiprocess_mode="livesum",
+        )
         self.change_lag = Histogram(
             "cloudseed_metadata_change_lag_seconds",
             "Seconds from a guest change's write (its writer's clock) to a worker reading it "

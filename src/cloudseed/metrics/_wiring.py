@@ -1,5 +1,6 @@
 """How each listener's app is instrumented: its route labels, its refusal, where its cell
-databases are, and (the metadata service) what its guest cache and vendordata targets report."""
+databases are, and (the metadata service) what its guest cache, long-polls and vendordata
+targets report."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ class _Reports:
         self._hits = metrics.cache_hits
         self._misses = metrics.cache_misses
         self._guests = metrics.cache_guests
+        self._waiters = metrics.waiters
         self._lag = metrics.change_lag
         self._target_duration = metrics.target_duration
         self._target_errors = metrics.target_errors
@@ -47,6 +49,9 @@ class _Reports:
 
     def cached(self, guests: int) -> None:
         self._guests.set(guests)
+
+    def waiting(self, total: int) -> None:
+        self._waiters.set(total)
 
     def change_lag(self, seconds: float) -> None:
         self._lag.observe(max(seconds, 0.0))  # clocks of writer and reader may differ a little
@@ -69,6 +74,7 @@ def instrument(app: ASGIApp, *, listener: str, metrics: Metrics, settings: Setti
             reports = _Reports(metrics)
             metrics.flushing(reports.flush)
             app.observe(store=reports, targets=reports)
+            app.freshness.waiters.report(reports.waiting)
 
         def metadata_cells(_scope: Scope) -> CellDatabases | None:
             store = getattr(app, "store", None)
