@@ -29,7 +29,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tests.e2e.test_readme import IMAGE, NAMESPACES, walkthrough  # noqa: E402
+from tests.support.readme import IMAGE, NAMESPACES, walkthrough  # noqa: E402
 
 PORTS = (8774, 8775, 10022)
 TRACE = re.compile(r"^\+{1,} @(\d+\.\d+) (.*)$")

@@ -25,23 +25,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.harness import BOOT_TIMEOUT, SERVE_TIMEOUT, wait_until_quiet
-
-REPO = Path(__file__).resolve().parents[2]
-SECTION = "## Boot a real VM"
-IMAGE = REPO / ".cache" / "images" / "debian-12-cloudseed.qcow2"
-# A network, mount and PID namespace of its own; the PID namespace's first process is bash, so
-# everything the walkthrough starts ends when bash does.
-NAMESPACES = ("unshare", "--net", "--mount", "--pid", "--fork", "--mount-proc")
-
-
-def walkthrough(readme: str) -> str:
-    """The shell blocks of the README's walkthrough section, joined in order."""
-    start = readme.index(SECTION)
-    end = readme.find("\n## ", start + len(SECTION))
-    section = readme[start : end if end != -1 else None]
-    blocks = re.findall(r"^```sh\n(.*?)^```$", section, re.MULTILINE | re.DOTALL)
-    assert blocks, f"no sh block under {SECTION!r}"
-    return "\n".join(blocks)
+from tests.support.readme import IMAGE, NAMESPACES, REPO, walkthrough
 
 
 def test_walkthrough_reads_the_whole_section():
