@@ -52,8 +52,9 @@ docs: venv  ## regenerate the module map (docs/architecture.md) and the options 
 
 LINT_PATHS := src tests bench clients tools
 
+# mypy checks tests and bench too, so it needs their packages (pytest, httpx, matplotlib, ...).
 lint: venv  ## ruff format --check, ruff check, mypy --strict, import-linter (pinned: the lint extra)
-	$(BIN)/pip install --quiet -e '.[lint]'
+	$(BIN)/pip install --quiet -e '.[test,bench,lint]'
 	$(LINT_STEPS)
 
 # make lint's checks, one command each (make stops at the first that fails).
