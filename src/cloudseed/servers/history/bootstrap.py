@@ -91,10 +91,21 @@ def describe_user_data(user_data: str | None) -> str | None:
 _VERSIONS = "cloudseed.history_versions"
 
 
+def _versions(session: Session) -> dict[str, int]:
+    """This transaction's known versions, forgotten when it ends: by a listener on this
+    Session alone (not on the Session class, which every session of the process would call)."""
+    versions: dict[str, int] | None = session.info.get(_VERSIONS)
+    if versions is None:
+        versions = session.info[_VERSIONS] = {}
+        if not event.contains(session, "after_transaction_end", _forget_versions):
+            event.listen(session, "after_transaction_end", _forget_versions)
+    return versions
+
+
 def prefetch_versions(session: Session, instance_uuids: list[str]) -> None:
     """Read the last history version of each of ``instance_uuids`` in one query (their rows
     must be locked, or the transaction the only writer, as for any ``record``)."""
-    versions: dict[str, int] = session.info.setdefault(_VERSIONS, {})
+    versions = _versions(session)
     found = {
         uuid: version
         for uuid, version in session.execute(
@@ -110,12 +121,11 @@ def prefetch_versions(session: Session, instance_uuids: list[str]) -> None:
 def new_instances(session: Session, instance_uuids: list[str]) -> None:
     """Instances added in this transaction have no history yet: their versions start at 0
     without the query ``prefetch_versions`` makes (one per server of a multi-create)."""
-    versions: dict[str, int] = session.info.setdefault(_VERSIONS, {})
+    versions = _versions(session)
     for uuid in instance_uuids:
         versions.setdefault(uuid, 0)
 
 
-@event.listens_for(Session, "after_transaction_end")
 def _forget_versions(session: Session, transaction: SessionTransaction) -> None:
     # Savepoints too: one rolled back may have taken versions it never wrote. Not the
     # subtransaction each flush runs in: forgetting there cost a query per row again.
@@ -136,7 +146,7 @@ def record(
     """Add a change, unless nothing changed."""
     if old == new:
         return
-    versions: dict[str, int] = session.info.setdefault(_VERSIONS, {})
+    versions = _versions(session)
     if instance_uuid not in versions:
         prefetch_versions(session, [instance_uuid])
     version = versions[instance_uuid] = versions[instance_uuid] + 1
