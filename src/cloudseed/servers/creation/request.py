@@ -1,6 +1,6 @@
 """What a create request asks for, as the route parsed and checked it from the body
-(``servers/api/servers.py``): ``creation.create_servers`` resolves it and writes the servers,
-``new_instance_rows`` writes each one's rows from it."""
+(``servers/api/servers.py``): ``creation.service.create_servers`` resolves it and writes the
+servers, ``creation.rows`` writes each one's rows from it."""
 
 from __future__ import annotations
 

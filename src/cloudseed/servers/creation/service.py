@@ -4,7 +4,7 @@ starts the builds).
 ``create_servers`` is a coordinator (docs/architecture.md, "Transactions"): it opens its own
 transactions, one per database, because a create spans two. The API database is written first
 (instance mappings, address allocations), then the cell database (the instances themselves,
-each one's rows added by ``new_instance_rows``). If the cell write fails, the API rows are
+each one's rows added by ``creation.rows``). If the cell write fails, the API rows are
 removed again in a compensating transaction, so a failed create leaves nothing behind. Both
 transactions are committed before it returns, so the builds the route starts find the
 instances.
