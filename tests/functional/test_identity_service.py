@@ -56,7 +56,7 @@ def test_keys_are_published_without_credentials(servers: Identity) -> None:
         assert discovery.status_code == 200
         assert discovery.json() == {
             "issuer": ISSUER,
-            "jwks_uri": f"{servers.api}/v2.1/instance-identity/jwks",
+            "jwks_uri": f"{ISSUER}/v2.1/instance-identity/jwks",
             "response_types_supported": ["id_token"],
             "subject_types_supported": ["public"],
             "id_token_signing_alg_values_supported": ["RS256"],

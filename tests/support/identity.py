@@ -51,7 +51,13 @@ def identity_token(md: httpx.Client, audience: str = "vault") -> str:
 def verify(api: str, token: str, audience: str = "vault") -> dict[str, Any]:
     """What a relying party does: discovery, then the JWKS it names, then PyJWT."""
     discovery = httpx.get(f"{api}/.well-known/openid-configuration").json()
-    client = jwt.PyJWKClient(discovery["jwks_uri"], cache_keys=False, cache_jwk_set=False)
+    # The JWKS is named under the issuer, the API's public URL; this relying party reaches
+    # that URL at ``api`` (as through the proxy the public name would point at).
+    jwks_uri = discovery["jwks_uri"]
+    if discovery["issuer"] == ISSUER:
+        assert jwks_uri.startswith(f"{ISSUER}/"), jwks_uri
+        jwks_uri = api + jwks_uri.removeprefix(ISSUER)
+    client = jwt.PyJWKClient(jwks_uri, cache_keys=False, cache_jwk_set=False)
     key = client.get_signing_key_from_jwt(token)
     claims: dict[str, Any] = jwt.decode(
         token,

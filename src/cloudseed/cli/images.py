@@ -11,11 +11,14 @@ from pathlib import Path
 from typing import Any
 
 import click
+from sqlalchemy.orm import Session
 
 from cloudseed.cli.context import CliContext, errors_as_click, pass_cli, state_options
 from cloudseed.cli.output import emit_list, emit_one, output_options
 from cloudseed.cli.sessions import read, write
+from cloudseed.errors import InvalidInput
 from cloudseed.images import service, store
+from cloudseed.images.errors import NotValidImage
 from cloudseed.images.models import Image
 
 LIST_COLUMNS = ("id", "name", "disk_format", "size")
@@ -86,11 +89,11 @@ def image_add(
             ):
                 if source is not None:
                     copies[role] = store.copy_in(source, directory, suffix=suffix)
-        record = write(
-            cli,
-            lambda s: _record(
-                service.add_bootable(
-                    s,
+
+        def register(session: Session) -> dict[str, Any]:
+            try:
+                added = service.add_bootable(
+                    session,
                     name=name,
                     path=copies["disk"],
                     disk_format=disk_format,
@@ -98,8 +101,14 @@ def image_add(
                     kernel=copies.get("kernel"),
                     ramdisk=copies.get("ramdisk"),
                 )
-            ),
-        )
+            except NotValidImage as exc:
+                # The operator's file and qemu-img's reason, not the name of the store's copy.
+                raise InvalidInput(
+                    f"{path} is not a valid {disk_format} image: {exc.reason}"
+                ) from exc
+            return _record(added)
+
+        record = write(cli, register)
     except BaseException:
         for copy in copies.values():
             store.discard(copy)

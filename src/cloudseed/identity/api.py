@@ -26,6 +26,7 @@ from cloudseed.identity import signing_keys as keys
 from cloudseed.identity.claims import CLAIMS
 from cloudseed.identity.issuer import issuer_of
 from cloudseed.identity.keyring import Keyring, PublishedKey
+from cloudseed.settings import Settings
 from cloudseed.web.links import base_url
 from cloudseed.web.requests import settings_of
 from cloudseed.web.responses import JSONResponse
@@ -92,14 +93,24 @@ async def jwks(request: Request) -> Response:
     return JSONResponse(body, headers=_cache_headers(request))
 
 
+def jwks_uri(request: Request, settings: Settings) -> str:
+    """The JWKS's URL in the discovery document. Relying parties fetch the keys they trust
+    from it, so it comes from configuration whenever there is some: ``[identity] issuer``
+    (the API's public URL, where discovery itself is found), else ``[api]
+    compute_link_prefix``. Only with neither is it where this request reached the API, which
+    a client chooses with its ``Host`` header (docs/identity.md says to set the issuer)."""
+    if settings.identity.issuer:
+        return settings.identity.issuer.rstrip("/") + JWKS
+    return base_url(request, settings.api.compute_link_prefix) + JWKS
+
+
 async def discovery(request: Request) -> Response:
     settings = settings_of(request)
-    # The JWKS where this request reached the API (or [api] compute_link_prefix); the issuer
-    # is the configured one, the same the tokens carry.
+    # The issuer is the configured one, the same the tokens carry.
     body: dict[str, Any] = {
         # In a worker thread: without [identity] issuer it may ask DNS for this host's name.
         "issuer": await asyncio.to_thread(issuer_of, settings),
-        "jwks_uri": base_url(request, settings.api.compute_link_prefix) + JWKS,
+        "jwks_uri": jwks_uri(request, settings),
         "response_types_supported": ["id_token"],
         "subject_types_supported": ["public"],
         "id_token_signing_alg_values_supported": [keys.ALGORITHM],

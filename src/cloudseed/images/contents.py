@@ -13,8 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cloudseed.errors import InvalidInput
+from cloudseed.images.errors import NotValidImage
 from cloudseed.images.formats import DISK_FORMATS
 from cloudseed.programs import qemu_img
+from cloudseed.programs.errors import ImageUnreadable
 
 QCOW2_MAGIC = b"QFI\xfb"
 CHUNK = 1 << 20
@@ -57,7 +59,13 @@ class Digest:
 def check_format(path: Path, disk_format: str, *, head: bytes, size: int, shown: str) -> int:
     """The virtual size of the image at ``path`` (its first bytes ``head``), or InvalidInput
     when its content is not ``disk_format`` or refers to another file. ``shown`` names the
-    data in messages (the operator's file name; never the store's path to an API user)."""
+    data in messages (the operator's file name; never the store's path to an API user).
+
+    A header qemu-img refuses (an unknown version, an impossible cluster size or L1 table, a
+    file cut short) is the data's fault: NotValidImage, a 400. What stays a 503 (the
+    ProgramFailed that ``qemu_img.info`` raises otherwise) is the server's own trouble:
+    prlimit or qemu-img not installed, qemu-img stopped by its resource limits or by the
+    timeout, output that is not JSON."""
     if disk_format not in DISK_FORMATS:
         raise InvalidInput(f"disk format must be one of {', '.join(DISK_FORMATS)}")
     is_qcow2 = head == QCOW2_MAGIC
@@ -67,7 +75,10 @@ def check_format(path: Path, disk_format: str, *, head: bytes, size: int, shown:
         raise InvalidInput(f"{shown} is a qcow2 image, not raw")
     if disk_format != "qcow2":
         return size
-    info = qemu_img.info(path, "qcow2")
+    try:
+        info = qemu_img.info(path, "qcow2")
+    except ImageUnreadable as exc:
+        raise NotValidImage(shown=shown, disk_format="qcow2", reason=exc.reason) from exc
     if info.backing_file or info.data_file:
         raise InvalidInput(
             f"{shown} refers to another file ({info.backing_file or info.data_file}); "

@@ -10,6 +10,7 @@ InvalidInput ─┬ FlavorDiskTooSmall         the flavor cannot hold the image 
               ├ ImageNotActive             no data yet (queued or saving)     (400)
               ├ InvalidImage               a create body Glance's schema refuses (400)
               ├ PropertyNameTooLong        an extra property's name > 255     (400)
+              ├ NotValidImage              data qemu-img cannot open as its format (400)
               └ FormatsNotSet              upload before disk/container format (400)
 Forbidden ─┬ ReadOnlyAttribute             create sets status, size, ...      (403)
            ├ ReservedAttribute             create sets location, os_glance_*  (403)
@@ -92,6 +93,16 @@ class InvalidImage(InvalidInput):
 class PropertyNameTooLong(InvalidInput):
     def __init__(self) -> None:
         super().__init__("Custom property should not be greater than 255 characters.")
+
+
+class NotValidImage(InvalidInput):
+    """Data that qemu-img cannot open as its declared format (a damaged or crafted header): the
+    client's fault, so 400. The message names the data as the caller shows it and nothing
+    else; ``reason`` is qemu-img's, for the operator (a log, the CLI), never for an API user."""
+
+    def __init__(self, *, shown: str, disk_format: str, reason: str) -> None:
+        super().__init__(f"{shown} is not a valid {disk_format} image")
+        self.reason = reason
 
 
 class FormatsNotSet(InvalidInput):

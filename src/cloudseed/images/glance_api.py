@@ -28,6 +28,7 @@ from starlette.routing import Route
 from cloudseed.db.engines import Database
 from cloudseed.images import service, store, uploads
 from cloudseed.images.contents import check_format
+from cloudseed.images.errors import NotValidImage
 from cloudseed.images.glance_views import image_body, list_query, matches, page
 from cloudseed.images.schemas import parse_create
 from cloudseed.images.visibility import Viewer
@@ -172,9 +173,15 @@ async def upload(request: Request) -> Response:
 def _finish(db: Database, receiver: store.Receiver, pending: uploads.Upload) -> None:
     path = receiver.finish()
     digest = receiver.digest
-    virtual_size = check_format(
-        path, pending.disk_format, head=digest.head, size=digest.size, shown="The image data"
-    )
+    try:
+        virtual_size = check_format(
+            path, pending.disk_format, head=digest.head, size=digest.size, shown="The image data"
+        )
+    except NotValidImage as exc:
+        # The answer says only that the data is not valid; the store's path and qemu-img's
+        # reason are the operator's.
+        log.warning("upload to image %s refused: %s: %s", pending.image_id, path, exc.reason)
+        raise
     db.run(
         lambda session: uploads.finish_upload(
             session, pending, path=path, digest=digest, virtual_size=virtual_size

@@ -37,3 +37,12 @@ class ImageUnreadable(ProgramFailed):
         )
         self.path = path
         self.fmt = fmt
+
+    @property
+    def reason(self) -> str:
+        """qemu-img's reason on one line, without the path it names ("Could not open
+        '/x.qcow2': Unsupported qcow2 version 99" -> "Unsupported qcow2 version 99")."""
+        lines = [line for line in self.stderr.splitlines() if line.strip()]
+        last = lines[-1] if lines else self.stderr
+        named = f"'{self.path}': "
+        return last.rsplit(named, 1)[-1].strip() if named in last else last.strip()

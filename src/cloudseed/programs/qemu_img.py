@@ -53,7 +53,8 @@ def info(path: Path, fmt: str, *, timeout: float = 60.0) -> ImageInfo:
     ]
     result = program.run(argv, timeout=timeout, check=False)
     if result.returncode in LIMIT_EXITS:
-        # The limits stopped it, which is itself a sign of a hostile image.
+        # The limits stopped it: a hostile image, or limits too tight for a real one. Which,
+        # qemu-img cannot say, so it stays the server's failure (503), not the data's.
         raise ProgramFailed(
             program="qemu-img",
             returncode=result.returncode,

@@ -120,8 +120,9 @@ class IdentitySection:
 
     issuer: str = option(
         "",
-        "The iss of identity tokens and the issuer of the OpenID discovery document: a URL "
-        "relying parties reach the compute API at. Empty means [api] compute_link_prefix, or "
+        "The iss of identity tokens and the issuer of the OpenID discovery document, whose "
+        "jwks_uri is built from it: a URL relying parties reach the compute API at. Empty "
+        "means [api] compute_link_prefix, or "
         "else http://<osapi_compute_listen>:<osapi_compute_listen_port> (a wildcard address "
         "replaced by this machine's fully qualified name). Set it in production: relying "
         "parties match it exactly.",
