@@ -396,6 +396,67 @@ class TestQuotaSets:
             r = put_quota(api, "proj", version=version, **body)
         assert r.status_code == 400, r.text
 
+    @pytest.mark.parametrize(
+        ("value", "bound"),
+        [
+            ("99999999999", "less than or equal to 2147483647"),
+            ("2147483648", "less than or equal to 2147483647"),
+            ("-2", "-1 or greater"),
+            ("-9999999999", "-1 or greater"),
+        ],
+    )
+    @pytest.mark.parametrize("force", [False, True])
+    def test_string_limits_are_bounded(self, api, unchanged, value, bound, force):
+        """Issue 30: a string of digits was bounded by its length only, so one above the
+        column's range was a 500 on PostgreSQL and stored as given on SQLite. Checked whatever
+        ``force`` says (the column's range is not a usage check)."""
+        with unchanged():
+            if force:
+                r = put_quota(api, "proj", cores=value, force=True)
+            else:
+                r = put_quota(api, "proj", cores=value)
+        assert r.status_code == 400, r.text
+        message = f"Quota limit {value} for cores must be {bound}."
+        assert r.json() == {"badRequest": {"code": 400, "message": message}}
+
+    def test_string_limits_at_the_bounds(self, api):
+        r = put_quota(api, "proj", cores="2147483647", ram="-1", instances="00000000007")
+        assert r.status_code == 200, r.text
+        shown = r.json()["quota_set"]
+        assert (shown["cores"], shown["ram"], shown["instances"]) == (2147483647, -1, 7)
+        assert quota_set(api, "proj", "2.90")["cores"] == 2147483647
+
+    @pytest.mark.parametrize(
+        "raw",
+        [
+            '{"quota_set": {"cores": ' + "9" * 5000 + "}}",
+            '{"quota_set": {"cores": -' + "9" * 5000 + "}}",
+            '{"quota_set": {"cores": "' + "9" * 5000 + '"}}',
+            '{"quota_set": {"cores": 1.5}}',
+            '{"quota_set": {"cores": 1e300}}',  # (1e3 is 1000, as in Nova's jsonschema)
+            '{"quota_set": {"cores": "1.5"}}',
+            '{"quota_set": {"cores": "1e3"}}',
+            '{"quota_set": {"cores": true}}',
+            '{"quota_set": {"cores": "true"}}',
+            '{"quota_set": {"cores": null}}',
+            '{"quota_set": {"cores": " 5"}}',
+            '{"quota_set": {"cores": "\\ud800"}}',
+            '{"quota_set": {"\\ud800": 5}}',
+            '{"quota_set": {"cores": 5, "ram": "99999999999"}}',
+        ],
+    )
+    def test_hostile_limits(self, api, unchanged, raw):
+        """Nothing is stored after a 400, on every backend, and never a 5xx."""
+        with unchanged():
+            r = api.put(
+                "/v2.1/os-quota-sets/proj",
+                content=raw.encode(),
+                headers={**ADMIN, **mv("2.90"), "Content-Type": "application/json"},
+            )
+        assert r.status_code == 400, r.text
+        assert set(r.json()) == {"badRequest"}
+        assert quota_set(api, "proj", "2.90") == {"id": "proj", **V257}
+
     def test_policy(self, api, unchanged):
         # A member reads its own project only; only admins write.
         r = api.get("/v2.1/os-quota-sets/other", headers=mv("2.90"))

@@ -20,6 +20,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from cloudseed.quotas import schemas, service
+from cloudseed.quotas.errors import InvalidQuotaLimit
 from cloudseed.web.context import RequestContext
 from cloudseed.web.errors import PolicyNotAuthorized
 from cloudseed.web.microversions import APIVersion
@@ -117,6 +118,28 @@ async def defaults(request: Request) -> Response:
     return JSONResponse({"quota_set": body})
 
 
+def _limits_of(body: dict[str, Any]) -> dict[str, int]:
+    """The body's limits as ints, each -1 or within the column's range. The schema bounds a
+    JSON integer but only the length of a string of digits, so a string is converted (at most
+    11 characters: cheap) and checked here, before anything is read or written, whatever
+    ``force`` says: a value the column cannot hold was a 500 on PostgreSQL and stored as given
+    on SQLite. Nova's messages (its quota_sets controller's ``_validate_quota_limit``)."""
+    values: dict[str, int] = {}
+    for resource, given in body.items():
+        if resource == "force":
+            continue
+        value = int(given)
+        if value < service.UNLIMITED:
+            raise InvalidQuotaLimit(f"Quota limit {value} for {resource} must be -1 or greater.")
+        if value > schemas.MAX_LIMIT:
+            raise InvalidQuotaLimit(
+                f"Quota limit {value} for {resource} must be less than or equal to "
+                f"{schemas.MAX_LIMIT}."
+            )
+        values[resource] = value
+    return values
+
+
 async def update(request: Request) -> Response:
     project_id = request.path_params["id"]
     _authorize(context_of(request), "update")
@@ -131,7 +154,7 @@ async def update(request: Request) -> Response:
     user_id = _user_id(request)
     body = (await body_of(request, schema))["quota_set"]
     force = str(body.get("force", "False")).lower() in ("true", "1", "on", "yes")
-    values = {key: int(value) for key, value in body.items() if key != "force"}
+    values = _limits_of(body)
     quota, db, counter = settings_of(request).quota, api_db_of(request), usage_of(request)
 
     used = await run_in_threadpool(counter, project_id, user_id) if not force else {}

@@ -1,7 +1,8 @@
 """Quota errors, with Nova's messages.
 
 QuotaExceeded ─ TooManyInstances   instances, cores or ram over the limit      (403)
-InvalidInput ── InvalidQuotaLimit  a PUT limit below usage or above the room   (400)
+InvalidInput ── InvalidQuotaLimit  a PUT limit below -1 or usage, or above the  (400)
+                                   room or the column's range
 """
 
 from __future__ import annotations

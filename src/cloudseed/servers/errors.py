@@ -5,6 +5,7 @@ InvalidInput ── InvalidKeyName        key_name unknown for the caller     (4
                 PasswordTooLarge      a posted password over 1020 bytes    (400)
                 InstanceGroupNotFound  a `group` scheduler hint: no server groups (400)
                 UnknownSecurityGroup  create: a security group that does not exist (400)
+                PersonalityNotDecodable  a personality file's contents are not base64 (400)
 QuotaExceeded ─ TooManyPersonalityFiles    more files than injected_files    (403)
                 ├ PersonalityPathTooLong     a path over the path limit       (403)
                 └ PersonalityContentTooLong  a content over the content limit (403)
@@ -49,6 +50,11 @@ class InstanceGroupNotFound(InvalidInput):
 class PasswordTooLarge(InvalidInput):
     def __init__(self) -> None:
         super().__init__("Request is too large.")
+
+
+class PersonalityNotDecodable(InvalidInput):
+    def __init__(self, path: str) -> None:
+        super().__init__(f"Personality content for {path} cannot be decoded.")
 
 
 class PasswordAlreadySet(Conflict):

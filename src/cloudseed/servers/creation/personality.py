@@ -9,6 +9,8 @@ longest path (characters), then the longest content (its base64 text, as Nova co
 from __future__ import annotations
 
 import base64
+import binascii
+import re
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -16,6 +18,7 @@ from sqlalchemy.orm import Session
 from cloudseed.quotas.service import limit_for, within
 from cloudseed.servers.errors import (
     PersonalityContentTooLong,
+    PersonalityNotDecodable,
     PersonalityPathTooLong,
     TooManyPersonalityFiles,
 )
@@ -40,8 +43,29 @@ Encoded = tuple[tuple[str, str], ...]  # (path, base64 text), as the request had
 Files = tuple[tuple[str, bytes], ...]
 
 
+# Whitespace may wrap base64 text (``base64`` wraps at 76 columns); it carries nothing.
+_WHITESPACE = re.compile(r"\s+")
+
+
+def _decodable(text: str) -> bool:
+    try:
+        base64.b64decode(_WHITESPACE.sub("", text), validate=True)
+    except (binascii.Error, ValueError):
+        return False
+    return True
+
+
 def from_request(personality: list[dict[str, str]] | None) -> Encoded:
-    return tuple((item["path"], item["contents"]) for item in personality or ())
+    """The request's files, each checked to be base64 before anything is written: the
+    schema's ``base64`` format is Python's lenient decoder, which skips characters outside
+    the alphabet, so ``"!!!"`` passed it as zero bytes. Strict, as Nova's
+    ``Personality content for <path> cannot be decoded.`` check: only the alphabet, padding
+    at the end, whitespace ignored. PersonalityNotDecodable (400) names the first bad file."""
+    files = tuple((item["path"], item["contents"]) for item in personality or ())
+    for path, text in files:
+        if not _decodable(text):
+            raise PersonalityNotDecodable(path)
+    return files
 
 
 def check_limits(
@@ -68,5 +92,5 @@ def check_limits(
 
 
 def decode(files: Encoded) -> Files:
-    """The files' bytes; the schema has checked the base64 already."""
+    """The files' bytes; ``from_request`` has checked the base64 already."""
     return tuple((path, base64.b64decode(text)) for path, text in files)
