@@ -60,7 +60,7 @@ def setup(
     kernel = write_kernel(tmp_path / "base" / "kernel.bin")
 
     def work(session: Session) -> str:
-        flavors.add_flavor(session, name="ssh.tiny", flavorid="ssh1", vcpus=1, ram=64, disk=0)
+        flavors.add_flavor(session, name="ssh.tiny", flavorid="ssh1", vcpus=1, ram=64, disk=1)
         image = images.add_bootable(
             session,
             name="dummy",

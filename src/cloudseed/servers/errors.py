@@ -10,6 +10,8 @@ QuotaExceeded ─ TooManyPersonalityFiles    more files than injected_files    (
                 ├ PersonalityPathTooLong     a path over the path limit       (403)
                 └ PersonalityContentTooLong  a content over the content limit (403)
                 TooManyMetadataItems  more items than metadata_items       (403)
+Forbidden ───── VolumeBackedRequiredForZeroDiskFlavor  a non-admin's image-booted
+                                      server on a flavor with disk 0 (403)
 Conflict ────── InstanceInvalidState  busy or in the wrong state          (409)
                 InstanceHasConfigDrive  user data needs a hard reboot      (409)
                 InstanceIsLocked      locked, and the caller is no admin  (409)
@@ -31,7 +33,7 @@ Exception ───── NotStarted            a background operation failed be
 
 from __future__ import annotations
 
-from cloudseed.errors import Conflict, InvalidInput, NotFound, QuotaExceeded
+from cloudseed.errors import Conflict, Forbidden, InvalidInput, NotFound, QuotaExceeded
 
 
 class InvalidKeyName(InvalidInput):
@@ -45,6 +47,15 @@ class InstanceGroupNotFound(InvalidInput):
     def __init__(self, group: str) -> None:
         super().__init__(f"Instance group {group} could not be found.")
         self.group = group
+
+
+class VolumeBackedRequiredForZeroDiskFlavor(Forbidden):
+    """Nova's BootFromVolumeRequiredForZeroDiskFlavor (policy
+    ``os_compute_api:servers:create:zero_disk_flavor``, admin only by default since Ussuri):
+    a flavor with disk 0 would let an image of any virtual size fill the host's disk."""
+
+    def __init__(self) -> None:
+        super().__init__("Only volume-backed servers are allowed for flavors with zero disk.")
 
 
 class PasswordTooLarge(InvalidInput):
