@@ -70,9 +70,9 @@ def test_a_missing_image_is_answered_before_the_zero_disk_rule(
     api: httpx.Client, cloud: Cloud, zero_disk_flavor: str
 ) -> None:
     """Nova resolves the image before it weighs the flavor's disk: the image's error, not 403."""
-    missing = {"imageRef": "7d0a9b8e-0000-4000-8000-000000000000"}
-    on_disk = post_server(api, cloud, "1", **missing)
-    on_zero_disk = post_server(api, cloud, zero_disk_flavor, **missing)
+    missing = "7d0a9b8e-0000-4000-8000-000000000000"
+    on_disk = post_server(api, cloud, "1", imageRef=missing)
+    on_zero_disk = post_server(api, cloud, zero_disk_flavor, imageRef=missing)
     assert on_disk.status_code in (400, 404), on_disk.text
     assert (on_zero_disk.status_code, on_zero_disk.json()) == (on_disk.status_code, on_disk.json())
 

@@ -18,7 +18,7 @@ from cloudseed.cli.output import emit_list, emit_one, output_options
 from cloudseed.cli.sessions import read, write
 from cloudseed.errors import InvalidInput
 from cloudseed.images import service, store
-from cloudseed.images.errors import NotValidImage
+from cloudseed.images.errors import NotValidImage, VirtualSizeTooLarge
 from cloudseed.images.models import Image
 
 LIST_COLUMNS = ("id", "name", "disk_format", "size")
@@ -78,7 +78,9 @@ def image_add(
     props = dict(p.split("=", 1) for p in properties if "=" in p)
     if len(props) != len(properties):
         raise click.BadParameter("properties are KEY=VALUE", param_hint="--property")
-    directory = store.images_dir(cli.settings().state_dir)
+    settings = cli.settings()
+    directory = store.images_dir(settings.state_dir)
+    virtual_size_cap = settings.glance.image_virtual_size_cap
     copies: dict[str, Path] = {}
     try:
         with errors_as_click():
@@ -100,7 +102,14 @@ def image_add(
                     properties=props,
                     kernel=copies.get("kernel"),
                     ramdisk=copies.get("ramdisk"),
+                    virtual_size_cap=virtual_size_cap,
                 )
+            except VirtualSizeTooLarge as exc:
+                # The operator's file, not the name of the store's copy.
+                raise InvalidInput(
+                    f"{path} has a virtual size of {exc.virtual_size} bytes, more than "
+                    f"[glance] image_virtual_size_cap ({exc.cap} bytes)"
+                ) from exc
             except NotValidImage as exc:
                 # The operator's file and qemu-img's reason, not the name of the store's copy.
                 raise InvalidInput(

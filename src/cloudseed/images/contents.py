@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cloudseed.errors import InvalidInput
-from cloudseed.images.errors import NotValidImage
+from cloudseed.images.errors import NotValidImage, VirtualSizeTooLarge
 from cloudseed.images.formats import DISK_FORMATS
 from cloudseed.programs import qemu_img
 from cloudseed.programs.errors import ImageUnreadable
@@ -56,9 +56,18 @@ class Digest:
         return self._md5.hexdigest()
 
 
-def check_format(path: Path, disk_format: str, *, head: bytes, size: int, shown: str) -> int:
+def check_format(
+    path: Path,
+    disk_format: str,
+    *,
+    head: bytes,
+    size: int,
+    shown: str,
+    virtual_size_cap: int | None = None,
+) -> int:
     """The virtual size of the image at ``path`` (its first bytes ``head``), or InvalidInput
-    when its content is not ``disk_format`` or refers to another file. ``shown`` names the
+    when its content is not ``disk_format``, refers to another file, or claims a virtual size
+    over ``virtual_size_cap`` (VirtualSizeTooLarge; None: no bound). ``shown`` names the
     data in messages (the operator's file name; never the store's path to an API user).
 
     A header qemu-img refuses (an unknown version, an impossible cluster size or L1 table, a
@@ -74,7 +83,7 @@ def check_format(path: Path, disk_format: str, *, head: bytes, size: int, shown:
     if disk_format == "raw" and is_qcow2:
         raise InvalidInput(f"{shown} is a qcow2 image, not raw")
     if disk_format != "qcow2":
-        return size
+        return _within_cap(size, virtual_size_cap, shown=shown)
     try:
         info = qemu_img.info(path, "qcow2")
     except ImageUnreadable as exc:
@@ -84,11 +93,20 @@ def check_format(path: Path, disk_format: str, *, head: bytes, size: int, shown:
             f"{shown} refers to another file ({info.backing_file or info.data_file}); "
             "register a standalone image (qemu-img convert -O qcow2)"
         )
-    return info.virtual_size
+    return _within_cap(info.virtual_size, virtual_size_cap, shown=shown)
 
 
-def inspect_file(path: Path, disk_format: str) -> Inspected:
-    """Sizes and checksums of the image file at ``path``, checked against ``disk_format``."""
+def _within_cap(virtual_size: int, cap: int | None, *, shown: str) -> int:
+    """``virtual_size``, unless it is over ``cap``: a sparse qcow2 of a few megabytes can claim
+    an exabyte, which a server's disk would then grow to."""
+    if cap is not None and virtual_size > cap:
+        raise VirtualSizeTooLarge(shown=shown, virtual_size=virtual_size, cap=cap)
+    return virtual_size
+
+
+def inspect_file(path: Path, disk_format: str, *, virtual_size_cap: int | None) -> Inspected:
+    """Sizes and checksums of the image file at ``path``, checked against ``disk_format`` and
+    ``virtual_size_cap``."""
     if disk_format not in DISK_FORMATS:
         raise InvalidInput(f"disk format must be one of {', '.join(DISK_FORMATS)}")
     digest = Digest()
@@ -99,7 +117,12 @@ def inspect_file(path: Path, disk_format: str) -> Inspected:
     except OSError as exc:
         raise InvalidInput(f"cannot read image file {path}: {exc.strerror}") from exc
     virtual_size = check_format(
-        path, disk_format, head=digest.head, size=digest.size, shown=str(path)
+        path,
+        disk_format,
+        head=digest.head,
+        size=digest.size,
+        shown=str(path),
+        virtual_size_cap=virtual_size_cap,
     )
     return Inspected(
         size=digest.size,

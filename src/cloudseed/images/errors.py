@@ -11,6 +11,7 @@ InvalidInput ─┬ FlavorDiskTooSmall         the flavor cannot hold the image 
               ├ InvalidImage               a create body Glance's schema refuses (400)
               ├ PropertyNameTooLong        an extra property's name > 255     (400)
               ├ NotValidImage              data qemu-img cannot open as its format (400)
+              ├ VirtualSizeTooLarge        a virtual size over image_virtual_size_cap (400)
               └ FormatsNotSet              upload before disk/container format (400)
 Forbidden ─┬ ReadOnlyAttribute             create sets status, size, ...      (403)
            ├ ReservedAttribute             create sets location, os_glance_*  (403)
@@ -103,6 +104,19 @@ class NotValidImage(InvalidInput):
     def __init__(self, *, shown: str, disk_format: str, reason: str) -> None:
         super().__init__(f"{shown} is not a valid {disk_format} image")
         self.reason = reason
+
+
+class VirtualSizeTooLarge(InvalidInput):
+    """An image whose virtual size (what a qcow2 header claims, whatever was sent) is over
+    ``[glance] image_virtual_size_cap``: the disk a server booted from it could grow to."""
+
+    def __init__(self, *, shown: str, virtual_size: int, cap: int) -> None:
+        super().__init__(
+            f"{shown} has a virtual size of {virtual_size} bytes, "
+            f"more than the largest allowed ({cap} bytes)"
+        )
+        self.virtual_size = virtual_size
+        self.cap = cap
 
 
 class FormatsNotSet(InvalidInput):

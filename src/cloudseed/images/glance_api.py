@@ -131,7 +131,8 @@ async def create(request: Request) -> Response:
 
 async def upload(request: Request) -> Response:
     """Stream the body into the store (hashed and counted on the way, refused past
-    ``[glance] image_size_cap``), check it is the declared format, then record it."""
+    ``[glance] image_size_cap``), check it is the declared format and its virtual size is
+    within ``[glance] image_virtual_size_cap``, then record it."""
     viewer, db, image_id = viewer_of(request), api_db_of(request), request.path_params["image_id"]
     settings = settings_of(request)
     media_type = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
@@ -158,7 +159,10 @@ async def upload(request: Request) -> Response:
                 await run_in_threadpool(receiver.write, bytes(buffer))
                 buffer.clear()
         await run_in_threadpool(receiver.write, bytes(buffer))
-        await run_in_threadpool(_finish, db, receiver, pending)
+        virtual_size_cap = settings.glance.image_virtual_size_cap
+        await run_in_threadpool(
+            lambda: _finish(db, receiver, pending, virtual_size_cap=virtual_size_cap)
+        )
     except BaseException:
         # Also when the request is cancelled (shutdown): no partial file stays, and the image
         # is queued again, so the upload can be tried again.
@@ -170,12 +174,19 @@ async def upload(request: Request) -> Response:
     return Response(status_code=204)
 
 
-def _finish(db: Database, receiver: store.Receiver, pending: uploads.Upload) -> None:
+def _finish(
+    db: Database, receiver: store.Receiver, pending: uploads.Upload, *, virtual_size_cap: int
+) -> None:
     path = receiver.finish()
     digest = receiver.digest
     try:
         virtual_size = check_format(
-            path, pending.disk_format, head=digest.head, size=digest.size, shown="The image data"
+            path,
+            pending.disk_format,
+            head=digest.head,
+            size=digest.size,
+            shown="The image data",
+            virtual_size_cap=virtual_size_cap,
         )
     except NotValidImage as exc:
         # The answer says only that the data is not valid; the store's path and qemu-img's

@@ -42,9 +42,11 @@ def add_image(
     properties: dict[str, str] | None = None,
     min_disk: int = 0,
     min_ram: int = 0,
+    virtual_size_cap: int | None = None,
 ) -> Image:
-    """The operator's image: active at once, public, no owner."""
-    inspected = inspect_file(path, disk_format)
+    """The operator's image: active at once, public, no owner. ``virtual_size_cap``: the
+    largest virtual size accepted (``[glance] image_virtual_size_cap``; None: no bound)."""
+    inspected = inspect_file(path, disk_format, virtual_size_cap=virtual_size_cap)
     image = Image(
         uuid=str(uuid.uuid4()),
         name=name,
@@ -73,10 +75,12 @@ def add_bootable(
     properties: dict[str, str] | None = None,
     kernel: Path | None = None,
     ramdisk: Path | None = None,
+    virtual_size_cap: int | None = None,
 ) -> Image:
     """Register an image and, when given, the kernel and initramfs it boots with: each is a
     raw image of its own ("NAME-kernel", "NAME-ramdisk") that the disk image names in its
-    ``kernel_id`` and ``ramdisk_id`` properties, as Glance links them."""
+    ``kernel_id`` and ``ramdisk_id`` properties, as Glance links them. ``virtual_size_cap``
+    bounds the disk image's virtual size (as ``add_image``)."""
     props = dict(properties or {})
     for role, file, prop in (("kernel", kernel, "kernel_id"), ("ramdisk", ramdisk, "ramdisk_id")):
         if file is None:
@@ -84,7 +88,14 @@ def add_bootable(
         if prop in props:
             raise InvalidInput(f"give either --{role} or the {prop} property, not both")
         props[prop] = add_image(session, name=f"{name}-{role}", path=file, disk_format="raw").uuid
-    return add_image(session, name=name, path=path, disk_format=disk_format, properties=props)
+    return add_image(
+        session,
+        name=name,
+        path=path,
+        disk_format=disk_format,
+        properties=props,
+        virtual_size_cap=virtual_size_cap,
+    )
 
 
 def create_image(session: Session, new: NewImage, *, viewer: Viewer) -> Image:

@@ -269,6 +269,14 @@ class GlanceSection:
         "cloudseed's is 10 GiB, since its store is the host's own disk.",
         minimum=1,
     )
+    image_virtual_size_cap: int = option(
+        1024**4,
+        "Largest virtual size an image may have, in bytes: what a qcow2 header claims, which "
+        "image_size_cap (the bytes sent) does not bound, and the disk a server booted from it "
+        "grows to. A larger one is refused with 400 and nothing is kept, both uploaded through "
+        "the Glance slice and registered with `cloudseed image add`. Glance has no such option.",
+        minimum=1,
+    )
 
 
 # --- [wsgi]: request head limits (issue 13, P2) ---
