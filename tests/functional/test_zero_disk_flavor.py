@@ -91,3 +91,35 @@ def test_a_non_admin_boots_on_a_flavor_with_a_disk(api: httpx.Client, cloud: Clo
     r = post_server(api, cloud, "1")
     assert r.status_code == 202, r.text
     wait_for(api, r.json()["server"]["id"], "ACTIVE")
+
+
+def rebuild(api: httpx.Client, server_id: str, image_id: str, **headers: str) -> httpx.Response:
+    return api.post(
+        f"/v2.1/servers/{server_id}/action",
+        json={"rebuild": {"imageRef": image_id}},
+        headers={**mv("2.1"), **headers},
+    )
+
+
+def test_rebuild_on_a_zero_disk_flavor_is_for_admins_too(
+    api: httpx.Client,
+    cloud: Cloud,
+    zero_disk_flavor: str,
+    api_db: Database,
+    cell_db: Database,
+) -> None:
+    """Nova checks the rule on rebuild as well (``_checks_for_create_and_rebuild``): the
+    project's own server, made by an administrator, cannot be rebuilt by its non-admin user."""
+    r = post_server(api, cloud, zero_disk_flavor, headers=ADMIN)
+    assert r.status_code == 202, r.text
+    server_id = r.json()["server"]["id"]
+    wait_for(api, server_id, "ACTIVE")
+    before = snapshot(api_db, cell_db)
+    r = rebuild(api, server_id, cloud.image2_id)
+    assert r.status_code == 403, r.text
+    assert r.json() == FORBIDDEN
+    assert changes(before, snapshot(api_db, cell_db)) == []
+    assert wait_for(api, server_id, "ACTIVE")["image"]["id"] == cloud.image_id
+    r = rebuild(api, server_id, cloud.image2_id, **ADMIN)
+    assert r.status_code == 202, r.text
+    assert wait_for(api, server_id, "ACTIVE")["image"]["id"] == cloud.image2_id

@@ -37,11 +37,10 @@ from cloudseed.networks import service as networks
 from cloudseed.networks.errors import AddressTaken, NetworkNotFound
 from cloudseed.quotas import service as quotas
 from cloudseed.servers import quota as usage
-from cloudseed.servers.creation import destinations, personality
+from cloudseed.servers.creation import destinations, personality, zero_disk
 from cloudseed.servers.creation import ports as port_plans
 from cloudseed.servers.creation import rows as new_instance_rows
 from cloudseed.servers.creation.request import CreateRequest
-from cloudseed.servers.errors import VolumeBackedRequiredForZeroDiskFlavor
 from cloudseed.servers.history import bootstrap as history
 from cloudseed.servers.lifecycle import edits
 from cloudseed.servers.live_keys import sets as key_sets
@@ -274,7 +273,8 @@ def _admit(
     image = images.bootable_image(session, request.image_ref, viewer=_image_viewer(request))
     vcpus, memory_mb, root_gb = flavor.vcpus, flavor.memory_mb, flavor.root_gb
     images.check_flavor_fits(image, root_gb=root_gb, memory_mb=memory_mb)
-    _refuse_zero_disk_flavor_unless_admin(flavor, request)  # after the image, as in Nova
+    # After the image's checks, as in Nova.
+    zero_disk.refuse_zero_disk_flavor_unless_admin(root_gb=root_gb, admin="admin" in request.roles)
     # The quota decides how many before anything is allocated (names, ports, rows).
     limits = quotas.instance_limits(session, quota, project_id=project_id, user_id=user_id)
     count = quotas.allowed_instances(
@@ -299,14 +299,6 @@ def _admit(
         limits=limits,
         count=count,
     )
-
-
-def _refuse_zero_disk_flavor_unless_admin(flavor: FlavorSnapshot, request: CreateRequest) -> None:
-    """Nova's zero-disk rule (OSSN-0083): a flavor with disk 0 sizes the root disk by the
-    image, so only an administrator may boot an image on one. cloudseed has no volumes, so
-    every create is image-booted."""
-    if flavor.root_gb == 0 and "admin" not in request.roles:
-        raise VolumeBackedRequiredForZeroDiskFlavor()
 
 
 def _key_set(session: Session, request: CreateRequest) -> list[dict[str, Any]]:

@@ -35,7 +35,7 @@ from cloudseed.images.visibility import Viewer
 from cloudseed.networks import service as networks
 from cloudseed.quotas import service as quotas
 from cloudseed.servers import records, states
-from cloudseed.servers.creation import personality
+from cloudseed.servers.creation import personality, zero_disk
 from cloudseed.servers.errors import ConsoleNotAvailable
 from cloudseed.servers.history import actions as action_log
 from cloudseed.servers.history import bootstrap as history
@@ -80,6 +80,9 @@ class Servers:
                 image,
                 root_gb=flavor.root_gb if flavor else 0,
                 memory_mb=flavor.memory_mb if flavor else 0,
+            )
+            zero_disk.refuse_zero_disk_flavor_unless_admin(
+                root_gb=flavor.root_gb if flavor else 0, admin=request.admin
             )
             payload["final_vm_state"] = (
                 states.STOPPED if before.instance.vm_state == states.STOPPED else states.ACTIVE
