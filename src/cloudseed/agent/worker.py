@@ -34,6 +34,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
 
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from cloudseed.agent.guests import ConfigDrives
@@ -195,13 +196,17 @@ class Agent:
             hypervisor_type=capacity.hypervisor_type,
             hypervisor_hostname=capacity.hypervisor_hostname or self.host,
         )
+
+        def work(session: Session) -> None:
+            hosts.register(session, host=self.host, zone=zone, capacity=resources)
+
         for cell in self.cells.all_cells():
-            cell.run(
-                lambda session: hosts.register(
-                    session, host=self.host, zone=zone, capacity=resources
-                ),
-                write=True,
-            )
+            try:
+                cell.run(work, write=True)
+            except IntegrityError:
+                # Another agent of the host (a serve's other worker, starting with this one)
+                # inserted its first rows meanwhile: now there are rows to refresh.
+                cell.run(work, write=True)
         self._last_heartbeat = time.monotonic()
 
     def reconcile(self) -> None:
