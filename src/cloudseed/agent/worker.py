@@ -17,8 +17,9 @@ commit, ``db/notify.py``), or every ``[compute] poll_interval_ms``. Each pass it
 Before its first pass it registers its host and reconciles the driver's guests with the
 database (``reconcile.py``).
 
-``stop`` lets running operations finish for a while, then leaves the rest to their leases:
-a new agent of the host resumes them.
+``stop`` marks the host's compute service down at once when this was its last running agent
+(``presence.py``: the other workers of a serve keep it up), lets running operations finish for
+a while, then leaves the rest to their leases: a new agent of the host resumes them.
 """
 
 from __future__ import annotations
@@ -33,10 +34,12 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
 
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from cloudseed.agent.guests import ConfigDrives
 from cloudseed.agent.key_operations import KeyPusher, queue_expired
+from cloudseed.agent.presence import HostPresence
 from cloudseed.agent.reconcile import reconcile_host
 from cloudseed.agent.steps import Steps
 from cloudseed.cells.service import CellDatabases
@@ -108,6 +111,7 @@ class Agent:
         self._unlisten: Callable[[], None] | None = None
         self._listeners: list[Listener] = []
         self._last_renew = self._last_heartbeat = self._last_look = 0.0
+        self.presence = HostPresence(settings.state_dir / "locks", host)
         # The console fallback for host keys: a thread of its own, reading the consoles of
         # this host's newly launched guests that did not phone home (hostkeys/watch.py).
         self.console_watch = ConsoleWatch(cells, host=host, console_output=driver.console_output)
@@ -115,6 +119,7 @@ class Agent:
     # -- life cycle --------------------------------------------------------------------------
 
     def start(self) -> None:
+        self.presence.join()
         self.register()
         self.reconcile()
         self._unlisten = self.cells.api_db.announcer.subscribe(OPERATIONS, self._on_enqueued)
@@ -133,8 +138,9 @@ class Agent:
         log.info("compute agent %s started (driver %s)", self.owner, self.driver.name)
 
     def stop(self, timeout: float = 30) -> None:
-        """Stop claiming; let running operations finish within ``timeout``; the others are
-        resumed by the host's next agent once their leases run out."""
+        """Stop claiming; mark the host down when no other agent of it runs; let running
+        operations finish within ``timeout``; the others are resumed by the host's next agent
+        once their leases run out."""
         self._stopping.set()
         self._wake.set()
         self.console_watch.stop()
@@ -144,6 +150,8 @@ class Agent:
             listener.stop()
         if self._thread is not None:
             self._thread.join(timeout=5)
+        # After the loop's last heartbeat, so none marks the host up again.
+        self._mark_down_if_last()
         deadline = time.monotonic() + timeout
         while self._busy() and time.monotonic() < deadline:
             self._renew()
@@ -159,6 +167,18 @@ class Agent:
                 close()
         if own_driver:
             self.driver.close()
+
+    def _mark_down_if_last(self) -> None:
+        if not self.presence.leave_last():
+            return
+        try:
+            for cell in self.cells.all_cells():
+                cell.run(lambda session: hosts.stopped(session, host=self.host), write=True)
+            log.info("compute host %s marked down: its last agent stopped", self.host)
+        except Exception:  # the database is away: the heartbeat rule marks it down instead
+            log.exception("compute agent %s: marking the host down failed", self.owner)
+        finally:
+            self.presence.release()
 
     def wake(self) -> None:
         self._wake.set()
@@ -176,13 +196,17 @@ class Agent:
             hypervisor_type=capacity.hypervisor_type,
             hypervisor_hostname=capacity.hypervisor_hostname or self.host,
         )
+
+        def work(session: Session) -> None:
+            hosts.register(session, host=self.host, zone=zone, capacity=resources)
+
         for cell in self.cells.all_cells():
-            cell.run(
-                lambda session: hosts.register(
-                    session, host=self.host, zone=zone, capacity=resources
-                ),
-                write=True,
-            )
+            try:
+                cell.run(work, write=True)
+            except IntegrityError:
+                # Another agent of the host (a serve's other worker, starting with this one)
+                # inserted its first rows meanwhile: now there are rows to refresh.
+                cell.run(work, write=True)
         self._last_heartbeat = time.monotonic()
 
     def reconcile(self) -> None:

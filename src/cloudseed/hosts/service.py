@@ -3,7 +3,9 @@
 An agent calls ``register`` when it starts and ``heartbeat`` every ``report_interval``; both
 are upserts, so a row removed behind an agent's back comes back with its next heartbeat. A
 service is up while its last heartbeat is newer than ``service_down_time`` and it is not
-forced down; the scheduler places new servers only on enabled services that are up.
+forced down; the scheduler places new servers only on enabled services that are up. A host
+whose agents all stopped cleanly is marked down at once (``stopped``: its last heartbeat
+cleared); only a crash leaves the service up until ``service_down_time`` has passed.
 """
 
 from __future__ import annotations
@@ -92,6 +94,21 @@ def heartbeat(
     service.updated_at = now
     session.flush()
     return service
+
+
+def stopped(session: Session, *, host: str, now: dt.datetime | None = None) -> None:
+    """Mark the compute service of ``host`` down now: its agents stopped cleanly. The last
+    heartbeat is cleared (a service that has not reported since), so the scheduler skips the
+    host and ``os-services`` shows it ``down`` without waiting for ``service_down_time``; its
+    next ``register`` marks it up again. The operator's flags are kept."""
+    now = now or utcnow()
+    service = session.scalar(
+        select(Service).where(Service.host == host, Service.binary == BINARY, Service.deleted == 0)
+    )
+    if service is not None:
+        service.last_seen_up = None
+        service.updated_at = now
+        session.flush()
 
 
 def service_is_up(service: Service, *, now: dt.datetime, down_time: int) -> bool:
