@@ -57,8 +57,7 @@ def fragment_in(scope: Mapping[str, Any], kind: type[F]) -> F | None:
 def fragment_of(connection: HTTPConnection, kind: type[F]) -> F:
     """The lifespan's fragment of class ``kind``; a fragment the app did not build is a
     programming error (the route's domain is not wired into the app), hence a LookupError."""
-    fragments: Mapping[type, object] = connection.scope["state"][STATE_KEY]
-    fragment = fragments.get(kind)
-    if not isinstance(fragment, kind):
+    fragment = fragment_in(connection.scope, kind)
+    if fragment is None:
         raise LookupError(f"the app's lifespan built no {kind.__name__}")
     return fragment
