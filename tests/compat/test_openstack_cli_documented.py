@@ -10,9 +10,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support import osc
 from tests.support.cloud import Cloud
 from tests.support.osc_cli import Cli
+from tests.support.tool_venv import clean_env
 
 pytestmark = [
     pytest.mark.compat,
@@ -40,7 +40,7 @@ def test_the_documented_clouds_yaml_works_alone(
     config = tmp_path / "osc"
     (config / "home").mkdir(parents=True)
     (config / "clouds.yaml").write_text(clouds.replace(DOCUMENTED_API, api_url))
-    env = osc.clean_env(
+    env = clean_env(
         {
             "OS_CLIENT_CONFIG_FILE": str(config / "clouds.yaml"),
             "OS_CLOUD": "cloudseed",
