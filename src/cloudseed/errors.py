@@ -29,6 +29,26 @@ class CloudseedError(Exception):
         super().__init__(message)
         self.message = message
 
+    @property
+    def public_message(self) -> str:
+        """What anyone who may see the affected resource may read, such as a server's owner
+        reading its fault: the message, unless a subclass's may name the host's files."""
+        return self.message
+
+
+# Nova's column for a fault's message holds 255 characters.
+FAULT_MESSAGE_LENGTH = 255
+
+
+def fault_message(exc: BaseException) -> str:
+    """A server fault's message as its owner reads it, as Nova makes it: an error of ours says
+    what happened; any other exception (a bug, an OSError naming a host path) only its class
+    name. The whole text and traceback go to the fault's details, which only administrators
+    see."""
+    if isinstance(exc, CloudseedError):
+        return exc.public_message[:FAULT_MESSAGE_LENGTH]
+    return type(exc).__name__
+
 
 class InvalidInput(CloudseedError):
     pass

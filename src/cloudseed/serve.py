@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 import uvicorn
 
 from cloudseed.coalescing import CoalescingHttpToolsProtocol, HeadLimits
+from cloudseed.errors import ConfigError
 from cloudseed.settings import Settings
 from cloudseed.types import ASGIApp
 
@@ -48,6 +49,33 @@ class Listener:
     factory: Callable[[Settings, Database], ASGIApp]
     ip_ttl: int = 0  # 0: the system's default
     kind: str = "api"  # the metrics' listener label: api or metadata
+
+
+class OncePerProcess(logging.Filter):
+    """Lets uvicorn's lifecycle lines ("Started server process [n]", "Application startup
+    complete.", "Shutting down", ...) through once per process: a worker runs one uvicorn
+    server per listener, and each would say the same, naming no listener. Warnings and errors
+    always pass."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._seen: set[tuple[str, str]] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno > logging.INFO:
+            return True
+        line = (record.getMessage(), str(os.getpid()))
+        if line in self._seen:
+            return False
+        self._seen.add(line)
+        return True
+
+
+def quiet_uvicorn_repeats() -> None:
+    """Install ``OncePerProcess`` on uvicorn's logger, once."""
+    uvicorn_log = logging.getLogger("uvicorn.error")
+    if not any(isinstance(f, OncePerProcess) for f in uvicorn_log.filters):
+        uvicorn_log.addFilter(OncePerProcess())
 
 
 def listeners(settings: Settings, *, compute: bool = True) -> list[Listener]:
@@ -103,6 +131,26 @@ def bind(
         sock.listen(2048)
     sock.set_inheritable(True)
     return sock
+
+
+def bind_listener(listener: Listener, *, reuse_port: bool, listen: bool) -> socket.socket:
+    """``bind`` for one listener; a port in use, an address this host does not have or any
+    other refusal is a ConfigError naming the listener and its address (one line at start,
+    not a traceback)."""
+    address = f"[{listener.host}]" if ":" in listener.host else listener.host
+    try:
+        return bind(
+            listener.host,
+            listener.port,
+            ip_ttl=listener.ip_ttl,
+            reuse_port=reuse_port,
+            listen=listen,
+        )
+    except (OSError, OverflowError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ConfigError(
+            f"the {listener.name} cannot listen on {address}:{listener.port}: {reason}"
+        ) from exc
 
 
 # Where the hard limit is unlimited, the most Linux allows by default (fs.nr_open).
@@ -186,6 +234,7 @@ async def _serve_apps(
 ) -> None:
     from cloudseed.metrics import Metrics, instrument
 
+    quiet_uvicorn_repeats()
     metrics = Metrics(multiprocess_dir=metrics_dir)
     servers = []
     apps = []
@@ -273,16 +322,7 @@ def run(settings: Settings, *, compute: bool = True) -> None:
     raise_open_files_limit(settings)
     forking = settings.default.workers > 1
     bound = [
-        (
-            listener,
-            bind(
-                listener.host,
-                listener.port,
-                ip_ttl=listener.ip_ttl,
-                reuse_port=forking,
-                listen=not forking,
-            ),
-        )
+        (listener, bind_listener(listener, reuse_port=forking, listen=not forking))
         for listener in listeners(settings, compute=compute)
     ]
     for listener, sock in bound:

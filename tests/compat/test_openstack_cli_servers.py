@@ -138,6 +138,10 @@ def test_server_commands(
     assert shown["image"] == f"cirros ({cloud.image_id})"  # named through /image
     assert shown["OS-EXT-SRV-ATTR:user_data"] is None  # alice is no admin, as with Nova
     assert admin_show(api, server_id)["OS-EXT-SRV-ATTR:user_data"] == files["ud1"][1]
+
+    # --- list: the Image column is named through /image's "id=in:..." filter ------------------
+    listed = {s["Name"]: s for s in cli.json("server", "list")}
+    assert listed["vm1"]["Image"] == "cirros"
     # A name is looked up as an id first (404), then through the detailed list.
     assert proxy.last("GET", "/v2.1/servers/vm1").status == 404
     assert proxy.last("GET", "/v2.1/servers/detail?name=vm1").microversion == OSC_VERSION
@@ -222,7 +226,7 @@ def test_server_commands(
     assert {r.microversion for r in api_calls} == {OSC_VERSION, "2.105"}
     assert all(r.headers.get("x-openstack-nova-api-version") == r.microversion for r in api_calls)
     assert identity.token_requests() == []
-    assert len(cli.runs) <= 6
+    assert len(cli.runs) <= 7
 
 
 def test_server_create_with_key_and_user_data(

@@ -245,6 +245,15 @@ class TestWhoSeesWhat:
             i["name"] for i in api.get("/image/v2/images?tag=mine&tag=two").json()["images"]
         ] == ["two"]
         assert [i["name"] for i in api.get("/image/v2/images?role=one").json()["images"]] == ["one"]
+        # Glance's "in:" operator, as the openstack CLI's server list asks for image names.
+        ids = {i["name"]: i["id"] for i in api.get("/image/v2/images?tag=mine").json()["images"]}
+        listed = api.get("/image/v2/images", params={"id": f"in:{ids['one']},{ids['three']}"})
+        assert sorted(i["name"] for i in listed.json()["images"]) == ["one", "three"]
+        listed = api.get("/image/v2/images", params={"name": 'in:two,"x,y"', "tag": "mine"})
+        assert [i["name"] for i in listed.json()["images"]] == ["two"]
+        assert glance_error(api.get("/image/v2/images?id=in:"), 400).startswith(
+            "Invalid filter value in:."
+        )
         first = api.get("/image/v2/images?tag=mine&limit=2").json()
         assert [i["name"] for i in first["images"]] == ["three", "two"]  # newest first
         rest = api.get(f"/image{first['next']}").json()

@@ -350,6 +350,32 @@ class TestUserDataUpdate:
         wait_for(api, server_id, "ERROR")
         assert admin_show(api, server_id)["OS-EXT-SRV-ATTR:user_data"] == b64("old")
 
+    def test_a_fault_shows_its_owner_no_host_path(self, api, cloud, fake_driver):
+        """A hard reboot of a server whose files are gone: the owner reads Nova's generic
+        message (the exception's class), the administrator the path and the traceback."""
+        server_id = create_server(api, cloud)["id"]
+        wait_for(api, server_id, "ACTIVE")
+        missing = f"/srv/clone/var/instances/{server_id}/metadata-relay.json"
+        fake_driver.fail(
+            "reboot_hard",
+            uuid=server_id,
+            error=FileNotFoundError(2, "No such file or directory", missing),
+        )
+        action = f"/v2.1/servers/{server_id}/action"
+        assert api.post(action, json={"reboot": {"type": "HARD"}}).status_code == 202
+        owner_view = wait_for(api, server_id, "ERROR")
+        assert owner_view["fault"]["message"] == "FileNotFoundError"
+        assert "details" not in owner_view["fault"]
+        actions = api.get(f"/v2.1/servers/{server_id}/os-instance-actions", headers=mv("2.84"))
+        request_id = actions.json()["instanceActions"][0]["request_id"]
+        events = api.get(
+            f"/v2.1/servers/{server_id}/os-instance-actions/{request_id}", headers=mv("2.84")
+        ).json()["instanceAction"]["events"]
+        assert missing not in str(owner_view) + str(events)
+        fault = admin_show(api, server_id)["fault"]
+        assert fault["message"] == "FileNotFoundError"
+        assert missing in fault["details"] and "Traceback" in fault["details"]
+
 
 class TestLifecycle:
     def test_stop_start_reboot_and_conflicts(self, api, cloud):

@@ -41,6 +41,7 @@ from cloudseed.cells.service import CellDatabases
 from cloudseed.compute.interfaces import Driver, GuestSpec
 from cloudseed.db.base import utcnow
 from cloudseed.db.engines import Database
+from cloudseed.errors import fault_message
 from cloudseed.images.service import boot_image
 from cloudseed.servers import records, states
 from cloudseed.servers.creation import personality
@@ -317,8 +318,8 @@ class Steps:
         exc: Exception,
         values: dict[str, Any],
     ) -> None:
-        message = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
-        log.warning("operation %s on %s failed: %s", event, op.instance_uuid, message)
+        message = fault_message(exc)
+        log.warning("operation %s on %s failed: %s: %s", event, op.instance_uuid, message, exc)
         uuid = op.instance_uuid
 
         def record_failure(session: Session) -> None:

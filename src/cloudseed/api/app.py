@@ -20,7 +20,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Match, Route
 
 from cloudseed.agent.factory import make_agent
-from cloudseed.api import versions
+from cloudseed.api import keystone_stand_in, versions
 from cloudseed.api.auth import KeystoneMiddleware, NoAuthMiddleware
 from cloudseed.api.edge import ComputeEdge
 from cloudseed.api.image_use import image_in_use
@@ -56,10 +56,12 @@ from cloudseed.web.state import WebState, lifespan_state
 
 # Version documents are public, as in Nova, Glance and Neutron: clients discover before auth.
 # So are the keys relying parties verify signed instance identities with (identity/api.py).
+# In noauth2, so is the version document of the Keystone stand-in (keystone_stand_in.py).
 PUBLIC_PATHS = (
     frozenset({"/", "/v2.1", "/v2.1/", "/healthz", "/image", "/image/", "/network", "/network/"})
     | identity_api.PUBLIC_PATHS
 )
+NOAUTH_PUBLIC_PATHS = PUBLIC_PATHS | keystone_stand_in.VERSION_PATHS
 
 
 @dataclass(frozen=True)
@@ -141,10 +143,13 @@ def create_api_app(
         compute_lifespan, settings=settings, api_db=api_db, driver=driver, compute=compute
     )
 
-    def is_public(path: str) -> bool:
-        return path in PUBLIC_PATHS
+    keystone = settings.api.auth_strategy == "keystone"
+    public = PUBLIC_PATHS if keystone else NOAUTH_PUBLIC_PATHS
 
-    if settings.api.auth_strategy == "keystone":
+    def is_public(path: str) -> bool:
+        return path in public
+
+    if keystone:
         auth = Middleware(
             KeystoneMiddleware,
             is_public=is_public,
@@ -167,6 +172,7 @@ def create_api_app(
         Route("/v2.1/", v21, methods=["GET"]),
         Route("/healthz", healthz, methods=["GET"]),
         *domain_routes(),
+        *([] if keystone else keystone_stand_in.routes),
     ]
     app = Starlette(
         routes=routes,

@@ -36,6 +36,7 @@ class _Failure:
     uuid: str | None
     remaining: int
     message: str
+    error: Exception | None = None  # raised as it is, instead of a DriverError
 
 
 FAKE_CONSOLE = "FAKE CONSOLE OUTPUT\nANOTHER\nAND ANOTHER\nONE MORE\nLAST LINE"
@@ -80,10 +81,12 @@ class FakeDriver:
         uuid: str | None = None,
         times: int = 1,
         message: str = "injected failure",
+        error: Exception | None = None,
     ) -> None:
-        """Make the next ``times`` calls of ``operation`` (for ``uuid``, or any) raise."""
+        """Make the next ``times`` calls of ``operation`` (for ``uuid``, or any) raise a
+        DriverError with ``message``, or ``error`` itself (what a bug or the host would)."""
         with self._lock:
-            self._failures.append(_Failure(operation, uuid, times, message))
+            self._failures.append(_Failure(operation, uuid, times, message, error))
 
     def clear_failures(self) -> None:
         with self._lock:
@@ -99,6 +102,8 @@ class FakeDriver:
                     and failure.uuid in (None, uuid)
                 ):
                     failure.remaining -= 1
+                    if failure.error is not None:
+                        raise failure.error
                     raise DriverError(f"{operation} failed: {failure.message}")
         if self.delay:
             time.sleep(self.delay)

@@ -9,6 +9,7 @@ for its sizes.
 
 from __future__ import annotations
 
+import csv
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +19,10 @@ from cloudseed.images.models import Image
 
 # Query parameters that are not filters on a property.
 PAGING = frozenset({"limit", "marker", "sort", "sort_key", "sort_dir", "member_status"})
-ATTRIBUTE_FILTERS = ("name", "status", "owner", "disk_format", "container_format")
+ATTRIBUTE_FILTERS = ("id", "name", "status", "owner", "disk_format", "container_format")
+# Filters Glance's "in:" operator applies to: ``id=in:a,b`` matches either (the openstack
+# CLI's server list asks for its servers' images this way to show their names).
+IN_FILTERS = ("id", "name", "status", "disk_format", "container_format")
 LIST_VISIBILITIES = ("community", "public", "private", "shared", "all")
 
 
@@ -62,7 +66,7 @@ class ListQuery:
     os_hidden: bool
     protected: bool | None
     tags: tuple[str, ...]
-    equals: dict[str, str]  # attribute and property filters
+    equals: dict[str, tuple[str, ...]]  # attribute and property filters: the values accepted
     limit: int | None
     marker: str | None
 
@@ -100,13 +104,24 @@ def list_query(params: list[tuple[str, str]], *, max_limit: int) -> ListQuery:
         protected=None if protected is None else _flag(protected, "protected"),
         tags=tuple(value for key, value in params if key == "tag"),
         equals={
-            key: value
+            key: _accepted(key, value)
             for key, value in single.items()
             if key not in PAGING and key not in ("visibility", "os_hidden", "protected", "tag")
         },
         limit=limit,
         marker=single.get("marker"),
     )
+
+
+def _accepted(key: str, value: str) -> tuple[str, ...]:
+    """The values a filter accepts: ``in:a,"b,c"`` is either of ``a`` and ``b,c`` (Glance
+    quotes values that hold commas) for the filters that have the operator, else the value."""
+    if key in IN_FILTERS and value.startswith("in:"):
+        listed = next(csv.reader([value[3:]]), [])
+        if not listed or "" in listed:
+            raise InvalidInput(f"Invalid filter value {value}. The list is empty or malformed.")
+        return tuple(listed)
+    return (value,)
 
 
 def matches(image: Image, query: ListQuery) -> bool:
@@ -118,9 +133,12 @@ def matches(image: Image, query: ListQuery) -> bool:
     if any(tag not in tags for tag in query.tags):
         return False
     props = service.properties_of(image)
-    for key, wanted in query.equals.items():
-        value = getattr(image, key) if key in ATTRIBUTE_FILTERS else props.get(key)
-        if value != wanted:
+    for key, accepted in query.equals.items():
+        if key == "id":
+            value = image.uuid
+        else:
+            value = getattr(image, key) if key in ATTRIBUTE_FILTERS else props.get(key)
+        if value not in accepted:
             return False
     return True
 

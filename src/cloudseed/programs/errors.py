@@ -22,6 +22,11 @@ class ProgramFailed(ServiceUnavailable):
         self.stderr = stderr  # the tail, as in the message
 
     @property
+    def public_message(self) -> str:
+        # The detail is the program's stderr, which names files on the host.
+        return f"{self.program} failed"
+
+    @property
     def tool(self) -> str:
         """The program's name (injection's word for it)."""
         return self.program

@@ -21,11 +21,14 @@ class DefaultSection:
     )
     osapi_compute_listen: str = option("127.0.0.1", "Address the compute API listens on.")
     osapi_compute_listen_port: int = option(
-        8774, "Port the compute API listens on (0 picks a free one).", minimum=0
+        8774, "Port the compute API listens on (0 picks a free one).", minimum=0, maximum=65535
     )
     metadata_listen: str = option("127.0.0.1", "Address the metadata service listens on.")
     metadata_listen_port: int = option(
-        8775, "Port the metadata service listens on (0 picks a free one).", minimum=0
+        8775,
+        "Port the metadata service listens on (0 picks a free one).",
+        minimum=0,
+        maximum=65535,
     )
     workers: int = option(
         1,

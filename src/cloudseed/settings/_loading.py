@@ -243,6 +243,11 @@ def _cast(opt: OptionInfo, value: Any, origin: str) -> Any:
             f"invalid value {shown} for [{opt.section}] {opt.name} "
             f"(from {origin}): must be at least {opt.minimum}"
         )
+    if opt.maximum is not None and result > opt.maximum:
+        raise ConfigError(
+            f"invalid value {shown} for [{opt.section}] {opt.name} "
+            f"(from {origin}): must be at most {opt.maximum}"
+        )
     if opt.secret and isinstance(result, str):
         result = Secret(result)
     return result

@@ -33,12 +33,19 @@ def option(
     *,
     choices: tuple[str, ...] = (),
     minimum: int | None = None,
+    maximum: int | None = None,
     secret: bool = False,
 ) -> Any:
     """Declare a setting: its default, its help text and the checks on its value."""
     return field(
         default=default,
-        metadata={"help": help, "choices": choices, "minimum": minimum, "secret": secret},
+        metadata={
+            "help": help,
+            "choices": choices,
+            "minimum": minimum,
+            "maximum": maximum,
+            "secret": secret,
+        },
     )
 
 

@@ -112,6 +112,7 @@ class OptionInfo:
     help: str
     choices: tuple[str, ...]
     minimum: int | None
+    maximum: int | None
     secret: bool
 
     @property
@@ -136,5 +137,6 @@ def all_options() -> Iterator[OptionInfo]:
                 help=f.metadata["help"],
                 choices=f.metadata["choices"],
                 minimum=f.metadata["minimum"],
+                maximum=f.metadata["maximum"],
                 secret=f.metadata["secret"],
             )
