@@ -134,6 +134,7 @@ def matches(image: Image, query: ListQuery) -> bool:
         return False
     props = service.properties_of(image)
     for key, accepted in query.equals.items():
+        value: str | None
         if key == "id":
             value = image.uuid
         else:
