@@ -111,12 +111,15 @@ def test_every_method_the_list_names_is_checked_for_presence(
 
 def test_an_override_uvicorn_no_longer_calls_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
     def data_received(self: Any, data: bytes) -> None:
-        self.parser.feed_data(data)  # as if uvicorn had renamed _unset_keepalive_if_required
+        # as if uvicorn had renamed _unset_keepalive_if_required and its upgrade warning
+        self.parser.feed_data(data)
 
     monkeypatch.setattr(PROTOCOL, "data_received", data_received)
     assert uvicorn_mismatches() == [
         "HttpToolsProtocol._unset_keepalive_if_required: "
-        "HttpToolsProtocol.data_received no longer calls it"
+        "HttpToolsProtocol.data_received no longer calls it",
+        "HttpToolsProtocol._unsupported_upgrade_warning: "
+        "HttpToolsProtocol.data_received no longer calls it",
     ]
 
 
