@@ -286,13 +286,16 @@ class CoalescingHttpToolsProtocol(HttpToolsProtocol):
         """Ask the app for the whole answer and write it, for a request uvicorn's path would
         only hand to the app: a GET or HEAD on a kept-alive HTTP/1.1 connection with nothing
         before it still unanswered, for a plain path (no query, escapes or absolute form),
-        not waiting to be told to send a body. Anything else, and whatever the app has no
-        answer for, takes uvicorn's ASGI path."""
+        not waiting to be told to send a body, while the client takes its answers (a client
+        pipelining requests without reading them made 8 MB of requests 100 MB of answers
+        held in memory; uvicorn's path waits for them to drain, and stops reading). Anything
+        else, and whatever the app has no answer for, takes uvicorn's ASGI path."""
         parser = self.parser
         cycle = self.cycle
         if (
             (cycle is not None and not cycle.response_complete)
             or self.pipeline
+            or self.flow.write_paused  # unread answers piling up: uvicorn's path waits
             or self.expect_100_continue
             or not parser.should_keep_alive()
             or parser.should_upgrade()

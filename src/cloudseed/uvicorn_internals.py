@@ -17,6 +17,7 @@ from typing import NamedTuple
 import httptools
 import uvicorn
 from uvicorn.protocols.http import httptools_impl
+from uvicorn.protocols.http.flow_control import FlowControl
 from uvicorn.server import ServerState
 
 
@@ -58,6 +59,8 @@ UVICORN_INTERNALS: tuple[Internal, ...] = (
     *(Internal(httptools_impl.RequestResponseCycle, name, "attribute") for name in (
         "response_complete", "response_started", "disconnected", "message_event",
     )),
+    # set while the transport's buffer is over its high-water mark (answers not taken)
+    Internal(FlowControl, "write_paused", "attribute"),
     Internal(ServerState, "default_headers", "attribute"),
     Internal(ServerState, "total_requests", "attribute"),
     # httptools' parser (public, but asked here rather than through uvicorn)

@@ -289,3 +289,47 @@ def test_a_password_cut_short_by_the_deadline_is_not_kept(
         assert api.get(f"/v2.1/servers/{guest.id}/os-server-password").json() == {
             "password": "whole"
         }
+
+
+def _rss_mib() -> int:
+    # The server runs in a thread of this process: its RSS is theirs.
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) // 1024
+    raise AssertionError("no VmRSS")
+
+
+@pytest.mark.databases
+@pytest.mark.loopback_guests
+def test_answers_a_guest_does_not_read_are_not_piled_up(
+    api: httpx.Client, cloud: Cloud, metadata_server: MetadataServer
+) -> None:
+    """8 MB of pipelined requests for a cached guest's document, none of the answers read:
+    the server stops reading once its answers wait, instead of holding them all (100 MB
+    when every one was answered at once)."""
+    guest = boot(api, cloud)
+    with metadata_server() as url:
+        with guest.client(url) as md:
+            assert md.get("/openstack/latest/meta_data.json").status_code == 200  # cached
+        request = b"GET /openstack/latest/meta_data.json HTTP/1.1\r\nHost: x\r\n\r\n"
+        requests = request * (8_000_000 // len(request))
+        before = _rss_mib()
+        with _connect(url, guest.address) as conn:
+            conn.setblocking(False)
+            sent, last_sent = 0, time.monotonic()
+
+            def all_sent_or_stalled() -> bool:
+                nonlocal sent, last_sent
+                try:
+                    while sent < len(requests):
+                        sent += conn.send(requests[sent : sent + 65536])
+                        last_sent = time.monotonic()
+                except BlockingIOError:  # the server is not reading: for a second, done
+                    return time.monotonic() - last_sent > 1.0
+                return True
+
+            wait_until(all_sent_or_stalled, timeout=60, what="the requests sent or stalled")
+            grown = _rss_mib() - before
+        assert grown < 25, f"{grown} MiB held for {sent / 1e6:.1f} MB of requests"
+        with guest.client(url) as md:  # and the guest is served again as usual
+            assert md.get("/openstack/latest/meta_data.json").status_code == 200

@@ -75,7 +75,12 @@ def test_a_live_protocol_has_every_attribute_the_list_names() -> None:
         )
         try:
             protocol.data_received(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
-            owners = {PROTOCOL: protocol, type(state): state, type(protocol.cycle): protocol.cycle}
+            owners = {
+                PROTOCOL: protocol,
+                type(state): state,
+                type(protocol.cycle): protocol.cycle,
+                type(protocol.flow): protocol.flow,
+            }
             missing = [
                 f"{i.owner.__name__}.{i.name}"
                 for i in UVICORN_INTERNALS
