@@ -1,5 +1,5 @@
-"""uvicorn's httptools protocol with two changes: request heads have size limits, and one
-``send()`` per HTTP response instead of two.
+"""uvicorn's httptools protocol with the listener's limits (head sizes, deadlines, connections
+per source address) and one ``send()`` per HTTP response instead of two.
 
 Head limits: httptools buffers a header until its line ends and uvicorn sets no bound, so one
 100 MB header line was held in memory whole (four at once took a worker from 84 to 316 MB).

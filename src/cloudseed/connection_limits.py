@@ -1,5 +1,5 @@
-"""What a listener allows one connection and one source address (issue 30): the deadlines a
-connection's requests must meet, and a cap on the connections one address may hold open.
+"""The deadlines a listener's connections must meet, and the cap on how many connections one
+source address may hold open (issue 30).
 
 IO-free: the protocol (``coalescing.py``) asks and reports, with the loop's clock as ``now``.
 
