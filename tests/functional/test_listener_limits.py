@@ -108,7 +108,8 @@ def test_a_head_sent_slowly_gets_408_while_others_are_served(quick_url: str) -> 
     with _connect(quick_url, "127.0.0.3") as slow:
         slow.sendall(b"GET /openstack HTTP/1.1\r\nHost: x\r\nX-Half: ")
         started = time.monotonic()
-        assert _guest_served(quick_url) < 0.5  # while the head waits
+        _guest_served(quick_url)
+        assert select.select([slow], [], [], 0)[0] == []  # served while the head waits
         answer = _read_all(slow)
         waited = time.monotonic() - started
     assert answer.startswith(b"HTTP/1.1 408 Request Timeout\r\n"), answer
@@ -212,7 +213,7 @@ def test_one_address_over_the_cap_is_refused_at_once_and_others_are_served(
         for answer in refused:
             assert answer.startswith(b"HTTP/1.1 503 Service Unavailable\r\n"), answer
             assert b"\r\nretry-after: 1\r\n" in answer and b"\r\nconnection: close\r\n" in answer
-        assert _guest_served(capped_url, "127.0.0.2") < 0.5  # another guest, meanwhile
+        assert _guest_served(capped_url, "127.0.0.2") < 2  # another guest, meanwhile
         assert all(status in (b"200", b"404") for status in _served_on(held))
         assert value(scrape(capped_url), REFUSED, listener="metadata") == before + 3
     finally:
