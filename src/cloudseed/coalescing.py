@@ -1,5 +1,5 @@
-"""uvicorn's httptools protocol with two changes: request heads have size limits, and one
-``send()`` per HTTP response instead of two.
+"""uvicorn's httptools protocol with the listener's limits (head sizes, deadlines, connections
+per source address) and one ``send()`` per HTTP response instead of two.
 
 Head limits: httptools buffers a header until its line ends and uvicorn sets no bound, so one
 100 MB header line was held in memory whole (four at once took a worker from 84 to 316 MB).
@@ -25,10 +25,20 @@ no request cycle, no Task, no message dicts (uvicorn's scope and cycle are made 
 request that takes its path). When it has none, the request takes uvicorn's ASGI path as any
 other.
 
-Keep-alive: uvicorn cancels its idle timer when data comes and arms a new one after every
-response (a timer handle made and one cancelled per request). Here one timer stays armed
-and looks, when it fires, at whether the connection has been idle long enough since its
-last response (and re-arms for the rest if not): the same timeout, no timer per request.
+Deadlines (issue 30; ``connection_limits.py``): uvicorn arms a timer only after a response,
+so a connection that never sent a whole request was kept for ever (one guest held 6,000). Here
+one timer per connection stays armed for the nearest deadline of the connection's state, and
+looks, when it fires, at where the connection stands (re-arming for the rest if it is early):
+idle since it opened (``first_request``: closed without an answer), receiving a request
+(``header`` until its head ends, ``request`` until its last byte: then 408 if nothing of it
+was answered, and closed), answering (no deadline: the response arms it again), or idle since
+its last response (uvicorn's keep-alive timeout). The clock of a request starts when a read
+leaves it incomplete, so a request whose head and body arrive in one read (nearly all) costs
+no clock reading and no timer: the same timer, armed once per connection, serves them all.
+
+Source addresses (``[metadata] max_connections_per_address``): a ``ConnectionCap`` counts the
+connections each address has open on the listener; one over the cap is answered 503 at once,
+before anything of it is read, and closed.
 """
 
 from __future__ import annotations
@@ -41,6 +51,7 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from uvicorn.protocols.http import httptools_impl
 
+from cloudseed.connection_limits import ConnectionCap, Deadlines
 from cloudseed.uvicorn_internals import require_tested_uvicorn
 
 log = logging.getLogger(__name__)
@@ -142,24 +153,59 @@ class CoalescingTransport:
         return getattr(self._transport, name)
 
 
-_REASONS = {414: b"URI Too Long", 431: b"Request Header Fields Too Large"}
+_REASONS = {
+    408: b"Request Timeout",
+    414: b"URI Too Long",
+    431: b"Request Header Fields Too Large",
+}
+# One address's connections over [metadata] max_connections_per_address: written before
+# anything of the request is read. Retry-After: when one of its others is done.
+_OVER_CAP_BODY = b"Too many connections from this address.\n"
+_OVER_CAP = (
+    b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain; charset=utf-8\r\n"
+    b"retry-after: 1\r\ncontent-length: %d\r\nconnection: close\r\n\r\n%s"
+    % (len(_OVER_CAP_BODY), _OVER_CAP_BODY)
+)
+
+
+DEFAULT_DEADLINES = Deadlines()
+
+
+def _no_report(deadline: str) -> None:
+    pass
 
 
 class CoalescingHttpToolsProtocol(HttpToolsProtocol):
     """uvicorn's httptools protocol, writing through a CoalescingTransport, with the head
-    limits of the class attribute ``limits`` (``with_limits`` makes a subclass per listener)."""
+    limits, deadlines and cap of its class attributes (``with_limits`` makes a subclass per
+    listener)."""
 
     limits = HeadLimits()
+    deadlines = DEFAULT_DEADLINES
+    cap: ConnectionCap | None = None
+    # Told the deadline ("first_request", "header", "request") each time one passes.
+    timed_out: Callable[[str], None] = staticmethod(_no_report)
     # uvicorn's default headers (a list renewed every second) and their encoding.
     _defaults: tuple[list[tuple[bytes, bytes]], bytes] | None = None
 
     # Where the head scan stands: inside a head, the current line's length so far, the line
     # number (0: the request line), the head's size so far.
     _in_head = True
-    _idle_since: float | None = None  # loop time of the last response, None while busy
     _line = 0
     _line_no = 0
     _head = 0
+
+    # The deadlines' state (the module's docstring): the one timer and when it fires; a
+    # request begun and not yet whole, and since when (None until a read leaves it
+    # incomplete); idle since when (None while a request is under way); a request begun yet.
+    _timer: asyncio.TimerHandle | None = None
+    _timer_at = 0.0
+    _receiving = False
+    _request_since: float | None = None
+    _idle_since: float | None = None
+    _served = False
+    _head_deadline = deadlines.head
+    _counted: str | None = None  # the address whose count in ``cap`` this connection holds
 
     # A head that arrives whole in one read no longer than this passes every limit uncounted.
     _whole_head_max = limits.smallest
@@ -167,14 +213,42 @@ class CoalescingHttpToolsProtocol(HttpToolsProtocol):
     _answered = False  # the request under way was answered at once
 
     @classmethod
-    def with_limits(cls, limits: HeadLimits) -> type[CoalescingHttpToolsProtocol]:
-        return type(cls.__name__, (cls,), {"limits": limits, "_whole_head_max": limits.smallest})
+    def with_limits(
+        cls,
+        limits: HeadLimits,
+        *,
+        deadlines: Deadlines = DEFAULT_DEADLINES,
+        cap: ConnectionCap | None = None,
+        timed_out: Callable[[str], None] = _no_report,
+    ) -> type[CoalescingHttpToolsProtocol]:
+        return type(
+            cls.__name__,
+            (cls,),
+            {
+                "limits": limits,
+                "_whole_head_max": limits.smallest,
+                "deadlines": deadlines,
+                "_head_deadline": deadlines.head,
+                "cap": cap,
+                "timed_out": staticmethod(timed_out),
+            },
+        )
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         super().connection_made(CoalescingTransport(transport, self.loop))  # type: ignore[arg-type]
         self._respond_now = getattr(self.app, "respond_now", None)  # AnswersAtOnce's
-        self._peer = self.client[0] if self.client else None
+        self._peer = peer = self.client[0] if self.client else None
+        now = self.loop.time()
+        cap = self.cap
+        if cap is not None and peer is not None and not cap.exempts(peer):
+            if not cap.admit(peer, now):
+                self.transport.write(_OVER_CAP)
+                self.transport.close()
+                return
+            self._counted = peer
+        self._idle_since = now
+        self._arm(now + self.deadlines.first_request)
 
     # -- parser callbacks: uvicorn's, with its scope built only for the ASGI path ----------
 
@@ -183,8 +257,10 @@ class CoalescingHttpToolsProtocol(HttpToolsProtocol):
         self.expect_100_continue = False
         self.headers = []
         self._answered = False
+        self._receiving, self._idle_since, self._served = True, None, True
 
     def on_headers_complete(self) -> None:
+        self._in_head = False  # a pipelined request's head, unscanned, ends here too
         respond_now = self._respond_now
         if respond_now is not None and self._answer_now(respond_now):
             return
@@ -204,18 +280,22 @@ class CoalescingHttpToolsProtocol(HttpToolsProtocol):
             super().on_message_complete()
         self._answered = False
         self._in_head, self._line, self._line_no, self._head = True, 0, 0, 0
+        self._receiving, self._request_since = False, None
 
     def _answer_now(self, respond_now: RespondNow) -> bool:
         """Ask the app for the whole answer and write it, for a request uvicorn's path would
         only hand to the app: a GET or HEAD on a kept-alive HTTP/1.1 connection with nothing
         before it still unanswered, for a plain path (no query, escapes or absolute form),
-        not waiting to be told to send a body. Anything else, and whatever the app has no
-        answer for, takes uvicorn's ASGI path."""
+        not waiting to be told to send a body, while the client takes its answers (a client
+        pipelining requests without reading them made 8 MB of requests 100 MB of answers
+        held in memory; uvicorn's path waits for them to drain, and stops reading). Anything
+        else, and whatever the app has no answer for, takes uvicorn's ASGI path."""
         parser = self.parser
         cycle = self.cycle
         if (
             (cycle is not None and not cycle.response_complete)
             or self.pipeline
+            or self.flow.write_paused  # unread answers piling up: uvicorn's path waits
             or self.expect_100_continue
             or not parser.should_keep_alive()
             or parser.should_upgrade()
@@ -258,54 +338,120 @@ class CoalescingHttpToolsProtocol(HttpToolsProtocol):
         self.on_response_complete()
 
     def _unset_keepalive_if_required(self) -> None:
-        self._idle_since = None  # busy: an armed timer leaves the connection alone
+        pass  # uvicorn's cancels its timer on every read; the one timer here stays
+
+    def _unsupported_upgrade_warning(self) -> None:
+        pass  # uvicorn logs two warnings for every Upgrade header: one line a request
 
     def connection_lost(self, exc: Exception | None) -> None:
-        super().connection_lost(exc)
-        if self.timeout_keep_alive_task is not None:
-            self.timeout_keep_alive_task.cancel()
-            self.timeout_keep_alive_task = None
+        try:
+            super().connection_lost(exc)
+        finally:
+            timer = self._timer
+            if timer is not None:
+                timer.cancel()
+                self._timer = None
+            counted = self._counted
+            if counted is not None:
+                self._counted = None
+                assert self.cap is not None
+                self.cap.release(counted)
 
     def on_response_complete(self) -> None:
-        # uvicorn's, with the idle timer of the module's docstring.
+        # uvicorn's, with the one timer of the module's docstring.
         self.server_state.total_requests += 1
         if self.transport.is_closing():
             return
         self.flow.resume_reading()
         if self.pipeline:
-            self._idle_since = None
             cycle, app = self.pipeline.pop()
             self._start_asgi_task(cycle, app)
             return
-        self._idle_since = self.loop.time()
-        if self.timeout_keep_alive_task is None:
-            self.timeout_keep_alive_task = self.loop.call_later(
-                self.timeout_keep_alive, self._idle_check
-            )
+        self._idle_since = now = self.loop.time()
+        deadline = now + self.timeout_keep_alive
+        if self._timer is None or self._timer_at > deadline:  # once a connection, at most
+            self._arm(deadline)
 
-    def _idle_check(self) -> None:
-        self.timeout_keep_alive_task = None
+    def _arm(self, at: float) -> None:
+        """Have the timer fire at loop time ``at`` (instead of later, if it was armed)."""
+        timer = self._timer
+        if timer is not None:
+            timer.cancel()
+        self._timer_at = at
+        self._timer = self.loop.call_at(at, self._on_timer)
+
+    def _request_started(self) -> None:
+        """A read left a request incomplete: its clock starts, and the timer fires by its
+        deadline."""
+        self._request_since = now = self.loop.time()
+        limit = self._head_deadline if self._in_head else self.deadlines.request
+        if limit is not None and (self._timer is None or self._timer_at > now + limit):
+            self._arm(now + limit)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        if self.transport.is_closing():
+            return
+        now = self.loop.time()
+        if self._receiving:
+            since = self._request_since
+            in_head = self._in_head
+            limit = self._head_deadline if in_head else self.deadlines.request
+            if since is None or limit is None:
+                return  # no deadline for this body: its response arms the timer again
+            if since + limit > now:
+                self._arm(since + limit)
+            else:
+                self._request_timed_out(in_head)
+            return
         idle_since = self._idle_since
         if idle_since is None:
-            return  # a request is under way: its response arms the timer again
-        left = idle_since + self.timeout_keep_alive - self.loop.time()
-        if left > 0:
-            self.timeout_keep_alive_task = self.loop.call_later(left, self._idle_check)
+            return  # answering: the response arms the timer again
+        served = self._served
+        deadline = idle_since + (
+            self.timeout_keep_alive if served else self.deadlines.first_request
+        )
+        if deadline > now:
+            self._arm(deadline)
+            return
+        if not served:
+            self.timed_out("first_request")
+        self.timeout_keep_alive_handler()  # closes
+
+    def _request_timed_out(self, in_head: bool) -> None:
+        """408 if nothing of the request was answered (a response before it may still be
+        under way: then only the close), and close."""
+        self.timed_out("header" if in_head else "request")
+        cycle = self.cycle
+        if self.pipeline:
+            untouched = False
+        elif in_head:  # the cycle, if any, is the previous request's
+            untouched = cycle is None or cycle.response_complete
         else:
-            self.timeout_keep_alive_handler()
+            untouched = not self._answered and cycle is not None and not cycle.response_started
+        if cycle is not None and not cycle.response_complete:
+            # The app reading the body hears the client has gone, and what it sends is
+            # dropped: nothing it does with part of a body is answered or kept.
+            cycle.disconnected = True
+            cycle.message_event.set()
+        if untouched:
+            self._refuse(408)
+        else:
+            self.transport.close()
 
     def data_received(self, data: bytes) -> None:
         if self._in_head:
             if self._head == 0 and len(data) <= self._whole_head_max and b"\r\n\r\n" in data:
                 # The usual request: its whole head in one read, shorter than any limit.
                 self._in_head = False
-                super().data_received(data)
-                return
-            status = self._scan_head(data)
-            if status is not None:
-                self._refuse(status)
-                return
+            else:
+                status = self._scan_head(data)
+                if status is not None:
+                    self._refuse(status)
+                    return
         super().data_received(data)
+        if self._receiving and self._request_since is None:
+            self._request_started()
 
     def _scan_head(self, data: bytes) -> int | None:
         """Count ``data`` into the head; the status to refuse with once a limit is passed.

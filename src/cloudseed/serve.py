@@ -22,19 +22,21 @@ import signal
 import socket
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from ipaddress import ip_network
 from types import FrameType
 from typing import TYPE_CHECKING
 
 import uvicorn
 
 from cloudseed.coalescing import CoalescingHttpToolsProtocol, HeadLimits
+from cloudseed.connection_limits import ConnectionCap, Deadlines
 from cloudseed.errors import ConfigError
-from cloudseed.settings import Settings
+from cloudseed.settings import Settings, split_list
 from cloudseed.types import ASGIApp
 
 if TYPE_CHECKING:
     from cloudseed.db.engines import Database
-    from cloudseed.metrics import MultiprocessDirectory
+    from cloudseed.metrics import Metrics, MultiprocessDirectory
 
 log = logging.getLogger(__name__)
 
@@ -182,6 +184,44 @@ def raise_open_files_limit(settings: Settings) -> int:
     return soft
 
 
+def protocol_for(
+    listener: Listener, settings: Settings, metrics: Metrics
+) -> type[CoalescingHttpToolsProtocol]:
+    """The HTTP protocol of ``listener`` in this worker: the head limits and deadlines of
+    ``[wsgi]`` on both listeners; on the metadata listener also the whole request's deadline
+    and the cap on each source address's connections (``[metadata]``), which exempts the
+    metadata proxies (connection_limits.py's docstring)."""
+    w = settings.wsgi
+    md = settings.metadata
+    metadata = listener.kind == "metadata"
+    cap = None
+    if metadata and md.max_connections_per_address and not settings.neutron.service_metadata_proxy:
+        cap = ConnectionCap(
+            md.max_connections_per_address,
+            exempt=[ip_network(n, strict=False) for n in split_list(md.trusted_proxies)],
+            refused=metrics.connections_refused.labels(listener.kind).inc,
+        )
+    timeouts = metrics.connection_timeouts
+
+    def timed_out(deadline: str) -> None:
+        timeouts.labels(listener.kind, deadline).inc()
+
+    return CoalescingHttpToolsProtocol.with_limits(
+        HeadLimits(
+            max_request_line=w.max_request_line,
+            max_header_line=w.max_header_line,
+            max_header_size=w.max_header_size,
+        ),
+        deadlines=Deadlines(
+            first_request=w.first_request_timeout,
+            header=w.header_timeout,
+            request=md.request_timeout if metadata else None,
+        ),
+        cap=cap,
+        timed_out=timed_out,
+    )
+
+
 def _listen_own(
     bound: list[tuple[Listener, socket.socket]],
 ) -> list[tuple[Listener, socket.socket]]:
@@ -238,14 +278,6 @@ async def _serve_apps(
     metrics = Metrics(multiprocess_dir=metrics_dir)
     servers = []
     apps = []
-    w = settings.wsgi
-    protocol = CoalescingHttpToolsProtocol.with_limits(
-        HeadLimits(
-            max_request_line=w.max_request_line,
-            max_header_line=w.max_header_line,
-            max_header_size=w.max_header_size,
-        )
-    )
     for listener, sock in bound:
         # proxy_headers off: uvicorn would otherwise believe X-Forwarded-For from 127.0.0.1
         # and rewrite the client address the metadata service identifies guests by.
@@ -261,7 +293,8 @@ async def _serve_apps(
             lifespan="on",
             access_log=False,
             proxy_headers=False,
-            http=protocol,
+            http=protocol_for(listener, settings, metrics),
+            ws="none",  # neither app serves WebSockets; an Upgrade is a plain request
             log_config=None,
             server_header=False,
             date_header=True,

@@ -17,6 +17,7 @@ from typing import NamedTuple
 import httptools
 import uvicorn
 from uvicorn.protocols.http import httptools_impl
+from uvicorn.protocols.http.flow_control import FlowControl
 from uvicorn.server import ServerState
 
 
@@ -47,13 +48,19 @@ UVICORN_INTERNALS: tuple[Internal, ...] = (
     # uvicorn's methods replaced here, which its own code must go on calling
     Internal(_PROTOCOL, "on_response_complete", "method", 1, "on_headers_complete"),
     Internal(_PROTOCOL, "_unset_keepalive_if_required", "method", 1, "data_received"),
+    Internal(_PROTOCOL, "_unsupported_upgrade_warning", "method", 1, "data_received"),
     # the protocol's state, the request cycle's and the server's, read and written here
     *(Internal(_PROTOCOL, name, "attribute") for name in (
         "app", "client", "cycle", "expect_100_continue", "flow", "headers", "loop", "parser",
-        "pipeline", "scope", "server_state", "timeout_keep_alive", "timeout_keep_alive_task",
-        "transport", "url",
+        "pipeline", "scope", "server_state", "timeout_keep_alive", "transport", "url",
     )),
-    Internal(httptools_impl.RequestResponseCycle, "response_complete", "attribute"),
+    # the request cycle's: whether its answer began or ended; a timed-out request's cycle
+    # told its client is gone, as uvicorn's connection_lost tells it
+    *(Internal(httptools_impl.RequestResponseCycle, name, "attribute") for name in (
+        "response_complete", "response_started", "disconnected", "message_event",
+    )),
+    # set while the transport's buffer is over its high-water mark (answers not taken)
+    Internal(FlowControl, "write_paused", "attribute"),
     Internal(ServerState, "default_headers", "attribute"),
     Internal(ServerState, "total_requests", "attribute"),
     # httptools' parser (public, but asked here rather than through uvicorn)

@@ -75,7 +75,12 @@ def test_a_live_protocol_has_every_attribute_the_list_names() -> None:
         )
         try:
             protocol.data_received(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
-            owners = {PROTOCOL: protocol, type(state): state, type(protocol.cycle): protocol.cycle}
+            owners = {
+                PROTOCOL: protocol,
+                type(state): state,
+                type(protocol.cycle): protocol.cycle,
+                type(protocol.flow): protocol.flow,
+            }
             missing = [
                 f"{i.owner.__name__}.{i.name}"
                 for i in UVICORN_INTERNALS
@@ -111,12 +116,15 @@ def test_every_method_the_list_names_is_checked_for_presence(
 
 def test_an_override_uvicorn_no_longer_calls_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
     def data_received(self: Any, data: bytes) -> None:
-        self.parser.feed_data(data)  # as if uvicorn had renamed _unset_keepalive_if_required
+        # as if uvicorn had renamed _unset_keepalive_if_required and its upgrade warning
+        self.parser.feed_data(data)
 
     monkeypatch.setattr(PROTOCOL, "data_received", data_received)
     assert uvicorn_mismatches() == [
         "HttpToolsProtocol._unset_keepalive_if_required: "
-        "HttpToolsProtocol.data_received no longer calls it"
+        "HttpToolsProtocol.data_received no longer calls it",
+        "HttpToolsProtocol._unsupported_upgrade_warning: "
+        "HttpToolsProtocol.data_received no longer calls it",
     ]
 
 

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from cloudseed.cells.service import CellDatabases
 from cloudseed.hostkeys import phone_home, service
 from cloudseed.types import Receive
+from cloudseed.web.bodies import whole_body
 from cloudseed.web.errors import RequestTooLarge
 
 
@@ -25,14 +26,7 @@ async def take_report(
     """Take the report ``caller`` posts; the answer's body: ``accepted`` for the first of its
     boot generation, ``repeat`` for a later one (kept, never shown). RequestTooLarge (413)
     past ``phone_home.MAX_BODY``, with the rest of the body unread."""
-    body = b""
-    while True:
-        message = await receive()
-        body += message.get("body", b"")
-        if len(body) > phone_home.MAX_BODY:
-            raise RequestTooLarge()
-        if not message.get("more_body"):
-            break
+    body = await whole_body(receive, limit=phone_home.MAX_BODY, too_large=RequestTooLarge)
     content_type = next((v.decode("latin-1") for n, v in headers if n == b"content-type"), None)
     report = phone_home.parse_report(body, content_type, caller=caller)
 

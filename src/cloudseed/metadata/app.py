@@ -40,6 +40,7 @@ from cloudseed.settings import Settings
 from cloudseed.types import Receive, Scope, Send
 from cloudseed.vendordata import Vendordata
 from cloudseed.vendordata.stats import NO_TARGET_STATS, TargetStats
+from cloudseed.web.bodies import whole_body
 from cloudseed.web.errors import MethodNotAllowed
 
 log = logging.getLogger(__name__)
@@ -362,14 +363,7 @@ class MetadataApp(AnswersAtOnce):
         )
 
     async def _post_password(self, uuid: str, receive: Receive) -> None:
-        body = b""
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if len(body) > password.MAX_SIZE:
-                raise PasswordTooLarge()
-            if not message.get("more_body"):
-                break
+        body = await whole_body(receive, limit=password.MAX_SIZE, too_large=PasswordTooLarge)
         try:
             text = body.decode("utf-8")
         except UnicodeDecodeError:

@@ -71,6 +71,20 @@ class Metrics:
             buckets=LATENCY_BUCKETS,
             registry=registry,
         )
+        self.connections_refused = Counter(
+            "cloudseed_http_connections_refused",
+            "Connections refused at once (503) because their source address already had "
+            "[metadata] max_connections_per_address open in the worker, by listener.",
+            ["listener"],
+            registry=registry,
+        )
+        self.connection_timeouts = Counter(
+            "cloudseed_http_connection_timeouts",
+            "Connections closed because a deadline passed, by listener and deadline: "
+            "first_request (nothing sent), header (408), request (408).",
+            ["listener", "deadline"],
+            registry=registry,
+        )
         self.documents = Counter(
             "cloudseed_metadata_documents",
             "Metadata documents answered (2xx and 304), by document.",

@@ -282,10 +282,11 @@ class GlanceSection:
     )
 
 
-# --- [wsgi]: request head limits (issue 13, P2) ---
+# --- [wsgi]: request head limits (issue 13, P2) and connection deadlines (issue 30) ---
 @dataclass(frozen=True)
 class WsgiSection:
-    """``[wsgi]``: limits on request heads, on both listeners (compute API and metadata)."""
+    """``[wsgi]``: limits on request heads and how long a connection may take to send one, on
+    both listeners (compute API and metadata)."""
 
     max_header_line: int = option(
         16384,
@@ -304,4 +305,23 @@ class WsgiSection:
         "Largest request head (request line and all headers) accepted, in bytes; a larger one "
         "gets 431 and the connection is closed.",
         minimum=1024,
+    )
+    header_timeout: int = option(
+        20,
+        "Seconds from the first byte of a request to the end of its head (request line and "
+        "headers); a head not whole by then gets 408 Request Timeout and the connection is "
+        "closed, so a client sending a head slowly cannot hold a connection for ever. The "
+        "default is the base of Apache's mod_reqtimeout (header=20-40,MinRate=500); nginx's "
+        "client_header_timeout is 60. Nova's eventlet server has only client_socket_timeout "
+        "(900), the wait for any one read, which a byte every few minutes never reaches.",
+        minimum=1,
+    )
+    first_request_timeout: int = option(
+        20,
+        "Seconds a new connection may wait before the first byte of its first request; one "
+        "that has sent nothing by then is closed without an answer. Between requests on a "
+        "kept-alive connection uvicorn's keep-alive timeout (5 s) applies instead. The default "
+        "matches header_timeout (nginx times the wait for the first request with "
+        "client_header_timeout too).",
+        minimum=1,
     )

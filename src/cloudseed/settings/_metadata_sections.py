@@ -112,6 +112,30 @@ class MetadataSection:
         "answered 503.",
         minimum=1,
     )
+    # -- issue 30: slow and many connections from one guest (docs/deployment.md) --
+    request_timeout: int = option(
+        60,
+        "Seconds from the first byte of a request on the metadata listener to its last, body "
+        "included (a password or phone_home POST); a request not whole by then gets 408 "
+        "Request Timeout, nothing of it is kept, and the connection is closed. "
+        "[wsgi] header_timeout still bounds the head. The default is nginx's "
+        "client_body_timeout; the compute API has no such deadline (image uploads take as "
+        "long as they take).",
+        minimum=1,
+    )
+    max_connections_per_address: int = option(
+        100,
+        "Connections one source address may hold open on the metadata listener, in each "
+        "worker process; one more is answered 503 (Retry-After: 1) at once, without reading "
+        "it, and closed, and logged at most once a minute per address. A guest's connections "
+        "are spread over the workers by the kernel, so it may hold at most this times "
+        "[DEFAULT] workers. Never applied to addresses in trusted_proxies, nor to any address "
+        "with [neutron] service_metadata_proxy (the callers are then metadata proxies, each "
+        "relaying many guests: bound each guest at the proxy). 0 means no cap. Nova has none; "
+        "100 leaves room for max_waiters_per_instance (16) long-polls and a guest's usual "
+        "handful of connections.",
+        minimum=0,
+    )
 
 
 @dataclass(frozen=True)

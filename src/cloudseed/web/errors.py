@@ -2,6 +2,7 @@
 
 InvalidInput ─┬─ MalformedRequestBody     not JSON                        (400)
               ├─ ValidationFailed         JSON Schema said no             (400)
+              ├─ IncompleteBody           the client left mid-body        (400)
               └─ InvalidAPIVersionString  bad microversion header         (400)
 CloudseedError ┬ UnsupportedAPIVersion    microversion out of range       (406)
                ├ NotAuthenticated         no or bad credentials           (401)
@@ -26,6 +27,14 @@ class MalformedRequestBody(InvalidInput):
 
 class ValidationFailed(InvalidInput):
     pass
+
+
+class IncompleteBody(InvalidInput):
+    """The request's body ended before its end: the client went away, or took longer than
+    the listener's deadline (the answer is never delivered; it is for the log)."""
+
+    def __init__(self) -> None:
+        super().__init__("The request body was not received whole.")
 
 
 class InvalidAPIVersionString(InvalidInput):
