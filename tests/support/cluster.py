@@ -91,9 +91,11 @@ def running_cluster(
 ) -> Iterator[Cluster]:
     """A fresh database of ``backend`` with a flavor (m1.tiny) and an image (cirros), and an
     API node on a free port (its metadata service on ``metadata_port``); ``env`` adds
-    settings (``CLOUDSEED_...``) for every process. Raises databases.Unavailable when the
-    backend is not there."""
+    settings (``CLOUDSEED_...``) for every process. Agents fetch the images they boot from the
+    API node over HTTP (``[glance] api_servers``), whatever their driver. Raises
+    databases.Unavailable when the backend is not there."""
     with databases.scratch_database(backend, str(tmp)) as url:
+        api = f"http://127.0.0.1:{free_port()}"
         environ = {k: v for k, v in os.environ.items() if not k.startswith("CLOUDSEED_")}
         environ.update(
             {
@@ -102,16 +104,11 @@ def running_cluster(
                 "CLOUDSEED_DATABASE__CONNECTION": url,
                 "CLOUDSEED_COMPUTE__POLL_INTERVAL_MS": "200",
                 "CLOUDSEED_REPORT_INTERVAL": "1",
+                "CLOUDSEED_GLANCE__API_SERVERS": f"{api}/image",
                 **env,
             }
         )
-        cluster = Cluster(
-            tmp=tmp,
-            url=url,
-            env=environ,
-            api=f"http://127.0.0.1:{free_port()}",
-            metadata_port=metadata_port,
-        )
+        cluster = Cluster(tmp=tmp, url=url, env=environ, api=api, metadata_port=metadata_port)
         subprocess.run(cluster.command("db", "sync"), env=environ, check=True, capture_output=True)
         db = Database.connect("api", url)
         raw = tmp / "disk.raw"

@@ -38,6 +38,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from cloudseed.agent.guests import ConfigDrives
+from cloudseed.agent.images import AgentImages
 from cloudseed.agent.key_operations import KeyPusher, queue_expired
 from cloudseed.agent.presence import HostPresence
 from cloudseed.agent.reconcile import reconcile_host
@@ -49,6 +50,7 @@ from cloudseed.db.engines import Database
 from cloudseed.db.notify import OPERATIONS, Listener
 from cloudseed.hostkeys.watch import ConsoleWatch
 from cloudseed.hosts import service as hosts
+from cloudseed.images.cache import ImageCache
 from cloudseed.servers.history import actions as action_log
 from cloudseed.servers.lifecycle import queue
 from cloudseed.settings import Settings
@@ -73,7 +75,10 @@ class Agent:
         driver: Driver,
         drives: ConfigDrives | None = None,
         build_check: Callable[[str], None] | None = None,
+        image_cache: ImageCache | None = None,
     ) -> None:
+        """``image_cache``: where the guests' images come from (``agent/images.py``); None for a
+        driver that reads no image data (the fake one)."""
         self.settings = settings
         self.host = host
         self.cells = cells
@@ -95,6 +100,7 @@ class Agent:
             login_user=settings.keys.login_user,
             stopping=self._stopping,
         )
+        self.images = AgentImages(settings, cells, host=host, driver=driver, cache=image_cache)
         self.steps = Steps(
             cells=cells,
             driver=driver,
@@ -102,6 +108,7 @@ class Agent:
             drives=drives,
             build_check=build_check,
             keys=keys,
+            images=self.images,
         )
         self._executor = ThreadPoolExecutor(self.slots, thread_name_prefix="cloudseed-op")
         self._running: dict[int, tuple[Database, Future[None]]] = {}
@@ -135,6 +142,7 @@ class Agent:
         self._thread = threading.Thread(target=self._loop, name="cloudseed-agent", daemon=True)
         self._thread.start()
         self.console_watch.start()
+        self.images.start()
         log.info("compute agent %s started (driver %s)", self.owner, self.driver.name)
 
     def stop(self, timeout: float = 30) -> None:
@@ -144,6 +152,7 @@ class Agent:
         self._stopping.set()
         self._wake.set()
         self.console_watch.stop()
+        self.images.stop()
         if self._unlisten is not None:
             self._unlisten()
         for listener in self._listeners:
@@ -161,7 +170,7 @@ class Agent:
     def close(self, *, own_driver: bool = True) -> None:
         """After ``stop``: release the drive builder and vendordata check, and (when the agent
         made its driver) the driver, so no guest process outlives the service."""
-        for resource in (self.drives, self.build_check):
+        for resource in (self.drives, self.build_check, self.images):
             close = getattr(resource, "close", None)
             if close is not None:
                 close()
