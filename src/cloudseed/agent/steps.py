@@ -49,7 +49,7 @@ from cloudseed.servers.errors import NotStarted
 from cloudseed.servers.history import actions as action_log
 from cloudseed.servers.history import bootstrap as history
 from cloudseed.servers.history.bootstrap import Actor
-from cloudseed.servers.lifecycle import edits, queue
+from cloudseed.servers.lifecycle import console_tails, edits, queue
 from cloudseed.servers.live_keys import store as live_keys
 from cloudseed.servers.models import Instance
 from cloudseed.servers.system_metadata import SSH_FORWARD
@@ -235,6 +235,7 @@ class Steps:
             if not queue.finish(session, op.id, owner=self.owner, state=state, error=error):
                 raise Lost()
             records.set_system_metadata(session, op.instance_uuid, SSH_FORWARD, None)
+            console_tails.remove(session, op.instance_uuid)
 
         cell.run(record_destroyed, write=True)
 

@@ -15,7 +15,9 @@ commit, ``db/notify.py``), or every ``[compute] poll_interval_ms``. Each pass it
   (``keys.queue_expired``).
 
 Before its first pass it registers its host and reconciles the driver's guests with the
-database (``reconcile.py``).
+database (``reconcile.py``). Beside the loop, threads of their own: the host key console watch
+(``hostkeys/watch.py``), the console mirror (``console_mirror.py``: each guest's console tail
+stored for every API node) and the image cache's manager (``images.py``: eviction).
 
 ``stop`` marks the host's compute service down at once when this was its last running agent
 (``presence.py``: the other workers of a serve keep it up), lets running operations finish for
@@ -37,6 +39,7 @@ from functools import partial
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from cloudseed.agent.console_mirror import ConsoleMirror
 from cloudseed.agent.guests import ConfigDrives
 from cloudseed.agent.images import AgentImages
 from cloudseed.agent.key_operations import KeyPusher, queue_expired
@@ -122,6 +125,14 @@ class Agent:
         # The console fallback for host keys: a thread of its own, reading the consoles of
         # this host's newly launched guests that did not phone home (hostkeys/watch.py).
         self.console_watch = ConsoleWatch(cells, host=host, console_output=driver.console_output)
+        # The end of each guest's console, stored for every API node (console_mirror.py).
+        self.console_mirror = ConsoleMirror(
+            cells,
+            host=host,
+            driver=driver,
+            interval=float(settings.compute.console_tail_interval),
+            lock_dir=settings.state_dir / "locks",
+        )
 
     # -- life cycle --------------------------------------------------------------------------
 
@@ -142,6 +153,7 @@ class Agent:
         self._thread = threading.Thread(target=self._loop, name="cloudseed-agent", daemon=True)
         self._thread.start()
         self.console_watch.start()
+        self.console_mirror.start()
         self.images.start()
         log.info("compute agent %s started (driver %s)", self.owner, self.driver.name)
 
@@ -152,6 +164,7 @@ class Agent:
         self._stopping.set()
         self._wake.set()
         self.console_watch.stop()
+        self.console_mirror.stop()
         self.images.stop()
         if self._unlisten is not None:
             self._unlisten()

@@ -60,8 +60,9 @@ LOCKS, GUESTS = ".locks", ".guests"
 _NAME = re.compile(r"^(md5-)?[0-9a-f]{32,64}$")
 _PARTIAL = re.compile(r"^\.(.+)\.partial$")
 _GUEST = re.compile(r"^[0-9A-Za-z-]{1,64}$")
-# Waits between attempts: the API node restarting, a load balancer's failover.
-BACKOFF_SECONDS = (0.5, 1.0, 2.0, 5.0)
+# Waits before the second, third, ... attempt: long enough together (23 s with the default
+# three retries) for an API node to restart (3-7 s) or a load balancer to fail over.
+BACKOFF_SECONDS = (2.0, 6.0, 15.0, 30.0)
 TIMEOUT = httpx.Timeout(60.0, connect=10.0)
 
 
