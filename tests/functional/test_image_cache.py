@@ -160,6 +160,27 @@ def test_a_partial_download_that_is_wrong_is_started_over(api, api_db, proxy, tm
     cache.close()
 
 
+def test_an_image_recorded_without_sha256_is_checked_by_its_md5(api, api_db, proxy, tmp_path):
+    data = uploaded(api, api_db)
+
+    def forget_sha256(session):
+        session.execute(
+            update(Image).where(Image.uuid == data.image_id).values(checksum_sha256=None)
+        )
+
+    api_db.run(forget_sha256, write=True)
+    with api_db.read() as session:
+        source = images.boot_source(session, data.image_id)
+    assert source is not None and source.disk.checksum_sha256 is None
+    proxy.faults = [Corrupt()]
+    cache = cache_in(tmp_path / "_base", proxy)
+    path = cache.fetch(source.disk)
+    assert path.name == f"md5-{hashlib.md5(DATA).hexdigest()}"
+    assert path.read_bytes() == DATA
+    assert len(proxy.file_requests()) == 2  # the corrupt answer was refused
+    cache.close()
+
+
 def test_the_declared_format_is_checked(api, api_db, proxy, tmp_path):
     data = uploaded(api, api_db)
 

@@ -19,8 +19,10 @@ Layout of the directory (``<state_path>/_base``, ``[image_cache] subdirectory_na
   guest lists, so an overlay's backing file or a kernel is never removed under a guest.
 
 A download is checked as an upload is checked at the API: the size must be the registry's
-(reading stops one byte past it), the SHA-256 and MD5 the registry's, and the content the
-declared format, standalone and within ``[glance] image_virtual_size_cap`` (``contents.py``).
+(reading stops one byte past it), the SHA-256 the registry's (as Nova checks Glance's
+``os_hash_value``; the MD5 ``checksum`` for an image recorded without one), and the content
+the declared format, standalone and within ``[glance] image_virtual_size_cap``
+(``contents.py``).
 Only then is it fsynced and renamed into place. A failed attempt (a transport error, an answer
 cut short, a 5xx, a checksum that does not match) is tried again up to ``[glance] num_retries``
 times, each attempt going through the API servers in turn; a partial file whose bytes do not
@@ -303,7 +305,7 @@ class ImageCache:
 
     def _receive(self, server: str, data: ImageData, partial: Path, fetched: Fetched) -> Digest:
         """Get what ``partial`` lacks of the data from ``server``; the digest of all of it."""
-        digest = _digest_of(partial)
+        digest = _digest_of(partial, md5=not data.checksum_sha256)
         if digest.size > data.size:
             raise _Restart(f"a partial download of {digest.size} bytes is longer than the image")
         if digest.size == data.size:
@@ -354,7 +356,7 @@ class ImageCache:
                     f"the API server sent {answer.headers.get('content-range')!r} for {wanted}"
                 )
         elif digest.size:
-            digest = Digest()  # the whole again: start over
+            digest = digest.fresh()  # the whole again: start over
         mode = "ab" if status == 206 else "wb"
         with partial.open(mode) as out:
             # As they arrive, not gathered into larger pieces: every byte received before a
@@ -370,9 +372,14 @@ class ImageCache:
         return digest
 
     def _check(self, data: ImageData, partial: Path, digest: Digest) -> None:
-        if data.checksum_sha256 and digest.sha256 != data.checksum_sha256:
-            raise _Restart(f"its SHA-256 is {digest.sha256}, the registry's {data.checksum_sha256}")
-        if data.checksum_md5 and digest.md5 != data.checksum_md5:
+        # As Nova checks a download from Glance: the SHA-256 (os_hash_value) when the registry
+        # has one, else the MD5 (checksum).
+        if data.checksum_sha256:
+            if digest.sha256 != data.checksum_sha256:
+                raise _Restart(
+                    f"its SHA-256 is {digest.sha256}, the registry's {data.checksum_sha256}"
+                )
+        elif data.checksum_md5 and digest.md5 != data.checksum_md5:
             raise _Restart(f"its MD5 is {digest.md5}, the registry's {data.checksum_md5}")
         check_format(
             partial,
@@ -400,8 +407,8 @@ def entry_name(data: ImageData) -> str:
     raise ImageFetchFailed(data.image_id, "the registry has no checksum for it")
 
 
-def _digest_of(partial: Path) -> Digest:
-    digest = Digest()
+def _digest_of(partial: Path, *, md5: bool) -> Digest:
+    digest = Digest(md5=md5)
     try:
         with partial.open("rb") as fh:
             for chunk in iter(lambda: fh.read(CHUNK), b""):
