@@ -67,7 +67,13 @@ def stored_tails(cluster: Cluster) -> int:
 
 def test_a_host_of_its_own_boots_from_the_api_and_shows_its_console(cluster: Cluster) -> None:
     state = cluster.tmp / "host-beta"
-    cluster.start_agent("beta", CLOUDSEED_STATE_PATH=str(state))
+    # The image cache's manager every second, removing what no guest uses at once.
+    agent_env = {
+        "CLOUDSEED_STATE_PATH": str(state),
+        "CLOUDSEED_IMAGE_CACHE__MANAGER_INTERVAL": "1",
+        "CLOUDSEED_IMAGE_CACHE__REMOVE_UNUSED_ORIGINAL_MINIMUM_AGE_SECONDS": "0",
+    }
+    cluster.start_agent("beta", **agent_env)
     wait(lambda: registered(cluster, "beta"), 30, cluster, "beta registered")
     server_id = create(cluster, "beta")
     wait(status_is(cluster, server_id, "ACTIVE"), 30, cluster, "the server ACTIVE")
@@ -79,6 +85,9 @@ def test_a_host_of_its_own_boots_from_the_api_and_shows_its_console(cluster: Clu
     api_log = (cluster.tmp / "api.log").read_text()
     assert " GET /image/v2/images/" in api_log and "/file 200 " in api_log, api_log
     assert not (cluster.tmp / "state" / "_base").exists()  # the API node keeps no cache
+    # The manager's passes keep it while the guest uses it (each marks it used again).
+    used_at = cached.stat().st_mtime
+    wait(lambda: cached.stat().st_mtime > used_at, 30, cluster, "a pass keeping the image")
 
     # The console, from the API-only node: what the agent stored within its interval.
     answered = wait(
@@ -94,11 +103,13 @@ def test_a_host_of_its_own_boots_from_the_api_and_shows_its_console(cluster: Clu
     cluster.kill("agent-beta")
     assert console(cluster, server_id).json() == {"output": FAKE_CONSOLE}
 
-    # Deleted with its guest: the destroy (by the agent, started again) removes it.
-    cluster.start_agent("beta", CLOUDSEED_STATE_PATH=str(state))
+    # Deleted with its guest: the destroy (by the agent, started again) removes it, and the
+    # image, now unused, leaves the host's cache.
+    cluster.start_agent("beta", **agent_env)
     r = httpx.delete(f"{cluster.api}/v2.1/servers/{server_id}", headers=ADMIN, timeout=10)
     assert r.status_code == 204, r.text
     wait(lambda: stored_tails(cluster) == 0, 30, cluster, "the console tail removed")
+    wait(lambda: not cached.exists(), 30, cluster, "the unused image evicted")
     process = cluster.processes.pop("agent-beta")
     process.send_signal(signal.SIGTERM)
     assert process.wait(timeout=30) == 0, cluster.logs()

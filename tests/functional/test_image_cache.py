@@ -118,6 +118,10 @@ def test_every_attempt_spoiled_keeps_nothing(api, api_db, proxy, tmp_path):
     assert len(proxy.file_requests()) == 3
     assert cache.entries() == []
     assert [p.name for p in (tmp_path / "_base").iterdir()] == [".locks"]
+    # Builds that waited for it get the same answer at once, without trying again.
+    with pytest.raises(ImageFetchFailed) as again:
+        cache.fetch(data)
+    assert again.value is failed.value and len(proxy.file_requests()) == 3
     cache.close()
 
 

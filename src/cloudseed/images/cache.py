@@ -66,6 +66,8 @@ _GUEST = re.compile(r"^[0-9A-Za-z-]{1,64}$")
 # three retries) for an API node to restart (3-7 s) or a load balancer to fail over.
 BACKOFF_SECONDS = (2.0, 6.0, 15.0, 30.0)
 TIMEOUT = httpx.Timeout(60.0, connect=10.0)
+# How long a download that failed is the answer for callers that waited for it (this process).
+FAILURE_MEMORY_SECONDS = 10.0
 
 
 class Credentials:
@@ -137,6 +139,7 @@ class ImageCache:
         self.sleep = sleep
         self._client: httpx.Client | None = None
         self._client_lock = threading.Lock()
+        self._failed: dict[str, tuple[float, ImageFetchFailed]] = {}
 
     # -- what the agent asks ------------------------------------------------------------------
 
@@ -164,8 +167,21 @@ class ImageCache:
             if final.is_file():
                 _touch(final)
                 return final
+            # Builds that waited for a download which just failed (every attempt, for about
+            # half a minute) fail with it, rather than each trying as long again in turn.
+            with self._client_lock:
+                failed = self._failed.get(name)
+            if failed is not None and time.monotonic() - failed[0] < FAILURE_MEMORY_SECONDS:
+                raise failed[1]
             started = time.monotonic()
-            fetched = self._download(data, name)
+            try:
+                fetched = self._download(data, name)
+            except ImageFetchFailed as exc:
+                with self._client_lock:
+                    self._failed[name] = (time.monotonic(), exc)
+                raise
+            with self._client_lock:
+                self._failed.pop(name, None)
             fetched.seconds = time.monotonic() - started
             log.info(
                 "image %s fetched into the cache: %d bytes in %.1f s (%d request(s))",
