@@ -4,13 +4,16 @@ a state directory of its own (fake driver). The agent fetches the image it boots
 its own image cache, and the API-only node answers ``os-getConsoleOutput`` for the agent's
 guest from the tail the agent stored in the cell database, also while the agent is down.
 
-(The qemu driver's agent in a mount namespace of its own, with no view of the API node's
-data directory at all, is tests/e2e/test_two_guests.py.)
+As root, an agent also runs in a mount namespace of its own where a private tmpfs hides the
+API node's data directory, which holds the image it boots: it can only have fetched it. (The
+qemu driver's agent so, booting a real guest, is tests/e2e/test_two_guests.py.)
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
+import shutil
 import signal
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +24,7 @@ from sqlalchemy import func, select
 
 from cloudseed.compute.fake import FAKE_CONSOLE
 from cloudseed.db.engines import Database
+from cloudseed.images import service as images
 from cloudseed.servers.models import ConsoleTail
 from tests.support import databases
 from tests.support.cluster import (
@@ -130,3 +134,64 @@ def test_without_a_stored_tail_an_api_only_node_has_no_console(tmp_path: Path) -
             assert stored_tails(cluster) == 0
     except databases.Unavailable as exc:  # pragma: no cover - SQLite is always there
         pytest.skip(str(exc))
+
+
+# Mounts a private tmpfs over its first argument, then runs the rest (which replaces it).
+HIDING = [
+    "unshare",
+    "--mount",
+    "--propagation",
+    "private",
+    "--",
+    "sh",
+    "-ec",
+    'mount -t tmpfs -o size=1m,mode=0 api-node-data-hidden "$1"; shift; exec "$@"',
+    "sh",
+]
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("unshare") is None,
+    reason="a mount namespace of its own needs root and unshare (util-linux)",
+)
+def test_an_agent_that_cannot_see_the_api_nodes_data_directory(cluster: Cluster) -> None:
+    hidden = cluster.tmp / "state"  # the API node's state_path
+    data = hashlib.sha512(b"only on the API node").digest() * 128
+    (hidden / "images").mkdir(parents=True, exist_ok=True)
+    (hidden / "images" / "only-here.raw").write_bytes(data)
+    db = Database.connect("api", cluster.url)
+    try:
+        db.run(
+            lambda s: images.add_image(
+                s, name="hidden", path=hidden / "images" / "only-here.raw", disk_format="raw"
+            ),
+            write=True,
+        )
+    finally:
+        db.dispose()
+    state = cluster.tmp / "host-isolated"
+    agent = cluster.start_agent(
+        "isolated", wrapper=[*HIDING, str(hidden)], CLOUDSEED_STATE_PATH=str(state)
+    )
+    wait(lambda: registered(cluster, "isolated"), 30, cluster, "isolated registered")
+    mounts = (Path("/proc") / str(agent.pid) / "mountinfo").read_text().splitlines()
+    assert any(f" {hidden} " in m and " - tmpfs " in m for m in mounts), mounts
+
+    body = {"name": "vm", "imageRef": "hidden", "flavorRef": "1", "networks": "none"}
+    r = httpx.post(
+        f"{cluster.api}/v2.1/servers",
+        json={"server": {**body, "host": "isolated"}},
+        headers=ADMIN,
+        timeout=10,
+    )
+    assert r.status_code == 202, r.text
+    server_id = r.json()["server"]["id"]
+    wait(status_is(cluster, server_id, "ACTIVE"), 30, cluster, "the server ACTIVE")
+    assert (state / "_base" / hashlib.sha256(data).hexdigest()).read_bytes() == data
+    answered = wait(
+        lambda: r if (r := console(cluster, server_id)).status_code == 200 else None,
+        30,
+        cluster,
+        "the console readable on the API node",
+    )
+    assert answered.json() == {"output": FAKE_CONSOLE}

@@ -8,7 +8,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,10 +46,14 @@ class Cluster:
     def command(self, *args: str) -> list[str]:
         return [sys.executable, "-m", "cloudseed", *args]
 
-    def start(self, name: str, *args: str, **env: str) -> subprocess.Popen[bytes]:
+    def start(
+        self, name: str, *args: str, wrapper: Sequence[str] = (), **env: str
+    ) -> subprocess.Popen[bytes]:
+        """Run ``cloudseed ARGS`` (under ``wrapper``'s command, which execs it: its pid is the
+        process's) with the cluster's settings and ``env``."""
         with (self.tmp / f"{name}.log").open("ab") as log:
             process = subprocess.Popen(
-                self.command(*args), stdout=log, stderr=log, env={**self.env, **env}
+                [*wrapper, *self.command(*args)], stdout=log, stderr=log, env={**self.env, **env}
             )
         self.processes[name] = process
         return process
@@ -67,8 +71,10 @@ class Cluster:
         )
         wait(lambda: healthy(self.api), 60, self, "the API node answering")
 
-    def start_agent(self, host: str, **env: str) -> subprocess.Popen[bytes]:
-        return self.start(f"agent-{host}", "compute", "--host", host, **env)
+    def start_agent(
+        self, host: str, *, wrapper: Sequence[str] = (), **env: str
+    ) -> subprocess.Popen[bytes]:
+        return self.start(f"agent-{host}", "compute", "--host", host, wrapper=wrapper, **env)
 
     def kill(self, name: str) -> None:
         process = self.processes.pop(name)
