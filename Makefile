@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 # make test runs the suite in this many worker processes (pytest-xdist); 0: in pytest itself.
 TEST_JOBS ?= 2
 
-.PHONY: help run test check venv test-venv lint docs tempest fuzz bench bench-api-reads bench-metadata bench-login-keys bench-operations bench-configdrive bench-longpoll bench-nova image-debian e2e clean
+.PHONY: help run test check venv test-venv lint docs tempest fuzz bench bench-api-reads bench-metadata bench-login-keys bench-operations bench-hosts-apart bench-configdrive bench-longpoll bench-nova image-debian e2e clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -97,6 +97,9 @@ bench-login-keys: venv  ## authorized_keys under a storm of logins (2,000 guests
 
 bench-operations: test-venv  ## operations and compute hosts on PostgreSQL (real processes; minutes)
 	$(BIN)/python bench/operations.py --write docs/benchmarks.md
+
+bench-hosts-apart: test-venv  ## image cache fill (2 GiB over loopback) and console mirror (10,000 guests, PostgreSQL); about 2 minutes
+	$(BIN)/python bench/hosts_apart.py --write docs/benchmarks.md
 
 bench-longpoll: test-venv  ## 10,000 waiting long-polls on 2 workers, SQLite then PostgreSQL (minutes each)
 	$(BIN)/python bench/longpoll.py --database sqlite --write docs/benchmarks.md

@@ -8,12 +8,13 @@ import json
 import os
 import tempfile
 from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import pytest
 
 from tests.e2e.harness import E2ECloud, tidy
-from tests.support import keys
+from tests.support import databases, keys
 from tests.support.metadata_relay import Target, vendordata_target
 
 E2E_DIR = os.environ.get("CLOUDSEED_TEST_E2E_DIR")
@@ -38,23 +39,45 @@ def vendordata() -> Iterator[Target]:
         yield target
 
 
+@contextmanager
+def e2e_database(work: Path) -> Iterator[str]:
+    """The cloud's database: PostgreSQL, as a deployment of several hosts has it, when the
+    server answers (CI: it must); else SQLite in a directory of its own beside the data
+    directory, which an extra host (scenario 6) must not see."""
+    try:
+        with databases.scratch_database("postgresql", str(work)) as url:
+            yield url
+            return
+    except databases.Unavailable:
+        if databases.required():
+            raise
+    (work / "db").mkdir()
+    yield f"sqlite:///{work}/db/cloudseed.sqlite"
+
+
 @pytest.fixture(scope="session")
 def e2e_cloud(vendordata: Target) -> Iterator[tuple[E2ECloud, dict[str, str]]]:
     assert E2E_DIR is not None
     image_dir = Path(E2E_DIR).resolve()
     work = Path(tempfile.mkdtemp(prefix="cloudseed-e2e-"))
-    cloud = E2ECloud(image_dir=image_dir, work=work, vendordata_url=vendordata.url)
-    try:
-        ids = cloud.set_up()
-        with cloud.serving():
-            yield cloud, ids
-        assert cloud.leftover_qemus() == [], "QEMU still running after the service stopped"
-    finally:
-        cloud.client.close()
-        log = work / "cloudseed.log"
-        if log.exists():
-            (image_dir / "last-run.log").write_bytes(log.read_bytes())
-        tidy(work)
+    with ExitStack() as stack:  # the database is dropped last
+        cloud = E2ECloud(
+            image_dir=image_dir,
+            work=work,
+            vendordata_url=vendordata.url,
+            database_url=stack.enter_context(e2e_database(work)),
+        )
+        try:
+            ids = cloud.set_up()
+            with cloud.serving():
+                yield cloud, ids
+            assert cloud.leftover_qemus() == [], "QEMU still running after the service stopped"
+        finally:
+            cloud.client.close()
+            log = work / "cloudseed.log"
+            if log.exists():
+                (image_dir / "last-run.log").write_bytes(log.read_bytes())
+            tidy(work)
 
 
 @pytest.fixture(scope="session")

@@ -210,7 +210,11 @@ class Boot:
 
 
 class E2ECloud:
-    def __init__(self, *, image_dir: Path, work: Path, vendordata_url: str) -> None:
+    def __init__(
+        self, *, image_dir: Path, work: Path, vendordata_url: str, database_url: str
+    ) -> None:
+        """``database_url``: both databases' (PostgreSQL when the machine has it; else SQLite,
+        outside the data directory, which an extra host must not see: ``second_host``)."""
         self.image_dir = image_dir
         self.work = work
         self.api_port = free_port()
@@ -218,6 +222,8 @@ class E2ECloud:
         self.environ = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "CLOUDSEED_STATE_PATH": str(work / "state"),
+            "CLOUDSEED_API_DATABASE__CONNECTION": database_url,
+            "CLOUDSEED_DATABASE__CONNECTION": database_url,
             # The embedded agent's host; a second host (second_host) may join it.
             "CLOUDSEED_HOST": FIRST_HOST,
             "CLOUDSEED_COMPUTE_DRIVER": "qemu",
@@ -345,23 +351,39 @@ class E2ECloud:
             self.log.close()
 
     @contextmanager
-    def second_host(self, host: str) -> Iterator[None]:
-        """A second compute host on this machine: `cloudseed compute --host` with a state
-        directory of its own (its guests' files) and the first host's databases, as an agent on
-        another machine would be configured (it has no metadata listener: its guests' proxies
-        use the API node's). Stopped with SIGTERM afterwards, which switches its guests off."""
-        state = self.work / f"state-{host}"
+    def second_host(self, host: str) -> Iterator[subprocess.Popen[bytes]]:
+        """A second compute host on this machine, set up as one on a machine of its own:
+        `cloudseed compute --host` with a state directory of its own (its guests' files, its
+        image cache), the databases and the API's URLs, and nothing else of the API node's
+        (it has no metadata listener: its guests' proxies use the API node's). As root (where
+        `make e2e` runs) it runs in a mount namespace of its own, where a private tmpfs hides
+        the API node's data directory (the image store, the first host's guests): it can
+        only fetch images over HTTP. Stopped with SIGTERM afterwards, which switches its
+        guests off."""
+        state = self.work / f"host-{host}"
         environ = {
             **self.environ,
             "CLOUDSEED_STATE_PATH": str(state),
-            "CLOUDSEED_API_DATABASE__CONNECTION": f"sqlite:///{self.work}/state/cloudseed_api.sqlite",
-            "CLOUDSEED_DATABASE__CONNECTION": f"sqlite:///{self.work}/state/cloudseed_cell1.sqlite",
+            "CLOUDSEED_GLANCE__API_SERVERS": f"http://127.0.0.1:{self.api_port}/image",
             "CLOUDSEED_QEMU__METADATA_URL": f"http://127.0.0.1:{self.metadata_port}",
         }
+        argv = [self.cloudseed, "compute", "--host", host]
+        if os.geteuid() == 0 and shutil.which("unshare"):
+            argv = [
+                "unshare",
+                "--mount",
+                "--propagation",
+                "private",
+                "--",
+                "sh",
+                "-ec",
+                'mount -t tmpfs -o size=1m,mode=0 api-node-data-hidden "$1"; shift; exec "$@"',
+                "sh",
+                str(self.work / "state"),
+                *argv,
+            ]
         with (self.work / f"compute-{host}.log").open("ab") as log:
-            agent = subprocess.Popen(
-                [self.cloudseed, "compute", "--host", host], env=environ, stdout=log, stderr=log
-            )
+            agent = subprocess.Popen(argv, env=environ, stdout=log, stderr=log)
         self.other_hosts[host] = state
         try:
 
@@ -376,7 +398,7 @@ class E2ECloud:
                 max_interval=0.5,
                 what=f"{host} registered",
             )
-            yield
+            yield agent
         finally:
             agent.send_signal(signal.SIGTERM)
             try:
@@ -385,6 +407,49 @@ class E2ECloud:
                 agent.kill()
                 agent.wait()
             del self.other_hosts[host]
+
+    @contextmanager
+    def api_only_node(self) -> Iterator[httpx.Client]:
+        """`cloudseed serve --no-compute` beside the service, on ports of its own, with the
+        same databases: a client of its compute API (it runs no compute host, so every
+        console it shows is one an agent stored in the database)."""
+        port = free_port()
+        environ = {
+            **self.environ,
+            "CLOUDSEED_STATE_PATH": str(self.work / "state-api-only"),
+            "CLOUDSEED_OSAPI_COMPUTE_LISTEN_PORT": str(port),
+            "CLOUDSEED_METADATA_LISTEN_PORT": str(free_port()),
+        }
+        with (self.work / "api-only.log").open("ab") as log:
+            node = subprocess.Popen(
+                [self.cloudseed, "serve", "--no-compute"], env=environ, stdout=log, stderr=log
+            )
+        client = httpx.Client(
+            base_url=f"http://127.0.0.1:{port}",
+            headers={"X-Auth-Token": "e2e:e2e-project"},
+            timeout=60,
+        )
+
+        def healthy() -> bool:
+            assert node.poll() is None, "cloudseed serve --no-compute exited"
+            try:
+                return client.get("/healthz").status_code == 200
+            except httpx.TransportError:
+                return False
+
+        try:
+            wait_until(
+                healthy,
+                timeout=SERVE_TIMEOUT,
+                interval=0.2,
+                max_interval=0.2,
+                what="the API-only node up",
+            )
+            yield client
+        finally:
+            client.close()
+            node.send_signal(signal.SIGTERM)
+            node.wait(60)
 
     def host_is_up(self, host: str) -> bool:
         r = self.client.get("/v2.1/os-services", headers=ADMIN)
@@ -428,7 +493,8 @@ class E2ECloud:
         return found
 
     def _qemus(self) -> list[str]:
-        state = str(self.work / "state")
+        # Any host's: the first one's under state/, an extra one's under host-NAME/.
+        state = str(self.work)
         found = []
         for entry in Path("/proc").iterdir():
             if entry.name.isdigit():
@@ -466,21 +532,15 @@ class E2ECloud:
             settled, timeout=timeout, interval=1, max_interval=1, what=f"{server_id} {status}"
         )
 
-    def console(self, server_id: str) -> str:
-        for state in self.other_hosts.values():
-            # cloudseed has no RPC: a console is answered by the node that runs its host's
-            # agent, so a guest of an extra host is read where that agent keeps it, as its
-            # operator would (console.log.0 holds what a rotation moved away).
-            directory = state / "instances" / server_id
-            if directory.is_dir():
-                return "".join(
-                    (directory / name).read_text(errors="replace")
-                    for name in ("console.log.0", "console.log")
-                    if (directory / name).exists()
-                )
-        r = self.client.post(
+    def console(self, server_id: str, client: httpx.Client | None = None) -> str:
+        """The guest's console through the compute API (``client``: another node's). A guest
+        of an extra host is answered from the tail its agent stored in the database, at most
+        ``[compute] console_tail_interval`` (5 s) old; none stored yet is ""."""
+        r = (client or self.client).post(
             f"/v2.1/servers/{server_id}/action", json={"os-getConsoleOutput": {"length": -1}}
         )
+        if r.status_code == 404 and r.json()["itemNotFound"]["message"].startswith("Guest"):
+            return ""
         assert r.status_code == 200, r.text
         output: str = r.json()["output"]
         return output

@@ -1,7 +1,13 @@
-"""Scenario 6: two guests at once, on two compute hosts, never see each other's data.
+"""Scenario 6: two guests at once, on two compute hosts, never see each other's data; the
+second host shares nothing with the API node but the database and the API's URLs.
 
 A second compute agent (`cloudseed compute --host e2e-host-b`, its own state directory, the
-same databases) joins the service's embedded one (e2e-host-a). The scheduler puts the two
+same databases) joins the service's embedded one (e2e-host-a). It runs as a host on a machine
+of its own would: in a mount namespace where a private tmpfs hides the API node's data
+directory (the image store, the first host's guests), so it boots its guest from the image it
+fetched over HTTP into its own image cache (the disk, kernel and initramfs), and its guest's
+console is read through an API-only node (`cloudseed serve --no-compute`), from the tail the
+agent stores in the database. The scheduler puts the two
 guests on different hosts (the first takes memory on one, so the second goes to the one with
 the most free), and each host's agent boots its own. Both guests boot concurrently (their
 metadata requests interleave at the service), each with its own key pair, name and address,
@@ -14,8 +20,14 @@ This runs last and alone: on two cores the two TCG guests take about twice as lo
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+from pathlib import Path
+
 from tests.e2e.harness import (
     FIRST_HOST,
+    E2ECloud,
     deleted_afterwards,
     key_hash,
     user_data,
@@ -35,7 +47,15 @@ USER_KEYS = "file=/home/debian/.ssh/authorized_keys"
 def test_6_two_guests_at_once_see_only_their_own_data(e2e_cloud, keypairs, timings):
     cloud, ids = e2e_cloud
     wait_until_quiet()
-    with cloud.second_host(SECOND_HOST), deleted_afterwards(cloud) as servers:
+    with (
+        cloud.second_host(SECOND_HOST) as agent,
+        cloud.api_only_node() as api_only,
+        deleted_afterwards(cloud) as servers,
+    ):
+        hidden = cloud.work / "state"
+        if os.geteuid() == 0:  # the agent's view: a private tmpfs over the API node's data
+            mounts = Path(f"/proc/{agent.pid}/mountinfo").read_text().splitlines()
+            assert any(f" {hidden} " in m and " - tmpfs " in m for m in mounts), mounts
         # B first, so that A's user data can name B's id; each forges the other's (B can
         # only name a made-up id, as A does not exist yet when B's user data is written).
         b_id, b_started = cloud.create(
@@ -82,3 +102,35 @@ def test_6_two_guests_at_once_see_only_their_own_data(e2e_cloud, keypairs, timin
         # And neither console holds anything of the other guest.
         assert b_id not in cloud.console(a_id)
         assert a_id not in cloud.console(b_id)
+
+        # The second host booted from its own image cache, filled over HTTP: the disk's
+        # backing file, the kernel and the initramfs are its own copies.
+        assert_booted_from_own_cache(cloud, ids, b_id, cloud.other_hosts[SECOND_HOST])
+        # Both consoles, through a node that runs no compute host at all.
+        for server_id, run in ((a_id, "guest-a"), (b_id, "guest-b")):
+            assert f"E2E END run={run}" in cloud.console(server_id, api_only)
+
+
+def assert_booted_from_own_cache(
+    cloud: E2ECloud, ids: dict[str, str], server_id: str, state: Path
+) -> None:
+    cache = state / "_base"
+    image = cloud.client.get(f"/image/v2/images/{ids['image']}").json()
+    wanted = {image["os_hash_value"]}
+    for link in ("kernel_id", "ramdisk_id"):
+        linked = cloud.client.get(f"/image/v2/images/{image[link]}").json()
+        wanted.add(linked["os_hash_value"])
+    assert wanted <= {p.name for p in cache.iterdir()}, sorted(p.name for p in cache.iterdir())
+    info = subprocess.run(
+        [
+            "qemu-img",
+            "info",
+            "--force-share",
+            "--output=json",
+            str(state / "instances" / server_id / "disk.qcow2"),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    assert json.loads(info)["backing-filename"] == str(cache / image["os_hash_value"])

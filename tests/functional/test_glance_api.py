@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -272,6 +273,59 @@ class TestWhoSeesWhat:
         r = api.patch(f"/image/v2/images/{cloud.image_id}", json=[])
         assert glance_error(r, 405) and r.headers["allow"] == "DELETE, GET, HEAD"
         assert glance_error(api.get("/image/v2/nothing"), 404)
+
+
+class TestDownload:
+    """``GET /v2/images/{id}/file``: what compute agents fill their image caches from."""
+
+    def test_the_whole_and_one_range(self, api: httpx.Client, cloud: Cloud) -> None:
+        image = create(api)
+        assert upload(api, image["id"]).status_code == 204
+        url = f"/image/v2/images/{image['id']}/file"
+        r = api.get(url)
+        assert r.status_code == 200 and r.content == DATA
+        assert r.headers["content-type"] == "application/octet-stream"
+        assert r.headers["content-md5"] == hashlib.md5(DATA).hexdigest()
+        assert r.headers["content-length"] == str(len(DATA))
+        for asked, start, end in (
+            ("bytes=100-", 100, len(DATA)),
+            ("bytes=0-9", 0, 10),
+            ("bytes=4000-5000", 4000, len(DATA)),  # cut to the end
+            ("bytes=-6", len(DATA) - 6, len(DATA)),
+        ):
+            r = api.get(url, headers={"Range": asked})
+            assert r.status_code == 206, (asked, r.text)
+            assert r.content == DATA[start:end], asked
+            assert r.headers["content-range"] == f"bytes {start}-{end - 1}/{len(DATA)}"
+        for asked in ("bytes=4096-", "bytes=9-2", "bytes=0-1,5-6", "items=0-1", "bytes=-0"):
+            r = api.get(url, headers={"Range": asked})
+            assert glance_error(r, 416) == "Requested range not satisfiable", asked
+            assert r.headers["content-range"] == f"bytes */{len(DATA)}"
+
+    def test_who_may_and_what_has_no_data(self, api: httpx.Client, cloud: Cloud) -> None:
+        private = create(api, BOB, visibility="private")
+        assert upload(api, private["id"], headers=BOB).status_code == 204
+        url = f"/image/v2/images/{private['id']}/file"
+        assert glance_error(api.get(url), 404) == f"No image found with ID {private['id']}"
+        assert api.get(url, headers=ADMIN).content == DATA  # an agent's token: admin
+        queued = create(api)
+        r = api.get(f"/image/v2/images/{queued['id']}/file")
+        assert r.status_code == 204 and r.content == b""
+        # The operator's image (cloudseed image add), public: anyone may.
+        r = api.get(f"/image/v2/images/{cloud.image_id}/file", headers=BOB)
+        assert r.status_code == 200 and r.content == b"\0" * 4096
+
+    def test_data_gone_from_this_node_is_no_content(
+        self, api: httpx.Client, api_db: Database, cloud: Cloud
+    ) -> None:
+        image = create(api)
+        assert upload(api, image["id"]).status_code == 204
+        with api_db.read() as session:
+            path = images.get_image(session, image["id"]).path
+        assert path is not None
+        os.unlink(path)
+        r = api.get(f"/image/v2/images/{image['id']}/file")
+        assert r.status_code == 204 and r.content == b""
 
 
 class TestDelete:

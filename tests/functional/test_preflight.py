@@ -70,6 +70,18 @@ def test_the_proxy_without_a_shared_secret_is_refused(tmp_path):
              "CLOUDSEED_NEUTRON__METADATA_PROXY_SHARED_SECRET": "s"},
             ["[qemu] accel = kvm but /dev/kvm cannot be opened"],
         ),
+        (
+            {"CLOUDSEED_COMPUTE_DRIVER": "qemu", "CLOUDSEED_QEMU__BINARY": "/bin/true",
+             "CLOUDSEED_NEUTRON__SERVICE_METADATA_PROXY": "true",
+             "CLOUDSEED_NEUTRON__METADATA_PROXY_SHARED_SECRET": "s",
+             "CLOUDSEED_OSAPI_COMPUTE_LISTEN_PORT": "0"},
+            ["the compute agent needs [glance] api_servers"],
+        ),
+        (
+            {"CLOUDSEED_GLANCE__API_SERVERS": "http://api:8774/image",
+             "CLOUDSEED_API__AUTH_STRATEGY": "keystone"},
+            ["a compute agent under [api] auth_strategy = keystone downloads images"],
+        ),
     ],
 )  # fmt: skip
 def test_configuration_problems(tmp_path, environ, expected):

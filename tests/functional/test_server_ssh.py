@@ -26,6 +26,7 @@ from cloudseed.db.engines import Database
 from cloudseed.flavors import service as flavors
 from cloudseed.hosts.models import ComputeNode, Service
 from cloudseed.images import service as images
+from cloudseed.images.cache import ImageCache
 from cloudseed.settings import Settings
 from tests.support.cloud import mv
 from tests.support.dummy_guest import write_kernel
@@ -50,6 +51,7 @@ class Setup:
 @pytest.fixture()
 def setup(
     api: httpx.Client,
+    api_url: str,
     api_db: Database,
     cell_db: Database,
     migrated_settings: Settings,
@@ -79,7 +81,8 @@ def setup(
         )
     )
     cells = CellDatabases(api_db)
-    agent = Agent(migrated_settings, host=HOST, cells=cells, driver=driver)
+    cache = ImageCache(tmp_path / "state" / "_base", servers=[f"{api_url}/image"])
+    agent = Agent(migrated_settings, host=HOST, cells=cells, driver=driver, image_cache=cache)
     agent.register()
     url = migrated_settings.api_database_url
     env = {
@@ -91,6 +94,7 @@ def setup(
         yield Setup(agent=agent, image_id=image_id, ports=ports, cli_env=env)
     finally:
         driver.close()
+        cache.close()
         cells.dispose()
 
         # services and compute_nodes outlive a test (KEPT_TABLES): a host left here would be

@@ -709,7 +709,7 @@ class TestRecordedDetails:
         assert record.system_metadata["boot_roles"] == "admin,member,reader"
         assert record.system_metadata["image_img_config_drive"] == "mandatory"
 
-    def test_boot_image_takes_kernel_command_line_and_cdrom_bus(self, api_db, tmp_path):
+    def test_boot_source_takes_kernel_command_line_and_cdrom_bus(self, api_db, tmp_path):
         from cloudseed.images import service as images
 
         raw = tmp_path / "disk.raw"
@@ -733,15 +733,13 @@ class TestRecordedDetails:
 
         image_id, plain_id = api_db.run(work2, write=True)
         with api_db.read() as session:
-            boot = images.boot_image(session, image_id)
-            plain = images.boot_image(session, plain_id)
+            boot = images.boot_source(session, image_id)
+            plain = images.boot_source(session, plain_id)
+            kernel_id = images.get_image(session, "k").uuid
         assert boot is not None and plain is not None
-        assert (boot.kernel_path, boot.cmdline, boot.cdrom_bus) == (
-            str(raw.resolve()),
-            "console=ttyS0",
-            "scsi",
-        )
-        assert (plain.kernel_path, plain.cmdline, plain.cdrom_bus) == (None, None, None)
+        assert boot.kernel is not None and boot.kernel.image_id == kernel_id
+        assert (boot.kernel.size, boot.cmdline, boot.cdrom_bus) == (512, "console=ttyS0", "scsi")
+        assert (plain.kernel, plain.cmdline, plain.cdrom_bus) == (None, None, None)
 
     def test_hostname_from_2_90(self, api, cloud):
         r = api.post(

@@ -8,7 +8,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,10 +46,14 @@ class Cluster:
     def command(self, *args: str) -> list[str]:
         return [sys.executable, "-m", "cloudseed", *args]
 
-    def start(self, name: str, *args: str, **env: str) -> subprocess.Popen[bytes]:
+    def start(
+        self, name: str, *args: str, wrapper: Sequence[str] = (), **env: str
+    ) -> subprocess.Popen[bytes]:
+        """Run ``cloudseed ARGS`` (under ``wrapper``'s command, which execs it: its pid is the
+        process's) with the cluster's settings and ``env``."""
         with (self.tmp / f"{name}.log").open("ab") as log:
             process = subprocess.Popen(
-                self.command(*args), stdout=log, stderr=log, env={**self.env, **env}
+                [*wrapper, *self.command(*args)], stdout=log, stderr=log, env={**self.env, **env}
             )
         self.processes[name] = process
         return process
@@ -67,8 +71,10 @@ class Cluster:
         )
         wait(lambda: healthy(self.api), 60, self, "the API node answering")
 
-    def start_agent(self, host: str, **env: str) -> subprocess.Popen[bytes]:
-        return self.start(f"agent-{host}", "compute", "--host", host, **env)
+    def start_agent(
+        self, host: str, *, wrapper: Sequence[str] = (), **env: str
+    ) -> subprocess.Popen[bytes]:
+        return self.start(f"agent-{host}", "compute", "--host", host, wrapper=wrapper, **env)
 
     def kill(self, name: str) -> None:
         process = self.processes.pop(name)
@@ -91,9 +97,11 @@ def running_cluster(
 ) -> Iterator[Cluster]:
     """A fresh database of ``backend`` with a flavor (m1.tiny) and an image (cirros), and an
     API node on a free port (its metadata service on ``metadata_port``); ``env`` adds
-    settings (``CLOUDSEED_...``) for every process. Raises databases.Unavailable when the
-    backend is not there."""
+    settings (``CLOUDSEED_...``) for every process. Agents fetch the images they boot from the
+    API node over HTTP (``[glance] api_servers``), whatever their driver. Raises
+    databases.Unavailable when the backend is not there."""
     with databases.scratch_database(backend, str(tmp)) as url:
+        api = f"http://127.0.0.1:{free_port()}"
         environ = {k: v for k, v in os.environ.items() if not k.startswith("CLOUDSEED_")}
         environ.update(
             {
@@ -102,16 +110,11 @@ def running_cluster(
                 "CLOUDSEED_DATABASE__CONNECTION": url,
                 "CLOUDSEED_COMPUTE__POLL_INTERVAL_MS": "200",
                 "CLOUDSEED_REPORT_INTERVAL": "1",
+                "CLOUDSEED_GLANCE__API_SERVERS": f"{api}/image",
                 **env,
             }
         )
-        cluster = Cluster(
-            tmp=tmp,
-            url=url,
-            env=environ,
-            api=f"http://127.0.0.1:{free_port()}",
-            metadata_port=metadata_port,
-        )
+        cluster = Cluster(tmp=tmp, url=url, env=environ, api=api, metadata_port=metadata_port)
         subprocess.run(cluster.command("db", "sync"), env=environ, check=True, capture_output=True)
         db = Database.connect("api", url)
         raw = tmp / "disk.raw"

@@ -58,14 +58,14 @@ def test_unknown_options_are_reported_not_fatal(tmp_path):
     conf = write(
         tmp_path,
         "[api]\nmax_limit = 10\nuse_forwarded_for = true\n"
-        "[glance]\napi_servers = x\n"
+        "[glance]\nenable_rbd_download = true\n"
         "[keystone_authtoken]\nauth_url = http://k\n",
     )
     s = load_settings(
         config_file=conf, environ={"CLOUDSEED_BOGUS": "1", "CLOUDSEED_TEST_ANYTHING": "x"}
     )
     assert any("[api] use_forwarded_for" in w for w in s.warnings)
-    assert any("[glance] api_servers" in w for w in s.warnings)
+    assert any("[glance] enable_rbd_download" in w for w in s.warnings)
     assert any("CLOUDSEED_BOGUS" in w for w in s.warnings)
     assert not any("TEST_ANYTHING" in w for w in s.warnings)
     assert s.passthrough["keystone_authtoken"] == {"auth_url": "http://k"}
@@ -79,6 +79,8 @@ def test_unknown_options_are_reported_not_fatal(tmp_path):
         ("[quota]\nkey_pairs = -2\n", "must be at least -1"),
         ("[quota]\nrecheck_quota = maybe\n", "expected true or false"),
         ("not an ini file\n", "is not a valid INI file"),
+        ("[glance]\napi_servers = api:8774\n", "invalid item 'api:8774' in [glance] api_servers"),
+        ("[image_cache]\nsubdirectory_name = a/b\n", "[image_cache] subdirectory_name"),
     ],
 )
 def test_invalid_values_stop_with_a_clear_message(tmp_path, text, fragment):

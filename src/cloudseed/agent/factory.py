@@ -1,10 +1,12 @@
-"""Making a compute agent from settings: its driver, config drive builder and vendordata
-check. Used by the API app's lifespan (the embedded deployment) and ``cloudseed compute``."""
+"""Making a compute agent from settings: its driver, image cache, config drive builder and
+vendordata check. Used by the API app's lifespan (the embedded deployment) and ``cloudseed
+compute``."""
 
 from __future__ import annotations
 
 from functools import partial
 
+from cloudseed.agent.images import make_image_cache
 from cloudseed.agent.worker import Agent, host_name
 from cloudseed.cells.service import CellDatabases
 from cloudseed.compute.factory import make_driver
@@ -25,11 +27,13 @@ def make_agent(
     """The agent of ``host`` (default: ``[DEFAULT] host``, else this machine's name). A
     driver handed in belongs to the caller; one made here is closed with the agent."""
     host = host or host_name(settings)
+    driver = driver if driver is not None else make_driver(settings, host=host)
     return Agent(
         settings,
         host=host,
         cells=cells,
-        driver=driver if driver is not None else make_driver(settings, host=host),
+        driver=driver,
         drives=DriveBuilder(settings, cells),
         build_check=build_check(settings, partial(vendordata_request_for, cells)),
+        image_cache=make_image_cache(settings, driver),
     )

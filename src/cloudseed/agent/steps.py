@@ -36,25 +36,29 @@ from sqlalchemy import update
 from sqlalchemy.orm import Session
 
 from cloudseed.agent.guests import ConfigDrives, Files, guest_spec
+from cloudseed.agent.images import AgentImages
 from cloudseed.agent.key_operations import KeyPusher, after_operation
 from cloudseed.cells.service import CellDatabases
 from cloudseed.compute.interfaces import Driver, GuestSpec
 from cloudseed.db.base import utcnow
 from cloudseed.db.engines import Database
 from cloudseed.errors import fault_message
-from cloudseed.images.service import boot_image
 from cloudseed.servers import records, states
 from cloudseed.servers.creation import personality
 from cloudseed.servers.errors import NotStarted
 from cloudseed.servers.history import actions as action_log
 from cloudseed.servers.history import bootstrap as history
 from cloudseed.servers.history.bootstrap import Actor
-from cloudseed.servers.lifecycle import edits, queue
+from cloudseed.servers.lifecycle import console_tails, edits, queue
 from cloudseed.servers.live_keys import store as live_keys
 from cloudseed.servers.models import Instance
 from cloudseed.servers.system_metadata import SSH_FORWARD
 
 log = logging.getLogger(__name__)
+
+# The kinds whose driver call reads the image's files (disk, kernel, initramfs): the agent
+# makes sure they are in its image cache first. A stop only switches the guest off.
+NEEDS_IMAGE = frozenset({"build", "rebuild", "reboot_soft", "reboot_hard", "start"})
 
 # The instance event each kind records (Nova's names).
 EVENTS = {
@@ -89,6 +93,7 @@ class Steps:
     drives: ConfigDrives | None = None
     build_check: Callable[[str], None] | None = None
     keys: KeyPusher | None = None
+    images: AgentImages | None = None
 
     # -- entry -------------------------------------------------------------------------------
 
@@ -169,8 +174,11 @@ class Steps:
             else None
         )
         guest = guest_spec(record, drive)
-        with self.cells.api_db.read() as api_session:  # images are registered there
-            return replace(guest, image=boot_image(api_session, guest.image_ref)), record
+        if op.kind not in NEEDS_IMAGE or self.images is None:
+            return guest, record
+        # Fetched into this host's image cache when missing (images/cache.py): a failure is
+        # the operation's (ERROR with the reason), as a driver's is.
+        return replace(guest, image=self.images.boot_image(guest.uuid, guest.image_ref)), record
 
     def _prepare(
         self,
@@ -219,12 +227,15 @@ class Steps:
                 self.drives.remove(op.instance_uuid)
             except OSError:
                 log.exception("removing the drive of deleted instance %s failed", op.instance_uuid)
+        if self.images is not None and error is None:
+            self.images.forget(op.instance_uuid)  # its images may be evicted now
 
         def record_destroyed(session: Session) -> None:
             state = queue.FAILED if error else queue.DONE
             if not queue.finish(session, op.id, owner=self.owner, state=state, error=error):
                 raise Lost()
             records.set_system_metadata(session, op.instance_uuid, SSH_FORWARD, None)
+            console_tails.remove(session, op.instance_uuid)
 
         cell.run(record_destroyed, write=True)
 

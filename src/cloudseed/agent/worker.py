@@ -15,7 +15,9 @@ commit, ``db/notify.py``), or every ``[compute] poll_interval_ms``. Each pass it
   (``keys.queue_expired``).
 
 Before its first pass it registers its host and reconciles the driver's guests with the
-database (``reconcile.py``).
+database (``reconcile.py``). Beside the loop, threads of their own: the host key console watch
+(``hostkeys/watch.py``), the console mirror (``console_mirror.py``: each guest's console tail
+stored for every API node) and the image cache's manager (``images.py``: eviction).
 
 ``stop`` marks the host's compute service down at once when this was its last running agent
 (``presence.py``: the other workers of a serve keep it up), lets running operations finish for
@@ -37,7 +39,9 @@ from functools import partial
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from cloudseed.agent.console_mirror import ConsoleMirror
 from cloudseed.agent.guests import ConfigDrives
+from cloudseed.agent.images import AgentImages
 from cloudseed.agent.key_operations import KeyPusher, queue_expired
 from cloudseed.agent.presence import HostPresence
 from cloudseed.agent.reconcile import reconcile_host
@@ -49,6 +53,7 @@ from cloudseed.db.engines import Database
 from cloudseed.db.notify import OPERATIONS, Listener
 from cloudseed.hostkeys.watch import ConsoleWatch
 from cloudseed.hosts import service as hosts
+from cloudseed.images.cache import ImageCache
 from cloudseed.servers.history import actions as action_log
 from cloudseed.servers.lifecycle import queue
 from cloudseed.settings import Settings
@@ -73,7 +78,10 @@ class Agent:
         driver: Driver,
         drives: ConfigDrives | None = None,
         build_check: Callable[[str], None] | None = None,
+        image_cache: ImageCache | None = None,
     ) -> None:
+        """``image_cache``: where the guests' images come from (``agent/images.py``); None for a
+        driver that reads no image data (the fake one)."""
         self.settings = settings
         self.host = host
         self.cells = cells
@@ -95,6 +103,7 @@ class Agent:
             login_user=settings.keys.login_user,
             stopping=self._stopping,
         )
+        self.images = AgentImages(settings, cells, host=host, driver=driver, cache=image_cache)
         self.steps = Steps(
             cells=cells,
             driver=driver,
@@ -102,6 +111,7 @@ class Agent:
             drives=drives,
             build_check=build_check,
             keys=keys,
+            images=self.images,
         )
         self._executor = ThreadPoolExecutor(self.slots, thread_name_prefix="cloudseed-op")
         self._running: dict[int, tuple[Database, Future[None]]] = {}
@@ -115,6 +125,14 @@ class Agent:
         # The console fallback for host keys: a thread of its own, reading the consoles of
         # this host's newly launched guests that did not phone home (hostkeys/watch.py).
         self.console_watch = ConsoleWatch(cells, host=host, console_output=driver.console_output)
+        # The end of each guest's console, stored for every API node (console_mirror.py).
+        self.console_mirror = ConsoleMirror(
+            cells,
+            host=host,
+            driver=driver,
+            interval=float(settings.compute.console_tail_interval),
+            lock_dir=settings.state_dir / "locks",
+        )
 
     # -- life cycle --------------------------------------------------------------------------
 
@@ -135,6 +153,8 @@ class Agent:
         self._thread = threading.Thread(target=self._loop, name="cloudseed-agent", daemon=True)
         self._thread.start()
         self.console_watch.start()
+        self.console_mirror.start()
+        self.images.start()
         log.info("compute agent %s started (driver %s)", self.owner, self.driver.name)
 
     def stop(self, timeout: float = 30) -> None:
@@ -144,6 +164,8 @@ class Agent:
         self._stopping.set()
         self._wake.set()
         self.console_watch.stop()
+        self.console_mirror.stop()
+        self.images.stop()
         if self._unlisten is not None:
             self._unlisten()
         for listener in self._listeners:
@@ -161,7 +183,7 @@ class Agent:
     def close(self, *, own_driver: bool = True) -> None:
         """After ``stop``: release the drive builder and vendordata check, and (when the agent
         made its driver) the driver, so no guest process outlives the service."""
-        for resource in (self.drives, self.build_check):
+        for resource in (self.drives, self.build_check, self.images):
             close = getattr(resource, "close", None)
             if close is not None:
                 close()

@@ -14,9 +14,11 @@ from pathlib import Path
 
 import click
 
+from cloudseed.agent.images import credentials, image_servers
 from cloudseed.cli.context import CliContext, DatabaseUnreachable, open_databases
+from cloudseed.errors import ConfigError
 from cloudseed.programs.run import which
-from cloudseed.settings import Settings
+from cloudseed.settings import Settings, split_list
 
 KVM = "/dev/kvm"
 
@@ -34,8 +36,22 @@ def configuration_problems(settings: Settings, *, compute: bool = True) -> list[
         )
     if compute and settings.default.compute_driver == "qemu":
         problems += _qemu_problems(settings)
+    if compute:
+        problems += _image_cache_problems(settings)
     problems += _state_path_problems(settings.state_dir)
     return problems
+
+
+def _image_cache_problems(settings: Settings) -> list[str]:
+    """Where the agent would download images from, and with what (agent/images.py)."""
+    if settings.default.compute_driver == "fake" and not split_list(settings.glance.api_servers):
+        return []  # no image cache
+    try:
+        image_servers(settings)
+        credentials(settings)
+    except ConfigError as exc:
+        return [exc.message]
+    return []
 
 
 def _qemu_problems(settings: Settings) -> list[str]:

@@ -113,6 +113,13 @@ class Driver(Protocol):
         "" when there is none."""
         ...
 
+    def console_stamp(self, uuid: str) -> str:
+        """A mark that changes whenever the guest's console output may have changed, cheap
+        enough to ask of every guest every few seconds (the qemu driver: one ``stat``); ""
+        when the guest has no console. The agent stores a console's tail in the database
+        only when its mark changed (``agent/console_mirror.py``)."""
+        ...
+
     def push_keys(
         self, instance_uuid: str, *, user: str, add: list[str], remove: list[str]
     ) -> None:

@@ -189,6 +189,15 @@ class QemuDriver:
             "utf-8", errors="replace"
         )
 
+    def console_stamp(self, uuid: str) -> str:
+        """The log's inode, size and modification time: QEMU's appends change the size and
+        time, a rotation (copy, then truncate) the size."""
+        try:
+            found = os.stat(self._files(uuid).console_log)
+        except FileNotFoundError:
+            return ""
+        return f"{found.st_ino}:{found.st_size}:{found.st_mtime_ns}"
+
     def push_keys(
         self, instance_uuid: str, *, user: str, add: list[str], remove: list[str]
     ) -> None:

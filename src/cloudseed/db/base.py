@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Annotated
 
-from sqlalchemy import DateTime, MetaData, String, Text
+from sqlalchemy import DateTime, LargeBinary, MetaData, String, Text
 from sqlalchemy.dialects import mysql, postgresql
 from sqlalchemy.orm import DeclarativeBase, mapped_column
 
@@ -33,6 +33,8 @@ NameType = (
     .with_variant(postgresql.VARCHAR(255, collation="C"), "postgresql")
 )
 LongText = Text().with_variant(mysql.MEDIUMTEXT(), "mysql", "mariadb")
+# Bytes beyond MySQL's BLOB (64 KiB): MEDIUMBLOB there, BYTEA and BLOB elsewhere.
+LongBinary = LargeBinary().with_variant(mysql.MEDIUMBLOB(), "mysql", "mariadb")
 Timestamp = DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql", "mariadb")
 
 name_column = Annotated[str, mapped_column(NameType)]

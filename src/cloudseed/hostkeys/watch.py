@@ -2,9 +2,9 @@
 console when the guest did not phone home.
 
 Why the agent, and not the API on a read: the console log is a file on the instance's compute
-host, which only that host's agent can read (an API-only node answers ``os-getConsoleOutput``
-with 404), while a report stored in the cell database is seen by every API node, by ``cloudseed
-known-hosts`` and by the identity token alike.
+host, which its agent reads fresh (API nodes see only the tail the agent stores every few
+seconds, ``agent/console_mirror.py``), while a report stored in the cell database is seen by
+every API node, by ``cloudseed known-hosts`` and by the identity token alike.
 
 Every ``interval`` seconds the watch asks the cells for the running instances of its host that
 were launched (built or rebuilt) within ``window`` and whose current boot generation has no

@@ -22,11 +22,20 @@ Conflict ─┬ DuplicateImage                 create with an id already taken  
           └ ImageStatusConflict            upload to an image that has data   (409)
 TooLarge ── ImageLimitExceeded             upload over image_size_cap, too many properties
                                                                               (413)
+ServiceUnavailable ── ImageFetchFailed     a compute agent could not download an image into
+                                           its cache (a server's fault, never an API answer)
 """
 
 from __future__ import annotations
 
-from cloudseed.errors import Conflict, Forbidden, InvalidInput, NotFound, TooLarge
+from cloudseed.errors import (
+    Conflict,
+    Forbidden,
+    InvalidInput,
+    NotFound,
+    ServiceUnavailable,
+    TooLarge,
+)
 
 GIB = 1 << 30
 
@@ -163,3 +172,18 @@ class ImageStatusConflict(Conflict):
 
 class ImageLimitExceeded(TooLarge):
     pass
+
+
+class ImageFetchFailed(ServiceUnavailable):
+    """The image cache could not get an image's data from the API (every attempt failed, or
+    what arrived is not what the registry describes). The message says why, for the
+    operator (a server fault's details); the server's owner reads only that it failed."""
+
+    def __init__(self, image_id: str, reason: str) -> None:
+        super().__init__(f"Image {image_id} could not be fetched: {reason}")
+        self.image_id = image_id
+        self.reason = reason
+
+    @property
+    def public_message(self) -> str:
+        return f"Image {self.image_id} could not be fetched by the compute host."

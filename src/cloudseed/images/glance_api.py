@@ -3,7 +3,9 @@
 openstacksdk and the openstack CLI look images up through the image service (to name the
 image in ``server show``, to resolve ``--image NAME``), and create, upload and delete them
 there (``openstack image create --file``, tempest). cloudseed has no Glance; this slice serves
-its own registry: list, show, create (queued), upload (``PUT .../file``: active), delete, with
+its own registry: list, show, create (queued), upload (``PUT .../file``: active), download
+(``GET .../file``, one byte range at most: how compute agents fill their image caches), delete,
+with
 Glance's rules on who sees and changes what (``access.py``) and Glance's error messages. Point
 clients at it with ``image_endpoint_override: http://HOST:8774/image`` (or an ``image``
 endpoint in the Keystone catalog).
@@ -12,8 +14,9 @@ endpoint in the Keystone catalog).
 from __future__ import annotations
 
 import logging
+import os
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,7 +25,7 @@ import anyio
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from cloudseed.db.engines import Database
@@ -30,6 +33,7 @@ from cloudseed.images import service, store, uploads
 from cloudseed.images.contents import check_format
 from cloudseed.images.errors import NotValidImage
 from cloudseed.images.glance_views import image_body, list_query, matches, page
+from cloudseed.images.ranges import byte_range
 from cloudseed.images.schemas import parse_create
 from cloudseed.images.visibility import Viewer
 from cloudseed.web.errors import UnsupportedMediaType
@@ -44,6 +48,8 @@ log = logging.getLogger(__name__)
 
 # Written to the store in pieces of about this size (the request arrives in smaller ones).
 WRITE_SIZE = 1 << 20
+# A download is read from the store in pieces of this size, each in a worker thread.
+READ_SIZE = 1 << 20
 
 
 def viewer_of(request: Request) -> Viewer:
@@ -174,6 +180,57 @@ async def upload(request: Request) -> Response:
     return Response(status_code=204)
 
 
+async def download(request: Request) -> Response:
+    """The image's data as Glance sends it: 200 with all of it, or 206 with the one range
+    ``Range`` asks for (416 when it cannot be served); ``Content-MD5`` is Glance's checksum.
+    204 while the image has no data, and (as Glance, when its store lost the data) when the
+    file is not on this node: an agent then tries its next API server."""
+    viewer, db, image_id = viewer_of(request), api_db_of(request), request.path_params["image_id"]
+    data = await in_transaction(
+        db, lambda session: service.stored_data(session, image_id, viewer=viewer)
+    )
+    if data is None:
+        return Response(status_code=204)
+    wanted = byte_range(request.headers.get("range"), data.size)
+    start, end = wanted or (0, data.size)
+    try:
+        # Checked here, opened by the body: a descriptor opened before the answer starts would
+        # leak if the client left before the body was read.
+        await run_in_threadpool(os.stat, data.path)
+    except OSError as exc:
+        log.warning("image %s: its data %s cannot be read here: %s", image_id, data.path, exc)
+        return Response(status_code=204)
+    headers = {"Content-Length": str(end - start), "Accept-Ranges": "bytes"}
+    if data.checksum_md5:
+        headers["Content-MD5"] = data.checksum_md5
+    if wanted is not None:
+        headers["Content-Range"] = f"bytes {start}-{end - 1}/{data.size}"
+    return StreamingResponse(
+        _read(data.path, start, end),
+        status_code=206 if wanted is not None else 200,
+        headers=headers,
+        media_type="application/octet-stream",
+    )
+
+
+async def _read(path: str, start: int, end: int) -> AsyncIterator[bytes]:
+    """The bytes of the file at ``path`` from ``start`` to ``end``, closed at the end, also
+    when the client goes away. A file shorter than the registry says ends the body early: the
+    client sees a body shorter than its Content-Length, never other bytes."""
+    fd = await run_in_threadpool(os.open, path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        offset = start
+        while offset < end:
+            chunk = await run_in_threadpool(os.pread, fd, min(READ_SIZE, end - offset), offset)
+            if not chunk:
+                log.warning("image data ended at byte %d of %d", offset, end)
+                return
+            offset += len(chunk)
+            yield chunk
+    finally:
+        os.close(fd)
+
+
 def _finish(
     db: Database, receiver: store.Receiver, pending: uploads.Upload, *, virtual_size_cap: int
 ) -> None:
@@ -243,4 +300,5 @@ routes = [
     Route("/image/v2/images/{image_id}", show, methods=["GET"]),
     Route("/image/v2/images/{image_id}", delete, methods=["DELETE"]),
     Route("/image/v2/images/{image_id}/file", upload, methods=["PUT"]),
+    Route("/image/v2/images/{image_id}/file", download, methods=["GET"]),
 ]

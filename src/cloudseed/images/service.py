@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import json
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 from sqlalchemy import ColumnElement, delete, or_, select, true
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from cloudseed.compute.interfaces import BootImage
 from cloudseed.errors import InvalidInput
 from cloudseed.images import visibility as access
 from cloudseed.images.contents import inspect_file
@@ -170,6 +170,24 @@ def show_image(session: Session, image_id: str, *, viewer: Viewer) -> Image:
     return image
 
 
+@dataclass(frozen=True)
+class StoredData:
+    """Where the store keeps an image's data on this API node, and what it is."""
+
+    path: str
+    size: int
+    checksum_md5: str | None
+
+
+def stored_data(session: Session, image_id: str, *, viewer: Viewer) -> StoredData | None:
+    """The data of an image ``viewer`` sees (Glance's download, any who see the image may);
+    None while it has none (queued, saving)."""
+    image = show_image(session, image_id, viewer=viewer)
+    if image.status != ACTIVE or image.path is None or image.size is None:
+        return None
+    return StoredData(path=image.path, size=image.size, checksum_md5=image.checksum_md5)
+
+
 def get_image(session: Session, image_ref: str, *, viewer: Viewer = OPERATOR) -> Image:
     """An image by id or (cloudseed's convenience) name, among those ``viewer`` sees; an id
     wins over a name."""
@@ -235,34 +253,75 @@ def tags_of(image: Image) -> list[str]:
     return value
 
 
-def boot_image(session: Session, image_ref: str) -> BootImage | None:
-    """The files a hypervisor boots ``image_ref`` from; None when it is not registered or has
-    no data.
+@dataclass(frozen=True)
+class ImageData:
+    """An image's data as the registry describes it: what a compute agent downloads
+    (``images/cache.py``) and checks what it got against."""
+
+    image_id: str
+    disk_format: str
+    size: int
+    checksum_sha256: str | None
+    checksum_md5: str | None
+
+
+@dataclass(frozen=True)
+class BootSource:
+    """The images a guest boots from: its disk, and the kernel and initramfs it may name.
 
     As in Glance, the properties ``kernel_id`` and ``ramdisk_id`` name other registered images
     (the kernel and initramfs for a direct kernel boot) and ``os_command_line`` the kernel's
-    command line, ``hw_cdrom_bus`` the CD-ROM bus. A project's image names only images its
-    project sees: another project's private kernel is not found.
-    """
+    command line, ``hw_cdrom_bus`` the CD-ROM bus."""
+
+    disk: ImageData
+    kernel: ImageData | None = None
+    ramdisk: ImageData | None = None
+    cmdline: str | None = None
+    cdrom_bus: str | None = None
+
+    def all_data(self) -> list[ImageData]:
+        return [d for d in (self.disk, self.kernel, self.ramdisk) if d is not None]
+
+
+def boot_source(session: Session, image_ref: str) -> BootSource | None:
+    """What a hypervisor boots ``image_ref`` from; None when it is not registered or has no
+    data (then a driver that needs the data refuses). A project's image names only images its
+    project sees: another project's private kernel is not found."""
     try:
         image = get_image(session, image_ref)
     except ImageNotFound:
         return None
-    if image.path is None or image.disk_format is None:
+    disk = _data_of(image)
+    if disk is None:
         return None
     props = properties_of(image)
     owner = Viewer(project_id=image.owner) if image.owner is not None else OPERATOR
-    return BootImage(
-        path=image.path,
-        disk_format=image.disk_format,
-        kernel_path=_file_of(session, props.get("kernel_id"), owner),
-        ramdisk_path=_file_of(session, props.get("ramdisk_id"), owner),
+    return BootSource(
+        disk=disk,
+        kernel=_linked(session, props.get("kernel_id"), owner),
+        ramdisk=_linked(session, props.get("ramdisk_id"), owner),
         cmdline=props.get("os_command_line") or None,
         cdrom_bus=props.get("hw_cdrom_bus") or None,
     )
 
 
-def _file_of(session: Session, image_ref: str | None, viewer: Viewer) -> str | None:
+def _data_of(image: Image) -> ImageData | None:
+    if image.status != ACTIVE or image.disk_format is None or image.size is None:
+        return None
+    return ImageData(
+        image_id=image.uuid,
+        disk_format=image.disk_format,
+        size=image.size,
+        checksum_sha256=image.checksum_sha256,
+        checksum_md5=image.checksum_md5,
+    )
+
+
+def _linked(session: Session, image_ref: str | None, viewer: Viewer) -> ImageData | None:
     if not image_ref:
         return None
-    return get_image(session, image_ref, viewer=viewer).path
+    image = get_image(session, image_ref, viewer=viewer)
+    data = _data_of(image)
+    if data is None:
+        raise ImageNotActive(image.uuid)
+    return data

@@ -164,7 +164,7 @@ class MetadataItemNotFound(NotFound):
 
 class ConsoleNotAvailable(NotFound):
     """Nova's 404 for a console that cannot be read (here: the guest's host is not this
-    node's own compute host)."""
+    node's own compute host, and its agent stored no tail of it yet)."""
 
     def __init__(self, uuid: str) -> None:
         super().__init__("Guest does not have a console available.")

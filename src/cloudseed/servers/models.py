@@ -15,6 +15,7 @@ from sqlalchemy.sql.expression import false as sa_false
 from cloudseed.db.base import (
     MYSQL_TABLE_ARGS,
     CellBase,
+    LongBinary,
     LongText,
     name_column,
     optional_timestamp,
@@ -253,3 +254,18 @@ class Operation(CellBase):
     created_at: Mapped[timestamp] = mapped_column(default=utcnow)
     updated_at: Mapped[optional_timestamp] = mapped_column(default=None)
     finished_at: Mapped[optional_timestamp] = mapped_column(default=None)
+
+
+class ConsoleTail(CellBase):
+    """The end of a guest's console as its compute agent last stored it, so that every API node
+    answers ``os-getConsoleOutput`` (``servers/lifecycle/console_tails.py``): at most the last
+    100 KiB the guest printed, zlib-compressed. ``stamp`` is the driver's mark of the console
+    when it was read; the agent writes again only when the mark changed."""
+
+    __tablename__ = "console_tails"
+    __table_args__ = MYSQL_TABLE_ARGS
+
+    instance_uuid: Mapped[str] = mapped_column(ForeignKey("instances.uuid"), primary_key=True)
+    output: Mapped[bytes] = mapped_column(LongBinary)
+    stamp: Mapped[str] = mapped_column(String(255))
+    updated_at: Mapped[timestamp] = mapped_column(default=utcnow)

@@ -33,6 +33,7 @@ from cloudseed.settings._api_sections import (
 from cloudseed.settings._compute_sections import (
     ComputeSection,
     FakeDriverSection,
+    ImageCacheSection,
     KeysSection,
     LibvirtSection,
     QemuSection,
@@ -74,6 +75,7 @@ __all__ = [
     "FakeDriverSection",
     "GlanceSection",
     "IdentitySection",
+    "ImageCacheSection",
     "KeysSection",
     "LibvirtSection",
     "MetadataSection",

@@ -280,6 +280,23 @@ class GlanceSection:
         "the Glance slice and registered with `cloudseed image add`. Glance has no such option.",
         minimum=1,
     )
+    # issue 32: compute agents fetch images over HTTP into a cache of their own.
+    api_servers: str = option(
+        "",
+        "Comma-separated image endpoints (the Glance slice: http://API-NODE:8774/image) a "
+        "compute agent downloads images from into its image cache, tried in order; Nova's "
+        "option. Empty: this node's own compute API (osapi_compute_listen and its port, a "
+        "wildcard address meaning 127.0.0.1). The fake driver reads no image data, so its "
+        "agents fetch images only when this is set.",
+    )
+    num_retries: int = option(
+        3,
+        "Further attempts a compute agent makes to download an image after one fails (a "
+        "transport error, an answer cut short, a checksum that does not match), after waits of "
+        "2, 6, 15, then 30 s (23 s in all for three: an API node restarting); each attempt tries "
+        "the api_servers in turn and resumes a download cut short. Nova's option.",
+        minimum=0,
+    )
 
 
 # --- [wsgi]: request head limits (issue 13, P2) and connection deadlines (issue 30) ---

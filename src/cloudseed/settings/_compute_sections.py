@@ -1,6 +1,6 @@
-"""The compute side's sections: ``[compute]`` (operations and the agent), ``[keys]`` (how key
-changes reach running guests), and the drivers' ``[libvirt]`` (injection), ``[fake_driver]``
-and ``[qemu]``."""
+"""The compute side's sections: ``[compute]`` (operations and the agent), ``[image_cache]`` (the
+agent's copies of images), ``[keys]`` (how key changes reach running guests), and the drivers'
+``[libvirt]`` (injection), ``[fake_driver]`` and ``[qemu]``."""
 
 from __future__ import annotations
 
@@ -30,6 +30,41 @@ class ComputeSection:
     memory_mb: int = option(0, "RAM this host offers in MiB; 0: the machine's.", minimum=0)
     disk_gb: int = option(
         0, "Disk this host offers in GiB; 0: the free space under state_path.", minimum=0
+    )
+    # issue 32: consoles readable from every API node.
+    console_tail_interval: int = option(
+        5,
+        "Seconds between a compute agent's looks at its guests' consoles: the end of each "
+        "console that changed since (its last 100 KiB, compressed) is stored in the cell "
+        "database, where os-getConsoleOutput reads it on any API node. A console is "
+        "therefore at most this old there; 0: not stored (only the node running the "
+        "instance's host answers).",
+        minimum=0,
+    )
+
+
+@dataclass(frozen=True)
+class ImageCacheSection:
+    """``[image_cache]``: the compute agent's copies of the images its guests boot from, under
+    ``<state_path>/<subdirectory_name>/`` (Nova's section and option names)."""
+
+    subdirectory_name: str = option(
+        "_base", "Directory under state_path where the agent keeps the images it fetched."
+    )
+    manager_interval: int = option(
+        2400,
+        "Seconds between the agent's passes over its image cache (removing the images no "
+        "guest of the host uses); 0: at the agent's start only.",
+        minimum=0,
+    )
+    remove_unused_base_images: bool = option(
+        True, "Whether images no guest of this host uses are removed from the cache."
+    )
+    remove_unused_original_minimum_age_seconds: int = option(
+        86400,
+        "How long an image must have gone unused by the guests of this host before it is "
+        "removed from the cache.",
+        minimum=0,
     )
 
 

@@ -31,7 +31,7 @@ from cloudseed.settings._registry import (
 NON_SETTING_ENV = frozenset({"CLOUDSEED_CONFIG", "CLOUDSEED_REQUIRE_DBS"})
 NON_SETTING_ENV_PREFIX = "CLOUDSEED_TEST_"
 # Sections handed to a library as they are; their option names are the library's business.
-PASSTHROUGH_SECTIONS = frozenset({"keystone_authtoken", "vendordata_dynamic_auth"})
+PASSTHROUGH_SECTIONS = frozenset({"keystone_authtoken", "service_user", "vendordata_dynamic_auth"})
 
 # Pass-through options whose values are secrets, by the name the library gives them
 # (keystonemiddleware's password, admin_token, memcache_secret_key; keystoneauth's password,
@@ -136,6 +136,15 @@ def _check_lists(settings: Settings) -> None:
                 ipaddress.ip_network(item, strict=False)
             except ValueError:
                 fail(section, name, item, "not an address or network")
+    for item in split_list(settings.glance.api_servers):
+        parts = urllib.parse.urlsplit(item)
+        if parts.scheme not in ("http", "https") or not parts.hostname or parts.query:
+            fail("glance", "api_servers", item, "must be http(s)://host[:port][/path]")
+    name = settings.image_cache.subdirectory_name
+    if not name or "/" in name or name in (".", ".."):
+        raise ConfigError(
+            f"invalid value {name!r} for [image_cache] subdirectory_name: a directory name"
+        )
     url = settings.qemu.metadata_url
     if url and not _is_host_port_url(url):
         raise ConfigError(

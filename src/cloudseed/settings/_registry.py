@@ -26,6 +26,7 @@ from cloudseed.settings._api_sections import (
 from cloudseed.settings._compute_sections import (
     ComputeSection,
     FakeDriverSection,
+    ImageCacheSection,
     KeysSection,
     LibvirtSection,
     QemuSection,
@@ -56,6 +57,7 @@ class Settings:
     libvirt: LibvirtSection = field(default_factory=LibvirtSection)
     qemu: QemuSection = field(default_factory=QemuSection)
     compute: ComputeSection = field(default_factory=ComputeSection)
+    image_cache: ImageCacheSection = field(default_factory=ImageCacheSection)
     keys: KeysSection = field(default_factory=KeysSection)
     identity: IdentitySection = field(default_factory=IdentitySection)
     metrics: MetricsSection = field(default_factory=MetricsSection)
@@ -97,6 +99,7 @@ SECTIONS: dict[str, str] = {
     "libvirt": "libvirt",
     "qemu": "qemu",
     "compute": "compute",
+    "image_cache": "image_cache",
     "keys": "keys",
     "identity": "identity",
     "metrics": "metrics",

@@ -8,6 +8,7 @@ CloudseedError ┬ UnsupportedAPIVersion    microversion out of range       (406
                ├ NotAuthenticated         no or bad credentials           (401)
                ├ MethodNotAllowed                                          (405)
                ├ RequestTooLarge          body over max_request_body_size (413)
+               ├ RangeNotSatisfiable      a Range header outside the data (416)
                └ UnsupportedMediaType     Content-Type not JSON           (415)
 Forbidden ──── PolicyNotAuthorized        policy rule denied the action   (403)
 NotFound ───── ResourceNotFound           no such URL                     (404)
@@ -69,6 +70,15 @@ class MethodNotAllowed(CloudseedError):
 class RequestTooLarge(CloudseedError):
     def __init__(self) -> None:
         super().__init__("Request is too large.")
+
+
+class RangeNotSatisfiable(CloudseedError):
+    """A download's ``Range`` that the data of ``size`` bytes cannot serve (Glance's 416);
+    the answer names the size (``Content-Range: bytes */SIZE``)."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__("Requested range not satisfiable")
+        self.size = size
 
 
 class UnsupportedMediaType(CloudseedError):

@@ -37,6 +37,7 @@ STATUS_BY_ERROR: tuple[tuple[type[CloudseedError], int], ...] = (
     (edge.MethodNotAllowed, 405),
     (edge.RequestTooLarge, 413),
     (edge.UnsupportedMediaType, 415),
+    (edge.RangeNotSatisfiable, 416),
     (InvalidInput, 400),
     (Unauthorized, 401),
     (Forbidden, 403),
@@ -72,6 +73,7 @@ TITLES = {
     409: "Conflict",
     413: "Request Entity Too Large",
     415: "Unsupported Media Type",
+    416: "Requested Range Not Satisfiable",
     500: "Internal Server Error",
     503: "Service Unavailable",
 }
@@ -121,6 +123,8 @@ def fault_parts(
         headers.append(("WWW-Authenticate", "Keystone uri=''"))
     if isinstance(exc, edge.MethodNotAllowed) and exc.allow:
         headers.append(("Allow", exc.allow))
+    if isinstance(exc, edge.RangeNotSatisfiable):
+        headers.append(("Content-Range", f"bytes */{exc.size}"))
     if isinstance(exc, edge.RequestTooLarge):
         # The rest of the body was never read: on a kept-alive connection its bytes would be
         # parsed as the next request (a 414 for the client's next call). Closing ends them.

@@ -1,5 +1,5 @@
 """Changing servers in ways that start a driver operation: rebuild, reboot, stop, start,
-delete (and the console, which asks the driver).
+delete (and the console, which asks the driver or reads what the agent stored).
 
 ``Servers`` is a coordinator, the one exception to the house rule that service functions take
 a Session and the caller owns the transaction (docs/architecture.md, "Transactions"). It opens
@@ -40,7 +40,7 @@ from cloudseed.servers.errors import ConsoleNotAvailable
 from cloudseed.servers.history import actions as action_log
 from cloudseed.servers.history import bootstrap as history
 from cloudseed.servers.history.bootstrap import Actor
-from cloudseed.servers.lifecycle import edits, queue
+from cloudseed.servers.lifecycle import console_tails, edits, queue
 from cloudseed.servers.lifecycle.console import console_tail
 from cloudseed.servers.lifecycle.edits import UNSET, Unset
 from cloudseed.servers.lifecycle.rebuild_request import RebuildRequest
@@ -296,12 +296,20 @@ class Servers:
         self.api_db.run(release_mapping, write=True)
 
     def console_output(self, uuid: str, *, length: int | None) -> str:
-        """The end of the guest's console log, as ``os-getConsoleOutput`` returns it."""
+        """The end of the guest's console log, as ``os-getConsoleOutput`` returns it: from the
+        driver when this node runs the instance's host (fresh), else the tail its agent
+        stored in the cell database (``console_tails``: at most ``[compute]
+        console_tail_interval`` old); ConsoleNotAvailable when there is neither."""
         with self.cells.for_instance(uuid).read() as session:
             host = records.load(session, uuid).instance.host
-        if self.local_console is None or host != self.local_host:
+            local = self.local_console is not None and host == self.local_host
+            stored = None if local else console_tails.read(session, uuid)
+        if local:
+            assert self.local_console is not None
+            return console_tail(self.local_console(uuid), length)
+        if stored is None:
             raise ConsoleNotAvailable(uuid)
-        return console_tail(self.local_console(uuid), length)
+        return console_tail(stored, length)
 
 
 def _rebuild_checked(
