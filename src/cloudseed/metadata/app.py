@@ -32,7 +32,7 @@ from cloudseed.metadata.identify import Identifier
 from cloudseed.metadata.refusals import access_log, refusal
 from cloudseed.metadata.signed_identity import SignedIdentity
 from cloudseed.metadata.stats import NO_STATS, StoreStats
-from cloudseed.metadata.store import GuestStore
+from cloudseed.metadata.store import CellGuests, GuestStore
 from cloudseed.metadata.tokens import Tokens
 from cloudseed.servers.errors import PasswordTooLarge
 from cloudseed.servers.lifecycle import password
@@ -66,7 +66,8 @@ class MetadataApp(AnswersAtOnce):
         self.log_every_request = settings.metadata.access_log
         self._api_db = api_db
         self._own_db: Database | None = None
-        self.store: GuestStore | None = None
+        self.store: GuestStore[GuestDocuments] | None = None
+        self.cells: CellDatabases | None = None  # the store's, at start-up
         self.callers: Callers | None = None  # with the store, at start-up
         self.vendordata: Vendordata | None = None
         self.identity: SignedIdentity | None = None
@@ -111,15 +112,17 @@ class MetadataApp(AnswersAtOnce):
         self.vendordata = Vendordata(
             self.settings, login_check=self.settings.keys.login_check, stats=self._target_stats
         )
-        cells = CellDatabases(db)
+        cells = self.cells = CellDatabases(db)
         self.deliveries = Deliveries(cells)
-        self.store = GuestStore(
+        source = CellGuests(
             cells,
             dhcp_domain=self.dhcp_domain,
-            capacity=self.settings.metadata.cache_size,
             poll_interval=self.settings.metadata.change_poll_interval_ms / 1000,
             fallback_interval=self.settings.metadata.change_fallback_interval_ms / 1000,
             stats=self._store_stats,
+        )
+        self.store = GuestStore(
+            source, capacity=self.settings.metadata.cache_size, stats=self._store_stats
         )
         await self.store.start()
         self.callers = Callers(
@@ -127,7 +130,7 @@ class MetadataApp(AnswersAtOnce):
         )
         self.store.watch(self.freshness.waiters.changed)
         keyring = Keyring(db, self.settings.identity)
-        self.identity = SignedIdentity(self.settings, keyring, self.store.cells)
+        self.identity = SignedIdentity(self.settings, keyring, cells)
 
     def waiting(self, uuid: str | None = None) -> int:
         """Long-polls waiting in this app now: for instance ``uuid``, or (None) in all; what
@@ -144,7 +147,8 @@ class MetadataApp(AnswersAtOnce):
             await self.deliveries.aclose()
         if self.store is not None:
             await self.store.stop()
-            self.store.cells.dispose()
+        if self.cells is not None:
+            self.cells.dispose()
         if self.vendordata is not None:
             await self.vendordata.aclose()
         if self._own_db is not None:
@@ -263,8 +267,8 @@ class MetadataApp(AnswersAtOnce):
             return Answer(200, token, JWT, headers=((b"cache-control", b"no-store"),))
         callers.check_token(guest, headers)
         if target.kind == tree.PHONE_HOME:  # cloud-init's report of its host keys (hostkeys/)
-            assert self.store is not None
-            cells = self.store.cells
+            assert self.cells is not None
+            cells = self.cells
             return Answer(
                 200, await take_report(receive, headers, caller=guest.facts.uuid, cells=cells)
             )
@@ -377,12 +381,12 @@ class MetadataApp(AnswersAtOnce):
         if not text:
             # As Nova: an empty post sets nothing, so the guest can still post its password.
             return
-        store = self.store
-        assert store is not None
+        store, cells = self.store, self.cells
+        assert store is not None and cells is not None
 
         def write() -> None:
             # The app is the caller here: it owns the transaction, password.store takes it.
-            store.cells.for_instance(uuid).run(
+            cells.for_instance(uuid).run(
                 lambda session: password.store(session, uuid, text), write=True
             )
 

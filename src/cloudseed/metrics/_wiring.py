@@ -77,8 +77,8 @@ def instrument(app: ASGIApp, *, listener: str, metrics: Metrics, settings: Setti
             app.freshness.waiters.report(reports.waiting)
 
         def metadata_cells(_scope: Scope) -> CellDatabases | None:
-            store = getattr(app, "store", None)
-            return store.cells if store is not None else None
+            cells = getattr(app, "cells", None)
+            return cells if isinstance(cells, CellDatabases) else None
 
         return MetricsEdge(
             app,
