@@ -331,63 +331,48 @@ class NovaMetadataApp(AnswersAtOnce):
 
     # -- documents -----------------------------------------------------------------------------
 
-    def _document_now(self, target: paths.Target, guest: NovaGuest, claim: Claim) -> Answer | None:
+    def _document_now(
+        self,
+        target: paths.Target,
+        guest: NovaGuest,
+        claim: Claim,
+        groups: tuple[str, ...] | None = None,
+    ) -> Answer | None:
         """A GET's document when it takes no IO; None when it does (vendor_data2.json with
         DynamicJSON targets, security groups not known now)."""
         facts = guest.facts
-        kind = target.kind
-        if kind == paths.EC2_VERSIONS:
-            return Answer(200, render.EC2_VERSIONS, render.TEXT)
-        if kind == paths.OPENSTACK_VERSIONS:
-            today = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d")
-            return Answer(
-                200,
-                guest.document(("versions", today), lambda: render.openstack_versions(today)),
-                render.TEXT,
-            )
-        if kind == paths.CONTENT:
-            raise NoSuchDocument("no injected network template")
-        if kind == paths.EC2:
-            return self._ec2(target, guest, claim)
-        name, version = target.rest[0], target.version
-        if name == paths.META_DATA:
-            return Answer(200, guest.meta_data(version).render(), render.JSON)
-        if name == paths.LISTING:
-            return Answer(
-                200,
-                guest.document(target, lambda: render.openstack_listing(facts, version)),
-                render.TEXT,
-            )
-        if name == paths.USER_DATA:
-            raw = facts.user_data_raw
-            if raw is None:
-                raise NoSuchDocument("no user data")
-            return Answer(200, raw, render.TEXT)
-        if name == paths.NETWORK_DATA:
-            return Answer(
-                200,
-                guest.document(paths.NETWORK_DATA, lambda: render.network_data(facts)),
-                render.TEXT,
-            )
-        if name == paths.PASSWORD:
-            if not _at_least(version, "2013-04-04"):
-                raise NoSuchDocument("no password before 2013-04-04")
-            return Answer(200, (facts.password or "").encode(), render.HTML)
+        if target.kind == paths.OPENSTACK and target.rest[0] == paths.META_DATA:
+            # A fresh seed in every answer, around bytes rendered once.
+            return Answer(200, guest.meta_data(target.version).render(), render.JSON)
+        if render.needs_security_groups(target):
+            groups = groups if groups is not None else guest.security_groups(time.monotonic())
+            if groups is None:
+                return None
         vendordata = self.vendordata
         assert vendordata is not None
-        if name == paths.VENDOR_DATA:
-            static = vendordata.vendor_data_json
-            if not _at_least(version, "2013-10-17") or static is None:
-                raise NoSuchDocument("no vendor_data.json")
-            return Answer(200, static, render.JSON)
-        if name == paths.VENDOR_DATA2:
-            if not _at_least(version, "2016-10-06"):
-                raise NoSuchDocument("no vendor_data2.json before 2016-10-06")
-            shared = vendordata.static_only_vendor_data2()
-            return None if shared is None else Answer(200, shared, render.JSON)
-        raise NoSuchDocument("no such file")
+
+        def make() -> tuple[bytes, bytes]:
+            inputs = render.Inputs(
+                dhcp_domain=self.dhcp_domain,
+                address=claim.address,
+                security_groups=groups or (),
+                vendor_data_json=vendordata.vendor_data_json,
+                vendor_data2=vendordata.static_only_vendor_data2(),
+                today=dt.datetime.now(dt.UTC).strftime("%Y-%m-%d"),
+            )
+            return render.document(target, facts, inputs)
+
+        try:
+            cacheable = render.cacheable(facts, target)
+            body, content_type = guest.document(target, make) if cacheable else make()
+        except render.NotInTree as exc:
+            raise NoSuchDocument(str(exc) or "nothing at this path") from None
+        except render.Later:
+            return None
+        return Answer(200, body, content_type)
 
     async def _document(self, target: paths.Target, guest: NovaGuest, claim: Claim) -> Answer:
+        groups = None
         if render.needs_security_groups(target):
             groups = guest.security_groups(time.monotonic())
             if groups is None:
@@ -395,47 +380,13 @@ class NovaMetadataApp(AnswersAtOnce):
                 assert neutron is not None
                 groups = await asyncio.to_thread(neutron.security_groups, guest.uuid)
                 guest.remember_security_groups(groups, self.config.security_groups_ttl)
-            answer = self._ec2(target, guest, claim, groups)
-            assert answer is not None
-            return answer
-        now = self._document_now(target, guest, claim)
+        now = self._document_now(target, guest, claim, groups)
         if now is not None:
             return now
         vendordata = self.vendordata
         assert vendordata is not None
         body = await vendordata.vendor_data2(_vendordata_request(guest))
         return Answer(200, body, render.JSON)
-
-    def _ec2(
-        self,
-        target: paths.Target,
-        guest: NovaGuest,
-        claim: Claim,
-        groups: tuple[str, ...] | None = None,
-    ) -> Answer | None:
-        """An EC2 document; None when it shows security groups not known now."""
-        if render.needs_security_groups(target):
-            groups = groups if groups is not None else guest.security_groups(time.monotonic())
-            if groups is None:
-                return None
-
-        def make() -> bytes:
-            tree = render.ec2_tree(
-                guest.facts,
-                target.version,
-                dhcp_domain=self.dhcp_domain,
-                address=claim.address,
-                security_groups=groups or (),
-            )
-            try:
-                node = render.ec2_lookup(tree, target.rest)
-            except render.NotInTree:
-                raise NoSuchDocument("nothing at this path") from None
-            return render.ec2_print(node)
-
-        if render.depends_on_address(guest.facts, target) or render.needs_security_groups(target):
-            return Answer(200, make(), render.TEXT)
-        return Answer(200, guest.document(target, make), render.TEXT)
 
     async def _post_password(
         self,
@@ -444,7 +395,7 @@ class NovaMetadataApp(AnswersAtOnce):
         receive: Receive,
         headers: list[tuple[bytes, bytes]],
     ) -> Answer:
-        if not _at_least(target.version, "2013-04-04"):
+        if target.version < "2013-04-04":
             raise NoSuchDocument("no password before 2013-04-04")
         if guest.facts.password:
             raise PasswordAlreadySet()
@@ -531,10 +482,6 @@ def _vendordata_request(guest: NovaGuest) -> VendordataRequest:
 def _allowed(method: str, allowed: tuple[str, frozenset[str]]) -> None:
     if method not in allowed[1]:
         raise MethodNotAllowed(allowed[0])
-
-
-def _at_least(version: str, minimum: str) -> bool:
-    return version >= minimum
 
 
 def _normal(path: str) -> str:

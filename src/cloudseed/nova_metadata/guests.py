@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any, TypeVar
 
 from cloudseed.metadata.loading import Key
 from cloudseed.metadata.render import SeededJSON
@@ -17,6 +18,8 @@ from cloudseed.nova_metadata import render
 from cloudseed.nova_metadata.changes import NovaChanges
 from cloudseed.nova_metadata.facts import InstanceFacts
 from cloudseed.nova_metadata.loading import Loader
+
+T = TypeVar("T")
 
 
 class NovaGuest:
@@ -26,7 +29,7 @@ class NovaGuest:
         self.facts = facts
         self.dhcp_domain = dhcp_domain
         self._meta: dict[str, SeededJSON] = {}
-        self._documents: dict[object, bytes] = {}
+        self._documents: dict[object, Any] = {}
         self._groups: tuple[str, ...] | None = None
         self._groups_until = 0.0
 
@@ -59,9 +62,10 @@ class NovaGuest:
             )
         return doc
 
-    def document(self, key: object, make: Callable[[], bytes]) -> bytes:
-        """The document known by ``key``, made by ``make`` the first time."""
-        body = self._documents.get(key)
+    def document(self, key: object, make: Callable[[], T]) -> T:
+        """The document known by ``key``, made by ``make`` the first time (what ``make``
+        raises is raised again each time: not remembered)."""
+        body: T | None = self._documents.get(key)
         if body is None:
             body = self._documents[key] = make()
         return body

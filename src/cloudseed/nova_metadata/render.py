@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from cloudseed.metadata import versions as v
@@ -169,6 +170,52 @@ def network_data(facts: InstanceFacts) -> bytes:
     return dumps(facts.network_data if facts.network_data is not None else {})
 
 
+class Later(Exception):
+    """The document takes IO to make (vendor_data2.json asks DynamicJSON targets)."""
+
+
+def openstack_file(
+    facts: InstanceFacts,
+    name: str,
+    version: str,
+    *,
+    dhcp_domain: str,
+    vendor_data_json: bytes | None,
+    vendor_data2: bytes | None,
+) -> tuple[bytes, bytes]:
+    """(body, content type) of ``/openstack/<version>/<name>`` (``name`` one of paths'
+    OPENSTACK_FILES), Nova's ``RouteConfiguration`` handlers: NotInTree where they find
+    nothing. ``vendor_data_json``: the StaticJSON file (None: StaticJSON is not a provider);
+    ``vendor_data2``: the document when it is the same for every instance, else None (Later).
+    meta_data.json comes with a fresh random seed."""
+    if name == paths.META_DATA:
+        return meta_data(facts, version, dhcp_domain=dhcp_domain).render(), JSON
+    if name == paths.LISTING:
+        return openstack_listing(facts, version), TEXT
+    if name == paths.USER_DATA:
+        raw = facts.user_data_raw
+        if raw is None:
+            raise NotInTree("no user data")
+        return raw, TEXT
+    if name == paths.NETWORK_DATA:  # at every version, as Nova serves it
+        return network_data(facts), TEXT
+    if name == paths.PASSWORD:
+        if not v.at_least(version, v.GRIZZLY):
+            raise NotInTree("no password before 2013-04-04")
+        return (facts.password or "").encode(), HTML
+    if name == paths.VENDOR_DATA:
+        if not v.at_least(version, v.HAVANA) or vendor_data_json is None:
+            raise NotInTree("no vendor_data.json")
+        return vendor_data_json, JSON
+    if name == paths.VENDOR_DATA2:
+        if not v.at_least(version, v.NEWTON_TWO):
+            raise NotInTree("no vendor_data2.json before 2016-10-06")
+        if vendor_data2 is None:
+            raise Later(name)
+        return vendor_data2, JSON
+    raise NotInTree(name)
+
+
 # -- the EC2 tree -----------------------------------------------------------------------------
 
 EC2_VERSIONS = "\n".join([*v.EC2_VERSIONS, "latest"]).encode()
@@ -253,6 +300,78 @@ def ec2_print(node: Any) -> bytes:
     if isinstance(node, bytes):
         return node
     return str(node).encode()
+
+
+def ec2_document(
+    facts: InstanceFacts,
+    version: str,
+    rest: Sequence[str],
+    *,
+    dhcp_domain: str,
+    address: str | None,
+    security_groups: Sequence[str],
+) -> bytes:
+    """``/ec2/<version>/<rest>``: the node's print, NotInTree where Nova finds nothing."""
+    tree = ec2_tree(
+        facts,
+        version,
+        dhcp_domain=dhcp_domain,
+        address=address,
+        security_groups=security_groups,
+    )
+    return ec2_print(ec2_lookup(tree, rest))
+
+
+@dataclass(frozen=True, slots=True)
+class Inputs:
+    """What a document takes besides the instance: the settings and what IO brought."""
+
+    dhcp_domain: str
+    address: str | None = None  # the caller's (local-ipv4 without a fixed IPv4 address)
+    security_groups: Sequence[str] = ()  # asked of Neutron when needs_security_groups
+    vendor_data_json: bytes | None = None  # None: StaticJSON is not a provider
+    vendor_data2: bytes | None = None  # None: it takes the DynamicJSON targets (Later)
+    today: str = "9999-12-31"  # UTC date: /openstack hides later versions
+
+
+def document(target: paths.Target, facts: InstanceFacts, inputs: Inputs) -> tuple[bytes, bytes]:
+    """(body, content type) of any target but ``/`` (which needs no instance): NotInTree
+    where Nova finds nothing, Later where it takes IO."""
+    if target.kind == paths.EC2_VERSIONS:
+        return EC2_VERSIONS, TEXT
+    if target.kind == paths.OPENSTACK_VERSIONS:
+        return openstack_versions(inputs.today), TEXT
+    if target.kind == paths.CONTENT:
+        raise NotInTree("no injected network template")  # not rendered (docs/nova-dropin.md)
+    if target.kind == paths.EC2:
+        body = ec2_document(
+            facts,
+            target.version,
+            target.rest,
+            dhcp_domain=inputs.dhcp_domain,
+            address=inputs.address,
+            security_groups=inputs.security_groups,
+        )
+        return body, TEXT
+    return openstack_file(
+        facts,
+        target.rest[0],
+        target.version,
+        dhcp_domain=inputs.dhcp_domain,
+        vendor_data_json=inputs.vendor_data_json,
+        vendor_data2=inputs.vendor_data2,
+    )
+
+
+def cacheable(facts: InstanceFacts, target: paths.Target) -> bool:
+    """Whether ``target``'s document depends on the instance alone (so it may be kept until
+    the instance changes): not vendordata, security groups, the caller's address, the date,
+    or meta_data.json's seed."""
+    if target.kind == paths.OPENSTACK:
+        return target.rest[0] not in (paths.META_DATA, paths.VENDOR_DATA, paths.VENDOR_DATA2)
+    if target.kind == paths.EC2:
+        return not (needs_security_groups(target) or depends_on_address(facts, target))
+    return target.kind == paths.EC2_VERSIONS
 
 
 def needs_security_groups(target: paths.Target) -> bool:
