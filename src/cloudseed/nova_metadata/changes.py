@@ -28,8 +28,12 @@ columns due).
 
 Timestamps are the writers' clocks (every Nova host's) and a transaction may commit after
 rows stamped later: each column is read from its highest stamp seen minus ``LOOKBACK``
-seconds, and a row is reported once per (instance, stamp). MySQL's DATETIME columns hold
-whole seconds; the look-back covers that too.
+seconds, and a row is reported once per (instance, stamp) once its stamp is more than
+``SETTLE`` seconds old by this host's clock. Until then it is reported at every poll: Nova's
+MySQL/MariaDB columns hold whole seconds, so two changes of one instance within a second
+carry the same stamp, and only a stamp that is over can be known to have no more changes
+coming (a changed instance is thus dropped from the cache for a few polls; a writer whose
+clock runs more than SETTLE ahead of this host's would shorten that).
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ from cloudseed.nova_metadata import schema
 log = logging.getLogger(__name__)
 
 LOOKBACK = dt.timedelta(seconds=5)
+SETTLE = dt.timedelta(seconds=2)
 SLOW_EVERY = 10  # polls between two reads of the slow columns
 
 
@@ -100,9 +105,9 @@ class _Cursor:
     since: dt.datetime | None = None  # the highest stamp seen
     seen: set[tuple[str, dt.datetime]] = field(default_factory=set)
 
-    def take(self, uuid: str, stamp: dt.datetime) -> bool:
-        """Whether (uuid, stamp) is new; remembered if so."""
-        if (uuid, stamp) in self.seen:
+    def take(self, uuid: str, stamp: dt.datetime, settled: dt.datetime) -> bool:
+        """Whether (uuid, stamp) is to be reported: new, or stamped after ``settled``."""
+        if (uuid, stamp) in self.seen and stamp < settled:
             return False
         self.seen.add((uuid, stamp))
         if self.since is None or stamp > self.since:
@@ -202,9 +207,12 @@ class NovaChanges:
             with cell.db.read() as session:
                 rows = session.execute(union_all(*queries)).all()
             self.statements += 1
+            settled = schema.utcnow() - SETTLE
             for row in rows:
                 name, uuid, stamp = str(row[0]), row[1], row[2]
-                if uuid is not None and stamp is not None and cell.cursors[name].take(uuid, stamp):
+                if uuid is None or stamp is None:
+                    continue
+                if cell.cursors[name].take(str(uuid), stamp, settled):
                     changed.append(str(uuid))
             for cursor in cell.cursors.values():
                 cursor.forget_old()

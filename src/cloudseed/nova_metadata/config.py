@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
+import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -58,8 +60,15 @@ _API = [
     cfg.StrOpt("dhcp_domain", default="novalocal"),
     cfg.StrOpt("vendordata_jsonfile_path"),
 ]
-# [DEFAULT]: where the service listens (Nova's old names and defaults).
+# [DEFAULT]: where the service listens (Nova's old names and defaults), and the options
+# nova.conf files commonly refer to as $state_path, $my_ip, $host (nova/conf/paths.py,
+# netconf.py), so that their references resolve as in Nova.
 _DEFAULT = [
+    cfg.StrOpt("pybasedir", default="/usr/lib/python3/dist-packages"),
+    cfg.StrOpt("bindir", default="/usr/local/bin"),
+    cfg.StrOpt("state_path", default="$pybasedir"),
+    cfg.StrOpt("my_ip", default="127.0.0.1"),
+    cfg.StrOpt("host", default=socket.gethostname()),
     cfg.StrOpt("metadata_listen", default="0.0.0.0"),
     cfg.PortOpt("metadata_listen_port", default=8775),
     cfg.IntOpt("metadata_workers", min=1),
@@ -195,12 +204,11 @@ def load(
         raise ConfigError(f"config file {exc.config_file} is not valid: {exc.msg}") from None
     except cfg.Error as exc:
         raise ConfigError(f"cannot read the configuration: {exc}") from None
-    raw = _raw_sections(files)
+    raw, origin = _raw_sections(files)
     unknown = sorted(set(raw.get(OURS, {})) - {opt.dest for opt in _OURS})
     if unknown:
-        raise ConfigError(
-            f"unknown option [{OURS}] {unknown[0]} in {_where(conf, OURS, unknown[0])}"
-        )
+        where = origin[(OURS, unknown[0])]
+        raise ConfigError(f"unknown option [{OURS}] {unknown[0]} in {where}")
     values = {
         (group, opt.dest): _value(conf, group, opt.dest)
         for group, opts in _GROUPS.items()
@@ -278,31 +286,35 @@ def _value(conf: cfg.ConfigOpts, group: str, name: str) -> Any:
     except (cfg.ConfigFileValueError, ValueError) as exc:
         reason = str(exc).rpartition(" is not valid: ")[2] or str(exc)
         raise ConfigError(
-            f"invalid value for [{group}] {name} in {_where(conf, group, name)}: {reason}"
+            f"invalid value for [{group}] {name} in {_where(exc)}: {reason}"
         ) from None
     except cfg.Error as exc:  # a $reference to an unknown option, say
         raise ConfigError(f"cannot read [{group}] {name}: {exc}") from None
 
 
-def _where(conf: cfg.ConfigOpts, group: str, name: str) -> str:
-    try:
-        location = conf.get_location(name, None if group == "DEFAULT" else group)
-    except (cfg.NoSuchOptError, cfg.NoSuchGroupError):
-        return "the configuration"
-    return (location.detail if location is not None else None) or "the configuration"
+def _where(exc: Exception) -> str:
+    """The file oslo.config names in a value error (its LocationInfo), or "the
+    configuration"."""
+    found = re.search(r"detail='([^']*)'", str(exc))
+    return found[1] if found else "the configuration"
 
 
-def _raw_sections(files: list[str]) -> dict[str, dict[str, str]]:
+def _raw_sections(
+    files: list[str],
+) -> tuple[dict[str, dict[str, str]], dict[tuple[str, str], str]]:
     """Every section's options as written (the last value of each, the last file winning),
-    for the checks oslo.config does not make and the sections handed to keystoneauth."""
+    and the file each came from: for the checks oslo.config does not make and the sections
+    handed to keystoneauth."""
     merged: dict[str, dict[str, str]] = {}
+    origin: dict[tuple[str, str], str] = {}
     for path in files:
         sections: dict[str, dict[str, list[str]]] = {}
         cfg.ConfigParser(path, sections).parse()
         for section, options in sections.items():
             for name, values in options.items():
                 merged.setdefault(section, {})[name] = values[-1]
-    return merged
+                origin[(section, name)] = os.path.abspath(path)
+    return merged, origin
 
 
 def _cloudseed_settings(
