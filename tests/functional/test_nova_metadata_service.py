@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 
 import httpx
@@ -237,8 +238,12 @@ def test_changes_reach_guests_within_a_second(nova: NovaDeployment, service: Ser
     for what, change, seen in changes:
         change()
         started = time.monotonic()
-        wait_until(lambda seen=seen: seen(meta()), timeout=10, interval=0.02, what=what)
+        wait_until(partial(_seen, seen, meta), timeout=10, interval=0.02, what=what)
         assert time.monotonic() - started < 1.0, what
+
+
+def _seen(seen: Callable[[httpx.Response], bool], meta: Callable[[], httpx.Response]) -> bool:
+    return seen(meta())
 
 
 def test_a_worker_answers_the_same_document_again_with_an_etag(

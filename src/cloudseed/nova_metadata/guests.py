@@ -8,10 +8,14 @@ instances from Nova's databases (loading.py) and hears their changes (changes.py
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from sqlalchemy.exc import InterfaceError, OperationalError
+
+from cloudseed.errors import DatabaseUnavailable
 from cloudseed.metadata.loading import Key
 from cloudseed.metadata.render import SeededJSON
 from cloudseed.nova_metadata import render
@@ -20,6 +24,7 @@ from cloudseed.nova_metadata.facts import InstanceFacts
 from cloudseed.nova_metadata.loading import Loader
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 class NovaGuest:
@@ -87,7 +92,13 @@ class NovaGuests:
         self.dhcp_domain = dhcp_domain
 
     def load(self, keys: list[Key]) -> dict[Key, NovaGuest | None]:
-        found = self.loader.load(keys)
+        try:
+            found = self.loader.load(keys)
+        except (OperationalError, InterfaceError) as exc:
+            # A database that does not answer, whatever its driver's words for it: 503,
+            # and the next load tries again (the pool pre-pings its connections).
+            log.warning("loading instances failed: %s", str(exc.orig).splitlines()[0])
+            raise DatabaseUnavailable() from exc
         guests: dict[str, NovaGuest] = {}  # one object per instance, whatever its keys
         result: dict[Key, NovaGuest | None] = {}
         for key, facts in found.items():

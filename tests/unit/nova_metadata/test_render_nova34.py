@@ -78,11 +78,9 @@ def test_meta_data_is_nova34s_byte_for_byte_around_the_seed() -> None:
     for shape in GOLDEN:
         for version in ("2012-08-10", "2013-04-04", "2018-08-27", "latest"):
             expected = GOLDEN[shape]["answers"][f"/openstack/{version}/meta_data.json"]["raw"]
-            seeded = render.meta_data(
-                facts_of(shape),
-                paths.parse(f"/openstack/{version}").version,
-                dhcp_domain="novalocal",
-            )
+            target = paths.parse(f"/openstack/{version}")
+            assert target is not None
+            seeded = render.meta_data(facts_of(shape), target.version, dhcp_domain="novalocal")
             assert seeded.render(b"SEED").decode() == expected
 
 
