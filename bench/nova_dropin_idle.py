@@ -158,7 +158,8 @@ def measure(url: str, polls: int) -> dict[str, Any]:
     watch = changes.NovaChanges(lambda: [db], interval=0.5)
     watch._add_cells()
     cell = next(iter(watch._cells.values()))
-    fast, slow = [], []
+    fast: list[float] = []
+    slow: list[float] = []
     sent[0] = 0
     for _ in range(polls):
         started = time.perf_counter()

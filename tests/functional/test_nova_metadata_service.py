@@ -6,6 +6,7 @@ passwords, changes within a second, refusals."""
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Callable, Iterator
 from functools import partial
@@ -302,3 +303,29 @@ def test_documents_are_json_equal_across_versions(nova: NovaDeployment, service:
     assert json.loads(service.get("/openstack/latest/vendor_data2.json", signed(vm.uuid)).text) == {
         "static": {}
     }
+
+
+def test_a_long_poll_answers_when_nova_changes_the_instance(
+    nova: NovaDeployment, service: Service
+) -> None:
+    vm = nova.add_instance("vm", metadata={"a": "1"})
+    path = "/openstack/latest/meta_data.json"
+    tag = service.get(path, signed(vm.uuid)).headers["etag"]
+    started = time.monotonic()
+    with httpx.Client(base_url=service.url, timeout=30) as client:
+        answered: list[httpx.Response] = []
+        waiting = threading.Thread(
+            target=lambda: answered.append(
+                client.get(
+                    f"{path}?wait_for_change=true&last_etag={tag.strip(chr(34))}&timeout_sec=20",
+                    headers=signed(vm.uuid),
+                )
+            )
+        )
+        waiting.start()
+        nova.set_metadata(vm, "b", "2")
+        waiting.join(timeout=25)
+    assert answered and answered[0].status_code == 200
+    assert answered[0].json()["meta"] == {"a": "1", "b": "2"}
+    assert answered[0].headers["etag"] != tag
+    assert time.monotonic() - started < 10
