@@ -35,6 +35,7 @@ from cloudseed.metadata.answers import Answer, at_once
 from cloudseed.metadata.errors import NoSuchDocument, TokenRefused, TokenRequired, UnknownCaller
 from cloudseed.metadata.identify import ByInstance, ByProvider, Claim, Identifier
 from cloudseed.metadata.refusals import access_log, refusal
+from cloudseed.metadata.stats import NO_STATS, StoreStats
 from cloudseed.metadata.store import GuestStore
 from cloudseed.metadata.tokens import TOKEN_HEADER, TTL_HEADER, Tokens
 from cloudseed.nova_metadata import paths, render
@@ -49,6 +50,7 @@ from cloudseed.servers.errors import PasswordAlreadySet
 from cloudseed.types import Receive, Scope, Send
 from cloudseed.vendordata import Vendordata
 from cloudseed.vendordata.request import VendordataRequest
+from cloudseed.vendordata.stats import NO_TARGET_STATS, TargetStats
 from cloudseed.web.errors import MethodNotAllowed
 
 if TYPE_CHECKING:
@@ -93,6 +95,13 @@ class NovaMetadataApp(AnswersAtOnce):
         self.store: GuestStore[NovaGuest] | None = None
         self.changes: NovaChanges | None = None
         self.vendordata: Vendordata | None = None
+        self._store_stats: StoreStats = NO_STATS
+        self._target_stats: TargetStats = NO_TARGET_STATS
+
+    def observe(self, *, store: StoreStats, targets: TargetStats) -> None:
+        """Report the guest cache's and the vendordata targets' work (metrics/); before
+        start-up."""
+        self._store_stats, self._target_stats = store, targets
 
     # -- ASGI --------------------------------------------------------------------------------
 
@@ -123,7 +132,7 @@ class NovaMetadataApp(AnswersAtOnce):
         local = config.local_metadata_per_cell
         await asyncio.to_thread(databases.check, local=local)
         neutron = self.neutron = Neutron(config.conf, retries=config.neutron_retries)
-        self.vendordata = Vendordata(config.settings)
+        self.vendordata = Vendordata(config.settings, stats=self._target_stats)
 
         def watched() -> list[Database]:
             if local:
@@ -133,7 +142,9 @@ class NovaMetadataApp(AnswersAtOnce):
         self.changes = NovaChanges(watched, interval=config.change_poll_interval)
         loader = Loader(databases, local=local, resolve=neutron.instance_of_address)
         source = NovaGuests(loader, self.changes, dhcp_domain=self.dhcp_domain)
-        self.store = GuestStore(source, capacity=config.settings.metadata.cache_size)
+        self.store = GuestStore(
+            source, capacity=config.settings.metadata.cache_size, stats=self._store_stats
+        )
         self.store.watch(self.waiters.changed)
         await self.store.start()
 
@@ -211,6 +222,8 @@ class NovaMetadataApp(AnswersAtOnce):
         answer = self._document_now(target, guest, claim)
         if answer is None:
             return None
+        assert self.store is not None
+        self.store.stats.hit()  # here, once answered: a request left to the ASGI path counts there
         return self._conditional(
             self._tagged(answer, guest, (target, self._address_part(guest, target, claim))), headers
         )
