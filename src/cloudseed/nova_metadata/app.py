@@ -58,6 +58,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+PROVIDERS_MAX = 65536  # provider answers kept at most (emptied when full)
 UNKNOWN_ERROR = b"An unknown error has occurred. Please try your request again."
 TOKEN_PATH = "/latest/api/token"
 GET_HEAD = ("GET, HEAD", frozenset({"GET", "HEAD"}))
@@ -95,6 +96,8 @@ class NovaMetadataApp(AnswersAtOnce):
         self.store: GuestStore[NovaGuest] | None = None
         self.changes: NovaChanges | None = None
         self.vendordata: Vendordata | None = None
+        # (provider, address) -> (instance, tenant, until): X-Metadata-Provider's answers.
+        self._providers: dict[tuple[str, str], tuple[str, str, float]] = {}
         self._store_stats: StoreStats = NO_STATS
         self._target_stats: TargetStats = NO_TARGET_STATS
 
@@ -303,17 +306,33 @@ class NovaMetadataApp(AnswersAtOnce):
         store = self.store
         assert store is not None
         if isinstance(claim, ByProvider):
-            neutron = self.neutron
-            assert neutron is not None
-            uuid, tenant = await asyncio.to_thread(
-                neutron.instance_of_provider, claim.provider, claim.address
-            )
+            uuid, tenant = await self._provider_port(claim)
             claim = ByInstance(uuid, tenant, claim.address)
         if isinstance(claim, ByInstance):
             guest = await store.by_uuid(claim.instance_id)
         else:
             guest = await store.by_address(claim.address)
         return _held_to(claim, guest)
+
+    async def _provider_port(self, claim: ByProvider) -> tuple[str, str]:
+        """(instance, tenant) of a provider's caller, asked of Neutron and kept as long as
+        Nova keeps it (``[api] metadata_cache_expiration``)."""
+        key = (claim.provider, claim.address)
+        now = time.monotonic()
+        known = self._providers.get(key)
+        if known is not None and now < known[2]:
+            return known[0], known[1]
+        neutron = self.neutron
+        assert neutron is not None
+        uuid, tenant = await asyncio.to_thread(
+            neutron.instance_of_provider, claim.provider, claim.address
+        )
+        ttl = self.config.metadata_cache_expiration
+        if ttl > 0:
+            if len(self._providers) >= PROVIDERS_MAX:
+                self._providers.clear()
+            self._providers[key] = (uuid, tenant, now + ttl)
+        return uuid, tenant
 
     def _cached(self, claim: Claim) -> NovaGuest | None:
         store = self.store

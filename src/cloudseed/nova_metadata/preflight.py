@@ -30,5 +30,11 @@ def preflight(config: NovaMetadataConfig) -> None:
             "believed only from [cloudseed_metadata] trusted_proxies, which names none: "
             "callers are identified by their own address"
         )
-    if not config.settings.neutron.service_metadata_proxy:
+    neutron = config.settings.neutron
+    if neutron.service_metadata_proxy and not neutron.metadata_proxy_shared_secret:
+        log.warning(
+            "metadata_proxy_shared_secret is not configured, the metadata information "
+            "returned by the proxy cannot be trusted"
+        )
+    if not neutron.service_metadata_proxy:
         log.info("direct mode: callers are identified by their fixed IP (asked of Neutron)")
