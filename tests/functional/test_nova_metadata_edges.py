@@ -224,3 +224,22 @@ def _closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def test_local_metadata_per_cell_reads_only_its_cell(nova: NovaDeployment) -> None:
+    vm = nova.add_instance("vm")
+    with nova.api.begin() as a:  # the API database is not asked for instances here
+        a.execute(text("DELETE FROM instance_mappings"))
+        a.execute(text("UPDATE cell_mappings SET database_connection = 'sqlite:////nowhere/x'"))
+    conf = nova.conf(api={"local_metadata_per_cell": True})
+    with running_service(conf) as service:
+        assert service.get("/latest/meta-data/hostname", signed(vm.uuid)).text == "vm.novalocal"
+        nova.save(vm, hostname="moved")
+        wait_until(
+            lambda: (
+                service.get("/latest/meta-data/hostname", signed(vm.uuid)).text == "moved.novalocal"
+            ),
+            what="the change seen in the local cell",
+        )
+        metrics = service.get("/metrics").text
+        assert "cloudseed_metadata_cache_guests 1.0" in metrics

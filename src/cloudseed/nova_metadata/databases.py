@@ -171,14 +171,14 @@ class NovaDatabases:
             rows = session.execute(
                 select(table.c.id, table.c.uuid, table.c.name, table.c.database_connection)
             ).all()
+        cells = dict(self.cells)  # replaced whole: other threads iterate over the old one
         for cell_id, uuid, name, template in rows:
-            if uuid == CELL0_UUID or cell_id in self.cells:
+            if uuid == CELL0_UUID or cell_id in cells:
                 continue
             url = format_cell_url(template or "", self.default_url)
-            self.cells[cell_id] = Cell(
-                cell_id, uuid, name or uuid, self._database(name or uuid, url)
-            )
-        return self.cells
+            cells[cell_id] = Cell(cell_id, uuid, name or uuid, self._database(name or uuid, url))
+        self.cells = cells
+        return cells
 
     def check(self, *, local: bool) -> None:
         """At start: every database answers (ConfigError otherwise, naming it)."""
