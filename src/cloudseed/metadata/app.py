@@ -16,10 +16,10 @@ from collections.abc import Callable
 from cloudseed.cells.service import CellDatabases
 from cloudseed.coalescing import AnswersAtOnce, AtOnce
 from cloudseed.db.engines import Database
-from cloudseed.errors import CloudseedError, InvalidInput
+from cloudseed.errors import InvalidInput
 from cloudseed.hostkeys.intake import take_report
 from cloudseed.identity.keyring import Keyring
-from cloudseed.metadata import recursive, render, tree
+from cloudseed.metadata import asgi, recursive, render, tree
 from cloudseed.metadata.answers import JSON, JWT, Answer, at_once
 from cloudseed.metadata.callers import Callers
 from cloudseed.metadata.delivery import VIA_LOGIN_CHECK, Deliveries
@@ -29,7 +29,6 @@ from cloudseed.metadata.errors import NoSuchDocument, TokenRefused
 from cloudseed.metadata.facts import vendordata_request
 from cloudseed.metadata.freshness import Freshness
 from cloudseed.metadata.identify import Identifier
-from cloudseed.metadata.refusals import access_log, refusal
 from cloudseed.metadata.signed_identity import SignedIdentity
 from cloudseed.metadata.stats import NO_STATS, StoreStats
 from cloudseed.metadata.store import CellGuests, GuestStore
@@ -85,25 +84,17 @@ class MetadataApp(AnswersAtOnce):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            await self._http(scope, receive, send)
+            await asgi.respond(
+                scope, receive, send, self.answer, log_every_request=self.log_every_request
+            )
         elif scope["type"] == "lifespan":
-            await self._lifespan(receive, send)
-
-    async def _lifespan(self, receive: Receive, send: Send) -> None:
-        while True:
-            message = await receive()
-            if message["type"] == "lifespan.startup":
-                try:
-                    await self.startup()
-                except Exception as exc:
-                    log.exception("metadata service failed to start")
-                    await send({"type": "lifespan.startup.failed", "message": str(exc)})
-                    return
-                await send({"type": "lifespan.startup.complete"})
-            elif message["type"] == "lifespan.shutdown":
-                await self.shutdown()
-                await send({"type": "lifespan.shutdown.complete"})
-                return
+            await asgi.lifespan(
+                receive,
+                send,
+                startup=self.startup,
+                shutdown=self.shutdown,
+                what="the metadata service",
+            )
 
     async def startup(self) -> None:
         db = self._api_db
@@ -153,36 +144,6 @@ class MetadataApp(AnswersAtOnce):
             await self.vendordata.aclose()
         if self._own_db is not None:
             self._own_db.dispose()
-
-    async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
-        method = scope["method"]
-        client = scope.get("client")
-        peer = client[0] if client else None
-        try:
-            answer = await self.answer(
-                method, scope["path"], peer, scope["headers"], receive, scope["query_string"]
-            )
-        except CloudseedError as exc:
-            answer = refusal(exc, method, scope["path"], peer)
-        except Exception:
-            log.exception("metadata request %s %s from %s failed", method, scope["path"], peer)
-            answer = Answer(500, b"An unknown error has occurred. Please try your request again.")
-        else:
-            if self.log_every_request:
-                access_log.info(
-                    '%s "%s %s" %d %d', peer, method, scope["path"], answer.status, len(answer.body)
-                )
-        headers = [
-            (b"content-type", answer.content_type),
-            (b"content-length", str(len(answer.body)).encode()),
-            *answer.headers,
-        ]
-        if answer.status == 304:  # no body, and no headers that would describe one
-            headers = list(answer.headers)
-        await send({"type": "http.response.start", "status": answer.status, "headers": headers})
-        await send({"type": "http.response.body", "body": b"" if method == "HEAD" else answer.body})
-        if answer.sent is not None and method == "GET":
-            answer.sent()
 
     def respond_now(
         self, method: str, path: str, peer: str | None, headers: list[tuple[bytes, bytes]]

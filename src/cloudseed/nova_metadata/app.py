@@ -30,11 +30,11 @@ from typing import TYPE_CHECKING
 from cloudseed.coalescing import AnswersAtOnce, AtOnce
 from cloudseed.db.engines import Database
 from cloudseed.errors import CloudseedError, InvalidInput
-from cloudseed.metadata import changes, etags
+from cloudseed.metadata import asgi, changes, etags
 from cloudseed.metadata.answers import Answer, at_once
 from cloudseed.metadata.errors import NoSuchDocument, TokenRefused, TokenRequired, UnknownCaller
+from cloudseed.metadata.freshness import Freshness
 from cloudseed.metadata.identify import ByInstance, ByProvider, Claim, Identifier
-from cloudseed.metadata.refusals import access_log, refusal
 from cloudseed.metadata.stats import NO_STATS, StoreStats
 from cloudseed.metadata.store import GuestStore
 from cloudseed.metadata.tokens import TOKEN_HEADER, TTL_HEADER, Tokens
@@ -59,7 +59,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 PROVIDERS_MAX = 65536  # provider answers kept at most (emptied when full)
-UNKNOWN_ERROR = b"An unknown error has occurred. Please try your request again."
 TOKEN_PATH = "/latest/api/token"
 GET_HEAD = ("GET, HEAD", frozenset({"GET", "HEAD"}))
 PASSWORD_METHODS = ("POST, GET, HEAD", frozenset({"POST", "GET", "HEAD"}))
@@ -110,22 +109,17 @@ class NovaMetadataApp(AnswersAtOnce):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            await self._http(scope, receive, send)
+            await asgi.respond(
+                scope, receive, send, self.answer, log_every_request=self.log_every_request
+            )
         elif scope["type"] == "lifespan":
-            while True:
-                message = await receive()
-                if message["type"] == "lifespan.startup":
-                    try:
-                        await self.startup()
-                    except Exception as exc:
-                        log.exception("the Nova metadata service failed to start")
-                        await send({"type": "lifespan.startup.failed", "message": str(exc)})
-                        return
-                    await send({"type": "lifespan.startup.complete"})
-                elif message["type"] == "lifespan.shutdown":
-                    await self.shutdown()
-                    await send({"type": "lifespan.shutdown.complete"})
-                    return
+            await asgi.lifespan(
+                receive,
+                send,
+                startup=self.startup,
+                shutdown=self.shutdown,
+                what="the Nova metadata service",
+            )
 
     async def startup(self) -> None:
         config = self.config
@@ -163,34 +157,6 @@ class NovaMetadataApp(AnswersAtOnce):
             await self.vendordata.aclose()
         if self.databases is not None:
             self.databases.dispose()
-
-    async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
-        method, path = scope["method"], scope["path"]
-        client = scope.get("client")
-        peer = client[0] if client else None
-        try:
-            answer = await self.answer(
-                method, path, peer, scope["headers"], receive, scope["query_string"]
-            )
-        except CloudseedError as exc:
-            answer = refusal(exc, method, path, peer)
-        except Exception:
-            log.exception("metadata request %s %s from %s failed", method, path, peer)
-            answer = Answer(500, UNKNOWN_ERROR)
-        else:
-            if self.log_every_request:
-                access_log.info(
-                    '%s "%s %s" %d %d', peer, method, path, answer.status, len(answer.body)
-                )
-        headers = [
-            (b"content-type", answer.content_type),
-            (b"content-length", str(len(answer.body)).encode()),
-            *answer.headers,
-        ]
-        if answer.status == 304:
-            headers = list(answer.headers)
-        await send({"type": "http.response.start", "status": answer.status, "headers": headers})
-        await send({"type": "http.response.body", "body": b"" if method == "HEAD" else answer.body})
 
     # -- answers written at once (coalescing.py) -----------------------------------------------
 
@@ -448,7 +414,7 @@ class NovaMetadataApp(AnswersAtOnce):
             # Nova's answer when its write fails (a read-only database user): its WSGI
             # server's 500.
             log.exception("storing the password of %s failed", guest.uuid)
-            return Answer(500, UNKNOWN_ERROR)
+            return Answer(500, asgi.UNKNOWN_ERROR)
         store.changed(guest.uuid)  # this worker answers from the new value at once
         return Answer(200, b"", render.HTML)
 
@@ -469,14 +435,7 @@ class NovaMetadataApp(AnswersAtOnce):
             answer.status, answer.body, answer.content_type, (*answer.headers, (b"etag", tag))
         )
 
-    @staticmethod
-    def _conditional(answer: Answer, headers: list[tuple[bytes, bytes]]) -> Answer:
-        tag = answer.etag
-        if tag:
-            for name, value in headers:
-                if name == b"if-none-match" and etags.none_match(value, tag):
-                    return Answer(304, b"", headers=((b"etag", tag),))
-        return answer
+    _conditional = staticmethod(Freshness.conditional)
 
 
 def _by_bytes(document: object) -> bool:
