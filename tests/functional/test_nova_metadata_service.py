@@ -278,6 +278,10 @@ def test_session_tokens(nova: NovaDeployment, service: Service) -> None:
     assert service.get("/latest/meta-data/hostname", with_token).text == "vm.novalocal"
     bad = {**headers, "X-aws-ec2-metadata-token": token.text[:-1] + "0"}
     assert service.get("/latest/meta-data/hostname", bad).status_code == 401
+    # A Nova metadata item makes tokens mandatory for one instance, as on cloudseed's servers.
+    strict = nova.add_instance("strict", metadata={"metadata_http_tokens": "required"})
+    assert service.get("/latest/meta-data/hostname", signed(strict.uuid)).status_code == 401
+    assert service.get("/latest/meta-data/hostname", signed(vm.uuid)).status_code == 200
 
 
 def test_neutron_away_is_a_503_for_what_needs_it(nova: NovaDeployment, service: Service) -> None:

@@ -316,7 +316,7 @@ class NovaMetadataApp(AnswersAtOnce):
             if name == TOKEN_HEADER:
                 self.tokens.check(guest.uuid, value)
                 return
-        if self.require_token:
+        if self.require_token or guest.facts.tokens_required:
             raise TokenRequired()
 
     async def _issue_token(self, peer: str | None, headers: list[tuple[bytes, bytes]]) -> Answer:

@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from cloudseed.metadata.facts import TOKENS_REQUIRED_ITEM
 from cloudseed.nova_metadata import network, objects
 
 # Nova's block_device._DEFAULT_MAPPINGS: shown when the instance has no root device name.
@@ -68,6 +69,12 @@ class InstanceFacts:
     devices: tuple[objects.Device, ...] | None
     dedicated_cpus: tuple[int, ...]
     version: str = ""
+
+    @property
+    def tokens_required(self) -> bool:
+        """cloudseed's per-instance EC2 HttpTokens=required: the metadata item
+        ``metadata_http_tokens=required``, as on cloudseed's own servers."""
+        return (TOKENS_REQUIRED_ITEM, "required") in self.meta
 
     @property
     def user_data_raw(self) -> bytes | None:
