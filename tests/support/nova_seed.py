@@ -502,6 +502,7 @@ class Seeder:
         self.instance("deleteme", bdms=[root])
         self.instance("renameme", bdms=[root])
         self.instance("pwreset", bdms=[root])
+        self.instance("pwdropin", bdms=[root])
 
     def neutron_document(self):
         return {

@@ -143,7 +143,18 @@ def _placement(method: str, path: str) -> tuple[int, Any]:
         return 204, None
     if path.startswith("/allocations/"):
         return 200, {"allocations": {}, "consumer_generation": None}
-    return 200, {"versions": [{"id": "v1.0", "max_version": "1.39", "min_version": "1.0"}]}
+    # Placement's own root document, as keystoneauth's version discovery reads it.
+    return 200, {
+        "versions": [
+            {
+                "id": "v1.0",
+                "max_version": "1.39",
+                "min_version": "1.0",
+                "status": "CURRENT",
+                "links": [{"rel": "self", "href": ""}],
+            }
+        ]
+    }
 
 
 def _handler(stubs: Stubs) -> type[BaseHTTPRequestHandler]:
