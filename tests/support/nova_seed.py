@@ -503,6 +503,13 @@ class Seeder:
         self.instance("renameme", bdms=[root])
         self.instance("pwreset", bdms=[root])
         self.instance("pwdropin", bdms=[root])
+        self.instance(
+            "cloudinit",
+            keys=[self.ssh],
+            user_data="#cloud-config\nruncmd: [[echo, 'nova user data \u00e9']]\n".encode(),
+            metadata={"purpose": "cloud-init"},
+            bdms=[root],
+        )
 
     def neutron_document(self):
         return {
