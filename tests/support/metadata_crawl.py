@@ -14,7 +14,9 @@ comparison of two such crawls that names each difference.
 media type of ``Content-Type`` (not its parameters) and the body: JSON-equal for JSON
 documents (``random_seed`` in ``meta_data.json`` is random by design: only its presence is
 compared), byte-equal otherwise, shown as a unified diff. Bodies of refusals are not compared:
-what a guest acts on there is the status.
+what a guest acts on there is the status. Where Nova answers 500 (a bug in Nova: one more
+path token after an EC2 leaf, ``/latest/meta-data/hostname/x``, makes its tree walk index a
+string with a string), the other side must answer 404 instead: a 500 is never copied.
 """
 
 from __future__ import annotations
@@ -55,7 +57,8 @@ MISSING = (
     "/latest/meta-data/nothing",
     "/latest/meta-data/public-keys/1/",
     "/latest/meta-data/public-keys/0/openssh-key/more",
-    "/latest/meta-data/placement/availability-zone/more",
+    "/latest/meta-data/placement/availability-zone/more",  # Nova: 500
+    "/latest/meta-data/hostname/x",  # Nova: 500
     "/1999-01-01/meta-data/",
     "/latest/nothing",
     "/ec2/latest/meta-data/nothing",
@@ -182,6 +185,8 @@ def compare(
             assert present is not None
             differences[path] = f"only crawled from one side; {which} never reached it"
             continue
+        if want.status == 500 and got.status == 404:
+            continue  # Nova's own error, answered as the refusal it should have been
         if want.status != got.status:
             differences[path] = (
                 f"status {want.status} != {got.status} (other side said {got.body[:200]!r})"
