@@ -29,7 +29,8 @@ import base64
 import gzip
 import importlib.util
 import json
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -93,21 +94,48 @@ def assert_same(
     )
 
 
-def compare_all(nova: Nova, dropin: DropIn, *, dropin_first: bool = False) -> dict[str, int]:
-    """Crawl every shape through a fresh snapshot of Nova and through the drop-in; assert
-    they agree. Returns the number of paths per shape."""
-    sizes = {}
+def compare_all(
+    nova: Nova, dropin: DropIn, *, dropin_first: bool = False
+) -> dict[str, dict[str, Page]]:
+    """Crawl every shape through a fresh snapshot of Nova and through the drop-in and assert
+    they agree; Nova's crawls by shape name. Prints how long each side's crawls took."""
+    crawls: dict[str, dict[str, Page]] = {}
+    seconds = {"nova": 0.0, "drop-in": 0.0}
+
+    def timed(side: str, crawl: Callable[[], dict[str, Page]]) -> dict[str, Page]:
+        started = time.monotonic()
+        try:
+            return crawl()
+        finally:
+            seconds[side] += time.monotonic() - started
+
+    started = time.monotonic()
     with nova.snapshot() as snapshot:
+        print(
+            f"{nova.backend}: Nova's snapshot metadata API up in {time.monotonic() - started:.1f} s"
+        )
         for index, shape in enumerate(nova.shapes.values()):
+
+            def theirs(shape: Shape = shape) -> dict[str, Page]:
+                return timed("nova", lambda: nova.crawl(shape, snapshot))
+
+            def ours(shape: Shape = shape) -> dict[str, Page]:
+                return timed("drop-in", lambda: dropin_crawl(dropin, nova, shape))
+
             if dropin_first and index % 2 == 0:
-                ours = dropin_crawl(dropin, nova, shape)
-                theirs = nova.crawl(shape, snapshot)
+                actual = ours()
+                expected = theirs()
             else:
-                theirs = nova.crawl(shape, snapshot)
-                ours = dropin_crawl(dropin, nova, shape)
-            assert_same(nova, dropin, theirs, ours, shape)
-            sizes[shape.name] = len(theirs)
-    return sizes
+                expected = theirs()
+                actual = ours()
+            assert_same(nova, dropin, expected, actual, shape)
+            crawls[shape.name] = expected
+    paths = sum(len(pages) for pages in crawls.values())
+    print(
+        f"{nova.backend}: {paths} paths of {len(crawls)} instances compared; crawls took "
+        + ", ".join(f"{side} {value:.1f} s" for side, value in seconds.items())
+    )
+    return crawls
 
 
 def document(pages: dict[str, Page], path: str) -> Any:
@@ -120,20 +148,17 @@ def document(pages: dict[str, Page], path: str) -> Any:
 
 
 def test_every_path_of_every_shape_is_what_nova_serves(nova: Nova, dropin: DropIn) -> None:
-    sizes = compare_all(nova, dropin, dropin_first=True)
-    print(f"{nova.backend}: paths compared per shape: {sizes}")
+    crawls = compare_all(nova, dropin, dropin_first=True)
     # The crawl reached the trees, not just their refusals: a live instance has ~300 paths
     # (10 EC2 versions x ~20 entries, 6 OpenStack versions x 6 documents); a deleted one only
     # the root listing and the refusals.
-    for name, size in sizes.items():
-        assert size > (250 if not nova.shapes[name].deleted else 20), (name, size)
+    for name, pages in crawls.items():
+        assert len(pages) > (250 if not nova.shapes[name].deleted else 20), (name, len(pages))
 
     # And what Nova serves is what was seeded (so the comparison compared something).
-    with nova.snapshot() as snapshot:
-        twonics = nova.crawl(nova.shapes["twonics"], snapshot)
-        x509 = nova.crawl(nova.shapes["x509"], snapshot)
-        tagged = nova.crawl(nova.shapes["tagged"], snapshot)
-        deleted = nova.crawl(nova.shapes["deleted"], snapshot)
+    twonics, x509, tagged, deleted = (
+        crawls[name] for name in ("twonics", "x509", "tagged", "deleted")
+    )
     network = document(twonics, "/openstack/latest/network_data.json")
     assert [n["type"] for n in network["networks"]] == [
         "ipv4_dhcp",

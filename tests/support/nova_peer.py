@@ -276,8 +276,9 @@ def _timed(report: Report, what: str) -> Iterator[None]:
         report(f"nova: {what}: {time.monotonic() - started:.1f} s")
 
 
-# Nova's venv has psycopg2 and PyMySQL; the suite's admin URLs name psycopg (3).
-_NOVA_DRIVERS = {"postgresql": "postgresql", "mariadb": "mysql+pymysql"}
+# Nova's venv has psycopg2 and PyMySQL; the suite's admin URLs name psycopg (3), and SQLAlchemy
+# 2.1 (in Nova's venv) takes a bare postgresql:// to mean psycopg (3) too.
+_NOVA_DRIVERS = {"postgresql": "postgresql+psycopg2", "mariadb": "mysql+pymysql"}
 
 
 def _nova_url(suite_url: str, backend: str) -> str:
