@@ -40,7 +40,7 @@ import pytest
 from tests.support import databases, nova_peer
 from tests.support.cloudinit_run import CloudInitRun
 from tests.support.metadata_crawl import Page, compare, http_crawl, report
-from tests.support.metadata_relay import metadata_relay
+from tests.support.metadata_relay import Target, metadata_relay, vendordata_target
 from tests.support.nova_dropin import DropIn, running_dropin
 from tests.support.nova_peer import Nova, Shape
 from tests.support.waiting import eventually
@@ -49,6 +49,14 @@ pytestmark = [pytest.mark.compat]
 
 # How long a change made through Nova's API may take to reach guests through the drop-in.
 FRESHNESS = 1.0
+STATIC_VENDORDATA = {
+    "cloud-init": "#cloud-config\nbootcmd: [echo static vendordata]\n",
+    "nested": {"list": [1, 2.5, None, "\u00e9"]},
+}
+# What the DynamicJSON target answers: cloud-init takes a string under the target's name.
+DYNAMIC_VENDORDATA = "#cloud-config\nruncmd: [echo dynamic vendordata]\n"
+# Direct mode: no proxy; the guest is whoever has the caller's address as a fixed IP.
+DIRECT_MODE = "[neutron]\nservice_metadata_proxy = false\n"
 
 
 def _unavailable(problem: str) -> None:
@@ -57,14 +65,29 @@ def _unavailable(problem: str) -> None:
     pytest.skip(problem)
 
 
+@pytest.fixture(scope="module")
+def target() -> Iterator[Target]:
+    """The DynamicJSON vendordata target both Nova and the drop-in ask (no auth, as Nova does
+    without ``[vendordata_dynamic_auth]``)."""
+    with vendordata_target(DYNAMIC_VENDORDATA) as running:
+        yield running
+
+
 @pytest.fixture(scope="module", params=databases.BACKENDS)
 def nova(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, target: Target
 ) -> Iterator[Nova]:
     backend = str(request.param)
     directory = tmp_path_factory.mktemp(f"nova-{backend}")
+    static = directory / "vendor_data.json"
+    static.write_text(json.dumps(STATIC_VENDORDATA))
+    api_conf = (
+        "vendordata_providers = StaticJSON,DynamicJSON\n"
+        f"vendordata_jsonfile_path = {static}\n"
+        f"vendordata_dynamic_targets = cloud-init@{target.url}\n"
+    )
     try:
-        with nova_peer.running_nova(directory / "nova", backend) as deployment:
+        with nova_peer.running_nova(directory / "nova", backend, api_conf=api_conf) as deployment:
             yield deployment
     except nova_peer.NovaUnavailable as exc:
         _unavailable(f"Nova 34 cannot be installed here: {exc}")
@@ -174,6 +197,52 @@ def test_every_path_of_every_shape_is_what_nova_serves(nova: Nova, dropin: DropI
     devices = document(tagged, "/openstack/latest/meta_data.json")["devices"]
     assert [d["tags"] for d in devices] == [["uplink"], ["database"], ["legacy"]]
     assert {path for path, page in deleted.items() if page.status == 200} == {"/"}
+
+
+def test_dynamic_vendordata_target_is_asked_the_same_question(
+    nova: Nova, dropin: DropIn, target: Target
+) -> None:
+    shape = nova.shapes["items"]
+    bodies = []
+    for url in (nova.metadata_url, dropin.url):
+        target.bodies.clear()
+        response = httpx.get(
+            f"{url}/openstack/latest/vendor_data2.json",
+            headers=nova.metadata_headers(shape.uuid),
+            timeout=30,
+        )
+        assert response.status_code == 200, response.text
+        # Each target's answer goes under the target's name.
+        assert response.json() == {"static": STATIC_VENDORDATA, "cloud-init": DYNAMIC_VENDORDATA}
+        bodies.append(list(target.bodies))
+    nova_bodies, dropin_bodies = bodies
+    assert len(nova_bodies) == 1
+    assert dropin_bodies == nova_bodies
+
+
+def test_direct_mode_finds_the_guest_by_its_fixed_ip(nova: Nova, tmp_path: Path) -> None:
+    """``[neutron] service_metadata_proxy = false``: the caller's address (here 127.0.0.1, the
+    fixed IP of the shape "direct" in Neutron's ports) names the instance; identity headers
+    are ignored, by Nova with a warning."""
+    if importlib.util.find_spec("cloudseed.nova_metadata") is None:
+        pytest.skip("cloudseed.nova_metadata (the drop-in service) is not in this tree")
+    shape = nova.shapes["direct"]
+    overlay = tmp_path / "direct.conf"
+    overlay.write_text(DIRECT_MODE)
+    someone_else = nova.metadata_headers(nova.shapes["onekey"].uuid)
+    with (
+        nova.snapshot(DIRECT_MODE) as snapshot,
+        running_dropin(nova.conf, tmp_path / "dropin", extra_conf=(overlay,)) as direct,
+    ):
+        expected = http_crawl(snapshot, {})
+        actual = http_crawl(direct.url, {})
+        assert_same(nova, direct, expected, actual, shape)
+        assert document(expected, "/openstack/latest/meta_data.json")["uuid"] == shape.uuid
+        for url in (snapshot, direct.url):
+            spoofed = httpx.get(
+                f"{url}/openstack/latest/meta_data.json", headers=someone_else, timeout=30
+            )
+            assert spoofed.json()["uuid"] == shape.uuid, url
 
 
 def _meta(client: httpx.Client, nova: Nova, shape: Shape) -> Any:
@@ -352,6 +421,8 @@ def test_cloud_init_reads_a_nova_instance_through_the_dropin(
     assert read["metadata"]["public_keys"] == {"peer-ssh": key}
     assert read["metadata"]["meta"] == {"purpose": "cloud-init"}
     assert reader["public_keys"] == [key]
+    assert reader["vendordata_raw"] == STATIC_VENDORDATA["cloud-init"]
+    assert reader["vendordata2_raw"] == DYNAMIC_VENDORDATA
     assert unb64(read["userdata"]) == user_data
     assert read["ec2-metadata"]["instance-id"] == ec2_id
     (nic,) = reader["network_config"]["config"][:1]
@@ -363,6 +434,8 @@ def test_cloud_init_reads_a_nova_instance_through_the_dropin(
     assert ds["public_keys"] == [key]
     assert unb64(ds["userdata_raw"]) == user_data
     assert ds["availability_zone"] == "az-peer"
+    assert ds["vendordata_raw"] == STATIC_VENDORDATA["cloud-init"]
+    assert ds["vendordata2_raw"] == DYNAMIC_VENDORDATA
     assert ds["network_config"] == reader["network_config"]
 
     helpers = out["ec2-helpers"]

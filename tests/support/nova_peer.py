@@ -215,14 +215,17 @@ class Nova:
         )
 
     @contextmanager
-    def snapshot(self) -> Iterator[str]:
+    def snapshot(self, overlay: str = "") -> Iterator[str]:
         """Nova's metadata API in a new process of its own, with ``metadata_cache_expiration``
         at an hour (``snapshot.conf`` over nova.conf): the first request for an instance reads
         it from the databases, every later one is answered from that reading. A crawl through
         it is thus Nova's view of the databases as they are when the crawl starts, at the cost
         of one database read per instance: through the uncached metadata API every request
-        reads the instance again (~110 ms each here, 35 s for one instance's ~300 paths)."""
-        (self.directory / "snapshot.conf").write_text("[api]\nmetadata_cache_expiration = 3600\n")
+        reads the instance again (~110 ms each here, 35 s for one instance's ~300 paths).
+        ``overlay`` (more configuration) is added to snapshot.conf."""
+        (self.directory / "snapshot.conf").write_text(
+            f"[api]\nmetadata_cache_expiration = 3600\n{overlay}"
+        )
         with _serving(
             self.venv,
             self.directory,
@@ -387,6 +390,7 @@ def _write_config(
     *,
     cache_expiration: int,
     proxy: bool,
+    api_conf: str,
     extra: str,
 ) -> Path:
     conf = directory / "nova.conf"
@@ -406,6 +410,7 @@ connection = {urls["cell1"]}
 
 [api]
 metadata_cache_expiration = {cache_expiration}
+{api_conf}
 
 [wsgi]
 api_paste_config = {directory / "api-paste.ini"}
@@ -603,13 +608,15 @@ def running_nova(
     *,
     cache_expiration: int = 0,
     proxy: bool = True,
+    api_conf: str = "",
     extra_conf: str = "",
     report: Report = _stderr_report,
 ) -> Iterator[Nova]:
     """Deploy, seed and serve Nova in ``directory`` (an empty scratch directory); yield it.
 
     ``NovaUnavailable`` when Nova cannot be installed, ``databases.Unavailable`` when the
-    backend's server does not answer. ``extra_conf`` is appended to nova.conf (more sections).
+    backend's server does not answer. ``api_conf`` goes into nova.conf's ``[api]`` section
+    (vendordata options, say), ``extra_conf`` at its end (more sections).
     """
     lines: list[str] = []
 
@@ -632,6 +639,7 @@ def running_nova(
             stubs,
             cache_expiration=cache_expiration,
             proxy=proxy,
+            api_conf=api_conf,
             extra=extra_conf,
         )
         with _timed(note, f"nova-manage syncs and cells ({backend})"):

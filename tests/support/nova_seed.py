@@ -511,6 +511,32 @@ class Seeder:
             bdms=[root],
         )
 
+    def direct(self):
+        """An instance whose port has the fixed IP 127.0.0.1: the one a metadata API in direct
+        mode (no proxy) finds for a request from the loopback address."""
+        port = str(uuid.uuid4())
+        nics = [
+            (
+                _vif(
+                    port,
+                    "fa:16:3e:dd:00:04",
+                    NET_PRIVATE,
+                    "loop",
+                    [
+                        _subnet(
+                            "127.0.0.0/8",
+                            "127.0.0.254",
+                            ["127.0.0.1"],
+                            dhcp=False,
+                            dns=["127.0.0.53"],
+                        )
+                    ],
+                ),
+                ["127.0.0.1"],
+            )
+        ]
+        self.instance("direct", keys=[self.ssh], nics=nics, user_data=b"direct mode\n")
+
     def neutron_document(self):
         return {
             "ports": self.ports,
@@ -547,6 +573,7 @@ def main():
     objects.register_all()
     seeder = Seeder(args)
     seeder.seed()
+    seeder.direct()
     with open(args.neutron_file, "w") as out:
         json.dump(seeder.neutron_document(), out, indent=1)
     json.dump(
