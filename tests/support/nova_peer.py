@@ -9,17 +9,19 @@ callers serialise on a lock file. When PyPI cannot be reached the caller is told
 
 ``running_nova(directory, backend)`` then deploys Nova in ``directory``:
 
-- databases: SQLite files in ``directory``, or three fresh databases (API, cell0, cell1) on the
-  machine's PostgreSQL or MariaDB (tests/support/databases.py makes and drops them); there,
-  cell1's mapping is stored as a template (``{scheme}://{username}@{hostname}:{port}/<name>``)
-  that Nova fills from ``[database] connection``, as deployments do;
+- databases: SQLite files in ``directory``, or four fresh databases (API, cell0, cell1, cell2)
+  on the machine's PostgreSQL or MariaDB (tests/support/databases.py makes and drops them);
+  there, cell1's mapping is stored as a template (``{scheme}://{username}@{hostname}:{port}/
+  <name>``) that Nova fills from ``[database] connection``, as deployments do, and cell2's as
+  a plain URL;
 - ``nova.conf``: ``transport_url = fake:/`` (no message bus: RPC casts go nowhere, the API's
   database writes happen), the metadata API in Neutron-proxy mode with a shared secret and
   ``[api] metadata_cache_expiration`` as asked (the test uses 0 so that Nova serves fresh data
   to compare with), and ``[neutron]``/``[placement]`` with keystoneauth's ``auth_type = none``
   and an ``endpoint_override`` to the stand-ins of tests/support/nova_stubs.py (``[glance]
   api_servers``): no Keystone anywhere;
-- ``nova-manage api_db sync``, ``cell_v2 map_cell0``, ``db sync``, ``cell_v2 create_cell``;
+- ``nova-manage api_db sync``, ``cell_v2 map_cell0``, ``db sync`` (cell1 and cell0, then
+  cell2), ``cell_v2 create_cell`` (cell1, cell2);
 - the seed (tests/support/nova_seed.py, run by the Nova venv's interpreter: Nova's own objects
   write every row) and the stand-ins' ``neutron.json``;
 - gunicorn serving ``nova.wsgi.metadata:application`` and ``nova.wsgi.osapi_compute:
@@ -289,9 +291,12 @@ def _nova_url(suite_url: str, backend: str) -> str:
     return url.render_as_string(hide_password=False)
 
 
+CELLS = ("api", "cell0", "cell1", "cell2")
+
+
 @contextmanager
 def _databases(backend: str, directory: Path) -> Iterator[dict[str, str]]:
-    """URLs (Nova's drivers) of three empty databases: api, cell0, cell1; dropped afterwards.
+    """URLs (Nova's drivers) of four empty databases: api, cell0, cell1, cell2; dropped afterwards.
     ``databases.Unavailable`` when the backend's server does not answer."""
     if backend == "sqlite":
         yield {name: f"sqlite:///{directory / f'nova_{name}.sqlite'}" for name in CELLS}
@@ -303,9 +308,6 @@ def _databases(backend: str, directory: Path) -> Iterator[dict[str, str]]:
             )
             for name in CELLS
         }
-
-
-CELLS = ("api", "cell0", "cell1")
 
 
 def _cell1_mapping_url(backend: str, cell1: str) -> str:
@@ -440,8 +442,13 @@ auth_type = none
     return conf
 
 
-def _manage(venv: Path, conf: Path, *args: str) -> str:
-    command = [str(_bin(venv, "nova-manage")), "--config-file", str(conf), *args]
+def _manage(venv: Path, conf: Path, *args: str, overlay: Path | None = None) -> str:
+    files = [conf] if overlay is None else [conf, overlay]
+    command = [
+        str(_bin(venv, "nova-manage")),
+        *(arg for path in files for arg in ("--config-file", str(path))),
+        *args,
+    ]
     result = subprocess.run(
         command,
         capture_output=True,
@@ -463,18 +470,27 @@ def _sync(venv: Path, conf: Path, backend: str, urls: dict[str, str]) -> None:
     _manage(venv, conf, "api_db", "sync")
     _manage(venv, conf, "cell_v2", "map_cell0", "--database_connection", urls["cell0"])
     _manage(venv, conf, "db", "sync")  # the cell in [database] connection, and cell0
-    _manage(
-        venv,
-        conf,
-        "cell_v2",
-        "create_cell",
-        "--name",
-        "cell1",
-        "--transport-url",
-        "fake:/",
-        "--database_connection",
-        _cell1_mapping_url(backend, urls["cell1"]),
-    )
+    # cell2's schema: the same command with cell2 as [database] connection.
+    overlay = conf.with_name("cell2-sync.conf")
+    overlay.write_text(f"[database]\nconnection = {urls['cell2']}\n")
+    _manage(venv, conf, "db", "sync", "--local_cell", overlay=overlay)
+    # create_cell wants each cell's transport URL to be its own too: fake:/ with a vhost.
+    for name, transport, mapping_url in (
+        ("cell1", "fake:/", _cell1_mapping_url(backend, urls["cell1"])),
+        ("cell2", "fake:/cell2", urls["cell2"]),
+    ):
+        _manage(
+            venv,
+            conf,
+            "cell_v2",
+            "create_cell",
+            "--name",
+            name,
+            "--transport-url",
+            transport,
+            "--database_connection",
+            mapping_url,
+        )
 
 
 def _seed(venv: Path, conf: Path, project_id: str, user_id: str, stubs: Stubs) -> dict[str, Any]:

@@ -117,11 +117,11 @@ def _flavor(ctxt):
     return flavor
 
 
-def _cell(ctxt):
+def _cell(ctxt, name):
     for mapping in objects.CellMappingList.get_all(ctxt):
-        if not mapping.is_cell0():
+        if mapping.name == name:
             return mapping
-    raise SystemExit("no cell besides cell0: run nova-manage cell_v2 create_cell first")
+    raise SystemExit(f"no cell {name}: run nova-manage cell_v2 create_cell first")
 
 
 def _subnet(cidr, gateway, ips, *, dhcp, dns=(), routes=(), v6_mode=None, floating=()):
@@ -171,7 +171,8 @@ class Seeder:
     def __init__(self, args):
         self.args = args
         self.ctxt = nova_context.get_admin_context()
-        self.cell = _cell(self.ctxt)
+        self.cell = _cell(self.ctxt, "cell1")
+        self.cell2 = _cell(self.ctxt, "cell2")
         self.flavor = _flavor(self.ctxt)
         self.ports = []
         self.shapes = {}
@@ -180,7 +181,11 @@ class Seeder:
         self.ssh = _keypair(self.ctxt, user, "peer-ssh", "ssh", _ssh_key("peer@ssh"))
         self.ssh2 = _keypair(self.ctxt, user, "peer-ssh-2", "ssh", _ssh_key("peer@ssh-2"))
         self.x509 = _keypair(self.ctxt, user, "peer-x509", "x509", _x509_cert("peer-x509"))
-        with nova_context.target_cell(self.ctxt, self.cell) as cctxt:
+        for cell in (self.cell, self.cell2):
+            self._compute_service(cell)
+
+    def _compute_service(self, cell):
+        with nova_context.target_cell(self.ctxt, cell) as cctxt:
             if objects.Service.get_by_host_and_binary(cctxt, HOST, "nova-compute") is None:
                 # forced_down: the compute API deletes the instances of a host that is down
                 # itself (its "local delete"), instead of casting to a compute that never runs.
@@ -227,8 +232,11 @@ class Seeder:
         launch_index=0,
         delete=False,
         hostname=None,
+        cell=None,
+        numa=None,
     ):
         self.n += 1
+        cell = cell or self.cell
         inst_uuid = str(uuid.uuid4())
         if nics is None:
             port = str(uuid.uuid4())
@@ -258,7 +266,7 @@ class Seeder:
                 system_metadata[f"password_{i}"] = password[i * 255 : (i + 1) * 255]
         keypairs = objects.KeyPairList(objects=list(keys))
         now = timeutils.utcnow()
-        with nova_context.target_cell(self.ctxt, self.cell) as cctxt:
+        with nova_context.target_cell(self.ctxt, cell) as cctxt:
             inst = objects.Instance(
                 context=cctxt,
                 uuid=inst_uuid,
@@ -295,6 +303,7 @@ class Seeder:
                 config_drive="True" if config_drive else "",
                 locked=False,
                 device_metadata=devices,
+                numa_topology=numa,
             )
             inst.info_cache = objects.InstanceInfoCache(network_info=network_info)
             inst.create()
@@ -303,7 +312,7 @@ class Seeder:
         objects.InstanceMapping(
             self.ctxt,
             instance_uuid=inst_uuid,
-            cell_mapping=self.cell,
+            cell_mapping=cell,
             project_id=self.args.project_id,
             user_id=self.args.user_id,
             queued_for_delete=False,
@@ -324,7 +333,7 @@ class Seeder:
             is_bfv=False,
         ).create()
         if delete:
-            with nova_context.target_cell(self.ctxt, self.cell) as cctxt:
+            with nova_context.target_cell(self.ctxt, cell) as cctxt:
                 objects.Instance.get_by_uuid(cctxt, inst_uuid).destroy()
             self.ports = [p for p in self.ports if p["device_id"] != inst_uuid]
         first_ips = [ip for _, ips in nics for ip in ips if "." in ip]
@@ -489,7 +498,29 @@ class Seeder:
                 ),
             ]
         )
-        self.instance("tagged", keys=[self.ssh], nics=tag_nics, devices=devices, bdms=[root])
+        # Pinned CPUs: meta_data.json's dedicated_cpus (2020-10-14 on) lists them.
+        numa = objects.InstanceNUMATopology(
+            cells=[
+                objects.InstanceNUMACell(
+                    id=0, cpuset=set(), pcpuset={3, 1}, memory=256, cpu_policy="dedicated"
+                ),
+                objects.InstanceNUMACell(
+                    id=1, cpuset=set(), pcpuset={6}, memory=256, cpu_policy="dedicated"
+                ),
+            ]
+        )
+        self.instance(
+            "tagged", keys=[self.ssh], nics=tag_nics, devices=devices, bdms=[root], numa=numa
+        )
+        # An instance in the second cell: the metadata API finds it through its mapping.
+        self.instance(
+            "cell2",
+            keys=[self.ssh2],
+            user_data=b"#cloud-config\n# in cell2\n",
+            metadata={"cell": "2"},
+            bdms=[root],
+            cell=self.cell2,
+        )
         self.instance("password", password="s3cr3t-" + "x" * 300, bdms=[root])
         self.instance("deleted", keys=[self.ssh], user_data=b"gone", delete=True, bdms=[root])
         self.instance(
