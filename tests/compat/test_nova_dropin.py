@@ -123,10 +123,11 @@ def assert_same(
 
 
 def compare_all(
-    nova: Nova, dropin: DropIn, *, dropin_first: bool = False
+    nova: Nova, dropin: DropIn, *, dropin_first: bool = False, only: tuple[str, ...] = ()
 ) -> dict[str, dict[str, Page]]:
-    """Crawl every shape through a fresh snapshot of Nova and through the drop-in and assert
-    they agree; Nova's crawls by shape name. Prints how long each side's crawls took."""
+    """Crawl every shape (or those named in ``only``) through a fresh snapshot of Nova and
+    through the drop-in and assert they agree; Nova's crawls by shape name. Prints how long
+    each side's crawls took."""
     crawls: dict[str, dict[str, Page]] = {}
     seconds = {"nova": 0.0, "drop-in": 0.0}
 
@@ -142,7 +143,8 @@ def compare_all(
         print(
             f"{nova.backend}: Nova's snapshot metadata API up in {time.monotonic() - started:.1f} s"
         )
-        for index, shape in enumerate(nova.shapes.values()):
+        shapes = [shape for shape in nova.shapes.values() if not only or shape.name in only]
+        for index, shape in enumerate(shapes):
 
             def theirs(shape: Shape = shape) -> dict[str, Page]:
                 return timed("nova", lambda: nova.crawl(shape, snapshot))
@@ -380,8 +382,12 @@ def test_changes_through_nova_api_reach_guests_within_a_second(nova: Nova, dropi
         assert conflict.status_code == 409
 
     print(f"{nova.backend}: seconds until the drop-in served each change: {seen}")
-    # Then every path of every instance again.
-    compare_all(nova, dropin)
+    # Then every path of each changed instance again (the others were compared before).
+    compare_all(
+        nova,
+        dropin,
+        only=("items", "rebuildme", "renameme", "deleteme", "pwreset", "pwdropin"),
+    )
 
 
 def test_cloud_init_reads_a_nova_instance_through_the_dropin(

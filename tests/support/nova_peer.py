@@ -20,8 +20,8 @@ callers serialise on a lock file. When PyPI cannot be reached the caller is told
   to compare with), and ``[neutron]``/``[placement]`` with keystoneauth's ``auth_type = none``
   and an ``endpoint_override`` to the stand-ins of tests/support/nova_stubs.py (``[glance]
   api_servers``): no Keystone anywhere;
-- ``nova-manage api_db sync``, ``cell_v2 map_cell0``, ``db sync`` (cell1 and cell0, then
-  cell2), ``cell_v2 create_cell`` (cell1, cell2);
+- ``nova-manage api_db sync``, ``cell_v2 map_cell0``, ``cell_v2 create_cell`` (cell1, cell2),
+  and ``db sync --local_cell`` for each cell database, in three chains at once;
 - the seed (tests/support/nova_seed.py, run by the Nova venv's interpreter: Nova's own objects
   write every row) and the stand-ins' ``neutron.json``;
 - gunicorn serving ``nova.wsgi.metadata:application`` and ``nova.wsgi.osapi_compute:
@@ -39,6 +39,7 @@ prints what a developer needs (nova.conf, the URLs, the secret, the shapes), unt
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import hashlib
 import hmac
 import json
@@ -467,30 +468,51 @@ def _manage(venv: Path, conf: Path, *args: str, overlay: Path | None = None) -> 
 
 
 def _sync(venv: Path, conf: Path, backend: str, urls: dict[str, str]) -> None:
-    _manage(venv, conf, "api_db", "sync")
-    _manage(venv, conf, "cell_v2", "map_cell0", "--database_connection", urls["cell0"])
-    _manage(venv, conf, "db", "sync")  # the cell in [database] connection, and cell0
-    # cell2's schema: the same command with cell2 as [database] connection.
-    overlay = conf.with_name("cell2-sync.conf")
-    overlay.write_text(f"[database]\nconnection = {urls['cell2']}\n")
-    _manage(venv, conf, "db", "sync", "--local_cell", overlay=overlay)
-    # create_cell wants each cell's transport URL to be its own too: fake:/ with a vhost.
-    for name, transport, mapping_url in (
-        ("cell1", "fake:/", _cell1_mapping_url(backend, urls["cell1"])),
-        ("cell2", "fake:/cell2", urls["cell2"]),
-    ):
-        _manage(
-            venv,
-            conf,
-            "cell_v2",
-            "create_cell",
-            "--name",
-            name,
-            "--transport-url",
-            transport,
-            "--database_connection",
-            mapping_url,
-        )
+    """Schemas and cell mappings: three chains of nova-manage runs at once (each run spends
+    seconds importing Nova): the API database and its cell mappings; cell1's then cell0's
+    schema; cell2's schema. A cell database's schema is ``db sync --local_cell`` with that
+    database as ``[database] connection`` (an overlay config file for cell0 and cell2)."""
+
+    def local_cell(name: str) -> None:
+        overlay = None
+        if name != "cell1":  # cell1 is nova.conf's own [database] connection
+            overlay = conf.with_name(f"{name}-sync.conf")
+            overlay.write_text(f"[database]\nconnection = {urls[name]}\n")
+        _manage(venv, conf, "db", "sync", "--local_cell", overlay=overlay)
+
+    def api_and_mappings() -> None:
+        _manage(venv, conf, "api_db", "sync")
+        _manage(venv, conf, "cell_v2", "map_cell0", "--database_connection", urls["cell0"])
+        # create_cell wants each cell's transport URL to be its own too: fake:/ with a vhost.
+        for name, transport, mapping_url in (
+            ("cell1", "fake:/", _cell1_mapping_url(backend, urls["cell1"])),
+            ("cell2", "fake:/cell2", urls["cell2"]),
+        ):
+            _manage(
+                venv,
+                conf,
+                "cell_v2",
+                "create_cell",
+                "--name",
+                name,
+                "--transport-url",
+                transport,
+                "--database_connection",
+                mapping_url,
+            )
+
+    def cells_1_and_0() -> None:
+        local_cell("cell1")
+        local_cell("cell0")
+
+    with concurrent.futures.ThreadPoolExecutor(3) as pool:
+        chains = [
+            pool.submit(api_and_mappings),
+            pool.submit(cells_1_and_0),
+            pool.submit(local_cell, "cell2"),
+        ]
+        for chain in chains:
+            chain.result()
 
 
 def _seed(venv: Path, conf: Path, project_id: str, user_id: str, stubs: Stubs) -> dict[str, Any]:
