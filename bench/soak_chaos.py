@@ -1,6 +1,10 @@
 """The soak's chaos loop: every ``interval`` seconds a SIGKILL of the second compute agent, a
-worker of the API node or a worker of the metadata node, in turn, and once (the slot nearest
-``outage_at``) a restart of PostgreSQL instead; meanwhile it watches that nothing else dies.
+worker of the API node or a worker of the metadata node, in turn, and once, right after the
+first round of kills, a restart of PostgreSQL instead; meanwhile it watches that nothing else
+dies. The first time each of these happens is part of the warm-up (``warmed_up``): it raises
+the survivors' memory to a new high-water mark once (the surviving metadata worker takes all
+of its sibling's clients until the sibling is back, and keeps the arenas it grew for them;
+every process reloads its caches after the outage), and later times must not.
 
 A killed agent is started again after 2 s (``RestartSec=2`` of docs/deployment.md's unit); a
 killed worker is replaced by its serve parent, and the loop measures how long the node took to
@@ -30,6 +34,7 @@ VICTIMS = ("agent", "api", "metadata")
 @dataclass(frozen=True)
 class Event:
     at: float  # seconds since the load started
+    kind: str  # "agent", "api", "metadata", "postgresql"; "" for what chaos did not do
     what: str
     detail: str
     recovery: float | None = None  # seconds until whole again
@@ -42,7 +47,6 @@ class Chaos:
     postgres: PrivatePostgres
     ledger: Ledger
     interval: float
-    outage_at: float
     outage_seconds: float
     events: list[Event] = field(default_factory=list)
     started: float = 0.0
@@ -51,10 +55,10 @@ class Chaos:
 
     def schedule(self, duration: float) -> list[tuple[float, str]]:
         """(seconds since the start, action): one action per interval, the PostgreSQL restart
-        in the slot nearest ``outage_at``."""
+        after the first round of kills (or in the last slot of a run too short for that)."""
         slots = [self.interval * k for k in range(1, int(duration / self.interval) + 1)]
         slots = [t for t in slots if t < duration - self.interval / 2] or [duration / 2]
-        outage_slot = min(slots, key=lambda t: abs(t - self.outage_at))
+        outage_slot = slots[min(len(VICTIMS), len(slots) - 1)]
         plan, turn = [], 0
         for t in slots:
             if t == outage_slot:
@@ -81,11 +85,26 @@ class Chaos:
         while not stop.wait(1.0):
             self.supervise()
 
+    def warmed_up(self) -> float | None:
+        """Seconds since the start at which every kind of fault had happened once and its
+        node had settled (half an interval later); None: not every kind happened."""
+        kinds = ("postgresql", *VICTIMS)
+        firsts = [next((e for e in self.events if e.kind == k), None) for k in kinds]
+        if any(e is None for e in firsts):
+            return None
+        return max(e.at + (e.recovery or 0) for e in firsts if e) + self.interval / 2
+
     def _event(
-        self, what: str, detail: str, recovery: float | None = None, fault: bool = False
+        self,
+        what: str,
+        detail: str,
+        recovery: float | None = None,
+        *,
+        kind: str = "",
+        fault: bool = False,
     ) -> None:
         at = self.action_started if recovery is not None else time.time()
-        self.events.append(Event(at - self.started, what, detail, recovery, fault))
+        self.events.append(Event(at - self.started, kind, what, detail, recovery, fault))
 
     def supervise(self) -> None:
         for name, code in self.deployment.nodes_alive().items():
@@ -111,6 +130,7 @@ class Chaos:
             "SIGKILL",
             f"agent {KILLABLE_AGENT} (pid {pid}), started again",
             time.monotonic() - began,
+            kind="agent",
         )
 
     def _kill_worker(self, node: str) -> None:
@@ -121,7 +141,7 @@ class Chaos:
             self._event("SIGKILL", f"{node}: no worker to kill", fault=True)
             return
         self.deployment.wait_workers(node)
-        self._event("SIGKILL", f"{node} worker (pid {pid})", time.monotonic() - began)
+        self._event("SIGKILL", f"{node} worker (pid {pid})", time.monotonic() - began, kind=node)
 
     def _restart_postgres(self) -> None:
         stopped = time.time()
@@ -134,4 +154,5 @@ class Chaos:
             "PostgreSQL restart",
             f"down {back - stopped:.1f} s (pg_ctl stop -m fast, start)",
             back - stopped,
+            kind="postgresql",
         )

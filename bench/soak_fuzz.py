@@ -21,7 +21,7 @@ from collections.abc import Callable
 import httpx
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
-from soak_ledger import KEEPALIVE_SECONDS, Ledger
+from soak_ledger import NO_KEEPALIVE, Ledger
 
 from tests.support.fuzz_requests import (
     ROUTES,
@@ -37,7 +37,7 @@ FUZZ_PROJECT = "fuzz"
 FUZZ_USER = f"fuzz:{FUZZ_PROJECT}"
 OTHER_USER = "other:other"
 BATCH = 50  # examples per hypothesis run; the fuzzer starts another until told to stop
-LIMITS = httpx.Limits(keepalive_expiry=KEEPALIVE_SECONDS)
+LIMITS = httpx.Limits(max_keepalive_connections=NO_KEEPALIVE)
 
 
 def fuzz_targets(

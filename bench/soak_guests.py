@@ -24,7 +24,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 import httpx
-from soak_ledger import KEEPALIVE_SECONDS, Ledger
+from soak_ledger import NO_KEEPALIVE, Ledger
 from soak_load import sleep_unless
 
 META_DATA = "/openstack/latest/meta_data.json"
@@ -89,8 +89,7 @@ class GuestFleet:
         self.stopping = stopping
         limits = httpx.Limits(
             max_connections=None,
-            max_keepalive_connections=4096,
-            keepalive_expiry=KEEPALIVE_SECONDS,
+            max_keepalive_connections=NO_KEEPALIVE,
         )
         timeout = httpx.Timeout(60.0, read=self.wait_range[1] + 60.0)
         async with httpx.AsyncClient(

@@ -23,12 +23,13 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
-# The soak's clients drop a kept-alive connection after this many idle seconds: fewer than
-# uvicorn's 5 (serve's timeout_keep_alive), so a client never sends a request on a connection
-# the server is closing at that moment. With equal timeouts (httpx's default is 5 s too) the
-# two race, and the request is reset unanswered: a client's bug, not the server's, which
-# clients avoid this way (or by retrying).
-KEEPALIVE_SECONDS = 2.0
+# Every request of the soak's clients goes on a connection of its own, as cloud-init's and
+# curl's do. On a kept-alive connection the server's idle timer (uvicorn's 5 s) may close it
+# just as the client sends the next request, which then ends unanswered: HTTP/1.1's own race,
+# which clients meet with a retry, and which a busy client (its event loop late by seconds on
+# a loaded machine) runs into even with a shorter idle timeout of its own. A request cut on a
+# fresh connection is the server's doing, and judged so.
+NO_KEEPALIVE = 0
 
 # Which serve node each channel talks to: the kills that can explain its transport errors.
 NODE_OF_CHANNEL = {

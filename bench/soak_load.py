@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import httpx
-from soak_ledger import KEEPALIVE_SECONDS, Ledger
+from soak_ledger import NO_KEEPALIVE, Ledger
 
 VERSION = "compute 2.106"
 USER = "soak"
@@ -110,7 +110,7 @@ class Users:
     async def run(self, stopping: asyncio.Event) -> None:
         headers = {"X-Auth-Token": f"{USER}:{PROJECT}", "OpenStack-API-Version": VERSION}
         limits = httpx.Limits(
-            max_connections=self.concurrency * 2, keepalive_expiry=KEEPALIVE_SECONDS
+            max_connections=self.concurrency * 2, max_keepalive_connections=NO_KEEPALIVE
         )
         async with httpx.AsyncClient(
             base_url=self.api_url, headers=headers, timeout=60, limits=limits

@@ -106,6 +106,8 @@ class Result:
     users: Users | None = None
     guests: GuestFleet | None = None
     fuzz_sent: int = 0
+    warmup_seconds: float = 0.0  # from the start of the load
+    loop_lag: float = 0.0  # the most the load generator's event loop ran late, in seconds
     logged: list[tuple[str, str, int]] = field(default_factory=list)  # (log, ERROR line, count)
     errors: list[str] = field(default_factory=list)  # the soak's own failures
 

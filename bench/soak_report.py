@@ -54,7 +54,9 @@ def section(result: Result, *, command: str) -> str:
         f"created and deleted alive at once), {plan.guests} guests through signed proxy "
         f"headers ({plan.waiter_share:.0%} holding long-polls of {plan.wait_range[0]}-"
         f"{plan.wait_range[1]} s, the others reading every {plan.read_period:g} s), the "
-        f"fuzzer at {plan.fuzz_rate:g} hostile requests/s ({result.fuzz_sent} sent)",
+        f"fuzzer at {plan.fuzz_rate:g} hostile requests/s ({result.fuzz_sent} sent); each "
+        "request on a connection of its own (bench/soak_ledger.py says why); the load "
+        f"generator's event loop ran at most {result.loop_lag:.1f} s late",
         f"- Verdict: {verdict}",
         "",
     ]
@@ -156,9 +158,10 @@ def _checks(result: Result) -> list[str]:
 
 def _processes(result: Result) -> list[str]:
     plan = result.plan
-    warm = plan.warmup_share * plan.seconds
     out = [
-        f"Processes (warm-up: the first {warm:.0f} s of the load; RSS in MiB; the slope from "
+        f"Processes (warm-up: the first {result.warmup_seconds:.0f} s of the load, "
+        f"{plan.warmup_share:.0%} of it and at least until each kind of fault had happened "
+        "once and settled, bench/soak_chaos.py; RSS in MiB; the slope from "
         "the samples after warm-up; growth allowed to the processes that lived the whole run: "
         f"{plan.memory_allowance_mib:g} MiB or {MEMORY_ALLOWANCE_SHARE:.0%}, whichever is "
         f"more, plus {CONNECTION_KIB} KiB per socket held beyond those at warm-up):",
