@@ -170,6 +170,7 @@ def _run(
         proxy_headers=lambda server_id: proxy_headers(deployment.secret, FUZZ_PROJECT, server_id),
         ledger=ledger,
         rate=plan.fuzz_rate,
+        seed=plan.seed * 1000,
     )
     chaos = Chaos(
         deployment=deployment,

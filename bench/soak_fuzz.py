@@ -8,18 +8,21 @@ may change is its own project's, and the soak's servers, which it names now and 
 out of its reach (404). Metadata requests are sent half the time with the proxy headers of the
 fuzz project's server, so that hostile paths and queries get past identification.
 
+The requests come in batches of 50, batch n drawn from the seed ``seed + n``: the same
+requests in the same order on every run (their answers may differ: the world they meet does).
 Every answer goes to the ledger; a 4xx from the compute API that is not a Nova fault (or
 Glance's body under ``/image/``) is recorded as a fault of its own (``bad-fault``).
 """
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections.abc import Callable
 
 import httpx
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 from soak_ledger import NO_KEEPALIVE, Ledger
 
@@ -74,8 +77,10 @@ class Fuzzer:
         proxy_headers: Callable[[str], dict[str, str]],
         ledger: Ledger,
         rate: float,
+        seed: int,
     ) -> None:
         self.api_url, self.metadata_url = api_url, metadata_url
+        self.seed = seed
         self.targets = targets
         self.proxy_headers = proxy_headers
         self.ledger = ledger
@@ -89,15 +94,7 @@ class Fuzzer:
         ):
             strategy = requests(self.targets)
 
-            @settings(
-                max_examples=BATCH,
-                database=None,
-                deadline=None,
-                phases=[Phase.generate],
-                suppress_health_check=list(HealthCheck),
-            )
-            @given(case=strategy)
-            def batch(case: tuple[str, Request, bool]) -> None:
+            def one(case: tuple[str, Request, bool]) -> None:
                 if stop.wait(self.interval):
                     return
                 listener, request, signed = case
@@ -112,8 +109,18 @@ class Fuzzer:
                     )
                 self._one(api if listener == "api" else metadata, listener, request)
 
-            while not stop.is_set():
-                batch()
+            # Batch n draws from seed n: the same requests in the same order on every run.
+            for n in itertools.count(self.seed):
+                if stop.is_set():
+                    return
+                run_batch = settings(
+                    max_examples=BATCH,
+                    database=None,
+                    deadline=None,
+                    phases=[Phase.generate],
+                    suppress_health_check=list(HealthCheck),
+                )(seed(n)(given(case=strategy)(one)))
+                run_batch()
 
     def _one(self, client: httpx.Client, listener: str, request: Request) -> None:
         channel = f"fuzz-{listener}"
