@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 # make test runs the suite in this many worker processes (pytest-xdist); 0: in pytest itself.
 TEST_JOBS ?= 2
 
-.PHONY: help run test check venv test-venv lint docs tempest fuzz bench bench-api-reads bench-metadata bench-login-keys bench-operations bench-hosts-apart bench-configdrive bench-longpoll bench-nova image-debian e2e clean
+.PHONY: help run test check venv test-venv lint docs tempest fuzz soak bench bench-api-reads bench-metadata bench-login-keys bench-operations bench-hosts-apart bench-configdrive bench-longpoll bench-nova image-debian e2e clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -44,6 +44,14 @@ FUZZ_EXAMPLES ?= 300
 fuzz: test-venv  ## the fuzzers of tests/functional/test_fuzz.py at length (minutes; docs/fuzzing.md)
 	CLOUDSEED_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -p no:xdist -q \
 		tests/functional/test_fuzz.py -k sqlite $(PYTEST_ARGS)
+
+SOAK_MINUTES ?= 30
+SOAK_GUESTS ?= 2000
+
+# A private PostgreSQL cluster (initdb from /usr/lib/postgresql/*/bin; as root it runs as the
+# postgres user), never the machine's own server. tests/functional/test_soak.py: the short run.
+soak: test-venv  ## soak under faults: processes on PostgreSQL, load, SIGKILLs, a database restart (SOAK_MINUTES=30; docs/benchmarks.md)
+	$(BIN)/python bench/soak.py --minutes $(SOAK_MINUTES) --guests $(SOAK_GUESTS) --write docs/benchmarks.md
 
 # stdlib only: it reads src/cloudseed and pyproject.toml, imports nothing of cloudseed.
 docs: venv  ## regenerate the module map (docs/architecture.md) and the options tables (docs/configuration.md)

@@ -26,7 +26,12 @@ from cloudseed.db.engines import Database
 from cloudseed.hosts.models import ComputeNode, Service
 from cloudseed.servers import records
 from cloudseed.servers.lifecycle import queue
-from cloudseed.servers.models import InstanceSystemMetadata, Operation
+from cloudseed.servers.models import (
+    InstanceAction,
+    InstanceActionEvent,
+    InstanceSystemMetadata,
+    Operation,
+)
 from cloudseed.servers.system_metadata import SSH_FORWARD
 from cloudseed.settings import Settings
 from tests.support.cloud import b64, mv
@@ -97,6 +102,21 @@ def operations_of(cell_db: Database, server_id: str) -> list[Operation]:
         return list(
             session.scalars(
                 select(Operation).where(Operation.instance_uuid == server_id).order_by(Operation.id)
+            )
+        )
+
+
+def open_events_of(cell_db: Database, server_id: str) -> list[InstanceActionEvent]:
+    """The instance's action events that nothing has finished."""
+    with cell_db.read() as session:
+        return list(
+            session.scalars(
+                select(InstanceActionEvent)
+                .join(InstanceAction, InstanceAction.id == InstanceActionEvent.action_id)
+                .where(
+                    InstanceAction.instance_uuid == server_id,
+                    InstanceActionEvent.finish_time.is_(None),
+                )
             )
         )
 
@@ -264,6 +284,7 @@ def test_reset_state_is_for_admins_and_cancels_the_open_operation(api, cloud, ce
     server = show(api, server_id)
     assert (server["status"], server["OS-EXT-STS:task_state"]) == ("ERROR", None)
     assert [op.state for op in operations_of(cell_db, server_id)] == ["done", "cancelled"]
+    assert open_events_of(cell_db, server_id) == []  # the reboot's event ended with it
     agent.steps.run(claimed, cell_db)  # the late agent writes nothing
     assert show(api, server_id)["status"] == "ERROR"
     assert "resetState" in [
@@ -277,6 +298,28 @@ def test_reset_state_is_for_admins_and_cancels_the_open_operation(api, cloud, ce
     )
     assert r.status_code == 202 and agent.run_once() == 1
     assert show(api, server_id)["status"] == "ACTIVE"
+
+
+def test_a_server_deleted_while_it_builds_leaves_no_event_open(api, cloud, cell_db, agents):
+    """Found by the soak (bench/soak.py): a delete cancels the pending build, and the build's
+    event stayed open for ever, since no agent would finish it."""
+    agents("h1")  # registered, never run: the build stays pending
+    server_id = create_on(api, cloud, "h1")
+    assert open_events_of(cell_db, server_id) != []
+    assert api.delete(f"/v2.1/servers/{server_id}").status_code == 204
+    build = operations_of(cell_db, server_id)[0]
+    assert (build.kind, build.state, build.error) == (
+        "build",
+        "cancelled",
+        "the instance was deleted",
+    )
+    assert open_events_of(cell_db, server_id) == []
+    with cell_db.read() as session:
+        event = session.scalar(
+            select(InstanceActionEvent).where(InstanceActionEvent.action_id == build.action_id)
+        )
+        assert event is not None
+        assert (event.result, event.traceback) == ("Error", "the instance was deleted")
 
 
 def test_no_valid_host_for_a_dead_disabled_or_full_host(api, cloud, cell_db, agents):

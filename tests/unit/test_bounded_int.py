@@ -1,4 +1,4 @@
-"""web/validation.bounded_int and check_unicode: the edge's rules for integers and strings."""
+"""web/validation.bounded_int and check_text: the edge's rules for integers and strings."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 from cloudseed.errors import InvalidInput
 from cloudseed.web.errors import ValidationFailed
 from cloudseed.web.microversions import APIVersion
-from cloudseed.web.validation import MAX_INT, bounded_int, check_unicode
+from cloudseed.web.validation import MAX_INT, bounded_int, check_text
 
 
 @pytest.mark.parametrize(
@@ -43,16 +43,25 @@ def test_refused(value: object, message: str | None) -> None:
     assert caught.value.message == message
 
 
-def test_check_unicode_finds_surrogates_anywhere() -> None:
-    check_unicode({"a": ["b", {"c": "d\u00e9\U0001f600"}], "e": 1})
+def test_check_text_finds_surrogates_anywhere() -> None:
+    check_text({"a": ["b", {"c": "d\u00e9\U0001f600"}], "e": 1})
     for document in ({"a": "\ud800"}, {"\udfff": 1}, [[["x\udc00"]]], "\ud800"):
         with pytest.raises(ValidationFailed):
-            check_unicode(document)
+            check_text(document)
     deep: object = "\ud800"
     for _ in range(100_000):
         deep = [deep]
     with pytest.raises(ValidationFailed):
-        check_unicode(deep)  # iterative: no RecursionError
+        check_text(deep)  # iterative: no RecursionError
+
+
+def test_check_text_finds_nul_anywhere() -> None:
+    for document in ({"a": "b\x00"}, {"\x00": 1}, [[["\x00x"]]], "\x00"):
+        with pytest.raises(ValidationFailed, match="NUL"):
+            check_text(document)
+    with pytest.raises(ValidationFailed) as caught:
+        check_text({"metadata": {"role": "a\x00b"}})
+    assert "field/attribute role" in caught.value.message
 
 
 def test_version_numbers_are_bounded() -> None:

@@ -1,9 +1,11 @@
 """The outermost layer of the compute API, as pure ASGI middleware.
 
-For every request it assigns a request id, negotiates the microversion (only under ``/v2.1``:
-the root version document is outside microversion control, as in Nova), stamps the version and
-request-id headers on every response, turns errors raised before routing (auth, version) into
-Nova faults, and writes one access-log line.
+For every request it assigns a request id, refuses a path or query holding a NUL character
+(400: no route can take one, and PostgreSQL cannot even compare it with what it stores),
+negotiates the microversion (only under ``/v2.1``: the root version document is outside
+microversion control, as in Nova), stamps the version and request-id headers on every response,
+turns errors raised before routing (auth, version) into Nova faults, and writes one access-log
+line.
 """
 
 from __future__ import annotations
@@ -15,8 +17,10 @@ import uuid
 
 from cloudseed.types import ASGIApp, Message, Receive, Scope, Send
 from cloudseed.web.context import CONTEXT_KEY, REQUEST_ID_KEY, VERSION_KEY
+from cloudseed.web.errors import ValidationFailed
 from cloudseed.web.faults import fault_parts, is_glance_path
 from cloudseed.web.microversions import APIVersion, requested_version, response_headers
+from cloudseed.web.validation import NUL
 
 access_log = logging.getLogger("cloudseed.access")
 
@@ -53,6 +57,10 @@ class ComputeEdge:
             await send(message)
 
         try:
+            if _has_nul(scope):
+                raise ValidationFailed(
+                    "Invalid input: the path or the query contains a NUL character."
+                )
             if is_versioned(scope["path"]):
                 version = requested_version(_headers(scope))
                 scope[VERSION_KEY] = version
@@ -89,6 +97,11 @@ class ComputeEdge:
 @functools.lru_cache(maxsize=256)  # one entry per microversion served: a bounded set
 def _version_headers(version: APIVersion) -> tuple[tuple[bytes, bytes], ...]:
     return tuple((k.lower().encode(), v.encode()) for k, v in response_headers(version))
+
+
+def _has_nul(scope: Scope) -> bool:
+    query: bytes = scope.get("query_string", b"")
+    return NUL in scope["path"] or b"%00" in query or b"\x00" in query
 
 
 def _headers(scope: Scope) -> dict[str, str]:

@@ -291,7 +291,15 @@ def is_deadlock(exc: BaseException) -> bool:
     return code in (1205, 1213) or getattr(orig, "sqlstate", None) in ("40P01", "40001")
 
 
+# SQLSTATEs of a server that is not taking work: class 08 (connection exceptions), and
+# PostgreSQL's admin_shutdown, crash_shutdown and cannot_connect_now (57P01-57P03).
+_OUTAGE_SQLSTATES = ("57P01", "57P02", "57P03")
+
+
 def _is_connect_error(exc: DBAPIError) -> bool:
+    sqlstate = getattr(exc.orig, "sqlstate", None) or ""
+    if sqlstate.startswith("08") or sqlstate in _OUTAGE_SQLSTATES:
+        return True
     text = str(exc.orig).lower()
     return any(
         s in text
@@ -302,5 +310,14 @@ def _is_connect_error(exc: DBAPIError) -> bool:
             "server has gone away",
             "lost connection",
             "unable to open database",
+            # A PostgreSQL server stopping or starting refuses new connections with FATAL
+            # 57P03 ("the database system is shutting down", "... is starting up", "... is
+            # not yet accepting connections"); libpq reports it while connecting, so the
+            # error carries no SQLSTATE.
+            "the database system is",
+            "server closed the connection unexpectedly",
+            "terminating connection due to administrator command",
+            # MariaDB/MySQL 1053 while it stops.
+            "server shutdown in progress",
         )
     )

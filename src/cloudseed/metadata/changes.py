@@ -31,7 +31,7 @@ from cloudseed.errors import InvalidInput
 from cloudseed.metadata.errors import TooManyWaiters
 from cloudseed.metadata.etags import opaque
 from cloudseed.types import Receive
-from cloudseed.web.validation import bounded_int, check_unicode
+from cloudseed.web.validation import bounded_int, check_text
 
 T = TypeVar("T")
 
@@ -71,7 +71,7 @@ def parse_query(query: bytes, *, default_timeout: int, max_timeout: int) -> Quer
         values[name] = value
     if not values:
         return NO_QUERY
-    check_unicode(values)
+    check_text(values)
     wait = _boolean(values, "wait_for_change")
     recursive = _boolean(values, "recursive")
     timeout = default_timeout

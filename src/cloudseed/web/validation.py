@@ -147,42 +147,54 @@ async def read_json(request: Request, *, max_size: int) -> Any:
         parsed = json.loads(body)
     except (ValueError, RecursionError) as exc:
         raise MalformedRequestBody() from exc
-    check_unicode(parsed)
+    check_text(parsed)
     return parsed
 
 
 # A lone surrogate: JSON's "\\ud800" escape decodes to one, and no UTF-8 encoder (database
 # drivers, the password's encryption, log handlers) accepts it.
 _SURROGATE = re.compile("[\ud800-\udfff]")
+# A NUL ("\\u0000", "%00"): PostgreSQL can neither store nor compare text holding one (psycopg
+# refuses to send it: a 500), SQLite and MariaDB can. Refused on every backend, so that a
+# request gets the same answer whatever the database.
+NUL = "\x00"
 
 
 def has_surrogate(text: str) -> bool:
     return not text.isascii() and _SURROGATE.search(text) is not None
 
 
-def check_unicode(document: Any) -> None:
-    """Every key and string of a parsed JSON document is valid Unicode (scalar values only), or
-    ValidationFailed (400) names the first field that is not. Iterative: a deeply nested
-    document costs no recursion."""
+def text_problem(text: str) -> str | None:
+    """Why a client's string cannot be taken as it is; None: it can."""
+    if NUL in text:
+        return "The value contains a NUL character, which cannot be stored."
+    if has_surrogate(text):
+        return "The value is not valid Unicode: it contains a lone surrogate."
+    return None
+
+
+def check_text(document: Any) -> None:
+    """Every key and string of a parsed JSON document (or of a query) is valid Unicode (scalar
+    values only) without a NUL, or ValidationFailed (400) names the first field that is not.
+    Iterative: a deeply nested document costs no recursion."""
     stack: list[tuple[str | None, Any]] = [(None, document)]
     while stack:
         name, value = stack.pop()
         if isinstance(value, str):
-            if has_surrogate(value):
-                raise _not_unicode(name)
+            if (problem := text_problem(value)) is not None:
+                raise _refused(name, problem)
         elif isinstance(value, dict):
             for key, item in value.items():
-                if has_surrogate(key):
-                    raise _not_unicode(None)
+                if (problem := text_problem(key)) is not None:
+                    raise _refused(None, problem)
                 stack.append((key, item))
         elif isinstance(value, list):
             stack.extend((name, item) for item in value)
 
 
-def _not_unicode(name: str | None) -> ValidationFailed:
-    reason = "The value is not valid Unicode: it contains a lone surrogate."
+def _refused(name: str | None, reason: str) -> ValidationFailed:
     if name is None:
-        return ValidationFailed(f"Invalid input: a key or value is not valid Unicode. {reason}")
+        return ValidationFailed(f"Invalid input: a key or value cannot be taken. {reason}")
     return ValidationFailed(f"Invalid input for field/attribute {name}. {reason}")
 
 
@@ -227,5 +239,5 @@ def query_lists(request: Request) -> dict[str, list[str]]:
     result: dict[str, list[str]] = {}
     for key, value in request.query_params.multi_items():
         result.setdefault(key, []).append(value)
-    check_unicode(result)
+    check_text(result)
     return result

@@ -79,6 +79,29 @@ def finish(
     )
 
 
+def finish_open(session: Session, *, action_ids: list[int], error: str) -> None:
+    """End every event still open in these actions as failed with ``error``: their operation
+    was cancelled, and no agent will ever finish them (a late one's lease is gone)."""
+    if not action_ids:
+        return
+    now = utcnow()
+    session.execute(
+        update(InstanceActionEvent)
+        .where(
+            InstanceActionEvent.action_id.in_(action_ids),
+            InstanceActionEvent.finish_time.is_(None),
+        )
+        .values(finish_time=now, result="Error", traceback=error)
+        .execution_options(synchronize_session=False)
+    )
+    session.execute(
+        update(InstanceAction)
+        .where(InstanceAction.id.in_(action_ids), InstanceAction.finish_time.is_(None))
+        .values(finish_time=now, updated_at=now, message="Error")
+        .execution_options(synchronize_session=False)
+    )
+
+
 def _action_record(row: InstanceAction) -> dict[str, Any]:
     """An action as stored; ``servers.action_views`` decides what each microversion shows."""
     return {

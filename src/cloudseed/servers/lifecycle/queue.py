@@ -31,6 +31,7 @@ from sqlalchemy.orm import Session
 from cloudseed.db.announcements import announce
 from cloudseed.db.base import utcnow
 from cloudseed.db.notify import OPERATIONS, notify
+from cloudseed.servers.history import actions as action_log
 from cloudseed.servers.models import Operation
 
 PENDING, RUNNING, DONE, FAILED, CANCELLED = "pending", "running", "done", "failed", "cancelled"
@@ -184,7 +185,8 @@ def finish(
 
 def cancel_open(session: Session, instance_uuid: str, *, reason: str) -> int:
     """Cancel the instance's pending and running operations (an admin's reset, a delete): a
-    late agent's ``finish`` then fails and it writes nothing. Returns how many."""
+    late agent's ``finish`` then fails and it writes nothing, so their instance actions' open
+    events are ended here, failed with ``reason``. Returns how many."""
     now = utcnow()
     ops = list(
         session.scalars(
@@ -200,6 +202,9 @@ def cancel_open(session: Session, instance_uuid: str, *, reason: str) -> int:
         op.updated_at = now
         op.lease_expires_at = None
         op.payload = json.dumps(_without_secrets(payload_of(op)), sort_keys=True)
+    action_log.finish_open(
+        session, action_ids=[op.action_id for op in ops if op.action_id], error=reason
+    )
     return len(ops)
 
 

@@ -204,7 +204,7 @@ class Servers:
                 .values(vm_state=state, task_state=None, updated_at=utcnow())
                 .execution_options(synchronize_session=False)
             )
-            action_log.start(
+            action_id = action_log.start(
                 session,
                 instance_uuid=uuid,
                 action="resetState",
@@ -212,6 +212,8 @@ class Servers:
                 event="api_reset_state",
                 details=f"state {state}; {cancelled} open operation(s) cancelled",
             )
+            # Done with the request itself: nothing else would ever finish its event.
+            action_log.finish(session, action_id=action_id, event="api_reset_state")
 
         self.cells.for_instance(uuid).run(reset, write=True)
 
