@@ -30,15 +30,13 @@ from cloudseed.metadata.facts import vendordata_request
 from cloudseed.metadata.freshness import Freshness
 from cloudseed.metadata.identify import Identifier
 from cloudseed.metadata.signed_identity import SignedIdentity
-from cloudseed.metadata.stats import NO_STATS, StoreStats
 from cloudseed.metadata.store import CellGuests, GuestStore
 from cloudseed.metadata.tokens import Tokens
 from cloudseed.servers.errors import PasswordTooLarge
 from cloudseed.servers.lifecycle import password
 from cloudseed.settings import Settings
-from cloudseed.types import Receive, Scope, Send
+from cloudseed.types import Receive
 from cloudseed.vendordata import Vendordata
-from cloudseed.vendordata.stats import NO_TARGET_STATS, TargetStats
 from cloudseed.web.bodies import whole_body
 from cloudseed.web.errors import MethodNotAllowed
 
@@ -57,7 +55,7 @@ ALLOWED = {
 }
 
 
-class MetadataApp(AnswersAtOnce):
+class MetadataApp(asgi.MetadataASGI, AnswersAtOnce):
     def __init__(self, settings: Settings, *, api_db: Database | None = None) -> None:
         self.settings = settings
         self.dhcp_domain = settings.api.dhcp_domain
@@ -73,29 +71,6 @@ class MetadataApp(AnswersAtOnce):
         self.identity: SignedIdentity | None = None
         self.freshness = Freshness(settings)  # ETags, 304s and long-polls
         self.deliveries: Deliveries | None = None
-        self._store_stats: StoreStats = NO_STATS
-        self._target_stats: TargetStats = NO_TARGET_STATS
-
-    def observe(self, *, store: StoreStats, targets: TargetStats) -> None:
-        """Report the guest cache's and the vendordata targets' work (metrics/); before
-        start-up."""
-        self._store_stats, self._target_stats = store, targets
-
-    # -- ASGI --------------------------------------------------------------------------------
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            await asgi.respond(
-                scope, receive, send, self.answer, log_every_request=self.log_every_request
-            )
-        elif scope["type"] == "lifespan":
-            await asgi.lifespan(
-                receive,
-                send,
-                startup=self.startup,
-                shutdown=self.shutdown,
-                what="the metadata service",
-            )
 
     async def startup(self) -> None:
         db = self._api_db

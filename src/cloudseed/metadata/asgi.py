@@ -10,7 +10,9 @@ from collections.abc import Awaitable, Callable
 from cloudseed.errors import CloudseedError
 from cloudseed.metadata.answers import Answer
 from cloudseed.metadata.refusals import access_log, refusal
+from cloudseed.metadata.stats import NO_STATS, StoreStats
 from cloudseed.types import Receive, Scope, Send
+from cloudseed.vendordata.stats import NO_TARGET_STATS, TargetStats
 
 log = logging.getLogger(__name__)
 
@@ -85,3 +87,46 @@ async def send_answer(send: Send, answer: Answer, method: str) -> None:
     await send({"type": "http.response.body", "body": b"" if method == "HEAD" else answer.body})
     if answer.sent is not None and method == "GET":
         answer.sent()
+
+
+class MetadataASGI:
+    """The ASGI face both metadata apps share: HTTP requests answered by the subclass's
+    ``answer`` (through ``respond``), the lifespan running its ``startup`` and ``shutdown``,
+    and the counters metrics/ hands in with ``observe`` before start-up."""
+
+    what = "the metadata service"  # named when start-up fails
+    log_every_request = False
+    _store_stats: StoreStats = NO_STATS
+    _target_stats: TargetStats = NO_TARGET_STATS
+
+    def observe(self, *, store: StoreStats, targets: TargetStats) -> None:
+        """Report the guest cache's and the vendordata targets' work (metrics/); before
+        start-up."""
+        self._store_stats, self._target_stats = store, targets
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            await respond(
+                scope, receive, send, self.answer, log_every_request=self.log_every_request
+            )
+        elif scope["type"] == "lifespan":
+            await lifespan(
+                receive, send, startup=self.startup, shutdown=self.shutdown, what=self.what
+            )
+
+    async def answer(
+        self,
+        method: str,
+        path: str,
+        peer: str | None,
+        headers: list[tuple[bytes, bytes]],
+        receive: Receive,
+        query: bytes,
+    ) -> Answer:
+        raise NotImplementedError
+
+    async def startup(self) -> None:
+        raise NotImplementedError
+
+    async def shutdown(self) -> None:
+        raise NotImplementedError

@@ -35,7 +35,6 @@ from cloudseed.metadata.answers import Answer, at_once
 from cloudseed.metadata.errors import NoSuchDocument, TokenRefused, TokenRequired, UnknownCaller
 from cloudseed.metadata.freshness import Freshness
 from cloudseed.metadata.identify import ByInstance, ByProvider, Claim, Identifier
-from cloudseed.metadata.stats import NO_STATS, StoreStats
 from cloudseed.metadata.store import GuestStore
 from cloudseed.metadata.tokens import TOKEN_HEADER, TTL_HEADER, Tokens
 from cloudseed.nova_metadata import paths, render
@@ -47,10 +46,9 @@ from cloudseed.nova_metadata.loading import Loader
 from cloudseed.nova_metadata.neutron import Neutron
 from cloudseed.nova_metadata.passwords import read_password, store_password
 from cloudseed.servers.errors import PasswordAlreadySet
-from cloudseed.types import Receive, Scope, Send
+from cloudseed.types import Receive
 from cloudseed.vendordata import Vendordata
 from cloudseed.vendordata.request import VendordataRequest
-from cloudseed.vendordata.stats import NO_TARGET_STATS, TargetStats
 from cloudseed.web.errors import MethodNotAllowed
 
 if TYPE_CHECKING:
@@ -76,7 +74,9 @@ WAITABLE = frozenset(
 )
 
 
-class NovaMetadataApp(AnswersAtOnce):
+class NovaMetadataApp(asgi.MetadataASGI, AnswersAtOnce):
+    what = "the Nova metadata service"
+
     def __init__(self, config: NovaMetadataConfig) -> None:
         self.config = config
         settings = config.settings
@@ -97,29 +97,6 @@ class NovaMetadataApp(AnswersAtOnce):
         self.vendordata: Vendordata | None = None
         # (provider, address) -> (instance, tenant, until): X-Metadata-Provider's answers.
         self._providers: dict[tuple[str, str], tuple[str, str, float]] = {}
-        self._store_stats: StoreStats = NO_STATS
-        self._target_stats: TargetStats = NO_TARGET_STATS
-
-    def observe(self, *, store: StoreStats, targets: TargetStats) -> None:
-        """Report the guest cache's and the vendordata targets' work (metrics/); before
-        start-up."""
-        self._store_stats, self._target_stats = store, targets
-
-    # -- ASGI --------------------------------------------------------------------------------
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            await asgi.respond(
-                scope, receive, send, self.answer, log_every_request=self.log_every_request
-            )
-        elif scope["type"] == "lifespan":
-            await asgi.lifespan(
-                receive,
-                send,
-                startup=self.startup,
-                shutdown=self.shutdown,
-                what="the Nova metadata service",
-            )
 
     async def startup(self) -> None:
         config = self.config
