@@ -56,14 +56,19 @@ def test_cut_requests_are_allowed_only_near_a_kill_of_their_node() -> None:
     cut(ledger, "guest", httpx.ReadError("reset"), T0 + 51)  # the metadata node was not
     cut(ledger, "guest", httpx.RemoteProtocolError("closed"), T0 + 203)
     cut(ledger, "fuzz-api", httpx.ReadTimeout("hang"), T0 + 51)  # a hang is never a kill's
+    # Under way at the kill, its reset noticed 20 s late by a busy client: the kill's.
+    ledger.failure("api", "k", httpx.ReadError("reset"), T0 + 49, ended=T0 + 70)
+    cut(ledger, "api", httpx.ReadError("reset"), T0 + 75)  # started long after it: a fault
     verdict = judge(ledger, grace=10)
     assert [(a.channel, a.started) for a in verdict.allowed_resets] == [
         ("api", T0 + 51),
         ("guest", T0 + 203),
+        ("api", T0 + 49),
     ]
-    assert [(a.channel, a.outcome) for a in verdict.faults] == [
-        ("guest", "ReadError"),
-        ("fuzz-api", "ReadTimeout"),
+    assert [(a.channel, a.outcome, a.started) for a in verdict.faults] == [
+        ("guest", "ReadError", T0 + 51),
+        ("fuzz-api", "ReadTimeout", T0 + 51),
+        ("api", "ReadError", T0 + 75),
     ]
 
 
