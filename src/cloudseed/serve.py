@@ -47,10 +47,14 @@ class Listener:
     host: str
     port: int
     # The app, given the worker's API database: every app of a worker shares it (its pool,
-    # and its announcer, so each hears at once what another committed).
-    factory: Callable[[Settings, Database], ASGIApp]
+    # and its announcer, so each hears at once what another committed). None when no
+    # listener of the worker uses cloudseed's databases (``uses_api_db``).
+    factory: Callable[[Settings, Database | None], ASGIApp]
     ip_ttl: int = 0  # 0: the system's default
     kind: str = "api"  # the metrics' listener label: api or metadata
+    # False for an app with databases of its own (the Nova drop-in, nova_metadata/): a worker
+    # whose listeners all say so opens no cloudseed database.
+    uses_api_db: bool = True
 
 
 class OncePerProcess(logging.Filter):
@@ -89,10 +93,10 @@ def listeners(settings: Settings, *, compute: bool = True) -> list[Listener]:
     from cloudseed.api.app import create_api_app
     from cloudseed.metadata.app import create_metadata_app
 
-    def api_app(settings: Settings, api_db: Database) -> ASGIApp:
+    def api_app(settings: Settings, api_db: Database | None) -> ASGIApp:
         return create_api_app(settings, api_db=api_db, compute=compute)
 
-    def metadata_app(settings: Settings, api_db: Database) -> ASGIApp:
+    def metadata_app(settings: Settings, api_db: Database | None) -> ASGIApp:
         return create_metadata_app(settings, api_db=api_db)
 
     d = settings.default
@@ -253,21 +257,24 @@ async def serve_sockets(
     ``stop_event`` is set (for embedding, e.g. in tests). ``metrics_dir``: the workers' shared
     metrics directory (several workers); None: this process's metrics are all there is.
     ``api_db``: the API database the apps share (an embedder's, which stays open); by default
-    this worker opens its own and disposes of it when the apps have stopped."""
+    this worker opens its own (when one of its listeners uses it) and disposes of it when the
+    apps have stopped."""
     from cloudseed.db.engines import Database
 
-    db = api_db if api_db is not None else Database.connect("api", settings.api_database_url)
+    db = api_db
+    if db is None and any(listener.uses_api_db for listener, _ in bound):
+        db = Database.connect("api", settings.api_database_url)
     try:
         await _serve_apps(settings, bound, db, stop_event=stop_event, metrics_dir=metrics_dir)
     finally:
-        if api_db is None:
+        if api_db is None and db is not None:
             db.dispose()
 
 
 async def _serve_apps(
     settings: Settings,
     bound: list[tuple[Listener, socket.socket]],
-    api_db: Database,
+    api_db: Database | None,
     *,
     stop_event: asyncio.Event | None,
     metrics_dir: str | None,
@@ -346,9 +353,11 @@ def _worker(
     asyncio.run(serve_sockets(settings, bound, metrics_dir=metrics_dir))
 
 
-def run(settings: Settings, *, compute: bool = True) -> None:
+def run(settings: Settings, *, compute: bool = True, chosen: list[Listener] | None = None) -> None:
     """Bind, then serve in this process (one worker) or in ``workers`` forked processes.
-    ``compute``: also run this node's compute agent (``serve --no-compute``: not)."""
+    ``compute``: also run this node's compute agent (``serve --no-compute``: not).
+    ``chosen``: these listeners instead of ``cloudseed serve``'s (``cloudseed
+    nova-metadata``'s one)."""
     from cloudseed.metadata.tokens import with_shared_key
 
     settings = with_shared_key(settings)  # before forking: every worker checks every token
@@ -356,7 +365,7 @@ def run(settings: Settings, *, compute: bool = True) -> None:
     forking = settings.default.workers > 1
     bound = [
         (listener, bind_listener(listener, reuse_port=forking, listen=not forking))
-        for listener in listeners(settings, compute=compute)
+        for listener in (chosen if chosen is not None else listeners(settings, compute=compute))
     ]
     for listener, sock in bound:
         host, port = sock.getsockname()[:2]

@@ -37,13 +37,14 @@ NEUTRON = ("neutron", {"service_metadata_proxy": True, "metadata_proxy_shared_se
 def asgi_calls(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     """The paths of the requests that reached the app's ASGI entry."""
     calls: list[str] = []
-    original = MetadataApp._http
+    original = MetadataApp.__call__
 
     async def counting(self: MetadataApp, scope: Any, receive: Any, send: Any) -> None:
-        calls.append(scope["path"])
+        if scope["type"] == "http":
+            calls.append(scope["path"])
         await original(self, scope, receive, send)
 
-    monkeypatch.setattr(MetadataApp, "_http", counting)
+    monkeypatch.setattr(MetadataApp, "__call__", counting)
     yield calls
 
 

@@ -35,7 +35,8 @@ def one_worker(settings: Settings, given: list[Database]) -> Iterator[dict[str, 
     ``given`` the API database each app was built with."""
 
     def noting(listener: serve.Listener) -> serve.Listener:
-        def factory(settings: Settings, api_db: Database) -> ASGIApp:
+        def factory(settings: Settings, api_db: Database | None) -> ASGIApp:
+            assert api_db is not None
             given.append(api_db)
             return listener.factory(settings, api_db)
 

@@ -120,7 +120,7 @@ def running_metadata_app(
 
     started: list[MetadataApp] = []
 
-    def create(settings: Settings, db: Database) -> MetadataApp:
+    def create(settings: Settings, db: Database | None) -> MetadataApp:
         started.append(create_metadata_app(settings, api_db=db))
         return started[-1]
 

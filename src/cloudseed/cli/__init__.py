@@ -23,6 +23,7 @@ from cloudseed.cli import (
     inject,
     keypairs,
     networks,
+    nova_metadata,
     serve,
     servers,
 )
@@ -57,6 +58,7 @@ for _command in (
     servers.server,
     hostkeys.known_hosts,
     identity.identity,
+    nova_metadata.nova_metadata,
 ):
     cli.add_command(_command)
 

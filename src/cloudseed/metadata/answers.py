@@ -33,7 +33,7 @@ class Answer(NamedTuple):
 
 
 def at_once(answer: Answer, method: str) -> AtOnce:
-    """``answer`` as MetadataApp._http would send it: the same headers in the same order
+    """``answer`` as the ASGI path would send it (asgi.py ``send_answer``): the same headers in the same order
     (content type and length, then the answer's own; a 304 only its own); HEAD: no body,
     and no call for what the body delivers."""
     lines = []

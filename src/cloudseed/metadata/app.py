@@ -16,10 +16,10 @@ from collections.abc import Callable
 from cloudseed.cells.service import CellDatabases
 from cloudseed.coalescing import AnswersAtOnce, AtOnce
 from cloudseed.db.engines import Database
-from cloudseed.errors import CloudseedError, InvalidInput
+from cloudseed.errors import InvalidInput
 from cloudseed.hostkeys.intake import take_report
 from cloudseed.identity.keyring import Keyring
-from cloudseed.metadata import recursive, render, tree
+from cloudseed.metadata import asgi, recursive, render, tree
 from cloudseed.metadata.answers import JSON, JWT, Answer, at_once
 from cloudseed.metadata.callers import Callers
 from cloudseed.metadata.delivery import VIA_LOGIN_CHECK, Deliveries
@@ -29,10 +29,9 @@ from cloudseed.metadata.errors import NoSuchDocument, TokenRefused
 from cloudseed.metadata.facts import vendordata_request
 from cloudseed.metadata.freshness import Freshness
 from cloudseed.metadata.identify import Identifier
-from cloudseed.metadata.refusals import access_log, refusal
 from cloudseed.metadata.signed_identity import SignedIdentity
 from cloudseed.metadata.stats import NO_STATS, StoreStats
-from cloudseed.metadata.store import GuestStore
+from cloudseed.metadata.store import CellGuests, GuestStore
 from cloudseed.metadata.tokens import Tokens
 from cloudseed.servers.errors import PasswordTooLarge
 from cloudseed.servers.lifecycle import password
@@ -67,7 +66,8 @@ class MetadataApp(AnswersAtOnce):
         self.log_every_request = settings.metadata.access_log
         self._api_db = api_db
         self._own_db: Database | None = None
-        self.store: GuestStore | None = None
+        self.store: GuestStore[GuestDocuments] | None = None
+        self.cells: CellDatabases | None = None  # the store's, at start-up
         self.callers: Callers | None = None  # with the store, at start-up
         self.vendordata: Vendordata | None = None
         self.identity: SignedIdentity | None = None
@@ -85,25 +85,17 @@ class MetadataApp(AnswersAtOnce):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            await self._http(scope, receive, send)
+            await asgi.respond(
+                scope, receive, send, self.answer, log_every_request=self.log_every_request
+            )
         elif scope["type"] == "lifespan":
-            await self._lifespan(receive, send)
-
-    async def _lifespan(self, receive: Receive, send: Send) -> None:
-        while True:
-            message = await receive()
-            if message["type"] == "lifespan.startup":
-                try:
-                    await self.startup()
-                except Exception as exc:
-                    log.exception("metadata service failed to start")
-                    await send({"type": "lifespan.startup.failed", "message": str(exc)})
-                    return
-                await send({"type": "lifespan.startup.complete"})
-            elif message["type"] == "lifespan.shutdown":
-                await self.shutdown()
-                await send({"type": "lifespan.shutdown.complete"})
-                return
+            await asgi.lifespan(
+                receive,
+                send,
+                startup=self.startup,
+                shutdown=self.shutdown,
+                what="the metadata service",
+            )
 
     async def startup(self) -> None:
         db = self._api_db
@@ -112,15 +104,17 @@ class MetadataApp(AnswersAtOnce):
         self.vendordata = Vendordata(
             self.settings, login_check=self.settings.keys.login_check, stats=self._target_stats
         )
-        cells = CellDatabases(db)
+        cells = self.cells = CellDatabases(db)
         self.deliveries = Deliveries(cells)
-        self.store = GuestStore(
+        source = CellGuests(
             cells,
             dhcp_domain=self.dhcp_domain,
-            capacity=self.settings.metadata.cache_size,
             poll_interval=self.settings.metadata.change_poll_interval_ms / 1000,
             fallback_interval=self.settings.metadata.change_fallback_interval_ms / 1000,
             stats=self._store_stats,
+        )
+        self.store = GuestStore(
+            source, capacity=self.settings.metadata.cache_size, stats=self._store_stats
         )
         await self.store.start()
         self.callers = Callers(
@@ -128,7 +122,7 @@ class MetadataApp(AnswersAtOnce):
         )
         self.store.watch(self.freshness.waiters.changed)
         keyring = Keyring(db, self.settings.identity)
-        self.identity = SignedIdentity(self.settings, keyring, self.store.cells)
+        self.identity = SignedIdentity(self.settings, keyring, cells)
 
     def waiting(self, uuid: str | None = None) -> int:
         """Long-polls waiting in this app now: for instance ``uuid``, or (None) in all; what
@@ -145,41 +139,12 @@ class MetadataApp(AnswersAtOnce):
             await self.deliveries.aclose()
         if self.store is not None:
             await self.store.stop()
-            self.store.cells.dispose()
+        if self.cells is not None:
+            self.cells.dispose()
         if self.vendordata is not None:
             await self.vendordata.aclose()
         if self._own_db is not None:
             self._own_db.dispose()
-
-    async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
-        method = scope["method"]
-        client = scope.get("client")
-        peer = client[0] if client else None
-        try:
-            answer = await self.answer(
-                method, scope["path"], peer, scope["headers"], receive, scope["query_string"]
-            )
-        except CloudseedError as exc:
-            answer = refusal(exc, method, scope["path"], peer)
-        except Exception:
-            log.exception("metadata request %s %s from %s failed", method, scope["path"], peer)
-            answer = Answer(500, b"An unknown error has occurred. Please try your request again.")
-        else:
-            if self.log_every_request:
-                access_log.info(
-                    '%s "%s %s" %d %d', peer, method, scope["path"], answer.status, len(answer.body)
-                )
-        headers = [
-            (b"content-type", answer.content_type),
-            (b"content-length", str(len(answer.body)).encode()),
-            *answer.headers,
-        ]
-        if answer.status == 304:  # no body, and no headers that would describe one
-            headers = list(answer.headers)
-        await send({"type": "http.response.start", "status": answer.status, "headers": headers})
-        await send({"type": "http.response.body", "body": b"" if method == "HEAD" else answer.body})
-        if answer.sent is not None and method == "GET":
-            answer.sent()
 
     def respond_now(
         self, method: str, path: str, peer: str | None, headers: list[tuple[bytes, bytes]]
@@ -264,8 +229,8 @@ class MetadataApp(AnswersAtOnce):
             return Answer(200, token, JWT, headers=((b"cache-control", b"no-store"),))
         callers.check_token(guest, headers)
         if target.kind == tree.PHONE_HOME:  # cloud-init's report of its host keys (hostkeys/)
-            assert self.store is not None
-            cells = self.store.cells
+            assert self.cells is not None
+            cells = self.cells
             return Answer(
                 200, await take_report(receive, headers, caller=guest.facts.uuid, cells=cells)
             )
@@ -371,12 +336,12 @@ class MetadataApp(AnswersAtOnce):
         if not text:
             # As Nova: an empty post sets nothing, so the guest can still post its password.
             return
-        store = self.store
-        assert store is not None
+        store, cells = self.store, self.cells
+        assert store is not None and cells is not None
 
         def write() -> None:
             # The app is the caller here: it owns the transaction, password.store takes it.
-            store.cells.for_instance(uuid).run(
+            cells.for_instance(uuid).run(
                 lambda session: password.store(session, uuid, text), write=True
             )
 

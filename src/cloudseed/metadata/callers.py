@@ -17,7 +17,9 @@ Headers = list[tuple[bytes, bytes]]
 
 
 class Callers:
-    def __init__(self, store: GuestStore, tokens: Tokens, *, require_token: bool) -> None:
+    def __init__(
+        self, store: GuestStore[GuestDocuments], tokens: Tokens, *, require_token: bool
+    ) -> None:
         self.store = store
         self.tokens = tokens
         self.require_token = require_token

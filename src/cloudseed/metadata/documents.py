@@ -58,6 +58,19 @@ class GuestDocuments:
             facts, self.dhcp_domain, marked=self.marked, generation=self.generation
         )
 
+    # What the store (store.py) knows a cached guest by.
+    @property
+    def uuid(self) -> str:
+        return self.facts.uuid
+
+    @property
+    def addresses(self) -> tuple[str, ...]:
+        return self.facts.addresses
+
+    @property
+    def refresh_at(self) -> float | None:
+        return self.facts.keys_refresh_at
+
     @property
     def version(self) -> str:
         """What the documents' ETags are derived from: the record's generation and, since keys

@@ -10,6 +10,7 @@ from cloudseed.metadata.app import MetadataApp
 from cloudseed.metrics._edge import MetricsEdge, scraper_networks
 from cloudseed.metrics._registry import Metrics
 from cloudseed.metrics._routes import MetadataRoutes, StarletteRoutes
+from cloudseed.nova_metadata.app import NovaMetadataApp
 from cloudseed.settings import Settings
 from cloudseed.types import ASGIApp, Scope
 from cloudseed.web.state import fragment_in
@@ -70,15 +71,16 @@ def instrument(app: ASGIApp, *, listener: str, metrics: Metrics, settings: Setti
         return app
     scrapers = scraper_networks(options.allow_from)
     if listener == METADATA:
-        if isinstance(app, MetadataApp):
+        if isinstance(app, MetadataApp | NovaMetadataApp):
             reports = _Reports(metrics)
             metrics.flushing(reports.flush)
             app.observe(store=reports, targets=reports)
-            app.freshness.waiters.report(reports.waiting)
+            waiters = app.freshness.waiters if isinstance(app, MetadataApp) else app.waiters
+            waiters.report(reports.waiting)
 
         def metadata_cells(_scope: Scope) -> CellDatabases | None:
-            store = getattr(app, "store", None)
-            return store.cells if store is not None else None
+            cells = getattr(app, "cells", None)
+            return cells if isinstance(cells, CellDatabases) else None
 
         return MetricsEdge(
             app,

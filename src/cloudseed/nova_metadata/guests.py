@@ -1,0 +1,121 @@
+"""One cached Nova instance: its facts, the documents rendered from them (each at most once
+per change of the instance, since a change replaces the whole object), and its security
+groups from Neutron, kept as long as Nova keeps them (``[api] metadata_cache_expiration``).
+
+``NovaGuests`` is the guest store's source (metadata/store.py ``GuestSource``): it loads
+instances from Nova's databases (loading.py) and hears their changes (changes.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from sqlalchemy.exc import InterfaceError, OperationalError
+
+from cloudseed.errors import DatabaseUnavailable
+from cloudseed.metadata.loading import Key
+from cloudseed.metadata.render import SeededJSON
+from cloudseed.nova_metadata import render
+from cloudseed.nova_metadata.changes import NovaChanges
+from cloudseed.nova_metadata.facts import InstanceFacts
+from cloudseed.nova_metadata.loading import Loader
+
+T = TypeVar("T")
+log = logging.getLogger(__name__)
+
+
+class NovaGuest:
+    __slots__ = ("_documents", "_groups", "_groups_until", "_meta", "dhcp_domain", "facts")
+
+    def __init__(self, facts: InstanceFacts, dhcp_domain: str) -> None:
+        self.facts = facts
+        self.dhcp_domain = dhcp_domain
+        self._meta: dict[str, SeededJSON] = {}
+        self._documents: dict[object, Any] = {}
+        self._groups: tuple[str, ...] | None = None
+        self._groups_until = 0.0
+
+    # What the store knows a cached guest by.
+    @property
+    def uuid(self) -> str:
+        return self.facts.uuid
+
+    @property
+    def addresses(self) -> tuple[str, ...]:
+        return self.facts.fixed_addresses
+
+    @property
+    def refresh_at(self) -> float | None:
+        return None  # nothing of it expires on its own (security groups are asked anew)
+
+    def at(self, now: float) -> NovaGuest:
+        return self
+
+    @property
+    def version(self) -> str:
+        return self.facts.version
+
+    def meta_data(self, version: str) -> SeededJSON:
+        variant = render.meta_data_variant(version)
+        doc = self._meta.get(variant)
+        if doc is None:
+            doc = self._meta[variant] = render.meta_data(
+                self.facts, variant, dhcp_domain=self.dhcp_domain
+            )
+        return doc
+
+    def document(self, key: object, make: Callable[[], T]) -> T:
+        """The document known by ``key``, made by ``make`` the first time (what ``make``
+        raises is raised again each time: not remembered)."""
+        body: T | None = self._documents.get(key)
+        if body is None:
+            body = self._documents[key] = make()
+        return body
+
+    def security_groups(self, now: float) -> tuple[str, ...] | None:
+        """The names last read from Neutron, while they are fresh; None: ask again."""
+        return self._groups if now < self._groups_until else None
+
+    def remember_security_groups(self, names: tuple[str, ...], ttl: float) -> None:
+        self._groups, self._groups_until = names, time.monotonic() + ttl
+
+
+class NovaGuests:
+    """Where the store's guests come from: Nova's databases, watched for changes."""
+
+    def __init__(self, loader: Loader, changes: NovaChanges, *, dhcp_domain: str) -> None:
+        self.loader = loader
+        self.changes = changes
+        self.dhcp_domain = dhcp_domain
+
+    def load(self, keys: list[Key]) -> dict[Key, NovaGuest | None]:
+        try:
+            found = self.loader.load(keys)
+        except (OperationalError, InterfaceError) as exc:
+            # A database that does not answer, whatever its driver's words for it: 503,
+            # and the next load tries again (the pool pre-pings its connections).
+            log.warning("loading instances failed: %s", str(exc.orig).splitlines()[0])
+            raise DatabaseUnavailable() from exc
+        guests: dict[str, NovaGuest] = {}  # one object per instance, whatever its keys
+        result: dict[Key, NovaGuest | None] = {}
+        for key, facts in found.items():
+            if facts is None:
+                result[key] = None
+                continue
+            guest = guests.get(facts.uuid)
+            if guest is None:
+                guest = guests[facts.uuid] = NovaGuest(facts, self.dhcp_domain)
+            result[key] = guest
+        return result
+
+    async def start(self, *, changed: Callable[[str], None], failed: Callable[[], None]) -> None:
+        await self.changes.start(changed=changed, failed=failed)
+
+    async def stop(self) -> None:
+        await self.changes.stop()
+
+    async def close(self) -> None:
+        await self.changes.close()

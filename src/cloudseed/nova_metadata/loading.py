@@ -1,0 +1,269 @@
+"""Loading instances from Nova's databases, many at a time (runs in a worker thread), as
+Nova's metadata API loads one (``Instance.get_by_uuid`` with ec2_ids, flavor, info_cache,
+metadata, system_metadata, keypairs, device_metadata and numa_topology; the block device
+mappings; the instance mapping that says which cell holds it).
+
+Which rows count is Nova's: a live instance (``deleted = 0``; a soft-deleted one, vm_state
+``soft-delete``, still is), its live metadata items, every system metadata item (Nova deletes
+those for good), its ``instance_extra`` and info cache rows, its live block device mappings.
+An instance without a mapping is looked for in ``[database] connection``, as Nova looks.
+
+EC2 ids are Nova's too: ``instance_id_mappings`` for the instance and ``s3_images`` for its
+image, kernel and ramdisk, created on first use as Nova creates them (the only rows written
+here besides passwords), so a Nova metadata API beside this one shows the same ids. Neither
+table has a unique key: of two rows for one uuid (made by two services at once), the lowest
+id is the one both read.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from sqlalchemy import Table, insert, select
+from sqlalchemy.orm import Session
+
+from cloudseed.db.engines import Database
+from cloudseed.metadata.loading import BY_ADDRESS, BY_UUID, Key
+from cloudseed.nova_metadata import schema
+from cloudseed.nova_metadata.databases import NovaDatabases
+from cloudseed.nova_metadata.facts import Ec2Ids, InstanceFacts, facts_from_rows
+
+log = logging.getLogger(__name__)
+
+_INSTANCE_COLUMNS = [
+    schema.instances.c[name]
+    for name in (
+        "id",
+        "uuid",
+        "project_id",
+        "hostname",
+        "display_name",
+        "launch_index",
+        "availability_zone",
+        "reservation_id",
+        "image_ref",
+        "kernel_id",
+        "ramdisk_id",
+        "key_name",
+        "key_data",
+        "user_data",
+        "root_device_name",
+        "default_ephemeral_device",
+        "default_swap_device",
+    )
+]
+
+
+class Loader:
+    """Instances by uuid or fixed IP (``resolve`` turns an address into an instance uuid:
+    Neutron's answer, as Nova's)."""
+
+    def __init__(
+        self,
+        databases: NovaDatabases,
+        *,
+        local: bool,
+        resolve: Callable[[str], str | None],
+    ) -> None:
+        self.databases = databases
+        self.local = local
+        self.resolve = resolve
+
+    def load(self, keys: list[Key]) -> dict[Key, InstanceFacts | None]:
+        found: dict[Key, InstanceFacts | None] = dict.fromkeys(keys)
+        by_uuid: dict[str, list[Key]] = defaultdict(list)
+        for key in keys:
+            uuid = key.value if key.kind == BY_UUID else self.resolve(key.value)
+            if uuid is not None:
+                by_uuid[uuid].append(key)
+        for db, uuids in self.databases_of(list(by_uuid)):
+            for facts in load_instances(db, uuids):
+                for key in by_uuid[facts.uuid]:
+                    # By address: only an instance that has the address (Neutron said so).
+                    if key.kind != BY_ADDRESS or key.value in facts.fixed_addresses:
+                        found[key] = facts
+        return found
+
+    def databases_of(self, uuids: list[str]) -> list[tuple[Database, list[str]]]:
+        if not uuids:
+            return []
+        if self.local:
+            return [(self.databases.local(), uuids)]
+        mappings = schema.instance_mappings
+        with self.databases.api.read() as session:
+            rows = dict(
+                session.execute(
+                    select(mappings.c.instance_uuid, mappings.c.cell_id).where(
+                        mappings.c.instance_uuid.in_(uuids)
+                    )
+                ).all()
+            )
+        cells = self.databases.cells
+        if any(cell_id is not None and cell_id not in cells for cell_id in rows.values()):
+            cells = self.databases.refresh_cells()
+        grouped: dict[str, tuple[Database, list[str]]] = {}  # by URL
+        for uuid in uuids:
+            if uuid not in rows:
+                if self.databases.default_url is None:
+                    continue
+                db = self.databases.local()  # Nova's fallback
+            else:
+                cell = cells.get(rows[uuid]) if rows[uuid] is not None else None
+                if cell is None:  # not scheduled yet, or cell0
+                    continue
+                db = cell.db
+            grouped.setdefault(db.url, (db, []))[1].append(uuid)
+        return list(grouped.values())
+
+
+def load_instances(db: Database, uuids: list[str]) -> list[InstanceFacts]:
+    """The live instances among ``uuids`` in one cell database, with their EC2 ids (made
+    where missing)."""
+    with db.read() as session:
+        rows = _read(session, uuids)
+    if rows["missing_ids"]:
+        db.run(lambda session: _create_ids(session, rows), write=True)
+    return [_facts(row, rows) for row in rows["instances"]]
+
+
+def _read(session: Session, uuids: list[str]) -> dict[str, Any]:
+    s = schema
+    instances = [
+        dict(r._mapping)
+        for r in session.execute(
+            select(*_INSTANCE_COLUMNS).where(
+                s.instances.c.uuid.in_(uuids), s.instances.c.deleted == 0
+            )
+        )
+    ]
+    live = [i["uuid"] for i in instances]
+    rows: dict[str, Any] = {"instances": instances}
+    if not live:
+        rows["missing_ids"] = False
+        return rows
+    extra = s.instance_extra.c
+    rows["extra"] = {
+        r.instance_uuid: dict(r._mapping)
+        for r in session.execute(
+            select(
+                extra.instance_uuid,
+                extra.keypairs,
+                extra.flavor,
+                extra.device_metadata,
+                extra.numa_topology,
+            ).where(extra.instance_uuid.in_(live))
+        )
+    }
+    md = s.instance_metadata.c
+    rows["metadata"] = _grouped(
+        session.execute(
+            select(md.instance_uuid, md.key, md.value)
+            .where(md.instance_uuid.in_(live), md.deleted == 0)
+            .order_by(md.id)
+        )
+    )
+    sysmeta = s.instance_system_metadata.c
+    rows["system_metadata"] = _grouped(
+        session.execute(
+            select(sysmeta.instance_uuid, sysmeta.key, sysmeta.value)
+            .where(sysmeta.instance_uuid.in_(live))
+            .order_by(sysmeta.id)
+        )
+    )
+    cache = s.instance_info_caches.c
+    rows["network_info"] = dict(
+        session.execute(
+            select(cache.instance_uuid, cache.network_info).where(cache.instance_uuid.in_(live))
+        ).all()
+    )
+    bdm = s.block_device_mapping.c
+    bdms: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in session.execute(
+        select(
+            bdm.instance_uuid,
+            bdm.source_type,
+            bdm.destination_type,
+            bdm.guest_format,
+            bdm.device_name,
+        )
+        .where(bdm.instance_uuid.in_(live), bdm.deleted == 0)
+        .order_by(bdm.id)
+    ):
+        bdms[r.instance_uuid].append(dict(r._mapping))
+    rows["bdms"] = bdms
+    rows["instance_ids"] = _ids(session, s.instance_id_mappings, live)
+    images = {
+        i[name] for i in instances for name in ("image_ref", "kernel_id", "ramdisk_id") if i[name]
+    }
+    rows["image_ids"] = _ids(session, s.s3_images, sorted(images))
+    rows["missing_ids"] = bool(
+        set(live) - set(rows["instance_ids"]) or images - set(rows["image_ids"])
+    )
+    rows["images"] = images
+    return rows
+
+
+def _grouped(result: Iterable[Any]) -> dict[str, list[tuple[str, str]]]:
+    grouped: dict[str, list[tuple[str, str]]] = defaultdict(list)
+    for uuid, key, value in result:
+        grouped[uuid].append((key, value))
+    return grouped
+
+
+def _ids(session: Session, table: Table, uuids: list[str]) -> dict[str, int]:
+    """uuid -> the lowest id of its rows (deleted rows count, as Nova reads them)."""
+    if not uuids:
+        return {}
+    found: dict[str, int] = {}
+    for uuid, row_id in session.execute(
+        select(table.c.uuid, table.c.id).where(table.c.uuid.in_(uuids)).order_by(table.c.id)
+    ):
+        found.setdefault(uuid, row_id)
+    return found
+
+
+def _create_ids(session: Session, rows: dict[str, Any]) -> None:
+    """Nova's get-or-create of EC2 ids, for the uuids that have none yet; the ids read
+    back after, so two creators settle on the lowest."""
+    for table, wanted, key in (
+        (schema.instance_id_mappings, [i["uuid"] for i in rows["instances"]], "instance_ids"),
+        (schema.s3_images, sorted(rows["images"]), "image_ids"),
+    ):
+        missing = [u for u in wanted if u not in rows[key]]
+        for uuid in missing:
+            session.execute(insert(table).values(uuid=uuid))
+            log.info("created the EC2 id of %s in %s", uuid, table.name)
+        if missing:
+            rows[key].update(_ids(session, table, missing))
+
+
+def _ec2_id(template: str, number: int | None) -> str | None:
+    return None if number is None else template % number
+
+
+def _facts(instance: dict[str, Any], rows: dict[str, Any]) -> InstanceFacts:
+    uuid = instance["uuid"]
+    image_ids = rows["image_ids"]
+
+    def image(column: str, kind: str) -> str | None:
+        value = instance[column]
+        return _ec2_id(f"{kind}-%08x", image_ids.get(value)) if value else None
+
+    ec2 = Ec2Ids(
+        instance_id=_ec2_id("i-%08x", rows["instance_ids"].get(uuid)) or "",
+        ami_id=image("image_ref", "ami"),
+        kernel_id=image("kernel_id", "aki"),
+        ramdisk_id=image("ramdisk_id", "ari"),
+    )
+    return facts_from_rows(
+        instance,
+        extra=rows["extra"].get(uuid),
+        metadata=rows["metadata"].get(uuid, ()),
+        system_metadata=dict(rows["system_metadata"].get(uuid, ())),
+        network_info=rows["network_info"].get(uuid),
+        bdms=rows["bdms"].get(uuid, ()),
+        ec2=ec2,
+    )
