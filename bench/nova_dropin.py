@@ -250,7 +250,7 @@ def section(run: Run, chart_path: Path, doc: Path) -> str:
             "(bench/nova_dropin_hooks/sitecustomize.py; pool pre-pings are not statements "
             "there, and neither is SQLite's `PRAGMA data_version`). Nova's metadata API sends "
             "nothing while idle: it rereads an instance only when its cache entry has expired "
-            "when its cache expires and a guest asks again." + poll,
+            "and a guest asks again." + poll,
             "",
         ]
         if idle is not None
