@@ -21,14 +21,18 @@ Measured, with the signed headers of Neutron's metadata proxy (bench/metadata_st
 2. the cold boot storm: each server started afresh (empty caches), then every guest requests
    cloud-init's 8 usual paths once (bench/storm_crawl.py), ``--storm-connections``
    connections; a server too slow to reach every guest in ``--storm-seconds`` is stopped there
-   (every guest it reached was still a first contact);
+   (every guest it reached was still a first contact); the drop-in's once more at
+   ``--dropin-storm-connections``;
 3. one warm guest rotating through the same paths at 8 and 64 connections, ``--duration`` s
    per round, the best of ``--rounds`` alternating rounds;
+
+both beside nginx serving the drop-in's documents as static files (bench/storm_nginx.py), the
+ceiling of any server on these cores with wrk on them too;
 4. when the drop-in misses a target: a cProfile of a one-worker drop-in during a warm pass
    (bench/nova_dropin_profile.py).
 
-Usage (from the repository root; needs Debian's wrk, matplotlib from the ``bench`` extra;
-installs Nova and then uwsgi into .cache/nova-venv on first use)::
+Usage (from the repository root; needs Debian's wrk and nginx-light, matplotlib from the
+``bench`` extra; installs Nova and then uwsgi into .cache/nova-venv on first use)::
 
     .venv/bin/python bench/nova_dropin.py [--guests 2000] [--backend auto] \
         [--write docs/benchmarks.md]
@@ -72,11 +76,13 @@ from nova_dropin_report import (
 )
 from nova_dropin_servers import Targets, bulk_seed, ensure_uwsgi, targets
 from report import cpu_model, write_section
-from side_by_side_report import Measurement, results_table
+from side_by_side_report import NGINX, Measurement, results_table
 from side_by_side_rounds import measurement
 from storm_crawl import CLOUD_INIT_PATHS
 from storm_host import load_average, require_tool, step
+from storm_nginx import fetch_documents, running_nginx
 from storm_wrk import (
+    StormFiles,
     WrkResult,
     best,
     run_wrk,
@@ -143,47 +149,83 @@ def deployment(run: Run, tmp: Path) -> Iterator[tuple[nova_peer.Nova, list[str]]
         yield nova, guests
 
 
-def storm(run: Run, chosen: Targets, tmp: Path, guests: list[str], project: str) -> None:
+def storm_pass(
+    run: Run, scenario: str, name: str, url: str, kind: str, files: StormFiles, connections: int
+) -> None:
+    """Every guest's crawl once (or as far as --storm-seconds reaches) against ``url``."""
     args = run.args
-    files = write_storm_files(tmp / "storm", guests, PATHS, project=project)
-    scenario = storm_scenario(len(guests), args.storm_connections)
-    command_args = argparse.Namespace(threads=args.threads, connections=args.storm_connections)
+    command_args = argparse.Namespace(threads=args.threads, connections=connections)
+    command = wrk_command(command_args, url, kind, files, args.storm_seconds, one_cycle=True)
+    result, whole = run_wrk_one_cycle_at_most(name, command, args.threads)
+    guests = files.instances.read_text().count("\n")
+    reached = min(guests, result.requests // len(PATHS))
+    note = (
+        "every guest's 8 paths once"
+        if whole
+        else f"~{reached:,} guests reached in {args.storm_seconds:g} s"
+    )
+    run.add(measurement(scenario, name, result, note))
+    run.loads.append(load_average())
+
+
+def storm(run: Run, chosen: Targets, files: StormFiles, guests: int) -> None:
+    """Each server started afresh (cold caches), then the storm; the drop-in's again at
+    --dropin-storm-connections (its latency with fewer guests booting at once)."""
+    args = run.args
+    scenario = storm_scenario(guests, args.storm_connections)
     for server in chosen.servers:
         done = step(f"storm: {run.name(server)} started afresh (cold caches)")
         url = chosen.start(server)
-        command = wrk_command(
-            command_args, url, "cloudseed", files, args.storm_seconds, one_cycle=True
+        storm_pass(run, scenario, run.name(server), url, "cloudseed", files, args.storm_connections)
+        done()
+    if args.dropin_storm_connections:
+        connections = args.dropin_storm_connections
+        done = step(f"storm at {connections} connections: {run.name('dropin')} started afresh")
+        url = chosen.start("dropin")
+        storm_pass(
+            run,
+            storm_scenario(guests, connections),
+            run.name("dropin"),
+            url,
+            "cloudseed",
+            files,
+            connections,
         )
-        result, whole = run_wrk_one_cycle_at_most(run.name(server), command, args.threads)
-        reached = min(len(guests), result.requests // len(PATHS))
-        note = (
-            "every guest's 8 paths once"
-            if whole
-            else f"~{reached:,} guests reached in {args.storm_seconds:g} s"
-        )
-        run.add(measurement(scenario, run.name(server), result, note))
-        run.loads.append(load_average())
         done()
 
 
-def warm(run: Run, chosen: Targets, tmp: Path, guest: str, project: str) -> None:
+@contextmanager
+def ceiling(run: Run, chosen: Targets, tmp: Path, guests: list[str]) -> Iterator[str]:
+    """nginx serving the drop-in's documents of every guest as static files (the machine's
+    ceiling for any server: wrk's own share of the cores and the kernel's loopback); the
+    storm's scenario is measured here, the warm one by warm()."""
+    done = step("nginx: the drop-in's documents of every guest as static files")
+    port = int(chosen.urls["dropin"].rsplit(":", 1)[1])
+    tree = fetch_documents(port, guests, PATHS, tmp / "static")
+    if set(tree.statuses) != {200}:
+        run.notes.append(f"The drop-in's documents for nginx: statuses {dict(tree.statuses)}")
+    with running_nginx(tree.root, tmp / "nginx", workers=run.args.workers) as url:
+        done()
+        yield url
+
+
+def warm(run: Run, urls: dict[str, tuple[str, str]], tmp: Path, guest: str, project: str) -> None:
+    """``urls``: name -> (URL, wrk target kind), measured in this order in every round."""
     args = run.args
     # One guest, once per wrk thread: the Lua script shares guests out among threads.
     files = write_storm_files(tmp / "warm", [guest] * args.threads, PATHS, project=project)
     for connections in WARM_CONNECTIONS:
         scenario = warm_scenario(connections)
         command_args = argparse.Namespace(threads=args.threads, connections=connections)
-        rounds: dict[str, list[WrkResult]] = {server: [] for server in chosen.servers}
+        rounds: dict[str, list[WrkResult]] = {name: [] for name in urls}
         for round_ in range(args.rounds):
-            for server in chosen.servers:
-                step(f"{scenario}: {run.name(server)}, round {round_ + 1}")
-                command = wrk_command(
-                    command_args, chosen.urls[server], "cloudseed", files, args.duration, False
-                )
-                rounds[server].append(run_wrk(run.name(server), command))
-        for server, results in rounds.items():
+            for name, (url, kind) in urls.items():
+                step(f"{scenario}: {name}, round {round_ + 1}")
+                command = wrk_command(command_args, url, kind, files, args.duration, False)
+                rounds[name].append(run_wrk(name, command))
+        for name, results in rounds.items():
             note = f"best of {args.rounds} rounds of {args.duration:g} s"
-            run.add(measurement(scenario, run.name(server), best(results), note))
+            run.add(measurement(scenario, name, best(results), note))
         run.loads.append(load_average())
 
 
@@ -199,17 +241,30 @@ def run_all(run: Run, tmp: Path) -> None:
     args = run.args
     servers = ["uwsgi", *([] if args.no_gunicorn else ["gunicorn"]), "dropin"]
     with deployment(run, tmp) as (nova, guests):
-        # The metadata proxy's secret of nova.conf signs wrk's headers.
+        # The metadata proxy's secret of nova.conf signs wrk's (and nginx's fetch's) headers.
         storm_identity.SECRET = nova.secret
+        storm_identity.PROJECT = nova.project_id
         with targets(nova, args.workers, servers) as chosen:
             for server in servers[:-1]:
                 chosen.start(server)
             run.loads.append(load_average())
             run.idle = measure_idle(chosen, run.backend, args.idle_seconds, tmp)
             database_time(run, nova)
-            storm(run, chosen, tmp, guests, nova.project_id)
-            warm(run, chosen, tmp, guests[0], nova.project_id)
-            missed = [v for v in verdicts(run.results) if not (v.ratio_met and v.p99_met)]
+            files = write_storm_files(tmp / "storm", guests, PATHS, project=nova.project_id)
+            storm(run, chosen, files, len(guests))
+            with ceiling(run, chosen, tmp, guests) as nginx:
+                storm_pass(
+                    run,
+                    storm_scenario(len(guests), args.storm_connections),
+                    NGINX,
+                    nginx,
+                    "nginx",
+                    files,
+                    args.storm_connections,
+                )
+                urls = {run.name(s): (chosen.urls[s], "cloudseed") for s in servers}
+                warm(run, {**urls, NGINX: (nginx, "nginx")}, tmp, guests[0], nova.project_id)
+            missed = [v for v in verdicts(run.results) if v.ratio_met is False or not v.p99_met]
             if missed and not args.no_profile:
                 chosen.stop_all()  # the profile's drop-in alone on the cores
                 run.profile = nova_dropin_profile.profile(
@@ -304,6 +359,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=240.0,
         help="a server's time limit in the storm (Nova's cold path may not reach every guest)",
     )
+    parser.add_argument(
+        "--dropin-storm-connections",
+        type=int,
+        default=8,
+        help="the drop-in's cold storm once more at this many connections (0: not)",
+    )
     parser.add_argument("--idle-seconds", type=float, default=30.0)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--no-gunicorn", action="store_true", help="Nova under uwsgi only")
@@ -316,6 +377,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     require_tool("wrk", "wrk")
+    require_tool("nginx", "nginx-light")
     run = Run(args, loads=[load_average()])
     try:
         with tempfile.TemporaryDirectory(prefix="nova-dropin-") as tmp:

@@ -30,8 +30,10 @@ from storm_host import step
 
 from cloudseed.nova_metadata.databases import driver_url
 from tests.support import databases
+from tests.support.waiting import wait_until
 
 HOOKS = Path(__file__).resolve().parent / "nova_dropin_hooks"
+QUIET_SECONDS = 1.0
 SETTLE_SECONDS = 3.0  # after the drop-in answers: its workers' first polls and cell reads
 
 
@@ -56,6 +58,19 @@ def settle(urls: dict[str, str]) -> None:
                 connection.execute(text("VACUUM ANALYZE"))
         finally:
             engine.dispose()
+
+
+def quiet(names: list[str]) -> None:
+    """Wait until the counters stand still for a second (a backend's counts reach them at its
+    next idle moment or exit, after its client has gone: VACUUM's transactions, one per
+    table, would otherwise land in the first window)."""
+
+    def still() -> bool:
+        before = transactions(names)
+        time.sleep(QUIET_SECONDS)
+        return transactions(names) == before
+
+    wait_until(still, timeout=30, interval=0.0, what="Nova's databases' counters standing still")
 
 
 def transactions(names: list[str]) -> dict[str, int]:
@@ -108,6 +123,7 @@ def measure_idle(targets: Targets, backend: str, seconds: float, scratch: Path) 
     if postgresql:
         done = step("VACUUM ANALYZE of Nova's databases (autovacuum's work done before)")
         settle(targets.nova.database_urls)
+        quiet(names)
         done()
     done = step(f"idle: Nova's metadata servers alone, {seconds:g} s")
     nova_tx, _, _, _ = _window(seconds, names, postgresql, None)
