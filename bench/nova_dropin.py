@@ -65,6 +65,7 @@ from nova_dropin_report import (
     DROPIN,
     P99_GOAL_MS,
     STORM_GOAL,
+    STORM_PREFIX,
     WARM_GOAL,
     Idle,
     chart,
@@ -267,9 +268,12 @@ def run_all(run: Run, tmp: Path) -> None:
             missed = [v for v in verdicts(run.results) if v.ratio_met is False or not v.p99_met]
             if missed and not args.no_profile:
                 chosen.stop_all()  # the profile's drop-in alone on the cores
-                run.profile = nova_dropin_profile.profile(
-                    nova, tmp, guests[0], args.duration, args.threads
-                )
+                parts = [
+                    nova_dropin_profile.profile(nova, tmp, guests[0], args.duration, args.threads)
+                ]
+                if any(v.scenario.startswith(STORM_PREFIX) for v in missed):
+                    parts.append(nova_dropin_profile.cold_loads(nova, guests))
+                run.profile = "\n\n".join(p for p in parts if p)
         run.loads.append(load_average())
 
 
