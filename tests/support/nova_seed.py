@@ -631,7 +631,7 @@ def bulk(args):
             port = str(uuid.uuid4())
             vif = _vif(
                 port,
-                "fa:16:3e:%02x:%02x:%02x" % (0xB0 | (n >> 16), (n >> 8) & 0xFF, n & 0xFF),
+                f"fa:16:3e:{0xB0 | (n >> 16):02x}:{(n >> 8) & 0xFF:02x}:{n & 0xFF:02x}",
                 NET_PRIVATE,
                 "private",
                 [_subnet("10.1.0.0/16", "10.1.0.1", [address], dhcp=True, dns=["10.1.0.2"])],
