@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 # make test runs the suite in this many worker processes (pytest-xdist); 0: in pytest itself.
 TEST_JOBS ?= 2
 
-.PHONY: help run test check venv test-venv lint docs tempest fuzz soak bench bench-api-reads bench-metadata bench-login-keys bench-operations bench-hosts-apart bench-configdrive bench-longpoll bench-nova image-debian e2e clean
+.PHONY: help run test check venv test-venv lint docs tempest fuzz soak bench bench-api-reads bench-metadata bench-login-keys bench-operations bench-hosts-apart bench-configdrive bench-longpoll bench-nova bench-nova-dropin image-debian e2e clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -122,6 +122,10 @@ bench-nova: test-venv  ## cloudseed beside real Nova 34 + Keystone (peers: ../sh
 	$(BIN)/pip install --quiet -e '.[test,bench]'
 	$(BIN)/python bench/side_by_side.py --only metadata --write docs/benchmarks.md
 	$(BIN)/python bench/side_by_side.py --only api --write docs/benchmarks.md
+
+bench-nova-dropin: test-venv  ## cloudseed nova-metadata beside Nova 34's metadata API (uwsgi, gunicorn) on one Nova deployment, 2,000 guests (PostgreSQL, else SQLite; ~20 minutes)
+	sh tools/debian-packages.sh wrk nginx-light
+	$(BIN)/python bench/nova_dropin.py --write docs/benchmarks.md
 
 IMAGES_DIR ?= .cache/images
 

@@ -100,7 +100,7 @@ def ratio_table(results: list[Measurement], goals: dict[str, str]) -> str:
 
 
 def colour(target: str) -> str:
-    if target == CLOUDSEED:
+    if target.startswith(CLOUDSEED):  # cloudseed's servers (the Nova drop-in's too): blue
         return "#2b7bba"
     if target == NGINX:
         return "#8c8c8c"
@@ -120,7 +120,9 @@ def write_chart(results: list[Measurement], path: Path, title: str) -> Path:
 
     grouped = by_scenario(results)
     order = list(dict.fromkeys(r.target for r in results))
-    order.sort(key=lambda t: (t != CLOUDSEED, t == NGINX, t))  # cloudseed, Nova..., nginx
+    order.sort(
+        key=lambda t: (not t.startswith(CLOUDSEED), t == NGINX, t)
+    )  # cloudseed, Nova..., nginx
     bars = sum(len(v) for v in grouped.values()) + len(grouped) - 1
     fig, (left, right) = plt.subplots(
         1, 2, figsize=(13, 1.6 + 0.3 * bars), sharey=True, constrained_layout=True

@@ -3,6 +3,8 @@ objects (run by the Nova venv's interpreter, never by the suite's).
 
     <nova-venv>/bin/python tests/support/nova_seed.py --config-file DIR/nova.conf \
         --project-id P --user-id U --neutron-file DIR/neutron.json > shapes.json
+    <nova-venv>/bin/python tests/support/nova_seed.py --config-file DIR/nova.conf \
+        --project-id P --user-id U --bulk 2000 > uuids.json
 
 It writes, with ``nova.objects`` (Nova's code decides every column, every serialisation of
 ``instance_extra``): a flavor, key pairs in the API database (ssh and x509, owned by the user,
@@ -12,6 +14,12 @@ info cache (Nova's network model), key pairs, device metadata, metadata and syst
 The ports and security groups Neutron would hold for them go to ``--neutron-file``, which the
 stub Neutron (tests/support/nova_stubs.py) serves. Prints one JSON document: the shapes by name,
 each with its uuid, fixed IPv4 address and what it was given.
+
+``--bulk N`` (benchmarks: bench/nova_dropin.py) instead adds N instances of one realistic shape
+to a deployment seeded before (its flavor reused, one key pair of its own): one ssh key,
+cloud-config user data, two metadata items, one NIC with a fixed IPv4 address on a /16 and a
+root disk, in cell1. Their ports are not given to the stub Neutron (only the EC2 tree's
+``security-groups`` asks for them). Prints ``{"uuids": [...], "addresses": [...]}``.
 
 This file imports Nova, so the suite's linters and type checker do not read it (pyproject.toml
 excludes it); it is our own code and only calls Nova's public object API.
@@ -592,16 +600,110 @@ class Seeder:
         }
 
 
+BULK_USER_DATA = b"""#cloud-config
+hostname: bulk
+packages: [nginx]
+runcmd:
+  - [sh, -c, 'echo booted > /var/tmp/booted']
+"""
+
+
+def bulk(args):
+    """``args.bulk`` instances of one shape (see the module's docstring); their uuids and
+    fixed addresses, in order."""
+    ctxt = nova_context.get_admin_context()
+    cell = _cell(ctxt, "cell1")
+    flavor = objects.Flavor.get_by_flavor_id(ctxt, "peer-1")
+    key = _keypair(ctxt, args.user_id, f"bulk-{uuid.uuid4().hex[:8]}", "ssh", _ssh_key("bulk"))
+    root = {
+        "source_type": "image",
+        "destination_type": "local",
+        "image_id": IMAGE_ID,
+        "boot_index": 0,
+        "device_name": "/dev/vda",
+        "delete_on_termination": True,
+    }
+    uuids, addresses = [], []
+    with nova_context.target_cell(ctxt, cell) as cctxt:
+        for n in range(args.bulk):
+            inst_uuid = str(uuid.uuid4())
+            address = f"10.1.{n // 250}.{n % 250 + 2}"
+            port = str(uuid.uuid4())
+            vif = _vif(
+                port,
+                f"fa:16:3e:{0xB0 | (n >> 16):02x}:{(n >> 8) & 0xFF:02x}:{n & 0xFF:02x}",
+                NET_PRIVATE,
+                "private",
+                [_subnet("10.1.0.0/16", "10.1.0.1", [address], dhcp=True, dns=["10.1.0.2"])],
+            )
+            inst = objects.Instance(
+                context=cctxt,
+                uuid=inst_uuid,
+                project_id=args.project_id,
+                user_id=args.user_id,
+                display_name=f"bulk-{n}",
+                hostname=f"bulk-{n}",
+                host=HOST,
+                node=HOST,
+                compute_id=None,
+                vm_state=vm_states.ACTIVE,
+                power_state=power_state.RUNNING,
+                task_state=None,
+                image_ref=IMAGE_ID,
+                kernel_id="",
+                ramdisk_id="",
+                flavor=flavor,
+                instance_type_id=flavor.id,
+                memory_mb=flavor.memory_mb,
+                vcpus=flavor.vcpus,
+                root_gb=flavor.root_gb,
+                ephemeral_gb=flavor.ephemeral_gb,
+                availability_zone=ZONE,
+                root_device_name="/dev/vda",
+                launched_at=timeutils.utcnow(),
+                launch_index=0,
+                reservation_id=f"r-{0xB0000000 + n:08x}",
+                key_name=key.name,
+                key_data=key.public_key,
+                keypairs=objects.KeyPairList(objects=[key]),
+                user_data=base64.b64encode(BULK_USER_DATA).decode(),
+                metadata={"role": "web", "index": str(n)},
+                system_metadata={"image_base_image_ref": IMAGE_ID, "image_disk_format": "qcow2"},
+                config_drive="",
+                locked=False,
+            )
+            inst.info_cache = objects.InstanceInfoCache(network_info=net.NetworkInfo([vif]))
+            inst.create()
+            objects.BlockDeviceMapping(cctxt, instance_uuid=inst_uuid, **root).create()
+            objects.InstanceMapping(
+                ctxt,
+                instance_uuid=inst_uuid,
+                cell_mapping=cell,
+                project_id=args.project_id,
+                user_id=args.user_id,
+                queued_for_delete=False,
+            ).create()
+            uuids.append(inst_uuid)
+            addresses.append(address)
+    return {"uuids": uuids, "addresses": addresses}
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--config-file", required=True)
     parser.add_argument("--project-id", required=True)
     parser.add_argument("--user-id", required=True)
-    parser.add_argument("--neutron-file", required=True)
+    parser.add_argument("--neutron-file")
+    parser.add_argument("--bulk", type=int, help="add this many instances of one shape")
     args = parser.parse_args()
     # init_rpc: Instance.create notifies through oslo.messaging (fake:/ transport).
     config.parse_args(["nova-seed"], default_config_files=[args.config_file], init_rpc=True)
     objects.register_all()
+    if args.bulk:
+        json.dump(bulk(args), sys.stdout)
+        return
+    if not args.neutron_file:
+        parser.error("--neutron-file is required (but with --bulk)")
     seeder = Seeder(args)
     seeder.seed()
     seeder.direct()
