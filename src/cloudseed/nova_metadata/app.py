@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import json
 import logging
 import posixpath
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, overload
 
 from cloudseed.coalescing import AnswersAtOnce, AtOnce
 from cloudseed.db.engines import Database
@@ -331,8 +332,8 @@ class NovaMetadataApp(asgi.MetadataASGI, AnswersAtOnce):
                 dhcp_domain=self.dhcp_domain,
                 address=claim.address,
                 security_groups=groups or (),
-                vendor_data_json=vendordata.vendor_data_json,
-                vendor_data2=vendordata.static_only_vendor_data2(),
+                vendor_data_json=_as_nova_writes(vendordata.vendor_data_json),
+                vendor_data2=_as_nova_writes(vendordata.static_only_vendor_data2()),
                 today=dt.datetime.now(dt.UTC).strftime("%Y-%m-%d"),
             )
             return render.document(target, facts, inputs)
@@ -361,7 +362,7 @@ class NovaMetadataApp(asgi.MetadataASGI, AnswersAtOnce):
         vendordata = self.vendordata
         assert vendordata is not None
         body = await vendordata.vendor_data2(_vendordata_request(guest))
-        return Answer(200, body, render.JSON)
+        return Answer(200, _as_nova_writes(body), render.JSON)
 
     async def _post_password(
         self,
@@ -458,3 +459,13 @@ def _normal(path: str) -> str:
 
 def create_app(config: NovaMetadataConfig) -> NovaMetadataApp:
     return NovaMetadataApp(config)
+
+
+@overload
+def _as_nova_writes(document: bytes) -> bytes: ...
+@overload
+def _as_nova_writes(document: None) -> None: ...
+def _as_nova_writes(document: bytes | None) -> bytes | None:
+    """A vendordata document of cloudseed's vendordata/ (compact JSON) written as Nova writes
+    its JSON (``render.dumps``: ", " and ": "), so it is Nova's byte for byte."""
+    return None if document is None else render.dumps(json.loads(document))
