@@ -10,8 +10,9 @@ from cloudseed.db.engines import Database
 
 Snapshot = dict[str, list[tuple[Any, ...]]]
 
-# Written by the compute agents' heartbeats whatever a request does: not the request's changes.
-HEARTBEAT_TABLES = frozenset({"services", "compute_nodes"})
+# Written by the compute agents whatever a request does (their heartbeats, and the console
+# mirror's copies of their guests' consoles): not the request's changes.
+HEARTBEAT_TABLES = frozenset({"services", "compute_nodes", "console_tails"})
 
 
 def snapshot(*dbs: Database) -> Snapshot:
