@@ -276,7 +276,10 @@ def test_session_tokens(nova: NovaDeployment, service: Service) -> None:
     assert token.status_code == 200
     with_token = {**headers, "X-aws-ec2-metadata-token": token.text}
     assert service.get("/latest/meta-data/hostname", with_token).text == "vm.novalocal"
-    bad = {**headers, "X-aws-ec2-metadata-token": token.text[:-1] + "0"}
+    # Change the last hex digit to another one (appending a fixed "0" left the token
+    # unchanged whenever it already ended in "0", one run in sixteen).
+    flipped = "1" if token.text.endswith("0") else "0"
+    bad = {**headers, "X-aws-ec2-metadata-token": token.text[:-1] + flipped}
     assert service.get("/latest/meta-data/hostname", bad).status_code == 401
     # A Nova metadata item makes tokens mandatory for one instance, as on cloudseed's servers.
     strict = nova.add_instance("strict", metadata={"metadata_http_tokens": "required"})
