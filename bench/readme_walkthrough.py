@@ -37,8 +37,8 @@ TRACE = re.compile(r"^\+{1,} @(\d+\.\d+) (.*)$")
 STEPS = (
     ("image (cached: make image-debian finds it up to date)", "make image-debian"),
     ("make run until the API answers (venv, install, db sync, serve)", "make run"),
-    ("operator: image, flavor, network", "cs image add"),
-    ("user: key pair, server create", "ssh-keygen"),
+    ("operator: image, flavor, network", "cs image show"),
+    ("user: key pair, server create", "-f var/vm-key"),
     ("boot: create until cloud-init has finished (console)", "console"),
     ("SSH login with the key through the forward", "cs server ssh"),
     ("delete and stop", "-X DELETE"),

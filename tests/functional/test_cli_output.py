@@ -71,6 +71,44 @@ def test_formats_and_columns(data_dir):
     assert code == 2 and "no column 'nonsense'" in out
 
 
+def test_show_finds_one_record_by_id_or_name(data_dir, tmp_path):
+    """What the README's walkthroughs look up before adding, so they can run twice."""
+    assert run(*data_dir, "flavor", "show", "m1.tiny")[0] == 1  # none yet: the walkthrough adds
+    run(
+        *data_dir,
+        "flavor",
+        "add",
+        "m1.tiny",
+        "--vcpus",
+        "1",
+        "--ram",
+        "512",
+        "--disk",
+        "1",
+        "--id",
+        "7",
+    )
+    assert run(*data_dir, "flavor", "show", "m1.tiny", "-f", "value", "-c", "id")[1] == "7\n"
+    assert run(*data_dir, "flavor", "show", "7", "-f", "value", "-c", "name")[1] == "m1.tiny\n"
+    code, out = run(
+        *data_dir, "network", "add", "net", "--cidr", "10.9.0.0/24", "-f", "value", "-c", "id"
+    )
+    assert run(*data_dir, "network", "show", "net", "-f", "value", "-c", "id")[1] == out
+    code, out = run(*data_dir, "network", "show", "elsewhere")
+    assert code == 1 and "no network with the id or name 'elsewhere'" in out
+    # Image names may repeat (as in Glance): a shared name is an error that lists the ids.
+    disk = tmp_path / "d.raw"
+    disk.write_bytes(b"\0" * 4096)
+    ids = [
+        run(*data_dir, "image", "add", "twin", "--file", str(disk), "--disk-format", "raw",
+            "-f", "value", "-c", "id")[1].strip()
+        for _ in range(2)
+    ]  # fmt: skip
+    code, out = run(*data_dir, "image", "show", "twin")
+    assert code == 1 and "2 images are named 'twin'" in out and all(i in out for i in ids)
+    assert run(*data_dir, "image", "show", ids[1], "-f", "value", "-c", "id")[1] == ids[1] + "\n"
+
+
 def test_image_add_registers_a_copy_that_outlives_the_original(data_dir, tmp_path):
     original = tmp_path / "disk.raw"
     original.write_bytes(b"first" + b"\0" * 4096)

@@ -1,4 +1,4 @@
-"""``cloudseed flavor add|list``: register the sizes servers are created with."""
+"""``cloudseed flavor add|list|show``: register the sizes servers are created with."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from cloudseed.cli.context import CliContext, pass_cli, state_options
-from cloudseed.cli.output import emit_list, emit_one, output_options
+from cloudseed.cli.output import emit_list, emit_one, output_options, pick
 from cloudseed.cli.sessions import read, write
 from cloudseed.flavors import service
 from cloudseed.flavors.models import Flavor
@@ -66,3 +66,14 @@ def flavor_list(cli: CliContext, fmt: str, columns: tuple[str, ...]) -> None:
     """List the flavors."""
     records = read(cli, lambda s: [_record(f) for f in service.list_flavors(s)])
     emit_list(records, fmt=fmt, columns=columns, default=LIST_COLUMNS)
+
+
+@flavor.command("show")
+@click.argument("flavor_ref", metavar="ID_OR_NAME")
+@output_options
+@state_options
+@pass_cli
+def flavor_show(cli: CliContext, flavor_ref: str, fmt: str, columns: tuple[str, ...]) -> None:
+    """Show one flavor, found by id or name (exit status 1 if there is none)."""
+    records = read(cli, lambda s: [_record(f) for f in service.list_flavors(s)])
+    emit_one(pick(records, flavor_ref, kind="flavor"), fmt=fmt, columns=columns)

@@ -1,4 +1,4 @@
-"""``cloudseed image add|list``: register the disk images servers boot from.
+"""``cloudseed image add|list|show``: register the disk images servers boot from.
 
 ``image add`` registers a copy of the file in the data directory (``images/store.py``), so the
 operator's file may move or change afterwards; ``--kernel`` and ``--initrd`` register the
@@ -14,7 +14,7 @@ import click
 from sqlalchemy.orm import Session
 
 from cloudseed.cli.context import CliContext, errors_as_click, pass_cli, state_options
-from cloudseed.cli.output import emit_list, emit_one, output_options
+from cloudseed.cli.output import emit_list, emit_one, output_options, pick
 from cloudseed.cli.sessions import read, write
 from cloudseed.errors import InvalidInput
 from cloudseed.images import service, store
@@ -133,3 +133,14 @@ def image_list(cli: CliContext, fmt: str, columns: tuple[str, ...]) -> None:
     """List the registered images."""
     records = read(cli, lambda s: [_record(i) for i in service.list_images(s)])
     emit_list(records, fmt=fmt, columns=columns, default=LIST_COLUMNS)
+
+
+@image.command("show")
+@click.argument("image_ref", metavar="ID_OR_NAME")
+@output_options
+@state_options
+@pass_cli
+def image_show(cli: CliContext, image_ref: str, fmt: str, columns: tuple[str, ...]) -> None:
+    """Show one image, found by id or name (exit status 1 if there is none)."""
+    records = read(cli, lambda s: [_record(i) for i in service.list_images(s)])
+    emit_one(pick(records, image_ref, kind="image"), fmt=fmt, columns=columns)

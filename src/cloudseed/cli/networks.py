@@ -1,4 +1,4 @@
-"""``cloudseed network add|list``: register the networks servers get addresses from."""
+"""``cloudseed network add|list|show``: register the networks servers get addresses from."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from cloudseed.cli.context import CliContext, pass_cli, state_options
-from cloudseed.cli.output import emit_list, emit_one, output_options
+from cloudseed.cli.output import emit_list, emit_one, output_options, pick
 from cloudseed.cli.sessions import read, write
 from cloudseed.networks import service
 from cloudseed.networks.models import Network
@@ -69,3 +69,14 @@ def network_list(cli: CliContext, fmt: str, columns: tuple[str, ...]) -> None:
     """List the networks."""
     records = read(cli, lambda s: [_record(n) for n in service.list_networks(s)])
     emit_list(records, fmt=fmt, columns=columns, default=LIST_COLUMNS)
+
+
+@network.command("show")
+@click.argument("network_ref", metavar="ID_OR_NAME")
+@output_options
+@state_options
+@pass_cli
+def network_show(cli: CliContext, network_ref: str, fmt: str, columns: tuple[str, ...]) -> None:
+    """Show one network, found by id or name (exit status 1 if there is none)."""
+    records = read(cli, lambda s: [_record(n) for n in service.list_networks(s)])
+    emit_one(pick(records, network_ref, kind="network"), fmt=fmt, columns=columns)

@@ -82,6 +82,22 @@ def emit_one(record: Record, *, fmt: str, columns: Sequence[str]) -> None:
         click.echo(table.get_string())
 
 
+def pick(records: Sequence[Record], wanted: str, *, kind: str) -> Record:
+    """The one record whose id or name is ``wanted``: what ``show`` commands print, so a script
+    can look up what an earlier run registered (``cs image show demo -f value -c id || cs image
+    add ...``). None, or a name several records share, is an error naming the choices."""
+    by_id = [r for r in records if r.get("id") == wanted]
+    found = by_id or [r for r in records if r.get("name") == wanted]
+    if not found:
+        raise click.ClickException(f"no {kind} with the id or name {wanted!r}")
+    if len(found) > 1:
+        ids = ", ".join(str(r.get("id")) for r in found)
+        raise click.ClickException(
+            f"{len(found)} {kind}s are named {wanted!r} ({ids}): give the id"
+        )
+    return found[0]
+
+
 def _chosen(columns: Sequence[str], available: Sequence[str]) -> list[str]:
     unknown = [name for name in columns if name not in available]
     if unknown:
