@@ -29,7 +29,6 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
-import threading
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -40,6 +39,7 @@ from sqlalchemy.orm import Session
 from cloudseed.cells.service import CellDatabases
 from cloudseed.compute.interfaces import Driver
 from cloudseed.db.engines import Database
+from cloudseed.periodic import Periodic
 from cloudseed.servers.lifecycle import console_tails
 from cloudseed.servers.models import Instance
 
@@ -72,21 +72,19 @@ class ConsoleMirror:
         self.lock_path = lock_dir / f"console-mirror-{host}.lock"
         self._stored: dict[str, str] = {}  # uuid -> the stamp stored for it
         self._lock_fd: int | None = None
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._loop = Periodic(
+            self.run_once,
+            interval=interval,
+            name="cloudseed-consoles",
+            failure=f"console mirror of {host}: pass failed",  # a database outage: next pass
+        )
 
     def start(self) -> None:
-        if self.interval <= 0 or (self._thread is not None and self._thread.is_alive()):
-            return
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name="cloudseed-consoles", daemon=True)
-        self._thread.start()
+        if self.interval > 0:
+            self._loop.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        thread, self._thread = self._thread, None
-        if thread is not None:
-            thread.join(timeout=10)
+        self._loop.stop()
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None
@@ -142,14 +140,6 @@ class ConsoleMirror:
             return False
         self._lock_fd = fd
         return True
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self.run_once()
-            except Exception:  # a database outage: the next pass tries again
-                log.exception("console mirror of %s: pass failed", self.host)
-            self._stop.wait(self.interval)
 
 
 def _store(session: Session, *, batch: list[_Tail]) -> None:

@@ -18,7 +18,6 @@ skipped: nothing is removed on a guess.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -30,6 +29,7 @@ from cloudseed.compute.interfaces import BootImage, Driver
 from cloudseed.errors import ConfigError
 from cloudseed.images.cache import Credentials, ImageCache, StaticToken
 from cloudseed.images.service import boot_source
+from cloudseed.periodic import Periodic
 from cloudseed.servers.models import Instance
 from cloudseed.settings import Settings, split_list
 
@@ -133,8 +133,12 @@ class AgentImages:
         self.interval = float(options.manager_interval)
         self.remove = options.remove_unused_base_images
         self.min_age = float(options.remove_unused_original_minimum_age_seconds)
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._loop = Periodic(
+            self.manage_once,
+            interval=self.interval,
+            name="cloudseed-image-cache",
+            failure=f"image cache of {self.host}: pass failed",
+        )
 
     def boot_image(self, guest: str, image_ref: str) -> BootImage | None:
         """The files ``guest`` boots ``image_ref`` from, on this host; None when the image is
@@ -172,27 +176,12 @@ class AgentImages:
         return live
 
     def start(self) -> None:
-        if self.cache is None or (self._thread is not None and self._thread.is_alive()):
-            return
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name="cloudseed-image-cache", daemon=True)
-        self._thread.start()
+        if self.cache is not None:
+            self._loop.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        thread, self._thread = self._thread, None
-        if thread is not None:
-            thread.join(timeout=10)
+        self._loop.stop()
 
     def close(self) -> None:
         if self.cache is not None:
             self.cache.close()
-
-    def _run(self) -> None:
-        while True:
-            try:
-                self.manage_once()
-            except Exception:
-                log.exception("image cache of %s: pass failed", self.host)
-            if self.interval <= 0 or self._stop.wait(self.interval):
-                return

@@ -20,9 +20,10 @@ import contextlib
 import fcntl
 import logging
 import os
-import threading
 from collections.abc import Iterator
 from pathlib import Path
+
+from cloudseed.periodic import Periodic
 
 log = logging.getLogger(__name__)
 
@@ -108,29 +109,21 @@ class ConsoleLogRotator:
         self.root = root
         self.max_size = max_size
         self.interval = interval
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
+        self._loop = Periodic(
+            self.run_once,
+            interval=interval,
+            name="console-log-rotator",
+            failure="console log rotation: pass failed",
+            first_pass_at_once=False,
+        )
 
     def start(self) -> None:
         """Start the thread (once; again after ``stop``). Nothing to do without a bound."""
-        if self.max_size <= 0:
-            return
-        with self._lock:
-            if self._thread is not None and self._thread.is_alive():
-                return
-            self._stop.clear()
-            self._thread = threading.Thread(
-                target=self._run, name="console-log-rotator", daemon=True
-            )
-            self._thread.start()
+        if self.max_size > 0:
+            self._loop.start()
 
     def stop(self) -> None:
-        with self._lock:
-            thread, self._thread = self._thread, None
-        if thread is not None:
-            self._stop.set()
-            thread.join()
+        self._loop.stop(timeout=None)
 
     def run_once(self) -> int:
         """Rotate what needs it; how many logs were rotated."""
@@ -147,7 +140,3 @@ class ConsoleLogRotator:
             except OSError:
                 log.exception("could not rotate console log %s", path)
         return rotated
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval):
-            self.run_once()

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import threading
 from collections.abc import Callable
 
 from cloudseed.cells.service import CellDatabases
@@ -31,6 +30,7 @@ from cloudseed.db.engines import Database
 from cloudseed.hostkeys import service
 from cloudseed.hostkeys.console import last_block
 from cloudseed.hostkeys.key_lines import HostKey, same_keys
+from cloudseed.periodic import Periodic
 
 log = logging.getLogger(__name__)
 
@@ -57,21 +57,19 @@ class ConsoleWatch:
         self.interval = interval
         self.window = window
         self._empty_at_first_look: set[Generation] = set()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._loop = Periodic(
+            self.run_once,
+            interval=interval,
+            name="cloudseed-hostkeys",
+            failure=f"host key console watch of {host}: round failed",  # next round tries again
+            first_pass_at_once=False,
+        )
 
     def start(self) -> None:
-        if self._thread is not None and self._thread.is_alive():
-            return
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name="cloudseed-hostkeys", daemon=True)
-        self._thread.start()
+        self._loop.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        thread, self._thread = self._thread, None
-        if thread is not None:
-            thread.join(timeout=10)
+        self._loop.stop()
 
     def run_once(self) -> int:
         """One round over every cell; how many console reports were accepted."""
@@ -123,10 +121,3 @@ class ConsoleWatch:
         if stored:
             log.info("host keys of %s taken from its console", one.uuid)
         return int(stored)
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval):
-            try:
-                self.run_once()
-            except Exception:  # a database outage: try again next round
-                log.exception("host key console watch of %s: round failed", self.host)

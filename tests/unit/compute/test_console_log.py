@@ -47,7 +47,7 @@ def test_zero_means_never_rotated(tmp_path: Path) -> None:
     assert not rotate(log, 0)
     rotator = ConsoleLogRotator(tmp_path, max_size=0)
     rotator.start()  # nothing to run
-    assert rotator._thread is None
+    assert not rotator._loop.running
 
 
 def test_the_rotator_bounds_every_instance(tmp_path: Path) -> None:
