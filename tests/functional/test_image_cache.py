@@ -208,7 +208,7 @@ def test_the_declared_format_is_checked(api, api_db, proxy, tmp_path):
 def test_an_image_the_agent_may_not_see_or_that_is_gone(api, api_db, proxy, tmp_path):
     data = uploaded(api, api_db)
     cache = cache_in(tmp_path / "_base", proxy)
-    cache.credentials = type(cache.credentials)(token="eve:other")  # type: ignore[call-arg]
+    cache.downloads.credentials = type(cache.downloads.credentials)(token="eve:other")  # type: ignore[call-arg]
     with pytest.raises(ImageFetchFailed, match="answered 404"):
         cache.fetch(data)
     assert len(proxy.file_requests()) == 1

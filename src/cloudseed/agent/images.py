@@ -27,7 +27,8 @@ from sqlalchemy import select
 from cloudseed.cells.service import CellDatabases
 from cloudseed.compute.interfaces import BootImage, Driver
 from cloudseed.errors import ConfigError
-from cloudseed.images.cache import Credentials, ImageCache, StaticToken
+from cloudseed.images.cache import ImageCache
+from cloudseed.images.download import Credentials, StaticToken
 from cloudseed.images.service import boot_source
 from cloudseed.periodic import Periodic
 from cloudseed.servers.models import Instance

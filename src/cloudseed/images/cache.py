@@ -18,15 +18,11 @@ Layout of the directory (``<state_path>/_base``, ``[image_cache] subdirectory_na
   initramfs), one a line, written before they are fetched. Eviction keeps every entry a live
   guest lists, so an overlay's backing file or a kernel is never removed under a guest.
 
-A download is checked as an upload is checked at the API: the size must be the registry's
-(reading stops one byte past it), the SHA-256 the registry's (as Nova checks Glance's
-``os_hash_value``; the MD5 ``checksum`` for an image recorded without one), and the content
-the declared format, standalone and within ``[glance] image_virtual_size_cap``
-(``contents.py``).
-Only then is it fsynced and renamed into place. A failed attempt (a transport error, an answer
-cut short, a 5xx, a checksum that does not match) is tried again up to ``[glance] num_retries``
-times, each attempt going through the API servers in turn; a partial file whose bytes do not
-hash to the registry's checksum is started over.
+A download (``download.py``) is checked as an upload is checked at the API: the size must be
+the registry's (reading stops one byte past it), the SHA-256 the registry's (as Nova checks
+Glance's ``os_hash_value``; the MD5 ``checksum`` for an image recorded without one), and the
+content the declared format, standalone and within ``[glance] image_virtual_size_cap``
+(``contents.py``); only then is it fsynced and renamed into place.
 
 Eviction (``evict``, the agent's image cache manager, every ``[image_cache] manager_interval``)
 removes entries no live guest lists that have been unused for
@@ -43,79 +39,28 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
 
 from cloudseed.compute.interfaces import BootImage
-from cloudseed.errors import InvalidInput
-from cloudseed.images.contents import Digest, check_format
+from cloudseed.images.download import TIMEOUT, Credentials, ImageDownloader
 from cloudseed.images.errors import ImageFetchFailed
 from cloudseed.images.service import BootSource, ImageData
 
 log = logging.getLogger(__name__)
 
-CHUNK = 1 << 20
 LOCKS, GUESTS = ".locks", ".guests"
 _NAME = re.compile(r"^(md5-)?[0-9a-f]{32,64}$")
 _PARTIAL = re.compile(r"^\.(.+)\.partial$")
 _GUEST = re.compile(r"^[0-9A-Za-z-]{1,64}$")
-# Waits before the second, third, ... attempt: long enough together (23 s with the default
-# three retries) for an API node to restart (3-7 s) or a load balancer to fail over.
-BACKOFF_SECONDS = (2.0, 6.0, 15.0, 30.0)
-TIMEOUT = httpx.Timeout(60.0, connect=10.0)
 # How long a download that failed is the answer for callers that waited for it (this process).
 FAILURE_MEMORY_SECONDS = 10.0
 
 
-class Credentials:
-    """How the agent authenticates to the API: the headers of each request, and what to do
-    when the API answered 401 (a token expired: fetch a new one)."""
-
-    def headers(self) -> Mapping[str, str]:
-        raise NotImplementedError
-
-    def invalidate(self) -> None:
-        """Forget a token the API refused (the next ``headers`` fetches a new one)."""
-
-
-@dataclass(frozen=True)
-class StaticToken(Credentials):
-    """noauth2: the API believes ``X-Auth-Token: <user>:<project>``; the agent is ``admin``."""
-
-    token: str = "admin"
-
-    def headers(self) -> Mapping[str, str]:
-        return {"X-Auth-Token": self.token}
-
-
-class _Retry(Exception):
-    """This attempt failed; another one may succeed (``reason`` says why)."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
-class _Restart(_Retry):
-    """As _Retry, and the partial file is no use to the next attempt."""
-
-
-@dataclass
-class Fetched:
-    """What one download took (for logs and tests): requests made, bytes received."""
-
-    requests: int = 0
-    received: int = 0
-    seconds: float = 0.0
-
-
 class ImageCache:
-    """The cache in ``directory``. ``servers``: image endpoints (``http://HOST:8774/image``),
-    tried in order; ``retries``: further attempts after a failed one; ``virtual_size_cap``:
-    ``[glance] image_virtual_size_cap``."""
+    """The cache in ``directory``, filled from ``servers`` (``ImageDownloader``'s arguments)."""
 
     def __init__(
         self,
@@ -128,17 +73,16 @@ class ImageCache:
         timeout: httpx.Timeout = TIMEOUT,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        if not servers:
-            raise ValueError("an image cache needs at least one API server")
         self.directory = directory.resolve()
-        self.servers = [s.rstrip("/") for s in servers]
-        self.credentials = credentials or StaticToken()
-        self.retries = retries
-        self.virtual_size_cap = virtual_size_cap
-        self.timeout = timeout
-        self.sleep = sleep
-        self._client: httpx.Client | None = None
-        self._client_lock = threading.Lock()
+        self.downloads = ImageDownloader(
+            servers=servers,
+            credentials=credentials,
+            retries=retries,
+            virtual_size_cap=virtual_size_cap,
+            timeout=timeout,
+            sleep=sleep,
+        )
+        self._failed_lock = threading.Lock()
         self._failed: dict[str, tuple[float, ImageFetchFailed]] = {}
 
     # -- what the agent asks ------------------------------------------------------------------
@@ -169,18 +113,18 @@ class ImageCache:
                 return final
             # Builds that waited for a download which just failed (every attempt, for about
             # half a minute) fail with it, rather than each trying as long again in turn.
-            with self._client_lock:
+            with self._failed_lock:
                 failed = self._failed.get(name)
             if failed is not None and time.monotonic() - failed[0] < FAILURE_MEMORY_SECONDS:
                 raise failed[1]
             started = time.monotonic()
             try:
-                fetched = self._download(data, name)
+                fetched = self.downloads.download(data, self.directory / f".{name}.partial", final)
             except ImageFetchFailed as exc:
-                with self._client_lock:
+                with self._failed_lock:
                     self._failed[name] = (time.monotonic(), exc)
                 raise
-            with self._client_lock:
+            with self._failed_lock:
                 self._failed.pop(name, None)
             fetched.seconds = time.monotonic() - started
             log.info(
@@ -248,10 +192,7 @@ class ImageCache:
         return sorted(p.name for p in self.directory.iterdir() if _NAME.match(p.name))
 
     def close(self) -> None:
-        with self._client_lock:
-            if self._client is not None:
-                self._client.close()
-                self._client = None
+        self.downloads.close()
 
     # -- the pieces ---------------------------------------------------------------------------
 
@@ -289,129 +230,6 @@ class ImageCache:
         finally:
             os.close(fd)
 
-    def _download(self, data: ImageData, name: str) -> Fetched:
-        partial = self.directory / f".{name}.partial"
-        fetched = Fetched()
-        reasons: list[str] = []
-        for attempt in range(self.retries + 1):
-            if attempt:
-                self.sleep(BACKOFF_SECONDS[min(attempt - 1, len(BACKOFF_SECONDS) - 1)])
-            for server in self.servers:
-                try:
-                    digest = self._receive(server, data, partial, fetched)
-                    self._check(data, partial, digest)
-                except _Restart as exc:
-                    partial.unlink(missing_ok=True)
-                    reasons.append(exc.reason)
-                    log.warning("image %s from %s: %s", data.image_id, server, exc.reason)
-                    continue
-                except _Retry as exc:
-                    reasons.append(exc.reason)
-                    log.warning("image %s from %s: %s", data.image_id, server, exc.reason)
-                    continue
-                except InvalidInput as exc:
-                    # What the registry describes is not bootable: no attempt will change it.
-                    partial.unlink(missing_ok=True)
-                    raise ImageFetchFailed(data.image_id, exc.message) from exc
-                _put_in_place(partial, self.directory / name)
-                return fetched
-        raise ImageFetchFailed(
-            data.image_id, f"{len(reasons)} attempt(s) failed, the last: {reasons[-1]}"
-        )
-
-    def _receive(self, server: str, data: ImageData, partial: Path, fetched: Fetched) -> Digest:
-        """Get what ``partial`` lacks of the data from ``server``; the digest of all of it."""
-        digest = _digest_of(partial, md5=not data.checksum_sha256)
-        if digest.size > data.size:
-            raise _Restart(f"a partial download of {digest.size} bytes is longer than the image")
-        if digest.size == data.size:
-            return digest  # complete, not yet checked (an agent died just before)
-        url = f"{server}/v2/images/{data.image_id}/file"
-        for auth_attempt in (1, 2):
-            headers = dict(self.credentials.headers())
-            if digest.size:
-                headers["Range"] = f"bytes={digest.size}-"
-            fetched.requests += 1
-            try:
-                with self._http().stream("GET", url, headers=headers) as answer:
-                    if answer.status_code == 401 and auth_attempt == 1:
-                        self.credentials.invalidate()
-                        continue
-                    digest = self._take(answer, data, partial, digest, fetched)
-            except httpx.HTTPError as exc:
-                raise _Retry(f"{type(exc).__name__}: {exc}") from exc
-            break
-        if digest.size < data.size:
-            raise _Retry(f"the answer ended after {digest.size} of {data.size} bytes")
-        return digest
-
-    def _take(
-        self,
-        answer: httpx.Response,
-        data: ImageData,
-        partial: Path,
-        digest: Digest,
-        fetched: Fetched,
-    ) -> Digest:
-        status = answer.status_code
-        if status == 204:
-            raise _Retry("the API server has no data for it (204)")
-        if status == 416 and digest.size:
-            raise _Restart("the API server cannot resume from the partial download (416)")
-        if status not in (200, 206):
-            answer.read()
-            reason = f"the API server answered {status}: {answer.text[:200]}"
-            if status in (401, 403, 404):
-                # Not the agent's to see, or gone (deleted meanwhile): no attempt changes it.
-                raise ImageFetchFailed(data.image_id, reason)
-            raise _Retry(reason)
-        if status == 206:
-            wanted = f"bytes {digest.size}-"
-            if not answer.headers.get("content-range", "").startswith(wanted):
-                raise _Restart(
-                    f"the API server sent {answer.headers.get('content-range')!r} for {wanted}"
-                )
-        elif digest.size:
-            digest = digest.fresh()  # the whole again: start over
-        mode = "ab" if status == 206 else "wb"
-        with partial.open(mode) as out:
-            # As they arrive, not gathered into larger pieces: every byte received before a
-            # connection broke is kept for the next attempt to resume after.
-            for chunk in answer.iter_bytes():
-                if digest.size + len(chunk) > data.size:
-                    raise _Restart(f"the API server sent more than the image's {data.size} bytes")
-                digest.update(chunk)
-                out.write(chunk)
-                fetched.received += len(chunk)
-            out.flush()
-            os.fsync(out.fileno())
-        return digest
-
-    def _check(self, data: ImageData, partial: Path, digest: Digest) -> None:
-        # As Nova checks a download from Glance: the SHA-256 (os_hash_value) when the registry
-        # has one, else the MD5 (checksum).
-        if data.checksum_sha256:
-            if digest.sha256 != data.checksum_sha256:
-                raise _Restart(
-                    f"its SHA-256 is {digest.sha256}, the registry's {data.checksum_sha256}"
-                )
-        elif data.checksum_md5 and digest.md5 != data.checksum_md5:
-            raise _Restart(f"its MD5 is {digest.md5}, the registry's {data.checksum_md5}")
-        check_format(
-            partial,
-            data.disk_format,
-            head=digest.head,
-            size=digest.size,
-            shown=f"The data of image {data.image_id}",
-            virtual_size_cap=self.virtual_size_cap,
-        )
-
-    def _http(self) -> httpx.Client:
-        with self._client_lock:
-            if self._client is None:
-                self._client = httpx.Client(timeout=self.timeout, follow_redirects=False)
-            return self._client
-
 
 def entry_name(data: ImageData) -> str:
     """The cache's name for the data: its SHA-256, else its MD5. ImageFetchFailed for an image
@@ -421,27 +239,6 @@ def entry_name(data: ImageData) -> str:
     if data.checksum_md5:
         return f"md5-{data.checksum_md5.lower()}"
     raise ImageFetchFailed(data.image_id, "the registry has no checksum for it")
-
-
-def _digest_of(partial: Path, *, md5: bool) -> Digest:
-    digest = Digest(md5=md5)
-    try:
-        with partial.open("rb") as fh:
-            for chunk in iter(lambda: fh.read(CHUNK), b""):
-                digest.update(chunk)
-    except FileNotFoundError:
-        pass
-    return digest
-
-
-def _put_in_place(partial: Path, final: Path) -> None:
-    os.chmod(partial, 0o444)
-    os.replace(partial, final)
-    fd = os.open(final.parent, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _touch(path: Path) -> None:

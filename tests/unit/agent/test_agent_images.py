@@ -67,5 +67,5 @@ def test_the_fake_driver_fetches_only_when_told_where_from(tmp_path) -> None:
         driver,
     )
     assert cache is not None and cache.directory == (tmp_path / "_base").resolve()
-    assert cache.servers == ["http://api:8774/image"]
+    assert cache.downloads.servers == ["http://api:8774/image"]
     cache.close()
