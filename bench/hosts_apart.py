@@ -46,6 +46,7 @@ from cloudseed.db.engines import Database
 from cloudseed.images import service as images
 from cloudseed.images.cache import ImageCache
 from cloudseed.images.contents import CHUNK, Digest
+from cloudseed.images.download import ImageDownloader
 from cloudseed.schema import sync as schema_sync
 from cloudseed.servers.lifecycle import console_tails
 from cloudseed.servers.models import Instance
@@ -100,7 +101,7 @@ def fetch_rows(tmp: Path, gib: int) -> list[tuple[str, str, str]]:
             ("HTTP download alone (bytes discarded)", f"{plain:.1f} s", mib_per_s(size, plain))
         )
 
-        cache = ImageCache(tmp / "_base", servers=[f"{cluster.api}/image"])
+        cache = ImageCache(tmp / "_base", ImageDownloader(servers=[f"{cluster.api}/image"]))
         started = time.monotonic()
         cache.fetch(found.disk)
         fetched = time.monotonic() - started

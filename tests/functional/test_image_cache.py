@@ -26,6 +26,7 @@ from sqlalchemy import update
 from cloudseed.db.engines import Database
 from cloudseed.images import service as images
 from cloudseed.images.cache import ImageCache, entry_name
+from cloudseed.images.download import ImageDownloader
 from cloudseed.images.errors import ImageFetchFailed
 from cloudseed.images.models import Image
 from cloudseed.images.service import ImageData
@@ -62,12 +63,12 @@ def proxy(api_url: str) -> Iterator[ImageProxy]:
 
 
 def cache_in(directory: Path, proxy: ImageProxy, **options: object) -> ImageCache:
-    return ImageCache(
-        directory,
+    downloads = ImageDownloader(
         servers=[proxy.url],
         sleep=lambda _seconds: None,  # no backoff between attempts in tests
         **options,  # type: ignore[arg-type]
     )
+    return ImageCache(directory, downloads)
 
 
 def test_fetched_once_checked_and_read_only(api, api_db, proxy, tmp_path):
@@ -218,7 +219,8 @@ def test_an_image_the_agent_may_not_see_or_that_is_gone(api, api_db, proxy, tmp_
 def test_the_next_api_server_when_one_is_down(api, api_db, proxy, tmp_path):
     data = uploaded(api, api_db)
     down = f"http://127.0.0.1:{free_port()}/image"
-    cache = ImageCache(tmp_path / "_base", servers=[down, proxy.url], sleep=lambda _s: None)
+    downloads = ImageDownloader(servers=[down, proxy.url], sleep=lambda _s: None)
+    cache = ImageCache(tmp_path / "_base", downloads)
     assert cache.fetch(data).read_bytes() == DATA
     assert len(proxy.file_requests()) == 1
     cache.close()
@@ -228,9 +230,10 @@ FETCH_IN_A_PROCESS = """
 import json, sys
 from pathlib import Path
 from cloudseed.images.cache import ImageCache
+from cloudseed.images.download import ImageDownloader
 from cloudseed.images.service import ImageData
 directory, url, data = sys.argv[1], sys.argv[2], ImageData(**json.loads(sys.argv[3]))
-cache = ImageCache(Path(directory), servers=[url])
+cache = ImageCache(Path(directory), ImageDownloader(servers=[url]))
 print(cache.fetch(data))
 """
 

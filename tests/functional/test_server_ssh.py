@@ -27,6 +27,7 @@ from cloudseed.flavors import service as flavors
 from cloudseed.hosts.models import ComputeNode, Service
 from cloudseed.images import service as images
 from cloudseed.images.cache import ImageCache
+from cloudseed.images.download import ImageDownloader
 from cloudseed.settings import Settings
 from tests.support.cloud import mv
 from tests.support.dummy_guest import write_kernel
@@ -81,7 +82,7 @@ def setup(
         )
     )
     cells = CellDatabases(api_db)
-    cache = ImageCache(tmp_path / "state" / "_base", servers=[f"{api_url}/image"])
+    cache = ImageCache(tmp_path / "state" / "_base", ImageDownloader(servers=[f"{api_url}/image"]))
     agent = Agent(migrated_settings, host=HOST, cells=cells, driver=driver, image_cache=cache)
     agent.register()
     url = migrated_settings.api_database_url

@@ -28,7 +28,7 @@ from cloudseed.cells.service import CellDatabases
 from cloudseed.compute.interfaces import BootImage, Driver
 from cloudseed.errors import ConfigError
 from cloudseed.images.cache import ImageCache
-from cloudseed.images.download import Credentials, StaticToken
+from cloudseed.images.download import Credentials, ImageDownloader, StaticToken
 from cloudseed.images.service import boot_source
 from cloudseed.periodic import Periodic
 from cloudseed.servers.models import Instance
@@ -106,10 +106,12 @@ def make_image_cache(settings: Settings, driver: Driver) -> ImageCache | None:
         return None
     return ImageCache(
         settings.state_dir / settings.image_cache.subdirectory_name,
-        servers=image_servers(settings),
-        credentials=credentials(settings),
-        retries=settings.glance.num_retries,
-        virtual_size_cap=settings.glance.image_virtual_size_cap,
+        ImageDownloader(
+            servers=image_servers(settings),
+            credentials=credentials(settings),
+            retries=settings.glance.num_retries,
+            virtual_size_cap=settings.glance.image_virtual_size_cap,
+        ),
     )
 
 

@@ -39,13 +39,11 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
-
 from cloudseed.compute.interfaces import BootImage
-from cloudseed.images.download import TIMEOUT, Credentials, ImageDownloader
+from cloudseed.images.download import ImageDownloader
 from cloudseed.images.errors import ImageFetchFailed
 from cloudseed.images.service import BootSource, ImageData
 
@@ -60,28 +58,11 @@ FAILURE_MEMORY_SECONDS = 10.0
 
 
 class ImageCache:
-    """The cache in ``directory``, filled from ``servers`` (``ImageDownloader``'s arguments)."""
+    """The cache in ``directory``, filled by ``downloads``."""
 
-    def __init__(
-        self,
-        directory: Path,
-        *,
-        servers: list[str],
-        credentials: Credentials | None = None,
-        retries: int = 3,
-        virtual_size_cap: int | None = None,
-        timeout: httpx.Timeout = TIMEOUT,
-        sleep: Callable[[float], None] = time.sleep,
-    ) -> None:
+    def __init__(self, directory: Path, downloads: ImageDownloader) -> None:
         self.directory = directory.resolve()
-        self.downloads = ImageDownloader(
-            servers=servers,
-            credentials=credentials,
-            retries=retries,
-            virtual_size_cap=virtual_size_cap,
-            timeout=timeout,
-            sleep=sleep,
-        )
+        self.downloads = downloads
         self._failed_lock = threading.Lock()
         self._failed: dict[str, tuple[float, ImageFetchFailed]] = {}
 
