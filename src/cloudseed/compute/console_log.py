@@ -108,7 +108,6 @@ class ConsoleLogRotator:
     def __init__(self, root: Path, *, max_size: int, interval: float = 1.0) -> None:
         self.root = root
         self.max_size = max_size
-        self.interval = interval
         self._loop = Periodic(
             self.run_once,
             interval=interval,
@@ -116,6 +115,15 @@ class ConsoleLogRotator:
             failure="console log rotation: pass failed",
             first_pass_at_once=False,
         )
+
+    @property
+    def interval(self) -> float:
+        """Seconds between passes (a change applies from the next wait)."""
+        return self._loop.interval
+
+    @interval.setter
+    def interval(self, seconds: float) -> None:
+        self._loop.interval = seconds
 
     def start(self) -> None:
         """Start the thread (once; again after ``stop``). Nothing to do without a bound."""
