@@ -13,7 +13,6 @@ files are in ``<state_path>/networks/<host tag>/<network uuid>/``:
 | ``network.json`` | the network as it was built |
 | ``ports.json`` | mode 0600: the ports attached here (the source of the three below) |
 | ``proxy-ports.json`` | mode 0600: the proxy's port map, with each port's signed headers |
-| ``dhcp-hosts`` | dnsmasq's static leases (MAC, IPv4) |
 | ``proxy.json``, ``proxy.pid``, ``proxy.log`` | the proxy's configuration, process and log |
 | ``dnsmasq.pid``, ``dnsmasq.log`` | dnsmasq's |
 | ``uplink.pid``, ``uplink.log`` | slirp4netns's (``egress``) |
@@ -35,7 +34,6 @@ import json
 import logging
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -52,7 +50,6 @@ from cloudseed.compute.bridge_plan import (
     UPLINK,
     BridgedNetwork,
     BridgedPort,
-    dhcp_hosts,
     dnsmasq_argv,
     host_tag,
     namespace_name,
@@ -119,13 +116,11 @@ class BridgeNetworks:
             netns.kill(netns.processes_in(directory) if directory.exists() else [])
             netns.delete(name)
             shutil.rmtree(directory, ignore_errors=True)
-            # Not listable by others; dnsmasq (which drops to nobody) reads its leases here.
-            directory.mkdir(parents=True)
-            directory.chmod(0o711)
+            directory.mkdir(parents=True, mode=0o700)
             self._build(name, network, directory)
         self._reap()
-        if network.version == 4 and not self._dnsmasq_running(name, directory):
-            self._start_dnsmasq(name, network, directory)
+        if network.version == 4:
+            self._dnsmasq(name, network, directory, self.ports(network.network_id))
         if not _running(directory / "proxy.pid", directory):
             self._start_proxy(name, network, directory)
         if network.egress and not _running(directory / "uplink.pid", directory):
@@ -201,11 +196,8 @@ class BridgeNetworks:
             for p in ports
         }
         _write(directory / "proxy-ports.json", proxy_ports(ports, headers))
-        _write(directory / "dhcp-hosts", dhcp_hosts(ports).encode(), mode=0o644)
-        pid = _pid(directory / "dnsmasq.pid")
-        if pid is not None and pid in netns.pids(name):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGHUP)  # dnsmasq reads its hosts file again
+        if network.version == 4 and (directory / "dnsmasq.pid").exists():
+            self._dnsmasq(name, network, directory, ports)
 
     def detach(self, network_id: str, keep: set[str]) -> None:
         """Forget the ports of this network whose guests are gone (``keep``: the instance
@@ -254,15 +246,20 @@ class BridgeNetworks:
 
     # -- helper processes ----------------------------------------------------------------
 
-    def _dnsmasq_running(self, name: str, directory: Path) -> bool:
-        pid = _pid(directory / "dnsmasq.pid")
-        return pid is not None and pid in netns.pids(name) and _alive(pid)
-
-    def _start_dnsmasq(self, name: str, network: BridgedNetwork, directory: Path) -> None:
+    def _dnsmasq(
+        self, name: str, network: BridgedNetwork, directory: Path, ports: Sequence[BridgedPort]
+    ) -> None:
+        """dnsmasq running with ``ports``' leases: left alone when it already does, else
+        (started again) with them."""
         binary = _require("dnsmasq", "dnsmasq-base")
+        wanted = dnsmasq_argv(binary, network, directory, ports)
+        pid = _pid(directory / "dnsmasq.pid")
+        if pid is not None and pid in netns.pids(name) and _alive(pid):
+            if _cmdline(pid) == wanted:
+                return
+            netns.kill([pid])
         (directory / "dnsmasq.pid").unlink(missing_ok=True)
-        argv = ["ip", "netns", "exec", name, *dnsmasq_argv(binary, network, directory)]
-        self._spawn(argv, directory, "dnsmasq.log")
+        self._spawn(["ip", "netns", "exec", name, *wanted], directory, "dnsmasq.log")
         _wait_for(directory / "dnsmasq.pid", "dnsmasq", directory / "dnsmasq.log")
 
     def _start_proxy(self, name: str, network: BridgedNetwork, directory: Path) -> None:
@@ -353,6 +350,13 @@ def _pid(path: Path) -> int | None:
         return int(path.read_text().strip())
     except (OSError, ValueError):
         return None
+
+
+def _cmdline(pid: int) -> list[str]:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")[:-1]
+    except OSError:
+        return []
 
 
 def _alive(pid: int) -> bool:

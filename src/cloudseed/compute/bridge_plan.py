@@ -80,9 +80,9 @@ class BridgedNetwork:
     def bridge_addresses(self) -> list[str]:
         """The addresses (with prefix) the namespace's bridge holds."""
         net = ipaddress.ip_network(self.cidr)
-        found = [f"{METADATA_V4}/32", f"{METADATA_V6}/64"]
-        if self.gateway:
-            found.append(f"{self.gateway}/{net.prefixlen}")
+        # The gateway first: the bridge's primary address, what dnsmasq answers from.
+        found = [f"{self.gateway}/{net.prefixlen}"] if self.gateway else []
+        found += [f"{METADATA_V4}/32", f"{METADATA_V6}/64"]
         if self.ec2_metadata_address:
             found.append(f"{METADATA_EC2}/128")
         return found
@@ -281,15 +281,19 @@ def _hex128(address: str) -> str:
     return "0x" + ipaddress.IPv6Address(address).packed.hex()
 
 
-def dhcp_hosts(ports: Sequence[BridgedPort]) -> str:
-    """dnsmasq's static leases (``--dhcp-hostsfile``): each port's MAC and IPv4 address."""
-    return "".join(f"{p.mac},{a}\n" for p in ports for a in p.ipv4()[:1])
+def dhcp_hosts(ports: Sequence[BridgedPort]) -> list[str]:
+    """dnsmasq's static leases: each port's MAC and IPv4 address."""
+    return [f"--dhcp-host={p.mac},{a}" for p in ports for a in p.ipv4()[:1]]
 
 
-def dnsmasq_argv(binary: str, network: BridgedNetwork, directory: Path) -> list[str]:
+def dnsmasq_argv(
+    binary: str, network: BridgedNetwork, directory: Path, ports: Sequence[BridgedPort]
+) -> list[str]:
     """dnsmasq as the network's DHCPv4 server: static leases only (a MAC it does not know gets
     nothing), no DNS, bound to the bridge; the gateway, DNS servers, MTU and a route to the
-    metadata address are handed out as options."""
+    metadata address are handed out as options. The leases are on its command line, not in a
+    file: dnsmasq reads files after dropping to ``nobody``, who may not reach the state
+    directory; it is started again when they change (clients retry what a restart loses)."""
     net = ipaddress.ip_network(network.cidr)
     gateway = network.gateway
     argv = [
@@ -301,7 +305,6 @@ def dnsmasq_argv(binary: str, network: BridgedNetwork, directory: Path) -> list[
         "--bind-interfaces",
         "--except-interface=lo",
         f"--dhcp-range={net.network_address},static,{net.netmask},{DHCP_LEASE}",
-        f"--dhcp-hostsfile={directory / 'dhcp-hosts'}",
         "--leasefile-ro",
         "--dhcp-authoritative",
         f"--pid-file={directory / 'dnsmasq.pid'}",
@@ -318,7 +321,7 @@ def dnsmasq_argv(binary: str, network: BridgedNetwork, directory: Path) -> list[
     dns = [d for d in network.dns if ":" not in d]
     if dns:
         argv.append("--dhcp-option=option:dns-server," + ",".join(dns))
-    return argv
+    return argv + dhcp_hosts(ports)
 
 
 def bridged_ports(ports: Sequence[Mapping[str, object]]) -> list[tuple[int, Mapping[str, object]]]:

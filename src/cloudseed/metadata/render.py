@@ -270,7 +270,9 @@ def ec2_meta_data(
         "ami-manifest-path": "FIXME",
         "instance-id": f"i-{facts.ec2_number:08x}",
         "hostname": hostname,
-        "local-ipv4": first_ipv4(facts) or local_ipv4,
+        # The address asked from stands in only when it is IPv4: an IPv6-only guest has none.
+        "local-ipv4": first_ipv4(facts)
+        or (local_ipv4 if local_ipv4 and ":" not in local_ipv4 else None),
         "reservation-id": facts.reservation_id,
         "security-groups": list(facts.security_groups),
     }

@@ -103,25 +103,25 @@ def test_ruleset_without_ports_drops_everything_and_egress_adds_the_uplink() -> 
 
 
 def test_dnsmasq_serves_static_leases_only_with_the_network_options(tmp_path: Path) -> None:
-    argv = dnsmasq_argv("/usr/sbin/dnsmasq", NETWORK, tmp_path)
+    argv = dnsmasq_argv("/usr/sbin/dnsmasq", NETWORK, tmp_path, [PORT_A, PORT_V6])
     assert argv[0] == "/usr/sbin/dnsmasq"
     assert "--dhcp-range=10.0.0.0,static,255.255.255.0,1h" in argv
     assert "--port=0" in argv and "--interface=csbr0" in argv and "--bind-interfaces" in argv
-    assert f"--dhcp-hostsfile={tmp_path / 'dhcp-hosts'}" in argv
     assert "--dhcp-option=option:router,10.0.0.1" in argv
     assert (
         "--dhcp-option=option:classless-static-route,169.254.169.254/32,10.0.0.1,0.0.0.0/0,10.0.0.1"
     ) in argv
     assert "--dhcp-option=option:dns-server,10.0.0.2" in argv
     assert "--dhcp-option=option:mtu,1450" in argv
-    assert dhcp_hosts([PORT_A, PORT_V6]) == "fa:16:3e:12:34:56,10.0.0.5\n"
+    assert argv[-1] == "--dhcp-host=fa:16:3e:12:34:56,10.0.0.5"  # IPv4 ports only
+    assert dhcp_hosts([PORT_V6]) == []
 
 
 def test_bridge_addresses() -> None:
     assert NETWORK.bridge_addresses() == [
+        "10.0.0.1/24",
         "169.254.169.254/32",
         "fe80::a9fe:a9fe/64",
-        "10.0.0.1/24",
     ]
     v6 = BridgedNetwork(
         network_id="n", cidr="fd00:1::/64", gateway=None, mtu=1500, ec2_metadata_address=True
