@@ -21,6 +21,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import httpx
@@ -39,6 +40,7 @@ from tests.support.cloud import Cloud, b64, create_server, wait_for
 from tests.support.guest_netns import (
     NEEDS_NETNS,
     GuestNs,
+    Offer,
     arp_reply,
     dhcp_discover,
     dhcp_offer,
@@ -123,7 +125,7 @@ def bridged(
         try:
             guests = {}
             for letter, server_id in servers.items():
-                spec = guest_spec(cell_db.run(lambda s, i=server_id: records.load(s, i)))
+                spec = guest_spec(cell_db.run(partial(records.load, uuid=server_id)))
                 ((_, raw),) = bridged_ports(spec.ports)
                 network = BridgedNetwork.of_port(raw)
                 with bridge.locked():
@@ -182,6 +184,10 @@ def test_each_guest_gets_its_own_metadata_at_every_address(bridged: Bridged) -> 
     assert answer is not None and answer.body == b"10.61.0.11"
     answer = bridged.guests["D"].request("fe80::a9fe:a9fe", "/openstack/latest/user_data")
     assert answer is not None and answer.body == b"D's secret"
+    d_mac = bridged.guests["D"].port.mac
+    ipv6s = f"/latest/meta-data/network/interfaces/macs/{d_mac}/ipv6s"
+    answer = bridged.guests["D"].request("fe80::a9fe:a9fe", ipv6s)
+    assert answer is not None and answer.body == b"fd61::10"
     _headers_a_guest_sends_are_replaced(bridged)
     _session_tokens(bridged)
 
@@ -286,7 +292,7 @@ def test_a_rogue_dhcp_servers_answer_does_not_reach_the_others(bridged: Bridged)
     client = a.run(lambda: _udp(68))
     try:
         client.sendto(dhcp_discover(a.port.mac, 0x1234ABCD), ("255.255.255.255", 67))
-        offers = []
+        offers: list[Offer] = []
         # Until dnsmasq's offer came and the rogue answered, and a little after that: the
         # rogue's answer, were it let through, would be on the wire by then.
         deadline = time.monotonic() + 5.0
