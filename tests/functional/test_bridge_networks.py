@@ -42,6 +42,7 @@ from tests.support.guest_netns import (
     GuestNs,
     Offer,
     arp_reply,
+    capture,
     dhcp_discover,
     dhcp_offer,
     guest_namespaces,
@@ -55,6 +56,7 @@ from tests.support.server import running_metadata, with_options
 pytestmark = [NEEDS_NETNS, pytest.mark.parametrize("backend", ["sqlite"], indirect=True)]
 
 META = "/openstack/latest/meta_data.json"
+HOP_LIMIT = 1  # [metadata] hop_limit, as the driver hands it to the proxies
 
 
 @dataclass
@@ -120,7 +122,11 @@ def bridged(
     ):
         port = int(url.rsplit(":", 1)[1].strip("/"))
         bridge = BridgeNetworks(
-            tmp_path / "state", host=prefix, secret=SECRET, upstream=("127.0.0.1", port)
+            tmp_path / "state",
+            host=prefix,
+            secret=SECRET,
+            upstream=("127.0.0.1", port),
+            hop_limit=HOP_LIMIT,
         )
         try:
             guests = {}
@@ -208,8 +214,15 @@ def _session_tokens(bridged: Bridged) -> None:
     """A token is issued through the proxy (one hop, the proxy's) and bound to its guest."""
     a = bridged.guests["A"]
     ttl = (("X-aws-ec2-metadata-token-ttl-seconds", "60"),)
-    token = a.request("169.254.169.254", "/latest/api/token", method="PUT", headers=ttl)
-    assert token is not None and token.status == 200
+    # The answer leaves the proxy with [metadata] hop_limit as its TTL and hop limit (seen
+    # on the guest's eth0); the guest's own segments have the system's 64.
+    for host in ("169.254.169.254", "fe80::a9fe:a9fe"):
+        with capture(a.name, "eth0") as frames:
+            token = a.request(host, "/latest/api/token", method="PUT", headers=ttl)
+        assert token is not None and token.status == 200
+        assert {h for h, payload in frames if token.body in payload} == {HOP_LIMIT}, host
+        assert {h for h, payload in frames if b"PUT /latest" in payload} == {64}, host
+    assert token is not None
     used = a.request(
         "169.254.169.254",
         "/latest/meta-data/instance-id",

@@ -273,3 +273,64 @@ def parse_offer(packet: bytes) -> Offer | None:
             server = socket.inet_ntoa(options[i + 2 : i + 6])
         i += 2 + length
     return Offer(socket.inet_ntoa(packet[16:20]), server)
+
+
+# -- what is on the wire ------------------------------------------------------------------------
+
+
+class capture:
+    """The TCP segments on ``device`` of ``namespace`` while the block runs, each as (IP TTL
+    or IPv6 hop limit, payload)."""
+
+    def __init__(self, namespace: str, device: str) -> None:
+        self.namespace = namespace
+        self.device = device
+        self.frames: list[tuple[int, bytes]] = []
+        self._stop = threading.Event()
+
+    def __enter__(self) -> list[tuple[int, bytes]]:
+        self.sock = netns.inside(self.namespace, lambda: _packet_socket(self.device))
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+        return self.frames
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self.thread.join(5)
+        self.sock.close()
+
+    def _read(self) -> None:
+        while not self._stop.is_set():
+            try:
+                frame = self.sock.recv(65536)
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            parsed = _tcp_payload(frame[14:])  # after the Ethernet header (empty on lo)
+            if parsed is not None:
+                self.frames.append(parsed)
+
+
+def _packet_socket(device: str) -> socket.socket:
+    sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0003))
+    sock.bind((device, 0))
+    sock.settimeout(0.05)
+    return sock
+
+
+def _tcp_payload(packet: bytes) -> tuple[int, bytes] | None:
+    if not packet:
+        return None
+    version = packet[0] >> 4
+    if version == 4 and packet[9] == 6:
+        hops, header = packet[8], (packet[0] & 0x0F) * 4
+    elif version == 6 and packet[6] == 6:
+        hops, header = packet[7], 40
+    else:
+        return None
+    tcp = packet[header:]
+    if len(tcp) < 20:
+        return None
+    offset = (struct.unpack("!B", tcp[12:13])[0] >> 4) * 4
+    return hops, tcp[offset:]
