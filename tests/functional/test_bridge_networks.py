@@ -10,13 +10,15 @@ metadata service in proxy mode, so each answer is the guest's own as the service
 - six, fd61::/64 (IPv6 only), the EC2 address on: guest D (fd61::10).
 
 Needs root, iproute2, nftables and dnsmasq (``NEEDS_NETNS``: CI runs as root, and a skip
-fails CI). SQLite only: the database plays no part in what is tested here.
+fails CI). SQLite only: the database plays no part in what is tested here. And egress, on a
+network of its own without servers.
 """
 
 from __future__ import annotations
 
 import json
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -53,7 +55,8 @@ from tests.support.guest_netns import (
 from tests.support.guests import SECRET
 from tests.support.server import running_metadata, with_options
 
-pytestmark = [NEEDS_NETNS, pytest.mark.parametrize("backend", ["sqlite"], indirect=True)]
+pytestmark = NEEDS_NETNS
+ON_SQLITE = pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 
 META = "/openstack/latest/meta_data.json"
 HOP_LIMIT = 1  # [metadata] hop_limit, as the driver hands it to the proxies
@@ -149,6 +152,7 @@ def bridged(
 # -- isolation --------------------------------------------------------------------------------
 
 
+@ON_SQLITE
 def test_guests_on_one_network_reach_each_other_and_no_other_network(bridged: Bridged) -> None:
     a, b, c = (bridged.guests[x] for x in "ABC")
     peers_of_b, peers_of_c = b.listen(7000), c.listen(7000)
@@ -169,6 +173,7 @@ def test_guests_on_one_network_reach_each_other_and_no_other_network(bridged: Br
 # -- the metadata proxy -----------------------------------------------------------------------
 
 
+@ON_SQLITE
 def test_each_guest_gets_its_own_metadata_at_every_address(bridged: Bridged) -> None:
     ids = bridged.servers
     assert bridged.uuid_seen_by("A", "169.254.169.254") == ids["A"]
@@ -241,6 +246,7 @@ def _session_tokens(bridged: Bridged) -> None:
 # -- a guest that pretends ------------------------------------------------------------------
 
 
+@ON_SQLITE
 def test_a_spoofed_source_gets_nothing_of_another_guests_data(bridged: Bridged) -> None:
     """A sends as B (B's address, B's link-local address, B's MAC too, a made-up address):
     the bridge drops every such frame, so no answer at all comes back, least of all B's."""
@@ -282,6 +288,7 @@ def _arp_for_another_guests_address_is_dropped(bridged: Bridged) -> None:
     assert bridged.uuid_seen_by("B", "169.254.169.254") == bridged.servers["B"]
 
 
+@ON_SQLITE
 def test_a_rogue_dhcp_servers_answer_does_not_reach_the_others(bridged: Bridged) -> None:
     """B runs a DHCP server; A asks for an address: only dnsmasq's offer (A's own address,
     from the gateway) arrives, though B heard the request and answered it."""
@@ -341,3 +348,70 @@ def _udp(port: int) -> socket.socket:
     sock.bind(("0.0.0.0", port))
     sock.settimeout(0.2)
     return sock
+
+
+# -- egress ----------------------------------------------------------------------------------
+
+
+def test_egress_when_the_network_says_so(tmp_path: Path) -> None:
+    """``--egress``: the namespace gets a user-mode uplink (slirp4netns), and a guest reaches
+    a server on one of the host's own addresses through it (masqueraded), though not the
+    host's loopback; the host's interfaces and firewall stay as they were."""
+    host_address = _host_address()
+    server = socket.create_server(("0.0.0.0", 0))
+    port = server.getsockname()[1]
+    seen: list[str] = []
+
+    def accept() -> None:
+        with server:
+            try:
+                conn, peer = server.accept()
+            except OSError:
+                return
+            seen.append(peer[0])
+            conn.sendall(b"hello from the host")
+            conn.close()
+
+    threading.Thread(target=accept, daemon=True).start()
+    prefix = namespace_prefix()
+    bridge = BridgeNetworks(tmp_path / "state", host=prefix, secret=SECRET, upstream=("::1", 1))
+    network = BridgedNetwork("out", "10.65.0.0/24", "10.65.0.1", 1500, egress=True)
+    port_e = BridgedPort("eeeeeeee-0000-0000-0000-000000000000", "fa:16:3e:00:00:0e",
+                         ("10.65.0.10",), "inst-e", "proj")  # fmt: skip
+    host_links = netns_free_links()
+    with guest_namespaces(prefix):
+        try:
+            with bridge.locked():
+                bridge.ensure(network)
+            guest = plug(bridge, f"{prefix}-e", network, port_e)
+            answer = None
+            for _ in range(20):  # the uplink comes up a moment after slirp4netns starts
+                answer = guest.connect(host_address, port, timeout=0.5)
+                if answer is not None:
+                    break
+            assert answer == b"hello from the host"
+            assert guest.connect("10.0.2.2", port, timeout=0.5) is None  # host loopback: no
+        finally:
+            server.close()
+            with bridge.locked():
+                bridge.sweep({})
+    assert netns_free_links() == host_links
+
+
+def _host_address() -> str:
+    """One of the host's own IPv4 addresses (not loopback), where a test server listens."""
+    out = subprocess.run(
+        ["ip", "-4", "-o", "address", "show", "scope", "global"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    addresses = [out[i + 1].split("/")[0] for i, word in enumerate(out) if word == "inet"]
+    assert addresses, "this host has no IPv4 address but loopback's"
+    return addresses[0]
+
+
+def netns_free_links() -> str:
+    """The host's own interfaces, as ``ip -o link`` lists them (names and states)."""
+    out = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True, check=True).stdout
+    return "\n".join(line.split(" link/")[0] for line in out.splitlines())

@@ -3,7 +3,8 @@ its own whose ``eth0`` is one end of a veth pair, the other end standing in the 
 namespace under the port's device name, exactly where the driver puts a guest's tap. The guest
 end has the port's MAC, so to the bridge, dnsmasq and the metadata proxy it is the guest.
 
-These tests need root, iproute2, nftables and dnsmasq (tools/debian-packages.sh installs them;
+These tests need root, iproute2, nftables, dnsmasq and slirp4netns (tools/debian-packages.sh
+installs them;
 CI runs as root): ``NEEDS_NETNS`` skips with the reason otherwise, and CI fails on any skip.
 Every namespace made here is named ``cloudseed-t<random>-...`` and removed by its test.
 """
@@ -31,11 +32,12 @@ from cloudseed.programs.run import which
 
 T = TypeVar("T")
 
-_MISSING = [p for p in ("ip", "nft", "dnsmasq") if which(p) is None]
+_MISSING = [p for p in ("ip", "nft", "dnsmasq", "slirp4netns") if which(p) is None]
 NEEDS_NETNS = pytest.mark.skipif(
     os.geteuid() != 0 or bool(_MISSING) or not os.path.exists("/dev/net/tun"),
-    reason="bridged networks need root, /dev/net/tun and ip, nft, dnsmasq (Debian: iproute2, "
-    f"nftables, dnsmasq-base; missing: {', '.join(_MISSING) or 'none'})",
+    reason="bridged networks need root, /dev/net/tun and ip, nft, dnsmasq, slirp4netns "
+    "(Debian: iproute2, nftables, dnsmasq-base, slirp4netns; missing: "
+    f"{', '.join(_MISSING) or 'none'})",
 )
 
 
