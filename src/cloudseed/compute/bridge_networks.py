@@ -37,7 +37,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from cloudseed.compute import netns
@@ -50,6 +50,7 @@ from cloudseed.compute.bridge_plan import (
     UPLINK,
     BridgedNetwork,
     BridgedPort,
+    bridged_ports,
     dnsmasq_argv,
     host_tag,
     namespace_name,
@@ -58,6 +59,7 @@ from cloudseed.compute.bridge_plan import (
     ruleset,
 )
 from cloudseed.compute.errors import DriverError
+from cloudseed.compute.interfaces import GuestSpec
 from cloudseed.programs.run import ENVIRONMENT, which
 from cloudseed.signing import sign
 
@@ -243,6 +245,62 @@ class BridgeNetworks:
                     self.teardown(network_id)
             except DriverError:
                 log.exception("could not clean up bridged network %s", network_id)
+
+    # -- a host's guests -------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def taps(self, guest: GuestSpec, directory: Path) -> Iterator[dict[int, int]]:
+        """For starting ``guest`` (its instance ``directory``): its bridged networks built
+        and a new tap for each of its bridged ports, as {NIC index: descriptor} for QEMU to
+        inherit; closed here after the block (QEMU holds its own). The block runs under the
+        host's network lock, so no sweep takes a network for unused while QEMU starts. The
+        guest's networks are recorded in ``networks.json`` in its directory."""
+        bridged = bridged_ports(guest.ports)
+        networks = sorted({str(port["network_id"]) for _, port in bridged})
+        _write(directory / "networks.json", json.dumps(networks).encode(), mode=0o644)
+        if not bridged:
+            yield {}
+            return
+        with self.locked():
+            opened: dict[int, int] = {}
+            try:
+                for index, port in bridged:
+                    network = BridgedNetwork.of_port(port)
+                    self.ensure(network)
+                    opened[index] = self.open_tap(
+                        network,
+                        BridgedPort.of_port(
+                            port, instance_id=guest.uuid, tenant_id=guest.project_id
+                        ),
+                    )
+                yield opened
+            finally:
+                for fd in opened.values():
+                    os.close(fd)
+
+    def sweep_unused(self, instances: Path, running: Callable[[str], bool]) -> None:
+        """Take down the networks no running guest needs (``instances``: the driver's
+        instance directories, each with its ``networks.json``; ``running(uuid)``: whether
+        its QEMU runs); a network a running guest needs keeps the ports of the guests still
+        here."""
+        if not self.built():
+            return  # the usual case: no bridged network on this host
+        with self.locked():
+            members: dict[str, set[str]] = {}
+            needed: set[str] = set()
+            for directory in sorted(instances.iterdir()) if instances.is_dir() else []:
+                try:
+                    listed = [str(n) for n in json.loads((directory / "networks.json").read_text())]
+                except (OSError, ValueError, TypeError):
+                    continue
+                for network_id in listed:
+                    members.setdefault(network_id, set()).add(directory.name)
+                try:
+                    if listed and running(directory.name):
+                        needed.update(listed)
+                except DriverError:
+                    continue
+            self.sweep({n: members[n] for n in needed})
 
     # -- helper processes ----------------------------------------------------------------
 

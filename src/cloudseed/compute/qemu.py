@@ -39,7 +39,6 @@ from urllib.parse import urlsplit
 
 from cloudseed.compute import guestfwd_relay, qemu_guest_agent
 from cloudseed.compute.bridge_networks import BridgeNetworks
-from cloudseed.compute.bridge_plan import BridgedNetwork, BridgedPort, bridged_ports
 from cloudseed.compute.console_log import ConsoleLogRotator, read_tail
 from cloudseed.compute.errors import DriverError, GuestNotRunning
 from cloudseed.compute.interfaces import Capacity, GuestSpec
@@ -314,30 +313,8 @@ class QemuDriver:
             )
 
     def _start(self, guest: GuestSpec, files: InstanceFiles) -> None:
-        bridged = bridged_ports(guest.ports)
-        networks = sorted({str(port["network_id"]) for _, port in bridged})
-        _write_json(files.directory / "networks.json", networks)
-        if not bridged:
-            self._start_qemu(guest, files, {})
-            return
-        # The guest's networks built, its taps opened and QEMU started under the host's
-        # network lock: no worker sweeping meanwhile takes a network for unused.
-        with self.networks.locked():
-            taps: dict[int, int] = {}
-            try:
-                for index, port in bridged:
-                    network = BridgedNetwork.of_port(port)
-                    self.networks.ensure(network)
-                    taps[index] = self.networks.open_tap(
-                        network,
-                        BridgedPort.of_port(
-                            port, instance_id=guest.uuid, tenant_id=guest.project_id
-                        ),
-                    )
-                self._start_qemu(guest, files, taps)
-            finally:
-                for fd in taps.values():
-                    os.close(fd)  # QEMU holds its own
+        with self.networks.taps(guest, files.directory) as taps:
+            self._start_qemu(guest, files, taps)
 
     def _start_qemu(self, guest: GuestSpec, files: InstanceFiles, taps: dict[int, int]) -> None:
         self._write_relay_config(guest, files)
@@ -383,25 +360,8 @@ class QemuDriver:
         self.console_logs.start()
 
     def _sweep_networks(self) -> None:
-        """Take down the bridged networks no running guest needs (under the host's network
-        lock, so no start is half done); a network a running guest needs keeps only the
-        ports of guests still here."""
-        if not self.networks.built():
-            return  # the usual case: no bridged network on this host
-        with self.networks.locked():
-            members: dict[str, set[str]] = {}
-            running: set[str] = set()
-            for directory in sorted(self.root.iterdir()) if self.root.is_dir() else []:
-                try:
-                    listed = json.loads((directory / "networks.json").read_text())
-                    files = self._files(directory.name)
-                except (OSError, ValueError, DriverError):
-                    continue
-                for network_id in listed:
-                    members.setdefault(str(network_id), set()).add(directory.name)
-                if listed and self.processes.running(files):
-                    running.update(str(n) for n in listed)
-            self.networks.sweep({n: members[n] for n in running})
+        """Take down the bridged networks no running guest of this host needs."""
+        self.networks.sweep_unused(self.root, lambda d: self.processes.running(self._files(d)))
 
     def _write_relay_config(self, guest: GuestSpec, files: InstanceFiles) -> None:
         config = {
@@ -415,12 +375,6 @@ class QemuDriver:
         fd = os.open(files.relay_config, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as fh:
             json.dump(config, fh)
-
-
-def _write_json(path: Path, value: object) -> None:
-    temporary = path.with_name(path.name + ".new")
-    temporary.write_text(json.dumps(value))
-    os.replace(temporary, path)
 
 
 def _memory_mb() -> int:
