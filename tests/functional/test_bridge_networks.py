@@ -49,6 +49,7 @@ from tests.support.guest_netns import (
     dhcp_offer,
     guest_namespaces,
     namespace_prefix,
+    neighbour_advert,
     parse_offer,
     plug,
 )
@@ -283,8 +284,18 @@ def _arp_for_another_guests_address_is_dropped(bridged: Bridged) -> None:
                 target_ip="10.61.0.1",
             )
         )
+    # The same for IPv6: A advertises B's link-local address as its own.
+    assert bridged.uuid_seen_by("B", "fe80::a9fe:a9fe") == bridged.servers["B"]
+    assert b_mac in netns.ip(namespace, "-6", "neigh", "show", b.port.link_local)
+    for _ in range(3):
+        a.send_raw(
+            neighbour_advert(
+                sender_mac=a.port.mac, source=a.port.link_local, target=b.port.link_local
+            )
+        )
     time.sleep(0.1)  # what is dropped leaves no trace to wait for
     assert b_mac in netns.ip(namespace, "neigh", "show", "10.61.0.11")
+    assert b_mac in netns.ip(namespace, "-6", "neigh", "show", b.port.link_local)
     assert bridged.uuid_seen_by("B", "169.254.169.254") == bridged.servers["B"]
 
 

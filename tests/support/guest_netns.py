@@ -238,6 +238,32 @@ def arp_reply(*, sender_mac: str, sender_ip: str, target_mac: str, target_ip: st
     return ether + arp
 
 
+def neighbour_advert(*, sender_mac: str, source: str, target: str) -> bytes:
+    """An Ethernet frame with an unsolicited IPv6 neighbour advertisement (override set) sent
+    to all nodes from ``source``: "``target`` is at ``sender_mac``"."""
+    src, dst = (
+        socket.inet_pton(socket.AF_INET6, source),
+        socket.inet_pton(socket.AF_INET6, "ff02::1"),
+    )
+    body = struct.pack("!BBHI", 136, 0, 0, 0x20000000) + socket.inet_pton(socket.AF_INET6, target)
+    body += bytes([2, 1]) + mac_bytes(sender_mac)  # target link-layer address option
+    pseudo = src + dst + struct.pack("!I3xB", len(body), 58)
+    checksum = _checksum(pseudo + body)
+    body = body[:2] + struct.pack("!H", checksum) + body[4:]
+    ipv6 = struct.pack("!IHBB", 6 << 28, len(body), 58, 255) + src + dst
+    ether = mac_bytes("33:33:00:00:00:01") + mac_bytes(sender_mac) + struct.pack("!H", 0x86DD)
+    return ether + ipv6 + body
+
+
+def _checksum(data: bytes) -> int:
+    if len(data) % 2:
+        data += b"\0"
+    total = sum(int.from_bytes(data[i : i + 2], "big") for i in range(0, len(data), 2))
+    while total >> 16:
+        total = (total & 0xFFFF) + (total >> 16)
+    return ~total & 0xFFFF
+
+
 def dhcp_discover(mac: str, xid: int) -> bytes:
     """A DHCPDISCOVER (BOOTP with the broadcast flag) for the client ``mac``."""
     packet = struct.pack("!BBBBIHH", 1, 1, 6, 0, xid, 0, 0x8000)
