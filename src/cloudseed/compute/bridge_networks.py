@@ -36,10 +36,10 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
+from cloudseed.compute import helper_processes as helpers
 from cloudseed.compute import netns
 from cloudseed.compute.bridge_plan import (
     BRIDGE,
@@ -60,7 +60,7 @@ from cloudseed.compute.bridge_plan import (
 )
 from cloudseed.compute.errors import DriverError
 from cloudseed.compute.interfaces import GuestSpec
-from cloudseed.programs.run import ENVIRONMENT, which
+from cloudseed.programs.run import ENVIRONMENT
 from cloudseed.signing import sign
 
 log = logging.getLogger(__name__)
@@ -109,8 +109,8 @@ class BridgeNetworks:
     def ensure(self, network: BridgedNetwork) -> str:
         """The network built and its helpers running (each started again if it died); its
         namespace. Call with the lock held."""
-        _require("ip", "iproute2")
-        _require("nft", "nftables")
+        helpers.require("ip", "iproute2")
+        helpers.require("nft", "nftables")
         name = self.namespace(network.network_id)
         directory = self.directory(network.network_id)
         if not netns.exists(name) or not (directory / "network.json").exists():
@@ -123,9 +123,9 @@ class BridgeNetworks:
         self._reap()
         if network.version == 4:
             self._dnsmasq(name, network, directory, self.ports(network.network_id))
-        if not _running(directory / "proxy.pid", directory):
+        if not helpers.running(directory / "proxy.pid", directory):
             self._start_proxy(name, network, directory)
-        if network.egress and not _running(directory / "uplink.pid", directory):
+        if network.egress and not helpers.running(directory / "uplink.pid", directory):
             self._start_uplink(name, directory)
         return name
 
@@ -187,7 +187,7 @@ class BridgeNetworks:
     ) -> None:
         """Record ``ports`` and make the bridge's rules, dnsmasq's leases and the proxy's map
         say the same (the rules first: a port may send only once they know it)."""
-        _write(directory / "ports.json", json.dumps([p.as_json() for p in ports]).encode())
+        helpers.write(directory / "ports.json", json.dumps([p.as_json() for p in ports]).encode())
         netns.nft(name, ruleset(ports, egress=network.egress))
         headers = {
             p.port_id: [
@@ -197,7 +197,7 @@ class BridgeNetworks:
             ]
             for p in ports
         }
-        _write(directory / "proxy-ports.json", proxy_ports(ports, headers))
+        helpers.write(directory / "proxy-ports.json", proxy_ports(ports, headers))
         if network.version == 4 and (directory / "dnsmasq.pid").exists():
             self._dnsmasq(name, network, directory, ports)
 
@@ -257,7 +257,7 @@ class BridgeNetworks:
         guest's networks are recorded in ``networks.json`` in its directory."""
         bridged = bridged_ports(guest.ports)
         networks = sorted({str(port["network_id"]) for _, port in bridged})
-        _write(directory / "networks.json", json.dumps(networks).encode(), mode=0o644)
+        helpers.write(directory / "networks.json", json.dumps(networks).encode(), mode=0o644)
         if not bridged:
             yield {}
             return
@@ -309,16 +309,16 @@ class BridgeNetworks:
     ) -> None:
         """dnsmasq running with ``ports``' leases: left alone when it already does, else
         (started again) with them."""
-        binary = _require("dnsmasq", "dnsmasq-base")
+        binary = helpers.require("dnsmasq", "dnsmasq-base")
         wanted = dnsmasq_argv(binary, network, directory, ports)
-        pid = _pid(directory / "dnsmasq.pid")
-        if pid is not None and pid in netns.pids(name) and _alive(pid):
-            if _cmdline(pid) == wanted:
+        pid = helpers.read_pid(directory / "dnsmasq.pid")
+        if pid is not None and pid in netns.pids(name) and helpers.alive(pid):
+            if helpers.cmdline(pid) == wanted:
                 return
             netns.kill([pid])
         (directory / "dnsmasq.pid").unlink(missing_ok=True)
         self._spawn(["ip", "netns", "exec", name, *wanted], directory, "dnsmasq.log")
-        _wait_for(directory / "dnsmasq.pid", "dnsmasq", directory / "dnsmasq.log")
+        helpers.wait_for(directory / "dnsmasq.pid", "dnsmasq", directory / "dnsmasq.log")
 
     def _start_proxy(self, name: str, network: BridgedNetwork, directory: Path) -> None:
         listeners = [
@@ -338,10 +338,10 @@ class BridgeNetworks:
                 "ports": str(directory / "proxy-ports.json"),
                 "upstream": list(self.upstream),
             }
-            _write(directory / "proxy.json", json.dumps(config).encode())
+            helpers.write(directory / "proxy.json", json.dumps(config).encode())
             argv = [sys.executable, "-m", "cloudseed.compute.metadata_proxy", "proxy.json"]
             child = self._spawn(argv, directory, "proxy.log", pass_fds=fds)
-            _write(directory / "proxy.pid", str(child.pid).encode())
+            helpers.write(directory / "proxy.pid", str(child.pid).encode())
         finally:
             for sock in listeners:
                 sock.close()
@@ -350,7 +350,7 @@ class BridgeNetworks:
         """slirp4netns as the namespace's uplink: a tap in the namespace whose packets it
         carries through sockets of the host's own namespace, so nothing of the host's
         interfaces or firewall changes. The host's loopback stays out of reach."""
-        binary = _require("slirp4netns", "slirp4netns")
+        binary = helpers.require("slirp4netns", "slirp4netns")
         argv = [
             binary,
             "--configure",
@@ -360,7 +360,7 @@ class BridgeNetworks:
             UPLINK,
         ]
         child = self._spawn(argv, directory, "uplink.log")
-        _write(directory / "uplink.pid", str(child.pid).encode())
+        helpers.write(directory / "uplink.pid", str(child.pid).encode())
 
     def _spawn(
         self, argv: list[str], directory: Path, log_name: str, *, pass_fds: Sequence[int] = ()
@@ -384,63 +384,3 @@ class BridgeNetworks:
 
     def _reap(self) -> None:
         self._children = [c for c in self._children if c.poll() is None]
-
-
-def _require(program: str, package: str) -> str:
-    found = which(program)
-    if found is None:
-        raise DriverError(f"bridged networks need {program} (Debian: {package})")
-    return found
-
-
-def _write(path: Path, data: bytes, *, mode: int = 0o600) -> None:
-    """Replace ``path`` whole (readers never see half of it)."""
-    temporary = path.with_name(path.name + ".new")
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, mode)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(data)
-    os.chmod(temporary, mode)
-    os.replace(temporary, path)
-
-
-def _pid(path: Path) -> int | None:
-    try:
-        return int(path.read_text().strip())
-    except (OSError, ValueError):
-        return None
-
-
-def _cmdline(pid: int) -> list[str]:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")[:-1]
-    except OSError:
-        return []
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1][:1]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"
-
-
-def _running(pidfile: Path, directory: Path) -> bool:
-    """Whether the process of ``pidfile`` runs in ``directory`` (so a recycled pid is not
-    taken for it)."""
-    pid = _pid(pidfile)
-    if pid is None or not _alive(pid):
-        return False
-    try:
-        return Path(f"/proc/{pid}/cwd").resolve() == directory.resolve()
-    except OSError:
-        return False
-
-
-def _wait_for(pidfile: Path, what: str, log_path: Path, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while _pid(pidfile) is None:
-        if time.monotonic() > deadline:
-            tail = log_path.read_text(errors="replace")[-400:] if log_path.exists() else ""
-            raise DriverError(f"{what} did not start: {tail.strip() or 'no output'}")
-        time.sleep(0.02)
