@@ -10,12 +10,15 @@ set -eu
 # the config drive benchmark.
 # qemu-system-x86: the QEMU compute driver's tests boot a tiny guest kernel under it.
 # qemu-guest-agent: its qemu-ga, run on the host, is the real agent the key-push tests talk to.
+# iproute2, nftables, dnsmasq-base, slirp4netns: the qemu driver's bridged networks (a namespace
+# per network with its bridge, port security, DHCP server and user-mode uplink); dnsmasq-base
+# is dnsmasq without the system service the dnsmasq package would start on the host.
 # libguestfs-tools, python3-guestfs: the guestfs injection handler; its appliance also needs a
 # kernel in /boot: linux-image-cloud-amd64 is added only when /boot has none (a container), so a
 # workstation's own kernels are left alone.
 # Arguments add packages for one target (benchmarks: wrk nginx-light).
 packages="cloud-init e2fsprogs fdisk qemu-utils qemu-system-x86 qemu-guest-agent openssl xorriso genisoimage mtools
-    dosfstools libguestfs-tools python3-guestfs $*"
+    dosfstools libguestfs-tools python3-guestfs iproute2 nftables dnsmasq-base slirp4netns $*"
 ls /boot/vmlinuz-* >/dev/null 2>&1 || packages="$packages linux-image-cloud-amd64"
 missing=""
 for p in $packages; do

@@ -130,8 +130,9 @@ def bind(
         # answers die after ip_ttl hops (1: they never get past the first router).
         if family == socket.AF_INET6:
             sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_UNICAST_HOPS, ip_ttl)
-        else:
-            sock.setsockopt(socket.IPPROTO_IP, socket.IP_TTL, ip_ttl)
+        # Also on an IPv6 socket: a dual-stack one ("::") answers IPv4 callers with IPv4's
+        # TTL, not the hop limit.
+        sock.setsockopt(socket.IPPROTO_IP, socket.IP_TTL, ip_ttl)
     sock.bind((host, port))
     if listen:
         sock.listen(2048)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -13,8 +14,10 @@ import pytest
 from sqlalchemy import text
 
 from cloudseed.db.engines import Database
+from cloudseed.networks import service as networks
 from cloudseed.schema import sync as schema_sync
 from cloudseed.schema.errors import SchemaMismatch
+from cloudseed.settings import load_settings
 from tests.support import keys
 from tests.support.cli import run
 from tests.support.databases import make_settings
@@ -217,3 +220,51 @@ class TestRegistryCli:
         assert run(*d, "network", "add", "next", "--cidr", "10.1.1.0/24")[0] == 0
         assert run(*d, "network", "add", "v6", "--cidr", "fd00::/64")[0] == 0
         assert '"cidr": "10.1.0.0/24"' in run(*d, "network", "list", "-f", "json")[1]
+
+    def test_network_modes_and_delete(self, tmp_path):
+        """``--mode bridge`` (slirp stays the default), what a bridged network needs, and
+        ``network delete``, refused while a port is on the network."""
+        d = ["--data-dir", str(tmp_path)]
+        assert run(*d, "db", "sync")[0] == 0
+        code, out = run(*d, "network", "add", "plain", "--cidr", "10.2.0.0/24", "-f", "json")
+        assert code == 0 and json.loads(out)["mode"] == "slirp", out
+        code, out = run(
+            *d, "network", "add", "blue", "--cidr", "10.3.0.0/24", "--gateway", "10.3.0.1",
+            "--mode", "bridge", "--egress", "--ec2-metadata-address", "-f", "json",
+        )  # fmt: skip
+        assert code == 0, out
+        shown = json.loads(out)
+        assert (shown["mode"], shown["egress"], shown["ec2_metadata_address"]) == (
+            "bridge",
+            True,
+            True,
+        )
+        for args, message in (
+            (["--cidr", "10.4.0.0/24", "--mode", "bridge"], "needs a gateway"),
+            (["--cidr", "169.254.169.0/24", "--gateway", "169.254.169.1", "--mode", "bridge"],
+             "cannot hold the metadata address 169.254.169.254/32"),
+            (["--cidr", "fd00:ec2::/64", "--mode", "bridge"], "fd00:ec2::254/128"),
+            (["--cidr", "10.5.0.0/24", "--egress"], "for bridged networks"),
+            (["--cidr", "10.6.0.0/24", "--mode", "tunnel"], "Invalid value for '--mode'"),
+        ):  # fmt: skip
+            code, out = run(*d, "network", "add", "bad", *args)
+            assert code != 0 and message in out, (args, out)
+        assert run(*d, "network", "add", "six", "--cidr", "fd65::/64", "--mode", "bridge")[0] == 0
+        # A port on blue: refused; once released, deleted.
+        settings = load_settings(environ={"CLOUDSEED_STATE_PATH": str(tmp_path)})
+        db = Database.connect("api", settings.api_database_url)
+        try:
+            db.run(
+                lambda s: networks.allocate(
+                    s, network=networks.get_network(s, "blue"), instance_uuid="i-1"
+                ),
+                write=True,
+            )
+            code, out = run(*d, "network", "delete", "blue")
+            assert code == 1 and "ports still in use on the network" in out, out
+            db.run(lambda s: networks.release(s, instance_uuid="i-1"), write=True)
+        finally:
+            db.dispose()
+        assert run(*d, "network", "delete", "blue") == (0, "")
+        assert run(*d, "network", "show", "blue")[0] == 1
+        assert run(*d, "network", "delete", "blue")[0] == 1

@@ -43,7 +43,7 @@ def test_every_list_draws_a_table_with_a_header_by_default(data_dir, tmp_path):
     headers = {
         ("keypair", "list", "--user", "u1"): ["name", "type", "fingerprint", "fingerprint_sha256"],
         ("flavor", "list"): ["id", "name", "vcpus", "ram", "disk"],
-        ("network", "list"): ["id", "name", "cidr", "gateway", "mtu"],
+        ("network", "list"): ["id", "name", "cidr", "gateway", "mtu", "mode"],
         ("image", "list"): ["id", "name", "disk_format", "size"],
     }
     for command, columns in headers.items():

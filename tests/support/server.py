@@ -6,8 +6,9 @@ import asyncio
 import dataclasses
 import itertools
 import os
+import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -141,16 +142,58 @@ def running_metadata_app(
 
 
 @contextmanager
+def running_metadata_in_namespace(
+    settings: Settings, namespace: str, *, api_db: Database | None = None
+) -> Iterator[None]:
+    """The metadata service of ``settings`` with its listening socket made inside network
+    namespace ``namespace`` exactly as ``cloudseed serve`` makes it (``serve.listeners`` and
+    ``bind_listener``: ``[DEFAULT] metadata_listen`` and its port, ``[metadata] hop_limit``);
+    the app runs in this process. Clients reach it from inside the namespace."""
+    from cloudseed.compute import netns
+
+    (listener,) = [x for x in serve.listeners(settings) if x.kind == "metadata"]
+    sock = netns.inside(
+        namespace, lambda: serve.bind_listener(listener, reuse_port=False, listen=True)
+    )
+    host = "::1" if ":" in listener.host else "127.0.0.1"
+
+    def answers() -> bool:
+        def probe() -> bool:
+            family = socket.AF_INET6 if ":" in host else socket.AF_INET
+            with socket.socket(family) as client:
+                client.settimeout(1)
+                try:
+                    client.connect((host, listener.port))
+                    client.sendall(b"GET / HTTP/1.1\r\nHost: md\r\nConnection: close\r\n\r\n")
+                    return client.recv(12).startswith(b"HTTP/1.1 200")
+                except OSError:
+                    return False
+
+        return netns.inside(namespace, probe)
+
+    with _running(settings, listener, "/", api_db, sock=sock, ready=answers):
+        yield
+
+
+@contextmanager
 def _running(
-    settings: Settings, listener: serve.Listener, ready_path: str, api_db: Database | None
+    settings: Settings,
+    listener: serve.Listener,
+    ready_path: str,
+    api_db: Database | None,
+    *,
+    sock: socket.socket | None = None,
+    ready: Callable[[], bool] | None = None,
 ) -> Iterator[str]:
     """Serve ``listener`` in a thread. With ``api_db`` (the suite's, tests/conftest.py), the
     server hears at once what the test and the other servers given it commit, as the apps
     of one ``cloudseed serve`` worker do; without, it opens its own and hears other writers
-    as another process would (NOTIFY on PostgreSQL, its poll otherwise)."""
+    as another process would (NOTIFY on PostgreSQL, its poll otherwise). ``sock``: a socket
+    made elsewhere (a namespace), with ``ready`` to tell when it answers."""
     if api_db is not None and api_db.url != settings.api_database_url:
         raise ValueError("api_db is not the API database of these settings")
-    sock = serve.bind("127.0.0.1", 0, ip_ttl=listener.ip_ttl)
+    if sock is None:
+        sock = serve.bind("127.0.0.1", 0, ip_ttl=listener.ip_ttl)
     port = sock.getsockname()[1]
     loop = asyncio.new_event_loop()
     stop = asyncio.Event()
@@ -165,7 +208,10 @@ def _running(
     thread.start()
     base = f"http://127.0.0.1:{port}"
     try:
-        _wait_until_ready(base + ready_path, thread)
+        if ready is None:
+            _wait_until_ready(base + ready_path, thread)
+        else:
+            wait_until(ready, timeout=15, interval=0.05, max_interval=0.05, what="the server")
         yield base
     finally:
         loop.call_soon_threadsafe(stop.set)

@@ -3,7 +3,8 @@ record), and what it asks of config drives (``configdrive.service.DriveBuilder``
 
 from __future__ import annotations
 
-from typing import Protocol
+import json
+from typing import Any, Protocol
 
 from cloudseed.compute.interfaces import GuestSpec
 from cloudseed.servers import records
@@ -52,10 +53,12 @@ def guest_spec(record: records.ServerRecord, drive: tuple[str, str] | None = Non
         config_drive=bool(i.config_drive),
         ports=[
             {
+                "port_id": p.uuid,
                 "mac_address": p.mac_address,
                 "network_id": p.network_id,
                 "mtu": p.mtu,
                 "fixed_ips": [ip.address for ip in ips],
+                "network": _network_of(p.network_info),
             }
             for p, ips in record.ports
         ],
@@ -64,3 +67,19 @@ def guest_spec(record: records.ServerRecord, drive: tuple[str, str] | None = Non
         project_id=i.project_id or "",
         metadata=dict(record.metadata),
     )
+
+
+def _network_of(network_info: str) -> dict[str, Any]:
+    """What a port keeps of its network, for the driver: the subnet, and how the network is
+    built (``mode``: a port made before networks had modes is on a ``slirp`` network). Kept
+    under its own key: injection reads a port's top-level ``cidr`` as a request for static
+    configuration, which the drivers have never asked for."""
+    info = json.loads(network_info or "{}")
+    return {
+        "cidr": info.get("cidr"),
+        "gateway": info.get("gateway"),
+        "dns_nameservers": list(info.get("dns_nameservers") or ()),
+        "mode": info.get("mode") or "slirp",
+        "egress": bool(info.get("egress")),
+        "ec2_metadata_address": bool(info.get("ec2_metadata_address")),
+    }

@@ -11,6 +11,8 @@ For each settled instance of this host (launched, no task):
 
 A guest of no live instance (deleted, or unknown) is destroyed. Guests of live instances of
 other hosts are left alone (agents of several hosts may share a machine and its state_path).
+Then the driver cleans up what no guest needs any more (``Driver.clean_up``: the qemu driver's
+bridged networks left by a deleted network or a crashed agent).
 """
 
 from __future__ import annotations
@@ -59,6 +61,10 @@ def reconcile_host(
             driver.destroy(orphan)
         except Exception:
             log.exception("compute agent %s: destroying %s failed", owner, orphan)
+    try:
+        driver.clean_up()
+    except Exception:
+        log.exception("compute agent %s: the driver's clean-up failed", owner)
 
 
 def _reconcile_cell(

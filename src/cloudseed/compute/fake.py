@@ -193,5 +193,8 @@ class FakeDriver:
         partial.write_text(json.dumps({"power": self.power[uuid]}))
         os.replace(partial, path)
 
+    def clean_up(self) -> None:
+        """Nothing outlives a fake guest."""
+
     def close(self) -> None:
         pass  # nothing runs outside this object

@@ -130,6 +130,12 @@ class Driver(Protocol):
         refuses (no such user). Called in an operation's thread; may take a while."""
         ...
 
+    def clean_up(self) -> None:
+        """The agent starts (after ``reconcile``): remove what no guest of this host needs
+        any more and an earlier agent may have left (the qemu driver: bridged networks'
+        namespaces and processes)."""
+        ...
+
     def close(self) -> None:
         """The service is stopping: leave no guest process running."""
         ...

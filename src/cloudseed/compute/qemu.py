@@ -10,7 +10,9 @@ Per instance, in ``<state_path>/instances/<uuid>/``:
 - ``ssh-forward.json``, the host port of the guest's SSH forward once it had one (kept while
   the guest exists, so the port stays the same across reboots and stop/start while free);
 - ``qemu.pid``, ``qmp.sock``, ``qemu.log``, ``qemu.cmd`` while or after QEMU runs;
-- ``qga.sock``, the guest agent channel (``push_keys``, qemu_guest_agent.py).
+- ``qga.sock``, the guest agent channel (``push_keys``, qemu_guest_agent.py);
+- ``networks.json``, the bridged networks the guest's ports are on (written at each start):
+  a network is kept on this host while a guest that lists it runs (``bridge_networks.py``).
 
 Operations map onto the process: spawn and power on start it; stop presses the ACPI power
 button and switches off after ``[qemu] shutdown_timeout``; a soft reboot is that followed by a
@@ -36,6 +38,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from cloudseed.compute import guestfwd_relay, qemu_guest_agent
+from cloudseed.compute.bridge_networks import BridgeNetworks
 from cloudseed.compute.console_log import ConsoleLogRotator, read_tail
 from cloudseed.compute.errors import DriverError, GuestNotRunning
 from cloudseed.compute.interfaces import Capacity, GuestSpec
@@ -63,7 +66,13 @@ START_ATTEMPTS = 3
 class QemuDriver:
     name = "qemu"
 
-    def __init__(self, settings: Settings, *, accel_probe: Callable[[], bool] = kvm_usable) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        host: str | None = None,
+        accel_probe: Callable[[], bool] = kvm_usable,
+    ) -> None:
         if not settings.neutron.service_metadata_proxy:
             # Every guest's requests reach the metadata service from 127.0.0.1, through its
             # proxy; only the signed headers can tell the guests apart.
@@ -92,6 +101,13 @@ class QemuDriver:
             address=q.ssh_forward_address,
             ports=q.ssh_forward_port_range,
             ports_setting=q.ssh_forward_ports,
+        )
+        self.networks = BridgeNetworks(
+            settings.state_dir,
+            host=host or settings.default.host or socket.gethostname(),
+            secret=self.secret,
+            upstream=self.upstream,
+            hop_limit=settings.metadata.hop_limit,
         )
         log.info(
             "qemu driver: %s with %s, instances in %s", self.binary, self.accel.name, self.root
@@ -135,6 +151,7 @@ class QemuDriver:
                 self.shutdown_timeout,
             )
         self.processes.kill(files)
+        self._sweep_networks()
 
     def power_on(self, guest: GuestSpec) -> None:
         files = self._files(guest.uuid)
@@ -150,6 +167,7 @@ class QemuDriver:
             return
         self.processes.kill(files)
         shutil.rmtree(files.directory, ignore_errors=True)
+        self._sweep_networks()
 
     def capacity(self) -> Capacity:
         return Capacity(
@@ -222,6 +240,14 @@ class QemuDriver:
             except DriverError:
                 log.exception("could not stop guest %s", directory.name)
         self.processes.close()
+        self._sweep_networks()
+
+    def clean_up(self) -> None:
+        """The agent starts: take down the bridged networks no running guest of this host
+        needs (a network deleted while the agent was away, or what a crashed agent left:
+        namespaces, taps, dnsmasq, metadata proxies), and forget the ports of guests that
+        are gone."""
+        self._sweep_networks()
 
     # -- the pieces ----------------------------------------------------------------------
 
@@ -287,6 +313,10 @@ class QemuDriver:
             )
 
     def _start(self, guest: GuestSpec, files: InstanceFiles) -> None:
+        with self.networks.taps(guest, files.directory) as taps:
+            self._start_qemu(guest, files, taps)
+
+    def _start_qemu(self, guest: GuestSpec, files: InstanceFiles, taps: dict[int, int]) -> None:
         self._write_relay_config(guest, files)
         relay = [
             sys.executable,
@@ -306,9 +336,10 @@ class QemuDriver:
                 relay_command=relay,
                 default_cmdline=self.settings.qemu.kernel_cmdline,
                 ssh_forward=forward,
+                taps=taps,
             )
             try:
-                pid = self.processes.start(files, argv)
+                pid = self.processes.start(files, argv, pass_fds=tuple(taps.values()))
             except DriverError as exc:
                 # QEMU: "Could not set up host forwarding rule 'tcp:ADDR:PORT-:22'".
                 if (
@@ -327,6 +358,10 @@ class QemuDriver:
         if forward is not None:
             log.info("guest %s: SSH forward on %s", guest.uuid, forward)
         self.console_logs.start()
+
+    def _sweep_networks(self) -> None:
+        """Take down the bridged networks no running guest of this host needs."""
+        self.networks.sweep_unused(self.root, lambda d: self.processes.running(self._files(d)))
 
     def _write_relay_config(self, guest: GuestSpec, files: InstanceFiles) -> None:
         config = {

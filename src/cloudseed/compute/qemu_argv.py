@@ -7,13 +7,15 @@ What the guest sees, and why:
   Nova's libvirt driver does: cloud-init's OpenStack detection (ds-identify, and the local
   datasource) requires that product name on x86, and compares its cached instance id with the
   system uuid on every boot.
-- One virtio NIC per port, with the port's MAC, on QEMU's user-mode network moved to
-  ``169.254.169.0/24``: libslirp only forwards guest addresses inside its own network, and
-  there ``169.254.169.254:80`` is handed to a per-connection relay command (``guestfwd=...-cmd:``;
-  the ``tcp:`` form connects once at start and carries a single connection). ``restrict=on``
-  keeps every other packet in the guest, so nothing reaches the host's own link-local
-  metadata address or anything else. A server that opted in (``ssh_forward.py``) also gets
-  ``hostfwd``: one host port leads to its port 22.
+- One virtio NIC per port, with the port's MAC. A port on a ``slirp`` network is on QEMU's
+  user-mode network moved to ``169.254.169.0/24``: libslirp only forwards guest addresses
+  inside its own network, and there ``169.254.169.254:80`` is handed to a per-connection relay
+  command (``guestfwd=...-cmd:``; the ``tcp:`` form connects once at start and carries a single
+  connection). ``restrict=on`` keeps every other packet in the guest, so nothing reaches the
+  host's own link-local metadata address or anything else. A server that opted in
+  (``ssh_forward.py``) also gets ``hostfwd`` on its first such NIC: one host port leads to its
+  port 22. A port on a ``bridge`` network is a tap the driver opened in the network's
+  namespace (``bridge_networks.py``), handed to QEMU as a file descriptor (``taps``).
 - The config drive is a read-only CD-ROM (ISO 9660) or disk (VFAT), as in Nova.
 - The serial console is appended to ``console.log`` so the log spans reboots.
 - A virtio-serial port named ``org.qemu.guest_agent.0``, the name qemu-guest-agent opens in
@@ -27,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -142,10 +145,12 @@ def build_argv(
     relay_command: list[str] | None,
     default_cmdline: str,
     ssh_forward: Forward | None = None,
+    taps: Mapping[int, int] | None = None,
 ) -> list[str]:
     """The full command line; ``relay_command`` is what slirp runs for each connection the
     guest opens to the metadata address (None: no metadata service for this guest);
-    ``ssh_forward`` the host port that leads to the guest's port 22 (None: none)."""
+    ``ssh_forward`` the host port that leads to the guest's port 22 (None: none); ``taps``
+    the tap descriptor QEMU inherits for each bridged port, by the port's index."""
     image = guest.image
     if image is None:
         raise DriverError(f"Image {guest.image_ref} has no file on this host.")
@@ -191,7 +196,7 @@ def build_argv(
                 f"{drive},if=none,id=configdrive,media=cdrom",
                 *_cdrom_device(image.cdrom_bus, "configdrive"),
             ]
-    argv += _network(guest, relay_command, ssh_forward)
+    argv += _network(guest, relay_command, ssh_forward, taps or {})
     argv += [
         "-chardev",
         f"socket,id=qga0,path={files.qga_socket.name},server=on,wait=off",
@@ -235,30 +240,42 @@ def _cdrom_device(bus: str | None, drive: str) -> list[str]:
 
 
 def _network(
-    guest: GuestSpec, relay_command: list[str] | None, ssh_forward: Forward | None
+    guest: GuestSpec,
+    relay_command: list[str] | None,
+    ssh_forward: Forward | None,
+    taps: Mapping[int, int],
 ) -> list[str]:
     ports = guest.ports or [{}]  # a guest without ports still gets a NIC for the metadata
     argv: list[str] = []
+    first_slirp = next((i for i in range(len(ports)) if i not in taps), None)
     for index, port in enumerate(ports):
+        if index in taps:
+            argv += ["-netdev", f"tap,id=net{index},fd={taps[index]}"]
+            argv += ["-device", _nic(index, port)]
+            continue
         netdev = (
             f"user,id=net{index},net={GUEST_NET},host={GUEST_HOST},"
             f"dhcpstart={GUEST_DHCP_START},restrict=on"
         )
-        if index == 0 and ssh_forward is not None:
+        if index == first_slirp and ssh_forward is not None:
             netdev += f",hostfwd={ssh_forward.hostfwd(_slirp_address(port))}"
-        if index == 0 and relay_command is not None:
+        if index == first_slirp and relay_command is not None:
             # slirp splits the command with shell rules (no shell runs it).
             command = " ".join(shlex.quote(part) for part in relay_command)
             netdev += f",guestfwd=tcp:{METADATA_ADDRESS}:80-cmd:{opt_value(command)}"
-        device = f"virtio-net-pci,netdev=net{index}"
-        mac = port.get("mac_address")
-        if isinstance(mac, str) and mac:
-            device += f",mac={mac}"
-        argv += ["-netdev", netdev, "-device", device]
+        argv += ["-netdev", netdev, "-device", _nic(index, port)]
     return argv
 
 
-def _slirp_address(port: dict[str, object]) -> str:
+def _nic(index: int, port: Mapping[str, object]) -> str:
+    device = f"virtio-net-pci,netdev=net{index}"
+    mac = port.get("mac_address")
+    if isinstance(mac, str) and mac:
+        device += f",mac={mac}"
+    return device
+
+
+def _slirp_address(port: Mapping[str, object]) -> str:
     """The port's IPv4 address inside slirp's subnet, where the guest answers once cloud-init
     has configured it (a second guest's address is not slirp's first DHCP lease); empty when it
     has none there."""

@@ -44,8 +44,11 @@ class QemuProcesses:
         self._lock = threading.Lock()
         self._setpriv = shutil.which("setpriv")
 
-    def start(self, files: InstanceFiles, argv: list[str]) -> int:
-        """Start QEMU and wait until it answers on QMP; its pid."""
+    def start(
+        self, files: InstanceFiles, argv: list[str], *, pass_fds: tuple[int, ...] = ()
+    ) -> int:
+        """Start QEMU and wait until it answers on QMP; its pid. ``pass_fds``: descriptors
+        QEMU inherits (the taps of bridged ports)."""
         for stale in (files.pidfile, files.qmp_socket):
             stale.unlink(missing_ok=True)
         (files.directory / "qemu.cmd").write_text(" ".join(argv) + "\n")
@@ -59,6 +62,7 @@ class QemuProcesses:
                 stderr=stderr,
                 start_new_session=True,
                 env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C"},
+                pass_fds=pass_fds,
             )
         with self._lock:
             self._children[files.directory] = child

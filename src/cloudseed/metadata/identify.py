@@ -1,6 +1,8 @@
 """Who is asking: trust only what is configured or signed.
 
-- Remote-address mode (default): the instance whose port has the request's source address.
+- Remote-address mode (default): the instance whose port has the request's source address
+  (IPv4 or IPv6; an IPv6 zone is not part of it, and an IPv4 caller seen on a dual-stack
+  listener as ``::ffff:a.b.c.d`` is ``a.b.c.d``).
   A forwarding header counts only when the connection comes from a configured trusted proxy,
   and then only the one kind the operator says that proxy sets (``[metadata]
   forwarded_header``), never merged with the other, and only its right-most untrusted hop
@@ -76,6 +78,8 @@ class Identifier:
             return self._proxy_claim(headers)
         if peer is None:
             raise UnknownCaller("no source address")
+        if ":" in peer:
+            peer = source_address(peer)
         if self.trusted and self.is_trusted(peer):
             return ByAddress(self._forwarded_client(peer, headers))
         return ByAddress(peer)
@@ -97,6 +101,8 @@ class Identifier:
         or any forwarding header of the other kind, was added by someone else."""
         if self.proxy_mode:
             return len(_hops(headers, XFF)) > 1 or bool(_hops(headers, FORWARDED))
+        if peer is not None and ":" in peer:
+            peer = source_address(peer)
         if peer is not None and self.trusted and self.is_trusted(peer):
             other = FORWARDED if self.header == XFF else XFF
             untrusted = [hop for hop in _hops(headers, self.header) if not self.is_trusted(hop)]
@@ -158,6 +164,17 @@ class Identifier:
     def _check(self, value: str, signature: str | None) -> None:
         if not self._verifier.valid(value, signature):
             raise BadSignature()
+
+
+def source_address(peer: str) -> str:
+    """An IPv6 peer as the address a port has: compressed, without its zone; IPv4 on a
+    dual-stack socket (``::ffff:192.0.2.1``) as the IPv4 address it is."""
+    try:
+        address = ipaddress.IPv6Address(peer.partition("%")[0])
+    except ValueError:
+        return peer
+    mapped = address.ipv4_mapped
+    return str(mapped) if mapped is not None else str(address)
 
 
 def _single(found: dict[bytes, list[bytes]], name: bytes, label: str) -> str | None:

@@ -270,7 +270,9 @@ def ec2_meta_data(
         "ami-manifest-path": "FIXME",
         "instance-id": f"i-{facts.ec2_number:08x}",
         "hostname": hostname,
-        "local-ipv4": first_ipv4(facts) or local_ipv4,
+        # The address asked from stands in only when it is IPv4: an IPv6-only guest has none.
+        "local-ipv4": first_ipv4(facts)
+        or (local_ipv4 if local_ipv4 and ":" not in local_ipv4 else None),
         "reservation-id": facts.reservation_id,
         "security-groups": list(facts.security_groups),
     }
@@ -290,7 +292,40 @@ def ec2_meta_data(
         data["placement"] = {"availability-zone": facts.availability_zone}
     if v.at_least(version, "2008-09-01"):
         data["instance-action"] = "none"
+    if v.at_least(version, v.EC2_NETWORK) and any(":" in a for a in facts.addresses):
+        data["mac"] = facts.ports[0].mac
+        data["network"] = {"interfaces": {"macs": ec2_interfaces(facts, hostname)}}
     return data
+
+
+def ec2_interfaces(facts: GuestFacts, hostname: str) -> dict[str, Any]:
+    """``network/interfaces/macs/``: one directory per port, named by its MAC, with EC2's
+    keys for what cloudseed knows of it: its position, id, addresses (``local-ipv4s``,
+    ``ipv6s``), network (``subnet-id``) and subnet blocks, security groups. Served only to a
+    guest with an IPv6 address (docs/metadata.md): IPv4 guests see Nova's tree unchanged."""
+    found: dict[str, Any] = {}
+    for index, port in enumerate(facts.ports):
+        ipv4 = [a for a in port.addresses if ":" not in a]
+        ipv6 = [a for a in port.addresses if ":" in a]
+        subnet = ipaddress.ip_network(port.cidr, strict=False)
+        interface: dict[str, Any] = {
+            "device-number": str(index),
+            "interface-id": port.port_id,
+            "local-hostname": hostname,
+            "mac": port.mac,
+            "security-groups": list(facts.security_groups),
+            "subnet-id": port.network_id,
+        }
+        if ipv4:
+            interface["local-ipv4s"] = ipv4
+            if subnet.version == 4:
+                interface["subnet-ipv4-cidr-block"] = str(subnet)
+        if ipv6:
+            interface["ipv6s"] = ipv6
+            if subnet.version == 6:
+                interface["subnet-ipv6-cidr-blocks"] = [str(subnet)]
+        found[port.mac] = interface
+    return found
 
 
 def ec2_listing(node: dict[str, Any]) -> bytes:

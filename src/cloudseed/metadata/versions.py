@@ -40,6 +40,10 @@ EC2_VERSIONS = (
 )
 EC2_LATEST = "2009-04-04"
 EC2_DYNAMIC = "2009-04-04"  # dynamic/instance-identity (EC2's version that introduced it)
+# mac and network/interfaces/macs/ (with ipv6s), for guests with IPv6 only: EC2 introduced
+# them in 2011-01-01 and 2016-06-30, later than any version Nova serves, so cloudseed serves
+# them in the newest it has (docs/metadata.md).
+EC2_NETWORK = "2009-04-04"
 
 
 def openstack_version(name: str) -> str | None:

@@ -17,6 +17,10 @@ from cloudseed.errors import Conflict, InvalidInput
 from cloudseed.networks.errors import AddressTaken, NetworkNotFound
 from cloudseed.networks.models import IPAllocation, Network
 
+SLIRP = "slirp"
+BRIDGE = "bridge"
+MODES = (SLIRP, BRIDGE)
+
 
 @dataclass(frozen=True)
 class PortPlan:
@@ -32,6 +36,30 @@ class PortPlan:
     cidr: str
     gateway: str | None
     dns_nameservers: list[str]
+    mode: str = SLIRP
+    egress: bool = False
+    ec2_metadata_address: bool = False
+
+    def network_info(self) -> dict[str, object]:
+        """What the port's record keeps of its network (``Port.network_info``): what
+        network_data.json needs, and how the compute driver builds the network."""
+        return {
+            "cidr": self.cidr,
+            "gateway": self.gateway,
+            "dns_nameservers": self.dns_nameservers,
+            "mode": self.mode,
+            "egress": self.egress,
+            "ec2_metadata_address": self.ec2_metadata_address,
+        }
+
+
+# What the metadata proxy of a bridged network answers at, on the network itself: a subnet
+# that holds one of them would hide a guest behind the proxy, or the proxy behind a guest.
+METADATA_ADDRESSES = (
+    ipaddress.ip_network("169.254.169.254/32"),
+    ipaddress.ip_network("fe80::/10"),
+    ipaddress.ip_network("fd00:ec2::254/128"),
+)
 
 
 def add_network(
@@ -42,17 +70,22 @@ def add_network(
     gateway: str | None = None,
     dns: list[str] | None = None,
     mtu: int = 1500,
+    mode: str = SLIRP,
+    egress: bool = False,
+    ec2_metadata_address: bool = False,
 ) -> Network:
     try:
         net = ipaddress.ip_network(cidr, strict=True)
-        if gateway is not None and ipaddress.ip_address(gateway) not in net:
-            raise InvalidInput(f"gateway {gateway} is not in {cidr}")
-        for server in dns or []:
-            ipaddress.ip_address(server)
+        if gateway is not None:
+            gateway = str(ipaddress.ip_address(gateway))
+            if ipaddress.ip_address(gateway) not in net:
+                raise InvalidInput(f"gateway {gateway} is not in {cidr}")
+        dns = [str(ipaddress.ip_address(server)) for server in dns or []]
     except ValueError as exc:
         raise InvalidInput(str(exc)) from exc
     if not 68 <= mtu <= 65535:
         raise InvalidInput("mtu must be between 68 and 65535")
+    _check_mode(net, gateway, mode=mode, egress=egress, ec2_metadata_address=ec2_metadata_address)
     # Addresses are unique across networks (ip_allocations.address): a second network over the
     # same addresses could never give its servers one, so refuse it here, as Neutron refuses
     # overlapping subnets.
@@ -66,14 +99,57 @@ def add_network(
         name=name,
         cidr=str(net),
         gateway=gateway,
-        dns_nameservers=json.dumps(dns or []),
+        dns_nameservers=json.dumps(dns),
         mtu=mtu,
+        mode=mode,
+        egress=egress,
+        ec2_metadata_address=ec2_metadata_address,
     )
     session.add(network)
     try:
         session.flush()
     except IntegrityError as exc:
         raise Conflict(f"Network {name} already exists.") from exc
+    return network
+
+
+def _check_mode(
+    net: ipaddress.IPv4Network | ipaddress.IPv6Network,
+    gateway: str | None,
+    *,
+    mode: str,
+    egress: bool,
+    ec2_metadata_address: bool,
+) -> None:
+    if mode not in MODES:
+        raise InvalidInput(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
+    if mode != BRIDGE:
+        if egress or ec2_metadata_address:
+            raise InvalidInput("egress and the EC2 metadata address are for bridged networks")
+        return
+    if net.version == 4 and (gateway is None or net.prefixlen > 30):
+        # The namespace holds the gateway: the DHCP server's address and the guests' route
+        # to 169.254.169.254.
+        raise InvalidInput("a bridged IPv4 network needs a gateway and room for guests (/30)")
+    for reserved in METADATA_ADDRESSES:
+        if reserved.version == net.version and net.overlaps(reserved):
+            raise InvalidInput(f"a bridged network cannot hold the metadata address {reserved}")
+
+
+def delete_network(session: Session, ref: str) -> Network:
+    """Remove a network that no port uses any more (Neutron's rule: 409 while ports are on
+    it). The compute hosts take down what they built for it when their agents next start."""
+    network = get_network(session, ref)
+    used = session.scalar(
+        select(IPAllocation.address).where(IPAllocation.network_uuid == network.uuid).limit(1)
+    )
+    if used is not None:
+        raise Conflict(
+            f"Unable to complete operation on network {network.uuid}. "
+            "There are one or more ports still in use on the network."
+        )
+    session.delete(network)
+    session.flush()
     return network
 
 
@@ -103,6 +179,9 @@ def allocate(
     taken, reserved = pool.taken, pool.reserved
     if fixed_ip is not None:
         try:
+            # The address as the metadata service will see it on the wire (lower case,
+            # compressed): an IPv6 address given as FD00::0005 is fd00::5.
+            fixed_ip = str(ipaddress.ip_address(fixed_ip))
             if ipaddress.ip_address(fixed_ip) not in net:
                 raise InvalidInput(
                     f"Fixed IP {fixed_ip} is not a valid ip address for network {network.uuid}."
@@ -129,6 +208,9 @@ def allocate(
         cidr=network.cidr,
         gateway=network.gateway,
         dns_nameservers=json.loads(network.dns_nameservers),
+        mode=network.mode or SLIRP,
+        egress=bool(network.egress),
+        ec2_metadata_address=bool(network.ec2_metadata_address),
     )
     session.add(
         IPAllocation(

@@ -59,7 +59,8 @@ class MetadataSection:
     )
     hop_limit: int = option(
         0,
-        "IP TTL of the metadata service's responses (EC2's hop limit: 1 keeps answers "
+        "IP TTL and IPv6 hop limit of the metadata service's responses, and of the qemu "
+        "driver's metadata proxies on bridged networks (EC2's hop limit: 1 keeps answers "
         "from leaving the first hop). 0 means the system default.",
         minimum=0,
     )

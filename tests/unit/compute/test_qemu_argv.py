@@ -41,7 +41,10 @@ def guest(**changes: object) -> GuestSpec:
 
 
 def argv_of(
-    spec: GuestSpec, relay: list[str] | None = None, ssh_forward: Forward | None = None
+    spec: GuestSpec,
+    relay: list[str] | None = None,
+    ssh_forward: Forward | None = None,
+    taps: dict[int, int] | None = None,
 ) -> list[str]:
     return build_argv(
         spec,
@@ -52,6 +55,7 @@ def argv_of(
         relay_command=relay,
         default_cmdline="root=/dev/vda",
         ssh_forward=ssh_forward,
+        taps=taps,
     )
 
 
@@ -158,6 +162,23 @@ def test_ssh_forward_leads_to_the_address_the_guest_configures() -> None:
         spec = guest(ports=[{"mac_address": "fa:16:3e:00:00:01", "fixed_ips": fixed_ips}])
         netdev = option(argv_of(spec, relay, Forward("127.0.0.1", 10022)), "-netdev")[0]
         assert f",hostfwd=tcp:127.0.0.1:10022-{target}:22," in netdev
+
+
+def test_bridged_ports_are_the_taps_handed_in_and_slirp_gets_the_rest() -> None:
+    """A bridged port is the tap whose descriptor QEMU inherits, with the port's MAC; the
+    relay and the SSH forward go to the first slirp NIC, wherever it is."""
+    spec = guest(ports=[{"mac_address": "fa:16:3e:00:00:01"}, {"mac_address": "fa:16:3e:00:00:02"}])
+    relay = ["/usr/bin/python3", "relay.py"]
+    argv = argv_of(spec, relay, Forward("127.0.0.1", 10022), taps={0: 7})
+    tap, slirp = option(argv, "-netdev")
+    assert tap == "tap,id=net0,fd=7"
+    assert "hostfwd=tcp:127.0.0.1:10022" in slirp and "guestfwd=" in slirp
+    assert option(argv, "-device")[:2] == [
+        "virtio-net-pci,netdev=net0,mac=fa:16:3e:00:00:01",
+        "virtio-net-pci,netdev=net1,mac=fa:16:3e:00:00:02",
+    ]
+    only_bridged = argv_of(guest(), relay, Forward("127.0.0.1", 10022), taps={0: 9})
+    assert option(only_bridged, "-netdev") == ["tap,id=net0,fd=9"]
 
 
 def test_guest_without_ports_still_has_a_nic() -> None:

@@ -9,7 +9,7 @@ import pytest
 
 from cloudseed.metadata import render, tree
 from cloudseed.metadata import versions as v
-from cloudseed.metadata.facts import GuestFacts
+from cloudseed.metadata.facts import GuestFacts, PortFacts
 from tests.support.guest_facts import facts
 
 
@@ -162,3 +162,84 @@ def test_openstack_listing() -> None:
         b"network_data.json",
         b"vendor_data2.json",
     ]
+
+
+def test_ec2_network_interfaces_for_a_guest_with_ipv6() -> None:
+    """Golden: a guest with an IPv4 and an IPv6-only port gets ``mac`` and
+    ``network/interfaces/macs/MAC/`` with ``ipv6s`` where the port has IPv6."""
+    v4 = PortFacts(
+        port_id="11111111-2222-3333-4444-555555555555",
+        network_id="n4",
+        mac="fa:16:3e:00:00:01",
+        mtu=1500,
+        cidr="10.0.0.0/24",
+        gateway="10.0.0.1",
+        dns=(),
+        addresses=("10.0.0.5",),
+    )
+    v6 = PortFacts(
+        port_id="66666666-7777-8888-9999-000000000000",
+        network_id="n6",
+        mac="fa:16:3e:00:00:06",
+        mtu=1500,
+        cidr="fd61::/64",
+        gateway="fd61::1",
+        dns=(),
+        addresses=("fd61::10",),
+    )
+    guest = facts(ports=(v4, v6), security_groups=("default",))
+    data = render.ec2_meta_data(guest, v.EC2_LATEST, dhcp_domain="novalocal", local_ipv4=None)
+    assert data["mac"] == "fa:16:3e:00:00:01"
+    assert data["network"] == {
+        "interfaces": {
+            "macs": {
+                "fa:16:3e:00:00:01": {
+                    "device-number": "0",
+                    "interface-id": "11111111-2222-3333-4444-555555555555",
+                    "local-hostname": "web-1.novalocal",
+                    "local-ipv4s": ["10.0.0.5"],
+                    "mac": "fa:16:3e:00:00:01",
+                    "security-groups": ["default"],
+                    "subnet-id": "n4",
+                    "subnet-ipv4-cidr-block": "10.0.0.0/24",
+                },
+                "fa:16:3e:00:00:06": {
+                    "device-number": "1",
+                    "interface-id": "66666666-7777-8888-9999-000000000000",
+                    "ipv6s": ["fd61::10"],
+                    "local-hostname": "web-1.novalocal",
+                    "mac": "fa:16:3e:00:00:06",
+                    "security-groups": ["default"],
+                    "subnet-id": "n6",
+                    "subnet-ipv6-cidr-blocks": ["fd61::/64"],
+                },
+            }
+        }
+    }
+    interface = data["network"]["interfaces"]["macs"]["fa:16:3e:00:00:06"]
+    assert render.ec2_listing(interface) == (
+        b"device-number\ninterface-id\nipv6s\nlocal-hostname\nmac\nsecurity-groups\nsubnet-id\n"
+        b"subnet-ipv6-cidr-blocks"
+    )
+    assert render.ec2_leaf(interface["ipv6s"]) == b"fd61::10"
+    assert b"mac\n" in render.ec2_listing(data) and b"network/" in render.ec2_listing(data)
+    # The path a guest asks, MAC and all, names the leaf.
+    target = tree.parse("/latest/meta-data/network/interfaces/macs/fa:16:3e:00:00:06/ipv6s")
+    assert target == tree.Target(
+        tree.EC2_META_DATA,
+        v.EC2_LATEST,
+        ("network", "interfaces", "macs", "fa:16:3e:00:00:06", "ipv6s"),
+    )
+    # An IPv6-only guest: no local-ipv4, even when it asked from an IPv6 address.
+    only_v6 = facts(ports=(v6,))
+    assert (
+        render.ec2_meta_data(only_v6, "2009-04-04", dhcp_domain="", local_ipv4="fd61::10")[
+            "local-ipv4"
+        ]
+        is None
+    )
+    # Nova's tree as it was for IPv4 guests, and for the versions before 2009-04-04.
+    assert "network" not in render.ec2_meta_data(facts(ports=(v4,)), v.EC2_LATEST, dhcp_domain="",
+                                                 local_ipv4=None)  # fmt: skip
+    assert "network" not in render.ec2_meta_data(guest, "2008-09-01", dhcp_domain="",
+                                                 local_ipv4=None)  # fmt: skip

@@ -91,13 +91,7 @@ def port_row(instance_uuid: str, plan: networks.PortPlan) -> Port:
         network_name=plan.network_name,
         mac_address=plan.mac_address,
         mtu=plan.mtu,
-        network_info=json.dumps(
-            {
-                "cidr": plan.cidr,
-                "gateway": plan.gateway,
-                "dns_nameservers": plan.dns_nameservers,
-            }
-        ),
+        network_info=json.dumps(plan.network_info()),
     )
 
 
