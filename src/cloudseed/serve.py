@@ -17,11 +17,9 @@ import contextlib
 import logging
 import multiprocessing
 import os
-import resource
 import signal
 import socket
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 from ipaddress import ip_network
 from types import FrameType
 from typing import TYPE_CHECKING
@@ -30,7 +28,7 @@ import uvicorn
 
 from cloudseed.coalescing import CoalescingHttpToolsProtocol, HeadLimits
 from cloudseed.connection_limits import ConnectionCap, Deadlines
-from cloudseed.errors import ConfigError
+from cloudseed.listening import Listener, bind_listener, listen_own, raise_open_files_limit
 from cloudseed.settings import Settings, split_list
 from cloudseed.types import ASGIApp
 
@@ -39,22 +37,6 @@ if TYPE_CHECKING:
     from cloudseed.metrics import Metrics, MultiprocessDirectory
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Listener:
-    name: str
-    host: str
-    port: int
-    # The app, given the worker's API database: every app of a worker shares it (its pool,
-    # and its announcer, so each hears at once what another committed). None when no
-    # listener of the worker uses cloudseed's databases (``uses_api_db``).
-    factory: Callable[[Settings, Database | None], ASGIApp]
-    ip_ttl: int = 0  # 0: the system's default
-    kind: str = "api"  # the metrics' listener label: api or metadata
-    # False for an app with databases of its own (the Nova drop-in, nova_metadata/): a worker
-    # whose listeners all say so opens no cloudseed database.
-    uses_api_db: bool = True
 
 
 class OncePerProcess(logging.Filter):
@@ -113,82 +95,6 @@ def listeners(settings: Settings, *, compute: bool = True) -> list[Listener]:
     ]
 
 
-def bind(
-    host: str, port: int, *, ip_ttl: int = 0, reuse_port: bool = False, listen: bool = True
-) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    # IPPROTO_TCP stated explicitly: asyncio only disables Nagle's algorithm on sockets that say
-    # they are TCP, and without that every small response on a kept-alive connection waits
-    # ~40 ms for the client's delayed ACK.
-    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    if reuse_port:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-    if ip_ttl:
-        # EC2's hop limit: accepted connections inherit the listening socket's TTL, so
-        # answers die after ip_ttl hops (1: they never get past the first router).
-        if family == socket.AF_INET6:
-            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_UNICAST_HOPS, ip_ttl)
-        # Also on an IPv6 socket: a dual-stack one ("::") answers IPv4 callers with IPv4's
-        # TTL, not the hop limit.
-        sock.setsockopt(socket.IPPROTO_IP, socket.IP_TTL, ip_ttl)
-    sock.bind((host, port))
-    if listen:
-        sock.listen(2048)
-    sock.set_inheritable(True)
-    return sock
-
-
-def bind_listener(listener: Listener, *, reuse_port: bool, listen: bool) -> socket.socket:
-    """``bind`` for one listener; a port in use, an address this host does not have or any
-    other refusal is a ConfigError naming the listener and its address (one line at start,
-    not a traceback)."""
-    address = f"[{listener.host}]" if ":" in listener.host else listener.host
-    try:
-        return bind(
-            listener.host,
-            listener.port,
-            ip_ttl=listener.ip_ttl,
-            reuse_port=reuse_port,
-            listen=listen,
-        )
-    except (OSError, OverflowError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise ConfigError(
-            f"the {listener.name} cannot listen on {address}:{listener.port}: {reason}"
-        ) from exc
-
-
-# Where the hard limit is unlimited, the most Linux allows by default (fs.nr_open).
-_MOST_FILES = 1 << 20
-
-
-def raise_open_files_limit(settings: Settings) -> int:
-    """Raise this process's soft limit of open files to its hard limit, as Go's runtime and
-    nginx's ``worker_rlimit_nofile`` do, and return it: every waiting long-poll holds a
-    socket, and the soft limit systemd and most shells give (1,024) would refuse the
-    1,025th guest's connection while ``[metadata] max_waiters`` allows 20,000. Forked
-    workers inherit it. A limit still below ``max_waiters`` is logged."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    wanted = _MOST_FILES if hard == resource.RLIM_INFINITY else hard
-    if soft != resource.RLIM_INFINITY and soft < wanted:
-        try:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
-            soft = wanted
-        except (ValueError, OSError) as exc:
-            log.warning("could not raise the open files limit from %d to %d: %s", soft, wanted, exc)
-    waiters = settings.metadata.max_waiters
-    if soft != resource.RLIM_INFINITY and soft < waiters:
-        log.warning(
-            "each worker may open %d files, fewer than the %d long-polls [metadata] "
-            "max_waiters allows it: raise the hard limit (LimitNOFILE= in systemd)",
-            soft,
-            waiters,
-        )
-    return soft
-
-
 def protocol_for(
     listener: Listener, settings: Settings, metrics: Metrics
 ) -> type[CoalescingHttpToolsProtocol]:
@@ -225,18 +131,6 @@ def protocol_for(
         cap=cap,
         timed_out=timed_out,
     )
-
-
-def _listen_own(
-    bound: list[tuple[Listener, socket.socket]],
-) -> list[tuple[Listener, socket.socket]]:
-    """In a worker: a listening socket of its own on each port the parent reserved."""
-    own = []
-    for listener, reserved in bound:
-        host, port = reserved.getsockname()[:2]
-        own.append((listener, bind(host, port, ip_ttl=listener.ip_ttl, reuse_port=True)))
-        reserved.close()  # the parent keeps its copy: the port stays reserved between workers
-    return own
 
 
 class _Server(uvicorn.Server):
@@ -350,7 +244,7 @@ def _worker(
     metrics_dir: str | None = None,
 ) -> None:
     if own_sockets:
-        bound = _listen_own(bound)
+        bound = listen_own(bound)
     asyncio.run(serve_sockets(settings, bound, metrics_dir=metrics_dir))
 
 

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 import httpx
 import pytest
 
-from cloudseed import serve
+from cloudseed import listening, serve
 from cloudseed.db.engines import Database
 from cloudseed.settings import Settings
 from cloudseed.types import ASGIApp
@@ -34,7 +34,7 @@ def one_worker(settings: Settings, given: list[Database]) -> Iterator[dict[str, 
     served as one worker serves them; yields each one's base URL by kind, and notes in
     ``given`` the API database each app was built with."""
 
-    def noting(listener: serve.Listener) -> serve.Listener:
+    def noting(listener: listening.Listener) -> listening.Listener:
         def factory(settings: Settings, api_db: Database | None) -> ASGIApp:
             assert api_db is not None
             given.append(api_db)
@@ -43,7 +43,7 @@ def one_worker(settings: Settings, given: list[Database]) -> Iterator[dict[str, 
         return dataclasses.replace(listener, host="127.0.0.1", port=0, factory=factory)
 
     bound = [
-        (listener, serve.bind("127.0.0.1", 0))
+        (listener, listening.bind("127.0.0.1", 0))
         for listener in map(noting, serve.listeners(settings, compute=False))
     ]
     urls = {listener.kind: f"http://127.0.0.1:{sock.getsockname()[1]}" for listener, sock in bound}

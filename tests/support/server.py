@@ -16,7 +16,7 @@ import httpx
 from sqlalchemy import delete
 from sqlalchemy.orm import Session
 
-from cloudseed import serve
+from cloudseed import listening, serve
 from cloudseed.api.app import create_api_app
 from cloudseed.compute.interfaces import Driver
 from cloudseed.db.engines import Database
@@ -90,7 +90,7 @@ def _serving_api(
 ) -> Iterator[str]:
     with _running(
         settings,
-        serve.Listener(
+        listening.Listener(
             "compute API",
             "127.0.0.1",
             0,
@@ -127,7 +127,7 @@ def running_metadata_app(
 
     with _running(
         settings,
-        serve.Listener(
+        listening.Listener(
             "metadata service",
             "127.0.0.1",
             0,
@@ -153,7 +153,7 @@ def running_metadata_in_namespace(
 
     (listener,) = [x for x in serve.listeners(settings) if x.kind == "metadata"]
     sock = netns.inside(
-        namespace, lambda: serve.bind_listener(listener, reuse_port=False, listen=True)
+        namespace, lambda: listening.bind_listener(listener, reuse_port=False, listen=True)
     )
     host = "::1" if ":" in listener.host else "127.0.0.1"
 
@@ -178,7 +178,7 @@ def running_metadata_in_namespace(
 @contextmanager
 def _running(
     settings: Settings,
-    listener: serve.Listener,
+    listener: listening.Listener,
     ready_path: str,
     api_db: Database | None,
     *,
@@ -193,7 +193,7 @@ def _running(
     if api_db is not None and api_db.url != settings.api_database_url:
         raise ValueError("api_db is not the API database of these settings")
     if sock is None:
-        sock = serve.bind("127.0.0.1", 0, ip_ttl=listener.ip_ttl)
+        sock = listening.bind("127.0.0.1", 0, ip_ttl=listener.ip_ttl)
     port = sock.getsockname()[1]
     loop = asyncio.new_event_loop()
     stop = asyncio.Event()

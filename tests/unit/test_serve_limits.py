@@ -11,7 +11,7 @@ import sys
 
 CHILD = """
 import json, logging, resource
-from cloudseed.serve import raise_open_files_limit
+from cloudseed.listening import raise_open_files_limit
 from cloudseed.settings import load_settings
 logging.basicConfig(level=logging.WARNING, format="%(message)s")
 settings = load_settings(environ={"CLOUDSEED_METADATA__MAX_WAITERS": "{waiters}"})

@@ -53,6 +53,7 @@ def _host_port(value: str | None) -> tuple[str, int] | None:
 def nova_metadata(config_files: tuple[str, ...], listen: str | None, workers: int | None) -> None:
     """Serve Nova's metadata API (both trees) from Nova's databases until SIGTERM."""
     from cloudseed import serve as serving
+    from cloudseed.listening import Listener
     from cloudseed.nova_metadata import config as nova_config
     from cloudseed.nova_metadata.app import create_app
     from cloudseed.nova_metadata.preflight import preflight
@@ -63,7 +64,7 @@ def nova_metadata(config_files: tuple[str, ...], listen: str | None, workers: in
     except CloudseedError as exc:
         raise ConfigProblem(exc.message) from None
     logging.getLogger().setLevel(logging.INFO)
-    listener = serving.Listener(
+    listener = Listener(
         "Nova metadata service",
         config.listen_host,
         config.listen_port,
