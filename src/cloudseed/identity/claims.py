@@ -36,7 +36,7 @@ CLAIMS = (
 class InstanceIdentity:
     uuid: str
     ec2_instance_id: str  # i-%08x, as the EC2 meta-data tree says
-    ec2_image_id: str  # ami-%08x, likewise
+    ec2_image_id: str | None  # ami-%08x, likewise (None: no image, a volume-backed Nova instance)
     image_id: str  # the image's uuid
     project_id: str
     flavor: str

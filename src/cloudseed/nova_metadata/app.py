@@ -13,9 +13,10 @@ the two trees differ in what they are (Nova's paths, listings and quirks against
 live keys, identity documents, phone_home and authorized_keys), so they share what does not
 depend on the documents (the listener and its answer-at-once path, the store, identification,
 session tokens, ETags, long-polls, refusals, vendordata) and each keeps its own tree and
-renderer. cloudseed's additions kept here: session tokens (PUT /latest/api/token), ETags with
-If-None-Match, ``wait_for_change`` long-polls on the OpenStack tree, metrics. Left out: what
-needs cloudseed's own records (live keys, signed identity, phone_home, history).
+renderer. cloudseed's additions kept here: session tokens, ETags, long-polls and the
+recursive view on the OpenStack tree, metrics, and signed identity with ``[cloudseed_metadata]
+connection`` (identity.py; its public keys answered before any caller is identified). Left
+out: what needs cloudseed's own records (live keys, phone_home, history).
 """
 
 from __future__ import annotations
@@ -29,19 +30,20 @@ from cloudseed.coalescing import AnswersAtOnce, AtOnce
 from cloudseed.db.engines import Database
 from cloudseed.errors import CloudseedError, InvalidInput
 from cloudseed.metadata import asgi, changes, etags
-from cloudseed.metadata.answers import Answer, at_once
+from cloudseed.metadata.answers import JWT, Answer, at_once
 from cloudseed.metadata.errors import NoSuchDocument, TokenRefused
 from cloudseed.metadata.freshness import Freshness
 from cloudseed.metadata.identify import Claim, Identifier
 from cloudseed.metadata.store import GuestStore
 from cloudseed.metadata.tokens import Tokens
-from cloudseed.nova_metadata import paths, render
+from cloudseed.nova_metadata import identity, paths, render
 from cloudseed.nova_metadata.callers import NovaCallers
 from cloudseed.nova_metadata.changes import NovaChanges
 from cloudseed.nova_metadata.config import NovaMetadataConfig
 from cloudseed.nova_metadata.databases import NovaDatabases
 from cloudseed.nova_metadata.documents import NovaDocuments
 from cloudseed.nova_metadata.guests import NovaGuest, NovaGuests
+from cloudseed.nova_metadata.identity import NovaIdentity
 from cloudseed.nova_metadata.loading import Loader
 from cloudseed.nova_metadata.neutron import Neutron
 from cloudseed.nova_metadata.passwords import read_password, store_password
@@ -82,8 +84,14 @@ class NovaMetadataApp(asgi.MetadataASGI, AnswersAtOnce):
         self.identifier = Identifier(settings)
         self.tokens = Tokens(settings.metadata.token_secret)
         self.log_every_request = settings.metadata.access_log
+        signs = config.identity_database_url is not None  # signed identity (identity.py)
         self.tagger = etags.Tagger(
-            etags.fingerprint("nova", self.dhcp_domain, settings.api.vendordata_providers)
+            etags.fingerprint(
+                "nova",
+                self.dhcp_domain,
+                settings.api.vendordata_providers,
+                *(("signed identity",) if signs else ()),
+            )
         )
         m = settings.metadata
         self.waiters = changes.Waiters(per_instance=m.max_waiters_per_instance, total=m.max_waiters)
@@ -94,6 +102,7 @@ class NovaMetadataApp(asgi.MetadataASGI, AnswersAtOnce):
         self.vendordata: Vendordata | None = None
         self.callers: NovaCallers | None = None  # with the store, at start-up
         self.documents: NovaDocuments | None = None  # likewise
+        self.identity: NovaIdentity | None = None  # with [cloudseed_metadata] connection
 
     async def startup(self) -> None:
         config = self.config
@@ -109,7 +118,10 @@ class NovaMetadataApp(asgi.MetadataASGI, AnswersAtOnce):
             vendordata=vendordata,
             neutron=neutron,
             security_groups_ttl=config.security_groups_ttl,
+            dynamic=config.identity_database_url is not None,
         )
+        if config.identity_database_url is not None:
+            self.identity = NovaIdentity.open(config)
 
         def watched() -> list[Database]:
             if local:
@@ -144,6 +156,8 @@ class NovaMetadataApp(asgi.MetadataASGI, AnswersAtOnce):
             await self.vendordata.aclose()
         if self.databases is not None:
             self.databases.dispose()
+        if self.identity is not None:
+            self.identity.close()
 
     # -- answers written at once (coalescing.py) -----------------------------------------------
 
@@ -168,8 +182,8 @@ class NovaMetadataApp(asgi.MetadataASGI, AnswersAtOnce):
                 self._tagged(Answer(200, render.EC2_VERSIONS), None, None), headers
             )
         target = paths.parse(path)
-        if target is None:
-            return None
+        if target is None or target.kind == paths.IDENTITY_TOKEN or identity.is_dynamic(target):
+            return None  # signing takes IO: the ASGI path answers
         claim = self.identifier.claim(peer, headers)
         callers = self.callers
         assert callers is not None
@@ -204,6 +218,11 @@ class NovaMetadataApp(asgi.MetadataASGI, AnswersAtOnce):
             return self._conditional(
                 self._tagged(Answer(200, render.EC2_VERSIONS), None, None), headers
             )
+        public = identity.public_path(path) if self.identity is not None else None
+        if public is not None:  # the public keys, for anyone: no caller to identify
+            _allowed(method, GET_HEAD)
+            assert self.identity is not None
+            return await self.identity.public(public, headers)
         target = paths.parse(path)
         if _normal(path) == TOKEN_PATH and method == "PUT":
             return await self._issue_token(peer, headers)
@@ -222,10 +241,19 @@ class NovaMetadataApp(asgi.MetadataASGI, AnswersAtOnce):
             raise NoSuchDocument("no such path")
         if method == "POST":
             return await self._post_password(guest, target, receive, headers)
+        if self.identity is not None:
+            if target.kind == paths.IDENTITY_TOKEN:
+                return await self._identity_token(guest, peer, headers, query)
+            if identity.is_dynamic(target):
+                body = await self.identity.ec2(guest.facts, target.rest[1:], claim.address)
+                return self._conditional(self._tagged(Answer(200, body), guest, None), headers)
         ask = self._query(target, query)
 
         async def current(guest: NovaGuest = guest) -> Answer:
             assert self.documents is not None
+            if ask.recursive:
+                recursive = self.documents.recursive(guest, target.version)
+                return self._tagged(recursive, guest, (target, True))
             answer = await self.documents.get(target, guest, claim.address)
             return self._tagged(answer, guest, (target, self._address_part(guest, target, claim)))
 
@@ -256,9 +284,22 @@ class NovaMetadataApp(asgi.MetadataASGI, AnswersAtOnce):
         ask = changes.parse_query(
             query, default_timeout=m.wait_timeout_sec, max_timeout=m.max_wait_timeout_sec
         )
-        if ask.recursive:
-            raise InvalidInput("recursive=true is not served by the Nova drop-in.")
+        if ask.recursive and target.rest[0] != paths.LISTING:
+            raise InvalidInput("recursive=true is only for /openstack/<version>/.")
         return ask
+
+    async def _identity_token(
+        self, guest: NovaGuest, peer: str | None, headers: list[tuple[bytes, bytes]], query: bytes
+    ) -> Answer:
+        """As cloudseed's own: never through a forwarder inside a guest, and only with a
+        session token, whatever the settings say for other documents. Not tagged, not kept."""
+        if self.identifier.relayed_by_guest(peer, headers):
+            raise TokenRefused("Identity tokens through a proxy are not allowed.")
+        callers, signer = self.callers, self.identity
+        assert callers is not None and signer is not None
+        callers.check_token(guest, headers, required=True)
+        token = await signer.token(guest.facts, query)
+        return Answer(200, token, JWT, headers=((b"cache-control", b"no-store"),))
 
     async def _issue_token(self, peer: str | None, headers: list[tuple[bytes, bytes]]) -> Answer:
         if self.identifier.relayed_by_guest(peer, headers):

@@ -79,14 +79,14 @@ class NovaCallers:
             self._providers[key] = (uuid, tenant, now + self.provider_ttl)
         return uuid, tenant
 
-    def check_token(self, guest: NovaGuest, headers: Headers) -> None:
+    def check_token(self, guest: NovaGuest, headers: Headers, *, required: bool = False) -> None:
         """A session token, if one came, must be this instance's; without one, 401 where
-        tokens are required."""
+        tokens are required (``required``: by the document, whatever the settings say)."""
         for name, value in headers:
             if name == TOKEN_HEADER:
                 self.tokens.check(guest.uuid, value)
                 return
-        if self.require_token or guest.facts.tokens_required:
+        if required or self.require_token or guest.facts.tokens_required:
             raise TokenRequired()
 
     def issue_token(self, guest: NovaGuest, headers: Headers) -> Answer:

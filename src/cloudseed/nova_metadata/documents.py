@@ -2,7 +2,7 @@
 facts and what IO brings (security groups from Neutron, vendordata), each cached on the
 guest while it depends on the instance alone (``render.cacheable``). ``now`` answers what
 takes no IO (the path that answers at once uses it); ``get`` answers everything, waiting on
-Neutron or DynamicJSON targets where it must.
+Neutron or DynamicJSON targets where it must; ``recursive`` is cloudseed's recursive view.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import json
 import time
 from typing import overload
 
+from cloudseed.metadata import recursive
 from cloudseed.metadata.answers import Answer
 from cloudseed.metadata.errors import NoSuchDocument
 from cloudseed.nova_metadata import paths, render
@@ -30,8 +31,10 @@ class NovaDocuments:
         vendordata: Vendordata,
         neutron: Neutron,
         security_groups_ttl: float,
+        dynamic: bool = False,
     ) -> None:
         self.dhcp_domain = dhcp_domain
+        self.dynamic = dynamic  # signed identity is served: EC2 versions list dynamic/
         self.vendordata = vendordata
         self.neutron = neutron
         self.security_groups_ttl = security_groups_ttl
@@ -63,6 +66,7 @@ class NovaDocuments:
                 vendor_data_json=as_nova_writes(vendordata.vendor_data_json),
                 vendor_data2=as_nova_writes(vendordata.static_only_vendor_data2()),
                 today=dt.datetime.now(dt.UTC).strftime("%Y-%m-%d"),
+                dynamic=self.dynamic,
             )
             return render.document(target, facts, inputs)
 
@@ -87,6 +91,22 @@ class NovaDocuments:
             return now
         body = await self.vendordata.vendor_data2(_vendordata_request(guest))
         return Answer(200, as_nova_writes(body), render.JSON)
+
+    def recursive(self, guest: NovaGuest, version: str) -> Answer:
+        """``/openstack/<version>/?recursive=true``: the files drawn from the instance, in one
+        document (metadata/recursive.py), made once per change of the instance."""
+        vendordata = self.vendordata
+
+        def make() -> bytes:
+            return recursive.instance_data(
+                version,
+                meta_data=guest.meta_data(version),
+                user_data=guest.facts.user_data,
+                network_data=render.network_data(guest.facts),
+                vendor_data_json=vendordata.vendor_data_json,
+            )
+
+        return Answer(200, guest.document((recursive.__name__, version), make), render.JSON)
 
 
 def _vendordata_request(guest: NovaGuest) -> VendordataRequest:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import binascii
 import dataclasses
+import datetime as dt
 import hashlib
 import re
 from collections.abc import Iterable, Mapping
@@ -68,6 +69,7 @@ class InstanceFacts:
     fixed_addresses: tuple[str, ...]  # every fixed IP, both families
     devices: tuple[objects.Device, ...] | None
     dedicated_cpus: tuple[int, ...]
+    created_at: dt.datetime | None = None  # naive UTC: signed identity's pendingTime
     version: str = ""
 
     @property
@@ -166,6 +168,7 @@ def facts_from_rows(
         fixed_addresses=network.all_fixed(vifs),
         devices=objects.devices(extra.get("device_metadata")),
         dedicated_cpus=objects.dedicated_cpus(extra.get("numa_topology")),
+        created_at=instance.get("created_at"),
     )
     digest = hashlib.blake2b(repr(facts).encode(), digest_size=8).hexdigest()
     return dataclasses.replace(facts, version=digest)

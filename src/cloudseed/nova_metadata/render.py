@@ -229,10 +229,13 @@ def ec2_tree(
     dhcp_domain: str,
     address: str | None,
     security_groups: Sequence[str],
+    dynamic: bool = False,
 ) -> dict[str, Any]:
     """One version of the EC2 tree (Nova's get_ec2_metadata): ``meta-data``, and
     ``user-data`` when the instance has some. ``address`` is the caller's (local-ipv4 when
-    the instance has no fixed IPv4 address)."""
+    the instance has no fixed IPv4 address). ``dynamic``: signed identity is served
+    (identity.py walks ``dynamic/``; here it is only listed, from 2009-04-04, as EC2 lists
+    it)."""
     name = hostname(facts, dhcp_domain)
     floating = facts.addresses.floating
     fixed = facts.addresses.fixed_ipv4
@@ -265,6 +268,8 @@ def ec2_tree(
     if v.at_least(version, "2008-09-01"):
         data["instance-action"] = "none"
     tree: dict[str, Any] = {"meta-data": data}
+    if dynamic and paths.has_dynamic(version):
+        tree["dynamic"] = {}
     raw = facts.user_data_raw
     if raw is not None:
         tree["user-data"] = raw
@@ -310,6 +315,7 @@ def ec2_document(
     dhcp_domain: str,
     address: str | None,
     security_groups: Sequence[str],
+    dynamic: bool = False,
 ) -> bytes:
     """``/ec2/<version>/<rest>``: the node's print, NotInTree where Nova finds nothing."""
     tree = ec2_tree(
@@ -318,6 +324,7 @@ def ec2_document(
         dhcp_domain=dhcp_domain,
         address=address,
         security_groups=security_groups,
+        dynamic=dynamic,
     )
     return ec2_print(ec2_lookup(tree, rest))
 
@@ -332,6 +339,7 @@ class Inputs:
     vendor_data_json: bytes | None = None  # None: StaticJSON is not a provider
     vendor_data2: bytes | None = None  # None: it takes the DynamicJSON targets (Later)
     today: str = "9999-12-31"  # UTC date: /openstack hides later versions
+    dynamic: bool = False  # signed identity is served: EC2 versions list dynamic/
 
 
 def document(target: paths.Target, facts: InstanceFacts, inputs: Inputs) -> tuple[bytes, bytes]:
@@ -341,8 +349,8 @@ def document(target: paths.Target, facts: InstanceFacts, inputs: Inputs) -> tupl
         return EC2_VERSIONS, TEXT
     if target.kind == paths.OPENSTACK_VERSIONS:
         return openstack_versions(inputs.today), TEXT
-    if target.kind == paths.CONTENT:
-        raise NotInTree("no injected network template")  # not rendered (docs/nova-dropin.md)
+    if target.kind in (paths.CONTENT, paths.IDENTITY_TOKEN):  # not rendered here (identity.py)
+        raise NotInTree(f"no {target.kind}")
     if target.kind == paths.EC2:
         body = ec2_document(
             facts,
@@ -351,6 +359,7 @@ def document(target: paths.Target, facts: InstanceFacts, inputs: Inputs) -> tupl
             dhcp_domain=inputs.dhcp_domain,
             address=inputs.address,
             security_groups=inputs.security_groups,
+            dynamic=inputs.dynamic,
         )
         return body, TEXT
     return openstack_file(
