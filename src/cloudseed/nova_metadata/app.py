@@ -91,6 +91,7 @@ class NovaMetadataApp(asgi.MetadataASGI, AnswersAtOnce):
                 self.dhcp_domain,
                 settings.api.vendordata_providers,
                 *(("signed identity",) if signs else ()),
+                *(("network template",) if config.network_template else ()),
             )
         )
         m = settings.metadata
@@ -119,6 +120,7 @@ class NovaMetadataApp(asgi.MetadataASGI, AnswersAtOnce):
             neutron=neutron,
             security_groups_ttl=config.security_groups_ttl,
             dynamic=config.identity_database_url is not None,
+            network_template=config.network_template,
         )
         if config.identity_database_url is not None:
             self.identity = NovaIdentity.open(config)
@@ -130,7 +132,12 @@ class NovaMetadataApp(asgi.MetadataASGI, AnswersAtOnce):
 
         self.changes = NovaChanges(watched, interval=config.change_poll_interval)
         loader = Loader(databases, local=local, resolve=neutron.instance_of_address)
-        source = NovaGuests(loader, self.changes, dhcp_domain=self.dhcp_domain)
+        source = NovaGuests(
+            loader,
+            self.changes,
+            dhcp_domain=self.dhcp_domain,
+            network_template=config.network_template,
+        )
         self.store = GuestStore(
             source, capacity=config.settings.metadata.cache_size, stats=self._store_stats
         )

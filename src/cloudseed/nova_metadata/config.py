@@ -35,6 +35,7 @@ from cloudseed.nova_metadata.options import GROUPS, NEUTRON, OURS, VENDORDATA_AU
 from cloudseed.settings import SECRET_PASSTHROUGH_NAME, Secret, Settings, load_settings
 
 CELL0_UUID = "00000000-0000-0000-0000-000000000000"
+NOVA_TEMPLATE = "/nova/virt/interfaces.template"
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,8 @@ class NovaMetadataConfig:
     change_poll_interval: float  # seconds
     security_groups_ttl: float  # seconds
     neutron_retries: int
+    # [DEFAULT] injected_network_template, and whether it is Nova's own (the one rendered).
+    injected_network_template: str
     # [cloudseed_metadata] connection: signed identity's keys; None: no signed identity.
     identity_database_url: Secret | None
     listen_host: str
@@ -58,6 +61,13 @@ class NovaMetadataConfig:
     workers: int
     # The parsed files, for keystoneauth's loaders ([neutron] auth, session and endpoint).
     conf: cfg.ConfigOpts = dataclasses.field(repr=False, compare=False)
+
+    @property
+    def network_template(self) -> bool:
+        """Whether network_config is rendered: the option names Nova's own template (by its
+        place in Nova's package), which interfaces.py writes; empty, as in Nova, means none,
+        and a template of the operator's own is not rendered (preflight warns)."""
+        return self.injected_network_template.endswith(NOVA_TEMPLATE)
 
     @property
     def neutron_configured(self) -> bool:
@@ -144,6 +154,7 @@ def load(
         change_poll_interval=get(OURS, "change_poll_interval_ms") / 1000,
         security_groups_ttl=float(cache_expiration if sg_ttl < 0 else sg_ttl),
         neutron_retries=get(NEUTRON, "http_retries"),
+        injected_network_template=get("DEFAULT", "injected_network_template") or "",
         identity_database_url=Secret(identity_url) if identity_url else None,
         listen_host=host,
         listen_port=port,

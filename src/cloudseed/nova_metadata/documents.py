@@ -32,8 +32,10 @@ class NovaDocuments:
         neutron: Neutron,
         security_groups_ttl: float,
         dynamic: bool = False,
+        network_template: bool = False,
     ) -> None:
         self.dhcp_domain = dhcp_domain
+        self.network_template = network_template  # /openstack/content/0000 is served
         self.dynamic = dynamic  # signed identity is served: EC2 versions list dynamic/
         self.vendordata = vendordata
         self.neutron = neutron
@@ -67,6 +69,7 @@ class NovaDocuments:
                 vendor_data2=as_nova_writes(vendordata.static_only_vendor_data2()),
                 today=dt.datetime.now(dt.UTC).strftime("%Y-%m-%d"),
                 dynamic=self.dynamic,
+                network_template=self.network_template,
             )
             return render.document(target, facts, inputs)
 

@@ -50,6 +50,8 @@ _DEFAULT = [
     cfg.StrOpt("metadata_listen", default="0.0.0.0"),
     cfg.PortOpt("metadata_listen_port", default=8775),
     cfg.IntOpt("metadata_workers", min=1),
+    # nova/conf/compute.py: read by Nova's metadata API for network_config (interfaces.py).
+    cfg.StrOpt("injected_network_template", default="$pybasedir/nova/virt/interfaces.template"),
 ]
 # [neutron]: the proxy options of nova/conf/neutron.py; keystoneauth's are added below.
 _NEUTRON = [

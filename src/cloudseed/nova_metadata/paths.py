@@ -10,8 +10,8 @@ lists the version's files; ``/openstack/<version>/<file>`` is one of Nova's six 
 any version (each file checks its own: password from 2013-04-04, vendor_data.json from
 2013-10-17, vendor_data2.json from 2016-10-06; user_data and network_data.json at every
 version, as Nova serves them); ``/openstack/content/<key>`` is Nova's injected network
-template, which the drop-in does not render. EC2: ``/ec2`` lists the versions;
-``/ec2/<version>/...`` is a walk down that version's tree (render.py).
+template (interfaces.py; ``0000``, the only one the metadata API has). EC2: ``/ec2`` lists
+the versions; ``/ec2/<version>/...`` is a walk down that version's tree (render.py).
 
 cloudseed's signed identity (``identity.py``, with ``[cloudseed_metadata] connection``):
 ``/openstack/latest/identity_token`` (under ``latest`` only, as in cloudseed's own tree: a

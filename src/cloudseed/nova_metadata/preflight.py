@@ -38,6 +38,14 @@ def preflight(config: NovaMetadataConfig, *, schema_current: Callable[[Database]
             "believed only from [cloudseed_metadata] trusted_proxies, which names none: "
             "callers are identified by their own address"
         )
+    template = config.injected_network_template
+    if template and not config.network_template:
+        log.warning(
+            "[DEFAULT] injected_network_template names a template of your own (%s): the "
+            "drop-in renders only Nova's, so network_config and /openstack/content/0000 are "
+            "left out for instances on injected networks",
+            template,
+        )
     neutron = config.settings.neutron
     if neutron.service_metadata_proxy and not neutron.metadata_proxy_shared_secret:
         log.warning(

@@ -24,7 +24,7 @@ from typing import Any
 
 from cloudseed.metadata import versions as v
 from cloudseed.metadata.render import SeededJSON
-from cloudseed.nova_metadata import paths
+from cloudseed.nova_metadata import interfaces, paths
 from cloudseed.nova_metadata.devices import devices
 from cloudseed.nova_metadata.facts import InstanceFacts
 
@@ -32,6 +32,9 @@ TEXT = b"text/plain; charset=UTF-8"
 JSON = b"application/json"
 HTML = b"text/html; charset=UTF-8"  # webob's default, what Nova's password answers carry
 
+# Where meta_data.json's network_config says the template is: the first content.
+CONTENT = interfaces.CONTENT_KEY
+CONTENT_PATH = f"/{paths.CONTENT}/{CONTENT}"
 _SEED_MARKER = "cloudseed-nova-seed-marker-b1f0c7e2a9d4"
 _SEED_JSON = json.dumps(_SEED_MARKER).encode()
 
@@ -86,11 +89,16 @@ def meta_data_variant(version: str) -> str:
     return variant
 
 
-def meta_data(facts: InstanceFacts, version: str, *, dhcp_domain: str) -> SeededJSON:
-    """``meta_data.json``, fields in Nova's order, with a hole for the random seed."""
+def meta_data(
+    facts: InstanceFacts, version: str, *, dhcp_domain: str, network_template: bool = False
+) -> SeededJSON:
+    """``meta_data.json``, fields in Nova's order, with a hole for the random seed;
+    ``network_template``: Nova's injected network template is rendered (interfaces.py)."""
     doc: dict[str, Any] = {"uuid": facts.uuid}
     if facts.meta:
         doc["meta"] = dict(facts.meta)
+    if network_template and facts.network_config is not None:
+        doc["network_config"] = {"name": "network_config", "content_path": CONTENT_PATH}
     if facts.key_name and facts.keypair is not None:
         pair = facts.keypair
         doc["public_keys"] = {pair.name: pair.public_key}
@@ -288,6 +296,7 @@ class Inputs:
     vendor_data2: bytes | None = None  # None: it takes the DynamicJSON targets (Later)
     today: str = "9999-12-31"  # UTC date: /openstack hides later versions
     dynamic: bool = False  # signed identity is served: EC2 versions list dynamic/
+    network_template: bool = False  # Nova's injected network template is rendered
 
 
 def document(target: paths.Target, facts: InstanceFacts, inputs: Inputs) -> tuple[bytes, bytes]:
@@ -297,7 +306,11 @@ def document(target: paths.Target, facts: InstanceFacts, inputs: Inputs) -> tupl
         return EC2_VERSIONS, TEXT
     if target.kind == paths.OPENSTACK_VERSIONS:
         return openstack_versions(inputs.today), TEXT
-    if target.kind in (paths.CONTENT, paths.IDENTITY_TOKEN):  # not rendered here (identity.py)
+    if target.kind == paths.CONTENT:  # Nova's only content: the network template
+        if not (inputs.network_template and facts.network_config and target.rest == (CONTENT,)):
+            raise NotInTree("no such content")
+        return facts.network_config, TEXT
+    if target.kind == paths.IDENTITY_TOKEN:  # not rendered here (identity.py)
         raise NotInTree(f"no {target.kind}")
     if target.kind == paths.EC2:
         body = ec2_document(

@@ -251,3 +251,20 @@ def test_the_subcommands_need_the_connection(tmp_path: Path) -> None:
         result = CliRunner().invoke(cli, ["nova-metadata", "--config-file", conf, *args])
         assert result.exit_code == 2, result.output
         assert "[cloudseed_metadata] connection is not set" in result.output
+
+
+@pytest.mark.parametrize(
+    ("written", "rendered"),
+    [
+        (None, True),  # Nova's default: $pybasedir/nova/virt/interfaces.template
+        ("/opt/nova/lib/python3.12/site-packages/nova/virt/interfaces.template", True),
+        ("", False),  # Nova: no template, no network_config
+        ("/etc/nova/my-interfaces.template", False),  # the operator's own: not rendered
+    ],
+)
+def test_which_injected_network_template_is_rendered(
+    tmp_path: Path, written: str | None, rendered: bool
+) -> None:
+    option = "" if written is None else f"[DEFAULT]\ninjected_network_template = {written}\n"
+    loaded = config.load([write(tmp_path, MINIMAL + option)])
+    assert loaded.network_template is rendered
