@@ -204,6 +204,17 @@ def test_every_path_of_every_shape_is_what_nova_serves(nova: Nova, dropin: DropI
     devices = document(tagged, "/openstack/latest/meta_data.json")["devices"]
     assert [d["tags"] for d in devices] == [["uplink"], ["database"], ["legacy"]]
     assert {path for path, page in deleted.items() if page.status == 200} == {"/"}
+    # Nova's injected network template (networks built with flat_injected).
+    injected = crawls["injected"]
+    assert document(injected, "/openstack/latest/meta_data.json")["network_config"] == {
+        "name": "network_config",
+        "content_path": "/content/0000",
+    }
+    template = injected["/openstack/content/0000"].body.decode()
+    assert "\nauto eth1\niface eth1 inet static\n" in template
+    assert "iface eth1 inet6 static\n" in template and "auto eth0" not in template
+    assert "    broadcast None\n" in template  # eth2's /31, as netaddr gives it
+    assert twonics["/openstack/content/0000"].status == 404
 
 
 # What does not depend on the database behind Nova runs on SQLite only: the other backends'

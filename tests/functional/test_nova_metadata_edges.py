@@ -241,5 +241,11 @@ def test_local_metadata_per_cell_reads_only_its_cell(nova: NovaDeployment) -> No
             ),
             what="the change seen in the local cell",
         )
-        metrics = service.get("/metrics").text
-        assert "cloudseed_metadata_cache_guests 1.0" in metrics
+
+        def cached_after_a_request() -> bool:
+            # A changed instance is dropped at every poll until its stamp settles (SETTLE,
+            # changes.py): the guest a request loads within that window may be gone again.
+            service.get("/latest/meta-data/hostname", signed(vm.uuid))
+            return "cloudseed_metadata_cache_guests 1.0" in service.get("/metrics").text
+
+        wait_until(cached_after_a_request, what="the guest cached once its change settled")

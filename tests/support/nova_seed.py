@@ -157,10 +157,10 @@ def _subnet(cidr, gateway, ips, *, dhcp, dns=(), routes=(), v6_mode=None, floati
     )
 
 
-def _vif(port_id, mac, network_id, label, subnets, mtu=1450, devname=None):
-    network = net.Network(
-        id=network_id, bridge="br-int", label=label, subnets=subnets, meta={"mtu": mtu}
-    )
+def _vif(port_id, mac, network_id, label, subnets, mtu=1450, devname=None, injected=False):
+    # injected: what nova-compute's [DEFAULT] flat_injected writes in the network's meta.
+    meta = {"mtu": mtu, **({"injected": True} if injected else {})}
+    network = net.Network(id=network_id, bridge="br-int", label=label, subnets=subnets, meta=meta)
     return net.VIF(
         id=port_id,
         address=mac,
@@ -530,6 +530,7 @@ class Seeder:
             cell=self.cell2,
         )
         self.instance("password", password="s3cr3t-" + "x" * 300, bdms=[root])
+        self.injected(root)
         self.instance("deleted", keys=[self.ssh], user_data=b"gone", delete=True, bdms=[root])
         self.instance(
             "rebuildme",
@@ -549,6 +550,55 @@ class Seeder:
             metadata={"purpose": "cloud-init"},
             bdms=[root],
         )
+
+    def injected(self, root):
+        """Networks built with flat_injected (Nova's injected network template: network_config
+        in meta_data.json, /openstack/content/0000): a DHCP subnet (eth0, left out of the
+        template), a static IPv4 and IPv6 pair with gateways and DNS (eth1), and a static IPv4
+        /31 without gateway or DNS (eth2: netaddr's broadcast of a /31 is None)."""
+        nics = []
+        for number, (mac, network_id, subnets, ips) in enumerate(
+            [
+                (
+                    "fa:16:3e:ee:00:01",
+                    NET_PRIVATE,
+                    [_subnet("10.0.0.0/24", "10.0.0.1", ["10.0.0.70"], dhcp=True)],
+                    ["10.0.0.70"],
+                ),
+                (
+                    "fa:16:3e:ee:00:02",
+                    NET_STORAGE,
+                    [
+                        _subnet(
+                            "192.168.60.0/24",
+                            "192.168.60.1",
+                            ["192.168.60.7"],
+                            dhcp=False,
+                            dns=["192.168.60.3", "9.9.9.9"],
+                            routes=[("172.16.0.0/16", "192.168.60.254")],
+                        ),
+                        _subnet(
+                            "2001:db8:60::/64",
+                            "2001:db8:60::1",
+                            ["2001:db8:60::7"],
+                            dhcp=False,
+                            dns=["2001:db8:60::3"],
+                        ),
+                    ],
+                    ["192.168.60.7", "2001:db8:60::7"],
+                ),
+                (
+                    "fa:16:3e:ee:00:03",
+                    NET_STORAGE,
+                    [_subnet("192.168.61.4/31", "", ["192.168.61.5"], dhcp=False)],
+                    ["192.168.61.5"],
+                ),
+            ]
+        ):
+            port = str(uuid.uuid4())
+            vif = _vif(port, mac, network_id, f"injected{number}", subnets, injected=True)
+            nics.append((vif, ips))
+        self.instance("injected", keys=[self.ssh], nics=nics, bdms=[root])
 
     def direct(self):
         """An instance whose port has the fixed IP 127.0.0.1: the one a metadata API in direct

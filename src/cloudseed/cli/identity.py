@@ -17,6 +17,7 @@ from cloudseed.cli.context import (
 )
 from cloudseed.cli.output import emit_list, emit_one, output_options
 from cloudseed.db.base import utcnow
+from cloudseed.db.engines import Database
 from cloudseed.identity import service
 from cloudseed.identity.errors import RotationConflict
 from cloudseed.identity.keyring import Keyring
@@ -43,29 +44,8 @@ def identity_rotate(cli: CliContext, fmt: str, columns: tuple[str, ...]) -> None
     seen it (twice [identity] key_cache_seconds); the key it replaces stays published for
     [identity] key_grace_seconds. Keys whose grace period has ended are deleted."""
     settings = cli.settings()
-    now = utcnow()
     with open_databases(cli) as dbs, errors_as_click():
-        try:
-            rotation = dbs.api.run(
-                lambda session: service.rotate(
-                    session,
-                    now=now,
-                    grace=dt.timedelta(seconds=settings.identity.key_grace_seconds),
-                    secret=settings.identity.key_encryption_secret,
-                ),
-                write=True,
-            )
-        except IntegrityError:
-            raise RotationConflict() from None
-    activation = dt.timedelta(seconds=2 * settings.identity.key_cache_seconds)
-    grace = dt.timedelta(seconds=settings.identity.key_grace_seconds)
-    record = {
-        "kid": rotation.new_kid,
-        "signs_from": _time(now + activation),
-        "retired": rotation.retired_kid,
-        "retired_published_until": _time(now + grace) if rotation.retired_kid else None,
-        "removed": " ".join(rotation.removed),
-    }
+        record = rotate_keys(dbs.api, settings)
     emit_one(record, fmt=fmt, columns=columns)
 
 
@@ -77,9 +57,43 @@ def identity_list(cli: CliContext, fmt: str, columns: tuple[str, ...]) -> None:
     """List the stored keys: the one that signs, the others still published, and the ones
     whose grace period has ended (deleted at the next rotation)."""
     settings = cli.settings()
-    with open_databases(cli) as dbs, errors_as_click(), dbs.api.read() as session:
+    with open_databases(cli) as dbs, errors_as_click():
+        records = key_records(dbs.api, settings)
+    emit_list(records, fmt=fmt, columns=columns, default=LIST_COLUMNS)
+
+
+def rotate_keys(db: Database, settings: Settings) -> dict[str, Any]:
+    """``identity rotate`` on ``db`` (the API database, or the Nova drop-in's own): what
+    it prints."""
+    now = utcnow()
+    try:
+        rotation = db.run(
+            lambda session: service.rotate(
+                session,
+                now=now,
+                grace=dt.timedelta(seconds=settings.identity.key_grace_seconds),
+                secret=settings.identity.key_encryption_secret,
+            ),
+            write=True,
+        )
+    except IntegrityError:
+        raise RotationConflict() from None
+    activation = dt.timedelta(seconds=2 * settings.identity.key_cache_seconds)
+    grace = dt.timedelta(seconds=settings.identity.key_grace_seconds)
+    return {
+        "kid": rotation.new_kid,
+        "signs_from": _time(now + activation),
+        "retired": rotation.retired_kid,
+        "retired_published_until": _time(now + grace) if rotation.retired_kid else None,
+        "removed": " ".join(rotation.removed),
+    }
+
+
+def key_records(db: Database, settings: Settings) -> list[dict[str, Any]]:
+    """``identity list`` on ``db``: each stored key and its state."""
+    with db.read() as session:
         stored = service.stored_keys(session)
-    emit_list(_records(settings, stored, utcnow()), fmt=fmt, columns=columns, default=LIST_COLUMNS)
+    return _records(settings, stored, utcnow())
 
 
 def _records(

@@ -14,29 +14,23 @@ relying party that honours the header has fetched it before any token carries it
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 from dataclasses import dataclass
-from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from cloudseed.identity import signing_keys as keys
-from cloudseed.identity.claims import CLAIMS
+from cloudseed.identity import publication
 from cloudseed.identity.issuer import issuer_of
 from cloudseed.identity.keyring import Keyring, PublishedKey
+from cloudseed.identity.publication import CERTIFICATES, DISCOVERY, JWKS, PEM
 from cloudseed.settings import Settings
 from cloudseed.web.links import base_url
 from cloudseed.web.requests import settings_of
 from cloudseed.web.responses import JSONResponse
 from cloudseed.web.state import fragment_of
 
-CERTIFICATES = "/v2.1/instance-identity/certificates"
-JWKS = "/v2.1/instance-identity/jwks"
-DISCOVERY = "/.well-known/openid-configuration"
 PUBLIC_PATHS = frozenset({CERTIFICATES, JWKS, DISCOVERY})
-PEM = "application/x-pem-file"
 
 
 @dataclass(frozen=True)
@@ -52,12 +46,9 @@ def keyring_of(request: Request) -> Keyring:
 
 
 def _cache_headers(request: Request) -> dict[str, str]:
-    seconds = settings_of(request).identity.key_cache_seconds
-    return {"Cache-Control": f"public, max-age={seconds}" if seconds else "no-cache"}
-
-
-def _time(value: dt.datetime | None) -> str | None:
-    return value.strftime("%Y-%m-%dT%H:%M:%SZ") if value is not None else None
+    return {
+        "Cache-Control": publication.cache_control(settings_of(request).identity.key_cache_seconds)
+    }
 
 
 async def _published(request: Request) -> tuple[list[PublishedKey], str]:
@@ -71,26 +62,13 @@ async def certificates(request: Request) -> Response:
     published, signing = await _published(request)
     headers = _cache_headers(request)
     if PEM in request.headers.get("accept", ""):
-        bundle = "".join(k.certificate_pem for k in published)
-        return Response(bundle, media_type=PEM, headers=headers)
-    body = [
-        {
-            "kid": k.kid,
-            "certificate": k.certificate_pem,
-            "signing": k.kid == signing,
-            "created_at": _time(k.created_at),
-            "retired_at": _time(k.retired_at),
-            "published_until": _time(k.published_until),
-        }
-        for k in published
-    ]
-    return JSONResponse({"certificates": body}, headers=headers)
+        return Response(publication.certificates_pem(published), media_type=PEM, headers=headers)
+    return JSONResponse(publication.certificates(published, signing), headers=headers)
 
 
 async def jwks(request: Request) -> Response:
     published, _ = await _published(request)
-    body = {"keys": [keys.jwk_entry(k.public_key, k.kid) for k in published]}
-    return JSONResponse(body, headers=_cache_headers(request))
+    return JSONResponse(publication.jwks(published), headers=_cache_headers(request))
 
 
 def jwks_uri(request: Request, settings: Settings) -> str:
@@ -106,16 +84,10 @@ def jwks_uri(request: Request, settings: Settings) -> str:
 
 async def discovery(request: Request) -> Response:
     settings = settings_of(request)
-    # The issuer is the configured one, the same the tokens carry.
-    body: dict[str, Any] = {
-        # In a worker thread: without [identity] issuer it may ask DNS for this host's name.
-        "issuer": await asyncio.to_thread(issuer_of, settings),
-        "jwks_uri": jwks_uri(request, settings),
-        "response_types_supported": ["id_token"],
-        "subject_types_supported": ["public"],
-        "id_token_signing_alg_values_supported": [keys.ALGORITHM],
-        "claims_supported": list(CLAIMS),
-    }
+    # The issuer is the configured one, the same the tokens carry. In a worker thread:
+    # without [identity] issuer it may ask DNS for this host's name.
+    issuer = await asyncio.to_thread(issuer_of, settings)
+    body = publication.discovery(issuer, jwks_uri(request, settings))
     return JSONResponse(body, headers=_cache_headers(request))
 
 

@@ -36,13 +36,17 @@ CLAIMS = (
 class InstanceIdentity:
     uuid: str
     ec2_instance_id: str  # i-%08x, as the EC2 meta-data tree says
-    ec2_image_id: str  # ami-%08x, likewise
+    ec2_image_id: str | None  # ami-%08x, likewise (None: no image, a volume-backed Nova instance)
     image_id: str  # the image's uuid
     project_id: str
     flavor: str
     availability_zone: str | None
     private_ip: str | None
     created_at: dt.datetime | None  # naive UTC
+    # aki-/ari- ids where the EC2 tree shows them (the Nova drop-in's instances booted with a
+    # kernel and ramdisk); cloudseed's own servers have none.
+    ec2_kernel_id: str | None = None
+    ec2_ramdisk_id: str | None = None
 
 
 def ec2_document(instance: InstanceIdentity, *, region: str = "") -> bytes:
@@ -60,10 +64,10 @@ def ec2_document(instance: InstanceIdentity, *, region: str = "") -> bytes:
         "imageId": instance.ec2_image_id,
         "instanceId": instance.ec2_instance_id,
         "instanceType": instance.flavor,
-        "kernelId": None,
+        "kernelId": instance.ec2_kernel_id,
         "pendingTime": pending.strftime("%Y-%m-%dT%H:%M:%SZ") if pending else None,
         "privateIp": instance.private_ip,
-        "ramdiskId": None,
+        "ramdiskId": instance.ec2_ramdisk_id,
         "region": region or instance.availability_zone,
         "version": DOCUMENT_VERSION,
     }

@@ -250,9 +250,9 @@ class MetadataApp(asgi.MetadataASGI, AnswersAtOnce):
     def _recursive(self, guest: GuestDocuments, version: str) -> bytes:
         assert self.vendordata is not None
         return recursive.instance_data(
-            guest.facts,
             version,
             meta_data=guest.meta_data(version),
+            user_data=guest.facts.user_data,
             network_data=guest.network_data(),
             vendor_data_json=self.vendordata.vendor_data_json,
         )

@@ -13,43 +13,43 @@ the two trees differ in what they are (Nova's paths, listings and quirks against
 live keys, identity documents, phone_home and authorized_keys), so they share what does not
 depend on the documents (the listener and its answer-at-once path, the store, identification,
 session tokens, ETags, long-polls, refusals, vendordata) and each keeps its own tree and
-renderer. cloudseed's additions kept here: session tokens (PUT /latest/api/token), ETags with
-If-None-Match, ``wait_for_change`` long-polls on the OpenStack tree, metrics. Left out: what
-needs cloudseed's own records (live keys, signed identity, phone_home, history).
+renderer. cloudseed's additions kept here: session tokens, ETags, long-polls and the
+recursive view on the OpenStack tree, metrics, and signed identity with ``[cloudseed_metadata]
+connection`` (identity.py; its public keys answered before any caller is identified). Left
+out: what needs cloudseed's own records (live keys, phone_home, history).
 """
 
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
-import json
 import logging
 import posixpath
-import time
-from typing import TYPE_CHECKING, overload
+from typing import TYPE_CHECKING
 
 from cloudseed.coalescing import AnswersAtOnce, AtOnce
 from cloudseed.db.engines import Database
 from cloudseed.errors import CloudseedError, InvalidInput
 from cloudseed.metadata import asgi, changes, etags
-from cloudseed.metadata.answers import Answer, at_once
-from cloudseed.metadata.errors import NoSuchDocument, TokenRefused, TokenRequired, UnknownCaller
+from cloudseed.metadata.answers import JWT, Answer, at_once
+from cloudseed.metadata.errors import NoSuchDocument, TokenRefused
 from cloudseed.metadata.freshness import Freshness
-from cloudseed.metadata.identify import ByInstance, ByProvider, Claim, Identifier
+from cloudseed.metadata.identify import Claim, Identifier
 from cloudseed.metadata.store import GuestStore
-from cloudseed.metadata.tokens import TOKEN_HEADER, TTL_HEADER, Tokens
-from cloudseed.nova_metadata import paths, render
+from cloudseed.metadata.tokens import Tokens
+from cloudseed.nova_metadata import identity, paths, render
+from cloudseed.nova_metadata.callers import NovaCallers
 from cloudseed.nova_metadata.changes import NovaChanges
 from cloudseed.nova_metadata.config import NovaMetadataConfig
 from cloudseed.nova_metadata.databases import NovaDatabases
+from cloudseed.nova_metadata.documents import NovaDocuments
 from cloudseed.nova_metadata.guests import NovaGuest, NovaGuests
+from cloudseed.nova_metadata.identity import NovaIdentity
 from cloudseed.nova_metadata.loading import Loader
 from cloudseed.nova_metadata.neutron import Neutron
 from cloudseed.nova_metadata.passwords import read_password, store_password
 from cloudseed.servers.errors import PasswordAlreadySet
 from cloudseed.types import Receive
 from cloudseed.vendordata import Vendordata
-from cloudseed.vendordata.request import VendordataRequest
 from cloudseed.web.errors import MethodNotAllowed
 
 if TYPE_CHECKING:
@@ -57,7 +57,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-PROVIDERS_MAX = 65536  # provider answers kept at most (emptied when full)
 TOKEN_PATH = "/latest/api/token"
 GET_HEAD = ("GET, HEAD", frozenset({"GET", "HEAD"}))
 PASSWORD_METHODS = ("POST, GET, HEAD", frozenset({"POST", "GET", "HEAD"}))
@@ -84,10 +83,16 @@ class NovaMetadataApp(asgi.MetadataASGI, AnswersAtOnce):
         self.dhcp_domain = settings.api.dhcp_domain
         self.identifier = Identifier(settings)
         self.tokens = Tokens(settings.metadata.token_secret)
-        self.require_token = settings.metadata.require_token
         self.log_every_request = settings.metadata.access_log
+        signs = config.identity_database_url is not None  # signed identity (identity.py)
         self.tagger = etags.Tagger(
-            etags.fingerprint("nova", self.dhcp_domain, settings.api.vendordata_providers)
+            etags.fingerprint(
+                "nova",
+                self.dhcp_domain,
+                settings.api.vendordata_providers,
+                *(("signed identity",) if signs else ()),
+                *(("network template",) if config.network_template else ()),
+            )
         )
         m = settings.metadata
         self.waiters = changes.Waiters(per_instance=m.max_waiters_per_instance, total=m.max_waiters)
@@ -96,8 +101,9 @@ class NovaMetadataApp(asgi.MetadataASGI, AnswersAtOnce):
         self.store: GuestStore[NovaGuest] | None = None
         self.changes: NovaChanges | None = None
         self.vendordata: Vendordata | None = None
-        # (provider, address) -> (instance, tenant, until): X-Metadata-Provider's answers.
-        self._providers: dict[tuple[str, str], tuple[str, str, float]] = {}
+        self.callers: NovaCallers | None = None  # with the store, at start-up
+        self.documents: NovaDocuments | None = None  # likewise
+        self.identity: NovaIdentity | None = None  # with [cloudseed_metadata] connection
 
     async def startup(self) -> None:
         config = self.config
@@ -107,7 +113,17 @@ class NovaMetadataApp(asgi.MetadataASGI, AnswersAtOnce):
         local = config.local_metadata_per_cell
         await asyncio.to_thread(databases.check, local=local)
         neutron = self.neutron = Neutron(config.conf, retries=config.neutron_retries)
-        self.vendordata = Vendordata(config.settings, stats=self._target_stats)
+        vendordata = self.vendordata = Vendordata(config.settings, stats=self._target_stats)
+        self.documents = NovaDocuments(
+            dhcp_domain=self.dhcp_domain,
+            vendordata=vendordata,
+            neutron=neutron,
+            security_groups_ttl=config.security_groups_ttl,
+            dynamic=config.identity_database_url is not None,
+            network_template=config.network_template,
+        )
+        if config.identity_database_url is not None:
+            self.identity = NovaIdentity.open(config)
 
         def watched() -> list[Database]:
             if local:
@@ -116,9 +132,21 @@ class NovaMetadataApp(asgi.MetadataASGI, AnswersAtOnce):
 
         self.changes = NovaChanges(watched, interval=config.change_poll_interval)
         loader = Loader(databases, local=local, resolve=neutron.instance_of_address)
-        source = NovaGuests(loader, self.changes, dhcp_domain=self.dhcp_domain)
+        source = NovaGuests(
+            loader,
+            self.changes,
+            dhcp_domain=self.dhcp_domain,
+            network_template=config.network_template,
+        )
         self.store = GuestStore(
             source, capacity=config.settings.metadata.cache_size, stats=self._store_stats
+        )
+        self.callers = NovaCallers(
+            self.store,
+            neutron,
+            self.tokens,
+            require_token=config.settings.metadata.require_token,
+            provider_ttl=config.metadata_cache_expiration,
         )
         self.store.watch(self.waiters.changed)
         await self.store.start()
@@ -135,6 +163,8 @@ class NovaMetadataApp(asgi.MetadataASGI, AnswersAtOnce):
             await self.vendordata.aclose()
         if self.databases is not None:
             self.databases.dispose()
+        if self.identity is not None:
+            self.identity.close()
 
     # -- answers written at once (coalescing.py) -----------------------------------------------
 
@@ -159,14 +189,18 @@ class NovaMetadataApp(asgi.MetadataASGI, AnswersAtOnce):
                 self._tagged(Answer(200, render.EC2_VERSIONS), None, None), headers
             )
         target = paths.parse(path)
-        if target is None:
-            return None
+        if target is None or target.kind == paths.IDENTITY_TOKEN or identity.is_dynamic(target):
+            return None  # signing takes IO: the ASGI path answers
         claim = self.identifier.claim(peer, headers)
-        guest = self._cached(claim)
+        callers = self.callers
+        assert callers is not None
+        guest = callers.cached(claim)
         if guest is None:
             return None
-        self._check_token(guest, headers)
-        answer = self._document_now(target, guest, claim)
+        callers.check_token(guest, headers)
+        documents = self.documents
+        assert documents is not None
+        answer = documents.now(target, guest, claim.address)
         if answer is None:
             return None
         assert self.store is not None
@@ -191,6 +225,11 @@ class NovaMetadataApp(asgi.MetadataASGI, AnswersAtOnce):
             return self._conditional(
                 self._tagged(Answer(200, render.EC2_VERSIONS), None, None), headers
             )
+        public = identity.public_path(path) if self.identity is not None else None
+        if public is not None:  # the public keys, for anyone: no caller to identify
+            _allowed(method, GET_HEAD)
+            assert self.identity is not None
+            return await self.identity.public(public, headers)
         target = paths.parse(path)
         if _normal(path) == TOKEN_PATH and method == "PUT":
             return await self._issue_token(peer, headers)
@@ -200,17 +239,29 @@ class NovaMetadataApp(asgi.MetadataASGI, AnswersAtOnce):
             and target.rest == (paths.PASSWORD,)
         )
         _allowed(method, PASSWORD_METHODS if is_password else GET_HEAD)
+        callers = self.callers
+        assert callers is not None
         claim = self.identifier.claim(peer, headers)
-        guest = await self._guest(claim)
-        self._check_token(guest, headers)
+        guest = await callers.guest(claim)
+        callers.check_token(guest, headers)
         if target is None:
             raise NoSuchDocument("no such path")
         if method == "POST":
             return await self._post_password(guest, target, receive, headers)
+        if self.identity is not None:
+            if target.kind == paths.IDENTITY_TOKEN:
+                return await self._identity_token(guest, peer, headers, query)
+            if identity.is_dynamic(target):
+                body = await self.identity.ec2(guest.facts, target.rest[1:], claim.address)
+                return self._conditional(self._tagged(Answer(200, body), guest, None), headers)
         ask = self._query(target, query)
 
         async def current(guest: NovaGuest = guest) -> Answer:
-            answer = await self._document(target, guest, claim)
+            assert self.documents is not None
+            if ask.recursive:
+                recursive = self.documents.recursive(guest, target.version)
+                return self._tagged(recursive, guest, (target, True))
+            answer = await self.documents.get(target, guest, claim.address)
             return self._tagged(answer, guest, (target, self._address_part(guest, target, claim)))
 
         if not ask.wait:
@@ -218,8 +269,8 @@ class NovaMetadataApp(asgi.MetadataASGI, AnswersAtOnce):
         latest = [guest]
 
         async def again() -> Answer:
-            guest = latest[0] = await self._guest(claim)
-            self._check_token(guest, headers)
+            guest = latest[0] = await callers.guest(claim)
+            callers.check_token(guest, headers)
             return await current(guest)
 
         found = await changes.long_poll(
@@ -240,129 +291,32 @@ class NovaMetadataApp(asgi.MetadataASGI, AnswersAtOnce):
         ask = changes.parse_query(
             query, default_timeout=m.wait_timeout_sec, max_timeout=m.max_wait_timeout_sec
         )
-        if ask.recursive:
-            raise InvalidInput("recursive=true is not served by the Nova drop-in.")
+        if ask.recursive and target.rest[0] != paths.LISTING:
+            raise InvalidInput("recursive=true is only for /openstack/<version>/.")
         return ask
 
-    # -- the caller ----------------------------------------------------------------------------
-
-    async def _guest(self, claim: Claim) -> NovaGuest:
-        store = self.store
-        assert store is not None
-        if isinstance(claim, ByProvider):
-            uuid, tenant = await self._provider_port(claim)
-            claim = ByInstance(uuid, tenant, claim.address)
-        if isinstance(claim, ByInstance):
-            guest = await store.by_uuid(claim.instance_id)
-        else:
-            guest = await store.by_address(claim.address)
-        return _held_to(claim, guest)
-
-    async def _provider_port(self, claim: ByProvider) -> tuple[str, str]:
-        """(instance, tenant) of a provider's caller, asked of Neutron and kept as long as
-        Nova keeps it (``[api] metadata_cache_expiration``)."""
-        key = (claim.provider, claim.address)
-        now = time.monotonic()
-        known = self._providers.get(key)
-        if known is not None and now < known[2]:
-            return known[0], known[1]
-        neutron = self.neutron
-        assert neutron is not None
-        uuid, tenant = await asyncio.to_thread(
-            neutron.instance_of_provider, claim.provider, claim.address
-        )
-        ttl = self.config.metadata_cache_expiration
-        if ttl > 0:
-            if len(self._providers) >= PROVIDERS_MAX:
-                self._providers.clear()
-            self._providers[key] = (uuid, tenant, now + ttl)
-        return uuid, tenant
-
-    def _cached(self, claim: Claim) -> NovaGuest | None:
-        store = self.store
-        assert store is not None
-        if isinstance(claim, ByInstance):
-            guest = store.cached_by_uuid(claim.instance_id)
-        elif isinstance(claim, ByProvider):
-            return None
-        else:
-            guest = store.cached_by_address(claim.address)
-        return None if guest is None else _held_to(claim, guest)
-
-    def _check_token(self, guest: NovaGuest, headers: list[tuple[bytes, bytes]]) -> None:
-        for name, value in headers:
-            if name == TOKEN_HEADER:
-                self.tokens.check(guest.uuid, value)
-                return
-        if self.require_token or guest.facts.tokens_required:
-            raise TokenRequired()
+    async def _identity_token(
+        self, guest: NovaGuest, peer: str | None, headers: list[tuple[bytes, bytes]], query: bytes
+    ) -> Answer:
+        """As cloudseed's own: never through a forwarder inside a guest, and only with a
+        session token, whatever the settings say for other documents. Not tagged, not kept."""
+        if self.identifier.relayed_by_guest(peer, headers):
+            raise TokenRefused("Identity tokens through a proxy are not allowed.")
+        callers, signer = self.callers, self.identity
+        assert callers is not None and signer is not None
+        callers.check_token(guest, headers, required=True)
+        token = await signer.token(guest.facts, query)
+        return Answer(200, token, JWT, headers=((b"cache-control", b"no-store"),))
 
     async def _issue_token(self, peer: str | None, headers: list[tuple[bytes, bytes]]) -> Answer:
         if self.identifier.relayed_by_guest(peer, headers):
             raise TokenRefused("Token requests through a proxy are not allowed.")
-        guest = await self._guest(self.identifier.claim(peer, headers))
-        ttl_header = next((value for name, value in headers if name == TTL_HEADER), None)
-        token, ttl = self.tokens.issue(guest.uuid, ttl_header)
-        return Answer(200, token.encode(), headers=((TTL_HEADER, str(ttl).encode()),))
+        callers = self.callers
+        assert callers is not None
+        guest = await callers.guest(self.identifier.claim(peer, headers))
+        return callers.issue_token(guest, headers)
 
     # -- documents -----------------------------------------------------------------------------
-
-    def _document_now(
-        self,
-        target: paths.Target,
-        guest: NovaGuest,
-        claim: Claim,
-        groups: tuple[str, ...] | None = None,
-    ) -> Answer | None:
-        """A GET's document when it takes no IO; None when it does (vendor_data2.json with
-        DynamicJSON targets, security groups not known now)."""
-        facts = guest.facts
-        if target.kind == paths.OPENSTACK and target.rest[0] == paths.META_DATA:
-            # A fresh seed in every answer, around bytes rendered once.
-            return Answer(200, guest.meta_data(target.version).render(), render.JSON)
-        if render.needs_security_groups(target):
-            groups = groups if groups is not None else guest.security_groups(time.monotonic())
-            if groups is None:
-                return None
-        vendordata = self.vendordata
-        assert vendordata is not None
-
-        def make() -> tuple[bytes, bytes]:
-            inputs = render.Inputs(
-                dhcp_domain=self.dhcp_domain,
-                address=claim.address,
-                security_groups=groups or (),
-                vendor_data_json=_as_nova_writes(vendordata.vendor_data_json),
-                vendor_data2=_as_nova_writes(vendordata.static_only_vendor_data2()),
-                today=dt.datetime.now(dt.UTC).strftime("%Y-%m-%d"),
-            )
-            return render.document(target, facts, inputs)
-
-        try:
-            cacheable = render.cacheable(facts, target)
-            body, content_type = guest.document(target, make) if cacheable else make()
-        except render.NotInTree as exc:
-            raise NoSuchDocument(str(exc) or "nothing at this path") from None
-        except render.Later:
-            return None
-        return Answer(200, body, content_type)
-
-    async def _document(self, target: paths.Target, guest: NovaGuest, claim: Claim) -> Answer:
-        groups = None
-        if render.needs_security_groups(target):
-            groups = guest.security_groups(time.monotonic())
-            if groups is None:
-                neutron = self.neutron
-                assert neutron is not None
-                groups = await asyncio.to_thread(neutron.security_groups, guest.uuid)
-                guest.remember_security_groups(groups, self.config.security_groups_ttl)
-        now = self._document_now(target, guest, claim, groups)
-        if now is not None:
-            return now
-        vendordata = self.vendordata
-        assert vendordata is not None
-        body = await vendordata.vendor_data2(_vendordata_request(guest))
-        return Answer(200, _as_nova_writes(body), render.JSON)
 
     async def _post_password(
         self,
@@ -426,28 +380,6 @@ def _by_bytes(document: object) -> bool:
     return render.needs_security_groups(target) or target.kind == paths.OPENSTACK_VERSIONS
 
 
-def _held_to(claim: Claim, guest: NovaGuest | None) -> NovaGuest:
-    """``guest`` if the claim holds for it (Nova: an instance of another tenant is a 404)."""
-    if guest is None:
-        raise UnknownCaller(f"no instance for {claim}")
-    if isinstance(claim, ByInstance) and guest.facts.project_id != claim.tenant_id:
-        raise UnknownCaller(f"tenant {claim.tenant_id} does not own {claim.instance_id}")
-    return guest
-
-
-def _vendordata_request(guest: NovaGuest) -> VendordataRequest:
-    facts = guest.facts
-    return VendordataRequest(
-        project_id=facts.project_id,
-        instance_id=facts.uuid,
-        image_id=facts.image_ref or "",
-        user_data=facts.user_data,
-        hostname=facts.hostname or "",
-        metadata=dict(facts.meta),
-        boot_roles=facts.boot_roles,
-    )
-
-
 def _allowed(method: str, allowed: tuple[str, frozenset[str]]) -> None:
     if method not in allowed[1]:
         raise MethodNotAllowed(allowed[0])
@@ -459,13 +391,3 @@ def _normal(path: str) -> str:
 
 def create_app(config: NovaMetadataConfig) -> NovaMetadataApp:
     return NovaMetadataApp(config)
-
-
-@overload
-def _as_nova_writes(document: bytes) -> bytes: ...
-@overload
-def _as_nova_writes(document: None) -> None: ...
-def _as_nova_writes(document: bytes | None) -> bytes | None:
-    """A vendordata document of cloudseed's vendordata/ (compact JSON) written as Nova writes
-    its JSON (``render.dumps``: ", " and ": "), so it is Nova's byte for byte."""
-    return None if document is None else render.dumps(json.loads(document))

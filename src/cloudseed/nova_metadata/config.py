@@ -1,7 +1,8 @@
 """nova.conf as the drop-in reads it: Nova's own options (names, types and defaults as Nova 34
 declares them), read with oslo.config, the library nova.conf is written for (``$var``
 interpolation, repeated keys, several ``--config-file``, the later winning), and cloudseed's
-additions in a ``[cloudseed_metadata]`` section of the same files.
+additions in a ``[cloudseed_metadata]`` section of the same files (all declared in
+``options.py``).
 
 Everything is read and checked once, at start: a file that cannot be read or parsed, an
 option of ours whose value is not of its type, or an unknown option in ``[cloudseed_metadata]``
@@ -14,7 +15,7 @@ the drop-in reads them with their old defaults so an old nova.conf still says wh
 listens. What the shared metadata code of cloudseed needs (vendordata, the proxy's secret,
 the listener's limits, tokens, metrics) is handed on as a cloudseed ``Settings`` built from
 these values (``settings``), so that code reads one typed object as it does in ``cloudseed
-serve``.
+serve``; ``[cloudseed_metadata] identity_*`` become its ``[identity]``.
 """
 
 from __future__ import annotations
@@ -23,128 +24,18 @@ import dataclasses
 import os
 import re
 import socket
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from oslo_config import cfg, types
+from oslo_config import cfg
 
 from cloudseed.errors import ConfigError
+from cloudseed.nova_metadata.options import GROUPS, NEUTRON, OURS, VENDORDATA_AUTH, register
 from cloudseed.settings import SECRET_PASSTHROUGH_NAME, Secret, Settings, load_settings
 
-OURS = "cloudseed_metadata"
-NEUTRON = "neutron"
-VENDORDATA_AUTH = "vendordata_dynamic_auth"
 CELL0_UUID = "00000000-0000-0000-0000-000000000000"
-
-# [api]: the metadata options of nova/conf/api.py, with Nova's types, defaults and bounds.
-_API = [
-    cfg.StrOpt(
-        "config_drive_skip_versions",
-        default=(
-            "1.0 2007-01-19 2007-03-01 2007-08-29 2007-10-10 2007-12-15 2008-02-01 2008-09-01"
-        ),
-    ),
-    cfg.ListOpt(
-        "vendordata_providers",
-        item_type=types.String(choices=["StaticJSON", "DynamicJSON"]),
-        default=["StaticJSON"],
-    ),
-    cfg.ListOpt("vendordata_dynamic_targets", default=[]),
-    cfg.StrOpt("vendordata_dynamic_ssl_certfile", default=""),
-    cfg.IntOpt("vendordata_dynamic_connect_timeout", default=5, min=3),
-    cfg.IntOpt("vendordata_dynamic_read_timeout", default=5, min=0),
-    cfg.BoolOpt("vendordata_dynamic_failure_fatal", default=False),
-    cfg.IntOpt("metadata_cache_expiration", default=15, min=0),
-    cfg.BoolOpt("local_metadata_per_cell", default=False),
-    cfg.StrOpt("dhcp_domain", default="novalocal"),
-    cfg.StrOpt("vendordata_jsonfile_path"),
-]
-# [DEFAULT]: where the service listens (Nova's old names and defaults), and the options
-# nova.conf files commonly refer to as $state_path, $my_ip, $host (nova/conf/paths.py,
-# netconf.py), so that their references resolve as in Nova.
-_DEFAULT = [
-    cfg.StrOpt("pybasedir", default="/usr/lib/python3/dist-packages"),
-    cfg.StrOpt("bindir", default="/usr/local/bin"),
-    cfg.StrOpt("state_path", default="$pybasedir"),
-    cfg.StrOpt("my_ip", default="127.0.0.1"),
-    cfg.StrOpt("host", default=socket.gethostname()),
-    cfg.StrOpt("metadata_listen", default="0.0.0.0"),
-    cfg.PortOpt("metadata_listen_port", default=8775),
-    cfg.IntOpt("metadata_workers", min=1),
-]
-# [neutron]: the proxy options of nova/conf/neutron.py; keystoneauth's are added below.
-_NEUTRON = [
-    cfg.IntOpt("http_retries", default=3, min=0),
-    cfg.BoolOpt("service_metadata_proxy", default=False),
-    cfg.StrOpt("metadata_proxy_shared_secret", default="", secret=True),
-]
-# oslo.middleware's, which Nova 34's metadata pipeline runs (http_proxy_to_wsgi).
-_OSLO_MIDDLEWARE = [cfg.BoolOpt("enable_proxy_headers_parsing", default=False)]
-# oslo.db's connection option, in both database groups.
-_DATABASE = [
-    cfg.StrOpt(
-        "connection",
-        secret=True,
-        deprecated_opts=[cfg.DeprecatedOpt("sql_connection", group="DEFAULT")],
-    )
-]
-_API_DATABASE = [cfg.StrOpt("connection", secret=True)]
-
-# [cloudseed_metadata]: what cloudseed adds. Each is documented in docs/nova-dropin.md
-# (tests/unit/nova_metadata/test_config.py holds the page to this list).
-_OURS = [
-    cfg.IntOpt(
-        "change_poll_interval_ms",
-        default=500,
-        min=50,
-        help="How often each worker looks for changed instances in every cell database.",
-    ),
-    cfg.IntOpt(
-        "cache_size",
-        default=100000,
-        min=1,
-        help="Instances whose documents each worker keeps in memory (least recently used "
-        "dropped first).",
-    ),
-    cfg.ListOpt(
-        "trusted_proxies",
-        default=[],
-        help="Addresses or networks of HTTP proxies in front of the service whose "
-        "X-Forwarded-For is believed when [oslo_middleware] enable_proxy_headers_parsing is "
-        "on (direct mode); from anyone else it is ignored.",
-    ),
-    cfg.StrOpt(
-        "token_secret",
-        default="",
-        secret=True,
-        help="Key of EC2-style session tokens (PUT /latest/api/token); empty: one per start.",
-    ),
-    cfg.BoolOpt(
-        "require_token",
-        default=False,
-        help="Refuse requests without a session token (EC2's HttpTokens=required).",
-    ),
-    cfg.BoolOpt("access_log", default=False, help="Log every request."),
-    cfg.BoolOpt("metrics", default=True, help="Serve GET /metrics to metrics_allow_from."),
-    cfg.ListOpt(
-        "metrics_allow_from",
-        default=["127.0.0.0/8", "::1"],
-        help="Addresses or networks of the Prometheus scrapers.",
-    ),
-    cfg.IntOpt(
-        "security_groups_cache_seconds",
-        default=-1,
-        min=-1,
-        help="How long an instance's security groups from Neutron are kept; -1: [api] "
-        "metadata_cache_expiration, as Nova keeps them.",
-    ),
-]
-
-
-def our_options() -> list[tuple[str, str]]:
-    """The ``[cloudseed_metadata]`` options: (name, help)."""
-    return [(opt.name, opt.help or "") for opt in _OURS]
+NOVA_TEMPLATE = "/nova/virt/interfaces.template"
 
 
 @dataclass(frozen=True)
@@ -161,11 +52,22 @@ class NovaMetadataConfig:
     change_poll_interval: float  # seconds
     security_groups_ttl: float  # seconds
     neutron_retries: int
+    # [DEFAULT] injected_network_template, and whether it is Nova's own (the one rendered).
+    injected_network_template: str
+    # [cloudseed_metadata] connection: signed identity's keys; None: no signed identity.
+    identity_database_url: Secret | None
     listen_host: str
     listen_port: int
     workers: int
     # The parsed files, for keystoneauth's loaders ([neutron] auth, session and endpoint).
     conf: cfg.ConfigOpts = dataclasses.field(repr=False, compare=False)
+
+    @property
+    def network_template(self) -> bool:
+        """Whether network_config is rendered: the option names Nova's own template (by its
+        place in Nova's package), which interfaces.py writes; empty, as in Nova, means none,
+        and a template of the operator's own is not rendered (preflight warns)."""
+        return self.injected_network_template.endswith(NOVA_TEMPLATE)
 
     @property
     def neutron_configured(self) -> bool:
@@ -184,7 +86,7 @@ def load(
     override the files. ConfigError, one line, for anything unreadable."""
     if not files:
         raise ConfigError("at least one --config-file is needed")
-    conf = _options()
+    conf = register()
     try:
         conf(
             args=[arg for path in files for arg in ("--config-file", path)],
@@ -205,13 +107,13 @@ def load(
     except cfg.Error as exc:
         raise ConfigError(f"cannot read the configuration: {exc}") from None
     raw, origin = _raw_sections(files)
-    unknown = sorted(set(raw.get(OURS, {})) - {opt.dest for opt in _OURS})
+    unknown = sorted(set(raw.get(OURS, {})) - {opt.dest for opt in GROUPS[OURS]})
     if unknown:
         where = origin[(OURS, unknown[0])]
         raise ConfigError(f"unknown option [{OURS}] {unknown[0]} in {where}")
     values = {
         (group, opt.dest): _value(conf, group, opt.dest)
-        for group, opts in _GROUPS.items()
+        for group, opts in GROUPS.items()
         for opt in opts
     }
 
@@ -231,8 +133,16 @@ def load(
     _value(conf, NEUTRON, "auth_type")  # keystoneauth's options are read when first used
     cache_expiration = get("api", "metadata_cache_expiration")
     sg_ttl = get(OURS, "security_groups_cache_seconds")
-    settings = _cloudseed_settings(get, raw, host=host, port=port, workers=count)
     database = get("database", "connection")
+    identity_url = get(OURS, "connection") or None
+    if identity_url is not None and identity_url in (api_database, database):
+        raise ConfigError(
+            f"[{OURS}] connection must be a database of its own, not one of Nova's: the "
+            "drop-in writes to it"
+        )
+    settings = _cloudseed_settings(
+        get, raw, host=host, port=port, workers=count, identity=identity_url is not None
+    )
     return NovaMetadataConfig(
         files=tuple(os.path.abspath(f) for f in files),
         settings=settings,
@@ -244,40 +154,13 @@ def load(
         change_poll_interval=get(OURS, "change_poll_interval_ms") / 1000,
         security_groups_ttl=float(cache_expiration if sg_ttl < 0 else sg_ttl),
         neutron_retries=get(NEUTRON, "http_retries"),
+        injected_network_template=get("DEFAULT", "injected_network_template") or "",
+        identity_database_url=Secret(identity_url) if identity_url else None,
         listen_host=host,
         listen_port=port,
         workers=count,
         conf=conf,
     )
-
-
-_GROUPS: dict[str, Sequence[cfg.Opt]] = {
-    "DEFAULT": _DEFAULT,
-    "api": _API,
-    NEUTRON: _NEUTRON,
-    "oslo_middleware": _OSLO_MIDDLEWARE,
-    "database": _DATABASE,
-    "api_database": _API_DATABASE,
-    OURS: _OURS,
-}
-
-
-def _options() -> cfg.ConfigOpts:
-    from keystoneauth1 import loading
-
-    conf = cfg.ConfigOpts()
-    for group, opts in _GROUPS.items():
-        conf.register_opts(opts, group=None if group == "DEFAULT" else group)
-    # keystoneauth's options for [neutron] (the endpoint defaults as Nova sets them) and
-    # [vendordata_dynamic_auth], registered as Nova registers them.
-    loading.register_session_conf_options(conf, NEUTRON)
-    loading.register_auth_conf_options(conf, NEUTRON)
-    adapter = loading.get_adapter_conf_options(include_deprecated=False)
-    cfg.set_defaults(adapter, valid_interfaces=["internal", "public"], service_type="network")
-    conf.register_opts(adapter, group=NEUTRON)
-    loading.register_session_conf_options(conf, VENDORDATA_AUTH)
-    loading.register_auth_conf_options(conf, VENDORDATA_AUTH)
-    return conf
 
 
 def _value(conf: cfg.ConfigOpts, group: str, name: str) -> Any:
@@ -318,7 +201,13 @@ def _raw_sections(
 
 
 def _cloudseed_settings(
-    get: Any, raw: Mapping[str, Mapping[str, str]], *, host: str, port: int, workers: int
+    get: Any,
+    raw: Mapping[str, Mapping[str, str]],
+    *,
+    host: str,
+    port: int,
+    workers: int,
+    identity: bool,
 ) -> Settings:
     """cloudseed's Settings for the code this service shares with ``cloudseed serve``."""
     overrides: dict[tuple[str, str], Any] = {
@@ -346,6 +235,7 @@ def _cloudseed_settings(
         ("metadata", "access_log"): get(OURS, "access_log"),
         ("metrics", "enabled"): get(OURS, "metrics"),
         ("metrics", "allow_from"): ",".join(get(OURS, "metrics_allow_from")),
+        **_identity_overrides(get, host=host, port=port, enabled=identity),
     }
     settings = load_settings(environ={}, overrides=overrides)
     auth = {
@@ -353,3 +243,40 @@ def _cloudseed_settings(
         for name, value in raw.get(VENDORDATA_AUTH, {}).items()
     }
     return dataclasses.replace(settings, passthrough={VENDORDATA_AUTH: auth} if auth else {})
+
+
+def _identity_overrides(
+    get: Any, *, host: str, port: int, enabled: bool
+) -> dict[tuple[str, str], Any]:
+    """``[identity]`` of cloudseed's Settings from ``[cloudseed_metadata] identity_*``, with the
+    drop-in's names in the one check cloudseed's loader would make with its own."""
+    ttl = get(OURS, "identity_token_ttl_seconds")
+    cache = get(OURS, "identity_key_cache_seconds")
+    grace = get(OURS, "identity_key_grace_seconds")
+    # A token signed just before a rotation must stay verifiable until it expires.
+    if grace < ttl + 2 * cache:
+        raise ConfigError(
+            f"invalid value {grace} for [{OURS}] identity_key_grace_seconds: must be at least "
+            f"identity_token_ttl_seconds + 2 * identity_key_cache_seconds ({ttl + 2 * cache})"
+        )
+    issuer = get(OURS, "identity_issuer")
+    if enabled and not issuer:
+        issuer = default_issuer(host, port)
+    return {
+        ("identity", "issuer"): issuer,
+        ("identity", "region"): get(OURS, "identity_region"),
+        ("identity", "token_ttl_seconds"): ttl,
+        ("identity", "key_grace_seconds"): grace,
+        ("identity", "key_cache_seconds"): cache,
+        ("identity", "key_encryption_secret"): get(OURS, "identity_key_encryption_secret"),
+    }
+
+
+def default_issuer(host: str, port: int) -> str:
+    """Where the listener is reached: its address (a wildcard replaced by this host's fully
+    qualified name) and port. Relying parties find the discovery document and the keys there."""
+    if host in ("", "0.0.0.0", "::"):
+        host = socket.getfqdn()
+    if ":" in host:
+        host = f"[{host}]"
+    return f"http://{host}:{port}"

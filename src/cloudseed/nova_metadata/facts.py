@@ -6,9 +6,10 @@ The snapshot keeps what the documents are rendered from and nothing else, alread
 shape render.py needs: the metadata items in the order Nova reads them, the first key pair of
 ``instance_extra.keypairs`` (meta_data.json) beside ``key_name``/``key_data`` (the EC2 tree),
 the password from ``password_0..3``, the block device mapping the EC2 tree shows (Nova's
-``block_device.instance_block_mapping``), ``network_data.json`` (network.py) and the devices
-(objects.py). ``version`` is a digest of all of it: the same rows give the same version in
-every worker and process, so it can stand in an ETag.
+``block_device.instance_block_mapping``), ``network_data.json`` (network.py), the devices
+(objects.py), the injected network template (interfaces.py) and ``created_at`` (signed
+identity). ``version`` is a digest of all of it: the same rows give the same version in every
+worker and process, so it can stand in an ETag.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import base64
 import binascii
 import dataclasses
+import datetime as dt
 import hashlib
 import re
 from collections.abc import Iterable, Mapping
@@ -23,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cloudseed.metadata.facts import TOKENS_REQUIRED_ITEM
-from cloudseed.nova_metadata import network, objects
+from cloudseed.nova_metadata import interfaces, network, objects
 
 # Nova's block_device._DEFAULT_MAPPINGS: shown when the instance has no root device name.
 DEFAULT_MAPPINGS = (
@@ -68,6 +70,8 @@ class InstanceFacts:
     fixed_addresses: tuple[str, ...]  # every fixed IP, both families
     devices: tuple[objects.Device, ...] | None
     dedicated_cpus: tuple[int, ...]
+    created_at: dt.datetime | None = None  # naive UTC: signed identity's pendingTime
+    network_config: bytes | None = None  # Nova's injected network template (interfaces.py)
     version: str = ""
 
     @property
@@ -166,6 +170,8 @@ def facts_from_rows(
         fixed_addresses=network.all_fixed(vifs),
         devices=objects.devices(extra.get("device_metadata")),
         dedicated_cpus=objects.dedicated_cpus(extra.get("numa_topology")),
+        created_at=instance.get("created_at"),
+        network_config=interfaces.network_template(vifs),
     )
     digest = hashlib.blake2b(repr(facts).encode(), digest_size=8).hexdigest()
     return dataclasses.replace(facts, version=digest)

@@ -28,11 +28,22 @@ log = logging.getLogger(__name__)
 
 
 class NovaGuest:
-    __slots__ = ("_documents", "_groups", "_groups_until", "_meta", "dhcp_domain", "facts")
+    __slots__ = (
+        "_documents",
+        "_groups",
+        "_groups_until",
+        "_meta",
+        "dhcp_domain",
+        "facts",
+        "network_template",
+    )
 
-    def __init__(self, facts: InstanceFacts, dhcp_domain: str) -> None:
+    def __init__(
+        self, facts: InstanceFacts, dhcp_domain: str, *, network_template: bool = False
+    ) -> None:
         self.facts = facts
         self.dhcp_domain = dhcp_domain
+        self.network_template = network_template  # render.meta_data's network_config
         self._meta: dict[str, SeededJSON] = {}
         self._documents: dict[object, Any] = {}
         self._groups: tuple[str, ...] | None = None
@@ -63,7 +74,10 @@ class NovaGuest:
         doc = self._meta.get(variant)
         if doc is None:
             doc = self._meta[variant] = render.meta_data(
-                self.facts, variant, dhcp_domain=self.dhcp_domain
+                self.facts,
+                variant,
+                dhcp_domain=self.dhcp_domain,
+                network_template=self.network_template,
             )
         return doc
 
@@ -86,10 +100,18 @@ class NovaGuest:
 class NovaGuests:
     """Where the store's guests come from: Nova's databases, watched for changes."""
 
-    def __init__(self, loader: Loader, changes: NovaChanges, *, dhcp_domain: str) -> None:
+    def __init__(
+        self,
+        loader: Loader,
+        changes: NovaChanges,
+        *,
+        dhcp_domain: str,
+        network_template: bool = False,
+    ) -> None:
         self.loader = loader
         self.changes = changes
         self.dhcp_domain = dhcp_domain
+        self.network_template = network_template
 
     def load(self, keys: list[Key]) -> dict[Key, NovaGuest | None]:
         try:
@@ -107,7 +129,9 @@ class NovaGuests:
                 continue
             guest = guests.get(facts.uuid)
             if guest is None:
-                guest = guests[facts.uuid] = NovaGuest(facts, self.dhcp_domain)
+                guest = guests[facts.uuid] = NovaGuest(
+                    facts, self.dhcp_domain, network_template=self.network_template
+                )
             result[key] = guest
         return result
 

@@ -53,6 +53,7 @@ _INSTANCE_COLUMNS = [
         "root_device_name",
         "default_ephemeral_device",
         "default_swap_device",
+        "created_at",  # signed identity's pendingTime (identity.py)
     )
 ]
 

@@ -31,7 +31,7 @@ from typing import Any
 LEGACY_VIF_TYPES = frozenset(
     {"bridge", "dvs", "hw_veb", "hyperv", "ovs", "tap", "vhostuser", "vif"}
 )
-_SUBNET_KEYS = frozenset({"cidr", "dns", "gateway", "ips", "routes", "version", "meta"})
+SUBNET_KEYS = frozenset({"cidr", "dns", "gateway", "ips", "routes", "version", "meta"})
 
 
 class Unreadable(ValueError):
@@ -61,13 +61,13 @@ def parse(text: str | None) -> list[dict[str, Any]] | None:
     return vifs
 
 
-def _meta(model: Mapping[str, Any], known: frozenset[str]) -> dict[str, Any]:
+def meta_of(model: Mapping[str, Any], known: frozenset[str]) -> dict[str, Any]:
     meta = dict(model.get("meta") or {})
     meta.update({k: v for k, v in model.items() if k not in known})
     return meta
 
 
-def _version(item: Mapping[str, Any], key: str) -> int | None:
+def version_of(item: Mapping[str, Any], key: str) -> int | None:
     version = item.get("version")
     if version:
         return int(version)
@@ -82,14 +82,14 @@ def _version(item: Mapping[str, Any], key: str) -> int | None:
         raise Unreadable(f"{value!r} is not an address") from None
 
 
-def _subnets(vif: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+def subnets_of(vif: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     network = vif.get("network") or {}
     return list(network.get("subnets") or [])
 
 
-def _first(subnets: Sequence[Mapping[str, Any]], version: int) -> Mapping[str, Any] | None:
+def first_subnet(subnets: Sequence[Mapping[str, Any]], version: int) -> Mapping[str, Any] | None:
     for subnet in subnets:
-        if _version(subnet, "cidr") == version:
+        if version_of(subnet, "cidr") == version:
             return subnet
     return None
 
@@ -103,10 +103,10 @@ def network_data(vifs: list[dict[str, Any]] | None) -> dict[str, Any] | None:
     services: list[dict[str, Any]] = []
     interface = -1
     for vif in vifs:
-        subnets = _subnets(vif)
+        subnets = subnets_of(vif)
         if not vif.get("network") or not subnets:
             continue
-        v4, v6 = _first(subnets, 4), _first(subnets, 6)
+        v4, v6 = first_subnet(subnets, 4), first_subnet(subnets, 6)
         interface += 1
         if v4 is None and v6 is None:
             continue
@@ -123,8 +123,8 @@ def _link(
     vif: Mapping[str, Any], subnets: list[Mapping[str, Any]], interface: int
 ) -> dict[str, Any]:
     network = vif["network"]
-    mtu = _meta(network, frozenset({"id", "bridge", "label", "subnets", "meta"})).get("mtu")
-    if any(_meta(s, _SUBNET_KEYS).get("dhcp_server") for s in subnets):
+    mtu = meta_of(network, frozenset({"id", "bridge", "label", "subnets", "meta"})).get("mtu")
+    if any(meta_of(s, SUBNET_KEYS).get("dhcp_server") for s in subnets):
         mtu = None
     kind = vif.get("type")
     return {
@@ -139,7 +139,7 @@ def _link(
 def _network(
     vif: Mapping[str, Any], subnet: Mapping[str, Any], version: int, number: int, link: str
 ) -> dict[str, Any]:
-    meta = _meta(subnet, _SUBNET_KEYS)
+    meta = meta_of(subnet, SUBNET_KEYS)
     network_id = vif["network"].get("id")
     suffix = ""
     if meta.get("ipv6_address_mode") is not None:
@@ -189,9 +189,9 @@ def addresses(vifs: list[dict[str, Any]] | None) -> Addresses:
     for vif in vifs or ():
         if not vif.get("network"):
             continue
-        for subnet in _subnets(vif):
+        for subnet in subnets_of(vif):
             for ip in subnet.get("ips") or []:
-                if _version(ip, "address") == 4:
+                if version_of(ip, "address") == 4:
                     fixed.append(ip["address"])
                 floating += [f["address"] for f in ip.get("floating_ips") or [] if f]
     return Addresses(fixed_ipv4=tuple(fixed), floating=tuple(floating))
@@ -202,6 +202,6 @@ def all_fixed(vifs: list[dict[str, Any]] | None) -> tuple[str, ...]:
     found: list[str] = []
     for vif in vifs or ():
         if vif.get("network"):
-            for subnet in _subnets(vif):
+            for subnet in subnets_of(vif):
                 found += [ip["address"] for ip in subnet.get("ips") or [] if ip.get("address")]
     return tuple(found)

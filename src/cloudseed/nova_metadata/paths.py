@@ -10,8 +10,13 @@ lists the version's files; ``/openstack/<version>/<file>`` is one of Nova's six 
 any version (each file checks its own: password from 2013-04-04, vendor_data.json from
 2013-10-17, vendor_data2.json from 2016-10-06; user_data and network_data.json at every
 version, as Nova serves them); ``/openstack/content/<key>`` is Nova's injected network
-template, which the drop-in does not render. EC2: ``/ec2`` lists the versions;
-``/ec2/<version>/...`` is a walk down that version's tree (render.py).
+template (interfaces.py; ``0000``, the only one the metadata API has). EC2: ``/ec2`` lists
+the versions; ``/ec2/<version>/...`` is a walk down that version's tree (render.py).
+
+cloudseed's signed identity (``identity.py``, with ``[cloudseed_metadata] connection``):
+``/openstack/latest/identity_token`` (under ``latest`` only, as in cloudseed's own tree: a
+dated version's files are Nova's), and EC2's ``/<version>/dynamic/...`` from 2009-04-04, which
+are EC2 walks here. Without the option both name nothing, as in Nova.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ OPENSTACK_VERSIONS = "openstack-versions"
 EC2 = "ec2"
 OPENSTACK = "openstack"
 CONTENT = "content"
+IDENTITY_TOKEN = "identity_token"
 
 META_DATA = "meta_data.json"
 USER_DATA = "user_data"
@@ -81,6 +87,8 @@ def _parse(path: str) -> Target | None:
         return None if version is None else Target(EC2, version, tuple(tokens[2:]))
     if tokens[1] == "content":
         return Target(CONTENT, rest=tuple(tokens[2:]))
+    if tokens[1:] == ["latest", IDENTITY_TOKEN]:
+        return Target(IDENTITY_TOKEN, v.OPENSTACK_LATEST)
     version = v.openstack_version(tokens[1])
     if version is None:
         return None
@@ -88,3 +96,8 @@ def _parse(path: str) -> Target | None:
     if name not in OPENSTACK_FILES:
         return None
     return Target(OPENSTACK, version, (name,))
+
+
+def has_dynamic(version: str) -> bool:
+    """Whether the EC2 ``version`` has ``dynamic/`` (EC2 added it in 2009-04-04)."""
+    return v.at_least(version, v.EC2_DYNAMIC)

@@ -24,13 +24,17 @@ from typing import Any
 
 from cloudseed.metadata import versions as v
 from cloudseed.metadata.render import SeededJSON
-from cloudseed.nova_metadata import paths
+from cloudseed.nova_metadata import interfaces, paths
+from cloudseed.nova_metadata.devices import devices
 from cloudseed.nova_metadata.facts import InstanceFacts
 
 TEXT = b"text/plain; charset=UTF-8"
 JSON = b"application/json"
 HTML = b"text/html; charset=UTF-8"  # webob's default, what Nova's password answers carry
 
+# Where meta_data.json's network_config says the template is: the first content.
+CONTENT = interfaces.CONTENT_KEY
+CONTENT_PATH = f"/{paths.CONTENT}/{CONTENT}"
 _SEED_MARKER = "cloudseed-nova-seed-marker-b1f0c7e2a9d4"
 _SEED_JSON = json.dumps(_SEED_MARKER).encode()
 
@@ -85,11 +89,16 @@ def meta_data_variant(version: str) -> str:
     return variant
 
 
-def meta_data(facts: InstanceFacts, version: str, *, dhcp_domain: str) -> SeededJSON:
-    """``meta_data.json``, fields in Nova's order, with a hole for the random seed."""
+def meta_data(
+    facts: InstanceFacts, version: str, *, dhcp_domain: str, network_template: bool = False
+) -> SeededJSON:
+    """``meta_data.json``, fields in Nova's order, with a hole for the random seed;
+    ``network_template``: Nova's injected network template is rendered (interfaces.py)."""
     doc: dict[str, Any] = {"uuid": facts.uuid}
     if facts.meta:
         doc["meta"] = dict(facts.meta)
+    if network_template and facts.network_config is not None:
+        doc["network_config"] = {"name": "network_config", "content_path": CONTENT_PATH}
     if facts.key_name and facts.keypair is not None:
         pair = facts.keypair
         doc["public_keys"] = {pair.name: pair.public_key}
@@ -111,59 +120,6 @@ def meta_data(facts: InstanceFacts, version: str, *, dhcp_domain: str) -> Seeded
     if not marker:
         return SeededJSON(body, b"", b"", suffix=None)
     return SeededJSON(before + b'"', b"", b"", suffix=b'"' + after)
-
-
-_BUSES = {
-    "PCIDeviceBus": "pci",
-    "USBDeviceBus": "usb",
-    "SCSIDeviceBus": "scsi",
-    "IDEDeviceBus": "ide",
-    "XenDeviceBus": "xen",
-}
-
-
-def devices(facts: InstanceFacts, version: str) -> list[dict[str, Any]]:
-    """meta_data.json's ``devices``: tagged devices by Nova's rules for ``version`` (NIC
-    VLANs from 2017-02-22, ``vf_trusted`` from 2018-08-27, shares from 2025-04-04)."""
-    shown: list[dict[str, Any]] = []
-    for device in facts.devices or ():
-        entry: dict[str, Any] = {}
-        bus = address = "none"
-        if device.bus is not None:
-            if device.bus not in _BUSES:
-                continue
-            bus = _BUSES[device.bus]
-            if device.bus_address is not None:
-                address = device.bus_address
-        if device.kind == "NetworkInterfaceMetadata":
-            vlan = device.get("vlan")
-            if v.at_least(version, v.OCATA) and vlan is not None:
-                entry["vlan"] = vlan
-            if v.at_least(version, v.ROCKY):
-                entry["vf_trusted"] = (
-                    device.get("vf_trusted") if device.has("vf_trusted") else False
-                )
-            entry["type"] = "nic"
-            entry["mac"] = device.get("mac")
-            if not (device.has("tags") or "vlan" in entry or "vf_trusted" in entry):
-                continue
-        elif device.kind == "DiskMetadata":
-            entry["type"] = "disk"
-            for name in ("serial", "path"):
-                if device.has(name):
-                    entry[name] = device.get(name)
-        elif v.at_least(version, v.EPOXY) and device.kind == "ShareMetadata":
-            entry["type"] = "share"
-            entry["share_id"] = device.get("share_id")
-            entry["tag"] = device.get("tag")
-        else:
-            continue
-        entry["bus"] = bus
-        entry["address"] = address
-        if device.has("tags"):
-            entry["tags"] = device.get("tags")
-        shown.append(entry)
-    return shown
 
 
 def network_data(facts: InstanceFacts) -> bytes:
@@ -229,10 +185,13 @@ def ec2_tree(
     dhcp_domain: str,
     address: str | None,
     security_groups: Sequence[str],
+    dynamic: bool = False,
 ) -> dict[str, Any]:
     """One version of the EC2 tree (Nova's get_ec2_metadata): ``meta-data``, and
     ``user-data`` when the instance has some. ``address`` is the caller's (local-ipv4 when
-    the instance has no fixed IPv4 address)."""
+    the instance has no fixed IPv4 address). ``dynamic``: signed identity is served
+    (identity.py walks ``dynamic/``; here it is only listed, from 2009-04-04, as EC2 lists
+    it)."""
     name = hostname(facts, dhcp_domain)
     floating = facts.addresses.floating
     fixed = facts.addresses.fixed_ipv4
@@ -265,6 +224,8 @@ def ec2_tree(
     if v.at_least(version, "2008-09-01"):
         data["instance-action"] = "none"
     tree: dict[str, Any] = {"meta-data": data}
+    if dynamic and paths.has_dynamic(version):
+        tree["dynamic"] = {}
     raw = facts.user_data_raw
     if raw is not None:
         tree["user-data"] = raw
@@ -310,6 +271,7 @@ def ec2_document(
     dhcp_domain: str,
     address: str | None,
     security_groups: Sequence[str],
+    dynamic: bool = False,
 ) -> bytes:
     """``/ec2/<version>/<rest>``: the node's print, NotInTree where Nova finds nothing."""
     tree = ec2_tree(
@@ -318,6 +280,7 @@ def ec2_document(
         dhcp_domain=dhcp_domain,
         address=address,
         security_groups=security_groups,
+        dynamic=dynamic,
     )
     return ec2_print(ec2_lookup(tree, rest))
 
@@ -332,6 +295,8 @@ class Inputs:
     vendor_data_json: bytes | None = None  # None: StaticJSON is not a provider
     vendor_data2: bytes | None = None  # None: it takes the DynamicJSON targets (Later)
     today: str = "9999-12-31"  # UTC date: /openstack hides later versions
+    dynamic: bool = False  # signed identity is served: EC2 versions list dynamic/
+    network_template: bool = False  # Nova's injected network template is rendered
 
 
 def document(target: paths.Target, facts: InstanceFacts, inputs: Inputs) -> tuple[bytes, bytes]:
@@ -341,8 +306,12 @@ def document(target: paths.Target, facts: InstanceFacts, inputs: Inputs) -> tupl
         return EC2_VERSIONS, TEXT
     if target.kind == paths.OPENSTACK_VERSIONS:
         return openstack_versions(inputs.today), TEXT
-    if target.kind == paths.CONTENT:
-        raise NotInTree("no injected network template")  # not rendered (docs/nova-dropin.md)
+    if target.kind == paths.CONTENT:  # Nova's only content: the network template
+        if not (inputs.network_template and facts.network_config and target.rest == (CONTENT,)):
+            raise NotInTree("no such content")
+        return facts.network_config, TEXT
+    if target.kind == paths.IDENTITY_TOKEN:  # not rendered here (identity.py)
+        raise NotInTree(f"no {target.kind}")
     if target.kind == paths.EC2:
         body = ec2_document(
             facts,
@@ -351,6 +320,7 @@ def document(target: paths.Target, facts: InstanceFacts, inputs: Inputs) -> tupl
             dhcp_domain=inputs.dhcp_domain,
             address=inputs.address,
             security_groups=inputs.security_groups,
+            dynamic=inputs.dynamic,
         )
         return body, TEXT
     return openstack_file(

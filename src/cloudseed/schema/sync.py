@@ -5,7 +5,9 @@ Each kind of database has its own migration history shipped in this package
 (``migrations/api`` and ``migrations/cell``), recorded in its own version table
 (``alembic_version_api``, ``alembic_version_cell``). Sync upgrades the API database, makes sure
 the default cell (``[database] connection``) is mapped as ``cell1``, then upgrades every mapped
-cell.
+cell. The Nova drop-in's own database (``migrations/nova_metadata``, version table
+``alembic_version_nova_metadata``) is synced and checked on its own, by ``cloudseed
+nova-metadata ... db sync``: it has no cells.
 """
 
 from __future__ import annotations
@@ -125,14 +127,18 @@ def require_current(api: Database) -> None:
         _require_head(cell, "cell")
 
 
-def _require_head(db: Database, kind: Kind) -> None:
+def _require_head(db: Database, kind: Kind, hint: str = SYNC_HINT) -> None:
     current, head = current_revision(db, kind), head_revision(kind)
     if current is None:
-        raise SchemaMismatch(f"the {db.name} database has no schema yet: {SYNC_HINT}")
+        raise SchemaMismatch(f"the {db.name} database has no schema yet: {hint}")
     if current != head:
-        raise SchemaMismatch(
-            f"{db.name} database is at revision {current}, head is {head}: {SYNC_HINT}"
-        )
+        raise SchemaMismatch(f"{db.name} database is at revision {current}, head is {head}: {hint}")
+
+
+def require_head(db: Database, kind: Kind, *, hint: str) -> None:
+    """Raise SchemaMismatch (ending with ``hint``, the command that fixes it) unless ``db``,
+    one database of ``kind``, is at head. The version table alone is read."""
+    _require_head(db, kind, hint)
 
 
 def _check_one(db: Database, kind: Kind) -> None:

@@ -11,9 +11,9 @@ from tests.support.guest_facts import facts
 def view(version: str, *, vendor: bytes | None = None, **changes: object) -> dict[str, object]:
     guest = facts(**changes)
     body = recursive.instance_data(
-        guest,
         version,
         meta_data=render.meta_data(guest, version, dhcp_domain="novalocal"),
+        user_data=guest.user_data,
         network_data=render.network_data(guest),
         vendor_data_json=vendor,
     )

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from cloudseed.cli import cli
 from cloudseed.errors import ConfigError
-from cloudseed.nova_metadata import config
+from cloudseed.nova_metadata import config, options
 from cloudseed.nova_metadata.databases import driver_url, format_cell_url
 
 CHECKOUT = Path(__file__).resolve().parents[3]
@@ -183,4 +183,88 @@ def test_drivers_of_nova_urls_are_the_ones_here() -> None:
 def test_every_option_of_ours_is_documented() -> None:
     page = (CHECKOUT / "docs" / "nova-dropin.md").read_text()
     documented = set(re.findall(r"^\| `(\w+)` \|", page, flags=re.MULTILINE))
-    assert documented == {name for name, _help in config.our_options()}
+    assert documented == {name for name, _help in options.our_options()}
+
+
+def test_signed_identity_is_off_without_a_connection(tmp_path: Path) -> None:
+    loaded = config.load([write(tmp_path, MINIMAL)])
+    assert loaded.identity_database_url is None
+    assert loaded.settings.identity.issuer == ""
+
+
+def test_signed_identity_options_become_the_identity_settings(tmp_path: Path) -> None:
+    loaded = config.load(
+        [
+            write(
+                tmp_path,
+                MINIMAL + "[cloudseed_metadata]\n"
+                "connection = postgresql://cs:pw@db.example/cloudseed\n"
+                "identity_issuer = https://meta.example:8775\nidentity_region = north\n"
+                "identity_token_ttl_seconds = 300\nidentity_key_grace_seconds = 3600\n"
+                "identity_key_cache_seconds = 30\nidentity_key_encryption_secret = hush\n",
+            )
+        ],
+        listen=("0.0.0.0", 9999),
+    )
+    assert loaded.identity_database_url == "postgresql://cs:pw@db.example/cloudseed"
+    assert "pw@" not in repr(loaded)
+    identity = loaded.settings.identity
+    assert (identity.issuer, identity.region) == ("https://meta.example:8775", "north")
+    assert (identity.token_ttl_seconds, identity.key_grace_seconds) == (300, 3600)
+    assert identity.key_cache_seconds == 30
+    assert identity.key_encryption_secret == "hush"
+    assert "hush" not in repr(loaded.settings)
+
+
+def test_the_default_issuer_is_where_the_listener_is_reached(tmp_path: Path) -> None:
+    conf = write(tmp_path, MINIMAL + "[cloudseed_metadata]\nconnection = sqlite:////tmp/cs\n")
+    assert config.load([conf], listen=("192.0.2.5", 8775)).settings.identity.issuer == (
+        "http://192.0.2.5:8775"
+    )
+    assert config.load([conf], listen=("::1", 80)).settings.identity.issuer == "http://[::1]:80"
+    wildcard = config.load([conf]).settings.identity.issuer
+    assert wildcard.startswith("http://") and wildcard.endswith(":8775")
+    assert "0.0.0.0" not in wildcard
+
+
+@pytest.mark.parametrize(
+    ("section", "message"),
+    [
+        (
+            "identity_token_ttl_seconds = 600\nidentity_key_grace_seconds = 600\n",
+            "invalid value 600 for [cloudseed_metadata] identity_key_grace_seconds: must be at "
+            "least identity_token_ttl_seconds + 2 * identity_key_cache_seconds (620)",
+        ),
+        ("connection = sqlite:////tmp/nova_api.sqlite\n", "must be a database of its own"),
+        ("identity_token_ttl_seconds = 5\n", "identity_token_ttl_seconds"),
+    ],
+)
+def test_bad_identity_options_stop_the_start(tmp_path: Path, section: str, message: str) -> None:
+    conf = write(tmp_path, MINIMAL + "[cloudseed_metadata]\n" + section)
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        config.load([conf])
+
+
+def test_the_subcommands_need_the_connection(tmp_path: Path) -> None:
+    conf = write(tmp_path, MINIMAL)
+    for args in (["db", "sync"], ["identity", "list"], ["identity", "jwks"]):
+        result = CliRunner().invoke(cli, ["nova-metadata", "--config-file", conf, *args])
+        assert result.exit_code == 2, result.output
+        assert "[cloudseed_metadata] connection is not set" in result.output
+
+
+@pytest.mark.parametrize(
+    ("written", "rendered"),
+    [
+        (None, True),  # Nova's default: $pybasedir/nova/virt/interfaces.template
+        ("/opt/nova/lib/python3.12/site-packages/nova/virt/interfaces.template", True),
+        ("", False),  # Nova: no template, no network_config
+        ("/etc/nova/my-interfaces.template", False),  # the operator's own: not rendered
+    ],
+)
+def test_which_injected_network_template_is_rendered(
+    tmp_path: Path, written: str | None, rendered: bool
+) -> None:
+    option = "" if written is None else f"[DEFAULT]\ninjected_network_template = {written}\n"
+    loaded = config.load([write(tmp_path, MINIMAL + option)])
+    assert loaded.network_template is rendered

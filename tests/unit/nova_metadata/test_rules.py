@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from cloudseed.nova_metadata import changes, network, objects, paths, render
+from cloudseed.nova_metadata.devices import devices as shown_devices
 from cloudseed.nova_metadata.facts import DEFAULT_MAPPINGS, Ec2Ids, block_devices, facts_from_rows
 
 
@@ -191,8 +192,8 @@ def test_devices_by_version() -> None:
         ec2=Ec2Ids("i-00000001", None, None, None),
     )
     # Before 2018-08-27 an untagged NIC without a VLAN is not shown; then vf_trusted shows it.
-    assert render.devices(facts, "2017-02-22") == []
-    assert render.devices(facts, "2018-08-27") == [
+    assert shown_devices(facts, "2017-02-22") == []
+    assert shown_devices(facts, "2018-08-27") == [
         {
             "vf_trusted": False,
             "type": "nic",
@@ -201,7 +202,7 @@ def test_devices_by_version() -> None:
             "address": "none",
         }
     ]
-    assert render.devices(facts, "2025-04-04")[-1] == {
+    assert shown_devices(facts, "2025-04-04")[-1] == {
         "type": "share",
         "share_id": "s1",
         "tag": "data",
