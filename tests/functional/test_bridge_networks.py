@@ -33,7 +33,12 @@ from sqlalchemy.orm import Session
 from cloudseed.agent.guests import guest_spec
 from cloudseed.compute import netns
 from cloudseed.compute.bridge_networks import BridgeNetworks
-from cloudseed.compute.bridge_plan import BridgedNetwork, BridgedPort, bridged_ports
+from cloudseed.compute.bridge_plan import (
+    BridgedNetwork,
+    BridgedPort,
+    bridged_ports,
+    namespace_name,
+)
 from cloudseed.db.engines import Database
 from cloudseed.networks import service as networks
 from cloudseed.servers import records
@@ -50,6 +55,7 @@ from tests.support.guest_netns import (
     guest_namespaces,
     namespace_prefix,
     neighbour_advert,
+    nothing_left,
     parse_offer,
     plug,
 )
@@ -132,21 +138,24 @@ def bridged(
             upstream=("127.0.0.1", port),
             hop_limit=HOP_LIMIT,
         )
-        try:
-            guests = {}
-            for letter, server_id in servers.items():
-                spec = guest_spec(cell_db.run(partial(records.load, uuid=server_id)))
-                ((_, raw),) = bridged_ports(spec.ports)
-                network = BridgedNetwork.of_port(raw)
+        networks_left = namespace_name(bridge.tag, "")
+        with nothing_left(networks_left, bridge.root):
+            try:
+                guests = {}
+                for letter, server_id in servers.items():
+                    spec = guest_spec(cell_db.run(partial(records.load, uuid=server_id)))
+                    ((_, raw),) = bridged_ports(spec.ports)
+                    network = BridgedNetwork.of_port(raw)
+                    with bridge.locked():
+                        bridge.ensure(network)
+                    port_of = BridgedPort.of_port(raw, instance_id=server_id, tenant_id="proj")
+                    guests[letter] = plug(bridge, f"{prefix}-{letter.lower()}", network, port_of)
+                    made.append(guests[letter])
+                yield Bridged(bridge, guests, servers)
+            finally:
                 with bridge.locked():
-                    bridge.ensure(network)
-                port_of = BridgedPort.of_port(raw, instance_id=server_id, tenant_id="proj")
-                guests[letter] = plug(bridge, f"{prefix}-{letter.lower()}", network, port_of)
-                made.append(guests[letter])
-            yield Bridged(bridge, guests, servers)
-        finally:
-            with bridge.locked():
-                bridge.sweep({})
+                    bridge.sweep({})
+            assert not netns.names(networks_left), "the sweep left a namespace"
     assert not netns.names(prefix), "a namespace of the test outlived it"
 
 
@@ -390,7 +399,7 @@ def test_egress_when_the_network_says_so(tmp_path: Path) -> None:
     port_e = BridgedPort("eeeeeeee-0000-0000-0000-000000000000", "fa:16:3e:00:00:0e",
                          ("10.65.0.10",), "inst-e", "proj")  # fmt: skip
     host_links = netns_free_links()
-    with guest_namespaces(prefix):
+    with guest_namespaces(prefix), nothing_left(namespace_name(bridge.tag, ""), bridge.root):
         try:
             with bridge.locked():
                 bridge.ensure(network)

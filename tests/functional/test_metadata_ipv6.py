@@ -89,8 +89,8 @@ class Service:
 @pytest.fixture()
 def namespace() -> Iterator[str]:
     name = f"{namespace_prefix()}-md"
-    netns.create(name)
     try:
+        netns.create(name)  # in the try: a half-made namespace goes too
         for address in LOOPBACK_ADDRESSES:
             prefix = "/128" if ":" in address else "/32"
             netns.ip(name, "address", "add", address + prefix, "dev", "lo")

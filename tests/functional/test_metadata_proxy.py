@@ -112,9 +112,9 @@ def proxy(tmp_path: Path) -> Iterator[Running]:
     thread = threading.Thread(target=upstream.serve_forever, daemon=True)
     thread.start()
     name = f"{namespace_prefix()}-proxy"
-    netns.create(name)
     process = None
     try:
+        netns.create(name)  # in the try: a half-made namespace goes too
         for address in ("127.0.0.2/8", "127.0.0.3/8", "127.0.0.4/8", "fd64::2/128"):
             netns.ip(name, "address", "add", address, "dev", "lo")
         listeners = [

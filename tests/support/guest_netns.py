@@ -21,6 +21,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TypeVar
 
 import pytest
@@ -28,6 +29,8 @@ import pytest
 from cloudseed.compute import netns
 from cloudseed.compute.bridge_networks import BridgeNetworks
 from cloudseed.compute.bridge_plan import BridgedNetwork, BridgedPort
+from cloudseed.compute.errors import DriverError
+from cloudseed.compute.helper_processes import alive
 from cloudseed.programs.run import which
 
 T = TypeVar("T")
@@ -215,11 +218,45 @@ def wait_for_link_local(guest: GuestNs, timeout: float = 10.0) -> None:
 def guest_namespaces(prefix: str) -> Iterator[list[GuestNs]]:
     """A list the test fills with its guests; each one's namespace is removed at the end."""
     guests: list[GuestNs] = []
-    try:
+    with nothing_left(prefix):
         yield guests
+
+
+@contextlib.contextmanager
+def nothing_left(prefix: str, directory: Path | None = None) -> Iterator[None]:
+    """Whatever the block leaves of bridged networks, removed at its end even when it fails
+    (a test's safety net, not its check: a test asserts what the product cleaned up itself):
+    every process working in ``directory`` or below it (metadata proxies, slirp4netns, QEMU),
+    then every namespace named ``prefix...`` with whatever runs in it (dnsmasq) and every
+    device in it (bridge, taps, veths). One namespace that will not go does not keep the
+    others."""
+    try:
+        yield
     finally:
+        if directory is not None:
+            netns.kill(working_in(directory))
+        failed = []
         for name in netns.names(prefix):
-            netns.delete(name)
+            try:
+                netns.delete(name)
+            except DriverError as exc:
+                failed.append(str(exc))
+        assert not failed, failed
+
+
+def working_in(directory: Path) -> list[int]:
+    """The processes (not zombies) whose working directory is ``directory`` or below it."""
+    top = directory.resolve()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if (entry / "cwd").resolve().is_relative_to(top) and alive(int(entry.name)):
+                found.append(int(entry.name))
+        except (OSError, RuntimeError):
+            continue  # gone meanwhile
+    return found
 
 
 # -- frames a misbehaving guest sends ----------------------------------------------------------

@@ -10,7 +10,7 @@ files are in ``<state_path>/networks/<host tag>/<network uuid>/``:
 
 | file | what |
 |---|---|
-| ``network.json`` | the network as it was built |
+| ``network.json`` | the network as it was built (written last: without it, the build is redone) |
 | ``ports.json`` | mode 0600: the ports attached here (the source of the three below) |
 | ``proxy-ports.json`` | mode 0600: the proxy's port map, with each port's signed headers |
 | ``proxy.json``, ``proxy.pid``, ``proxy.log`` | the proxy's configuration, process and log |
@@ -131,7 +131,6 @@ class BridgeNetworks:
 
     def _build(self, name: str, network: BridgedNetwork, directory: Path) -> None:
         log.info("building bridged network %s in namespace %s", network.network_id, name)
-        (directory / "network.json").write_text(json.dumps(network.as_json()))
         netns.create(name)
         try:
             netns.ip(name, "link", "add", BRIDGE, "mtu", str(network.mtu), "type", "bridge")
@@ -142,6 +141,12 @@ class BridgeNetworks:
             if network.egress:
                 netns.sysctl(name, "net.ipv4.ip_forward", "1")
             self._write_ports(name, network, directory, [])
+            # Written last: it says the build is complete. A process killed before this line
+            # (SIGKILL runs no ``except``) leaves a namespace that may lack its bridge,
+            # addresses or rules; without the file, the next ``ensure`` builds it again.
+            helpers.write(
+                directory / "network.json", json.dumps(network.as_json()).encode(), mode=0o644
+            )
         except BaseException:
             with contextlib.suppress(DriverError):
                 netns.delete(name)
