@@ -1,5 +1,6 @@
 """uvicorn's httptools protocol with the listener's limits (head sizes, deadlines, connections
-per source address) and one ``send()`` per HTTP response instead of two.
+per source address), one ``send()`` per HTTP response instead of two (``transport.py``), and
+answers written at once for the apps that have them (``at_once.py``).
 
 Head limits: httptools buffers a header until its line ends and uvicorn sets no bound, so one
 100 MB header line was held in memory whole (four at once took a worker from 84 to 316 MB).
@@ -7,23 +8,6 @@ Head limits: httptools buffers a header until its line ends and uvicorn sets no 
 counted on the bytes as they arrive, before the parser sees them; the answer is sent and the
 connection closed at once, so at most one limit's worth of a head is ever held. A head that
 arrives whole in one read shorter than every limit (nearly every request) is not counted.
-
-uvicorn writes a response's head and its body to the transport separately, and an asyncio
-socket transport with nothing buffered sends each write at once: two system calls per
-response, a third of a metadata worker's time in a boot storm (py-spy, docs/benchmarks.md).
-Here a write that ends a response head is held back and sent together with the write that
-follows it (the body, in the same step of the same task), or at the end of the event loop's
-turn if nothing follows. Everything else is written at once: holding every write to the end
-of the turn (tried first) sent one response per turn of a busy loop late, which raised the
-p99 latency while it raised throughput.
-
-Answers at once: an app with a ``respond_now(method, path, peer, headers)`` method
-(``AnswersAtOnce``: the metadata app) is asked first, when the head of a plain GET or HEAD
-is complete, for the whole answer (``AtOnce``); when it has one (a cached guest's document),
-the protocol writes it at once, status line and head included, in one write: no ASGI scope,
-no request cycle, no Task, no message dicts (uvicorn's scope and cycle are made only for a
-request that takes its path). When it has none, the request takes uvicorn's ASGI path as any
-other.
 
 Deadlines (issue 30; ``connection_limits.py``): uvicorn arms a timer only after a response,
 so a connection that never sent a whole request was kept for ever (one guest held 6,000). Here
@@ -47,49 +31,20 @@ import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from uvicorn.protocols.http import httptools_impl
 
+from cloudseed.at_once import AtOnce, RespondNow
 from cloudseed.connection_limits import ConnectionCap, Deadlines
+from cloudseed.transport import CoalescingTransport
 from cloudseed.uvicorn_internals import require_tested_uvicorn
 
 log = logging.getLogger(__name__)
-
-Headers = list[tuple[bytes, bytes]]  # as the ASGI scope has them: names lower-cased
-
 
 # Checked here, at import: a changed uvicorn stops the start, naming what changed.
 require_tested_uvicorn()
 STATUS_LINE: dict[int, bytes] = httptools_impl.STATUS_LINE
 HttpToolsProtocol = httptools_impl.HttpToolsProtocol
-
-
-class AtOnce(NamedTuple):
-    """A whole answer for the protocol to write itself: the status, the header lines (each
-    ending in CRLF, the blank line not included), the body, and what to call once it is
-    written."""
-
-    status: int
-    header_lines: bytes
-    body: bytes
-    sent: Callable[[], None] | None
-
-
-@runtime_checkable
-class AnswersAtOnce(Protocol):
-    """An app that answers some requests at once (the metadata app; the metrics edge passes
-    it on). The protocol asks the outermost app of its listener, once the head of a plain
-    GET or HEAD is complete: ``respond_now(method, path, peer, headers)`` returns the whole
-    answer, or None for the request to take the ASGI path."""
-
-    def respond_now(
-        self, method: str, path: str, peer: str | None, headers: Headers
-    ) -> AtOnce | None: ...
-
-
-# ``AnswersAtOnce.respond_now`` of an app, as the protocol keeps it.
-RespondNow = Callable[[str, str, str | None, Headers], AtOnce | None]
 
 
 @dataclass(frozen=True)
@@ -103,54 +58,6 @@ class HeadLimits:
     @property
     def smallest(self) -> int:
         return min(self.max_request_line, self.max_header_line, self.max_header_size)
-
-
-class CoalescingTransport:
-    """Wraps a transport: a response head waits for the next write (or the end of the loop's
-    turn); ``close`` sends it first, as a transport's own close sends what it buffered;
-    everything else is the wrapped transport's."""
-
-    __slots__ = ("_head", "_loop", "_transport")
-
-    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
-        self._transport = transport
-        self._loop = loop
-        self._head: bytes | None = None
-
-    def write(self, data: bytes) -> None:
-        if self._head is not None:
-            data, self._head = self._head + data, None
-        elif data.endswith(b"\r\n\r\n"):
-            self._head = data
-            self._loop.call_soon(self.flush)
-            return
-        self._transport.write(data)
-
-    def flush(self) -> None:
-        if self._head is not None:
-            data, self._head = self._head, None
-            if not self._transport.is_closing():
-                self._transport.write(data)
-
-    def write_whole(self, data: bytes) -> None:
-        """Write ``data``, a whole response, at once (after a head held back, if any)."""
-        if self._head is not None:
-            data, self._head = self._head + data, None
-        self._transport.write(data)
-
-    def is_closing(self) -> bool:  # asked once per response: not through __getattr__
-        return self._transport.is_closing()
-
-    def close(self) -> None:
-        self.flush()
-        self._transport.close()
-
-    def abort(self) -> None:
-        self._head = None
-        self._transport.abort()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._transport, name)
 
 
 _REASONS = {

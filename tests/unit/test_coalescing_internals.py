@@ -19,7 +19,8 @@ import uvicorn
 from uvicorn.protocols.http import httptools_impl
 from uvicorn.server import ServerState
 
-from cloudseed.coalescing import AnswersAtOnce, CoalescingHttpToolsProtocol
+from cloudseed.at_once import AnswersAtOnce
+from cloudseed.coalescing import CoalescingHttpToolsProtocol
 from cloudseed.metadata.app import MetadataApp
 from cloudseed.uvicorn_internals import UVICORN_INTERNALS, uvicorn_mismatches
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import NamedTuple
 
-from cloudseed.coalescing import AtOnce
+from cloudseed.at_once import AtOnce
 
 TEXT = b"text/plain; charset=utf-8"
 JSON = b"application/json"

@@ -13,8 +13,8 @@ import asyncio
 import logging
 from collections.abc import Callable
 
+from cloudseed.at_once import AnswersAtOnce, AtOnce
 from cloudseed.cells.service import CellDatabases
-from cloudseed.coalescing import AnswersAtOnce, AtOnce
 from cloudseed.db.engines import Database
 from cloudseed.errors import InvalidInput
 from cloudseed.hostkeys.intake import take_report

@@ -18,8 +18,8 @@ from collections.abc import Callable, Hashable
 from prometheus_client import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
 
+from cloudseed.at_once import AnswersAtOnce, AtOnce, Headers
 from cloudseed.cells.service import CellDatabases
-from cloudseed.coalescing import AnswersAtOnce, AtOnce, Headers
 from cloudseed.errors import Forbidden
 from cloudseed.metrics._operations import OperationsCollector, count_operations
 from cloudseed.metrics._registry import LATENCY_BUCKETS, Metrics

@@ -26,7 +26,7 @@ import logging
 import posixpath
 from typing import TYPE_CHECKING
 
-from cloudseed.coalescing import AnswersAtOnce, AtOnce
+from cloudseed.at_once import AnswersAtOnce, AtOnce
 from cloudseed.db.engines import Database
 from cloudseed.errors import CloudseedError, InvalidInput
 from cloudseed.metadata import asgi, changes, etags
