@@ -21,12 +21,10 @@ needs cloudseed's own records (live keys, signed identity, phone_home, history).
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
-import json
 import logging
 import posixpath
 import time
-from typing import TYPE_CHECKING, overload
+from typing import TYPE_CHECKING
 
 from cloudseed.coalescing import AnswersAtOnce, AtOnce
 from cloudseed.db.engines import Database
@@ -38,18 +36,19 @@ from cloudseed.metadata.freshness import Freshness
 from cloudseed.metadata.identify import ByInstance, ByProvider, Claim, Identifier
 from cloudseed.metadata.store import GuestStore
 from cloudseed.metadata.tokens import TOKEN_HEADER, TTL_HEADER, Tokens
-from cloudseed.nova_metadata import paths, render
+from cloudseed.nova_metadata import documents, paths, render
 from cloudseed.nova_metadata.changes import NovaChanges
 from cloudseed.nova_metadata.config import NovaMetadataConfig
 from cloudseed.nova_metadata.databases import NovaDatabases
+from cloudseed.nova_metadata.documents import NovaDocuments
 from cloudseed.nova_metadata.guests import NovaGuest, NovaGuests
 from cloudseed.nova_metadata.loading import Loader
+from cloudseed.nova_metadata.mappings import InstanceMappings
 from cloudseed.nova_metadata.neutron import Neutron
 from cloudseed.nova_metadata.passwords import read_password, store_password
 from cloudseed.servers.errors import PasswordAlreadySet
 from cloudseed.types import Receive
 from cloudseed.vendordata import Vendordata
-from cloudseed.vendordata.request import VendordataRequest
 from cloudseed.web.errors import MethodNotAllowed
 
 if TYPE_CHECKING:
@@ -96,6 +95,7 @@ class NovaMetadataApp(asgi.MetadataASGI, AnswersAtOnce):
         self.store: GuestStore[NovaGuest] | None = None
         self.changes: NovaChanges | None = None
         self.vendordata: Vendordata | None = None
+        self.documents: NovaDocuments | None = None
         # (provider, address) -> (instance, tenant, until): X-Metadata-Provider's answers.
         self._providers: dict[tuple[str, str], tuple[str, str, float]] = {}
 
@@ -107,19 +107,34 @@ class NovaMetadataApp(asgi.MetadataASGI, AnswersAtOnce):
         local = config.local_metadata_per_cell
         await asyncio.to_thread(databases.check, local=local)
         neutron = self.neutron = Neutron(config.conf, retries=config.neutron_retries)
-        self.vendordata = Vendordata(config.settings, stats=self._target_stats)
+        vendordata = self.vendordata = Vendordata(config.settings, stats=self._target_stats)
+        self.documents = NovaDocuments(
+            dhcp_domain=self.dhcp_domain,
+            vendordata=vendordata,
+            neutron=neutron,
+            security_groups_ttl=config.security_groups_ttl,
+        )
 
         def watched() -> list[Database]:
             if local:
                 return [databases.local()]
             return [cell.db for cell in databases.refresh_cells().values()]
 
-        self.changes = NovaChanges(watched, interval=config.change_poll_interval)
-        loader = Loader(databases, local=local, resolve=neutron.instance_of_address)
-        source = NovaGuests(loader, self.changes, dhcp_domain=self.dhcp_domain)
-        self.store = GuestStore(
-            source, capacity=config.settings.metadata.cache_size, stats=self._store_stats
+        capacity = config.settings.metadata.cache_size
+        self.changes = NovaChanges(
+            watched,
+            interval=config.change_poll_interval,
+            recent=config.load_recent,
+            recent_limit=capacity,
         )
+        loader = Loader(
+            databases,
+            local=local,
+            resolve=neutron.instance_of_address,
+            mappings=InstanceMappings(size=capacity),
+        )
+        source = NovaGuests(loader, self.changes, dhcp_domain=self.dhcp_domain)
+        self.store = GuestStore(source, capacity=capacity, stats=self._store_stats)
         self.store.watch(self.waiters.changed)
         await self.store.start()
 
@@ -166,13 +181,14 @@ class NovaMetadataApp(asgi.MetadataASGI, AnswersAtOnce):
         if guest is None:
             return None
         self._check_token(guest, headers)
-        answer = self._document_now(target, guest, claim)
+        answer = self._documents().now(target, guest, claim)
         if answer is None:
             return None
         assert self.store is not None
         self.store.stats.hit()  # here, once answered: a request left to the ASGI path counts there
         return self._conditional(
-            self._tagged(answer, guest, (target, self._address_part(guest, target, claim))), headers
+            self._tagged(answer, guest, (target, documents.address_part(guest, target, claim))),
+            headers,
         )
 
     # -- one request ---------------------------------------------------------------------------
@@ -210,8 +226,10 @@ class NovaMetadataApp(asgi.MetadataASGI, AnswersAtOnce):
         ask = self._query(target, query)
 
         async def current(guest: NovaGuest = guest) -> Answer:
-            answer = await self._document(target, guest, claim)
-            return self._tagged(answer, guest, (target, self._address_part(guest, target, claim)))
+            answer = await self._documents().fetch(target, guest, claim)
+            return self._tagged(
+                answer, guest, (target, documents.address_part(guest, target, claim))
+            )
 
         if not ask.wait:
             return self._conditional(await current(), headers)
@@ -243,6 +261,11 @@ class NovaMetadataApp(asgi.MetadataASGI, AnswersAtOnce):
         if ask.recursive:
             raise InvalidInput("recursive=true is not served by the Nova drop-in.")
         return ask
+
+    def _documents(self) -> NovaDocuments:
+        documents = self.documents
+        assert documents is not None  # set at startup, before any request
+        return documents
 
     # -- the caller ----------------------------------------------------------------------------
 
@@ -305,64 +328,7 @@ class NovaMetadataApp(asgi.MetadataASGI, AnswersAtOnce):
         token, ttl = self.tokens.issue(guest.uuid, ttl_header)
         return Answer(200, token.encode(), headers=((TTL_HEADER, str(ttl).encode()),))
 
-    # -- documents -----------------------------------------------------------------------------
-
-    def _document_now(
-        self,
-        target: paths.Target,
-        guest: NovaGuest,
-        claim: Claim,
-        groups: tuple[str, ...] | None = None,
-    ) -> Answer | None:
-        """A GET's document when it takes no IO; None when it does (vendor_data2.json with
-        DynamicJSON targets, security groups not known now)."""
-        facts = guest.facts
-        if target.kind == paths.OPENSTACK and target.rest[0] == paths.META_DATA:
-            # A fresh seed in every answer, around bytes rendered once.
-            return Answer(200, guest.meta_data(target.version).render(), render.JSON)
-        if render.needs_security_groups(target):
-            groups = groups if groups is not None else guest.security_groups(time.monotonic())
-            if groups is None:
-                return None
-        vendordata = self.vendordata
-        assert vendordata is not None
-
-        def make() -> tuple[bytes, bytes]:
-            inputs = render.Inputs(
-                dhcp_domain=self.dhcp_domain,
-                address=claim.address,
-                security_groups=groups or (),
-                vendor_data_json=_as_nova_writes(vendordata.vendor_data_json),
-                vendor_data2=_as_nova_writes(vendordata.static_only_vendor_data2()),
-                today=dt.datetime.now(dt.UTC).strftime("%Y-%m-%d"),
-            )
-            return render.document(target, facts, inputs)
-
-        try:
-            cacheable = render.cacheable(facts, target)
-            body, content_type = guest.document(target, make) if cacheable else make()
-        except render.NotInTree as exc:
-            raise NoSuchDocument(str(exc) or "nothing at this path") from None
-        except render.Later:
-            return None
-        return Answer(200, body, content_type)
-
-    async def _document(self, target: paths.Target, guest: NovaGuest, claim: Claim) -> Answer:
-        groups = None
-        if render.needs_security_groups(target):
-            groups = guest.security_groups(time.monotonic())
-            if groups is None:
-                neutron = self.neutron
-                assert neutron is not None
-                groups = await asyncio.to_thread(neutron.security_groups, guest.uuid)
-                guest.remember_security_groups(groups, self.config.security_groups_ttl)
-        now = self._document_now(target, guest, claim, groups)
-        if now is not None:
-            return now
-        vendordata = self.vendordata
-        assert vendordata is not None
-        body = await vendordata.vendor_data2(_vendordata_request(guest))
-        return Answer(200, _as_nova_writes(body), render.JSON)
+    # -- the password ----------------------------------------------------------------------------
 
     async def _post_password(
         self,
@@ -396,34 +362,10 @@ class NovaMetadataApp(asgi.MetadataASGI, AnswersAtOnce):
         store.changed(guest.uuid)  # this worker answers from the new value at once
         return Answer(200, b"", render.HTML)
 
-    # -- ETags -----------------------------------------------------------------------------------
-
-    @staticmethod
-    def _address_part(guest: NovaGuest, target: paths.Target, claim: Claim) -> str | None:
-        return claim.address if render.depends_on_address(guest.facts, target) else None
-
     def _tagged(self, answer: Answer, guest: NovaGuest | None, document: object) -> Answer:
-        if answer.status != 200:
-            return answer
-        if guest is None or _by_bytes(document):
-            tag = self.tagger.of_bytes(answer.body)
-        else:
-            tag = self.tagger.of_record(guest.version, document)
-        return Answer(
-            answer.status, answer.body, answer.content_type, (*answer.headers, (b"etag", tag))
-        )
+        return documents.tagged(self.tagger, answer, guest, document)
 
     _conditional = staticmethod(Freshness.conditional)
-
-
-def _by_bytes(document: object) -> bool:
-    """Documents not drawn from the instance alone: vendordata and the security groups."""
-    if not isinstance(document, tuple) or not document or not isinstance(document[0], paths.Target):
-        return True
-    target = document[0]
-    if target.kind == paths.OPENSTACK:
-        return target.rest[0] in (paths.VENDOR_DATA, paths.VENDOR_DATA2)
-    return render.needs_security_groups(target) or target.kind == paths.OPENSTACK_VERSIONS
 
 
 def _held_to(claim: Claim, guest: NovaGuest | None) -> NovaGuest:
@@ -433,19 +375,6 @@ def _held_to(claim: Claim, guest: NovaGuest | None) -> NovaGuest:
     if isinstance(claim, ByInstance) and guest.facts.project_id != claim.tenant_id:
         raise UnknownCaller(f"tenant {claim.tenant_id} does not own {claim.instance_id}")
     return guest
-
-
-def _vendordata_request(guest: NovaGuest) -> VendordataRequest:
-    facts = guest.facts
-    return VendordataRequest(
-        project_id=facts.project_id,
-        instance_id=facts.uuid,
-        image_id=facts.image_ref or "",
-        user_data=facts.user_data,
-        hostname=facts.hostname or "",
-        metadata=dict(facts.meta),
-        boot_roles=facts.boot_roles,
-    )
 
 
 def _allowed(method: str, allowed: tuple[str, frozenset[str]]) -> None:
@@ -459,13 +388,3 @@ def _normal(path: str) -> str:
 
 def create_app(config: NovaMetadataConfig) -> NovaMetadataApp:
     return NovaMetadataApp(config)
-
-
-@overload
-def _as_nova_writes(document: bytes) -> bytes: ...
-@overload
-def _as_nova_writes(document: None) -> None: ...
-def _as_nova_writes(document: bytes | None) -> bytes | None:
-    """A vendordata document of cloudseed's vendordata/ (compact JSON) written as Nova writes
-    its JSON (``render.dumps``: ", " and ": "), so it is Nova's byte for byte."""
-    return None if document is None else render.dumps(json.loads(document))

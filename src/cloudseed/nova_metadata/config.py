@@ -101,6 +101,14 @@ _OURS = [
         help="How often each worker looks for changed instances in every cell database.",
     ),
     cfg.IntOpt(
+        "load_recent_seconds",
+        default=300,
+        min=0,
+        help="At start, each worker loads the live instances updated in the last this many "
+        "seconds (guests booting now), newest first, at most cache_size of them, with the "
+        "documents cloud-init asks first; 0: none (each loads at its first request).",
+    ),
+    cfg.IntOpt(
         "cache_size",
         default=100000,
         min=1,
@@ -147,6 +155,11 @@ def our_options() -> list[tuple[str, str]]:
     return [(opt.name, opt.help or "") for opt in _OURS]
 
 
+def our_defaults() -> dict[str, object]:
+    """The ``[cloudseed_metadata]`` options' defaults, by name."""
+    return {opt.name: opt.default for opt in _OURS}
+
+
 @dataclass(frozen=True)
 class NovaMetadataConfig:
     """What ``cloudseed nova-metadata`` runs with; read once at start (``load``)."""
@@ -159,6 +172,7 @@ class NovaMetadataConfig:
     metadata_cache_expiration: int
     enable_proxy_headers_parsing: bool
     change_poll_interval: float  # seconds
+    load_recent: float  # seconds: instances updated this recently are loaded at start
     security_groups_ttl: float  # seconds
     neutron_retries: int
     listen_host: str
@@ -242,6 +256,7 @@ def load(
         metadata_cache_expiration=cache_expiration,
         enable_proxy_headers_parsing=get("oslo_middleware", "enable_proxy_headers_parsing"),
         change_poll_interval=get(OURS, "change_poll_interval_ms") / 1000,
+        load_recent=float(get(OURS, "load_recent_seconds")),
         security_groups_ttl=float(cache_expiration if sg_ttl < 0 else sg_ttl),
         neutron_retries=get(NEUTRON, "http_retries"),
         listen_host=host,
