@@ -227,7 +227,13 @@ class NovaChanges:
         await asyncio.to_thread(self.add_cells)
         if ahead is not None and self.recent > 0 and self.recent_limit > 0:
             # Before the polls begin: they share the cells' connections.
-            recent = await asyncio.to_thread(self.recently_updated, self.recent, self.recent_limit)
+            try:
+                recent = await asyncio.to_thread(
+                    self.recently_updated, self.recent, self.recent_limit
+                )
+            except Exception:  # only a head start: guests load at their requests instead
+                log.exception("reading the instances updated lately failed")
+                recent = []
             if recent:
                 log.info("loading %d instances updated in the last %g s", len(recent), self.recent)
                 ahead(recent)
