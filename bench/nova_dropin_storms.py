@@ -9,7 +9,8 @@
   start); once the server answers, Nova's last write as each instance goes ACTIVE
   (``vm_state`` active, ``task_state`` NULL, ``power_state`` running, ``updated_at`` and
   ``launched_at`` now; one transaction per 50 instances, in the order they were made), then
-  ``--boot-seconds`` for the guests to boot, then the storm. The drop-in hears of the writes
+  ``--boot-seconds`` for the guests to boot, then the storm (the drop-in's once more at
+  ``--dropin-storm-connections``). The drop-in hears of the writes
   through its watch; Nova's metadata API does not need to (it reads an instance at its first
   request either way); both get the same scenario.
 
@@ -171,9 +172,12 @@ def just_gone_active(
     """The storm of guests whose instances went ACTIVE after the server started (see the
     module's docstring), against every server."""
     args = run.args
-    scenario = storm_scenario(len(uuids), args.storm_connections, just_active=True)
-    for server in chosen.servers:
-        done = step(f"storm of instances just gone ACTIVE: {run.name(server)}")
+    rounds = [(server, args.storm_connections) for server in chosen.servers]
+    if args.dropin_storm_connections:
+        rounds.append(("dropin", args.dropin_storm_connections))
+    for server, connections in rounds:
+        scenario = storm_scenario(len(uuids), connections, just_active=True)
+        done = step(f"storm of instances just gone ACTIVE, {connections} conn.: {run.name(server)}")
         building(cell_url, uuids)
         url = _start(chosen, server, directory, ahead=True)
         written = gone_active(cell_url, uuids)
@@ -181,11 +185,12 @@ def just_gone_active(
         if server == "dropin":
             cached = cached_guests(url)
             run.notes.append(
-                f"Just gone ACTIVE: Nova's last writes of the {len(uuids):,} instances took "
+                f"Just gone ACTIVE, {connections} conn.: Nova's last writes of the "
+                f"{len(uuids):,} instances took "
                 f"{written:.1f} s; {args.boot_seconds:g} s later, when the storm began, the "
                 f"drop-in's {args.workers} workers held {cached if cached is not None else '?'}"
                 f" guests in all ({len(uuids) * args.workers:,} would be every guest in "
                 "every worker)."
             )
-        storm_pass(run, scenario, run.name(server), url, "cloudseed", files, args.storm_connections)
+        storm_pass(run, scenario, run.name(server), url, "cloudseed", files, connections)
         done()
