@@ -18,11 +18,14 @@ Measured, with the signed headers of Neutron's metadata proxy (bench/metadata_st
 1. idle database cost per node: transactions per Nova database (PostgreSQL's counters) and the
    drop-in's statements per worker, ``--idle-seconds`` without requests, Nova's servers alone,
    then with the drop-in (bench/nova_dropin_queries.py), and the database's time per poll;
-2. the cold boot storm: each server started afresh (empty caches), then every guest requests
-   cloud-init's 8 usual paths once (bench/storm_crawl.py), ``--storm-connections``
-   connections; a server too slow to reach every guest in ``--storm-seconds`` is stopped there
-   (every guest it reached was still a first contact); the drop-in's once more at
-   ``--dropin-storm-connections``;
+2. the boot storms (bench/nova_dropin_storms.py), every guest requesting cloud-init's 8 usual
+   paths once (bench/storm_crawl.py), ``--storm-connections`` connections, each server
+   started afresh: **cold** (nothing cached, nothing loaded at start), and **just gone
+   ACTIVE** (the instances put back to building before the server starts, Nova's last write
+   as each goes ACTIVE after it answers, ``--boot-seconds`` for the guests to boot, then the
+   storm: the drop-in hears of them through its watch, Nova's API needs not); a server too
+   slow to reach every guest in ``--storm-seconds`` is stopped there; the drop-in's cold
+   storm once more at ``--dropin-storm-connections``;
 3. one warm guest rotating through the same paths at 8 and 64 connections, ``--duration`` s
    per round, the best of ``--rounds`` alternating rounds;
 
@@ -44,6 +47,7 @@ Usage (from the repository root; needs Debian's wrk and nginx-light, matplotlib 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import platform
 import shlex
@@ -52,7 +56,6 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -62,12 +65,10 @@ import nova_dropin_profile
 import storm_identity
 from nova_dropin_queries import measure_idle
 from nova_dropin_report import (
-    DROPIN,
     P99_GOAL_MS,
     STORM_GOAL,
     STORM_PREFIX,
     WARM_GOAL,
-    Idle,
     chart,
     idle_table,
     storm_scenario,
@@ -76,18 +77,17 @@ from nova_dropin_report import (
     warm_scenario,
 )
 from nova_dropin_servers import Targets, bulk_seed, ensure_uwsgi, targets
+from nova_dropin_storms import Run, cold, just_gone_active, storm_pass
 from report import cpu_model, write_section
-from side_by_side_report import NGINX, Measurement, results_table
+from side_by_side_report import NGINX, results_table
 from side_by_side_rounds import measurement
 from storm_crawl import CLOUD_INIT_PATHS
 from storm_host import load_average, require_tool, step
 from storm_nginx import fetch_documents, running_nginx
 from storm_wrk import (
-    StormFiles,
     WrkResult,
     best,
     run_wrk,
-    run_wrk_one_cycle_at_most,
     write_storm_files,
     wrk_command,
 )
@@ -95,31 +95,8 @@ from storm_wrk import (
 from tests.support import databases, nova_peer
 
 START, END = "<!-- bench:nova-dropin:start -->", "<!-- bench:nova-dropin:end -->"
-NAMES = {
-    "uwsgi": "Nova 34 (uwsgi x{workers})",
-    "gunicorn": "Nova 34 (gunicorn x{workers})",
-    "dropin": DROPIN + " (x{workers})",
-}
 PATHS = CLOUD_INIT_PATHS
 WARM_CONNECTIONS = (8, 64)
-
-
-@dataclass
-class Run:
-    args: argparse.Namespace
-    backend: str = ""
-    results: list[Measurement] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    loads: list[str] = field(default_factory=list)
-    idle: Idle | None = None
-    poll: dict[str, float] = field(default_factory=dict)
-    profile: str = ""
-
-    def name(self, server: str) -> str:
-        return NAMES[server].format(workers=self.args.workers)
-
-    def add(self, result: Measurement) -> None:
-        self.results.append(result)
 
 
 def choose_backend(wanted: str, scratch: Path) -> str:
@@ -148,51 +125,6 @@ def deployment(run: Run, tmp: Path) -> Iterator[tuple[nova_peer.Nova, list[str]]
             f"{seconds:.0f} s."
         )
         yield nova, guests
-
-
-def storm_pass(
-    run: Run, scenario: str, name: str, url: str, kind: str, files: StormFiles, connections: int
-) -> None:
-    """Every guest's crawl once (or as far as --storm-seconds reaches) against ``url``."""
-    args = run.args
-    command_args = argparse.Namespace(threads=args.threads, connections=connections)
-    command = wrk_command(command_args, url, kind, files, args.storm_seconds, one_cycle=True)
-    result, whole = run_wrk_one_cycle_at_most(name, command, args.threads)
-    guests = files.instances.read_text().count("\n")
-    reached = min(guests, result.requests // len(PATHS))
-    note = (
-        "every guest's 8 paths once"
-        if whole
-        else f"~{reached:,} guests reached in {args.storm_seconds:g} s"
-    )
-    run.add(measurement(scenario, name, result, note))
-    run.loads.append(load_average())
-
-
-def storm(run: Run, chosen: Targets, files: StormFiles, guests: int) -> None:
-    """Each server started afresh (cold caches), then the storm; the drop-in's again at
-    --dropin-storm-connections (its latency with fewer guests booting at once)."""
-    args = run.args
-    scenario = storm_scenario(guests, args.storm_connections)
-    for server in chosen.servers:
-        done = step(f"storm: {run.name(server)} started afresh (cold caches)")
-        url = chosen.start(server)
-        storm_pass(run, scenario, run.name(server), url, "cloudseed", files, args.storm_connections)
-        done()
-    if args.dropin_storm_connections:
-        connections = args.dropin_storm_connections
-        done = step(f"storm at {connections} connections: {run.name('dropin')} started afresh")
-        url = chosen.start("dropin")
-        storm_pass(
-            run,
-            storm_scenario(guests, connections),
-            run.name("dropin"),
-            url,
-            "cloudseed",
-            files,
-            connections,
-        )
-        done()
 
 
 @contextmanager
@@ -252,7 +184,10 @@ def run_all(run: Run, tmp: Path) -> None:
             run.idle = measure_idle(chosen, run.backend, args.idle_seconds, tmp)
             database_time(run, nova)
             files = write_storm_files(tmp / "storm", guests, PATHS, project=nova.project_id)
-            storm(run, chosen, files, len(guests))
+            cold(run, chosen, files, len(guests), tmp)
+            if args.boot_seconds >= 0:
+                cell = nova.database_urls["cell1"]
+                just_gone_active(run, chosen, files, guests, cell, tmp)
             with ceiling(run, chosen, tmp, guests) as nginx:
                 storm_pass(
                     run,
@@ -263,6 +198,17 @@ def run_all(run: Run, tmp: Path) -> None:
                     files,
                     args.storm_connections,
                 )
+                if args.boot_seconds >= 0:  # the same requests: the same ceiling
+                    ceiling_row = run.results[-1]
+                    run.add(
+                        dataclasses.replace(
+                            ceiling_row,
+                            scenario=storm_scenario(
+                                len(guests), args.storm_connections, just_active=True
+                            ),
+                            note=ceiling_row.note + " (the cold storm's pass)",
+                        )
+                    )
                 urls = {run.name(s): (chosen.urls[s], "cloudseed") for s in servers}
                 warm(run, {**urls, NGINX: (nginx, "nginx")}, tmp, guests[0], nova.project_id)
             missed = [v for v in verdicts(run.results) if v.ratio_met is False or not v.p99_met]
@@ -332,7 +278,10 @@ def section(run: Run, chart_path: Path, doc: Path) -> str:
             f"![cloudseed nova-metadata beside Nova 34's metadata API]({link})",
             "",
             f"Targets: {WARM_GOAL:g}x Nova's best server with one warm guest, {STORM_GOAL:g}x "
-            f"in the cold storm, p99 under {P99_GOAL_MS:g} ms.",
+            f"in the boot storms, p99 under {P99_GOAL_MS:g} ms. The storm of instances just "
+            f"gone ACTIVE: Nova's last write of each instance after the servers started, "
+            f"then {args.boot_seconds:g} s before their guests ask (bench/nova_dropin_storms.py)"
+            "; the cold one: every server restarted with nothing cached or loaded ahead.",
             "",
             targets_table(run.results),
             "",
@@ -369,6 +318,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=8,
         help="the drop-in's cold storm once more at this many connections (0: not)",
     )
+    parser.add_argument(
+        "--boot-seconds",
+        type=float,
+        default=5.0,
+        help="between Nova's last writes (instances ACTIVE) and their guests' storm (-1: no "
+        "such storm)",
+    )
     parser.add_argument("--idle-seconds", type=float, default=30.0)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--no-gunicorn", action="store_true", help="Nova under uwsgi only")
@@ -395,6 +351,7 @@ def main(argv: list[str] | None = None) -> int:
     if run.idle is not None:
         print(idle_table(run.idle))
     print(run.profile)
+    print("\n".join(f"- {note}" for note in run.notes))
     if args.write:
         drawn = chart(
             run.results,

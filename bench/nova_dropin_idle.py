@@ -156,7 +156,7 @@ def measure(url: str, polls: int) -> dict[str, Any]:
         sent[0] += 1
 
     watch = changes.NovaChanges(lambda: [db], interval=0.5)
-    watch._add_cells()
+    watch.add_cells()
     cell = next(iter(watch._cells.values()))
     fast: list[float] = []
     slow: list[float] = []

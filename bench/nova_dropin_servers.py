@@ -215,9 +215,15 @@ class Targets:
     urls: dict[str, str] = field(default_factory=dict)
     pids: dict[str, int] = field(default_factory=dict)  # the main process of each
 
-    def start(self, name: str, environment: dict[str, str] | None = None) -> str:
+    def start(
+        self,
+        name: str,
+        environment: dict[str, str] | None = None,
+        extra_conf: tuple[Path, ...] = (),
+    ) -> str:
         """Start ``name`` (stopped first if it runs); its URL once it answers.
-        ``environment``: variables for the drop-in's processes (the statement counter)."""
+        ``environment``, ``extra_conf``: variables for the drop-in's processes (the statement
+        counter) and configuration files after nova.conf."""
         self.stop(name)
         stack = ExitStack()
         try:
@@ -225,7 +231,10 @@ class Targets:
                 with _environ(environment or {}):
                     dropin: DropIn = stack.enter_context(
                         running_dropin(
-                            self.nova.conf, self.nova.directory / "dropin", workers=self.workers
+                            self.nova.conf,
+                            self.nova.directory / "dropin",
+                            workers=self.workers,
+                            extra_conf=extra_conf,
                         )
                     )
                 url, pid = dropin.url, dropin.process.pid

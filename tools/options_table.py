@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from cloudseed.nova_metadata.options import our_defaults, our_options
 from cloudseed.settings import all_options
 
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "configuration.md"
@@ -45,9 +46,46 @@ def tables() -> str:
     return "\n".join(out) + "\n"
 
 
+NOVA_HEADING = "## Options of `cloudseed nova-metadata`"
+
+
+def nova_table() -> str:
+    """The drop-in's own options (nova_metadata/config.py), which live in nova.conf."""
+    defaults = our_defaults()
+    out = [
+        NOVA_HEADING,
+        "",
+        "`cloudseed nova-metadata` (docs/nova-dropin.md) reads Nova's options from nova.conf as "
+        "Nova reads them, and these of its own from the same files' `[cloudseed_metadata]` "
+        "section (no environment variables).",
+        "",
+        "| option | default | meaning |",
+        "|---|---|---|",
+    ]
+    for name, meaning in our_options():
+        default = defaults[name]
+        if isinstance(default, list):
+            shown = f"`{','.join(str(d) for d in default)}`" if default else "(empty)"
+        else:
+            shown = _default(default)
+        out.append(f"| `{name}` | {shown} | {meaning} |")
+    return "\n".join(out) + "\n"
+
+
 def regenerated(text: str) -> str:
-    """``text`` (the page) with its options section as the registry makes it."""
-    return re.sub(r"## Options\n.*?(?=\n## |\Z)", lambda _: tables(), text, count=1, flags=re.S)
+    """``text`` (the page) with its options sections as the registries make them (the
+    drop-in's placed after cloudseed's the first time)."""
+    text = re.sub(r"## Options\n.*?(?=\n## |\Z)", lambda _: tables(), text, count=1, flags=re.S)
+    pattern = re.escape(NOVA_HEADING) + r"\n.*?(?=\n## |\Z)"
+    if re.search(pattern, text, flags=re.S):
+        return re.sub(pattern, lambda _: nova_table(), text, count=1, flags=re.S)
+    return re.sub(
+        r"(## Options\n.*?)(?=\n## |\Z)",
+        lambda m: m[1] + "\n" + nova_table(),
+        text,
+        count=1,
+        flags=re.S,
+    )
 
 
 def main() -> None:

@@ -106,3 +106,14 @@ def test_nova_databases_are_named_as_the_counters_name_them() -> None:
         }
     )
     assert names == {"nova_api_1": "api", "nova_cell1.sqlite": "cell1"}
+
+
+def test_the_storm_of_instances_just_gone_active_is_judged_as_a_storm() -> None:
+    active = storm_scenario(2000, 64, just_active=True)
+    assert active == "boot storm, 2,000 guests, just gone ACTIVE, 64 conn."
+    results = [
+        Measurement(active, "Nova 34 (uwsgi x2)", 100.0, 500.0, 2000.0),
+        Measurement(active, DROPIN + " (x2)", 3500.0, 3.0, 8.0),
+    ]
+    (judged,) = verdicts(results)
+    assert (judged.goal, judged.ratio_met, judged.p99_met) == (30.0, True, True)

@@ -8,6 +8,12 @@ PostgreSQL, polling otherwise) and, at once, from the committing process's annou
 (``GUEST_CHANGES``); the Nova drop-in's (``nova_metadata/source.py``) reads Nova's databases.
 A change read while the same instance is being loaded makes that load's result uncacheable,
 so an old copy never outlives a change.
+
+A source may also hand over instances whose guests are likely to ask soon (``ahead``: the
+drop-in's instances that Nova is building or has just changed): the store loads them when no
+request waits for a load, in small batches, and keeps them, so their first request is a hit.
+Loading ahead never evicts a cached guest: what finds the store full is left to its first
+request.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ import asyncio
 import contextlib
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Generic, Protocol, Self, TypeVar
 
 from cloudseed.cells.service import CellDatabases
@@ -28,6 +34,8 @@ from cloudseed.metadata.loading import BY_ADDRESS, BY_UUID, Key, load_guests
 from cloudseed.metadata.stats import NO_STATS, StoreStats
 
 BATCH_SIZE = 200  # guests loaded per thread hop at most
+# Guests loaded ahead per thread hop: a request's load waits for at most one such batch.
+AHEAD_BATCH_SIZE = 50
 
 
 class Cached(Protocol):
@@ -52,13 +60,22 @@ G = TypeVar("G", bound=Cached)
 class GuestSource(Protocol[G]):
     """Where a store's guests come from, and how it hears that one changed."""
 
-    def load(self, keys: list[Key]) -> dict[Key, G | None]:
+    def load(self, keys: list[Key], *, ahead: bool = False) -> dict[Key, G | None]:
         """Every key's guest, or None where no live instance answers to it (runs in a
-        worker thread)."""
+        worker thread). ``ahead``: nobody has asked for these yet (loaded ahead), so a
+        source may leave out what it could only load by writing, and may prepare what
+        guests ask first."""
 
-    async def start(self, *, changed: Callable[[str], None], failed: Callable[[], None]) -> None:
-        """Begin telling the store, on its loop, of each changed instance (``changed``) and
-        of changes that may have been missed (``failed``)."""
+    async def start(
+        self,
+        *,
+        changed: Callable[[str], None],
+        failed: Callable[[], None],
+        ahead: Callable[[list[str]], None],
+    ) -> None:
+        """Begin telling the store, on its loop, of each changed instance (``changed``), of
+        changes that may have been missed (``failed``), and of instances whose guests are
+        likely to ask soon (``ahead``, which the store loads when idle)."""
 
     async def stop(self) -> None:
         """Tell nothing more (the store's loads may still be finishing)."""
@@ -89,10 +106,18 @@ class CellGuests:
         self._feed: ChangeFeed | None = None
         self._unsubscribe: Callable[[], None] | None = None
 
-    def load(self, keys: list[Key]) -> dict[Key, GuestDocuments | None]:
+    def load(self, keys: list[Key], *, ahead: bool = False) -> dict[Key, GuestDocuments | None]:
         return load_guests(self.cells, keys, dhcp_domain=self.dhcp_domain)
 
-    async def start(self, *, changed: Callable[[str], None], failed: Callable[[], None]) -> None:
+    async def start(
+        self,
+        *,
+        changed: Callable[[str], None],
+        failed: Callable[[], None],
+        ahead: Callable[[list[str]], None],
+    ) -> None:
+        # Nothing is loaded ahead here: cloudseed's own servers' guests load at first request
+        # (a change's NOTIFY names the instance, not whether its guest is about to ask).
         loop = asyncio.get_running_loop()
         self._feed = ChangeFeed(
             self.cells,
@@ -139,6 +164,9 @@ class GuestStore(Generic[G]):
         self._by_address: dict[str, str] = {}
         self._loading: dict[Key, asyncio.Future[G | None]] = {}
         self._queue: list[Key] = []
+        self._ahead: dict[str, None] = {}  # uuids to load ahead, in order
+        self._loading_ahead: set[Key] = set()  # the batch loading ahead now
+        self._asked: set[Key] = set()  # those of it that a request waits for
         self._loader: asyncio.Task[None] | None = None
         self._changes = 0  # changes applied so far
         self._changed_at: dict[str, int] = {}  # uuid -> self._changes when last changed
@@ -193,37 +221,92 @@ class GuestStore(Generic[G]):
         """Queue ``key`` for the next batch (or join the load already under way for it)."""
         self.stats.missed()
         pending = self._loading.get(key)
-        if pending is None:
+        if pending is not None:
+            if key in self._loading_ahead:
+                self._asked.add(key)
+        else:
             pending = asyncio.get_running_loop().create_future()
             self._loading[key] = pending
             self._queue.append(key)
-            if self._loader is None or self._loader.done():
-                self._loader = asyncio.create_task(self._load_queued())
+            self._start_loader()
         # Shielded: a request that goes away must not cancel the others' answer.
         return await asyncio.shield(pending)
 
+    def load_ahead(self, uuids: Iterable[str]) -> None:
+        """Load ``uuids`` when no request waits for a load, and keep them (at most
+        ``capacity`` queued; never evicting: see the module's docstring)."""
+        for uuid in uuids:
+            if len(self._ahead) >= self.capacity:
+                break
+            self._ahead[uuid] = None
+        if self._ahead:
+            self._start_loader()
+
+    def _start_loader(self) -> None:
+        if self._loader is None or self._loader.done():
+            self._loader = asyncio.create_task(self._load_queued())
+
+    def _take_ahead(self) -> list[Key]:
+        """The next batch to load ahead: neither cached nor loading, while there is room (the
+        rest is dropped when there is none)."""
+        keys: list[Key] = []
+        while self._ahead and len(keys) < AHEAD_BATCH_SIZE:
+            if len(self._guests) + len(keys) >= self.capacity:
+                self._ahead.clear()
+                break
+            uuid = next(iter(self._ahead))
+            del self._ahead[uuid]
+            key = Key(BY_UUID, uuid)
+            if uuid in self._guests or key in self._loading:
+                continue
+            # Registered as loading: a request for it meanwhile waits for this load.
+            self._loading[key] = asyncio.get_running_loop().create_future()
+            keys.append(key)
+        return keys
+
     async def _load_queued(self) -> None:
         """Load queued keys in batches, one batch at a time: the misses that arrive while a
-        batch is loading make up the next one, so batches grow with the storm."""
-        while self._queue:
-            keys, self._queue = self._queue[:BATCH_SIZE], self._queue[BATCH_SIZE:]
+        batch is loading make up the next one, so batches grow with the storm. What is to be
+        loaded ahead comes after: only when no miss is queued."""
+        while self._queue or self._ahead:
+            ahead = not self._queue
+            if ahead:
+                keys = self._take_ahead()
+                if not keys:
+                    continue
+                self._loading_ahead = set(keys)
+            else:
+                keys, self._queue = self._queue[:BATCH_SIZE], self._queue[BATCH_SIZE:]
             started = self._changes
             try:
-                found = await asyncio.to_thread(self.source.load, keys)
+                found = await asyncio.to_thread(self.source.load, keys, ahead=ahead)
             except BaseException as exc:
+                self._loading_ahead, self._asked = set(), set()
                 for key in keys:
                     future = self._loading.pop(key)
                     future.set_exception(exc)
                     future.exception()  # retrieved: waiters get it, nobody logs "never retrieved"
                 if not isinstance(exc, Exception):
                     raise
+                if ahead:
+                    self._ahead.clear()  # the source is failing: the rest load when asked
                 continue
             for key in keys:
                 guest = found.get(key)
+                if ahead and guest is None and key in self._asked:
+                    # Loading ahead may leave out what it could load only by writing: "none"
+                    # is not the answer to a request that joined; it waits for a load of its own.
+                    self._queue.append(key)
+                    continue
                 # A change read while this batch was loading may be newer than what it read.
-                if guest is not None and self._changed_at.get(guest.uuid, -1) < started:
+                if (
+                    guest is not None
+                    and self._changed_at.get(guest.uuid, -1) < started
+                    and not (ahead and len(self._guests) >= self.capacity)
+                ):
                     self._remember(guest)
                 self._loading.pop(key).set_result(guest)
+            self._loading_ahead, self._asked = set(), set()
             self.stats.cached(len(self._guests))
             self._heap.grown(len(self._guests))
             if not self._loading:
@@ -263,7 +346,9 @@ class GuestStore(Generic[G]):
         self._watchers.append(watcher)
 
     async def start(self) -> None:
-        await self.source.start(changed=self.changed, failed=self._forget_all)
+        await self.source.start(
+            changed=self.changed, failed=self._forget_all, ahead=self.load_ahead
+        )
 
     def _forget_all(self) -> None:
         """The feed failed: changes may have been missed, so nothing cached can be trusted."""
@@ -275,6 +360,7 @@ class GuestStore(Generic[G]):
 
     async def stop(self) -> None:
         await self.source.stop()
+        self._ahead.clear()
         if self._loader is not None:
             await self._loader
         await self.source.close()

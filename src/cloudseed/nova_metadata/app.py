@@ -45,6 +45,7 @@ from cloudseed.nova_metadata.documents import NovaDocuments
 from cloudseed.nova_metadata.guests import NovaGuest, NovaGuests
 from cloudseed.nova_metadata.identity import NovaIdentity
 from cloudseed.nova_metadata.loading import Loader
+from cloudseed.nova_metadata.mappings import InstanceMappings
 from cloudseed.nova_metadata.neutron import Neutron
 from cloudseed.nova_metadata.passwords import read_password, store_password
 from cloudseed.servers.errors import PasswordAlreadySet
@@ -130,17 +131,26 @@ class NovaMetadataApp(asgi.MetadataASGI, AnswersAtOnce):
                 return [databases.local()]
             return [cell.db for cell in databases.refresh_cells().values()]
 
-        self.changes = NovaChanges(watched, interval=config.change_poll_interval)
-        loader = Loader(databases, local=local, resolve=neutron.instance_of_address)
+        capacity = config.settings.metadata.cache_size
+        self.changes = NovaChanges(
+            watched,
+            interval=config.change_poll_interval,
+            recent=config.load_recent,
+            recent_limit=capacity,
+        )
+        loader = Loader(
+            databases,
+            local=local,
+            resolve=neutron.instance_of_address,
+            mappings=InstanceMappings(size=capacity),
+        )
         source = NovaGuests(
             loader,
             self.changes,
             dhcp_domain=self.dhcp_domain,
             network_template=config.network_template,
         )
-        self.store = GuestStore(
-            source, capacity=config.settings.metadata.cache_size, stats=self._store_stats
-        )
+        self.store = GuestStore(source, capacity=capacity, stats=self._store_stats)
         self.callers = NovaCallers(
             self.store,
             neutron,

@@ -33,7 +33,19 @@ seconds, and a row is reported once per (instance, stamp) once its stamp is more
 MySQL/MariaDB columns hold whole seconds, so two changes of one instance within a second
 carry the same stamp, and only a stamp that is over can be known to have no more changes
 coming (a changed instance is thus dropped from the cache for a few polls; a writer whose
-clock runs more than SETTLE ahead of this host's would shorten that).
+clock runs more than SETTLE ahead of this host's would shorten that). A stamp with a fraction
+of a second (PostgreSQL's and SQLite's columns keep microseconds) is reported once: a second
+change carries another stamp.
+
+Besides dropping, the instances reported by any signal but ``instances.deleted_at`` are handed
+to ``ahead`` once per poll: they are being built or changed now, and their guests are likely
+to ask soon (guests.py loads them ahead; the load finds a deleted one gone).
+
+Each cell is read on a connection of the watch's own, kept between polls in autocommit
+(one statement, one round trip and one transaction per poll): a connection checked out of
+the pool for every poll cost a pre-ping, a transaction of its own on PostgreSQL. A connection
+found dead is replaced once within the poll (the pool's checkout pings the new one); a poll
+that still fails is reported (``failed``) and the next one opens a new connection.
 """
 
 from __future__ import annotations
@@ -41,10 +53,22 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
-from sqlalchemy import ColumnElement, Select, func, literal, select, union_all
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Executable,
+    Select,
+    func,
+    literal,
+    select,
+    union_all,
+)
+from sqlalchemy.exc import DBAPIError
 
 from cloudseed.db.data_version import DataVersion
 from cloudseed.db.engines import Database
@@ -55,6 +79,7 @@ log = logging.getLogger(__name__)
 LOOKBACK = dt.timedelta(seconds=5)
 SETTLE = dt.timedelta(seconds=2)
 SLOW_EVERY = 10  # polls between two reads of the slow columns
+DELETED = "instances.deleted_at"  # the one signal whose instances are not loaded ahead
 
 
 @dataclass(frozen=True)
@@ -74,7 +99,7 @@ _t = schema
 WATCHED = (
     Watched("instances.updated_at", _t.instances.c.updated_at, _t.instances.c.uuid),
     Watched(
-        "instances.deleted_at",
+        DELETED,
         _t.instances.c.deleted_at,
         _t.instances.c.uuid,
         deleted=_t.instances.c.deleted,
@@ -115,8 +140,9 @@ class _Cursor:
     seen: set[tuple[str, dt.datetime]] = field(default_factory=set)
 
     def take(self, uuid: str, stamp: dt.datetime, settled: dt.datetime) -> bool:
-        """Whether (uuid, stamp) is to be reported: new, or stamped after ``settled``."""
-        if (uuid, stamp) in self.seen and stamp < settled:
+        """Whether (uuid, stamp) is to be reported: new, or a whole second stamped after
+        ``settled`` (the column may hold whole seconds: another change may share it)."""
+        if (uuid, stamp) in self.seen and (stamp < settled or stamp.microsecond):
             return False
         self.seen.add((uuid, stamp))
         if self.since is None or stamp > self.since:
@@ -135,23 +161,83 @@ class _Cell:
     cursors: dict[str, _Cursor]
     probe: DataVersion | None
     polls: int = 0
+    connection: Connection | None = None  # the watch's own, kept between polls
+
+    def read(self, statement: Executable) -> Sequence[Any]:
+        """``statement``'s rows, on this cell's connection (opened when there is none; once
+        more when the one kept was found dead)."""
+        for attempt in (1, 2):
+            connection = self.connection
+            if connection is None:
+                connection = self.db.engine.connect().execution_options(
+                    isolation_level="AUTOCOMMIT"
+                )
+                self.connection = connection
+            try:
+                return connection.execute(statement).all()
+            except DBAPIError as exc:
+                self.close()
+                if attempt == 2 or not exc.connection_invalidated:
+                    raise
+        raise AssertionError("unreachable")
+
+    def close(self) -> None:
+        connection, self.connection = self.connection, None
+        if connection is not None:
+            with suppress(Exception):  # a dead connection may fail to say goodbye
+                connection.close()
+
+
+class Change(NamedTuple):
+    uuid: str
+    signal: str  # the Watched's name that reported it
 
 
 class NovaChanges:
     """Polls every database that ``databases()`` lists; calls ``changed(uuid)`` on the loop
-    for each instance changed, ``failed()`` when a poll fails (changes may be missed)."""
+    for each instance changed, then ``ahead(uuids)`` with those of the poll that may be
+    loaded ahead, ``failed()`` when a poll fails (changes may be missed)."""
 
-    def __init__(self, databases: Callable[[], list[Database]], *, interval: float) -> None:
+    def __init__(
+        self,
+        databases: Callable[[], list[Database]],
+        *,
+        interval: float,
+        recent: float = 0.0,
+        recent_limit: int = 0,
+    ) -> None:
+        """``recent``, ``recent_limit``: at start, hand ``ahead`` the live instances updated
+        in the last ``recent`` seconds, newest first, at most ``recent_limit`` of them."""
         self._databases = databases
         self.interval = interval
+        self.recent = recent
+        self.recent_limit = recent_limit
         self._cells: dict[str, _Cell] = {}  # by URL
         self._task: asyncio.Task[None] | None = None
         self._stopping = asyncio.Event()
         self.statements = 0  # statements run by polls so far (the idle cost, measured)
 
-    async def start(self, *, changed: Callable[[str], None], failed: Callable[[], None]) -> None:
-        await asyncio.to_thread(self._add_cells)
-        self._task = asyncio.create_task(self._follow(changed, failed))
+    async def start(
+        self,
+        *,
+        changed: Callable[[str], None],
+        failed: Callable[[], None],
+        ahead: Callable[[list[str]], None] | None = None,
+    ) -> None:
+        await asyncio.to_thread(self.add_cells)
+        if ahead is not None and self.recent > 0 and self.recent_limit > 0:
+            # Before the polls begin: they share the cells' connections.
+            try:
+                recent = await asyncio.to_thread(
+                    self.recently_updated, self.recent, self.recent_limit
+                )
+            except Exception:  # only a head start: guests load at their requests instead
+                log.exception("reading the instances updated lately failed")
+                recent = []
+            if recent:
+                log.info("loading %d instances updated in the last %g s", len(recent), self.recent)
+                ahead(recent)
+        self._task = asyncio.create_task(self._follow(changed, failed, ahead))
 
     async def stop(self) -> None:
         self._stopping.set()
@@ -160,30 +246,42 @@ class NovaChanges:
 
     async def close(self) -> None:
         for cell in self._cells.values():
+            cell.close()
             if cell.probe is not None:
                 cell.probe.close()
 
-    def _add_cells(self) -> None:
+    def add_cells(self) -> None:
         for db in self._databases():
             if db.url in self._cells:
                 continue
             # The probe's first look comes before the cursors' read: a commit between the
             # two is read twice, never missed.
             probe = DataVersion.of(db.engine)
-            with db.read() as session:
-                highest = session.execute(
+            cell = _Cell(db=db, cursors={}, probe=probe)
+            try:
+                highest = cell.read(
                     union_all(
                         *(
                             select(literal(w.name).label("watched"), func.max(w.stamp))
                             for w in WATCHED
                         )
                     )
-                ).all()
+                )
+            except BaseException:
+                cell.close()
+                if probe is not None:
+                    probe.close()
+                raise
             self.statements += 1
-            cursors = {name: _Cursor(since=stamp) for name, stamp in highest}
-            self._cells[db.url] = _Cell(db=db, cursors=cursors, probe=probe)
+            cell.cursors = {name: _Cursor(since=stamp) for name, stamp in highest}
+            self._cells[db.url] = cell
 
-    async def _follow(self, changed: Callable[[str], None], failed: Callable[[], None]) -> None:
+    async def _follow(
+        self,
+        changed: Callable[[str], None],
+        failed: Callable[[], None],
+        ahead: Callable[[list[str]], None] | None,
+    ) -> None:
         polls = 0
         while not self._stopping.is_set():
             try:
@@ -194,11 +292,15 @@ class NovaChanges:
             polls += 1
             try:
                 if polls % 20 == 0:  # cells added since start (about every 10 s)
-                    await asyncio.to_thread(self._add_cells)
+                    await asyncio.to_thread(self.add_cells)
                 due = [c for c in self._cells.values() if c.probe is None or c.probe.changed()]
                 if due:
-                    for uuid in await asyncio.to_thread(self.poll_once, due):
-                        changed(uuid)
+                    found = await asyncio.to_thread(self.poll_once, due)
+                    for change in found:
+                        changed(change.uuid)
+                    live = list(dict.fromkeys(c.uuid for c in found if c.signal != DELETED))
+                    if ahead is not None and live:
+                        ahead(live)
             except Exception:
                 # A database that is away for a while must not end the watch: what is cached
                 # may be stale by now, so it is dropped, and polling goes on.
@@ -206,15 +308,14 @@ class NovaChanges:
                 failed()
                 await asyncio.sleep(1)
 
-    def poll_once(self, cells: list[_Cell] | None = None) -> list[str]:
+    def poll_once(self, cells: list[_Cell] | None = None) -> list[Change]:
         """One poll of ``cells`` (all by default): the instances changed since the last."""
-        changed: list[str] = []
+        changed: list[Change] = []
         for cell in cells if cells is not None else list(self._cells.values()):
             cell.polls += 1
             slow = cell.polls % SLOW_EVERY == 1
             queries = [self._query(w, cell.cursors[w.name]) for w in WATCHED if slow or not w.slow]
-            with cell.db.read() as session:
-                rows = session.execute(union_all(*queries)).all()
+            rows = cell.read(union_all(*queries))
             self.statements += 1
             settled = schema.utcnow() - SETTLE
             for row in rows:
@@ -222,10 +323,28 @@ class NovaChanges:
                 if uuid is None or stamp is None:
                     continue
                 if cell.cursors[name].take(str(uuid), stamp, settled):
-                    changed.append(str(uuid))
+                    changed.append(Change(str(uuid), name))
             for cursor in cell.cursors.values():
                 cursor.forget_old()
         return changed
+
+    def recently_updated(self, seconds: float, limit: int) -> list[str]:
+        """The live instances of every cell updated in the last ``seconds`` (the indexed
+        ``updated_at``), newest first, at most ``limit``."""
+        table = schema.instances
+        since = schema.utcnow() - dt.timedelta(seconds=seconds)
+        query = (
+            select(table.c.uuid, table.c.updated_at)
+            .where(table.c.updated_at >= since, table.c.deleted == 0)
+            .order_by(table.c.updated_at.desc())
+            .limit(limit)
+        )
+        found: list[tuple[dt.datetime, str]] = []
+        for cell in list(self._cells.values()):
+            found.extend((stamp, str(uuid)) for uuid, stamp in cell.read(query))
+            self.statements += 1
+        found.sort(reverse=True)
+        return [uuid for _stamp, uuid in found[:limit]]
 
     @staticmethod
     def _query(watched: Watched, cursor: _Cursor) -> Select[str, str, dt.datetime]:

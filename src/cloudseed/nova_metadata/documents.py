@@ -40,6 +40,7 @@ class NovaDocuments:
         self.vendordata = vendordata
         self.neutron = neutron
         self.security_groups_ttl = security_groups_ttl
+        self._rewritten: dict[int, tuple[bytes, bytes]] = {}  # id -> (compact, Nova's)
 
     def now(
         self,
@@ -65,8 +66,8 @@ class NovaDocuments:
                 dhcp_domain=self.dhcp_domain,
                 address=address,
                 security_groups=groups or (),
-                vendor_data_json=as_nova_writes(vendordata.vendor_data_json),
-                vendor_data2=as_nova_writes(vendordata.static_only_vendor_data2()),
+                vendor_data_json=self.as_nova_writes(vendordata.vendor_data_json),
+                vendor_data2=self.as_nova_writes(vendordata.static_only_vendor_data2()),
                 today=dt.datetime.now(dt.UTC).strftime("%Y-%m-%d"),
                 dynamic=self.dynamic,
                 network_template=self.network_template,
@@ -93,7 +94,27 @@ class NovaDocuments:
         if now is not None:
             return now
         body = await self.vendordata.vendor_data2(_vendordata_request(guest))
-        return Answer(200, as_nova_writes(body), render.JSON)
+        return Answer(200, self.as_nova_writes(body), render.JSON)
+
+    @overload
+    def as_nova_writes(self, document: bytes) -> bytes: ...
+    @overload
+    def as_nova_writes(self, document: None) -> None: ...
+    def as_nova_writes(self, document: bytes | None) -> bytes | None:
+        """A vendordata document of cloudseed's vendordata/ (compact JSON) written as Nova
+        writes its JSON (``render.dumps``: ", " and ": "), so it is Nova's byte for byte; the
+        last few objects' rewrites are kept (a rewrite per request cost two JSON passes, and
+        a new bytes object each time, hashed again for its ETag)."""
+        if document is None:
+            return None
+        known = self._rewritten.get(id(document))
+        if known is not None and known[0] is document:  # the entry holds it: its own id
+            return known[1]
+        rewritten = render.dumps(json.loads(document))
+        if len(self._rewritten) >= 16:
+            self._rewritten.clear()
+        self._rewritten[id(document)] = (document, rewritten)
+        return rewritten
 
     def recursive(self, guest: NovaGuest, version: str) -> Answer:
         """``/openstack/<version>/?recursive=true``: the files drawn from the instance, in one
@@ -123,13 +144,3 @@ def _vendordata_request(guest: NovaGuest) -> VendordataRequest:
         metadata=dict(facts.meta),
         boot_roles=facts.boot_roles,
     )
-
-
-@overload
-def as_nova_writes(document: bytes) -> bytes: ...
-@overload
-def as_nova_writes(document: None) -> None: ...
-def as_nova_writes(document: bytes | None) -> bytes | None:
-    """A vendordata document of cloudseed's vendordata/ (compact JSON) written as Nova writes
-    its JSON (``render.dumps``: ", " and ": "), so it is Nova's byte for byte."""
-    return None if document is None else render.dumps(json.loads(document))

@@ -3,7 +3,12 @@ per change of the instance, since a change replaces the whole object), and its s
 groups from Neutron, kept as long as Nova keeps them (``[api] metadata_cache_expiration``).
 
 ``NovaGuests`` is the guest store's source (metadata/store.py ``GuestSource``): it loads
-instances from Nova's databases (loading.py) and hears their changes (changes.py).
+instances from Nova's databases (loading.py) and hears their changes (changes.py). The
+instances the watch reports changed (Nova building one writes its row several times, seconds
+before its guest boots) and, at start, those updated in the last ``[cloudseed_metadata]
+load_recent_seconds``, are handed to the store to load ahead; a guest loaded ahead has the
+documents its cloud-init asks first already made (ahead.py), so its first request is a hit.
+Every reported change also forgets the instance's cached cell mapping (mappings.py).
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from sqlalchemy.exc import InterfaceError, OperationalError
 from cloudseed.errors import DatabaseUnavailable
 from cloudseed.metadata.loading import Key
 from cloudseed.metadata.render import SeededJSON
-from cloudseed.nova_metadata import render
+from cloudseed.nova_metadata import ahead, render
 from cloudseed.nova_metadata.changes import NovaChanges
 from cloudseed.nova_metadata.facts import InstanceFacts
 from cloudseed.nova_metadata.loading import Loader
@@ -89,6 +94,14 @@ class NovaGuest:
             body = self._documents[key] = make()
         return body
 
+    def prepare(self) -> None:
+        """Make the documents cloud-init asks first (ahead.py), before the guest is shared:
+        in the thread that loaded it, while no request can see it yet."""
+        for version in ahead.meta_data_versions():
+            self.meta_data(version)
+        for target, document in ahead.documents(self.facts, self.dhcp_domain):
+            self._documents.setdefault(target, document)
+
     def security_groups(self, now: float) -> tuple[str, ...] | None:
         """The names last read from Neutron, while they are fresh; None: ask again."""
         return self._groups if now < self._groups_until else None
@@ -113,9 +126,9 @@ class NovaGuests:
         self.dhcp_domain = dhcp_domain
         self.network_template = network_template
 
-    def load(self, keys: list[Key]) -> dict[Key, NovaGuest | None]:
+    def load(self, keys: list[Key], *, ahead: bool = False) -> dict[Key, NovaGuest | None]:
         try:
-            found = self.loader.load(keys)
+            found = self.loader.load(keys, ahead=ahead)
         except (OperationalError, InterfaceError) as exc:
             # A database that does not answer, whatever its driver's words for it: 503,
             # and the next load tries again (the pool pre-pings its connections).
@@ -132,14 +145,41 @@ class NovaGuests:
                 guest = guests[facts.uuid] = NovaGuest(
                     facts, self.dhcp_domain, network_template=self.network_template
                 )
+                if ahead:
+                    _prepare(guest)
             result[key] = guest
         return result
 
-    async def start(self, *, changed: Callable[[str], None], failed: Callable[[], None]) -> None:
-        await self.changes.start(changed=changed, failed=failed)
+    async def start(
+        self,
+        *,
+        changed: Callable[[str], None],
+        failed: Callable[[], None],
+        ahead: Callable[[list[str]], None],
+    ) -> None:
+        mappings = self.loader.mappings
+
+        def heard(uuid: str) -> None:
+            mappings.forget((uuid,))
+            changed(uuid)
+
+        def missed() -> None:
+            mappings.forget_all()
+            failed()
+
+        await self.changes.start(changed=heard, failed=missed, ahead=ahead)
 
     async def stop(self) -> None:
         await self.changes.stop()
 
     async def close(self) -> None:
         await self.changes.close()
+
+
+def _prepare(guest: NovaGuest) -> None:
+    """``guest.prepare()``; a document that cannot be made now is made (and fails) at its
+    request, as it would have without this."""
+    try:
+        guest.prepare()
+    except Exception:
+        log.exception("rendering the documents of %s ahead failed", guest.uuid)

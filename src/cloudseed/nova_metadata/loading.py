@@ -30,6 +30,7 @@ from cloudseed.metadata.loading import BY_ADDRESS, BY_UUID, Key
 from cloudseed.nova_metadata import schema
 from cloudseed.nova_metadata.databases import NovaDatabases
 from cloudseed.nova_metadata.facts import Ec2Ids, InstanceFacts, facts_from_rows
+from cloudseed.nova_metadata.mappings import InstanceMappings
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +61,8 @@ _INSTANCE_COLUMNS = [
 
 class Loader:
     """Instances by uuid or fixed IP (``resolve`` turns an address into an instance uuid:
-    Neutron's answer, as Nova's)."""
+    Neutron's answer, as Nova's); which cell holds each, from ``mappings`` when it was read
+    lately (mappings.py says how a changed mapping is still honoured)."""
 
     def __init__(
         self,
@@ -68,43 +70,73 @@ class Loader:
         *,
         local: bool,
         resolve: Callable[[str], str | None],
+        mappings: InstanceMappings | None = None,
     ) -> None:
         self.databases = databases
         self.local = local
         self.resolve = resolve
+        self.mappings = mappings if mappings is not None else InstanceMappings()
 
-    def load(self, keys: list[Key]) -> dict[Key, InstanceFacts | None]:
+    def load(self, keys: list[Key], *, ahead: bool = False) -> dict[Key, InstanceFacts | None]:
+        """Every key's instance (None: no live instance answers to it). ``ahead``: loaded
+        before any guest asked, so nothing is written: an instance whose EC2 ids are not all
+        made yet is left out (None), for its first request to load as Nova would."""
         found: dict[Key, InstanceFacts | None] = dict.fromkeys(keys)
         by_uuid: dict[str, list[Key]] = defaultdict(list)
         for key in keys:
             uuid = key.value if key.kind == BY_UUID else self.resolve(key.value)
             if uuid is not None:
                 by_uuid[uuid].append(key)
-        for db, uuids in self.databases_of(list(by_uuid)):
-            for facts in load_instances(db, uuids):
-                for key in by_uuid[facts.uuid]:
-                    # By address: only an instance that has the address (Neutron said so).
-                    if key.kind != BY_ADDRESS or key.value in facts.fixed_addresses:
-                        found[key] = facts
+        loaded: set[str] = set()
+        groups, from_cache = self._databases_of(list(by_uuid))
+        for _again in range(2):
+            for db, uuids in groups:
+                for facts in load_instances(db, uuids, create_ids=not ahead):
+                    loaded.add(facts.uuid)
+                    for key in by_uuid[facts.uuid]:
+                        # By address: only an instance that has the address (Neutron said so).
+                        if key.kind != BY_ADDRESS or key.value in facts.fixed_addresses:
+                            found[key] = facts
+            # A mapping from the cache whose cell had no live instance may be out of date
+            # (moved, deleted): read it again, once.
+            stale = [uuid for uuid in from_cache if uuid not in loaded]
+            if not stale:
+                break
+            self.mappings.forget(stale)
+            groups, from_cache = self._databases_of(stale)
         return found
 
     def databases_of(self, uuids: list[str]) -> list[tuple[Database, list[str]]]:
+        """The databases that hold ``uuids``, with the uuids each holds."""
+        return self._databases_of(uuids)[0]
+
+    def _databases_of(self, uuids: list[str]) -> tuple[list[tuple[Database, list[str]]], set[str]]:
+        """``databases_of``, and the uuids whose cell came from the mapping cache."""
         if not uuids:
-            return []
+            return [], set()
         if self.local:
-            return [(self.databases.local(), uuids)]
-        mappings = schema.instance_mappings
-        with self.databases.api.read() as session:
-            rows = dict(
-                session.execute(
-                    select(mappings.c.instance_uuid, mappings.c.cell_id).where(
-                        mappings.c.instance_uuid.in_(uuids)
-                    )
-                ).all()
-            )
+            return [(self.databases.local(), uuids)], set()
+        known, unknown, generation = self.mappings.cached(uuids)
+        rows: dict[str, int | None] = dict(known)
+        if unknown:
+            mappings = schema.instance_mappings
+            with self.databases.api.read() as session:
+                read = dict(
+                    session.execute(
+                        select(mappings.c.instance_uuid, mappings.c.cell_id).where(
+                            mappings.c.instance_uuid.in_(unknown)
+                        )
+                    ).all()
+                )
+            rows.update(read)
         cells = self.databases.cells
         if any(cell_id is not None and cell_id not in cells for cell_id in rows.values()):
             cells = self.databases.refresh_cells()
+        if unknown:
+            self.mappings.remember(
+                {uuid: cell_id for uuid, cell_id in read.items() if cell_id in cells},
+                generation,
+            )
         grouped: dict[str, tuple[Database, list[str]]] = {}  # by URL
         for uuid in uuids:
             if uuid not in rows:
@@ -112,22 +144,34 @@ class Loader:
                     continue
                 db = self.databases.local()  # Nova's fallback
             else:
-                cell = cells.get(rows[uuid]) if rows[uuid] is not None else None
+                cell_id = rows[uuid]
+                cell = cells.get(cell_id) if cell_id is not None else None
                 if cell is None:  # not scheduled yet, or cell0
                     continue
                 db = cell.db
             grouped.setdefault(db.url, (db, []))[1].append(uuid)
-        return list(grouped.values())
+        return list(grouped.values()), set(known)
 
 
-def load_instances(db: Database, uuids: list[str]) -> list[InstanceFacts]:
+def load_instances(
+    db: Database, uuids: list[str], *, create_ids: bool = True
+) -> list[InstanceFacts]:
     """The live instances among ``uuids`` in one cell database, with their EC2 ids (made
-    where missing)."""
+    where missing; without ``create_ids``, an instance with an id missing is left out)."""
     with db.read() as session:
         rows = _read(session, uuids)
     if rows["missing_ids"]:
+        if not create_ids:
+            return [_facts(row, rows) for row in rows["instances"] if _has_ids(row, rows)]
         db.run(lambda session: _create_ids(session, rows), write=True)
     return [_facts(row, rows) for row in rows["instances"]]
+
+
+def _has_ids(instance: dict[str, Any], rows: dict[str, Any]) -> bool:
+    images = (instance[name] for name in ("image_ref", "kernel_id", "ramdisk_id"))
+    return instance["uuid"] in rows["instance_ids"] and all(
+        image in rows["image_ids"] for image in images if image
+    )
 
 
 def _read(session: Session, uuids: list[str]) -> dict[str, Any]:

@@ -81,6 +81,14 @@ _OURS = [
         help="How often each worker looks for changed instances in every cell database.",
     ),
     cfg.IntOpt(
+        "load_recent_seconds",
+        default=300,
+        min=0,
+        help="At start, each worker loads the live instances updated in the last this many "
+        "seconds (guests booting now), newest first, at most cache_size of them, with the "
+        "documents cloud-init asks first; 0: none (each loads at its first request).",
+    ),
+    cfg.IntOpt(
         "cache_size",
         default=100000,
         min=1,
@@ -204,3 +212,8 @@ def register() -> cfg.ConfigOpts:
 def our_options() -> list[tuple[str, str]]:
     """The ``[cloudseed_metadata]`` options: (name, help)."""
     return [(opt.name, opt.help or "") for opt in _OURS]
+
+
+def our_defaults() -> dict[str, object]:
+    """The ``[cloudseed_metadata]`` options' defaults, by name."""
+    return {opt.name: opt.default for opt in _OURS}

@@ -18,7 +18,7 @@ answers 500 from its WSGI server; here those paths name nothing (404).
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -241,6 +241,16 @@ def ec2_lookup(tree: dict[str, Any], tokens: Sequence[str]) -> Any:
             raise NotInTree("/".join(tokens))
         node = node[token]
     return node
+
+
+def ec2_nodes(node: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Any]]:
+    """Every node of a version's tree (``node``) with the path that names it, the tree's own
+    first (Nova's marker of ``public-keys``' entry is not a path a guest walks)."""
+    yield path, node
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key != _NAME:
+                yield from ec2_nodes(value, (*path, key))
 
 
 def ec2_print(node: Any) -> bytes:
