@@ -28,7 +28,6 @@ ASKED_FIRST = [
     "/latest/user-data",
     "/latest/meta-data/hostname",
     "/latest/meta-data/block-device-mapping/root",
-    "/latest",
 ]
 
 
@@ -62,6 +61,12 @@ def test_each_document_made_ahead_is_the_one_its_request_makes(shape: str) -> No
             assert asked not in made, path  # no user data: nothing made
             continue
         assert made[asked] == expected, path
+    # The version's listing is not made ahead: where signed identity is served it names
+    # dynamic/, which only the request's inputs know.
+    listing = paths.parse("/latest")
+    assert listing is not None and listing not in made
+    with_identity = render.Inputs(dhcp_domain="novalocal", dynamic=True)
+    assert b"dynamic/" in render.document(listing, facts, with_identity)[0]
     # Neither Neutron's answer nor the vendordata is made ahead.
     groups = paths.parse("/latest/meta-data/security-groups")
     assert groups is not None and groups not in made
