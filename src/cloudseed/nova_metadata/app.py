@@ -41,7 +41,7 @@ from cloudseed.nova_metadata.callers import NovaCallers
 from cloudseed.nova_metadata.changes import NovaChanges
 from cloudseed.nova_metadata.config import NovaMetadataConfig
 from cloudseed.nova_metadata.databases import NovaDatabases
-from cloudseed.nova_metadata.documents import NovaDocuments
+from cloudseed.nova_metadata.documents import NovaDocuments, tagged
 from cloudseed.nova_metadata.guests import NovaGuest, NovaGuests
 from cloudseed.nova_metadata.identity import NovaIdentity
 from cloudseed.nova_metadata.loading import Loader
@@ -367,27 +367,9 @@ class NovaMetadataApp(asgi.MetadataASGI, AnswersAtOnce):
         return claim.address if render.depends_on_address(guest.facts, target) else None
 
     def _tagged(self, answer: Answer, guest: NovaGuest | None, document: object) -> Answer:
-        if answer.status != 200:
-            return answer
-        if guest is None or _by_bytes(document):
-            tag = self.tagger.of_bytes(answer.body)
-        else:
-            tag = self.tagger.of_record(guest.version, document)
-        return Answer(
-            answer.status, answer.body, answer.content_type, (*answer.headers, (b"etag", tag))
-        )
+        return tagged(self.tagger, answer, guest, document)
 
     _conditional = staticmethod(Freshness.conditional)
-
-
-def _by_bytes(document: object) -> bool:
-    """Documents not drawn from the instance alone: vendordata and the security groups."""
-    if not isinstance(document, tuple) or not document or not isinstance(document[0], paths.Target):
-        return True
-    target = document[0]
-    if target.kind == paths.OPENSTACK:
-        return target.rest[0] in (paths.VENDOR_DATA, paths.VENDOR_DATA2)
-    return render.needs_security_groups(target) or target.kind == paths.OPENSTACK_VERSIONS
 
 
 def _allowed(method: str, allowed: tuple[str, frozenset[str]]) -> None:

@@ -16,6 +16,7 @@ from typing import overload
 from cloudseed.metadata import recursive
 from cloudseed.metadata.answers import Answer
 from cloudseed.metadata.errors import NoSuchDocument
+from cloudseed.metadata.etags import Tagger
 from cloudseed.nova_metadata import paths, render
 from cloudseed.nova_metadata.guests import NovaGuest
 from cloudseed.nova_metadata.neutron import Neutron
@@ -144,3 +145,27 @@ def _vendordata_request(guest: NovaGuest) -> VendordataRequest:
         metadata=dict(facts.meta),
         boot_roles=facts.boot_roles,
     )
+
+
+def tagged(tagger: Tagger, answer: Answer, guest: NovaGuest | None, document: object) -> Answer:
+    """``answer`` with its ETag: the instance's version and the document's identity, or a
+    digest of the bytes of what is not drawn from the instance alone."""
+    if answer.status != 200:
+        return answer
+    if guest is None or _by_bytes(document):
+        tag = tagger.of_bytes(answer.body)
+    else:
+        tag = tagger.of_record(guest.version, document)
+    return Answer(
+        answer.status, answer.body, answer.content_type, (*answer.headers, (b"etag", tag))
+    )
+
+
+def _by_bytes(document: object) -> bool:
+    """Documents not drawn from the instance alone: vendordata and the security groups."""
+    if not isinstance(document, tuple) or not document or not isinstance(document[0], paths.Target):
+        return True
+    target = document[0]
+    if target.kind == paths.OPENSTACK:
+        return target.rest[0] in (paths.VENDOR_DATA, paths.VENDOR_DATA2)
+    return render.needs_security_groups(target) or target.kind == paths.OPENSTACK_VERSIONS
