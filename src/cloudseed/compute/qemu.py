@@ -42,6 +42,7 @@ from cloudseed.compute.bridge_networks import BridgeNetworks
 from cloudseed.compute.console_log import ConsoleLogRotator, read_tail
 from cloudseed.compute.errors import DriverError, GuestNotRunning
 from cloudseed.compute.interfaces import Capacity, GuestSpec
+from cloudseed.compute.machine import machine_capacity
 from cloudseed.compute.qemu_argv import Accel, FlavorSizes, InstanceFiles, build_argv
 from cloudseed.compute.qemu_process import QemuProcesses
 from cloudseed.compute.qemu_ssh import SshForwards
@@ -170,13 +171,7 @@ class QemuDriver:
         self._sweep_networks()
 
     def capacity(self) -> Capacity:
-        return Capacity(
-            vcpus=os.cpu_count() or 1,
-            memory_mb=_memory_mb(),
-            disk_gb=_free_gb(self.root),
-            hypervisor_type="QEMU",
-            hypervisor_hostname=socket.gethostname(),
-        )
+        return machine_capacity(self.root, hypervisor_type="QEMU")
 
     def running(self) -> set[str]:
         """Guests with a directory here (started by this process or an earlier one: the pid
@@ -375,24 +370,6 @@ class QemuDriver:
         fd = os.open(files.relay_config, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as fh:
             json.dump(config, fh)
-
-
-def _memory_mb() -> int:
-    try:
-        with open("/proc/meminfo", encoding="ascii") as meminfo:
-            for line in meminfo:
-                if line.startswith("MemTotal:"):
-                    return int(line.split()[1]) // 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0
-
-
-def _free_gb(path: Path) -> int:
-    existing = path
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    return shutil.disk_usage(existing).free // (1 << 30)
 
 
 def _metadata_upstream(settings: Settings) -> tuple[str, int]:
