@@ -4,18 +4,11 @@ keeps per instance."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-from typing import Any
-
 import pytest
 
 from cloudseed.nova_metadata import ahead, paths, render
-from cloudseed.nova_metadata.facts import Ec2Ids, InstanceFacts, facts_from_rows
 from cloudseed.nova_metadata.guests import NovaGuest
-
-# Eight instances made by Nova 34's objects, as rows (test_render_nova34.py's).
-GOLDEN: dict[str, Any] = json.loads(Path(__file__).with_name("nova34_golden.json").read_text())
+from tests.support.nova_golden import GOLDEN, facts_of
 
 # What cloud-init asks first (bench/storm_crawl.py's list, and its reader's 2018-08-27).
 ASKED_FIRST = [
@@ -29,19 +22,6 @@ ASKED_FIRST = [
     "/latest/meta-data/hostname",
     "/latest/meta-data/block-device-mapping/root",
 ]
-
-
-def facts_of(shape: str) -> InstanceFacts:
-    rows = GOLDEN[shape]["rows"]
-    return facts_from_rows(
-        rows["instance"],
-        extra=rows["extra"],
-        metadata=[tuple(item) for item in rows["metadata"]],
-        system_metadata=dict(rows["system_metadata"]),
-        network_info=rows["network_info"],
-        bdms=rows["bdms"],
-        ec2=Ec2Ids(**rows["ec2"]),
-    )
 
 
 @pytest.mark.parametrize("shape", sorted(GOLDEN))

@@ -12,29 +12,13 @@ crawls every path of a live Nova instead). Here every answer is rendered from th
 from __future__ import annotations
 
 import json
-from pathlib import Path
-from typing import Any
 
 import pytest
 
 from cloudseed.nova_metadata import paths, render
-from cloudseed.nova_metadata.facts import Ec2Ids, InstanceFacts, facts_from_rows
+from tests.support.nova_golden import GOLDEN, facts_of
 
-GOLDEN: dict[str, Any] = json.loads(Path(__file__).with_name("nova34_golden.json").read_text())
 CASES = [(shape, path) for shape in sorted(GOLDEN) for path in sorted(GOLDEN[shape]["answers"])]
-
-
-def facts_of(shape: str) -> InstanceFacts:
-    rows = GOLDEN[shape]["rows"]
-    return facts_from_rows(
-        rows["instance"],
-        extra=rows["extra"],
-        metadata=[tuple(item) for item in rows["metadata"]],
-        system_metadata=dict(rows["system_metadata"]),
-        network_info=rows["network_info"],
-        bdms=rows["bdms"],
-        ec2=Ec2Ids(**rows["ec2"]),
-    )
 
 
 def answer(shape: str, path: str) -> tuple[int, bytes]:
