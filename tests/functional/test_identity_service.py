@@ -11,7 +11,6 @@ import dataclasses
 import datetime as dt
 import json
 import shutil
-import subprocess
 from pathlib import Path
 
 import httpx
@@ -39,6 +38,7 @@ from tests.support.identity import (
     session_token,
     verify,
 )
+from tests.support.openssl import openssl, pkcs7_verified
 from tests.support.server import running_api, with_options
 
 pytestmark = [pytest.mark.databases, pytest.mark.loopback_guests]
@@ -262,22 +262,8 @@ def test_ec2_signatures_verify_with_openssl_and_cryptography(
         body = forms[name]
         assert "BEGIN" not in body
         # docs/identity.md's commands, as a relying party runs them.
-        (tmp_path / name).write_text(f"-----BEGIN PKCS7-----\n{body}\n-----END PKCS7-----\n")
         for command in ("smime", "cms"):
-            out = openssl(
-                tmp_path,
-                command,
-                "-verify",
-                "-in",
-                name,
-                "-inform",
-                "PEM",
-                "-certfile",
-                "certificates.pem",
-                "-CAfile",
-                "certificates.pem",
-                "-binary",
-            )
+            out = pkcs7_verified(tmp_path, name, body, command)
             assert out == document, (name, command)
     # The base64 signature: with openssl dgst, and with cryptography.
     (tmp_path / "signature").write_bytes(base64.b64decode(forms["signature"]))
@@ -294,14 +280,6 @@ def test_ec2_signatures_verify_with_openssl_and_cryptography(
     public.verify(
         base64.b64decode(forms["signature"]), document, padding.PKCS1v15(), hashes.SHA256()
     )
-
-
-def openssl(cwd: Path, *args: str) -> bytes:
-    result = subprocess.run(
-        ["openssl", *args], cwd=cwd, capture_output=True, check=False, timeout=30
-    )
-    assert result.returncode == 0, result.stderr.decode()
-    return result.stdout
 
 
 # -- rotation -----------------------------------------------------------------------------------

@@ -40,6 +40,7 @@ from tests.support.nova_without_nova import (
     running_service,
     signed,
 )
+from tests.support.openssl import pkcs7_verified
 
 pytestmark = pytest.mark.databases
 needs_openssl = pytest.mark.skipif(shutil.which("openssl") is None, reason="no openssl command")
@@ -157,30 +158,8 @@ def test_pkcs7_verifies_with_openssl(sqlite_nova: NovaDeployment, tmp_path: Path
     bundle = run(conf, "identity", "certificates").stdout
     (tmp_path / "certificates.pem").write_text(bundle)
     for name, body in forms.items():
-        (tmp_path / name).write_text(f"-----BEGIN PKCS7-----\n{body}\n-----END PKCS7-----\n")
         # docs/identity.md's command, as a relying party runs it.
-        out = subprocess.run(
-            [
-                "openssl",
-                "smime",
-                "-verify",
-                "-in",
-                name,
-                "-inform",
-                "PEM",
-                "-certfile",
-                "certificates.pem",
-                "-CAfile",
-                "certificates.pem",
-                "-binary",
-            ],
-            cwd=tmp_path,
-            capture_output=True,
-            check=False,
-            timeout=30,
-        )
-        assert out.returncode == 0, out.stderr
-        assert out.stdout == document, name
+        assert pkcs7_verified(tmp_path, name, body) == document, name
 
 
 def test_a_guest_cannot_get_another_instance_s_identity(sqlite_nova: NovaDeployment) -> None:
