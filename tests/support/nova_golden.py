@@ -25,3 +25,21 @@ def facts_of(shape: str) -> InstanceFacts:
         bdms=rows["bdms"],
         ec2=Ec2Ids(**rows["ec2"]),
     )
+
+
+# The columns of an ``instances`` row the drop-in reads, with nothing in them: for unit tests
+# that build an instance's facts from a few rows of their own.
+BARE_INSTANCE_ROW: dict[str, Any] = {
+    "uuid": "u",
+    "project_id": "p",
+    "hostname": "h",
+    "display_name": "h",
+    "launch_index": 0,
+    "availability_zone": None,
+    "reservation_id": "r",
+    "image_ref": "",
+    "key_name": None,
+    "key_data": None,
+    "user_data": None,
+    "root_device_name": None,
+}

@@ -9,6 +9,7 @@ from typing import Any
 
 from cloudseed.nova_metadata import interfaces, paths, render
 from cloudseed.nova_metadata.facts import Ec2Ids, InstanceFacts, facts_from_rows
+from tests.support.nova_golden import BARE_INSTANCE_ROW
 
 HEADER = (
     "# Injected by Nova on instance boot\n#\n"
@@ -108,22 +109,8 @@ def test_nothing_when_no_interface_qualifies() -> None:
 
 
 def facts(vifs: list[dict[str, Any]]) -> InstanceFacts:
-    row = {
-        "uuid": "u",
-        "project_id": "p",
-        "hostname": "h",
-        "display_name": "h",
-        "launch_index": 0,
-        "availability_zone": None,
-        "reservation_id": "r",
-        "image_ref": "",
-        "key_name": None,
-        "key_data": None,
-        "user_data": None,
-        "root_device_name": None,
-    }
     return facts_from_rows(
-        row,
+        BARE_INSTANCE_ROW,
         extra={},
         metadata=[("a", "1")],
         system_metadata={},

@@ -13,6 +13,7 @@ import pytest
 from cloudseed.nova_metadata import changes, network, objects, paths, render
 from cloudseed.nova_metadata.devices import devices as shown_devices
 from cloudseed.nova_metadata.facts import DEFAULT_MAPPINGS, Ec2Ids, block_devices, facts_from_rows
+from tests.support.nova_golden import BARE_INSTANCE_ROW
 
 
 @pytest.mark.parametrize(
@@ -170,20 +171,7 @@ def test_devices_by_version() -> None:
     )
     rows = {"device_metadata": json.dumps(devices)}
     facts = facts_from_rows(
-        {
-            "uuid": "u",
-            "project_id": "p",
-            "hostname": "h",
-            "display_name": "h",
-            "launch_index": 0,
-            "availability_zone": None,
-            "reservation_id": "r",
-            "image_ref": "",
-            "key_name": None,
-            "key_data": None,
-            "user_data": None,
-            "root_device_name": None,
-        },
+        BARE_INSTANCE_ROW,
         extra=rows,
         metadata=[],
         system_metadata={},
