@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e import bridged
 from tests.e2e.harness import E2ECloud, tidy
 from tests.support import databases, keys
 from tests.support.metadata_relay import Target, vendordata_target
@@ -88,6 +89,20 @@ def keypairs(e2e_cloud: tuple[E2ECloud, dict[str, str]]) -> dict[str, str]:
     for name, public_key in pairs.items():
         cloud.add_keypair(name, public_key)
     return pairs
+
+
+@pytest.fixture(scope="session")
+def bridged_networks(e2e_cloud: tuple[E2ECloud, dict[str, str]]) -> dict[str, str]:
+    """The bridged networks of scenarios 7 (IPv4) and 8 (IPv6 only): "ipv4"/"ipv6" to id."""
+    cloud, _ = e2e_cloud
+    return bridged.register_networks(cloud)
+
+
+@pytest.fixture(scope="session")
+def ipv6_image(e2e_cloud: tuple[E2ECloud, dict[str, str]]) -> str:
+    """The image again, its cloud-init told to ask fe80::a9fe:a9fe (bridged.py says why)."""
+    cloud, _ = e2e_cloud
+    return bridged.register_ipv6_image(cloud)
 
 
 @pytest.fixture(scope="session")

@@ -51,6 +51,8 @@ SERVE_TIMEOUT = 120.0
 # One HTTP request from the guest script to the metadata service, through its proxy.
 GUEST_HTTP_TIMEOUT = 60
 GUEST_ADDRESS = "169.254.169.15"
+# The e2e image booted with its kernel and initramfs: the root partition is found by its label.
+KERNEL_COMMAND_LINE = "root=LABEL=rootfs rw console=ttyS0,115200"
 MARKER = re.compile(r"^E2E (\w+) run=(\S+)(.*)$", re.MULTILINE)
 
 # What `cloudseed ... add` prints for a script: the new record's id alone.
@@ -262,33 +264,7 @@ class E2ECloud:
 
     def set_up(self) -> dict[str, str]:
         self.cli("db", "sync")
-        # `make image-debian`'s disk, booted here with its kernel and initramfs (QEMU's
-        # -kernel/-initrd: the partition is found by its label); the README walkthrough
-        # (test_readme.py) boots the same disk through its own GRUB.
-        image = self.cli(
-            "image",
-            "add",
-            "debian-e2e",
-            "--file",
-            str(self.image_dir / "debian-12-cloudseed.qcow2"),
-            "--disk-format",
-            "qcow2",
-            "--property",
-            "os_command_line=root=LABEL=rootfs rw console=ttyS0,115200",
-            "--kernel",
-            str(self.image_dir / "vmlinuz"),
-            "--initrd",
-            str(self.image_dir / "initrd.img"),
-            # Debian's cloud kernel has no AHCI driver, so q35's default
-            # (SATA) CD-ROM is invisible to it; virtio-scsi it has.
-            "--property",
-            "hw_cdrom_bus=scsi",
-            # The image's login user, as `make image-debian` says to register it: `cloudseed
-            # server ssh` and the guest agent's key pushes (scenario 7) use it.
-            "--property",
-            "os_admin_user=debian",
-            *ID_ONLY,
-        )
+        image = self.register_image("debian-e2e", KERNEL_COMMAND_LINE)
         self.cli("flavor", "add", "e2e", "--vcpus", "2", "--ram", "1024", "--disk", "2")
         network = self.cli(
             "network",
@@ -303,6 +279,35 @@ class E2ECloud:
             *ID_ONLY,
         )
         return {"image": image, "network": network}
+
+    def register_image(self, name: str, command_line: str) -> str:
+        """`make image-debian`'s disk, booted here with its kernel and initramfs (QEMU's
+        -kernel/-initrd: the partition is found by its label) and ``command_line``; the README
+        walkthrough (test_readme.py) boots the same disk through its own GRUB. Its id."""
+        return self.cli(
+            "image",
+            "add",
+            name,
+            "--file",
+            str(self.image_dir / "debian-12-cloudseed.qcow2"),
+            "--disk-format",
+            "qcow2",
+            "--property",
+            f"os_command_line={command_line}",
+            "--kernel",
+            str(self.image_dir / "vmlinuz"),
+            "--initrd",
+            str(self.image_dir / "initrd.img"),
+            # Debian's cloud kernel has no AHCI driver, so q35's default
+            # (SATA) CD-ROM is invisible to it; virtio-scsi it has.
+            "--property",
+            "hw_cdrom_bus=scsi",
+            # The image's login user, as `make image-debian` says to register it: `cloudseed
+            # server ssh` and the guest agent's key pushes (scenario 7) use it.
+            "--property",
+            "os_admin_user=debian",
+            *ID_ONLY,
+        )
 
     @contextmanager
     def serving(self) -> Iterator[None]:

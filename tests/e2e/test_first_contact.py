@@ -1,16 +1,26 @@
-"""Scenario 8: first contact with a new guest, verified without trusting the network.
+"""Scenario 8: first contact with a new guest, verified without trusting the network; the
+guest is IPv6-only.
 
-A guest boots from the stock image with user data that asks stock cloud-init to phone home
-(``phone_home: {url: http://169.254.169.254/openstack/latest/phone_home, post: all}``) and a
-script that fetches an identity token (a session token first, then
+The guest's one NIC is on a bridged IPv6 network (``fd70::/64``, no DHCPv4 server): it never
+has an IPv4 address, and its cloud-init finds its key and user data at ``fe80::a9fe:a9fe``, the
+network's metadata proxy, which takes it for its port by its link-local address. The image is
+the stock one registered with cloud-init's OpenStack ``metadata_urls`` pinned to that address
+on the kernel command line (``bridged.py``: Debian 12's cloud-init asks only 169.254.169.254).
+Its user data reports the datasource, the metadata URL cloud-init used, the keys it wrote and
+the IPv4 addresses of its NIC (none).
+
+The user data asks stock cloud-init to phone home
+(``phone_home: {url: http://[fe80::a9fe:a9fe%25NIC]/openstack/latest/phone_home, post: all}``)
+and runs a script that fetches an identity token (a session token first, then
 ``/openstack/latest/identity_token?audience=...``) and prints it on the console. Then, from
 outside:
 
 - the token verifies with PyJWT against the keys the compute API publishes (OpenID discovery,
   then its JWKS), with the audience asked for and the server's id as subject;
-- the API shows the host keys the guest posted (source ``phone_home``), and an SSH login with
-  ``StrictHostKeyChecking=yes`` and nothing but the lines of ``cloudseed known-hosts`` succeeds,
-  while the same login against a file holding another key is refused;
+- the API shows the host keys the guest posted (source ``phone_home``), and an SSH login (from
+  the network's namespace to the guest's fd70::10) with ``StrictHostKeyChecking=yes`` and
+  nothing but the lines of ``cloudseed known-hosts`` succeeds, while the same login against a
+  file holding another key is refused;
 - the user data also installs the change-notification example (docs/examples/cloudseed-watch.sh
   and its systemd unit) with a hook that prints the new user data on the console: a PUT of new
   user data reaches the running guest's hook without a reboot."""
@@ -27,10 +37,18 @@ from typing import Any
 
 import jwt
 
+from tests.e2e.bridged import (
+    GUEST_NIC,
+    IPV6_GUEST,
+    IPV6_METADATA_BARE,
+    IPV6_METADATA_URL,
+    ssh_command,
+)
 from tests.e2e.harness import (
     GUEST_HTTP_TIMEOUT,
     b64,
     deleted_afterwards,
+    key_hash,
     markers,
     ssh_keypair,
     ssh_login,
@@ -43,6 +61,11 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "docs" / "examples"
 AUDIENCE = "e2e-relying-party"
 # The hook the example unit runs: the first line of the new user data on the console.
 WATCH_HOOK = '#!/bin/sh\necho "E2E WATCH run=first-contact $(head -n1 "$1")" > /dev/ttyS0\n'
+# The example unit, told where the metadata service is ("%%": systemd's own escape for "%").
+WATCH_DROP_IN = (
+    "/etc/systemd/system/cloudseed-watch.service.d/ipv6.conf",
+    f"[Service]\nEnvironment=METADATA_URL={IPV6_METADATA_URL.replace('%', '%%')}\n",
+)
 # Started without waiting: the unit is ordered after cloud-final, which runs this script.
 WATCH_START = [
     "systemctl daemon-reload",
@@ -61,11 +84,12 @@ def cloud_config() -> str:
             "/etc/systemd/system/cloudseed-watch.service",
             (EXAMPLES / "cloudseed-watch.service").read_text(),
         ),
+        WATCH_DROP_IN,
         ("/usr/local/sbin/on-user-data", WATCH_HOOK),
     ]
     config = {
         "phone_home": {
-            "url": "http://169.254.169.254/openstack/latest/phone_home",
+            "url": f"{IPV6_METADATA_URL}/openstack/latest/phone_home",
             "post": "all",
             "tries": 10,
         },
@@ -85,7 +109,7 @@ def token_lines(run: str) -> list[str]:
     return [
         "python3 - <<'PY'",
         "import urllib.request as u",
-        "base = 'http://169.254.169.254'",
+        f"base = '{IPV6_METADATA_BARE}'",
         "session = u.urlopen(u.Request(base + '/latest/api/token', method='PUT',",
         "    headers={'X-aws-ec2-metadata-token-ttl-seconds': '60'}),",
         f"    timeout={GUEST_HTTP_TIMEOUT}).read().decode()",
@@ -101,18 +125,29 @@ def token_lines(run: str) -> list[str]:
     ]
 
 
+# Where cloud-init found its metadata (its log), and the NIC's IPv4 addresses (none).
+NETWORK_LINES = [
+    "say METADATA_URL \"$(sed -n \"s/.*Using metadata source: '\\([^']*\\)'.*/\\1/p\" "
+    '/var/log/cloud-init.log | tail -n 1)"',
+    f'say IPV4 "count=$(ip -o -4 addr show dev {GUEST_NIC} | wc -l)"',
+    f'say IPV6 "$(ip -o -6 addr show dev {GUEST_NIC} scope global | '
+    "awk '{print $4}' | tr '\\n' ' ')\"",
+]
+
+
 def first_contact_user_data(run: str) -> str:
     script = user_data(run).splitlines()
     end = next(i for i, line in enumerate(script) if line.startswith("say END"))
-    script[end:end] = token_lines(run) + WATCH_START
+    script[end:end] = NETWORK_LINES + token_lines(run) + WATCH_START
     message = MIMEMultipart()
     message.attach(MIMEText(cloud_config(), "cloud-config"))
     message.attach(MIMEText("\n".join(script) + "\n", "x-shellscript"))
     return message.as_string()
 
 
-def test_8_first_contact_is_verified(e2e_cloud, timings, tmp_path):
-    cloud, ids = e2e_cloud
+def test_8_first_contact_is_verified(e2e_cloud, bridged_networks, ipv6_image, timings, tmp_path):
+    cloud, _ = e2e_cloud
+    network = bridged_networks["ipv6"]
     key, public_key = ssh_keypair(tmp_path, "first-contact")
     cloud.add_keypair("first-contact", public_key)
     wait_until_quiet()
@@ -124,12 +159,11 @@ def test_8_first_contact_is_verified(e2e_cloud, timings, tmp_path):
             json={
                 "server": {
                     "name": f"e2e-{run}",
-                    "imageRef": ids["image"],
+                    "imageRef": ipv6_image,
                     "flavorRef": "e2e",
                     "key_name": "first-contact",
                     "user_data": b64(first_contact_user_data(run)),
-                    "metadata": {"cloudseed:ssh_forward": "true"},
-                    "networks": [{"uuid": ids["network"], "fixed_ip": "169.254.169.15"}],
+                    "networks": [{"uuid": network, "fixed_ip": IPV6_GUEST}],
                 }
             },
         )
@@ -138,6 +172,22 @@ def test_8_first_contact_is_verified(e2e_cloud, timings, tmp_path):
         servers.append(server_id)
         cloud.wait_status(server_id, "ACTIVE")
         boot = cloud.wait_run(server_id, run, started)
+
+        # IPv6 only: the key and the user data (this script) came from fe80::a9fe:a9fe, in
+        # cloud-init's network stage (its local stage asks DHCPv4, which nothing answers).
+        found = boot.markers
+        assert found.of("BEGIN") == [f"iid={server_id}"]
+        assert found.of("DATASOURCE") == ["DataSourceOpenStack"]
+        assert found.of("METADATA_URL") == [IPV6_METADATA_BARE]
+        assert found.of("IPV4") == ["count=0"]
+        assert found.of("IPV6") == [f"{IPV6_GUEST}/64"]
+        wanted = key_hash(public_key)
+        assert sorted(found.of("KEY")) == sorted(
+            [
+                f"file=/home/debian/.ssh/authorized_keys hash={wanted}",
+                f"file=/root/.ssh/authorized_keys hash={wanted}",
+            ]
+        )
 
         # The token, from the console, verified with the published keys alone.
         parts = sorted(boot.markers.of("TOKEN"))
@@ -155,7 +205,7 @@ def test_8_first_contact_is_verified(e2e_cloud, timings, tmp_path):
             issuer=config["issuer"],
         )
         assert claims["sub"] == server_id
-        assert claims["image_id"] == ids["image"]
+        assert claims["image_id"] == ipv6_image
 
         # The host keys cloud-init posted (phone_home runs after the user scripts).
         deadline = time.monotonic() + HOST_KEYS_TIMEOUT
@@ -171,15 +221,14 @@ def test_8_first_contact_is_verified(e2e_cloud, timings, tmp_path):
         assert "ssh-ed25519" in {k["type"] for k in host_keys}
         known_hosts = tmp_path / "known_hosts"
         known_hosts.write_text(cloud.cli("known-hosts", server_id) + "\n")
-        command = cloud.cli("server", "ssh", server_id).split()
+        command = ssh_command(cloud, network, IPV6_GUEST)
         strict = ("-o", "StrictHostKeyChecking=yes", "-o")
         done = ssh_login(command, key, *strict, f"UserKnownHostsFile={known_hosts}")
         assert done.returncode == 0 and "logged-in" in done.stdout, done.stderr
         # The same login against another host's key is refused: the check is real.
         other = tmp_path / "other_known_hosts"
         _, impostor = ssh_keypair(tmp_path, "impostor")
-        port = command[command.index("-p") + 1]
-        other.write_text(f"[127.0.0.1]:{port} {' '.join(impostor.split()[:2])}\n")
+        other.write_text(f"{IPV6_GUEST} {' '.join(impostor.split()[:2])}\n")
         done = ssh_login(command, key, *strict, f"UserKnownHostsFile={other}")
         assert done.returncode != 0 and "Host key verification failed" in done.stderr, done.stderr
 

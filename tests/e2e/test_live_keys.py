@@ -12,19 +12,30 @@ with two keys each, while the service serves the login-time check part as vendor
 Then, without a reboot: the first key is replaced by a third, which logs in while the first is
 refused on both guests; a fourth key attached with an ``expires_at`` a minute ahead logs in
 until then and is refused after it. Through all of it the API's delivery state is ``pending``
-until the guest has the change and then says how it got it. Every login goes through the
-guest's SSH forward on loopback (``cloudseed:ssh_forward``)."""
+until the guest has the change and then says how it got it.
+
+The two guests share one bridged network (``--mode bridge``, IPv4 from the network's dnsmasq):
+every login goes from inside the network's namespace to the guest's address. Once both are up,
+each pings the other and fetches its own ``meta_data.json`` through 169.254.169.254, which is
+the network's metadata proxy, plainly and with the other's identity forged into the headers
+(the proxy replaces them). Then A, as root, sends as B: first from B's address (added to its
+NIC), then with B's MAC as well. The bridge drops every frame of A's tap that is not from A's
+MAC and address, so neither request reaches the proxy, which would take it for B: they get no
+answer at all, and A's own request right after is A's again, as is B's."""
 
 from __future__ import annotations
 
 import datetime as dt
+import subprocess
 import time
 from email.mime.multipart import MIMEMultipart
 from email.mime.text import MIMEText
 from pathlib import Path
 from typing import Any
 
+from tests.e2e.bridged import GUEST_A, GUEST_B, GUEST_NIC, ssh_command
 from tests.e2e.harness import (
+    GUEST_HTTP_TIMEOUT,
     E2ECloud,
     b64,
     deleted_afterwards,
@@ -36,7 +47,6 @@ from tests.e2e.harness import (
 from tests.support.waiting import wait_until
 
 LIVE_KEYS = {"OpenStack-API-Version": "compute 2.106"}
-SECOND_ADDRESS = "169.254.169.16"
 # A push through the guest agent retries for about three minutes (agent/key_operations.py); a
 # guest's agent under TCG may take most of that to come up.
 PUSH_TIMEOUT = 300.0
@@ -58,26 +68,95 @@ def without_vendordata(script: str) -> str:
     return message.as_string()
 
 
+# A spoofed request waits this long for the answer that must not come.
+SPOOF_WAIT = 10
+META = "http://169.254.169.254/openstack/latest/meta_data.json"
+
+
+def network_checks(*, peer: str, forged_id: str | None = None, as_peer: str | None = None) -> str:
+    """What a guest runs as root on the bridged network, one line per check: whether it
+    reaches ``peer``, whose metadata it gets (plainly, and with ``forged_id`` in the identity
+    headers); with ``as_peer`` (the peer's MAC), whose it gets sending from the peer's address
+    and then from its address and MAC, and plainly again after that.
+
+    Each fetch prints ``rc=`` (curl's exit status), ``bytes=`` (the answer's length) and the
+    instance uuid in the answer."""
+    lines = [
+        f"U={META}",
+        "fetch() {",
+        '  body=$(curl -s "$@" "$U"); rc=$?',
+        '  uuid=$(printf %s "$body" | python3 -c '
+        "'import json, sys; print(json.load(sys.stdin)[\"uuid\"])' 2>/dev/null)",
+        '  echo "rc=$rc bytes=${#body} $uuid"',
+        "}",
+        f"ping -c 2 -W 10 {peer} >/dev/null; echo PING rc=$?",
+        f'echo "OWN $(fetch -m {GUEST_HTTP_TIMEOUT})"',
+    ]
+    if forged_id is not None:
+        lines.append(
+            f'echo "FORGED $(fetch -m {GUEST_HTTP_TIMEOUT} -H "X-Instance-ID: {forged_id}" '
+            f'-H "X-Instance-ID-Signature: {"0" * 64}" -H "X-Tenant-ID: e2e-project" '
+            f'-H "X-Forwarded-For: {peer}")"'
+        )
+    if as_peer is not None:
+        own_mac = f"$(cat /sys/class/net/{GUEST_NIC}/address)"
+        lines += [
+            f"mac={own_mac}",
+            f"ip addr add {peer}/32 dev {GUEST_NIC}",
+            f'echo "SPOOF_IP $(fetch -m {SPOOF_WAIT} --interface {peer})"',
+            f"ip link set dev {GUEST_NIC} address {as_peer}",
+            f'echo "SPOOF_MAC $(fetch -m {SPOOF_WAIT} --interface {peer})"',
+            f'ip link set dev {GUEST_NIC} address "$mac"',
+            f"ip addr del {peer}/32 dev {GUEST_NIC}",
+            f'echo "AFTER $(fetch -m {GUEST_HTTP_TIMEOUT})"',
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def check_lines(output: str) -> dict[str, str]:
+    found = {}
+    for line in output.splitlines():
+        name, _, rest = line.partition(" ")
+        if name in ("PING", "OWN", "FORGED", "SPOOF_IP", "SPOOF_MAC", "AFTER"):
+            found[name] = rest.strip()
+    return found
+
+
 class Guest:
-    def __init__(self, cloud: E2ECloud, server_id: str) -> None:
+    def __init__(self, cloud: E2ECloud, server_id: str, network_id: str, address: str) -> None:
         self.cloud = cloud
         self.server_id = server_id
-        self.command = cloud.cli("server", "ssh", server_id).split()
+        self.command = ssh_command(cloud, network_id, address)
 
-    def logs_in(self, key: Path) -> bool:
-        done = ssh_login(
+    def ssh(self, key: Path, remote: str = "echo logged-in") -> subprocess.CompletedProcess[str]:
+        return ssh_login(
             self.command,
             key,
             "-o",
             "StrictHostKeyChecking=no",
             "-o",
             "UserKnownHostsFile=/dev/null",
+            remote=remote,
         )
+
+    def logs_in(self, key: Path) -> bool:
+        done = self.ssh(key)
         if done.returncode == 0:
             assert "logged-in" in done.stdout
             return True
         assert "Permission denied" in done.stderr, done.stderr
         return False
+
+    def checks(self, key: Path, script: str) -> dict[str, str]:
+        """``script`` run as root in the guest; its check lines."""
+        done = self.ssh(key, f"echo {b64(script)} | base64 -d | sudo sh")
+        assert done.returncode == 0, (done.stdout, done.stderr)
+        return check_lines(done.stdout)
+
+    def mac(self) -> str:
+        addresses = self.server()["addresses"]
+        (port,) = [port for ports in addresses.values() for port in ports]
+        return str(port["OS-EXT-IPS-MAC:mac_addr"])
 
     def server(self) -> dict[str, Any]:
         r = self.cloud.client.get(f"/v2.1/servers/{self.server_id}", headers=LIVE_KEYS)
@@ -108,8 +187,9 @@ class Guest:
         )
 
 
-def test_7_live_keys_reach_running_guests(e2e_cloud, timings, tmp_path):
+def test_7_live_keys_reach_running_guests(e2e_cloud, bridged_networks, timings, tmp_path):
     cloud, ids = e2e_cloud
+    network = bridged_networks["ipv4"]
     keys = {name: ssh_keypair(tmp_path, name) for name in ("live1", "live2", "live3", "live4")}
     for name, (_, public_key) in keys.items():
         cloud.add_keypair(name, public_key)
@@ -121,8 +201,8 @@ def test_7_live_keys_reach_running_guests(e2e_cloud, timings, tmp_path):
     ):
         started = {}
         for run, address, script in (
-            ("live-a", None, no_agent_script("live-a")),
-            ("live-b", SECOND_ADDRESS, without_vendordata(user_data("live-b"))),
+            ("live-a", GUEST_A, no_agent_script("live-a")),
+            ("live-b", GUEST_B, without_vendordata(user_data("live-b"))),
         ):
             body: dict[str, Any] = {
                 "server": {
@@ -131,8 +211,7 @@ def test_7_live_keys_reach_running_guests(e2e_cloud, timings, tmp_path):
                     "flavorRef": "e2e",
                     "key_names": ["live1", "live2"],
                     "user_data": b64(script),
-                    "metadata": {"cloudseed:ssh_forward": "true"},
-                    "networks": [{"uuid": ids["network"], "fixed_ip": address or "169.254.169.15"}],
+                    "networks": [{"uuid": network, "fixed_ip": address}],
                 }
             }
             started[run] = time.monotonic()
@@ -144,7 +223,7 @@ def test_7_live_keys_reach_running_guests(e2e_cloud, timings, tmp_path):
             cloud.wait_status(server_id, "ACTIVE")
         boot_a = cloud.wait_run(a_id, "live-a", started["live-a"], together=2)
         boot_b = cloud.wait_run(b_id, "live-b", started["live-b"], together=2)
-        a, b = Guest(cloud, a_id), Guest(cloud, b_id)
+        a, b = Guest(cloud, a_id, network, GUEST_A), Guest(cloud, b_id, network, GUEST_B)
 
         # First boot: both keys log in on both guests; cloud-init read them from the metadata
         # service, which the API says.
@@ -154,6 +233,26 @@ def test_7_live_keys_reach_running_guests(e2e_cloud, timings, tmp_path):
             assert delivery["state"] == "applied", delivery
         # A's keys are not in any file: they come from the login-time check.
         assert a.server()["key_delivery"]["via"] in ("metadata", "login-time check")
+
+        # The network: the guests reach each other, and each its own metadata through the
+        # proxy, whatever identity it forges; sending as B gets A nothing, and B keeps its own.
+        checked = time.monotonic()
+        on_a = a.checks(
+            private["live2"], network_checks(peer=GUEST_B, forged_id=b_id, as_peer=b.mac())
+        )
+        on_b = b.checks(private["live2"], network_checks(peer=GUEST_A, forged_id=a_id))
+        network_seconds = time.monotonic() - checked
+        assert on_a["PING"] == on_b["PING"] == "rc=0", (on_a, on_b)
+        for found, own_id in ((on_a, a_id), (on_b, b_id)):
+            for check in ("OWN", "FORGED"):
+                assert found[check].startswith("rc=0 bytes="), found
+                assert found[check].endswith(f" {own_id}"), found
+        # No answer at all (curl: 28 timed out, 7 could not connect), not even a refusal:
+        # the frames never left the bridge.
+        for check in ("SPOOF_IP", "SPOOF_MAC"):
+            assert on_a[check] in ("rc=28 bytes=0", "rc=7 bytes=0"), on_a
+        assert on_a["AFTER"].startswith("rc=0 bytes=") and on_a["AFTER"].endswith(a_id), on_a
+        assert b_id not in " ".join(on_a.values()) and a_id not in " ".join(on_b.values())
 
         # Replace live1 by live3 while both run.
         changed = time.monotonic()
@@ -195,4 +294,5 @@ def test_7_live_keys_reach_running_guests(e2e_cloud, timings, tmp_path):
             "a_request_to_user_data_done_s": round(boot_a.seconds, 1),
             "b_request_to_user_data_done_s": round(boot_b.seconds, 1),
             "b_push_after_change_s": round(b_pushed, 1),
+            "network_checks_s": round(network_seconds, 1),
         }

@@ -84,9 +84,12 @@ timed() {  # timed LABEL COMMAND...: run, and note how long it took in build.txt
 # boot loader, installed to the disk below (its postinst has no device yet). qemu-guest-agent:
 # the qemu driver pushes key changes to running guests through it (its ssh-key commands).
 # curl: docs/examples/cloudseed-watch.sh, the change-notification example, runs on it.
+# net-tools: cloud-init 22.4's eni renderer writes the routes of network_data.json (the default
+# route, the way to 169.254.169.254 on a bridged network) as `post-up route add ... || true`,
+# so without `route` a guest configured statically has no default route.
 packages=(
     systemd-sysv udev dbus kmod iproute2 iputils-ping procps e2fsprogs mount
-    ifupdown isc-dhcp-client netbase openssh-server sudo qemu-guest-agent curl
+    ifupdown isc-dhcp-client netbase net-tools openssh-server sudo qemu-guest-agent curl
     cloud-init cloud-guest-utils linux-image-cloud-amd64 initramfs-tools grub-pc
 )
 root_device=LABEL=rootfs
