@@ -10,6 +10,7 @@ the scenarios read back through ``os-getConsoleOutput``.
 The guest network is QEMU's user-mode network (``169.254.169.0/24``, gateway .2, DNS .3), so
 the registered network is that subnet and each server asks for the address slirp's DHCP hands
 out, .15; cloud-init then configures the same address statically from network_data.json.
+Scenarios 7 and 8 boot on bridged networks instead (``bridged.py``).
 """
 
 from __future__ import annotations
