@@ -92,7 +92,12 @@ def namespace(cloud: E2ECloud, network_id: str) -> str:
     return namespace_name(host_tag(state, FIRST_HOST), network_id)
 
 
+def in_namespace(cloud: E2ECloud, network_id: str) -> list[str]:
+    """The start of a command run inside the network's namespace."""
+    return ["ip", "netns", "exec", namespace(cloud, network_id)]
+
+
 def ssh_command(cloud: E2ECloud, network_id: str, address: str) -> list[str]:
-    """ssh to a guest of a bridged network, from inside the network's namespace (what
-    `cloudseed server ssh` prints for a guest with a forward, for one without)."""
-    return ["ip", "netns", "exec", namespace(cloud, network_id), "ssh", f"{LOGIN_USER}@{address}"]
+    """ssh to a guest of a bridged network, from inside the network's namespace: for a guest
+    without an SSH forward, what `cloudseed server ssh` prints for one with a forward."""
+    return [*in_namespace(cloud, network_id), "ssh", f"{LOGIN_USER}@{address}"]

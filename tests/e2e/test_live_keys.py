@@ -33,7 +33,7 @@ from email.mime.text import MIMEText
 from pathlib import Path
 from typing import Any
 
-from tests.e2e.bridged import GUEST_A, GUEST_B, GUEST_NIC, ssh_command
+from tests.e2e.bridged import GUEST_A, GUEST_B, GUEST_NIC, in_namespace, ssh_command
 from tests.e2e.harness import (
     GUEST_HTTP_TIMEOUT,
     E2ECloud,
@@ -68,6 +68,8 @@ def without_vendordata(script: str) -> str:
     return message.as_string()
 
 
+# From the END marker to sshd answering (it may be re-executing after a reload).
+SSHD_TIMEOUT = 120.0
 # A spoofed request waits this long for the answer that must not come.
 SPOOF_WAIT = 10
 META = "http://169.254.169.254/openstack/latest/meta_data.json"
@@ -127,6 +129,7 @@ class Guest:
         self.cloud = cloud
         self.server_id = server_id
         self.command = ssh_command(cloud, network_id, address)
+        self.keyscan = [*in_namespace(cloud, network_id), "ssh-keyscan", "-T", "10", address]
 
     def ssh(self, key: Path, remote: str = "echo logged-in") -> subprocess.CompletedProcess[str]:
         return ssh_login(
@@ -138,6 +141,17 @@ class Guest:
             "UserKnownHostsFile=/dev/null",
             remote=remote,
         )
+
+    def wait_sshd(self) -> None:
+        """Until sshd answers. Guest A's login-time check part reloads sshd at the end of the
+        boot (its vendor script, just before the user data's END): sshd re-executes itself and
+        refuses connections meanwhile, for seconds under TCG."""
+
+        def answers() -> bool:
+            done = subprocess.run(self.keyscan, capture_output=True, text=True, timeout=60)
+            return done.returncode == 0 and "ssh-ed25519" in done.stdout
+
+        wait_until(answers, timeout=SSHD_TIMEOUT, interval=2, max_interval=2, what="sshd up")
 
     def logs_in(self, key: Path) -> bool:
         done = self.ssh(key)
@@ -228,6 +242,7 @@ def test_7_live_keys_reach_running_guests(e2e_cloud, bridged_networks, timings, 
         # First boot: both keys log in on both guests; cloud-init read them from the metadata
         # service, which the API says.
         for guest in (a, b):
+            guest.wait_sshd()
             assert guest.logs_in(private["live1"]) and guest.logs_in(private["live2"])
             delivery = guest.server()["key_delivery"]
             assert delivery["state"] == "applied", delivery
