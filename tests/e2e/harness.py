@@ -239,6 +239,13 @@ class E2ECloud:
             "CLOUDSEED_QEMU__SHUTDOWN_TIMEOUT": "20",
             "CLOUDSEED_LOG_LEVEL": "info",
         }
+        # The code under test, when it is not the installed one (PYTHONPATH=src from a
+        # worktree, whose migrations may differ from the installed tree's); absolute, as the
+        # driver's helpers run in directories of their own.
+        if os.environ.get("PYTHONPATH"):
+            self.environ["PYTHONPATH"] = os.pathsep.join(
+                str(Path(entry).resolve()) for entry in os.environ["PYTHONPATH"].split(os.pathsep)
+            )
         self.cloudseed = str(Path(sys.executable).with_name("cloudseed"))
         self.process: subprocess.Popen[bytes] | None = None
         # Where each extra compute host keeps its guests: host name -> its state directory.
