@@ -39,6 +39,7 @@ from cloudseed.images import api as images_api
 from cloudseed.images.glance_api import ImagesState
 from cloudseed.keypairs import api as keypairs_api
 from cloudseed.networks import api as networks_api
+from cloudseed.nocloud import api as nocloud_api
 from cloudseed.quotas import api as quotas_api
 from cloudseed.quotas.api import QuotasState
 from cloudseed.servers import api as servers_api
@@ -196,6 +197,7 @@ def domain_routes() -> list[Route]:
         *keypairs_api.v21_routes,
         *servers_api.v21_routes,
         *hostkeys_api.v21_routes,
+        *nocloud_api.v21_routes,
         *flavors_api.v21_routes,
         *images_api.v21_routes,
         *quotas_api.v21_routes,

@@ -1,6 +1,7 @@
 """``cloudseed configdrive build SERVER --output PATH`` and ``cloudseed configdrive show PATH
-[FILE]``: an instance's drive built by hand (as create would build it), and any drive's files
-listed or printed without mounting it."""
+[FILE]``: an instance's drive built by hand (as create would build it, or with ``--format
+nocloud`` a CIDATA drive of its NoCloud seed), and any drive's files listed or printed without
+mounting it."""
 
 from __future__ import annotations
 
@@ -17,6 +18,9 @@ from cloudseed.cli.context import (
     state_options,
 )
 from cloudseed.configdrive.service import DriveBuilder, read_drive
+
+# --format's NoCloud choices, by the filesystem they are written as.
+NOCLOUD_FORMATS = {"nocloud": "iso9660", "nocloud-vfat": "vfat"}
 
 
 @click.group()
@@ -35,8 +39,9 @@ def configdrive() -> None:
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["iso9660", "vfat"]),
-    help="Image format. Default: [DEFAULT] config_drive_format.",
+    type=click.Choice(["iso9660", "vfat", "nocloud", "nocloud-vfat"]),
+    help="Image format. Default: [DEFAULT] config_drive_format. nocloud (ISO 9660) and "
+    "nocloud-vfat: a CIDATA drive for cloud-init's NoCloud datasource instead of config-2.",
 )
 @click.option(
     "--carry-over/--no-carry-over",
@@ -49,12 +54,16 @@ def configdrive() -> None:
 @pass_cli
 def build(cli: CliContext, server: str, output: Path, fmt: str | None, carry_over: bool) -> None:
     """Build the config drive of instance SERVER (its uuid)."""
-    settings = cli.settings({("DEFAULT", "config_drive_format"): fmt})
+    nocloud = NOCLOUD_FORMATS.get(fmt or "")
+    settings = cli.settings({("DEFAULT", "config_drive_format"): None if nocloud else fmt})
     with open_databases(cli) as dbs:
         builder = DriveBuilder(settings, dbs.cells)
         try:
             with errors_as_click():
-                built = builder.build(server, carry_over=carry_over, output=output)
+                if nocloud is not None:
+                    built = builder.build_nocloud(server, output=output, fmt=nocloud)
+                else:
+                    built = builder.build(server, carry_over=carry_over, output=output)
         finally:
             builder.close()
     click.echo(f"wrote {built.path} ({built.format})")

@@ -19,7 +19,7 @@ from cloudseed.db.engines import Database
 from cloudseed.errors import InvalidInput
 from cloudseed.hostkeys.intake import take_report
 from cloudseed.identity.keyring import Keyring
-from cloudseed.metadata import asgi, recursive, render, tree
+from cloudseed.metadata import asgi, recursive, render, seeds, tree
 from cloudseed.metadata.answers import JSON, JWT, Answer, at_once
 from cloudseed.metadata.callers import Callers
 from cloudseed.metadata.delivery import VIA_LOGIN_CHECK, Deliveries
@@ -35,7 +35,7 @@ from cloudseed.metadata.tokens import Tokens
 from cloudseed.servers.errors import PasswordTooLarge
 from cloudseed.servers.lifecycle import password
 from cloudseed.settings import Settings
-from cloudseed.types import Receive
+from cloudseed.types import Receive, Scope, Send
 from cloudseed.vendordata import Vendordata
 from cloudseed.web.bodies import whole_body
 from cloudseed.web.errors import MethodNotAllowed
@@ -71,6 +71,7 @@ class MetadataApp(asgi.MetadataASGI, AnswersAtOnce):
         self.identity: SignedIdentity | None = None
         self.freshness = Freshness(settings)  # ETags, 304s and long-polls
         self.deliveries: Deliveries | None = None
+        self.seeds: seeds.SeedFiles | None = None  # NoCloud seed URLs, at start-up
 
     async def startup(self) -> None:
         db = self._api_db
@@ -98,6 +99,29 @@ class MetadataApp(asgi.MetadataASGI, AnswersAtOnce):
         self.store.watch(self.freshness.waiters.changed)
         keyring = Keyring(db, self.settings.identity)
         self.identity = SignedIdentity(self.settings, keyring, cells)
+        self.seeds = seeds.SeedFiles(
+            self.store,
+            self.vendordata,
+            key=self.settings.metadata.nocloud_seed_secret.encode(),
+            dhcp_domain=self.dhcp_domain,
+        )
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and seeds.is_seed_path(scope["path"]):
+            # The seed tree reads the raw path, and nothing logs the token (seeds.py).
+            raw_path: bytes = scope.get("raw_path") or scope["path"].encode()
+            seed_files = self.seeds
+            assert seed_files is not None
+
+            async def answering(method: str, *_: object) -> Answer:
+                return await seed_files.answer(method, raw_path)
+
+            shown = {**scope, "path": seeds.redacted(raw_path)}
+            await asgi.respond(
+                shown, receive, send, answering, log_every_request=self.log_every_request
+            )
+            return
+        await super().__call__(scope, receive, send)
 
     def waiting(self, uuid: str | None = None) -> int:
         """Long-polls waiting in this app now: for instance ``uuid``, or (None) in all; what

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from cloudseed.metadata.sharing import Sharing
+from cloudseed.nocloud.seeds import SYSTEM_METADATA_KEY as NOCLOUD_SEED
+from cloudseed.nocloud.seeds import Seed, parse_stored
 from cloudseed.servers.system_metadata import PASSWORD_CHUNKS, security_group_names
 from cloudseed.vendordata.request import VendordataRequest
 
@@ -76,6 +78,8 @@ class GuestFacts:
     keys_boot_generation: int = 1
     keys_applied_generation: int = 0
     keys_refresh_at: float | None = None
+    # The server's NoCloud seed (2.107), which the seed URLs' tokens are checked against.
+    nocloud_seed: Seed | None = None
 
     def at(self, now: float) -> GuestFacts:
         """These facts at POSIX time ``now``: keys that expired by then left out (the rule of
@@ -176,6 +180,7 @@ def facts_from_record(
         keys_boot_generation=extra.keys_boot_generation or 1,
         keys_applied_generation=extra.keys_applied_generation or 0,
         keys_refresh_at=keys_refresh_at,
+        nocloud_seed=parse_stored(sysmeta.get(NOCLOUD_SEED)),
     )
 
 

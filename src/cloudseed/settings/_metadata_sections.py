@@ -137,6 +137,31 @@ class MetadataSection:
         "handful of connections.",
         minimum=0,
     )
+    # -- issue 34 (part 1): NoCloud seed URLs (docs/metadata.md#nocloud-seeds) --
+    nocloud_seed_url: str = option(
+        "http://169.254.169.254/nocloud/",
+        "The base of the NoCloud seed URLs the compute API hands out (GET "
+        "/servers/{id}/nocloud-seed, microversion 2.107): where guests reach this "
+        "listener's /nocloud/ path. The default is the metadata address guests of "
+        "cloudseed's networks see; for bare metal on a provisioning network, the address "
+        "(and port) of a metadata listener that network reaches, e.g. "
+        "http://10.0.0.2:8775/nocloud/. A seed URL is this plus the seed's token and /.",
+    )
+    nocloud_seed_lifetime: int = option(
+        604800,
+        "How long a NoCloud seed URL works after it is made (its first GET, or a rotate), in "
+        "seconds; a GET after it expired makes a new one. 0 means seed URLs never expire.",
+        minimum=0,
+    )
+    nocloud_seed_secret: str = option(
+        "",
+        "Key that NoCloud seed tokens are derived with (HMAC-SHA256 of the server and the "
+        "seed's random nonce). Set it (the same on every API and metadata node) so that a copy "
+        "of the cell databases does not give away seed URLs; empty means the nonce kept in "
+        "the server's system metadata is all the token's secrecy. Changing it invalidates "
+        "every seed URL handed out.",
+        secret=True,
+    )
 
 
 @dataclass(frozen=True)
