@@ -160,7 +160,14 @@ def test_rotate_and_revoke(
     assert fetch(metadata_url, f"/nocloud/{token_of(first)}/meta-data")[0] == 200
 
     # Bad bodies are Nova's 400 and change nothing.
-    for body in ({}, {"rotate": None, "revoke": None}, {"rotate": {}}, {"renew": None}, []):
+    bodies: list[object] = [
+        {},
+        {"rotate": None, "revoke": None},
+        {"rotate": {}},
+        {"renew": None},
+        [],
+    ]
+    for body in bodies:
         r = api.post(action, json=body, headers=SEEDS)
         assert r.status_code == 400, body
         assert "badRequest" in r.json(), body
