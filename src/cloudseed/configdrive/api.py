@@ -24,7 +24,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from cloudseed.configdrive import ironic
+from cloudseed.configdrive import ironic, schemas
 from cloudseed.configdrive.service import DriveBuilder
 from cloudseed.servers.api.requests import load_owned
 from cloudseed.web.errors import PolicyNotAuthorized, ResourceNotFound
@@ -36,13 +36,6 @@ from cloudseed.web.validation import query_lists, validate
 
 IRONIC_FORMS = APIVersion(2, 108)
 POLICY = "cloudseed:servers:config-drive:show"
-
-QUERY = {
-    "type": "object",
-    "properties": {"format": {"type": "string", "enum": list(ironic.FORMATS)}},
-    "required": ["format"],
-    "additionalProperties": False,
-}
 
 
 @dataclass(frozen=True)
@@ -58,7 +51,7 @@ async def show(request: Request) -> Response:
     if not context_of(request).is_admin:
         raise PolicyNotAuthorized(POLICY)
     query = {name: values[-1] for name, values in query_lists(request).items()}
-    validate(QUERY, query, query=True)
+    validate(schemas.SHOW_QUERY, query, query=True)
     fmt = query["format"]
     uuid = (await load_owned(request)).instance.uuid
     drives = fragment_of(request, ConfigDriveState).drives
