@@ -189,6 +189,27 @@ class DriveBuilder:
 
         Raises VendordataError (fatal vendordata), DriveBuildFailed or a NotFound.
         """
+        if carry_over:
+            carried = self.carried(drive_path(self.settings, uuid))
+            admin_pass, files = carried.admin_pass, carried.files
+        tree = self.tree_for(
+            uuid, admin_pass=admin_pass, files=files, user_data=user_data, record=record
+        )
+        path = output or drive_path(self.settings, uuid)
+        write_drive(tree, path, self.format)
+        return BuiltDrive(path=str(path), format=self.format, admin_pass=admin_pass, files=files)
+
+    def tree_for(
+        self,
+        uuid: str,
+        *,
+        admin_pass: str | None = None,
+        files: tuple[tuple[str, bytes], ...] = (),
+        user_data: Any = _KEEP,
+        record: records.ServerRecord | None = None,
+    ) -> dict[str, bytes]:
+        """The files of instance ``uuid``'s drive (``build``'s arguments), not written
+        anywhere: what the Ironic forms (``ironic.py``) are made of."""
         if record is None:
             with self.cells.for_instance(uuid).read() as session:
                 record = records.load(session, uuid)
@@ -196,13 +217,13 @@ class DriveBuilder:
         facts = guest_facts(record, utcnow())
         if user_data is not _KEEP:
             facts = dataclasses.replace(facts, user_data=user_data)
-        path = output or drive_path(self.settings, uuid)
-        if carry_over:
-            carried = self.carried(drive_path(self.settings, uuid))
-            admin_pass, files = carried.admin_pass, carried.files
-        tree = self.tree(facts, admin_pass=admin_pass, files=files)
-        write_drive(tree, path, self.format)
-        return BuiltDrive(path=str(path), format=self.format, admin_pass=admin_pass, files=files)
+        return self.tree(facts, admin_pass=admin_pass, files=files)
+
+    def carried_tree_for(self, uuid: str) -> dict[str, bytes]:
+        """``tree_for`` with the admin password and files of the instance's drive on this
+        host, as ``build(carry_over=True)`` writes them (none when this host has no drive)."""
+        carried = self.carried(drive_path(self.settings, uuid))
+        return self.tree_for(uuid, admin_pass=carried.admin_pass, files=carried.files)
 
     def build_nocloud(self, uuid: str, *, output: Path, fmt: str) -> BuiltDrive:
         """A ``CIDATA`` drive of instance ``uuid`` at ``output``: the four files of its

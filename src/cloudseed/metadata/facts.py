@@ -110,6 +110,17 @@ def _shared(value: str | None) -> Any:
 # data, metadata items, key sets, security groups, reservation ids, MTUs. Bounded: at most
 # 1,024 values of 4 KiB each outlive their guests.
 shared = Sharing(entries=1024, largest=4096)
+# User data larger than that (up to [api] max_user_data_bytes, 16 MiB at most): one copy of
+# each value among the last few distinct ones loaded, so the hundred servers of one boot storm
+# with the same 16 MiB Ignition config hold it once, not a hundred times. Few entries, since
+# each may be large: at most 4 values outlive their guests (64 MiB at the option's ceiling).
+shared_user_data = Sharing(entries=4, largest=sys.maxsize)
+
+
+def _user_data(value: str | None) -> str | None:
+    if value is None or sys.getsizeof(value) <= 4096:
+        return shared(value)
+    return shared_user_data(value)
 
 
 def facts_from_record(
@@ -166,7 +177,7 @@ def facts_from_record(
         reservation_id=shared(instance.reservation_id),
         keys=key_facts,
         meta=shared(tuple((_shared(k), _shared(v)) for k, v in sorted(record.metadata.items()))),
-        user_data=shared(instance.user_data),
+        user_data=_user_data(instance.user_data),
         boot_roles=_shared(sysmeta.get("boot_roles", "")),
         password="".join(sysmeta.get(k, "") for k in PASSWORD_CHUNKS),
         ports=tuple(ports),

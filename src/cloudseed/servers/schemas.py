@@ -49,8 +49,14 @@ METADATA = {
     "patternProperties": {"^[a-zA-Z0-9-_:. ]{1,255}$": {"type": "string", "maxLength": 255}},
     "additionalProperties": False,
 }
-USER_DATA = {"type": "string", "format": "base64", "maxLength": 65535}
-USER_DATA_OR_NULL = {"type": ["string", "null"], "format": "base64", "maxLength": 65535}
+NOVA_MAX_USER_DATA = 65535  # base64 characters: [api] max_user_data_bytes' default
+
+
+def _user_data(limit: int, *, nullable: bool = False) -> dict[str, Any]:
+    kind = ["string", "null"] if nullable else "string"
+    return {"type": kind, "format": "base64", "maxLength": limit}
+
+
 DESCRIPTION = {
     "type": ["string", "null"],
     "minLength": 0,
@@ -176,7 +182,7 @@ def _hostname(version: APIVersion) -> dict[str, Any]:
 
 
 @cache
-def create(version: APIVersion) -> dict[str, Any]:
+def create(version: APIVersion, max_user_data: int = NOVA_MAX_USER_DATA) -> dict[str, Any]:
     props: dict[str, Any] = {
         "name": NAME,
         "imageRef": {"type": "string"},
@@ -201,7 +207,7 @@ def create(version: APIVersion) -> dict[str, Any]:
                 "additionalProperties": False,
             },
         },
-        "user_data": USER_DATA,
+        "user_data": _user_data(max_user_data),
         "block_device_mapping_v2": {"type": "array", "items": BDM_V2},
     }
     required = ["name", "flavorRef"]
@@ -249,7 +255,7 @@ def boot_image(block_devices: list[dict[str, Any]], image_ref: str | None) -> st
 
 
 @cache
-def update(version: APIVersion) -> dict[str, Any]:
+def update(version: APIVersion, max_user_data: int = NOVA_MAX_USER_DATA) -> dict[str, Any]:
     props: dict[str, Any] = {
         "name": NAME,
         "OS-DCF:diskConfig": DISK_CONFIG,
@@ -263,7 +269,7 @@ def update(version: APIVersion) -> dict[str, Any]:
     if version >= PIN_UPDATE:
         props["pinned_availability_zone"] = NAME_OR_NONE
     if version >= USER_DATA_UPDATE:
-        props["user_data"] = USER_DATA_OR_NULL
+        props["user_data"] = _user_data(max_user_data, nullable=True)
     if version >= LIVE_KEYS:
         props["key_names"] = KEY_NAMES
         props["block_project_keys"] = BOOLEAN
@@ -271,7 +277,7 @@ def update(version: APIVersion) -> dict[str, Any]:
 
 
 @cache
-def rebuild(version: APIVersion) -> dict[str, Any]:
+def rebuild(version: APIVersion, max_user_data: int = NOVA_MAX_USER_DATA) -> dict[str, Any]:
     props: dict[str, Any] = {
         "name": NAME,
         "imageRef": {"type": "string", "format": "uuid"},
@@ -289,7 +295,7 @@ def rebuild(version: APIVersion) -> dict[str, Any]:
     if version >= V(2, 54):
         props["key_name"] = {"type": ["string", "null"], "minLength": 1, "maxLength": 255}
     if version >= V(2, 57):
-        props["user_data"] = USER_DATA_OR_NULL
+        props["user_data"] = _user_data(max_user_data, nullable=True)
     if version >= V(2, 90):
         props["hostname"] = _hostname(version)
     if version >= LIVE_KEYS:
@@ -298,12 +304,12 @@ def rebuild(version: APIVersion) -> dict[str, Any]:
 
 
 @cache
-def reboot(version: APIVersion) -> dict[str, Any]:
+def reboot(version: APIVersion, max_user_data: int = NOVA_MAX_USER_DATA) -> dict[str, Any]:
     props: dict[str, Any] = {
         "type": {"type": "string", "enum": ["HARD", "Hard", "hard", "SOFT", "Soft", "soft"]}
     }
     if version >= USER_DATA_UPDATE:
-        props["user_data"] = USER_DATA_OR_NULL
+        props["user_data"] = _user_data(max_user_data, nullable=True)
     return _wrap("reboot", props, ["type"])
 
 

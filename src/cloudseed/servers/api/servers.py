@@ -21,6 +21,7 @@ from cloudseed.servers.api.requests import (
     servers_of,
     unlocked,
 )
+from cloudseed.servers.api.user_data import limit_of, valid_body
 from cloudseed.servers.creation import personality, scheduler_hints
 from cloudseed.servers.creation.service import CreateRequest, create_servers
 from cloudseed.servers.lifecycle import edits, security_groups
@@ -34,7 +35,6 @@ from cloudseed.web.microversions import APIVersion
 from cloudseed.web.requests import (
     api_base,
     api_db_of,
-    body_of,
     context_of,
     settings_of,
     version_of,
@@ -48,9 +48,10 @@ V = APIVersion
 
 async def create(request: Request) -> Response:
     version, context = version_of(request), context_of(request)
-    body = await body_of(request, schemas.create(version))
-    server = body["server"]
     settings = settings_of(request)
+    limit = settings.api.max_user_data_bytes
+    body = await valid_body(request, schemas.create(version, limit), "server")
+    server = body["server"]
     # Both bounded before anything else: an absurd count costs nothing (issue 13).
     bound = settings.api.max_count_per_request
     min_count = _count(server, "min_count", 1, bound)
@@ -263,7 +264,8 @@ async def show(request: Request) -> Response:
 
 async def update(request: Request) -> Response:
     version = version_of(request)
-    body = (await body_of(request, schemas.update(version)))["server"]
+    schema = schemas.update(version, limit_of(request))
+    body = (await valid_body(request, schema, "server"))["server"]
     record = await load_owned(request)
     actor = actor_of(request)
     keys = await _key_change(request, body, record)
