@@ -244,14 +244,10 @@ def test_a_config_over_64_kib_needs_the_limit_raised(coreos: Coreos) -> None:
     )
     assert r.status_code == 400, r.text
     assert "user_data" in r.json()["badRequest"]["message"]
-    if not hasattr(coreos.settings.api, LARGE_OPTION):
-        # [api] max_user_data_bytes (issue 34, part 3) is not there yet: what follows runs
-        # once it is.
-        return
     # An API node with the option raised; the session's compute agent builds the drive.
     raised = with_options(coreos.settings, "api", **{LARGE_OPTION: 1 << 20})
     with (
-        running_api(raised, api_db=coreos.api_db, compute=False) as url,
+        running_api(raised, api_db=coreos.api_db, compute=False, zone="nova") as url,
         httpx.Client(base_url=url, headers={"X-Auth-Token": "alice:proj"}, timeout=30) as api,
     ):
         guest = boot(api, coreos.world.cloud, config_drive=True, user_data=user_data)
