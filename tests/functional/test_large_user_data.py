@@ -150,7 +150,7 @@ def nothing_stored(large: Large) -> Iterator[None]:
 
 
 @pytest.mark.usefixtures("nothing_stored")
-def test_over_the_limit_and_invalid_base64_are_refused(large: Large) -> None:
+def test_over_the_limit_invalid_base64_and_broken_gzip_are_refused(large: Large) -> None:
     server_id = large.servers["gzip"][0]
     create = {"name": "vm", "imageRef": large.cloud.image_id, "flavorRef": "1"}
     over = "A" * (CEILING + 4)
@@ -177,6 +177,19 @@ def test_over_the_limit_and_invalid_base64_are_refused(large: Large) -> None:
     for bad in ("abc", "é" * 8, "QQ" * 1001):
         r = large.api.post("/v2.1/servers", json={"server": {**create, "user_data": bad}})
         refused(r, 400, "badRequest", "is not a 'base64'")
+    # Gzip that is not a gzip stream (cut short, corrupt, trailing bytes): the guest could
+    # not read it, so it is refused on every route that takes user data.
+    packed = gzip.compress(b"#cloud-config\n" * 100, mtime=0)
+    corrupt = bytearray(packed)
+    corrupt[len(packed) // 2] ^= 0xFF
+    for broken in (packed[:-4], bytes(corrupt), packed + b"not gzip"):
+        value = base64.b64encode(broken).decode()
+        r = large.api.post("/v2.1/servers", json={"server": {**create, "user_data": value}})
+        refused(r, 400, "badRequest", "starts like gzip but is not a gzip stream")
+        r = large.api.put(
+            f"/v2.1/servers/{server_id}", headers=mv("2.105"), json={"server": {"user_data": value}}
+        )
+        refused(r, 400, "badRequest", "is not a gzip stream")
     # A body larger than the limit lets through: 413, before it is read whole.
     huge = "A" * (CEILING + large.settings.oslo_middleware.max_request_body_size)
     r = large.api.post("/v2.1/servers", json={"server": {**create, "user_data": huge}})

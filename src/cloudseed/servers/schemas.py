@@ -54,7 +54,13 @@ NOVA_MAX_USER_DATA = 65535  # base64 characters: [api] max_user_data_bytes' defa
 
 def _user_data(limit: int, *, nullable: bool = False) -> dict[str, Any]:
     kind = ["string", "null"] if nullable else "string"
-    return {"type": kind, "format": "base64", "maxLength": limit}
+    # Nova's base64; and a whole gzip stream where it starts like one (web/validation.py).
+    return {
+        "type": kind,
+        "format": "base64",
+        "allOf": [{"format": "gzip-if-gzip"}],
+        "maxLength": limit,
+    }
 
 
 DESCRIPTION = {
