@@ -6,14 +6,14 @@ import datetime as dt
 import re
 from dataclasses import dataclass, field
 
-from sqlalchemy import ColumnElement, Select, and_, exists, or_, select
+from sqlalchemy import ColumnElement, Select, and_, exists, false, or_, select
 
 from cloudseed.cells.service import CellDatabases
 from cloudseed.errors import InvalidInput
 from cloudseed.servers import records, states
 from cloudseed.servers.errors import ServerMarkerNotFound
 from cloudseed.servers.models import Instance, InstanceTag
-from cloudseed.servers.tags import TagFilter
+from cloudseed.servers.tags import MAX_TAGS, TagFilter
 
 
 @dataclass(frozen=True)
@@ -107,7 +107,10 @@ def _has_tag(tag: str) -> ColumnElement[bool]:
 
 def _with_tags(query: Select[Instance], tags: TagFilter) -> Select[Instance]:
     """Nova's tag filters: every one of ``tags``, at least one of ``tags-any``, not every one
-    of ``not-tags``, none of ``not-tags-any``."""
+    of ``not-tags``, none of ``not-tags-any``. A server has at most MAX_TAGS tags: more in
+    ``tags`` match no server, more in ``not-tags`` every one (without a query of that size)."""
+    if len(tags.all_of) > MAX_TAGS:
+        return query.where(false())
     if tags.all_of:
         query = query.where(*[_has_tag(t) for t in tags.all_of])
     if tags.any_of:
@@ -116,7 +119,7 @@ def _with_tags(query: Select[Instance], tags: TagFilter) -> Select[Instance]:
                 InstanceTag.instance_uuid == Instance.uuid, InstanceTag.tag.in_(tags.any_of)
             )
         )
-    if tags.not_all_of:
+    if tags.not_all_of and len(tags.not_all_of) <= MAX_TAGS:
         query = query.where(~and_(*[_has_tag(t) for t in tags.not_all_of]))
     if tags.none_of:
         query = query.where(

@@ -40,8 +40,11 @@ REPLACE_BODY: dict[str, Any] = {
 # PUT /servers/{id}/tags/{tag}: no body (Nova's schema is ``null``).
 ADD_BODY: dict[str, Any] = {"type": "null"}
 
-# The list filters from 2.26, each a comma-separated list of tags.
+# The list filters from 2.26, each a comma-separated list of tags. Nova has no bound on how
+# many one names; cloudseed refuses more than this many distinct ones (400), so that a query
+# string cannot make a query of any size.
 FILTERS = ("tags", "tags-any", "not-tags", "not-tags-any")
+MAX_FILTER_TAGS = 1000
 
 
 def network_tag_allowed(version: APIVersion) -> bool:
@@ -79,13 +82,21 @@ class TagFilter:
     @classmethod
     def from_query(cls, first: dict[str, str], version: APIVersion) -> TagFilter:
         """From a list's query (each parameter's last value), as Nova reads it: from 2.26,
-        each filter split at commas (``tags=`` is one empty tag, which no server has);
-        before, ignored."""
+        each filter split at commas (``tags=`` is one empty tag, which no server has), each
+        tag once; before, ignored."""
         if version < SINCE:
             return cls()
 
         def split(name: str) -> tuple[str, ...]:
-            return tuple(first[name].split(",")) if name in first else ()
+            if name not in first:
+                return ()
+            distinct = tuple(dict.fromkeys(first[name].split(",")))
+            if len(distinct) > MAX_FILTER_TAGS:
+                raise InvalidInput(
+                    f"Invalid filter field: {name}. At most {MAX_FILTER_TAGS} tags, "
+                    f"{len(distinct)} given."
+                )
+            return distinct
 
         return cls(split("tags"), split("tags-any"), split("not-tags"), split("not-tags-any"))
 

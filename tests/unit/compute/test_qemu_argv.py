@@ -129,8 +129,9 @@ def test_nic_with_the_port_mac_on_a_restricted_network() -> None:
 
 
 def test_a_tagged_port_has_its_fixed_pci_slot() -> None:
-    ports = [{"mac_address": f"fa:16:3e:00:00:0{i}", "tag": tag} for i, tag in enumerate("ab")]
-    ports[0]["tag"] = None
+    ports: list[dict[str, object]] = [
+        {"mac_address": f"fa:16:3e:00:00:0{i}", "tag": tag} for i, tag in enumerate((None, "b"))
+    ]
     assert option(argv_of(guest(ports=ports)), "-device")[:2] == [
         "virtio-net-pci,netdev=net0,mac=fa:16:3e:00:00:00",
         "virtio-net-pci,netdev=net1,mac=fa:16:3e:00:00:01,addr=0x11",

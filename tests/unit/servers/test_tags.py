@@ -84,3 +84,12 @@ def test_list_filters_from_2_26_split_at_commas() -> None:
     assert parsed == tags.TagFilter(("a", "b"), ("c",), ("d", "e"), ("",))
     assert parsed
     assert not tags.TagFilter.from_query({"name": "x"}, V(2, 26))
+
+
+def test_a_filter_names_each_tag_once_and_at_most_a_thousand() -> None:
+    parsed = tags.TagFilter.from_query({"tags": "a,b,a"}, V(2, 26))
+    assert parsed.all_of == ("a", "b")
+    many = ",".join(str(i) for i in range(1001))
+    with pytest.raises(InvalidInput, match="At most 1000 tags, 1001 given"):
+        tags.TagFilter.from_query({"tags-any": many}, V(2, 26))
+    assert len(tags.TagFilter.from_query({"not-tags": many[:-5]}, V(2, 26)).not_all_of) == 1000
