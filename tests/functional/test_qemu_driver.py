@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from cloudseed.compute import pci_slots
 from cloudseed.compute.errors import DriverError
 from cloudseed.compute.interfaces import BootImage
 from cloudseed.compute.qemu import QemuDriver
@@ -529,3 +530,28 @@ def test_two_guests_get_two_ports_and_opting_out_keeps_the_port(
     assert driver.ssh_forward(UUID) is None and not accepts(ssh_ports[0])
     driver.reboot(spec, hard=True)
     assert driver.ssh_forward(UUID) == f"127.0.0.1:{ssh_ports[0]}" and accepts(ssh_ports[0])
+
+
+def test_a_tagged_port_is_at_the_pci_address_its_guest_is_told(
+    driver: QemuDriver, image: BootImage
+) -> None:
+    macs = [f"fa:16:3e:00:00:0{i}" for i in range(3)]
+    ports = [
+        {"mac_address": mac, "tag": "storage" if i == 1 else None} for i, mac in enumerate(macs)
+    ]
+    driver.spawn(guest(image, ports=ports))
+    qtree = qmp(driver._files(UUID), "human-monitor-command", **{"command-line": "info qtree"})
+    # Each NIC's MAC and slot, in QEMU's own words ("addr = 11.0"), against the address
+    # meta_data.json's devices names (compute/pci_slots.py).
+    # The PCI device holds the slot, the virtio-net device under it the MAC.
+    slots, slot_of_next = {}, ""
+    for block in qtree.split("dev: ")[1:]:
+        if block.startswith("virtio-net-pci"):
+            slot_of_next = block.split("addr = ", 1)[1].split()[0]
+        elif block.startswith("virtio-net-device"):
+            slots[block.split('mac = "', 1)[1].split('"', 1)[0]] = slot_of_next
+    assert set(slots) == set(macs)
+    slot = pci_slots.tagged_nic_slot(1)
+    assert slot is not None and slots[macs[1]] == f"{slot:02x}.0"
+    assert pci_slots.pci_address(slot) == "0000:00:11.0"
+    assert slots[macs[0]] != slots[macs[1]] != slots[macs[2]]

@@ -33,6 +33,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from cloudseed.compute import pci_slots
 from cloudseed.compute.errors import DriverError
 from cloudseed.compute.interfaces import GuestSpec
 from cloudseed.compute.ssh_forward import Forward
@@ -268,10 +269,15 @@ def _network(
 
 
 def _nic(index: int, port: Mapping[str, object]) -> str:
+    """The port's NIC; a tagged port's at its fixed PCI slot (pci_slots.py), which its guest
+    reads in meta_data.json's ``devices``."""
     device = f"virtio-net-pci,netdev=net{index}"
     mac = port.get("mac_address")
     if isinstance(mac, str) and mac:
         device += f",mac={mac}"
+    slot = pci_slots.tagged_nic_slot(index) if port.get("tag") else None
+    if slot is not None:
+        device += f",addr=0x{slot:02x}"
     return device
 
 

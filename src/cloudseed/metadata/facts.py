@@ -40,6 +40,7 @@ class PortFacts:
     gateway: str | None
     dns: tuple[str, ...]
     addresses: tuple[str, ...]  # fixed IPs, allocation order
+    tag: str | None = None  # the device role tag (meta_data.json's devices)
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +159,7 @@ def facts_from_record(
                 gateway=_shared(info.get("gateway")),
                 dns=shared(tuple(_shared(d) for d in info.get("dns_nameservers", ()))),
                 addresses=tuple(ip.address for ip in ips),
+                tag=port.tag,
             )
         )
     sysmeta = record.system_metadata

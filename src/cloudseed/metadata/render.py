@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from cloudseed.metadata import devices
 from cloudseed.metadata import versions as v
 from cloudseed.metadata.facts import GuestFacts
 
@@ -124,8 +125,7 @@ def meta_data(
     if v.at_least(version, v.LIBERTY):
         doc["project_id"] = facts.project_id
     if v.at_least(version, v.NEWTON_ONE):
-        # No device role tagging in cloudseed: no tagged devices to describe.
-        doc["devices"] = []
+        doc["devices"] = devices.devices(facts, version)
     if v.at_least(version, v.VICTORIA):
         doc["dedicated_cpus"] = []
     body = dumps(doc)
@@ -184,11 +184,11 @@ def authorized_keys(facts: GuestFacts) -> bytes:
     return "".join(lines).encode()
 
 
-def meta_data_variant(version: str) -> str:
-    """Versions whose meta_data.json is the same share one rendering: the version that
-    introduced the last field present."""
+def meta_data_variant(version: str, facts: GuestFacts | None = None) -> str:
+    """Versions whose meta_data.json is the same (for ``facts``' guest) share one rendering:
+    the version that introduced the last field present."""
     variant = v.FOLSOM
-    for step in (v.GRIZZLY, v.LIBERTY, v.NEWTON_ONE, v.VICTORIA):
+    for step in (v.GRIZZLY, v.LIBERTY, v.NEWTON_ONE, *devices.variant_steps(facts), v.VICTORIA):
         if v.at_least(version, step):
             variant = step
     return variant

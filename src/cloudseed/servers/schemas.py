@@ -11,6 +11,7 @@ from typing import Any
 
 from cloudseed.errors import InvalidInput
 from cloudseed.keypairs.schemas import NAME_FORMAT
+from cloudseed.servers import tags
 from cloudseed.servers.creation import personality
 from cloudseed.web.microversions import APIVersion
 
@@ -195,7 +196,7 @@ def create(version: APIVersion, max_user_data: int = NOVA_MAX_USER_DATA) -> dict
         "flavorRef": {"type": ["string", "integer"], "minLength": 1},
         "adminPass": {"type": "string"},
         "metadata": METADATA,
-        "networks": {"type": "array", "items": NETWORK_ITEM},
+        "networks": {},  # below: by version
         "OS-DCF:diskConfig": DISK_CONFIG,
         "accessIPv4": {"type": "string", "format": "ipv4"},
         "accessIPv6": {"type": "string", "format": "ipv6"},
@@ -221,16 +222,18 @@ def create(version: APIVersion, max_user_data: int = NOVA_MAX_USER_DATA) -> dict
         props["personality"] = personality.SCHEMA
     if version >= V(2, 19):
         props["description"] = DESCRIPTION
+    item = copy.deepcopy(NETWORK_ITEM)
+    if tags.network_tag_allowed(version):
+        item["properties"]["tag"] = tags.TAG  # a device role tag (meta_data.json's devices)
+    props["networks"] = {"type": "array", "items": item}
     if version >= V(2, 37):
-        item = copy.deepcopy(NETWORK_ITEM)
         item["properties"]["uuid"] = {"type": "string", "format": "uuid"}
         props["networks"] = {
-            "oneOf": [
-                {"type": "array", "items": item},
-                {"type": "string", "enum": ["none", "auto"]},
-            ]
+            "oneOf": [props["networks"], {"type": "string", "enum": ["none", "auto"]}]
         }
         required.append("networks")
+    if version >= tags.ON_CREATE_SINCE:
+        props["tags"] = tags.TAGS
     if version >= V(2, 74):
         # An admin's choice of compute host and node (Nova's create:requested_destination).
         props["host"] = {"type": "string", "minLength": 1, "maxLength": 255}

@@ -227,7 +227,7 @@ def _by_microversion(
     if version >= V(2, 19):
         fields["description"] = i.display_description
     if version >= V(2, 26):
-        fields["tags"] = []
+        fields["tags"] = list(record.tags)
     if version >= V(2, 63):
         fields["trusted_image_certificates"] = None
     if version >= V(2, 71) and with_server_groups:

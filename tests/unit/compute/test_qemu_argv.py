@@ -128,6 +128,16 @@ def test_nic_with_the_port_mac_on_a_restricted_network() -> None:
         assert "net=169.254.169.0/24" in netdev and "restrict=on" in netdev
 
 
+def test_a_tagged_port_has_its_fixed_pci_slot() -> None:
+    ports: list[dict[str, object]] = [
+        {"mac_address": f"fa:16:3e:00:00:0{i}", "tag": tag} for i, tag in enumerate((None, "b"))
+    ]
+    assert option(argv_of(guest(ports=ports)), "-device")[:2] == [
+        "virtio-net-pci,netdev=net0,mac=fa:16:3e:00:00:00",
+        "virtio-net-pci,netdev=net1,mac=fa:16:3e:00:00:01,addr=0x11",
+    ]
+
+
 def test_metadata_address_goes_to_the_relay_command() -> None:
     relay = ["/usr/bin/python3", "-I", "/opt/my dir/relay.py", "relay,config.json"]
     netdev = option(argv_of(guest(), relay), "-netdev")[0]

@@ -3,7 +3,7 @@
 
 One module per resource: ``servers`` (create, list, show, update, delete), ``lifecycle`` (the
 ``POST .../action`` verbs), ``security_groups`` (two of those verbs and
-``os-security-groups``), ``metadata_items``, ``instance_actions``, ``password`` and
+``os-security-groups``), ``metadata_items``, ``tags`` (2.26), ``instance_actions``, ``password`` and
 ``bootstrap_history``, and ``project_keys`` (``/os-project-keys``, 2.106: keys for every server
 of a project); ``requests`` holds what they all read from a request.
 """
@@ -21,6 +21,7 @@ from cloudseed.servers.api import (
     project_keys,
     security_groups,
     servers,
+    tags,
 )
 
 
@@ -40,6 +41,12 @@ def _routes() -> list[Route]:
         Route(f"{one}/metadata/{{key}}", metadata_items.show, methods=["GET"]),
         Route(f"{one}/metadata/{{key}}", metadata_items.put_item, methods=["PUT"]),
         Route(f"{one}/metadata/{{key}}", metadata_items.delete_item, methods=["DELETE"]),
+        Route(f"{one}/tags", tags.index, methods=["GET"]),
+        Route(f"{one}/tags", tags.replace, methods=["PUT"]),
+        Route(f"{one}/tags", tags.delete_all, methods=["DELETE"]),
+        Route(f"{one}/tags/{{tag}}", tags.show, methods=["GET"]),
+        Route(f"{one}/tags/{{tag}}", tags.add, methods=["PUT"]),
+        Route(f"{one}/tags/{{tag}}", tags.delete, methods=["DELETE"]),
         Route(f"{one}/os-instance-actions", instance_actions.index, methods=["GET"]),
         Route(f"{one}/os-instance-actions/{{request_id}}", instance_actions.show, methods=["GET"]),
         Route(f"{one}/os-server-password", password.show, methods=["GET"]),

@@ -29,6 +29,7 @@ from cloudseed.servers.lifecycle.edits import UNSET
 from cloudseed.servers.listing import ListFilter, list_servers
 from cloudseed.servers.live_keys import store as live_keys
 from cloudseed.servers.records import ServerRecord
+from cloudseed.servers.tags import TagFilter
 from cloudseed.web.errors import PolicyNotAuthorized
 from cloudseed.web.links import links, next_link
 from cloudseed.web.microversions import APIVersion
@@ -83,6 +84,7 @@ async def create(request: Request) -> Response:
         access_ip_v4=server.get("accessIPv4"),
         access_ip_v6=schemas.ipv6_text(server.get("accessIPv6")),
         networks=server.get("networks"),
+        tags=tuple(server.get("tags", ())),
         count=max_count,
         min_count=min_count,
         admin_pass=server.get("adminPass"),
@@ -216,6 +218,7 @@ async def _list(request: Request, *, detail: bool) -> Response:
         ip6=first.get("ip6"),
         reservation_id=first.get("reservation_id"),
         changes_since=_parse_time(first["changes-since"]) if "changes-since" in first else None,
+        tags=TagFilter.from_query(first, version),
         limit=limit,
         marker=first.get("marker"),
     )

@@ -32,8 +32,11 @@ class CreateRequest:
     availability_zone: str | None = None
     access_ip_v4: str | None = None
     access_ip_v6: str | None = None
-    # None or "auto": every registered network's first one; "none": no port.
+    # None or "auto": every registered network's first one; "none": no port. An item's
+    # ``tag`` (2.32, 2.42) is its port's device role tag.
     networks: list[dict[str, Any]] | str | None = None
+    # Server tags (2.52), checked by the schema (servers/tags.py).
+    tags: tuple[str, ...] = ()
     # The request's max_count; as many as the quota allows down to min_count are created.
     count: int = 1
     min_count: int = 1

@@ -1,8 +1,9 @@
 """The cell database rows of one new server, added in ``creation.create_servers``'s cell
 transaction: the instance and its extra (key set, flavor, the scheduler's fault), its system
-metadata and metadata, its planned ports, the create action with its build operation (or,
-when no host was found, the action finished with that fault), and the first history entries
-(keys, user data). Nothing here commits: the coordinator owns the transaction."""
+metadata, metadata and tags, its planned ports (with their device role tags), the create
+action with its build operation (or, when no host was found, the action finished with that
+fault), and the first history entries (keys, user data). Nothing here commits: the
+coordinator owns the transaction."""
 
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ from cloudseed.servers.models import (
     InstanceExtra,
     InstanceMetadata,
     InstanceSystemMetadata,
+    InstanceTag,
 )
 from cloudseed.servers.system_metadata import SECURITY_GROUPS
 
@@ -87,7 +89,14 @@ def add_instances(
         u: action_log.new_action(instance_uuid=u, action="create", actor=actor) for u in uuids
     }
     session.add_all(actions.values())
-    session.add_all([port_plans.port_row(u, plan) for u in uuids for plan in ports[u]])
+    tags = port_plans.requested_tags(servers.request.networks)
+    session.add_all(
+        [
+            port_plans.port_row(u, plan, tags[i] if i < len(tags) else None)
+            for u in uuids
+            for i, plan in enumerate(ports[u])
+        ]
+    )
     session.flush()
     for index, u in enumerate(uuids):
         _add_dependents(
@@ -171,6 +180,7 @@ def _add_dependents(
     session.add_all(
         [InstanceMetadata(instance_uuid=uuid, key=k, value=v) for k, v in request.metadata.items()]
     )
+    session.add_all([InstanceTag(instance_uuid=uuid, tag=t) for t in sorted(set(request.tags))])
     session.add_all([port_plans.fixed_ip_row(uuid, plan) for plan in ports])
     action_log.add_event(session, action_id=action_id, event=BUILD_EVENT)
     if placement is None:
