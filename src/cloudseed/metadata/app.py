@@ -200,8 +200,8 @@ class MetadataApp(asgi.MetadataASGI, AnswersAtOnce):
         callers, store = self.callers, self.store
         assert callers is not None and store is not None
         if target.kind == tree.EC2_INDEX:
-            if not self._cached_caller_may_see_index(peer, headers):
-                return None  # not cached, unknown, or its endpoint is off: the ASGI path
+            if self._cached_endpoint_disabled(peer, headers):
+                return None  # the ASGI path refuses it
             index = self.freshness.tagged(Answer(200, render.EC2_INDEX), None)
             return self.freshness.conditional(index, headers)
         claim = self.identifier.claim(peer, headers)
@@ -238,9 +238,9 @@ class MetadataApp(asgi.MetadataASGI, AnswersAtOnce):
         if target is None:
             raise NoSuchDocument("no such path")
         if target.kind == tree.EC2_INDEX:
-            # Nova answers "/" without asking who calls; a guest whose endpoint is off gets
-            # its 403 here too (2.109).
-            if await self._endpoint_disabled(peer, headers):
+            # Nova answers "/" without asking who calls; a cached guest whose endpoint is off
+            # gets its 403 here too (2.109).
+            if self._cached_endpoint_disabled(peer, headers):
                 raise EndpointDisabled()
             index = self.freshness.tagged(Answer(200, render.EC2_INDEX), None)
             return self.freshness.conditional(index, headers)
@@ -329,32 +329,21 @@ class MetadataApp(asgi.MetadataASGI, AnswersAtOnce):
         if not with_token:
             self.access.counted(guest.facts, document_of(kind, method))
 
-    async def _endpoint_disabled(
+    def _cached_endpoint_disabled(
         self, peer: str | None, headers: list[tuple[bytes, bytes]]
     ) -> bool:
-        """Whether the caller is a guest whose metadata endpoint is off; False for anyone
-        else (unknown, or not identifiable: they get the index as ever)."""
+        """Whether the caller of "/" is a cached guest whose metadata endpoint is off. "/" is
+        the static list of versions, answered as Nova answers it, without looking the caller
+        up (health checks ask it): only a guest already cached is refused it."""
         callers = self.callers
         assert callers is not None
         try:
-            await callers.guest(self.identifier.claim(peer, headers))
+            callers.cached_guest(self.identifier.claim(peer, headers))
         except EndpointDisabled:
             return True
         except Exception:
             return False
         return False
-
-    def _cached_caller_may_see_index(
-        self, peer: str | None, headers: list[tuple[bytes, bytes]]
-    ) -> bool:
-        """Whether respond_now may answer "/" at once: the caller is a cached guest whose
-        endpoint is on. Anyone else takes the ASGI path (``_endpoint_disabled``)."""
-        callers = self.callers
-        assert callers is not None
-        try:
-            return callers.cached_guest(self.identifier.claim(peer, headers)) is not None
-        except Exception:
-            return False
 
     def _token_hop_limit(self, guest: GuestDocuments) -> None:
         """Give the connection that carries ``guest``'s session token the server's own hop
