@@ -52,13 +52,13 @@ def put_options(
     api: httpx.Client, server_id: str, options: Any, headers: dict[str, str] = OPTS
 ) -> httpx.Response:
     return api.put(
-        f"/v2.1/servers/{server_id}", headers=headers, json={"server": {"metadata_options": options}}
+        f"/v2.1/servers/{server_id}",
+        headers=headers,
+        json={"server": {"metadata_options": options}},
     )
 
 
-def test_options_on_create_in_the_view_and_not_below_2_109(
-    api: httpx.Client, cloud: Cloud
-) -> None:
+def test_options_on_create_in_the_view_and_not_below_2_109(api: httpx.Client, cloud: Cloud) -> None:
     server = create_server(
         api,
         cloud,
@@ -261,10 +261,12 @@ def test_tokenless_access_audit_in_the_api_and_metrics(
         assert put_options(api, guest.id, {"http_tokens": "required"}).status_code == 200
         assert md.get(META).status_code == 401
         wait_until(
-            lambda: api.get(audit, headers=OPTS).json()["metadata_access"]["tokenless_requests"][
-                "count"
-            ]
-            == 6,
+            lambda: (
+                api.get(audit, headers=OPTS).json()["metadata_access"]["tokenless_requests"][
+                    "count"
+                ]
+                == 6
+            ),
             timeout=20,
             interval=0.2,
             what="the refused request counted",
@@ -338,16 +340,22 @@ def test_other_projects_and_locked_servers(
     stranger = {"X-Auth-Token": "eve:other", **OPTS}
     r = put_options(api, server["id"], {"http_endpoint": "disabled"}, stranger)
     assert r.status_code == 404 and "itemNotFound" in r.json()
-    assert api.put(
-        "/v2.1/os-metadata-options-defaults/other",
-        headers=stranger,
-        json={"metadata_options": {"http_tokens": "required"}},
-    ).status_code == 403
+    assert (
+        api.put(
+            "/v2.1/os-metadata-options-defaults/other",
+            headers=stranger,
+            json={"metadata_options": {"http_tokens": "required"}},
+        ).status_code
+        == 403
+    )
     assert changes(before, snapshot(api_db, cell_db)) == []
     # Locked: the owner's change is a 409, as a key change; an administrator's goes through.
-    assert api.post(
-        f"/v2.1/servers/{server['id']}/action", headers=ADMIN, json={"lock": None}
-    ).status_code == 202
+    assert (
+        api.post(
+            f"/v2.1/servers/{server['id']}/action", headers=ADMIN, json={"lock": None}
+        ).status_code
+        == 202
+    )
     before = snapshot(api_db, cell_db)
     r = put_options(api, server["id"], {"http_endpoint": "disabled"})
     assert r.status_code == 409, r.text
