@@ -2,8 +2,9 @@
 session token, and among them the reads of its user data and of its password, so an operator
 finds the guests that would break before requiring tokens (EC2's ``MetadataNoToken``).
 
-The hot path only counts, in memory: a lock, a dict entry per server, two additions, a clock
-reading (``counted``). A ``Periodic`` thread hands what each worker counted to the cell
+The hot path only counts, in memory, on the event loop: a dict entry per server, two
+additions, a clock reading (``counted``; no lock: the flush thread takes the counts by asking
+the loop to swap them out). A ``Periodic`` thread hands what each worker counted to the cell
 databases every ``[metadata] access_audit_interval`` seconds (``store.add_counts``: one
 UPDATE per server counted in the interval, in one transaction per cell), and once more when
 the service stops. A worker killed in between loses at most one interval's counts; a cell it
@@ -13,12 +14,13 @@ counts by project and document (never by server or path).
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import logging
-import threading
 import time
+from collections.abc import Callable
 from functools import partial
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from sqlalchemy.exc import IntegrityError
 
@@ -30,6 +32,10 @@ from cloudseed.servers.metadata_options import store
 from cloudseed.servers.metadata_options.store import Counts
 
 log = logging.getLogger(__name__)
+
+# How long a flush waits for the loop to hand over its counts (a loop this busy is stuck).
+LOOP_TIMEOUT = 30
+T = TypeVar("T")
 
 # The document label of the audit's metric: what a token-less request read.
 USER_DATA, PASSWORD, OTHER = "user_data", "password", "other"
@@ -112,7 +118,8 @@ class AccessAudit:
     ) -> None:
         self.cells = cells
         self.stats = stats
-        self._lock = threading.Lock()  # the event loop counts, the flush thread takes
+        # Counted on the loop (``counted``), taken and put back on it too (``_take``).
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._pending: dict[str, _Pending] = {}
         self._periodic = Periodic(
             self.flush,
@@ -123,10 +130,13 @@ class AccessAudit:
         )
 
     def start(self) -> None:
+        """Start flushing (on the event loop that will count)."""
+        self._loop = asyncio.get_running_loop()
         self._periodic.start()
 
     def close(self) -> None:
-        """Stop the thread and write what is left (blocking: call it in a thread)."""
+        """Stop the thread and write what is left (blocking: call it in a thread, while the
+        loop runs)."""
         self._periodic.stop()
         self.flush()
 
@@ -134,24 +144,22 @@ class AccessAudit:
         """The guest of ``facts`` asked for ``document`` without a session token."""
         now = time.time()
         uuid = facts.uuid
-        with self._lock:
-            pending = self._pending.get(uuid)
-            if pending is None:
-                pending = self._pending[uuid] = _Pending(facts.project_id)
-            pending.tokenless += 1
-            pending.tokenless_at = now
-            if document == USER_DATA:
-                pending.user_data += 1
-                pending.user_data_at = now
-            elif document == PASSWORD:
-                pending.password += 1
-                pending.password_at = now
+        pending = self._pending.get(uuid)
+        if pending is None:
+            pending = self._pending[uuid] = _Pending(facts.project_id)
+        pending.tokenless += 1
+        pending.tokenless_at = now
+        if document == USER_DATA:
+            pending.user_data += 1
+            pending.user_data_at = now
+        elif document == PASSWORD:
+            pending.password += 1
+            pending.password_at = now
         self.stats.tokenless(facts.project_id, document)
 
     def flush(self) -> None:
-        """Add what was counted since the last flush to the cell databases."""
-        with self._lock:
-            batch, self._pending = self._pending, {}
+        """Add what was counted since the last flush to the cell databases (in a thread)."""
+        batch = self._on_loop(self._take)
         if not batch:
             return
         try:
@@ -172,12 +180,31 @@ class AccessAudit:
                 log.exception("recording token-less access of %d servers failed", len(uuids))
                 self._put_back({uuid: batch[uuid] for uuid in uuids})
 
+    def _take(self) -> dict[str, _Pending]:
+        batch, self._pending = self._pending, {}
+        return batch
+
     def _put_back(self, batch: dict[str, _Pending]) -> None:
         """Counts a flush could not write, kept for the next one."""
-        with self._lock:
+
+        def merge() -> None:
             for uuid, pending in batch.items():
                 current = self._pending.get(uuid)
                 if current is None:
                     self._pending[uuid] = pending
                 else:
                     current.add(pending)
+
+        self._on_loop(merge)
+
+    def _on_loop(self, work: Callable[[], T]) -> T:
+        """``work()`` run on the counting loop, from the flush thread: the counts are only ever
+        touched there. Without a running loop (never started, or stopped) in this thread."""
+        loop = self._loop
+        if loop is None or loop.is_closed() or not loop.is_running():
+            return work()
+
+        async def run() -> T:
+            return work()
+
+        return asyncio.run_coroutine_threadsafe(run(), loop).result(timeout=LOOP_TIMEOUT)
