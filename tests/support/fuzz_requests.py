@@ -100,6 +100,8 @@ def body_schemas(method: str, path: str, version: APIVersion) -> list[dict[str, 
         return [k.CREATE_V21, k.CREATE_V22, k.CREATE_V210, k.CREATE_V292]
     if method == "PUT" and path.endswith("/os-project-keys/{id}"):
         return [s.PROJECT_KEYS]
+    if method == "PUT" and path.endswith("/os-metadata-options-defaults/{id}"):
+        return [s.METADATA_OPTIONS_DEFAULTS]
     if method == "POST" and path == "/image/v2/images":
         return [image_schemas.CREATE]
     return []

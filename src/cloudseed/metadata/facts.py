@@ -22,11 +22,13 @@ from typing import Any
 from cloudseed.metadata.sharing import Sharing
 from cloudseed.nocloud.seeds import SYSTEM_METADATA_KEY as NOCLOUD_SEED
 from cloudseed.nocloud.seeds import Seed, parse_stored
+from cloudseed.servers.metadata_options import options as md_options
+from cloudseed.servers.metadata_options.options import MetadataOptions
 from cloudseed.servers.system_metadata import PASSWORD_CHUNKS, security_group_names
 from cloudseed.vendordata.request import VendordataRequest
 
 # Server metadata item by which a user makes session tokens mandatory for one instance, like
-# EC2's per-instance HttpTokens=required.
+# EC2's per-instance HttpTokens=required (before 2.109's metadata options, which win over it).
 TOKENS_REQUIRED_ITEM = "metadata_http_tokens"
 
 
@@ -81,6 +83,9 @@ class GuestFacts:
     keys_refresh_at: float | None = None
     # The server's NoCloud seed (2.107), which the seed URLs' tokens are checked against.
     nocloud_seed: Seed | None = None
+    # The server's metadata options (2.109; servers/metadata_options/options.py): None when it
+    # sets none, as most servers, so the checks on every request cost one comparison.
+    metadata_options: MetadataOptions | None = None
 
     def at(self, now: float) -> GuestFacts:
         """These facts at POSIX time ``now``: keys that expired by then left out (the rule of
@@ -91,10 +96,30 @@ class GuestFacts:
         later = [k.expires_at for k in keys if k.expires_at is not None]
         return dataclasses.replace(self, keys=keys, keys_refresh_at=min(later, default=None))
 
+    def requires_token(self, cloud_default: bool) -> bool:
+        """Whether a request without a session token is refused: the server's http_tokens,
+        else the cloud's ``[metadata] require_token`` or the metadata item. Asked on every
+        request without a token: a comparison or two, then one loop in C."""
+        options = self.metadata_options
+        if options is not None and options.http_tokens is not None:
+            return options.http_tokens == md_options.REQUIRED
+        return cloud_default or (TOKENS_REQUIRED_ITEM, "required") in self.meta
+
     @property
-    def tokens_required(self) -> bool:
-        # Asked on every request without a token: one comparison loop in C.
-        return (TOKENS_REQUIRED_ITEM, "required") in self.meta
+    def endpoint_disabled(self) -> bool:
+        options = self.metadata_options
+        return options is not None and options.http_endpoint == md_options.DISABLED
+
+    @property
+    def tags_enabled(self) -> bool:
+        options = self.metadata_options
+        return options is not None and options.instance_metadata_tags == md_options.ENABLED
+
+    @property
+    def hop_limit(self) -> int | None:
+        """The server's own hop limit for the token PUT's answer (None: the cloud's)."""
+        options = self.metadata_options
+        return options.http_put_response_hop_limit if options is not None else None
 
     @property
     def addresses(self) -> tuple[str, ...]:
@@ -194,6 +219,9 @@ def facts_from_record(
         keys_applied_generation=extra.keys_applied_generation or 0,
         keys_refresh_at=keys_refresh_at,
         nocloud_seed=parse_stored(sysmeta.get(NOCLOUD_SEED)),
+        metadata_options=shared(
+            md_options.from_stored(sysmeta.get(md_options.SYSTEM_METADATA_KEY))
+        ),
     )
 
 

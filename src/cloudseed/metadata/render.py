@@ -20,6 +20,7 @@ from typing import Any
 from cloudseed.metadata import devices
 from cloudseed.metadata import versions as v
 from cloudseed.metadata.facts import GuestFacts
+from cloudseed.metadata.instance_tags import instance_tags
 
 
 def dumps(value: Any) -> bytes:
@@ -128,6 +129,8 @@ def meta_data(
         doc["devices"] = devices.devices(facts, version)
     if v.at_least(version, v.VICTORIA):
         doc["dedicated_cpus"] = []
+    if facts.tags_enabled:  # 2.109's instance_metadata_tags, at every version (cloudseed's)
+        doc["tags"] = instance_tags(facts)
     body = dumps(doc)
     prefix, marker, suffix = body.partition(_SEED_MARKER_JSON)
     if not marker:
@@ -295,6 +298,8 @@ def ec2_meta_data(
     if v.at_least(version, v.EC2_NETWORK) and any(":" in a for a in facts.addresses):
         data["mac"] = facts.ports[0].mac
         data["network"] = {"interfaces": {"macs": ec2_interfaces(facts, hostname)}}
+    if facts.tags_enabled:  # 2.109's instance_metadata_tags, at every version, as EC2's
+        data["tags"] = {"instance": instance_tags(facts)}
     return data
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from cloudseed.metadata import nocloud
 from cloudseed.metadata.answers import BINARY, Answer
 from cloudseed.metadata.documents import GuestDocuments
-from cloudseed.metadata.errors import NoSuchDocument, UnknownCaller
+from cloudseed.metadata.errors import EndpointDisabled, NoSuchDocument, UnknownCaller
 from cloudseed.metadata.facts import vendordata_request
 from cloudseed.metadata.store import GuestStore
 from cloudseed.nocloud import seeds
@@ -86,6 +86,8 @@ class SeedFiles:
         facts = guest.facts
         if not seeds.valid(self.key, presented, facts.nocloud_seed, time.time()):
             raise UnknownCaller("seed token not valid: wrong, expired, rotated or revoked")
+        if facts.endpoint_disabled:  # 2.109: the server's metadata endpoint is off
+            raise EndpointDisabled()
         file = match["file"].decode()
         if file == nocloud.META_DATA:
             return Answer(200, nocloud.meta_data(facts, dhcp_domain=self.dhcp_domain), YAML)

@@ -13,6 +13,7 @@ from cloudseed.errors import InvalidInput
 from cloudseed.keypairs.schemas import NAME_FORMAT
 from cloudseed.servers import tags
 from cloudseed.servers.creation import personality
+from cloudseed.servers.metadata_options import options as metadata_options
 from cloudseed.web.microversions import APIVersion
 
 V = APIVersion
@@ -168,6 +169,18 @@ KEY_NAMES: dict[str, Any] = {
 }
 
 
+# --- metadata options (2.109): servers/metadata_options/ ----------------------------------------
+METADATA_OPTIONS = V(2, 109)
+# PUT /os-metadata-options-defaults/{project_id}: the project's defaults, replaced whole.
+METADATA_OPTIONS_DEFAULTS: dict[str, Any] = {
+    "type": "object",
+    "properties": {"metadata_options": metadata_options.SCHEMA},
+    "required": ["metadata_options"],
+    "additionalProperties": False,
+}
+# --- end of metadata options ----------------------------------------------------------------------
+
+
 def _wrap(key: str, properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
     return {
         "type": "object",
@@ -243,6 +256,8 @@ def create(version: APIVersion, max_user_data: int = NOVA_MAX_USER_DATA) -> dict
     if version >= LIVE_KEYS:
         props["key_names"] = KEY_NAMES
         props["block_project_keys"] = BOOLEAN
+    if version >= METADATA_OPTIONS:
+        props["metadata_options"] = metadata_options.SCHEMA
     schema = _wrap("server", props, required)
     for key in ("os:scheduler_hints", "OS-SCH-HNT:scheduler_hints"):
         schema["properties"][key] = SCHEDULER_HINTS
@@ -282,6 +297,8 @@ def update(version: APIVersion, max_user_data: int = NOVA_MAX_USER_DATA) -> dict
     if version >= LIVE_KEYS:
         props["key_names"] = KEY_NAMES
         props["block_project_keys"] = BOOLEAN
+    if version >= METADATA_OPTIONS:
+        props["metadata_options"] = metadata_options.SCHEMA
     return _wrap("server", props, [])
 
 

@@ -47,8 +47,9 @@ class MetadataSection:
     require_token: bool = option(
         False,
         "Require a session token (PUT /latest/api/token, then "
-        "X-aws-ec2-metadata-token) on every request, on both trees. Per instance, the server "
-        "metadata item metadata_http_tokens=required does the same.",
+        "X-aws-ec2-metadata-token) on every request, on both trees, for servers whose "
+        "metadata options (microversion 2.109) leave http_tokens unset. Per instance, the "
+        "server metadata item metadata_http_tokens=required does the same.",
     )
     token_secret: str = option(
         "",
@@ -61,8 +62,19 @@ class MetadataSection:
         0,
         "IP TTL and IPv6 hop limit of the metadata service's responses, and of the qemu "
         "driver's metadata proxies on bridged networks (EC2's hop limit: 1 keeps answers "
-        "from leaving the first hop). 0 means the system default.",
+        "from leaving the first hop). 0 means the system default. A server's metadata option "
+        "http_put_response_hop_limit (microversion 2.109) sets its token answers' own.",
         minimum=0,
+    )
+    # -- issue 35 (part 4): the token-less access audit (docs/metadata.md) --
+    access_audit_interval: int = option(
+        5,
+        "How often each metadata worker writes the token-less access audit's counts (the "
+        "requests each server made without a session token, its user data and password "
+        "reads among them) to the cell databases, in seconds: what GET "
+        "/servers/{id}/metadata-access shows is up to this far behind, and a worker killed "
+        "loses at most this much of its counting.",
+        minimum=1,
     )
     change_poll_interval_ms: int = option(
         20,

@@ -3,9 +3,10 @@
 
 One module per resource: ``servers`` (create, list, show, update, delete), ``lifecycle`` (the
 ``POST .../action`` verbs), ``security_groups`` (two of those verbs and
-``os-security-groups``), ``metadata_items``, ``tags`` (2.26), ``instance_actions``, ``password`` and
-``bootstrap_history``, and ``project_keys`` (``/os-project-keys``, 2.106: keys for every server
-of a project); ``requests`` holds what they all read from a request.
+``os-security-groups``), ``metadata_items``, ``tags`` (2.26), ``instance_actions``, ``password``
+and ``bootstrap_history``, ``project_keys`` (``/os-project-keys``, 2.106: keys for every server
+of a project) and ``metadata_options`` (2.109: project defaults, a server's token-less access
+audit); ``requests`` holds what they all read from a request.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from cloudseed.servers.api import (
     instance_actions,
     lifecycle,
     metadata_items,
+    metadata_options,
     password,
     project_keys,
     security_groups,
@@ -55,6 +57,14 @@ def _routes() -> list[Route]:
         Route(f"{one}/os-security-groups", security_groups.index, methods=["GET"]),
         Route("/os-project-keys/{id}", project_keys.show, methods=["GET"]),
         Route("/os-project-keys/{id}", project_keys.update, methods=["PUT"]),
+        # 2.109: metadata options' project defaults and a server's token-less access audit.
+        Route(f"{one}/metadata-access", metadata_options.access_show, methods=["GET"]),
+        Route(
+            "/os-metadata-options-defaults/{id}", metadata_options.defaults_show, methods=["GET"]
+        ),
+        Route(
+            "/os-metadata-options-defaults/{id}", metadata_options.defaults_update, methods=["PUT"]
+        ),
     ]
 
 

@@ -28,6 +28,8 @@ from cloudseed.servers.lifecycle import edits, security_groups
 from cloudseed.servers.lifecycle.edits import UNSET
 from cloudseed.servers.listing import ListFilter, list_servers
 from cloudseed.servers.live_keys import store as live_keys
+from cloudseed.servers.metadata_options import options as metadata_options
+from cloudseed.servers.metadata_options import store as metadata_options_store
 from cloudseed.servers.records import ServerRecord
 from cloudseed.servers.tags import TagFilter
 from cloudseed.web.errors import PolicyNotAuthorized
@@ -93,6 +95,7 @@ async def create(request: Request) -> Response:
         security_groups=security_groups.requested(
             server.get("security_groups", []), project_id=context.project_id
         ),
+        metadata_options=metadata_options.from_body(server.get("metadata_options")),
     )
     servers = servers_of(request)
     created = await run_in_threadpool(
@@ -272,11 +275,16 @@ async def update(request: Request) -> Response:
     record = await load_owned(request)
     actor = actor_of(request)
     keys = await _key_change(request, body, record)
+    options = body.get("metadata_options")  # 2.109, a change the guest sees: as keys, locked 409
+    if options is not None:
+        unlocked(context_of(request), record)
     uuid = record.instance.uuid
 
     def work(session: Session) -> ServerRecord:
         if keys is not None:
             live_keys.change(session, uuid, actor=actor, action="update", **keys)
+        if options is not None:
+            metadata_options_store.change(session, uuid, options)
         return edits.update(
             session,
             uuid,

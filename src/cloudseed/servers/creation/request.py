@@ -10,6 +10,7 @@ from typing import Any
 from cloudseed.servers.creation import personality
 from cloudseed.servers.history.bootstrap import Actor
 from cloudseed.servers.live_keys.sets import KeyRequest
+from cloudseed.servers.metadata_options.options import UNSET, MetadataOptions
 
 
 @dataclass(frozen=True)
@@ -51,3 +52,5 @@ class CreateRequest:
     scheduler_hints: dict[str, list[str]] = field(default_factory=dict)
     # Security group names, checked (servers/lifecycle/security_groups.py); none: "default".
     security_groups: list[str] = field(default_factory=list)
+    # 2.109: the metadata options the request sets (the project's defaults fill the rest).
+    metadata_options: MetadataOptions = UNSET

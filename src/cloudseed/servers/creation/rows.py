@@ -27,6 +27,7 @@ from cloudseed.servers.history import bootstrap as history
 from cloudseed.servers.hostnames import sanitize_hostname
 from cloudseed.servers.lifecycle import queue, security_groups
 from cloudseed.servers.live_keys import sets as key_sets
+from cloudseed.servers.metadata_options import options as metadata_options
 from cloudseed.servers.models import (
     Instance,
     InstanceExtra,
@@ -58,6 +59,7 @@ class NewServers:
     keypairs: list[dict[str, Any]]  # the key set, key_sets.merge
     config_drive: bool
     destination: destinations.Destination
+    metadata_options: str | None = None  # 2.109, as stored (servers/metadata_options/)
 
 
 def add_instances(
@@ -247,6 +249,8 @@ def _system_metadata(servers: NewServers, *, has_ports: bool) -> dict[str, str]:
         values[pinning.PINNED_AZ] = destination.zone
     if request.scheduler_hints:
         values[scheduler_hints.SCHEDULER_HINTS] = scheduler_hints.dumps(request.scheduler_hints)
+    if servers.metadata_options is not None:
+        values[metadata_options.SYSTEM_METADATA_KEY] = servers.metadata_options
     return values
 
 
