@@ -166,17 +166,24 @@ def test_instance_tags_in_both_trees(api: httpx.Client, cloud: Cloud, metadata_u
         cloud,
         metadata={"role": "web", "tier": "front end"},
         metadata_options={"instance_metadata_tags": "enabled"},
+        tags=["blue", "role"],  # Nova's server tags (2.52 on create): keys with empty values
     )
     with guest.client(metadata_url) as md:
         meta = md.get(META).json()
-        assert meta["tags"] == {"role": "web", "tier": "front end"}
+        # A metadata item and a tag of the same key: the item, which has a value.
+        assert meta["tags"] == {"blue": "", "role": "web", "tier": "front end"}
         assert meta["meta"] == {"role": "web", "tier": "front end"}  # unchanged
         assert "tags/" in md.get("/latest/meta-data/").text.splitlines()
         assert md.get("/latest/meta-data/tags/").text == "instance/"
-        assert md.get("/latest/meta-data/tags/instance").text == "role\ntier"
+        assert md.get("/latest/meta-data/tags/instance").text == "blue\nrole\ntier"
         assert md.get("/latest/meta-data/tags/instance/role").text == "web"
+        assert md.get("/latest/meta-data/tags/instance/blue").text == ""
         assert md.get("/2009-04-04/meta-data/tags/instance/tier").text == "front end"
         assert md.get("/latest/meta-data/tags/instance/none").status_code == 404
+        # A tag added through the tags API (2.26) reaches the guest at its next request.
+        r = api.put(f"/v2.1/servers/{guest.id}/tags/green", headers=OPTS)
+        assert r.status_code == 201, r.text
+        assert md.get("/latest/meta-data/tags/instance").text == "blue\ngreen\nrole\ntier"
 
         assert put_options(api, guest.id, {"instance_metadata_tags": "disabled"}).status_code == 200
         assert "tags" not in md.get(META).json()

@@ -86,6 +86,8 @@ class GuestFacts:
     # The server's metadata options (2.109; servers/metadata_options/options.py): None when it
     # sets none, as most servers, so the checks on every request cost one comparison.
     metadata_options: MetadataOptions | None = None
+    # The server's tags (2.26), sorted: guests read them when the options enable it.
+    tags: tuple[str, ...] = ()
 
     def at(self, now: float) -> GuestFacts:
         """These facts at POSIX time ``now``: keys that expired by then left out (the rule of
@@ -222,6 +224,7 @@ def facts_from_record(
         metadata_options=shared(
             md_options.from_stored(sysmeta.get(md_options.SYSTEM_METADATA_KEY))
         ),
+        tags=shared(tuple(_shared(t) for t in record.tags)),
     )
 
 
