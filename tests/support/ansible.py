@@ -64,7 +64,6 @@ def _build(venv: Path) -> None:
             timeout=INSTALL_TIMEOUT,
             unavailable=AnsibleUnavailable,
             network_errors=osc.NETWORK_ERRORS,
-            options=("--timeout", "30", "--retries", "3"),
         )
     except (AnsibleUnavailable, RuntimeError):
         shutil.rmtree(venv, ignore_errors=True)

@@ -67,7 +67,6 @@ def _build(venv: Path) -> None:
             *REQUIREMENTS,
             timeout=INSTALL_TIMEOUT,
             unavailable=CloudbaseInitUnavailable,
-            options=("--timeout", "30", "--retries", "3"),
         )
     except (CloudbaseInitUnavailable, RuntimeError):
         shutil.rmtree(venv, ignore_errors=True)

@@ -187,7 +187,6 @@ def _build(venv: Path, report: Report) -> None:
             timeout=INSTALL_TIMEOUT,
             unavailable=TempestUnavailable,
             network_errors=osc.NETWORK_ERRORS,
-            options=("--timeout", "30", "--retries", "3"),
         )
     except (TempestUnavailable, RuntimeError):
         shutil.rmtree(venv, ignore_errors=True)
