@@ -24,7 +24,7 @@ ROOT_KEYS = "file=/root/.ssh/authorized_keys"
 USER_KEYS = "file=/home/debian/.ssh/authorized_keys"
 SEED_ROUTE = "/nocloud/{token}/{file}"
 REQUESTS = re.compile(
-    r'^cloudseed_http_requests_total\{(?P<labels>[^}]*)\} (?P<count>[0-9.e+]+)$', re.MULTILINE
+    r"^cloudseed_http_requests_total\{(?P<labels>[^}]*)\} (?P<count>[0-9.e+]+)$", re.MULTILINE
 )
 
 
