@@ -23,9 +23,8 @@ from tests.e2e.harness import deleted_afterwards, key_hash, user_data
 ROOT_KEYS = "file=/root/.ssh/authorized_keys"
 USER_KEYS = "file=/home/debian/.ssh/authorized_keys"
 SEED_ROUTE = "/nocloud/{token}/{file}"
-REQUESTS = re.compile(
-    r"^cloudseed_http_requests_total\{(?P<labels>[^}]*)\} (?P<count>[0-9.e+]+)$", re.MULTILINE
-)
+# Greedy: route labels hold braces ("/nocloud/{token}/{file}").
+REQUESTS = re.compile(r"^cloudseed_http_requests_total\{(?P<labels>.*)\} (?P<count>\S+)$", re.M)
 
 
 def nocloud_user_data(run: str) -> str:
