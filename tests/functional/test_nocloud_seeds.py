@@ -23,10 +23,12 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from cloudseed.agent.seed_urls import RENEW_WITHIN, SeedUrls
 from cloudseed.db.engines import Database
 from cloudseed.nocloud import seeds
 from cloudseed.servers import records
 from cloudseed.servers.models import InstanceSystemMetadata
+from cloudseed.settings import Settings
 from tests.support.cloud import Cloud, b64, mv
 from tests.support.guests import boot
 from tests.support.waiting import eventually, wait_until
@@ -232,6 +234,54 @@ def test_an_expired_seed_is_refused_and_a_get_makes_a_new_one(
     fresh = seed_of(api, guest.id)
     assert fresh["url"] != first["url"]
     assert fetch(metadata_url, f"/nocloud/{token_of(fresh)}/meta-data")[0] == 200
+
+
+def test_the_agent_boots_a_guest_with_its_seed_and_renews_it_before_it_ends(
+    api: httpx.Client,
+    cloud: Cloud,
+    metadata_url: str,
+    cell_db: Database,
+    migrated_settings: Settings,
+) -> None:
+    """What the compute agent gives a ``cloudseed_bootstrap=nocloud`` guest at each start
+    (agent/seed_urls.py; the e2e guest boots from it: tests/e2e/test_nocloud.py)."""
+    guest = boot(api, cloud)
+    urls = SeedUrls.from_settings(migrated_settings)
+    booted = urls.for_boot(cell_db, guest.id)
+    # The seed the API shows (the first one is made by whichever asks first), working.
+    assert booted == seed_of(api, guest.id)["url"]
+    assert urls.for_boot(cell_db, guest.id) == booted
+    token = booted.rstrip("/").rsplit("/", 1)[1]
+    assert fetch(metadata_url, f"/nocloud/{token}/meta-data")[0] == 200
+
+    # A seed that ends before the guest is done with it is replaced at the next start.
+    with cell_db.read() as session:
+        seed = seeds.parse_stored(records.load(session, guest.id).system_metadata["nocloud_seed"])
+    assert seed is not None
+    ending = seeds.Seed(seed.nonce, int(time.time()) + RENEW_WITHIN - 60)
+
+    def shorten(session: Session) -> None:
+        row = session.scalars(
+            select(InstanceSystemMetadata).where(
+                InstanceSystemMetadata.instance_uuid == guest.id,
+                InstanceSystemMetadata.key == seeds.SYSTEM_METADATA_KEY,
+            )
+        ).one()
+        row.value = ending.stored()
+        records.guest_changed(session, guest.id)
+
+    cell_db.run(shorten, write=True)
+    renewed = urls.for_boot(cell_db, guest.id)
+    assert renewed is not None and renewed != booted
+    assert seed_of(api, guest.id)["url"] == renewed
+    eventually(lambda: fetch(metadata_url, f"/nocloud/{token}/meta-data")[0] == 404)
+    assert fetch(metadata_url, f"/nocloud/{token_of({'url': renewed})}/meta-data")[0] == 200
+
+    # Revoked: the guest boots without a seed, and none is made for it.
+    action = f"/v2.1/servers/{guest.id}/nocloud-seed/action"
+    assert api.post(action, json={"revoke": None}, headers=SEEDS).status_code == 204
+    assert urls.for_boot(cell_db, guest.id) is None
+    assert api.get(f"/v2.1/servers/{guest.id}/nocloud-seed", headers=SEEDS).status_code == 404
 
 
 def test_bad_tokens_and_paths_are_one_404_and_never_an_error(

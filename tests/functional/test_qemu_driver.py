@@ -258,6 +258,25 @@ def test_spawn_and_rebuild_keep_the_config_drive_built_beside_the_disk(
     assert drive.exists() and str(drive).encode() in cmdline
 
 
+def test_a_nocloud_guest_runs_with_its_seed_serial_and_no_config_drive(
+    driver: QemuDriver, image: BootImage
+) -> None:
+    # QEMU takes the serial with its ';' and a doubled ',' (a seed base URL may hold one).
+    drive = instance_dir(driver) / "disk.config"
+    drive.parent.mkdir(parents=True)
+    drive.write_bytes(b"\0" * 2048 * 16)
+    url = "http://10.0.0.2:8775/a,b/nocloud/" + "T" * 64 + "/"
+    image = dataclasses.replace(image, bootstrap="nocloud")
+    driver.spawn(
+        guest(image, config_drive=True, config_drive_path=str(drive), nocloud_seed_url=url)
+    )
+    cmdline = Path(f"/proc/{qemu_pid(driver)}/cmdline").read_bytes().split(b"\0")
+    serial = "serial=ds=nocloud-net;s=" + url.replace(",", ",,")
+    assert any(serial.encode() in arg and b"OpenStack" not in arg for arg in cmdline)
+    assert not any(b"disk.config" in arg for arg in cmdline)
+    assert qmp(driver._files(UUID), "query-status")["status"] == "running"
+
+
 def test_a_guest_printing_in_a_loop_cannot_fill_the_disk(tmp_path: Path) -> None:
     """Issue 13: the console log is bounded as virtlogd bounds a libvirt guest's (rotated once
     past [qemu] console_log_max_size), and os-getConsoleOutput still answers the tail."""

@@ -34,6 +34,24 @@ def current(session: Session, uuid: str, *, now: float, lifetime: int) -> Seed:
     return seed if seed is not None else _store(session, uuid, new_seed(now, lifetime))
 
 
+def for_boot(
+    session: Session, uuid: str, *, now: float, lifetime: int, renew_within: int
+) -> Seed | None:
+    """The seed a guest booting now is given (the compute agent, for an image with
+    ``cloudseed_bootstrap=nocloud``): the current one, or a new one when there is none, it
+    expired, or it expires within ``renew_within`` seconds (the guest reads it during its
+    boot, and again at boots of its own). None after a revoke: the guest boots without one."""
+    try:
+        seed = shown(session, uuid, now=now)
+    except SeedRevoked:
+        return None
+    if seed is not None and (
+        seed.expires_at is None or seed.expires_at - now >= min(renew_within, lifetime)
+    ):
+        return seed
+    return _store(session, uuid, new_seed(now, lifetime))
+
+
 def rotate(session: Session, uuid: str, *, now: float, lifetime: int) -> Seed:
     """A new seed, whatever the server had (also after a revoke): every earlier URL ends."""
     records.load(session, uuid)  # 404 for a deleted or unknown server
