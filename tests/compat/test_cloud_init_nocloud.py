@@ -8,7 +8,9 @@ The client is Debian's cloud-init 22.4 under Debian's python3 (tests/support/
 cloudinit_nocloud.py). 22.4 reads ``meta-data``, ``user-data`` and ``vendor-data`` from a seed
 URL but not ``network-config`` (cloud-init 23.1 and later do): the script fetches it with
 cloud-init's ``readurl`` and parses it with cloud-init's ``network_state``, as the datasource
-does with the drive's copy. Vendordata is StaticJSON plus a DynamicJSON target named
+does with the drive's copy. A second test runs Debian 13's cloud-init 25.x (unpacked from
+deb.debian.org's package: tests/support/cloudinit_trixie.py) on the seed URL, whose NoCloudNet
+fetches ``network-config`` itself. Vendordata is StaticJSON plus a DynamicJSON target named
 ``cloud-init``: NoCloud has one vendor-data, a MIME multipart of both, which cloud-init's user
 data processor splits back into the two cloud-configs.
 
@@ -31,6 +33,7 @@ from click.testing import CliRunner
 from cloudseed.cli import cli
 from cloudseed.configdrive.service import read_drive
 from cloudseed.settings import Settings
+from tests.support import cloudinit_trixie, databases
 from tests.support.cloud import Cloud, b64, mv
 from tests.support.cloudinit_run import DYNAMIC_VENDORDATA, STATIC_VENDORDATA
 from tests.support.guests import Guest, boot
@@ -46,9 +49,24 @@ SCRIPT = Path(__file__).parents[1] / "support" / "cloudinit_nocloud.py"
 USER_DATA = "#cloud-config\nruncmd: [echo 'seeded by NoCloud é']\n"
 
 
-def read_with_cloud_init(python: Path, mode: str, seed: str, guest: Guest, work: Path) -> Any:
+@pytest.fixture(scope="session")
+def trixie_cloud_init() -> Path:
+    """Where trixie's ``cloudinit`` package is unpacked (downloading it if need be)."""
+    try:
+        return cloudinit_trixie.cloud_init_path()
+    except cloudinit_trixie.TrixieUnavailable as exc:
+        if databases.required():
+            pytest.fail(f"CLOUDSEED_REQUIRE_DBS=1 but trixie's cloud-init is unavailable: {exc}")
+        pytest.skip(f"trixie's cloud-init cannot be had here: {exc}")
+
+
+def read_with_cloud_init(
+    python: Path, mode: str, seed: str, guest: Guest, work: Path, lib: Path | None = None
+) -> Any:
+    command = [str(python), "-I", "-B", str(SCRIPT), mode, seed, "--mac", guest.mac]
+    command += ["--work", str(work), *(["--lib", str(lib)] if lib else [])]
     done = subprocess.run(
-        [str(python), "-I", "-B", str(SCRIPT), mode, seed, "--mac", guest.mac, "--work", work],
+        command,
         capture_output=True,
         text=True,
         timeout=120,
@@ -104,6 +122,15 @@ def check_network(network: dict[str, Any], guest: Guest) -> None:
     assert f"address {guest.address}/24" in network["eni"]
 
 
+def seed_url(api: httpx.Client, guest: Guest, metadata_url: str) -> str:
+    """The server's seed URL as a guest on this listener reaches it (the default base is
+    169.254.169.254)."""
+    r = api.get(f"/v2.1/servers/{guest.id}/nocloud-seed", headers=mv("2.107"))
+    assert r.status_code == 200, r.text
+    token: str = r.json()["nocloud_seed"]["url"].rstrip("/").rsplit("/", 1)[1]
+    return metadata_url + "/nocloud/" + token + "/"
+
+
 def test_cloud_init_reads_a_seed_url_and_a_cidata_drive(
     api: httpx.Client,
     cloud: Cloud,
@@ -114,11 +141,7 @@ def test_cloud_init_reads_a_seed_url_and_a_cidata_drive(
     tmp_path: Path,
 ) -> None:
     guest = boot(api, cloud, key_name="key1", user_data=b64(USER_DATA), availability_zone="nova")
-    r = api.get(f"/v2.1/servers/{guest.id}/nocloud-seed", headers=mv("2.107"))
-    assert r.status_code == 200, r.text
-    seed = r.json()["nocloud_seed"]
-    # The URL as a guest on this listener reaches it (the default base is 169.254.169.254).
-    url = metadata_url + "/nocloud/" + seed["url"].rstrip("/").rsplit("/", 1)[1] + "/"
+    url = seed_url(api, guest, metadata_url)
 
     out = read_with_cloud_init(cloud_init, "url", url, guest, tmp_path / "url")
     md, ud, vd = out["read_seeded"][:3]
@@ -164,4 +187,32 @@ def test_cloud_init_reads_a_seed_url_and_a_cidata_drive(
     out = read_with_cloud_init(cloud_init, "dir", str(seed_dir), guest, tmp_path / "dir")
     check_seed(out["datasource"], guest, cloud)
     assert out["datasource"]["network_config"]["version"] == 2
+    check_network(out["network"], guest)
+
+
+def test_cloud_init_25_reads_network_config_from_a_seed_url(
+    api: httpx.Client,
+    cloud: Cloud,
+    metadata_url: str,
+    cloud_init: Path,
+    trixie_cloud_init: Path,
+    tmp_path: Path,
+) -> None:
+    guest = boot(api, cloud, key_name="key1", user_data=b64(USER_DATA), availability_zone="nova")
+    url = seed_url(api, guest, metadata_url)
+    served = httpx.get(url + "network-config")
+    assert served.status_code == 200, served.text
+
+    out = read_with_cloud_init(cloud_init, "url", url, guest, tmp_path, lib=trixie_cloud_init)
+    major, minor = (int(part) for part in out["version"].split(".")[:2])
+    assert (major, minor) >= (23, 1), out["version"]
+    check_seed(out["datasource"], guest, cloud)
+    assert out["datasource"]["str"].startswith("DataSourceNoCloudNet")
+    # The datasource's own network config, fetched from the seed URL by cloud-init itself
+    # (the script's readurl fallback is for 22.4, which returns None here).
+    config = out["datasource"]["network_config"]
+    assert config == json.loads(served.content)
+    assert config["version"] == 2
+    (ethernet,) = config["ethernets"].values()
+    assert ethernet["match"] == {"macaddress": guest.mac}
     check_network(out["network"], guest)

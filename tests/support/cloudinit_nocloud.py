@@ -3,7 +3,12 @@
     /usr/bin/python3 -I -B cloudinit_nocloud.py url SEED_URL --mac MAC --work DIR
     /usr/bin/python3 -I -B cloudinit_nocloud.py dir SEED_DIR --mac MAC --work DIR
 
+``--lib DIR`` puts DIR first on ``sys.path``: another cloud-init's ``cloudinit`` package than the
+system's (trixie's, tests/support/cloudinit_trixie.py).
+
 Prints one JSON object (bytes as ``{"base64": ...}``):
+
+- ``version``: the cloud-init that ran.
 
 - ``read_seeded`` (``url`` only): ``util.read_seeded(SEED_URL)``, what NoCloud fetches.
 - ``datasource``: ``get_data()`` of ``DataSourceNoCloudNet`` configured with ``seedfrom:
@@ -41,11 +46,15 @@ def main() -> int:
     parser.add_argument("seed")
     parser.add_argument("--mac", required=True)
     parser.add_argument("--work", required=True, type=Path)
+    parser.add_argument("--lib", type=Path)
     args = parser.parse_args()
+    if args.lib is not None:
+        sys.path.insert(0, str(args.lib))
 
     from cloudinit import distros, dmi, helpers, net, url_helper, util
     from cloudinit.net import eni, network_state
     from cloudinit.sources import DataSourceNoCloud as nc
+    from cloudinit.version import version_string
 
     args.work.mkdir(parents=True, exist_ok=True)
     logging.basicConfig(filename=args.work / "cloud-init.log", level=logging.DEBUG, force=True)
@@ -63,7 +72,7 @@ def main() -> int:
         }
     )
     distro = distros.fetch("debian")("debian", {}, paths)
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = {"version": version_string()}
     ds_cfg: dict[str, Any] = {"fs_label": None}
     if args.mode == "url":
         out["read_seeded"] = util.read_seeded(args.seed, timeout=5, retries=1)
