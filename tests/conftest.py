@@ -111,6 +111,15 @@ def clean_cell_db(cell_db: Database) -> Database:
     return cell_db
 
 
+@pytest.fixture(scope="module")
+def module_clean_dbs(api_db: Database, cell_db: Database) -> tuple[Database, Database]:
+    """Both databases emptied once, for a module whose tests share what its module-scoped
+    fixtures made (so none of its tests may ask for ``api`` or ``clean_*``, which empty them)."""
+    _empty(api_db)
+    _empty(cell_db, CellBase.metadata)
+    return api_db, cell_db
+
+
 @pytest.fixture(scope="session")
 def fake_driver() -> FakeDriver:
     """The driver behind the test server; tests may tell it to fail."""

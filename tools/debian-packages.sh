@@ -8,6 +8,11 @@ set -eu
 # xorriso, genisoimage (isoinfo), mtools, dosfstools (fsck.vfat): config drives are read back
 # with them, independently of cloudseed's own readers; genisoimage is also Nova's way in
 # the config drive benchmark.
+# libarchive-tools (bsdtar), mtools: cloudbase-init's config drive readers run them, as its
+# Windows build runs its own bsdtar.exe and mtools.
+# ignition: Fedora CoreOS's and Flatcar's first-boot agent; its fetch stage reads cloudseed.
+# fuseiso, fusefat: where the kernel has no iso9660 or vfat (a microVM's), the mount(8) helpers
+# that let Ignition mount a config drive (tests/support/ignition.py).
 # qemu-system-x86: the QEMU compute driver's tests boot a tiny guest kernel under it.
 # qemu-guest-agent: its qemu-ga, run on the host, is the real agent the key-push tests talk to.
 # iproute2, nftables, dnsmasq-base, slirp4netns: the qemu driver's bridged networks (a namespace
@@ -18,7 +23,8 @@ set -eu
 # workstation's own kernels are left alone.
 # Arguments add packages for one target (benchmarks: wrk nginx-light).
 packages="cloud-init e2fsprogs fdisk qemu-utils qemu-system-x86 qemu-guest-agent openssl xorriso genisoimage mtools
-    dosfstools libguestfs-tools python3-guestfs iproute2 nftables dnsmasq-base slirp4netns $*"
+    dosfstools libguestfs-tools python3-guestfs iproute2 nftables dnsmasq-base slirp4netns ignition
+    libarchive-tools fuseiso fusefat $*"
 ls /boot/vmlinuz-* >/dev/null 2>&1 || packages="$packages linux-image-cloud-amd64"
 missing=""
 for p in $packages; do

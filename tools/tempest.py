@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.support import tempest
+from tests.support import tempest, tool_venv
 
 START, END = "<!-- tempest:start -->", "<!-- tempest:end -->"
 
@@ -87,7 +87,7 @@ def main() -> int:
     selection = {"full": tempest.FULL_SELECTION, "short": tempest.SHORT_SELECTION}.get(
         args.selection, args.selection
     )
-    work = tempest.CACHE_DIR / "tempest-run"
+    work = tool_venv.CACHE_DIR / "tempest-run"
     if work.exists():
         shutil.rmtree(work)
     work.mkdir(parents=True)

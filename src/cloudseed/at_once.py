@@ -43,3 +43,7 @@ class AnswersAtOnce(Protocol):
 
 # ``AnswersAtOnce.respond_now`` of an app, as the protocol keeps it.
 RespondNow = Callable[[str, str, str | None, Headers], AtOnce | None]
+
+# The ASGI scope extension the protocol adds to a PUT taking the ASGI path: its connection's
+# socket, on which the metadata service sets a session token answer's hop limit (2.109).
+SOCKET_EXTENSION = "cloudseed.socket"

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 from uvicorn.protocols.http import httptools_impl
 
-from cloudseed.at_once import AtOnce, RespondNow
+from cloudseed.at_once import SOCKET_EXTENSION, AtOnce, RespondNow
 from cloudseed.connection_limits import ConnectionCap, Deadlines
 from cloudseed.transport import CoalescingTransport
 from cloudseed.uvicorn_internals import require_tested_uvicorn
@@ -176,6 +176,10 @@ class CoalescingHttpToolsProtocol(HttpToolsProtocol):
         super().on_message_begin()
         self.url, self.headers, self.expect_100_continue = url, headers, expect_100_continue
         self.scope["headers"] = headers
+        if self.parser.get_method() == b"PUT":
+            # The metadata service gives a session token's answer the server's own hop limit
+            # (2.109) on the connection itself: the one request that needs the socket.
+            self.scope["extensions"] = {SOCKET_EXTENSION: self.transport.get_extra_info("socket")}
         super().on_headers_complete()
 
     def on_body(self, body: bytes) -> None:

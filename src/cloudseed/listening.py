@@ -10,7 +10,7 @@ import resource
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cloudseed.errors import ConfigError
 from cloudseed.settings import Settings
@@ -53,16 +53,22 @@ def bind(
     if ip_ttl:
         # EC2's hop limit: accepted connections inherit the listening socket's TTL, so
         # answers die after ip_ttl hops (1: they never get past the first router).
-        if family == socket.AF_INET6:
-            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_UNICAST_HOPS, ip_ttl)
-        # Also on an IPv6 socket: a dual-stack one ("::") answers IPv4 callers with IPv4's
-        # TTL, not the hop limit.
-        sock.setsockopt(socket.IPPROTO_IP, socket.IP_TTL, ip_ttl)
+        set_hop_limit(sock, ip_ttl)
     sock.bind((host, port))
     if listen:
         sock.listen(2048)
     sock.set_inheritable(True)
     return sock
+
+
+def set_hop_limit(sock: Any, hops: int) -> None:
+    """Give ``sock`` (a listening socket, or one connection: the metadata service's token
+    answer, 2.109) the IP TTL and IPv6 hop limit ``hops``."""
+    if sock.family == socket.AF_INET6:
+        sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_UNICAST_HOPS, hops)
+    # Also on an IPv6 socket: a dual-stack one ("::") answers IPv4 callers with IPv4's TTL,
+    # not the hop limit.
+    sock.setsockopt(socket.IPPROTO_IP, socket.IP_TTL, hops)
 
 
 def bind_listener(listener: Listener, *, reuse_port: bool, listen: bool) -> socket.socket:

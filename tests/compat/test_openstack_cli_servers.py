@@ -292,3 +292,21 @@ def test_server_show_names_the_image(
     shown = cli.json("server", "show", server_id)
     assert proxy.last("GET", f"/image/v2/images/{cloud.image_id}").status == 200
     assert shown["image"] == f"cirros ({cloud.image_id})"
+
+
+def test_server_tags(cli: Cli, api: httpx.Client, cloud: Cloud, proxy: osc.RecordingProxy) -> None:
+    """``server set --tag``, ``server unset --tag`` and ``server list --tags`` (2.26)."""
+    tagged = create_server(api, cloud, version="2.52", name="vm4", tags=["old"])["id"]
+    other = create_server(api, cloud, version="2.52", name="vm5", tags=["web"])["id"]
+    wait_for(api, tagged, "ACTIVE")
+    wait_for(api, other, "ACTIVE")
+    cli("server", "set", "--tag", "blue", "--tag", "web", "vm4")
+    for tag in ("blue", "web"):
+        sent = proxy.last("PUT", f"/v2.1/servers/{tagged}/tags/{tag}")
+        assert (sent.status, sent.microversion) == (201, OSC_VERSION)
+    cli("server", "unset", "--tag", "old", "vm4")
+    assert proxy.last("DELETE", f"/v2.1/servers/{tagged}/tags/old").status == 204
+    assert [s["Name"] for s in cli.json("server", "list", "--tags", "web,blue")] == ["vm4"]
+    assert api.get(f"/v2.1/servers/{tagged}/tags", headers=mv("2.26")).json() == {
+        "tags": ["blue", "web"]
+    }

@@ -114,7 +114,11 @@ def test_serve_process_logs_and_stops_cleanly(tmp_path: Path, workers: int):
     log_path = tmp_path / "serve.log"
     with log_path.open("w") as log:
         proc = subprocess.Popen(
-            [*cloudseed, "serve", "--api-listen", f"127.0.0.1:{port}", "--workers", str(workers)],
+            [
+                *(*cloudseed, "serve", "--api-listen", f"127.0.0.1:{port}"),
+                # Port 0: the default 8775 may be held by anything else on the machine.
+                *("--metadata-listen", "127.0.0.1:0", "--workers", str(workers)),
+            ],
             stdout=log,
             stderr=log,
             env=env,

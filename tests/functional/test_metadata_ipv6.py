@@ -223,3 +223,30 @@ def test_the_token_answer_leaves_with_the_hop_limit(
             assert answers and requests, frames
             assert {h for h in answers} == {hop_limit}, source
             assert {h for h in requests} == {64}, source
+
+
+def test_a_servers_own_hop_limit_for_its_token_answers(
+    migrated_settings: Settings,
+    api: httpx.Client,
+    api_db: Database,
+    namespace: str,
+    guests: dict[str, str],
+) -> None:
+    """2.109's ``http_put_response_hop_limit``: the token PUT's answer leaves with the server's
+    own hop limit (IPv6 guest A: 2, IPv4 guest C: 5), set on the connection; a server without
+    one keeps the listener's (here the system's 64)."""
+    for name, hops in (("A", 2), ("C", 5)):
+        r = api.put(
+            f"/v2.1/servers/{guests[name]}",
+            headers={"OpenStack-API-Version": "compute 2.109"},
+            json={"server": {"metadata_options": {"http_put_response_hop_limit": hops}}},
+        )
+        assert r.status_code == 200, r.text
+    service = Service(namespace, guests)
+    with start(migrated_settings, namespace, api_db):
+        for source, expected in (("fd63::10", 2), ("10.63.0.10", 5), ("fd63::11", 64)):
+            with capture(namespace, "lo") as frames:
+                token = service.ask(source, "/latest/api/token", method="PUT", headers=(TTL,))
+            assert token.status == 200
+            answers = [h for h, payload in frames if token.body in payload]
+            assert answers and {h for h in answers} == {expected}, source

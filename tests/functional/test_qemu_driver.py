@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from cloudseed.compute import pci_slots
 from cloudseed.compute.errors import DriverError
 from cloudseed.compute.interfaces import BootImage
 from cloudseed.compute.qemu import QemuDriver
@@ -255,6 +256,25 @@ def test_spawn_and_rebuild_keep_the_config_drive_built_beside_the_disk(
     driver.rebuild(spec)
     cmdline = Path(f"/proc/{qemu_pid(driver)}/cmdline").read_bytes()
     assert drive.exists() and str(drive).encode() in cmdline
+
+
+def test_a_nocloud_guest_runs_with_its_seed_serial_and_no_config_drive(
+    driver: QemuDriver, image: BootImage
+) -> None:
+    # QEMU takes the serial with its ';' and a doubled ',' (a seed base URL may hold one).
+    drive = instance_dir(driver) / "disk.config"
+    drive.parent.mkdir(parents=True)
+    drive.write_bytes(b"\0" * 2048 * 16)
+    url = "http://10.0.0.2:8775/a,b/nocloud/" + "T" * 64 + "/"
+    image = dataclasses.replace(image, bootstrap="nocloud")
+    driver.spawn(
+        guest(image, config_drive=True, config_drive_path=str(drive), nocloud_seed_url=url)
+    )
+    cmdline = Path(f"/proc/{qemu_pid(driver)}/cmdline").read_bytes().split(b"\0")
+    serial = "serial=ds=nocloud-net;s=" + url.replace(",", ",,")
+    assert any(serial.encode() in arg and b"OpenStack" not in arg for arg in cmdline)
+    assert not any(b"disk.config" in arg for arg in cmdline)
+    assert qmp(driver._files(UUID), "query-status")["status"] == "running"
 
 
 def test_a_guest_printing_in_a_loop_cannot_fill_the_disk(tmp_path: Path) -> None:
@@ -529,3 +549,28 @@ def test_two_guests_get_two_ports_and_opting_out_keeps_the_port(
     assert driver.ssh_forward(UUID) is None and not accepts(ssh_ports[0])
     driver.reboot(spec, hard=True)
     assert driver.ssh_forward(UUID) == f"127.0.0.1:{ssh_ports[0]}" and accepts(ssh_ports[0])
+
+
+def test_a_tagged_port_is_at_the_pci_address_its_guest_is_told(
+    driver: QemuDriver, image: BootImage
+) -> None:
+    macs = [f"fa:16:3e:00:00:0{i}" for i in range(3)]
+    ports = [
+        {"mac_address": mac, "tag": "storage" if i == 1 else None} for i, mac in enumerate(macs)
+    ]
+    driver.spawn(guest(image, ports=ports))
+    qtree = qmp(driver._files(UUID), "human-monitor-command", **{"command-line": "info qtree"})
+    # Each NIC's MAC and slot, in QEMU's own words ("addr = 11.0"), against the address
+    # meta_data.json's devices names (compute/pci_slots.py).
+    # The PCI device holds the slot, the virtio-net device under it the MAC.
+    slots, slot_of_next = {}, ""
+    for block in qtree.split("dev: ")[1:]:
+        if block.startswith("virtio-net-pci"):
+            slot_of_next = block.split("addr = ", 1)[1].split()[0]
+        elif block.startswith("virtio-net-device"):
+            slots[block.split('mac = "', 1)[1].split('"', 1)[0]] = slot_of_next
+    assert set(slots) == set(macs)
+    slot = pci_slots.tagged_nic_slot(1)
+    assert slot is not None and slots[macs[1]] == f"{slot:02x}.0"
+    assert pci_slots.pci_address(slot) == "0000:00:11.0"
+    assert slots[macs[0]] != slots[macs[1]] != slots[macs[2]]

@@ -39,7 +39,12 @@ def _serve(
     log_path = tmp_path / "serve.log"
     with log_path.open("w") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "cloudseed", *d, "serve", "--api-listen", f"127.0.0.1:{port}"],
+            [
+                *(sys.executable, "-m", "cloudseed", *d, "serve"),
+                *("--api-listen", f"127.0.0.1:{port}"),
+                # Port 0: the default 8775 may be held by anything else on the machine.
+                *("--metadata-listen", "127.0.0.1:0"),
+            ],
             stdout=log,
             stderr=log,
             env=env,

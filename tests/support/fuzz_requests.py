@@ -22,6 +22,7 @@ from cloudseed.api.app import domain_routes
 from cloudseed.images import schemas as image_schemas
 from cloudseed.keypairs import schemas as keypair_schemas
 from cloudseed.servers import schemas as server_schemas
+from cloudseed.servers import tags as server_tags
 from cloudseed.web.microversions import MAX_VERSION, APIVersion
 from tests.support.fuzzing import BIG_DIGITS, HOSTILE_STRINGS, dumps, from_schema, spoiled
 from tests.support.fuzzing import hostile as hostile_value
@@ -68,6 +69,7 @@ VERSIONS = ["2.1", "2.2", "2.10", "2.19", "2.35", "2.37", "2.54", "2.57", "2.90"
 VERSIONS.append(str(MAX_VERSION))
 QUERY_NAMES = ["limit", "marker", "all_tenants", "name", "status", "changes-since", "user_id"]
 QUERY_NAMES += ["key_name", "sort_key", "sort_dir", "flavor", "image", "length", "deleted"]
+QUERY_NAMES += ["tags", "tags-any", "not-tags", "not-tags-any"]
 
 
 def body_schemas(method: str, path: str, version: APIVersion) -> list[dict[str, Any]]:
@@ -92,10 +94,14 @@ def body_schemas(method: str, path: str, version: APIVersion) -> list[dict[str, 
         return [s.METADATA_BODY]
     if path.endswith("/metadata/{key}"):
         return [s.METADATA_ITEM_BODY]
+    if method == "PUT" and path.endswith("/tags"):
+        return [server_tags.REPLACE_BODY]
     if method == "POST" and path.endswith("/os-keypairs"):
         return [k.CREATE_V21, k.CREATE_V22, k.CREATE_V210, k.CREATE_V292]
     if method == "PUT" and path.endswith("/os-project-keys/{id}"):
         return [s.PROJECT_KEYS]
+    if method == "PUT" and path.endswith("/os-metadata-options-defaults/{id}"):
+        return [s.METADATA_OPTIONS_DEFAULTS]
     if method == "POST" and path == "/image/v2/images":
         return [image_schemas.CREATE]
     return []

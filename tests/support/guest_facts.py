@@ -71,5 +71,6 @@ def record(entries: list[dict[str, Any]], **extra: Any) -> Any:
         metadata={},
         system_metadata={},
         ports=[],
+        tags=[],
         flavor=FlavorSnapshot(flavorid="1", name="m1", vcpus=1, memory_mb=512, root_gb=1),
     )

@@ -137,7 +137,6 @@ def _build(venv: Path, report: Report) -> None:
                 timeout=INSTALL_TIMEOUT,
                 unavailable=KeystoneUnavailable,
                 network_errors=_NETWORK_ERRORS,
-                options=("--timeout", "30", "--retries", "3"),
             )
     except (KeystoneUnavailable, RuntimeError):
         shutil.rmtree(venv, ignore_errors=True)

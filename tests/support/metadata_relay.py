@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import threading
 from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager, suppress
@@ -214,9 +215,12 @@ def metadata_relay(
     tenant_id: str,
     secret: str,
     forwarded_for: str | None = None,
+    sock: socket.socket | None = None,
 ) -> Iterator[Relay]:
     """A metadata proxy for one instance in front of ``upstream`` (a metadata service in proxy
-    mode); ``forwarded_for`` adds the X-Forwarded-For that Neutron's proxy also sends."""
+    mode); ``forwarded_for`` adds the X-Forwarded-For that Neutron's proxy also sends.
+    ``sock``: a listening socket to take the guest's connections on (one made inside a
+    network namespace, at 169.254.169.254:80) instead of a new one on a loopback port."""
     identity = [
         (b"x-instance-id", instance_id.encode()),
         (b"x-tenant-id", tenant_id.encode()),
@@ -239,7 +243,10 @@ def metadata_relay(
             finally:
                 connections.discard(task)
 
-        server = await asyncio.start_server(accept, "127.0.0.1", 0, limit=MAX_HEAD)
+        if sock is None:
+            server = await asyncio.start_server(accept, "127.0.0.1", 0, limit=MAX_HEAD)
+        else:
+            server = await asyncio.start_server(accept, sock=sock, limit=MAX_HEAD)
         ready(server.sockets[0].getsockname()[1])
         async with server:
             await stop.wait()
@@ -247,8 +254,9 @@ def metadata_relay(
             task.cancel()
         await asyncio.gather(*connections, return_exceptions=True)
 
+    host = "127.0.0.1" if sock is None else sock.getsockname()[0]
     with _serving(start) as port:
-        yield Relay(f"http://127.0.0.1:{port}", exchanges)
+        yield Relay(f"http://{host}:{port}", exchanges)
 
 
 @dataclass

@@ -141,7 +141,6 @@ def _build(venv: Path, report: Report) -> None:
                 "No matching distribution found for nova",
                 "No matching distribution found for gunicorn",
             ),
-            options=("--timeout", "30", "--retries", "3"),
         )
     except (NovaUnavailable, RuntimeError):
         shutil.rmtree(venv, ignore_errors=True)

@@ -106,7 +106,7 @@ FEATURES: dict[str, dict[str, str]] = {
 }
 
 # tempest's compute API tests of issue 16: key pairs, servers (create, list with filters,
-# show, update, delete, metadata, rebuild, reboot, stop/start, instance actions, multiple
+# show, update, delete, metadata, tags, rebuild, reboot, stop/start, instance actions, multiple
 # create, names and hostnames), flavors and images reads, and the admin variants.
 FULL_SELECTION = (
     r"^tempest\.api\.compute\.("
@@ -117,7 +117,7 @@ FULL_SELECTION = (
     r"|test_servers|test_servers_negative|test_servers_microversions|test_delete_server"
     r"|test_server_metadata|test_server_metadata_negative|test_server_actions"
     r"|test_instance_actions|test_instance_actions_negative|test_multiple_create"
-    r"|test_multiple_create_negative)\."
+    r"|test_multiple_create_negative|test_server_tags)\."
     # Not admin.test_flavors*: they create and delete flavors, which cloudseed's API does not
     # (`cloudseed flavor add`); docs/tempest.md.
     r"|admin\.(test_keypairs_v210|test_create_server|test_delete_server|test_servers"
@@ -187,7 +187,6 @@ def _build(venv: Path, report: Report) -> None:
             timeout=INSTALL_TIMEOUT,
             unavailable=TempestUnavailable,
             network_errors=osc.NETWORK_ERRORS,
-            options=("--timeout", "30", "--retries", "3"),
         )
     except (TempestUnavailable, RuntimeError):
         shutil.rmtree(venv, ignore_errors=True)

@@ -106,7 +106,7 @@ printf 'auto lo\niface lo inet loopback\n\nsource /etc/network/interfaces.d/*\n'
 mkdir -p "$R/etc/cloud/cloud.cfg.d"
 # datasource_list stays on one line: ds-identify parses it with grep.
 cat > "$R/etc/cloud/cloud.cfg.d/90-cloudseed-e2e.cfg" <<'CFG'
-datasource_list: [ ConfigDrive, OpenStack, None ]
+datasource_list: [ NoCloud, ConfigDrive, OpenStack, None ]
 datasource:
   OpenStack:
     metadata_urls: [ 'http://169.254.169.254' ]

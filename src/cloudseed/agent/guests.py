@@ -59,6 +59,7 @@ def guest_spec(record: records.ServerRecord, drive: tuple[str, str] | None = Non
                 "mtu": p.mtu,
                 "fixed_ips": [ip.address for ip in ips],
                 "network": _network_of(p.network_info),
+                "tag": p.tag,
             }
             for p, ips in record.ports
         ],

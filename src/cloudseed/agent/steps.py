@@ -38,8 +38,9 @@ from sqlalchemy.orm import Session
 from cloudseed.agent.guests import ConfigDrives, Files, guest_spec
 from cloudseed.agent.images import AgentImages
 from cloudseed.agent.key_operations import KeyPusher, after_operation
+from cloudseed.agent.seed_urls import SeedUrls
 from cloudseed.cells.service import CellDatabases
-from cloudseed.compute.interfaces import Driver, GuestSpec
+from cloudseed.compute.interfaces import NOCLOUD_BOOTSTRAP, Driver, GuestSpec
 from cloudseed.db.base import utcnow
 from cloudseed.db.engines import Database
 from cloudseed.errors import fault_message
@@ -94,6 +95,7 @@ class Steps:
     build_check: Callable[[str], None] | None = None
     keys: KeyPusher | None = None
     images: AgentImages | None = None
+    seeds: SeedUrls | None = None
 
     # -- entry -------------------------------------------------------------------------------
 
@@ -178,7 +180,13 @@ class Steps:
             return guest, record
         # Fetched into this host's image cache when missing (images/cache.py): a failure is
         # the operation's (ERROR with the reason), as a driver's is.
-        return replace(guest, image=self.images.boot_image(guest.uuid, guest.image_ref)), record
+        image = self.images.boot_image(guest.uuid, guest.image_ref)
+        guest = replace(guest, image=image)
+        if image is not None and image.bootstrap == NOCLOUD_BOOTSTRAP and self.seeds is not None:
+            # A guest that reads only NoCloud boots from its seed URL: no config drive.
+            url = self.seeds.for_boot(cell, guest.uuid)
+            guest = replace(guest, config_drive=False, config_drive_path=None, nocloud_seed_url=url)
+        return guest, record
 
     def _prepare(
         self,

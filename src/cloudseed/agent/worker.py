@@ -45,6 +45,7 @@ from cloudseed.agent.images import AgentImages
 from cloudseed.agent.key_operations import KeyPusher, queue_expired
 from cloudseed.agent.presence import HostPresence
 from cloudseed.agent.reconcile import reconcile_host
+from cloudseed.agent.seed_urls import SeedUrls
 from cloudseed.agent.steps import Steps
 from cloudseed.cells.service import CellDatabases
 from cloudseed.compute.interfaces import Capacity, Driver
@@ -112,6 +113,7 @@ class Agent:
             build_check=build_check,
             keys=keys,
             images=self.images,
+            seeds=SeedUrls.from_settings(settings),
         )
         self._executor = ThreadPoolExecutor(self.slots, thread_name_prefix="cloudseed-op")
         self._running: dict[int, tuple[Database, Future[None]]] = {}

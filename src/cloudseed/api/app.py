@@ -26,6 +26,9 @@ from cloudseed.api.edge import ComputeEdge
 from cloudseed.api.image_use import image_in_use
 from cloudseed.cells.service import CellDatabases
 from cloudseed.compute.interfaces import Driver
+from cloudseed.configdrive import api as configdrive_api
+from cloudseed.configdrive.api import ConfigDriveState
+from cloudseed.configdrive.service import DriveBuilder
 from cloudseed.db.engines import Database
 from cloudseed.errors import CloudseedError
 from cloudseed.flavors import api as flavors_api
@@ -39,6 +42,7 @@ from cloudseed.images import api as images_api
 from cloudseed.images.glance_api import ImagesState
 from cloudseed.keypairs import api as keypairs_api
 from cloudseed.networks import api as networks_api
+from cloudseed.nocloud import api as nocloud_api
 from cloudseed.quotas import api as quotas_api
 from cloudseed.quotas.api import QuotasState
 from cloudseed.servers import api as servers_api
@@ -79,6 +83,8 @@ class ComputeState:
     images: ImagesState
     # identity.api's signing keys (read from the API database, cached briefly).
     identity: IdentityState
+    # configdrive.api's drive builder (the Ironic forms, 2.108).
+    config_drive: ConfigDriveState
 
     def lifespan_state(self) -> dict[str, Any]:
         return lifespan_state(*(getattr(self, field.name) for field in fields(self)))
@@ -105,6 +111,7 @@ async def compute_lifespan(
         local_console=agent.driver.console_output if agent else None,
         local_host=agent.host if agent else None,
     )
+    drives = DriveBuilder(settings, cells)
     if agent is not None:
         await run_in_threadpool(agent.start)
     try:
@@ -115,6 +122,7 @@ async def compute_lifespan(
             hosts=HostsState(cells=cells, host_usage=server_quota.by_host),
             images=ImagesState(image_in_use=partial(image_in_use, cells)),
             identity=IdentityState(keyring=Keyring(db, settings.identity)),
+            config_drive=ConfigDriveState(drives=drives),
         )
         # Starlette copies this into every request's scope (web.state.fragment_of).
         yield state.lifespan_state()
@@ -122,6 +130,7 @@ async def compute_lifespan(
         if agent is not None:
             await run_in_threadpool(agent.stop)
             agent.close(own_driver=driver is None)
+        drives.close()
         cells.dispose()
         if api_db is None:
             db.dispose()
@@ -196,6 +205,8 @@ def domain_routes() -> list[Route]:
         *keypairs_api.v21_routes,
         *servers_api.v21_routes,
         *hostkeys_api.v21_routes,
+        *nocloud_api.v21_routes,
+        *configdrive_api.v21_routes,
         *flavors_api.v21_routes,
         *images_api.v21_routes,
         *quotas_api.v21_routes,

@@ -1,9 +1,12 @@
 """``cloudseed configdrive build SERVER --output PATH`` and ``cloudseed configdrive show PATH
-[FILE]``: an instance's drive built by hand (as create would build it), and any drive's files
-listed or printed without mounting it."""
+[FILE]``: an instance's drive built by hand (as create would build it, or with ``--format
+nocloud`` a CIDATA drive of its NoCloud seed), and any drive's files listed or printed without
+mounting it. ``build --format ironic|ironic-json`` prints the drive in the forms Ironic takes
+for a bare-metal node (``configdrive/ironic.py``)."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -16,7 +19,11 @@ from cloudseed.cli.context import (
     pass_cli,
     state_options,
 )
-from cloudseed.configdrive.service import DriveBuilder, read_drive
+from cloudseed.configdrive import ironic
+from cloudseed.configdrive.service import FORMATS, DriveBuilder, read_drive
+
+# --format's NoCloud choices, by the filesystem they are written as.
+NOCLOUD_FORMATS = {"nocloud": "iso9660", "nocloud-vfat": "vfat"}
 
 
 @click.group()
@@ -28,15 +35,18 @@ def configdrive() -> None:
 @click.argument("server")
 @click.option(
     "--output",
-    required=True,
     type=click.Path(dir_okay=False, path_type=Path),
-    help="Where to write the image (replaced atomically if it exists).",
+    help="Where to write the image (replaced atomically if it exists); required for images. "
+    "The Ironic forms are printed to standard output without it.",
 )
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["iso9660", "vfat"]),
-    help="Image format. Default: [DEFAULT] config_drive_format.",
+    type=click.Choice([*FORMATS, *NOCLOUD_FORMATS, *ironic.FORMATS]),
+    help="Image format. Default: [DEFAULT] config_drive_format. nocloud (ISO 9660) and "
+    "nocloud-vfat: a CIDATA drive for cloud-init's NoCloud datasource instead of config-2. "
+    "'ironic': the ISO 9660 image gzipped and base64-encoded, 'ironic-json': the JSON object "
+    "Ironic builds a drive from (both for `openstack baremetal node deploy --config-drive`).",
 )
 @click.option(
     "--carry-over/--no-carry-over",
@@ -47,17 +57,48 @@ def configdrive() -> None:
 )
 @state_options
 @pass_cli
-def build(cli: CliContext, server: str, output: Path, fmt: str | None, carry_over: bool) -> None:
+def build(
+    cli: CliContext, server: str, output: Path | None, fmt: str | None, carry_over: bool
+) -> None:
     """Build the config drive of instance SERVER (its uuid)."""
-    settings = cli.settings({("DEFAULT", "config_drive_format"): fmt})
+    if fmt in ironic.FORMATS:
+        _ironic(cli, server, fmt, output, carry_over=carry_over)
+        return
+    if output is None:
+        raise click.UsageError("--output is required for an image (iso9660, vfat or nocloud).")
+    nocloud = NOCLOUD_FORMATS.get(fmt or "")
+    settings = cli.settings({("DEFAULT", "config_drive_format"): None if nocloud else fmt})
     with open_databases(cli) as dbs:
         builder = DriveBuilder(settings, dbs.cells)
         try:
             with errors_as_click():
-                built = builder.build(server, carry_over=carry_over, output=output)
+                if nocloud is not None:
+                    built = builder.build_nocloud(server, output=output, fmt=nocloud)
+                else:
+                    built = builder.build(server, carry_over=carry_over, output=output)
         finally:
             builder.close()
     click.echo(f"wrote {built.path} ({built.format})")
+
+
+def _ironic(
+    cli: CliContext, server: str, fmt: str, output: Path | None, *, carry_over: bool
+) -> None:
+    """The drive in an Ironic form, to standard output or ``output``."""
+    with open_databases(cli) as dbs:
+        builder = DriveBuilder(cli.settings(), dbs.cells)
+        try:
+            with errors_as_click():
+                tree = builder.carried_tree_for(server) if carry_over else builder.tree_for(server)
+                form = ironic.render(fmt, tree)
+        finally:
+            builder.close()
+    text = form if isinstance(form, str) else json.dumps(form, sort_keys=True)
+    if output is None:
+        click.echo(text)
+    else:
+        output.write_text(text + "\n", encoding="utf-8")
+        click.echo(f"wrote {output} ({fmt})")
 
 
 @configdrive.command()

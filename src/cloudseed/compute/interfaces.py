@@ -15,6 +15,10 @@ from typing import Protocol
 
 from cloudseed.flavors.snapshots import FlavorSnapshot
 
+# The image property ``cloudseed_bootstrap``'s value for guests that read only cloud-init's
+# NoCloud datasource (``BootImage.bootstrap``).
+NOCLOUD_BOOTSTRAP = "nocloud"
+
 
 @dataclass(frozen=True)
 class BootImage:
@@ -24,7 +28,10 @@ class BootImage:
     ``ramdisk_id`` (other registered images, as in Glance), ``cmdline`` from
     ``os_command_line``; an image without a kernel boots from its own bootloader.
     ``cdrom_bus`` is Nova's ``hw_cdrom_bus`` property: the bus of CD-ROMs such as an ISO 9660
-    config drive (None: the machine's default, SATA on q35).
+    config drive (None: the machine's default, SATA on q35). ``bootstrap`` is cloudseed's
+    ``cloudseed_bootstrap`` property: ``nocloud`` for a guest that reads only cloud-init's
+    NoCloud datasource, booted with its seed URL in the SMBIOS serial (docs/qemu-driver.md);
+    None: the OpenStack metadata service and config drive, as Nova's guests.
     """
 
     path: str
@@ -33,6 +40,7 @@ class BootImage:
     ramdisk_path: str | None = None
     cmdline: str | None = None
     cdrom_bus: str | None = None
+    bootstrap: str | None = None
 
 
 @dataclass(frozen=True)
@@ -60,6 +68,10 @@ class GuestSpec:
     metadata: dict[str, str] = field(default_factory=dict)
     # None when the image is not in the registry (drivers that need a file then refuse).
     image: BootImage | None = None
+    # The server's NoCloud seed URL, for an image with ``cloudseed_bootstrap=nocloud``: made
+    # (or renewed) by the agent at each start of the guest; None otherwise, or when the
+    # server's seed is revoked.
+    nocloud_seed_url: str | None = None
 
 
 @dataclass(frozen=True)

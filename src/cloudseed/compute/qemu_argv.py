@@ -6,7 +6,11 @@ What the guest sees, and why:
 - SMBIOS type 1 says ``OpenStack Nova`` with the instance uuid as serial and system uuid, as
   Nova's libvirt driver does: cloud-init's OpenStack detection (ds-identify, and the local
   datasource) requires that product name on x86, and compares its cached instance id with the
-  system uuid on every boot.
+  system uuid on every boot. An image with ``cloudseed_bootstrap=nocloud`` is for guests that
+  read only cloud-init's NoCloud datasource: their serial is ``ds=nocloud-net;s=<seed URL>``
+  (what cloud-init, from 22.4 on, reads there as from the kernel command line) under a
+  neutral manufacturer and product, since ``OpenStack Nova`` would make ds-identify pick the
+  OpenStack datasource, and they get no config drive.
 - One virtio NIC per port, with the port's MAC. A port on a ``slirp`` network is on QEMU's
   user-mode network moved to ``169.254.169.0/24``: libslirp only forwards guest addresses
   inside its own network, and there ``169.254.169.254:80`` is handed to a per-connection relay
@@ -33,8 +37,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from cloudseed.compute import pci_slots
 from cloudseed.compute.errors import DriverError
-from cloudseed.compute.interfaces import GuestSpec
+from cloudseed.compute.interfaces import NOCLOUD_BOOTSTRAP, GuestSpec
 from cloudseed.compute.ssh_forward import Forward
 from cloudseed.flavors.snapshots import FlavorSnapshot
 
@@ -46,6 +51,9 @@ GUEST_AGENT_PORT = "org.qemu.guest_agent.0"  # what qemu-guest-agent opens by de
 DEFAULT_MEMORY_MB = 512
 DEFAULT_VCPUS = 1
 GIB = 1 << 30
+# What a NoCloud-booted guest's SMBIOS names: anything but OpenStack's product names.
+NOCLOUD_MANUFACTURER = "cloudseed"
+NOCLOUD_PRODUCT = "cloudseed NoCloud guest"
 
 
 @dataclass(frozen=True)
@@ -155,6 +163,7 @@ def build_argv(
     if image is None:
         raise DriverError(f"Image {guest.image_ref} has no file on this host.")
     sizes = FlavorSizes.of(guest.flavor)
+    nocloud = _bootstrap(image.bootstrap) == NOCLOUD_BOOTSTRAP
     argv = [
         binary,
         "-name",
@@ -172,8 +181,7 @@ def build_argv(
         "-vga",
         "none",
         "-smbios",
-        "type=1,manufacturer=OpenStack Foundation,product=OpenStack Nova,"
-        f"serial={guest.uuid},uuid={guest.uuid}",
+        _smbios_system(guest, nocloud),
         "-uuid",
         guest.uuid,
     ]
@@ -186,7 +194,7 @@ def build_argv(
         f"file={opt_value(files.disk_name)},if=virtio,format={disk_format},"
         "cache=writeback,discard=unmap",
     ]
-    if guest.config_drive_path:
+    if guest.config_drive_path and not nocloud:
         drive = f"file={opt_value(guest.config_drive_path)},format=raw,readonly=on"
         if guest.config_drive_format == "vfat":
             argv += ["-drive", f"{drive},if=virtio"]
@@ -216,6 +224,37 @@ def build_argv(
         files.pidfile.name,
     ]
     return argv
+
+
+def _bootstrap(value: str | None) -> str | None:
+    if value in (None, NOCLOUD_BOOTSTRAP):
+        return value
+    raise DriverError(
+        f"cloudseed_bootstrap {value!r} is not supported by the qemu driver (nocloud, or unset)."
+    )
+
+
+def seed_serial(url: str) -> str:
+    """The SMBIOS system serial that points cloud-init at a NoCloud seed URL. ``nocloud-net``:
+    cloud-init 22.4 (Debian 12) takes an http seed only under that name; 24.1 and later take
+    it too."""
+    return f"ds=nocloud-net;s={url}"
+
+
+def _smbios_system(guest: GuestSpec, nocloud: bool) -> str:
+    """SMBIOS type 1: Nova's, or for a NoCloud guest a neutral one with the seed as serial
+    (the uuid alone when the server has no seed: revoked, so cloud-init finds none)."""
+    if not nocloud:
+        return (
+            "type=1,manufacturer=OpenStack Foundation,product=OpenStack Nova,"
+            f"serial={guest.uuid},uuid={guest.uuid}"
+        )
+    url = guest.nocloud_seed_url
+    serial = seed_serial(url) if url else guest.uuid
+    return (
+        f"type=1,manufacturer={NOCLOUD_MANUFACTURER},product={opt_value(NOCLOUD_PRODUCT)},"
+        f"serial={opt_value(serial)},uuid={guest.uuid}"
+    )
 
 
 def _cdrom_device(bus: str | None, drive: str) -> list[str]:
@@ -268,10 +307,15 @@ def _network(
 
 
 def _nic(index: int, port: Mapping[str, object]) -> str:
+    """The port's NIC; a tagged port's at its fixed PCI slot (pci_slots.py), which its guest
+    reads in meta_data.json's ``devices``."""
     device = f"virtio-net-pci,netdev=net{index}"
     mac = port.get("mac_address")
     if isinstance(mac, str) and mac:
         device += f",mac={mac}"
+    slot = pci_slots.tagged_nic_slot(index) if port.get("tag") else None
+    if slot is not None:
+        device += f",addr=0x{slot:02x}"
     return device
 
 

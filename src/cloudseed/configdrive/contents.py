@@ -68,7 +68,7 @@ def drive_tree(facts: GuestFacts, data: DriveData) -> dict[str, bytes]:
     for name in (*v.OPENSTACK_VERSIONS, LATEST):
         version = v.openstack_version(name)
         assert version is not None
-        variant = render.meta_data_variant(version)
+        variant = render.meta_data_variant(version, facts)
         if variant not in meta_by_variant:
             meta_by_variant[variant] = render.meta_data(
                 facts, variant, dhcp_domain=data.dhcp_domain, extra=extra, files=files

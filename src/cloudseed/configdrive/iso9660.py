@@ -20,14 +20,14 @@ PUBLISHER = "cloudseed"
 _NOT_D_CHARACTER = re.compile(r"[^A-Z0-9_]")
 
 
-def write(tree: Mapping[str, bytes], out: BinaryIO) -> None:
-    """Write an ISO image of ``tree`` (path -> bytes) to ``out``."""
+def write(tree: Mapping[str, bytes], out: BinaryIO, *, label: str = LABEL) -> None:
+    """Write an ISO image of ``tree`` (path -> bytes) to ``out``, labelled ``label``."""
     import pycdlib  # imported on first use: the CLI and the API start without it
 
     iso = pycdlib.PyCdlib()
     iso.new(
         interchange_level=3,
-        vol_ident=LABEL,
+        vol_ident=label,
         pub_ident_str=PUBLISHER,
         app_ident_str=PUBLISHER,
         joliet=3,

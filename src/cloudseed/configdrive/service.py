@@ -18,15 +18,16 @@ import io
 import os
 import tempfile
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Protocol
 
 from cloudseed.cells.service import CellDatabases
 from cloudseed.configdrive import contents, iso9660, vfat, vfat_reader
 from cloudseed.configdrive.errors import DriveBuildFailed, UnknownDriveFormat, UnreadableDrive
 from cloudseed.db.base import utcnow
+from cloudseed.metadata import nocloud
 from cloudseed.metadata.delivery import guest_facts
 from cloudseed.metadata.facts import GuestFacts, vendordata_request
 from cloudseed.servers import records
@@ -34,10 +35,16 @@ from cloudseed.settings import Settings
 from cloudseed.vendordata import ThreadedVendordata
 
 DRIVE_NAME = "disk.config"
+# The label cloud-init's NoCloud datasource looks for (it matches CIDATA and cidata).
+NOCLOUD_LABEL = "CIDATA"
 FORMATS = ("iso9660", "vfat")
 _KEEP: Any = object()  # "the instance's own user data", as opposed to None (none)
 
-Writer = Callable[[Mapping[str, bytes], BinaryIO], Any]
+
+class Writer(Protocol):
+    def __call__(self, tree: Mapping[str, bytes], out: BinaryIO, *, label: str = ...) -> Any: ...
+
+
 WRITERS: dict[str, Writer] = {"iso9660": iso9660.write, "vfat": vfat.write}
 
 
@@ -49,11 +56,15 @@ def drive_path(settings: Settings, uuid: str) -> Path:
     return instance_dir(settings, uuid) / DRIVE_NAME
 
 
-def write_drive(tree: Mapping[str, bytes], path: Path, fmt: str) -> None:
-    """Write ``tree`` as an image at ``path``, replacing any file there atomically."""
+def write_drive(
+    tree: Mapping[str, bytes], path: Path, fmt: str, *, label: str | None = None
+) -> None:
+    """Write ``tree`` as an image at ``path``, replacing any file there atomically; labelled
+    ``label``, or ``config-2``."""
     writer = WRITERS.get(fmt)
     if writer is None:
         raise UnknownDriveFormat(fmt)
+    labelled = {} if label is None else {"label": label}
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -61,7 +72,7 @@ def write_drive(tree: Mapping[str, bytes], path: Path, fmt: str) -> None:
         raise DriveBuildFailed(path=str(path), reason=exc.strerror or str(exc)) from exc
     try:
         with os.fdopen(fd, "wb") as out:
-            writer(tree, out)
+            writer(tree, out, **labelled)
             out.flush()
             os.fsync(out.fileno())
         os.chmod(temporary, 0o640)
@@ -178,6 +189,27 @@ class DriveBuilder:
 
         Raises VendordataError (fatal vendordata), DriveBuildFailed or a NotFound.
         """
+        if carry_over:
+            carried = self.carried(drive_path(self.settings, uuid))
+            admin_pass, files = carried.admin_pass, carried.files
+        tree = self.tree_for(
+            uuid, admin_pass=admin_pass, files=files, user_data=user_data, record=record
+        )
+        path = output or drive_path(self.settings, uuid)
+        write_drive(tree, path, self.format)
+        return BuiltDrive(path=str(path), format=self.format, admin_pass=admin_pass, files=files)
+
+    def tree_for(
+        self,
+        uuid: str,
+        *,
+        admin_pass: str | None = None,
+        files: tuple[tuple[str, bytes], ...] = (),
+        user_data: Any = _KEEP,
+        record: records.ServerRecord | None = None,
+    ) -> dict[str, bytes]:
+        """The files of instance ``uuid``'s drive (``build``'s arguments), not written
+        anywhere: what the Ironic forms (``ironic.py``) are made of."""
         if record is None:
             with self.cells.for_instance(uuid).read() as session:
                 record = records.load(session, uuid)
@@ -185,13 +217,30 @@ class DriveBuilder:
         facts = guest_facts(record, utcnow())
         if user_data is not _KEEP:
             facts = dataclasses.replace(facts, user_data=user_data)
-        path = output or drive_path(self.settings, uuid)
-        if carry_over:
-            carried = self.carried(drive_path(self.settings, uuid))
-            admin_pass, files = carried.admin_pass, carried.files
-        tree = self.tree(facts, admin_pass=admin_pass, files=files)
-        write_drive(tree, path, self.format)
-        return BuiltDrive(path=str(path), format=self.format, admin_pass=admin_pass, files=files)
+        return self.tree(facts, admin_pass=admin_pass, files=files)
+
+    def carried_tree_for(self, uuid: str) -> dict[str, bytes]:
+        """``tree_for`` with the admin password and files of the instance's drive on this
+        host, as ``build(carry_over=True)`` writes them (none when this host has no drive)."""
+        carried = self.carried(drive_path(self.settings, uuid))
+        return self.tree_for(uuid, admin_pass=carried.admin_pass, files=carried.files)
+
+    def build_nocloud(self, uuid: str, *, output: Path, fmt: str) -> BuiltDrive:
+        """A ``CIDATA`` drive of instance ``uuid`` at ``output``: the four files of its
+        NoCloud seed (``metadata/nocloud.py``, as the seed URL serves them), for guests that
+        read cloud-init's NoCloud datasource from a disk."""
+        with self.cells.for_instance(uuid).read() as session:
+            record = records.load(session, uuid)
+        facts = guest_facts(record, utcnow())
+        vendordata = self._vendordata_client()
+        files = nocloud.seed_files(
+            facts,
+            dhcp_domain=self.settings.api.dhcp_domain,
+            vendor_data_json=vendordata.vendor_data_json(),
+            vendor_data2_json=vendordata.vendor_data2_for_build(vendordata_request(facts)),
+        )
+        write_drive(files, output, fmt, label=NOCLOUD_LABEL)
+        return BuiltDrive(path=str(output), format=fmt, admin_pass=None, files=())
 
     def tree(
         self, facts: GuestFacts, *, admin_pass: str | None, files: tuple[tuple[str, bytes], ...]

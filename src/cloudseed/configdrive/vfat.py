@@ -110,8 +110,13 @@ def write(
     size: int = DEFAULT_SIZE,
     when: dt.datetime | None = None,
     volume_id: int = 0x0C0F16D2,
+    label: str = LABEL,
 ) -> int:
-    """Write a VFAT image of ``tree`` (path -> bytes) to ``out``; returns the image size."""
+    """Write a VFAT image of ``tree`` (path -> bytes) to ``out``, labelled ``label`` (at most
+    11 characters); returns the image size."""
+    volume_label = label.ljust(11).encode("ascii")
+    if len(volume_label) > 11:
+        raise ValueError("a FAT volume label has at most 11 characters")
     date, time = _dos_datetime(when or dt.datetime.now(dt.UTC))
     root = _build_nodes(tree)
     _name_children(root, date, time)
@@ -134,7 +139,7 @@ def write(
         raise ValueError("too many entries in the root directory")
     fat = [0xFFF8, END_OF_CHAIN]
     order = _allocate(root, fat)
-    _write_image(out, geo, root, order, fat, date, time, volume_id)
+    _write_image(out, geo, root, order, fat, date, time, volume_id, volume_label)
     return geo.total_sectors * SECTOR
 
 
@@ -259,13 +264,15 @@ def _short_entry(short: bytes, attr: int, cluster: int, size: int, date: int, ti
     )
 
 
-def _directory_bytes(node: _Node, parent_cluster: int, date: int, time: int) -> bytes:
+def _directory_bytes(
+    node: _Node, parent_cluster: int, date: int, time: int, volume_label: bytes = b""
+) -> bytes:
     entries: list[bytes] = []
     if node.path:
         entries.append(_short_entry(b".          ", ATTR_DIRECTORY, node.cluster, 0, date, time))
         entries.append(_short_entry(b"..         ", ATTR_DIRECTORY, parent_cluster, 0, date, time))
     else:
-        entries.append(_short_entry(LABEL.ljust(11).encode(), ATTR_VOLUME, 0, 0, date, time))
+        entries.append(_short_entry(volume_label, ATTR_VOLUME, 0, 0, date, time))
     for child in node.children:
         entries.extend(child.entries)
         entries.append(
@@ -290,14 +297,15 @@ def _write_image(
     date: int,
     time: int,
     volume_id: int,
+    volume_label: bytes,
 ) -> None:
     header = bytearray(geo.data_sector * SECTOR)
-    header[0:SECTOR] = _boot_sector(geo, volume_id)
+    header[0:SECTOR] = _boot_sector(geo, volume_id, volume_label)
     table = struct.pack(f"<{len(fat)}H", *fat)
     for copy in range(FATS):
         start = (RESERVED_SECTORS + copy * geo.fat_sectors) * SECTOR
         header[start : start + len(table)] = table
-    root_bytes = _directory_bytes(root, 0, date, time)
+    root_bytes = _directory_bytes(root, 0, date, time, volume_label)
     start = geo.root_sector * SECTOR
     header[start : start + len(root_bytes)] = root_bytes
     out.write(header)
@@ -321,7 +329,7 @@ def _write_image(
         out.write(b"\0")
 
 
-def _boot_sector(geo: Geometry, volume_id: int) -> bytes:
+def _boot_sector(geo: Geometry, volume_id: int, volume_label: bytes) -> bytes:
     small = geo.total_sectors if geo.total_sectors < 0x10000 else 0
     large = 0 if small else geo.total_sectors
     sector = struct.pack(
@@ -344,7 +352,7 @@ def _boot_sector(geo: Geometry, volume_id: int) -> bytes:
         0,
         0x29,
         volume_id,
-        LABEL.ljust(11).encode(),
+        volume_label,
         b"FAT16   ",
     )
     # Not bootable: a tiny loop in place of boot code, and the signature.

@@ -80,6 +80,7 @@ class ImageCache:
             ramdisk_path=paths[source.ramdisk.image_id] if source.ramdisk else None,
             cmdline=source.cmdline,
             cdrom_bus=source.cdrom_bus,
+            bootstrap=source.bootstrap,
         )
 
     def fetch(self, data: ImageData) -> Path:

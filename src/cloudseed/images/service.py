@@ -271,13 +271,15 @@ class BootSource:
 
     As in Glance, the properties ``kernel_id`` and ``ramdisk_id`` name other registered images
     (the kernel and initramfs for a direct kernel boot) and ``os_command_line`` the kernel's
-    command line, ``hw_cdrom_bus`` the CD-ROM bus."""
+    command line, ``hw_cdrom_bus`` the CD-ROM bus; cloudseed's own ``cloudseed_bootstrap``
+    how the guest gets its data (``nocloud``: a NoCloud seed URL, docs/qemu-driver.md)."""
 
     disk: ImageData
     kernel: ImageData | None = None
     ramdisk: ImageData | None = None
     cmdline: str | None = None
     cdrom_bus: str | None = None
+    bootstrap: str | None = None
 
     def all_data(self) -> list[ImageData]:
         return [d for d in (self.disk, self.kernel, self.ramdisk) if d is not None]
@@ -302,6 +304,7 @@ def boot_source(session: Session, image_ref: str) -> BootSource | None:
         ramdisk=_linked(session, props.get("ramdisk_id"), owner),
         cmdline=props.get("os_command_line") or None,
         cdrom_bus=props.get("hw_cdrom_bus") or None,
+        bootstrap=props.get("cloudseed_bootstrap") or None,
     )
 
 

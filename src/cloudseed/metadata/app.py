@@ -12,20 +12,29 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from contextvars import ContextVar
+from typing import Any
 
-from cloudseed.at_once import AnswersAtOnce, AtOnce
+from cloudseed.at_once import SOCKET_EXTENSION, AnswersAtOnce, AtOnce
 from cloudseed.cells.service import CellDatabases
 from cloudseed.db.engines import Database
 from cloudseed.errors import InvalidInput
 from cloudseed.hostkeys.intake import take_report
 from cloudseed.identity.keyring import Keyring
-from cloudseed.metadata import asgi, recursive, render, tree
+from cloudseed.listening import set_hop_limit
+from cloudseed.metadata import asgi, recursive, render, seeds, tree
+from cloudseed.metadata.access_audit import (
+    NO_ACCESS_STATS,
+    AccessAudit,
+    AccessStats,
+    document_of,
+)
 from cloudseed.metadata.answers import JSON, JWT, Answer, at_once
-from cloudseed.metadata.callers import Callers
+from cloudseed.metadata.callers import Callers, has_token
 from cloudseed.metadata.delivery import VIA_LOGIN_CHECK, Deliveries
 from cloudseed.metadata.documents import GuestDocuments
 from cloudseed.metadata.documents_now import document_now
-from cloudseed.metadata.errors import NoSuchDocument, TokenRefused
+from cloudseed.metadata.errors import EndpointDisabled, NoSuchDocument, TokenRefused, TokenRequired
 from cloudseed.metadata.facts import vendordata_request
 from cloudseed.metadata.freshness import Freshness
 from cloudseed.metadata.identify import Identifier
@@ -35,7 +44,7 @@ from cloudseed.metadata.tokens import Tokens
 from cloudseed.servers.errors import PasswordTooLarge
 from cloudseed.servers.lifecycle import password
 from cloudseed.settings import Settings
-from cloudseed.types import Receive
+from cloudseed.types import Receive, Scope, Send
 from cloudseed.vendordata import Vendordata
 from cloudseed.web.bodies import whole_body
 from cloudseed.web.errors import MethodNotAllowed
@@ -53,6 +62,9 @@ ALLOWED = {
     tree.TOKEN: ("PUT", frozenset({"PUT"})),
     tree.PHONE_HOME: ("POST", frozenset({"POST"})),
 }
+# The socket of the request under way, for a PUT (the token's hop limit): set per request
+# task by __call__ from the protocol's scope extension.
+_REQUEST_SOCKET: ContextVar[Any] = ContextVar("metadata_request_socket", default=None)
 
 
 class MetadataApp(asgi.MetadataASGI, AnswersAtOnce):
@@ -71,6 +83,9 @@ class MetadataApp(asgi.MetadataASGI, AnswersAtOnce):
         self.identity: SignedIdentity | None = None
         self.freshness = Freshness(settings)  # ETags, 304s and long-polls
         self.deliveries: Deliveries | None = None
+        self.seeds: seeds.SeedFiles | None = None  # NoCloud seed URLs, at start-up
+        self.access: AccessAudit | None = None  # the token-less access audit, at start-up
+        self._access_stats: AccessStats = NO_ACCESS_STATS
 
     async def startup(self) -> None:
         db = self._api_db
@@ -96,8 +111,41 @@ class MetadataApp(asgi.MetadataASGI, AnswersAtOnce):
             self.store, self.tokens, require_token=self.settings.metadata.require_token
         )
         self.store.watch(self.freshness.waiters.changed)
+        self.access = AccessAudit(
+            cells, interval=self.settings.metadata.access_audit_interval, stats=self._access_stats
+        )
+        self.access.start()
         keyring = Keyring(db, self.settings.identity)
         self.identity = SignedIdentity(self.settings, keyring, cells)
+        self.seeds = seeds.SeedFiles(
+            self.store,
+            self.vendordata,
+            key=self.settings.metadata.nocloud_seed_secret.encode(),
+            dhcp_domain=self.dhcp_domain,
+        )
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and seeds.is_seed_path(scope["path"]):
+            # The seed tree reads the raw path, and nothing logs the token (seeds.py).
+            raw_path: bytes = scope.get("raw_path") or scope["path"].encode()
+            seed_files = self.seeds
+            assert seed_files is not None
+
+            async def answering(method: str, *_: object) -> Answer:
+                return await seed_files.answer(method, raw_path)
+
+            shown = {**scope, "path": seeds.redacted(raw_path)}
+            await asgi.respond(
+                shown, receive, send, answering, log_every_request=self.log_every_request
+            )
+            return
+        if scope["type"] == "http" and scope["method"] == "PUT":
+            _REQUEST_SOCKET.set((scope.get("extensions") or {}).get(SOCKET_EXTENSION))
+        await super().__call__(scope, receive, send)
+
+    def observe_access(self, stats: AccessStats) -> None:
+        """Report the token-less access audit's counts (metrics/); before start-up."""
+        self._access_stats = stats
 
     def waiting(self, uuid: str | None = None) -> int:
         """Long-polls waiting in this app now: for instance ``uuid``, or (None) in all; what
@@ -112,6 +160,8 @@ class MetadataApp(asgi.MetadataASGI, AnswersAtOnce):
         self.freshness.waiters.drain()
         if self.deliveries is not None:
             await self.deliveries.aclose()
+        if self.access is not None:
+            await asyncio.to_thread(self.access.close)
         if self.store is not None:
             await self.store.stop()
         if self.cells is not None:
@@ -147,19 +197,24 @@ class MetadataApp(asgi.MetadataASGI, AnswersAtOnce):
         self, target: tree.Target, peer: str | None, headers: list[tuple[bytes, bytes]]
     ) -> Answer | None:
         """``answer`` for a GET of ``target`` without waiting; None where it would wait."""
-        if target.kind == tree.EC2_INDEX:
-            index = self.freshness.tagged(Answer(200, render.EC2_INDEX), None)
-            return self.freshness.conditional(index, headers)
         callers, store = self.callers, self.store
         assert callers is not None and store is not None
+        if target.kind == tree.EC2_INDEX:
+            if self._cached_endpoint_disabled(peer, headers):
+                return None  # the ASGI path refuses it
+            index = self.freshness.tagged(Answer(200, render.EC2_INDEX), None)
+            return self.freshness.conditional(index, headers)
         claim = self.identifier.claim(peer, headers)
         guest = callers.cached_guest(claim)
         if guest is None:
             return None
-        callers.check_token(guest, headers)
+        with_token = callers.check_token(guest, headers)
         answer = self._document_now(target, guest, claim.address)
         if answer is None:
             return None
+        if not with_token:
+            assert self.access is not None
+            self.access.counted(guest.facts, document_of(target.kind, "GET"))
         store.stats.hit()  # here, once answered: a request left to the ASGI path counts there
         tagged = self.freshness.tagged(answer, guest, (target, False), claim.address)
         return self.freshness.conditional(tagged, headers)
@@ -183,6 +238,10 @@ class MetadataApp(asgi.MetadataASGI, AnswersAtOnce):
         if target is None:
             raise NoSuchDocument("no such path")
         if target.kind == tree.EC2_INDEX:
+            # Nova answers "/" without asking who calls; a cached guest whose endpoint is off
+            # gets its 403 here too (2.109).
+            if self._cached_endpoint_disabled(peer, headers):
+                raise EndpointDisabled()
             index = self.freshness.tagged(Answer(200, render.EC2_INDEX), None)
             return self.freshness.conditional(index, headers)
         callers = self.callers
@@ -192,17 +251,19 @@ class MetadataApp(asgi.MetadataASGI, AnswersAtOnce):
         if target.kind == tree.TOKEN:
             if self.identifier.relayed_by_guest(peer, headers):
                 raise TokenRefused("Token requests through a proxy are not allowed.")
-            return callers.issue_token(guest, headers)
+            answer = callers.issue_token(guest, headers)
+            self._token_hop_limit(guest)
+            return answer
         if target.kind == tree.IDENTITY_TOKEN:
             # Like a session token, never handed out through a forwarder inside a guest; and
             # only with a session token, whatever the settings say for other documents.
             if self.identifier.relayed_by_guest(peer, headers):
                 raise TokenRefused("Identity tokens through a proxy are not allowed.")
-            callers.check_token(guest, headers, required=True)
+            self._check_token(guest, headers, target.kind, method, required=True)
             assert self.identity is not None
             token = await self.identity.token(guest.facts, query)
             return Answer(200, token, JWT, headers=((b"cache-control", b"no-store"),))
-        callers.check_token(guest, headers)
+        self._check_token(guest, headers, target.kind, method)
         if target.kind == tree.PHONE_HOME:  # cloud-init's report of its host keys (hostkeys/)
             assert self.cells is not None
             cells = self.cells
@@ -246,6 +307,57 @@ class MetadataApp(asgi.MetadataASGI, AnswersAtOnce):
 
         found = await self.freshness.wait(guest.facts.uuid, ask, receive, again, expiry)
         return self.freshness.conditional(found, headers)
+
+    def _check_token(
+        self,
+        guest: GuestDocuments,
+        headers: list[tuple[bytes, bytes]],
+        kind: str,
+        method: str,
+        *,
+        required: bool = False,
+    ) -> None:
+        """``Callers.check_token``, counting a request without a token in the audit, whether
+        it goes on or is refused (401) for want of one."""
+        assert self.callers is not None and self.access is not None
+        try:
+            with_token = self.callers.check_token(guest, headers, required=required)
+        except TokenRequired:
+            if not has_token(headers):
+                self.access.counted(guest.facts, document_of(kind, method))
+            raise
+        if not with_token:
+            self.access.counted(guest.facts, document_of(kind, method))
+
+    def _cached_endpoint_disabled(
+        self, peer: str | None, headers: list[tuple[bytes, bytes]]
+    ) -> bool:
+        """Whether the caller of "/" is a cached guest whose metadata endpoint is off. "/" is
+        the static list of versions, answered as Nova answers it, without looking the caller
+        up (health checks ask it): only a guest already cached is refused it."""
+        callers = self.callers
+        assert callers is not None
+        try:
+            callers.cached_guest(self.identifier.claim(peer, headers))
+        except EndpointDisabled:
+            return True
+        except Exception:
+            return False
+        return False
+
+    def _token_hop_limit(self, guest: GuestDocuments) -> None:
+        """Give the connection that carries ``guest``'s session token the server's own hop
+        limit (2.109), when it has one: the answer, and anything later on that connection,
+        leaves with it (never raised again: a retransmission of the token must not go
+        further). Without one, the listener's (``[metadata] hop_limit``) stays."""
+        hops = guest.facts.hop_limit
+        sock = _REQUEST_SOCKET.get()
+        if hops is None or sock is None:
+            return
+        try:
+            set_hop_limit(sock, hops)
+        except OSError:
+            log.exception("setting hop limit %d on a token answer failed", hops)
 
     def _recursive(self, guest: GuestDocuments, version: str) -> bytes:
         assert self.vendordata is not None

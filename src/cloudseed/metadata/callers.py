@@ -8,7 +8,7 @@ from __future__ import annotations
 from cloudseed.errors import InvalidInput
 from cloudseed.metadata.answers import Answer
 from cloudseed.metadata.documents import GuestDocuments
-from cloudseed.metadata.errors import TokenRequired, UnknownCaller
+from cloudseed.metadata.errors import EndpointDisabled, TokenRequired, UnknownCaller
 from cloudseed.metadata.identify import ByInstance, ByProvider, Claim
 from cloudseed.metadata.store import GuestStore
 from cloudseed.metadata.tokens import TOKEN_HEADER, TTL_HEADER, Tokens
@@ -42,12 +42,15 @@ class Callers:
 
     @staticmethod
     def claimed(claim: Claim, guest: GuestDocuments | None) -> GuestDocuments:
-        """``guest`` (found for ``claim``) if the claim holds for it."""
+        """``guest`` (found for ``claim``) if the claim holds for it and its metadata
+        endpoint is on (2.109's ``http_endpoint``: EndpointDisabled, 403, otherwise)."""
         if isinstance(claim, ByInstance):
             if guest is None:
                 raise UnknownCaller(f"no instance {claim.instance_id}")
             if guest.facts.project_id != claim.tenant_id:
                 raise UnknownCaller(f"tenant {claim.tenant_id} does not own {claim.instance_id}")
+            if guest.facts.endpoint_disabled:
+                raise EndpointDisabled()
             return guest
         if guest is None:
             raise UnknownCaller(f"no instance has address {claim.address}")
@@ -59,6 +62,8 @@ class Callers:
                 f"Expected a single port matching provider {claim.provider} "
                 f"and IP {claim.address}. Found 0."
             )
+        if guest.facts.endpoint_disabled:
+            raise EndpointDisabled()
         return guest
 
     def issue_token(self, guest: GuestDocuments, headers: Headers) -> Answer:
@@ -71,10 +76,20 @@ class Callers:
 
     def check_token(
         self, guest: GuestDocuments, headers: Headers, *, required: bool = False
-    ) -> None:
+    ) -> bool:
+        """Whether the request carried a session token (checked: TokenRequired, 401, for a bad
+        one); False for a request without one that may go on (the token-less audit counts
+        it). Without one where one is needed (``required``, the server's http_tokens, the
+        cloud's require_token): TokenRequired (401)."""
         for name, value in headers:
             if name == TOKEN_HEADER:
                 self.tokens.check(guest.facts.uuid, value)
-                return
-        if required or self.require_token or guest.facts.tokens_required:
+                return True
+        if required or guest.facts.requires_token(self.require_token):
             raise TokenRequired()
+        return False
+
+
+def has_token(headers: Headers) -> bool:
+    """Whether a request names a session token at all (valid or not)."""
+    return any(name == TOKEN_HEADER for name, _ in headers)

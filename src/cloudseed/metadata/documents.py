@@ -78,7 +78,7 @@ class GuestDocuments:
         return f"{self.generation}.{len(self.facts.keys)}"
 
     def meta_data(self, version: str) -> render.SeededJSON:
-        variant = render.meta_data_variant(version)
+        variant = render.meta_data_variant(version, self.facts)
         if variant == self._meta_variant and self._meta is not None:
             return self._meta
         if self._other_meta is not None and variant in self._other_meta:

@@ -5,7 +5,8 @@ InvalidInput ─┬─ BadProxyRequest      proxy headers missing or malformed  
               └─ PasswordTooLarge     a posted password over the limit       (400)
 Unauthorized ─── TokenRequired        no session token, and one is needed    (401)
 Forbidden ────┬─ BadSignature         the proxy's instance id signature      (403)
-              └─ TokenRefused         a bad or expired token, or relayed     (403)
+              ├─ TokenRefused         a bad or expired token, or relayed     (403)
+              └─ EndpointDisabled     the server's http_endpoint is disabled (403)
 NotFound ─────┬─ UnknownCaller        no instance matches the caller         (404)
               └─ NoSuchDocument       the caller is known; nothing at the path (404)
 Conflict ─────── PasswordAlreadySet   the guest posts its password once      (409)
@@ -52,6 +53,14 @@ class TokenRequired(Unauthorized):
 
 class TokenRefused(Forbidden):
     pass
+
+
+class EndpointDisabled(Forbidden):
+    """The caller's server has its metadata endpoint turned off (2.109's ``http_endpoint``):
+    403 for every path and method, the token PUT included, as EC2."""
+
+    def __init__(self) -> None:
+        super().__init__("The instance metadata endpoint is disabled for this instance.")
 
 
 class TooManyWaiters(ServiceUnavailable):

@@ -20,11 +20,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from cloudseed.metadata.sharing import Sharing
+from cloudseed.nocloud.seeds import SYSTEM_METADATA_KEY as NOCLOUD_SEED
+from cloudseed.nocloud.seeds import Seed, parse_stored
+from cloudseed.servers.metadata_options import options as md_options
+from cloudseed.servers.metadata_options.options import MetadataOptions
 from cloudseed.servers.system_metadata import PASSWORD_CHUNKS, security_group_names
 from cloudseed.vendordata.request import VendordataRequest
 
 # Server metadata item by which a user makes session tokens mandatory for one instance, like
-# EC2's per-instance HttpTokens=required.
+# EC2's per-instance HttpTokens=required (before 2.109's metadata options, which win over it).
 TOKENS_REQUIRED_ITEM = "metadata_http_tokens"
 
 
@@ -38,6 +42,7 @@ class PortFacts:
     gateway: str | None
     dns: tuple[str, ...]
     addresses: tuple[str, ...]  # fixed IPs, allocation order
+    tag: str | None = None  # the device role tag (meta_data.json's devices)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +81,13 @@ class GuestFacts:
     keys_boot_generation: int = 1
     keys_applied_generation: int = 0
     keys_refresh_at: float | None = None
+    # The server's NoCloud seed (2.107), which the seed URLs' tokens are checked against.
+    nocloud_seed: Seed | None = None
+    # The server's metadata options (2.109; servers/metadata_options/options.py): None when it
+    # sets none, as most servers, so the checks on every request cost one comparison.
+    metadata_options: MetadataOptions | None = None
+    # The server's tags (2.26), sorted: guests read them when the options enable it.
+    tags: tuple[str, ...] = ()
 
     def at(self, now: float) -> GuestFacts:
         """These facts at POSIX time ``now``: keys that expired by then left out (the rule of
@@ -86,10 +98,30 @@ class GuestFacts:
         later = [k.expires_at for k in keys if k.expires_at is not None]
         return dataclasses.replace(self, keys=keys, keys_refresh_at=min(later, default=None))
 
+    def requires_token(self, cloud_default: bool) -> bool:
+        """Whether a request without a session token is refused: the server's http_tokens,
+        else the cloud's ``[metadata] require_token`` or the metadata item. Asked on every
+        request without a token: a comparison or two, then one loop in C."""
+        options = self.metadata_options
+        if options is not None and options.http_tokens is not None:
+            return options.http_tokens == md_options.REQUIRED
+        return cloud_default or (TOKENS_REQUIRED_ITEM, "required") in self.meta
+
     @property
-    def tokens_required(self) -> bool:
-        # Asked on every request without a token: one comparison loop in C.
-        return (TOKENS_REQUIRED_ITEM, "required") in self.meta
+    def endpoint_disabled(self) -> bool:
+        options = self.metadata_options
+        return options is not None and options.http_endpoint == md_options.DISABLED
+
+    @property
+    def tags_enabled(self) -> bool:
+        options = self.metadata_options
+        return options is not None and options.instance_metadata_tags == md_options.ENABLED
+
+    @property
+    def hop_limit(self) -> int | None:
+        """The server's own hop limit for the token PUT's answer (None: the cloud's)."""
+        options = self.metadata_options
+        return options.http_put_response_hop_limit if options is not None else None
 
     @property
     def addresses(self) -> tuple[str, ...]:
@@ -106,6 +138,17 @@ def _shared(value: str | None) -> Any:
 # data, metadata items, key sets, security groups, reservation ids, MTUs. Bounded: at most
 # 1,024 values of 4 KiB each outlive their guests.
 shared = Sharing(entries=1024, largest=4096)
+# User data larger than that (up to [api] max_user_data_bytes, 16 MiB at most): one copy of
+# each value among the last few distinct ones loaded, so the hundred servers of one boot storm
+# with the same 16 MiB Ignition config hold it once, not a hundred times. Few entries, since
+# each may be large: at most 4 values outlive their guests (64 MiB at the option's ceiling).
+shared_user_data = Sharing(entries=4, largest=sys.maxsize)
+
+
+def _user_data(value: str | None) -> str | None:
+    if value is None or sys.getsizeof(value) <= 4096:
+        return shared(value)
+    return shared_user_data(value)
 
 
 def facts_from_record(
@@ -143,6 +186,7 @@ def facts_from_record(
                 gateway=_shared(info.get("gateway")),
                 dns=shared(tuple(_shared(d) for d in info.get("dns_nameservers", ()))),
                 addresses=tuple(ip.address for ip in ips),
+                tag=port.tag,
             )
         )
     sysmeta = record.system_metadata
@@ -162,7 +206,7 @@ def facts_from_record(
         reservation_id=shared(instance.reservation_id),
         keys=key_facts,
         meta=shared(tuple((_shared(k), _shared(v)) for k, v in sorted(record.metadata.items()))),
-        user_data=shared(instance.user_data),
+        user_data=_user_data(instance.user_data),
         boot_roles=_shared(sysmeta.get("boot_roles", "")),
         password="".join(sysmeta.get(k, "") for k in PASSWORD_CHUNKS),
         ports=tuple(ports),
@@ -176,6 +220,11 @@ def facts_from_record(
         keys_boot_generation=extra.keys_boot_generation or 1,
         keys_applied_generation=extra.keys_applied_generation or 0,
         keys_refresh_at=keys_refresh_at,
+        nocloud_seed=parse_stored(sysmeta.get(NOCLOUD_SEED)),
+        metadata_options=shared(
+            md_options.from_stored(sysmeta.get(md_options.SYSTEM_METADATA_KEY))
+        ),
+        tags=shared(tuple(_shared(t) for t in record.tags)),
     )
 
 

@@ -1,8 +1,8 @@
 """Loading guests from the cell databases, many at a time (runs in a worker thread).
 
 A boot storm is thousands of cache misses at once. Loading them one by one costs a thread hop
-and seven queries per guest per worker; a batch of any size costs one hop, one query for the
-instance mappings and six per cell (``records.load_many``), and the fewer, larger temporary
+and eight queries per guest per worker; a batch of any size costs one hop, one query for the
+instance mappings and seven per cell (``records.load_many``), and the fewer, larger temporary
 objects also leave less fragmentation behind in the long-lived worker.
 
 ``vendordata_request_for`` reads one instance for the compute app's vendordata build check.

@@ -17,8 +17,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from cloudseed.metadata import devices
 from cloudseed.metadata import versions as v
 from cloudseed.metadata.facts import GuestFacts
+from cloudseed.metadata.instance_tags import instance_tags
 
 
 def dumps(value: Any) -> bytes:
@@ -124,10 +126,11 @@ def meta_data(
     if v.at_least(version, v.LIBERTY):
         doc["project_id"] = facts.project_id
     if v.at_least(version, v.NEWTON_ONE):
-        # No device role tagging in cloudseed: no tagged devices to describe.
-        doc["devices"] = []
+        doc["devices"] = devices.devices(facts, version)
     if v.at_least(version, v.VICTORIA):
         doc["dedicated_cpus"] = []
+    if facts.tags_enabled:  # 2.109's instance_metadata_tags, at every version (cloudseed's)
+        doc["tags"] = instance_tags(facts)
     body = dumps(doc)
     prefix, marker, suffix = body.partition(_SEED_MARKER_JSON)
     if not marker:
@@ -184,11 +187,11 @@ def authorized_keys(facts: GuestFacts) -> bytes:
     return "".join(lines).encode()
 
 
-def meta_data_variant(version: str) -> str:
-    """Versions whose meta_data.json is the same share one rendering: the version that
-    introduced the last field present."""
+def meta_data_variant(version: str, facts: GuestFacts | None = None) -> str:
+    """Versions whose meta_data.json is the same (for ``facts``' guest) share one rendering:
+    the version that introduced the last field present."""
     variant = v.FOLSOM
-    for step in (v.GRIZZLY, v.LIBERTY, v.NEWTON_ONE, v.VICTORIA):
+    for step in (v.GRIZZLY, v.LIBERTY, v.NEWTON_ONE, *devices.variant_steps(facts), v.VICTORIA):
         if v.at_least(version, step):
             variant = step
     return variant
@@ -295,6 +298,8 @@ def ec2_meta_data(
     if v.at_least(version, v.EC2_NETWORK) and any(":" in a for a in facts.addresses):
         data["mac"] = facts.ports[0].mac
         data["network"] = {"interfaces": {"macs": ec2_interfaces(facts, hostname)}}
+    if facts.tags_enabled:  # 2.109's instance_metadata_tags, at every version, as EC2's
+        data["tags"] = {"instance": instance_tags(facts)}
     return data
 
 

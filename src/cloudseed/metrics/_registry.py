@@ -114,6 +114,14 @@ class Metrics:
             registry=registry,
             multiprocess_mode="livesum",
         )
+        self.tokenless = Counter(
+            "cloudseed_metadata_tokenless_requests",
+            "Metadata requests made without a session token by the guests of each project, "
+            "by what they read: user_data, password or other (the token-less access audit, "
+            "2.109; per server: GET /servers/{id}/metadata-access).",
+            ["project", "document"],
+            registry=registry,
+        )
         self.change_lag = Histogram(
             "cloudseed_metadata_change_lag_seconds",
             "Seconds from a guest change's write (its writer's clock) to a worker reading it "

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 from starlette.routing import Route
 
-from cloudseed.metadata import tree
+from cloudseed.metadata import seeds, tree
 from cloudseed.types import Scope
 
 UNMATCHED = "unmatched"
@@ -88,6 +88,9 @@ class MetadataRoutes:
     def names(self, key: Any, ok: bool) -> tuple[str, str | None]:
         if key == SCRAPE:  # answered by the edge to a scraper, else unknown to the app
             return (SCRAPE if ok else UNMATCHED, None)
+        if seeds.is_seed_path(key):  # NoCloud seeds: the token is never a label
+            file = seeds.seed_file(key.encode())
+            return (seeds.ROUTE, f"nocloud/{file}" if ok and file else None)
         target = tree.parse(key)
         if target is None:
             return (UNMATCHED, None)

@@ -20,7 +20,7 @@ METADATA = "metadata"
 
 
 class _Reports:
-    """The metadata service's StoreStats and TargetStats, as metric updates."""
+    """The metadata service's StoreStats, TargetStats and AccessStats, as metric updates."""
 
     def __init__(self, metrics: Metrics) -> None:
         # Hits are one per metadata request: tallied, then flushed with the requests.
@@ -33,6 +33,9 @@ class _Reports:
         self._lag = metrics.change_lag
         self._target_duration = metrics.target_duration
         self._target_errors = metrics.target_errors
+        # The token-less access audit's (2.109), by project and document: tallied likewise.
+        self.tokenless_counts: dict[tuple[str, str], int] = {}
+        self._tokenless = metrics.tokenless
 
     def hit(self) -> None:
         self.hits += 1
@@ -40,7 +43,15 @@ class _Reports:
     def missed(self) -> None:
         self.misses += 1
 
+    def tokenless(self, project_id: str, document: str) -> None:
+        key = (project_id, document)
+        self.tokenless_counts[key] = self.tokenless_counts.get(key, 0) + 1
+
     def flush(self) -> None:
+        if self.tokenless_counts:
+            counts, self.tokenless_counts = self.tokenless_counts, {}
+            for labels, n in counts.items():
+                self._tokenless.labels(*labels).inc(n)
         if self.hits:
             self._hits.inc(self.hits)
             self.hits = 0
@@ -77,6 +88,8 @@ def instrument(app: ASGIApp, *, listener: str, metrics: Metrics, settings: Setti
             app.observe(store=reports, targets=reports)
             waiters = app.freshness.waiters if isinstance(app, MetadataApp) else app.waiters
             waiters.report(reports.waiting)
+            if isinstance(app, MetadataApp):
+                app.observe_access(reports)
 
         def metadata_cells(_scope: Scope) -> CellDatabases | None:
             cells = getattr(app, "cells", None)

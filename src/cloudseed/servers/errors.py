@@ -21,6 +21,7 @@ Conflict ────── InstanceInvalidState  busy or in the wrong state    
                 ServerNameNotUnique   `cloudseed server ssh NAME`: several servers (409)
                 NoSshForward          `cloudseed server ssh`: no way in, and why (409)
 NotFound ────── MetadataItemNotFound  no such metadata key               (404)
+                TagNotFound           2.26: the server has no such tag    (404)
                 ActionNotFound        no instance action with this id    (404)
                 ConsoleNotAvailable   the guest's console is not readable here (404)
                 SecurityGroupNotFound  add/remove: no such group for the project (404)
@@ -160,6 +161,15 @@ class ServerMarkerNotFound(InvalidInput):
 class MetadataItemNotFound(NotFound):
     def __init__(self) -> None:
         super().__init__("Metadata item was not found")
+
+
+class TagNotFound(NotFound):
+    """Nova's two messages: ``GET`` says "Server", ``DELETE`` "Instance"."""
+
+    def __init__(self, *, uuid: str, tag: str, noun: str = "Server") -> None:
+        super().__init__(f"{noun} {uuid} has no tag '{tag}'")
+        self.uuid = uuid
+        self.tag = tag
 
 
 class ConsoleNotAvailable(NotFound):

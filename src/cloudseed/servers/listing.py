@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from sqlalchemy import ColumnElement, and_, or_, select
+from sqlalchemy import ColumnElement, Select, and_, exists, false, or_, select
 
 from cloudseed.cells.service import CellDatabases
 from cloudseed.errors import InvalidInput
 from cloudseed.servers import records, states
 from cloudseed.servers.errors import ServerMarkerNotFound
-from cloudseed.servers.models import Instance
+from cloudseed.servers.models import Instance, InstanceTag
+from cloudseed.servers.tags import MAX_TAGS, TagFilter
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,9 @@ class ListFilter:
     host: str | None = None  # administrators only
     reservation_id: str | None = None  # the servers of one (multi-)create
     changes_since: dt.datetime | None = None
+    tags: TagFilter = field(
+        default_factory=TagFilter
+    )  # 2.26's tags, tags-any, not-tags, not-tags-any
     limit: int = 1000
     marker: str | None = None
 
@@ -67,6 +71,8 @@ def list_servers(cells: CellDatabases, f: ListFilter) -> list[records.ServerReco
                 query = query.where(Instance.host == f.host)
             if f.reservation_id is not None:
                 query = query.where(Instance.reservation_id == f.reservation_id)
+            if f.tags:
+                query = _with_tags(query, f.tags)
             if f.status is not None:
                 chosen = states.STATUS_FILTERS.get(f.status.upper(), [])
                 if not chosen:
@@ -93,6 +99,35 @@ def list_servers(cells: CellDatabases, f: ListFilter) -> list[records.ServerReco
             found.extend(r for r in loaded if _addresses_match(r, ip_res))
     found.sort(key=lambda r: (r.instance.created_at, r.instance.id), reverse=True)
     return found[: f.limit]
+
+
+def _has_tag(tag: str) -> ColumnElement[bool]:
+    return exists().where(InstanceTag.instance_uuid == Instance.uuid, InstanceTag.tag == tag)
+
+
+def _with_tags(query: Select[Instance], tags: TagFilter) -> Select[Instance]:
+    """Nova's tag filters: every one of ``tags``, at least one of ``tags-any``, not every one
+    of ``not-tags``, none of ``not-tags-any``. A server has at most MAX_TAGS tags: more in
+    ``tags`` match no server, more in ``not-tags`` every one (without a query of that size)."""
+    if len(tags.all_of) > MAX_TAGS:
+        return query.where(false())
+    if tags.all_of:
+        query = query.where(*[_has_tag(t) for t in tags.all_of])
+    if tags.any_of:
+        query = query.where(
+            exists().where(
+                InstanceTag.instance_uuid == Instance.uuid, InstanceTag.tag.in_(tags.any_of)
+            )
+        )
+    if tags.not_all_of and len(tags.not_all_of) <= MAX_TAGS:
+        query = query.where(~and_(*[_has_tag(t) for t in tags.not_all_of]))
+    if tags.none_of:
+        query = query.where(
+            ~exists().where(
+                InstanceTag.instance_uuid == Instance.uuid, InstanceTag.tag.in_(tags.none_of)
+            )
+        )
+    return query
 
 
 def _status_condition(chosen: states.StatusFilter) -> ColumnElement[bool]:

@@ -124,9 +124,24 @@ class InstanceMetadata(CellBase):
     value: Mapped[str] = mapped_column(String(255))
 
 
+class InstanceTag(CellBase):
+    """A server tag (``/servers/{id}/tags``, Nova's 2.26): a string the owner sets, at most 50
+    per server (``servers/tags.py`` has Nova's rules). Compared byte-wise on every backend, so
+    ``Web`` and ``web`` are two tags everywhere."""
+
+    __tablename__ = "instance_tags"
+    __table_args__ = (UniqueConstraint("instance_uuid", "tag"), MYSQL_TABLE_ARGS)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    instance_uuid: Mapped[str] = mapped_column(ForeignKey("instances.uuid"), index=True)
+    # Indexed for the list filters (tags, tags-any, not-tags, not-tags-any).
+    tag: Mapped[name_column] = mapped_column(index=True)
+
+
 class Port(CellBase):
     """A network attachment: what network_data.json describes, and how the metadata service
-    recognises a guest by its source address."""
+    recognises a guest by its source address. ``tag`` is the device role tag of the request's
+    ``networks`` item (2.32 and 2.42): meta_data.json's ``devices`` lists the tagged ports."""
 
     __tablename__ = "ports"
     __table_args__ = MYSQL_TABLE_ARGS
@@ -140,6 +155,7 @@ class Port(CellBase):
     mtu: Mapped[int] = mapped_column(Integer)
     # JSON: subnet cidr, gateway, dns servers, as network_data.json needs them.
     network_info: Mapped[str] = mapped_column(Text)
+    tag: Mapped[str | None] = mapped_column(String(60), default=None)
 
 
 class FixedIP(CellBase):

@@ -11,7 +11,9 @@ from typing import Any
 
 from cloudseed.errors import InvalidInput
 from cloudseed.keypairs.schemas import NAME_FORMAT
+from cloudseed.servers import tags
 from cloudseed.servers.creation import personality
+from cloudseed.servers.metadata_options import options as metadata_options
 from cloudseed.web.microversions import APIVersion
 
 V = APIVersion
@@ -49,8 +51,20 @@ METADATA = {
     "patternProperties": {"^[a-zA-Z0-9-_:. ]{1,255}$": {"type": "string", "maxLength": 255}},
     "additionalProperties": False,
 }
-USER_DATA = {"type": "string", "format": "base64", "maxLength": 65535}
-USER_DATA_OR_NULL = {"type": ["string", "null"], "format": "base64", "maxLength": 65535}
+NOVA_MAX_USER_DATA = 65535  # base64 characters: [api] max_user_data_bytes' default
+
+
+def _user_data(limit: int, *, nullable: bool = False) -> dict[str, Any]:
+    kind = ["string", "null"] if nullable else "string"
+    # Nova's base64; and a whole gzip stream where it starts like one (web/validation.py).
+    return {
+        "type": kind,
+        "format": "base64",
+        "allOf": [{"format": "gzip-if-gzip"}],
+        "maxLength": limit,
+    }
+
+
 DESCRIPTION = {
     "type": ["string", "null"],
     "minLength": 0,
@@ -155,6 +169,18 @@ KEY_NAMES: dict[str, Any] = {
 }
 
 
+# --- metadata options (2.109): servers/metadata_options/ ----------------------------------------
+METADATA_OPTIONS = V(2, 109)
+# PUT /os-metadata-options-defaults/{project_id}: the project's defaults, replaced whole.
+METADATA_OPTIONS_DEFAULTS: dict[str, Any] = {
+    "type": "object",
+    "properties": {"metadata_options": metadata_options.SCHEMA},
+    "required": ["metadata_options"],
+    "additionalProperties": False,
+}
+# --- end of metadata options ----------------------------------------------------------------------
+
+
 def _wrap(key: str, properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
     return {
         "type": "object",
@@ -176,14 +202,14 @@ def _hostname(version: APIVersion) -> dict[str, Any]:
 
 
 @cache
-def create(version: APIVersion) -> dict[str, Any]:
+def create(version: APIVersion, max_user_data: int = NOVA_MAX_USER_DATA) -> dict[str, Any]:
     props: dict[str, Any] = {
         "name": NAME,
         "imageRef": {"type": "string"},
         "flavorRef": {"type": ["string", "integer"], "minLength": 1},
         "adminPass": {"type": "string"},
         "metadata": METADATA,
-        "networks": {"type": "array", "items": NETWORK_ITEM},
+        "networks": {},  # below: by version
         "OS-DCF:diskConfig": DISK_CONFIG,
         "accessIPv4": {"type": "string", "format": "ipv4"},
         "accessIPv6": {"type": "string", "format": "ipv6"},
@@ -201,7 +227,7 @@ def create(version: APIVersion) -> dict[str, Any]:
                 "additionalProperties": False,
             },
         },
-        "user_data": USER_DATA,
+        "user_data": _user_data(max_user_data),
         "block_device_mapping_v2": {"type": "array", "items": BDM_V2},
     }
     required = ["name", "flavorRef"]
@@ -209,16 +235,18 @@ def create(version: APIVersion) -> dict[str, Any]:
         props["personality"] = personality.SCHEMA
     if version >= V(2, 19):
         props["description"] = DESCRIPTION
+    item = copy.deepcopy(NETWORK_ITEM)
+    if tags.network_tag_allowed(version):
+        item["properties"]["tag"] = tags.TAG  # a device role tag (meta_data.json's devices)
+    props["networks"] = {"type": "array", "items": item}
     if version >= V(2, 37):
-        item = copy.deepcopy(NETWORK_ITEM)
         item["properties"]["uuid"] = {"type": "string", "format": "uuid"}
         props["networks"] = {
-            "oneOf": [
-                {"type": "array", "items": item},
-                {"type": "string", "enum": ["none", "auto"]},
-            ]
+            "oneOf": [props["networks"], {"type": "string", "enum": ["none", "auto"]}]
         }
         required.append("networks")
+    if version >= tags.ON_CREATE_SINCE:
+        props["tags"] = tags.TAGS
     if version >= V(2, 74):
         # An admin's choice of compute host and node (Nova's create:requested_destination).
         props["host"] = {"type": "string", "minLength": 1, "maxLength": 255}
@@ -228,6 +256,8 @@ def create(version: APIVersion) -> dict[str, Any]:
     if version >= LIVE_KEYS:
         props["key_names"] = KEY_NAMES
         props["block_project_keys"] = BOOLEAN
+    if version >= METADATA_OPTIONS:
+        props["metadata_options"] = metadata_options.SCHEMA
     schema = _wrap("server", props, required)
     for key in ("os:scheduler_hints", "OS-SCH-HNT:scheduler_hints"):
         schema["properties"][key] = SCHEDULER_HINTS
@@ -249,7 +279,7 @@ def boot_image(block_devices: list[dict[str, Any]], image_ref: str | None) -> st
 
 
 @cache
-def update(version: APIVersion) -> dict[str, Any]:
+def update(version: APIVersion, max_user_data: int = NOVA_MAX_USER_DATA) -> dict[str, Any]:
     props: dict[str, Any] = {
         "name": NAME,
         "OS-DCF:diskConfig": DISK_CONFIG,
@@ -263,15 +293,17 @@ def update(version: APIVersion) -> dict[str, Any]:
     if version >= PIN_UPDATE:
         props["pinned_availability_zone"] = NAME_OR_NONE
     if version >= USER_DATA_UPDATE:
-        props["user_data"] = USER_DATA_OR_NULL
+        props["user_data"] = _user_data(max_user_data, nullable=True)
     if version >= LIVE_KEYS:
         props["key_names"] = KEY_NAMES
         props["block_project_keys"] = BOOLEAN
+    if version >= METADATA_OPTIONS:
+        props["metadata_options"] = metadata_options.SCHEMA
     return _wrap("server", props, [])
 
 
 @cache
-def rebuild(version: APIVersion) -> dict[str, Any]:
+def rebuild(version: APIVersion, max_user_data: int = NOVA_MAX_USER_DATA) -> dict[str, Any]:
     props: dict[str, Any] = {
         "name": NAME,
         "imageRef": {"type": "string", "format": "uuid"},
@@ -289,7 +321,7 @@ def rebuild(version: APIVersion) -> dict[str, Any]:
     if version >= V(2, 54):
         props["key_name"] = {"type": ["string", "null"], "minLength": 1, "maxLength": 255}
     if version >= V(2, 57):
-        props["user_data"] = USER_DATA_OR_NULL
+        props["user_data"] = _user_data(max_user_data, nullable=True)
     if version >= V(2, 90):
         props["hostname"] = _hostname(version)
     if version >= LIVE_KEYS:
@@ -298,12 +330,12 @@ def rebuild(version: APIVersion) -> dict[str, Any]:
 
 
 @cache
-def reboot(version: APIVersion) -> dict[str, Any]:
+def reboot(version: APIVersion, max_user_data: int = NOVA_MAX_USER_DATA) -> dict[str, Any]:
     props: dict[str, Any] = {
         "type": {"type": "string", "enum": ["HARD", "Hard", "hard", "SOFT", "Soft", "soft"]}
     }
     if version >= USER_DATA_UPDATE:
-        props["user_data"] = USER_DATA_OR_NULL
+        props["user_data"] = _user_data(max_user_data, nullable=True)
     return _wrap("reboot", props, ["type"])
 
 

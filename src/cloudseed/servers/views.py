@@ -31,6 +31,7 @@ from cloudseed.servers.live_keys.delivery import (
     is_expired,
 )
 from cloudseed.servers.live_keys.sets import fingerprint_sha256
+from cloudseed.servers.metadata_options import options as metadata_options
 from cloudseed.servers.records import ServerRecord
 from cloudseed.servers.system_metadata import security_group_names
 from cloudseed.web.links import links
@@ -227,7 +228,7 @@ def _by_microversion(
     if version >= V(2, 19):
         fields["description"] = i.display_description
     if version >= V(2, 26):
-        fields["tags"] = []
+        fields["tags"] = list(record.tags)
     if version >= V(2, 63):
         fields["trusted_image_certificates"] = None
     if version >= V(2, 71) and with_server_groups:
@@ -242,6 +243,10 @@ def _by_microversion(
         fields["scheduler_hints"] = scheduler_hints.shown(record.system_metadata)
     if version >= LIVE_KEYS_SINCE:
         fields.update(live_keys(record))
+    if version >= METADATA_OPTIONS_SINCE:
+        # What the server sets, null where it follows the cloud (servers/metadata_options/).
+        options = metadata_options.of_system_metadata(record.system_metadata)
+        fields["metadata_options"] = options.body()
     return fields
 
 
@@ -267,6 +272,9 @@ def security_groups_detailed(record: ServerRecord) -> list[dict[str, Any]]:
         }
         for name in sorted(_security_groups(record))
     ]
+
+
+METADATA_OPTIONS_SINCE = V(2, 109)
 
 
 # --- live keys (2.106) ---------------------------------------------------------------------------

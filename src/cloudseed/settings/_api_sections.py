@@ -177,6 +177,19 @@ class ApiSection:
         "A failing vendordata target fails the instance's build (ERROR with the "
         "reason). Otherwise its entry is {} and a warning is logged.",
     )
+    # Issue 34: large user data (Ignition configs, bare-metal images).
+    max_user_data_bytes: int = option(
+        65535,
+        "Longest user data accepted (create; rebuild from 2.57; update and HARD reboot from "
+        "2.105), in characters of its base64 text; a longer one is refused with Nova's 400 "
+        "before it is decoded, and nothing is stored. The default is Nova's fixed limit. Up "
+        "to 16,515,072 (16 MiB less 256 KiB: MariaDB's MEDIUMTEXT column, and its 16 MiB "
+        "max_allowed_packet, with room for the other fields of the row or operation that "
+        "carries it). Above the default, the requests that carry user data may be larger than "
+        "[oslo_middleware] max_request_body_size by as much. cloudseed's own option.",
+        minimum=1,
+        maximum=16 * 1024 * 1024 - 256 * 1024,
+    )
     # Issue 17: live keys (2.106).
     max_keys_per_server: int = option(
         16,

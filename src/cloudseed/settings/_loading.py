@@ -166,6 +166,18 @@ def _check_lists(settings: Settings) -> None:
     for item in split_list(settings.libvirt.inject_handlers):
         if item not in ("guestfs", "debugfs", "loop", "nbd"):
             fail("libvirt", "inject_handlers", item, "must be guestfs, debugfs, loop or nbd")
+    seed_url = urllib.parse.urlsplit(settings.metadata.nocloud_seed_url)
+    if (
+        seed_url.scheme not in ("http", "https")
+        or not seed_url.hostname
+        or not seed_url.path.endswith("/")
+        or seed_url.query
+        or seed_url.fragment
+    ):
+        raise ConfigError(
+            f"invalid value {settings.metadata.nocloud_seed_url!r} for [metadata] "
+            "nocloud_seed_url: must be http(s)://host[:port]/path/ (ending in /)"
+        )
     identity = settings.identity
     # A token signed just before a rotation must stay verifiable until it expires.
     least = identity.token_ttl_seconds + 2 * identity.key_cache_seconds

@@ -47,8 +47,9 @@ class MetadataSection:
     require_token: bool = option(
         False,
         "Require a session token (PUT /latest/api/token, then "
-        "X-aws-ec2-metadata-token) on every request, on both trees. Per instance, the server "
-        "metadata item metadata_http_tokens=required does the same.",
+        "X-aws-ec2-metadata-token) on every request, on both trees, for servers whose "
+        "metadata options (microversion 2.109) leave http_tokens unset. Per instance, the "
+        "server metadata item metadata_http_tokens=required does the same.",
     )
     token_secret: str = option(
         "",
@@ -61,8 +62,19 @@ class MetadataSection:
         0,
         "IP TTL and IPv6 hop limit of the metadata service's responses, and of the qemu "
         "driver's metadata proxies on bridged networks (EC2's hop limit: 1 keeps answers "
-        "from leaving the first hop). 0 means the system default.",
+        "from leaving the first hop). 0 means the system default. A server's metadata option "
+        "http_put_response_hop_limit (microversion 2.109) sets its token answers' own.",
         minimum=0,
+    )
+    # -- issue 35 (part 4): the token-less access audit (docs/metadata.md) --
+    access_audit_interval: int = option(
+        5,
+        "How often each metadata worker writes the token-less access audit's counts (the "
+        "requests each server made without a session token, its user data and password "
+        "reads among them) to the cell databases, in seconds: what GET "
+        "/servers/{id}/metadata-access shows is up to this far behind, and a worker killed "
+        "loses at most this much of its counting.",
+        minimum=1,
     )
     change_poll_interval_ms: int = option(
         20,
@@ -136,6 +148,31 @@ class MetadataSection:
         "100 leaves room for max_waiters_per_instance (16) long-polls and a guest's usual "
         "handful of connections.",
         minimum=0,
+    )
+    # -- issue 34 (part 1): NoCloud seed URLs (docs/metadata.md#nocloud-seeds) --
+    nocloud_seed_url: str = option(
+        "http://169.254.169.254/nocloud/",
+        "The base of the NoCloud seed URLs the compute API hands out (GET "
+        "/servers/{id}/nocloud-seed, microversion 2.107): where guests reach this "
+        "listener's /nocloud/ path. The default is the metadata address guests of "
+        "cloudseed's networks see; for bare metal on a provisioning network, the address "
+        "(and port) of a metadata listener that network reaches, e.g. "
+        "http://10.0.0.2:8775/nocloud/. A seed URL is this plus the seed's token and /.",
+    )
+    nocloud_seed_lifetime: int = option(
+        604800,
+        "How long a NoCloud seed URL works after it is made (its first GET, or a rotate), in "
+        "seconds; a GET after it expired makes a new one. 0 means seed URLs never expire.",
+        minimum=0,
+    )
+    nocloud_seed_secret: str = option(
+        "",
+        "Key that NoCloud seed tokens are derived with (HMAC-SHA256 of the server and the "
+        "seed's random nonce). Set it (the same on every API and metadata node) so that a copy "
+        "of the cell databases does not give away seed URLs; empty means the nonce kept in "
+        "the server's system metadata is all the token's secrecy. Changing it invalidates "
+        "every seed URL handed out.",
+        secret=True,
     )
 
 

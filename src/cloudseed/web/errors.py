@@ -99,3 +99,8 @@ class ResourceNotFound(NotFound):
 
 class InvalidName(Exception):
     """Raised by the ``name`` format check; its message is Nova's whole fault message."""
+
+
+class InvalidUserData(Exception):
+    """Raised by the ``user-data`` format check for gzip that is not a gzip stream; its
+    message is the whole fault message."""

@@ -71,6 +71,60 @@ def test_openstack_smbios_with_the_instance_uuid() -> None:
     assert option(argv, "-uuid") == [UUID]
 
 
+def qemu_fields(value: str) -> dict[str, str]:
+    """An option value as QEMU reads it: ``key=value`` pairs split at single commas, with
+    doubled commas standing for one."""
+    fields, field = [], ""
+    i = 0
+    while i < len(value):
+        if value.startswith(",,", i):
+            field, i = field + ",", i + 2
+        elif value[i] == ",":
+            fields.append(field)
+            field, i = "", i + 1
+        else:
+            field, i = field + value[i], i + 1
+    fields.append(field)
+    return dict(f.split("=", 1) for f in fields)
+
+
+SEED = "http://169.254.169.254/nocloud/" + "T" * 64 + "/"
+NOCLOUD_IMAGE = BootImage(path="/images/disk.raw", disk_format="raw", bootstrap="nocloud")
+
+
+def test_a_nocloud_guest_gets_its_seed_as_serial_under_a_neutral_product() -> None:
+    argv = argv_of(guest(image=NOCLOUD_IMAGE, nocloud_seed_url=SEED))
+    [smbios] = option(argv, "-smbios")
+    fields = qemu_fields(smbios)
+    # cloud-init 22.4 reads an http seed under ds=nocloud-net (in the serial as on the command
+    # line); ds-identify picks OpenStack for the product "OpenStack Nova", so that is not it.
+    assert fields["serial"] == f"ds=nocloud-net;s={SEED}"
+    assert "OpenStack" not in fields["manufacturer"] + fields["product"]
+    assert (fields["type"], fields["uuid"]) == ("1", UUID)
+    assert option(argv, "-uuid") == [UUID]
+
+
+def test_a_seed_url_with_commas_stays_one_value() -> None:
+    url = "http://10.0.0.2:8775/a,b/nocloud/" + "T" * 64 + "/"
+    argv = argv_of(guest(image=NOCLOUD_IMAGE, nocloud_seed_url=url))
+    assert qemu_fields(option(argv, "-smbios")[0])["serial"] == f"ds=nocloud-net;s={url}"
+
+
+def test_a_nocloud_guest_gets_no_config_drive_and_without_a_seed_only_its_uuid() -> None:
+    argv = argv_of(guest(image=NOCLOUD_IMAGE, config_drive=True, config_drive_path="/d/cd.iso"))
+    assert [d for d in option(argv, "-drive") if "cd.iso" in d] == []
+    assert not any("configdrive" in d for d in option(argv, "-device"))
+    # No seed (revoked): cloud-init finds no NoCloud source, and no OpenStack either.
+    fields = qemu_fields(option(argv, "-smbios")[0])
+    assert fields["serial"] == UUID and "OpenStack" not in fields["product"]
+
+
+def test_an_unknown_bootstrap_is_refused() -> None:
+    image = BootImage(path="/images/disk.raw", disk_format="raw", bootstrap="ignition")
+    with pytest.raises(DriverError, match="cloudseed_bootstrap 'ignition'"):
+        argv_of(guest(image=image))
+
+
 def test_flavor_sizes_and_direct_kernel_boot() -> None:
     argv = argv_of(guest())
     assert option(argv, "-m") == ["1024"] and option(argv, "-smp") == ["2"]
@@ -126,6 +180,16 @@ def test_nic_with_the_port_mac_on_a_restricted_network() -> None:
     ]
     for netdev in option(argv, "-netdev"):
         assert "net=169.254.169.0/24" in netdev and "restrict=on" in netdev
+
+
+def test_a_tagged_port_has_its_fixed_pci_slot() -> None:
+    ports: list[dict[str, object]] = [
+        {"mac_address": f"fa:16:3e:00:00:0{i}", "tag": tag} for i, tag in enumerate((None, "b"))
+    ]
+    assert option(argv_of(guest(ports=ports)), "-device")[:2] == [
+        "virtio-net-pci,netdev=net0,mac=fa:16:3e:00:00:00",
+        "virtio-net-pci,netdev=net1,mac=fa:16:3e:00:00:01,addr=0x11",
+    ]
 
 
 def test_metadata_address_goes_to_the_relay_command() -> None:

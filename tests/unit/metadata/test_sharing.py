@@ -104,6 +104,23 @@ def test_guests_alike_hold_one_copy_of_what_they_have_in_common() -> None:
     assert one.name != two.name and one.uuid != two.uuid
 
 
+def test_guests_alike_hold_one_copy_of_large_user_data() -> None:
+    # Above the 4 KiB the general table keeps: a boot storm's 16 MiB Ignition config, once.
+    now = dt.datetime(2030, 1, 1)
+    large = base64.b64encode(bytes(range(256)) * 4096).decode()  # 1 MiB, 1.4 MB of base64
+
+    def loaded(uuid: str, user_data: str) -> GuestFacts:
+        made = record([])
+        made.instance.uuid, made.instance.user_data = uuid, fresh(user_data)
+        return guest_facts(made, now)
+
+    one, two = loaded("u-1", large), loaded("u-2", large)
+    assert one.user_data == large and one.user_data is two.user_data
+    other = loaded("u-3", large[:-4] + "AAAA")
+    assert other.user_data is not one.user_data  # equal values only
+    assert render.user_data(one) == bytes(range(256)) * 4096
+
+
 def test_guests_alike_share_their_metadata_items_and_keys_in_meta_data() -> None:
     one = GuestDocuments(facts(uuid="u-1", name="a"), "novalocal").meta_data("latest")
     two = GuestDocuments(facts(uuid="u-2", name="b"), "novalocal").meta_data("latest")

@@ -58,6 +58,15 @@ def test_every_target_kind_has_a_route() -> None:
         ("/openstack/1999-01-01/meta_data.json", False, UNMATCHED, None),
         ("/metrics", True, "/metrics", None),
         ("/metrics", False, UNMATCHED, None),
+        # NoCloud seeds: the token is never a label.
+        (
+            "/nocloud/" + "T" * 64 + "/meta-data",
+            True,
+            "/nocloud/{token}/{file}",
+            "nocloud/meta-data",
+        ),
+        ("/nocloud/" + "T" * 64 + "/meta-data", False, "/nocloud/{token}/{file}", None),
+        ("/nocloud/x/../y", False, "/nocloud/{token}/{file}", None),
     ],
 )
 def test_metadata_labels(path: str, ok: bool, route: str, document: str | None) -> None:

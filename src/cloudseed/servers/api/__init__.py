@@ -3,9 +3,10 @@
 
 One module per resource: ``servers`` (create, list, show, update, delete), ``lifecycle`` (the
 ``POST .../action`` verbs), ``security_groups`` (two of those verbs and
-``os-security-groups``), ``metadata_items``, ``instance_actions``, ``password`` and
-``bootstrap_history``, and ``project_keys`` (``/os-project-keys``, 2.106: keys for every server
-of a project); ``requests`` holds what they all read from a request.
+``os-security-groups``), ``metadata_items``, ``tags`` (2.26), ``instance_actions``, ``password``
+and ``bootstrap_history``, ``project_keys`` (``/os-project-keys``, 2.106: keys for every server
+of a project) and ``metadata_options`` (2.109: project defaults, a server's token-less access
+audit); ``requests`` holds what they all read from a request.
 """
 
 from __future__ import annotations
@@ -17,10 +18,12 @@ from cloudseed.servers.api import (
     instance_actions,
     lifecycle,
     metadata_items,
+    metadata_options,
     password,
     project_keys,
     security_groups,
     servers,
+    tags,
 )
 
 
@@ -40,6 +43,12 @@ def _routes() -> list[Route]:
         Route(f"{one}/metadata/{{key}}", metadata_items.show, methods=["GET"]),
         Route(f"{one}/metadata/{{key}}", metadata_items.put_item, methods=["PUT"]),
         Route(f"{one}/metadata/{{key}}", metadata_items.delete_item, methods=["DELETE"]),
+        Route(f"{one}/tags", tags.index, methods=["GET"]),
+        Route(f"{one}/tags", tags.replace, methods=["PUT"]),
+        Route(f"{one}/tags", tags.delete_all, methods=["DELETE"]),
+        Route(f"{one}/tags/{{tag}}", tags.show, methods=["GET"]),
+        Route(f"{one}/tags/{{tag}}", tags.add, methods=["PUT"]),
+        Route(f"{one}/tags/{{tag}}", tags.delete, methods=["DELETE"]),
         Route(f"{one}/os-instance-actions", instance_actions.index, methods=["GET"]),
         Route(f"{one}/os-instance-actions/{{request_id}}", instance_actions.show, methods=["GET"]),
         Route(f"{one}/os-server-password", password.show, methods=["GET"]),
@@ -48,6 +57,14 @@ def _routes() -> list[Route]:
         Route(f"{one}/os-security-groups", security_groups.index, methods=["GET"]),
         Route("/os-project-keys/{id}", project_keys.show, methods=["GET"]),
         Route("/os-project-keys/{id}", project_keys.update, methods=["PUT"]),
+        # 2.109: metadata options' project defaults and a server's token-less access audit.
+        Route(f"{one}/metadata-access", metadata_options.access_show, methods=["GET"]),
+        Route(
+            "/os-metadata-options-defaults/{id}", metadata_options.defaults_show, methods=["GET"]
+        ),
+        Route(
+            "/os-metadata-options-defaults/{id}", metadata_options.defaults_update, methods=["PUT"]
+        ),
     ]
 
 

@@ -20,6 +20,7 @@ from cloudseed.servers.api.requests import (
     load_unlocked,
     servers_of,
 )
+from cloudseed.servers.api.user_data import check_length, limit_of, read_body
 from cloudseed.servers.creation import personality
 from cloudseed.servers.creation.service import generate_password
 from cloudseed.servers.errors import InstanceInvalidState
@@ -28,15 +29,13 @@ from cloudseed.servers.lifecycle.rebuild_request import RebuildRequest, own_keys
 from cloudseed.web.microversions import APIVersion
 from cloudseed.web.requests import api_base, context_of, settings_of, version_of
 from cloudseed.web.responses import JSONResponse
-from cloudseed.web.validation import bounded_int, read_json, validate
+from cloudseed.web.validation import bounded_int, validate
 
 V = APIVersion
 
 
 async def action(request: Request) -> Response:
-    body = await read_json(
-        request, max_size=settings_of(request).oslo_middleware.max_request_body_size
-    )
+    body = await read_body(request)  # rebuild and reboot may carry user data
     if not isinstance(body, dict) or len(body) != 1:
         raise InvalidInput("Malformed request body")
     name = next(iter(body))
@@ -49,7 +48,9 @@ async def action(request: Request) -> Response:
 
 async def _reboot(request: Request, body: dict[str, Any]) -> Response:
     version = version_of(request)
-    validate(schemas.reboot(version), body)
+    limit = limit_of(request)
+    check_length(body["reboot"], limit)
+    validate(schemas.reboot(version, limit), body)
     params = body["reboot"]
     hard = params["type"].upper() == "HARD"
     user_data = params.get("user_data", UNSET)
@@ -66,7 +67,9 @@ async def _reboot(request: Request, body: dict[str, Any]) -> Response:
 
 async def _rebuild(request: Request, body: dict[str, Any]) -> Response:
     version, context = version_of(request), context_of(request)
-    validate(schemas.rebuild(version), body)
+    limit = limit_of(request)
+    check_length(body["rebuild"], limit)
+    validate(schemas.rebuild(version, limit), body)
     params = body["rebuild"]
     key_names = own_keys(params.get("key_name", UNSET), key_requests_of(request, params))
     record = await load_unlocked(request)

@@ -21,20 +21,23 @@ from cloudseed.servers.api.requests import (
     servers_of,
     unlocked,
 )
+from cloudseed.servers.api.user_data import limit_of, valid_body
 from cloudseed.servers.creation import personality, scheduler_hints
 from cloudseed.servers.creation.service import CreateRequest, create_servers
 from cloudseed.servers.lifecycle import edits, security_groups
 from cloudseed.servers.lifecycle.edits import UNSET
 from cloudseed.servers.listing import ListFilter, list_servers
 from cloudseed.servers.live_keys import store as live_keys
+from cloudseed.servers.metadata_options import options as metadata_options
+from cloudseed.servers.metadata_options import store as metadata_options_store
 from cloudseed.servers.records import ServerRecord
+from cloudseed.servers.tags import TagFilter
 from cloudseed.web.errors import PolicyNotAuthorized
 from cloudseed.web.links import links, next_link
 from cloudseed.web.microversions import APIVersion
 from cloudseed.web.requests import (
     api_base,
     api_db_of,
-    body_of,
     context_of,
     settings_of,
     version_of,
@@ -48,9 +51,10 @@ V = APIVersion
 
 async def create(request: Request) -> Response:
     version, context = version_of(request), context_of(request)
-    body = await body_of(request, schemas.create(version))
-    server = body["server"]
     settings = settings_of(request)
+    limit = settings.api.max_user_data_bytes
+    body = await valid_body(request, schemas.create(version, limit), "server")
+    server = body["server"]
     # Both bounded before anything else: an absurd count costs nothing (issue 13).
     bound = settings.api.max_count_per_request
     min_count = _count(server, "min_count", 1, bound)
@@ -82,6 +86,7 @@ async def create(request: Request) -> Response:
         access_ip_v4=server.get("accessIPv4"),
         access_ip_v6=schemas.ipv6_text(server.get("accessIPv6")),
         networks=server.get("networks"),
+        tags=tuple(server.get("tags", ())),
         count=max_count,
         min_count=min_count,
         admin_pass=server.get("adminPass"),
@@ -90,6 +95,7 @@ async def create(request: Request) -> Response:
         security_groups=security_groups.requested(
             server.get("security_groups", []), project_id=context.project_id
         ),
+        metadata_options=metadata_options.from_body(server.get("metadata_options")),
     )
     servers = servers_of(request)
     created = await run_in_threadpool(
@@ -215,6 +221,7 @@ async def _list(request: Request, *, detail: bool) -> Response:
         ip6=first.get("ip6"),
         reservation_id=first.get("reservation_id"),
         changes_since=_parse_time(first["changes-since"]) if "changes-since" in first else None,
+        tags=TagFilter.from_query(first, version),
         limit=limit,
         marker=first.get("marker"),
     )
@@ -263,15 +270,21 @@ async def show(request: Request) -> Response:
 
 async def update(request: Request) -> Response:
     version = version_of(request)
-    body = (await body_of(request, schemas.update(version)))["server"]
+    schema = schemas.update(version, limit_of(request))
+    body = (await valid_body(request, schema, "server"))["server"]
     record = await load_owned(request)
     actor = actor_of(request)
     keys = await _key_change(request, body, record)
+    options = body.get("metadata_options")  # 2.109, a change the guest sees: as keys, locked 409
+    if options is not None:
+        unlocked(context_of(request), record)
     uuid = record.instance.uuid
 
     def work(session: Session) -> ServerRecord:
         if keys is not None:
             live_keys.change(session, uuid, actor=actor, action="update", **keys)
+        if options is not None:
+            metadata_options_store.change(session, uuid, options)
         return edits.update(
             session,
             uuid,

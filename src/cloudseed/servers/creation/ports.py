@@ -81,10 +81,17 @@ def _networks(
     ]
 
 
-def port_row(instance_uuid: str, plan: networks.PortPlan) -> Port:
+def requested_tags(requested: list[dict[str, Any]] | str | None) -> list[str | None]:
+    """Each planned port's device role tag (the request's ``networks`` items, in order; the
+    schema allows ``tag`` from 2.32); none for "auto" and "none"."""
+    return [item.get("tag") for item in requested] if isinstance(requested, list) else []
+
+
+def port_row(instance_uuid: str, plan: networks.PortPlan, tag: str | None = None) -> Port:
     """The planned port's row; its fixed IP's row (``fixed_ip_row``) refers to it, so it must
     be flushed first (the ORM does not order unrelated rows by their foreign keys)."""
     return Port(
+        tag=tag,
         uuid=plan.uuid,
         instance_uuid=instance_uuid,
         network_id=plan.network_id,

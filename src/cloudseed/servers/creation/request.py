@@ -10,6 +10,7 @@ from typing import Any
 from cloudseed.servers.creation import personality
 from cloudseed.servers.history.bootstrap import Actor
 from cloudseed.servers.live_keys.sets import KeyRequest
+from cloudseed.servers.metadata_options.options import UNSET, MetadataOptions
 
 
 @dataclass(frozen=True)
@@ -32,8 +33,11 @@ class CreateRequest:
     availability_zone: str | None = None
     access_ip_v4: str | None = None
     access_ip_v6: str | None = None
-    # None or "auto": every registered network's first one; "none": no port.
+    # None or "auto": every registered network's first one; "none": no port. An item's
+    # ``tag`` (2.32, 2.42) is its port's device role tag.
     networks: list[dict[str, Any]] | str | None = None
+    # Server tags (2.52), checked by the schema (servers/tags.py).
+    tags: tuple[str, ...] = ()
     # The request's max_count; as many as the quota allows down to min_count are created.
     count: int = 1
     min_count: int = 1
@@ -48,3 +52,5 @@ class CreateRequest:
     scheduler_hints: dict[str, list[str]] = field(default_factory=dict)
     # Security group names, checked (servers/lifecycle/security_groups.py); none: "default".
     security_groups: list[str] = field(default_factory=list)
+    # 2.109: the metadata options the request sets (the project's defaults fill the rest).
+    metadata_options: MetadataOptions = UNSET

@@ -1,8 +1,9 @@
 """The cell database rows of one new server, added in ``creation.create_servers``'s cell
 transaction: the instance and its extra (key set, flavor, the scheduler's fault), its system
-metadata and metadata, its planned ports, the create action with its build operation (or,
-when no host was found, the action finished with that fault), and the first history entries
-(keys, user data). Nothing here commits: the coordinator owns the transaction."""
+metadata, metadata and tags, its planned ports (with their device role tags), the create
+action with its build operation (or, when no host was found, the action finished with that
+fault), and the first history entries (keys, user data). Nothing here commits: the
+coordinator owns the transaction."""
 
 from __future__ import annotations
 
@@ -26,11 +27,13 @@ from cloudseed.servers.history import bootstrap as history
 from cloudseed.servers.hostnames import sanitize_hostname
 from cloudseed.servers.lifecycle import queue, security_groups
 from cloudseed.servers.live_keys import sets as key_sets
+from cloudseed.servers.metadata_options import options as metadata_options
 from cloudseed.servers.models import (
     Instance,
     InstanceExtra,
     InstanceMetadata,
     InstanceSystemMetadata,
+    InstanceTag,
 )
 from cloudseed.servers.system_metadata import SECURITY_GROUPS
 
@@ -56,6 +59,7 @@ class NewServers:
     keypairs: list[dict[str, Any]]  # the key set, key_sets.merge
     config_drive: bool
     destination: destinations.Destination
+    metadata_options: str | None = None  # 2.109, as stored (servers/metadata_options/)
 
 
 def add_instances(
@@ -87,7 +91,14 @@ def add_instances(
         u: action_log.new_action(instance_uuid=u, action="create", actor=actor) for u in uuids
     }
     session.add_all(actions.values())
-    session.add_all([port_plans.port_row(u, plan) for u in uuids for plan in ports[u]])
+    tags = port_plans.requested_tags(servers.request.networks)
+    session.add_all(
+        [
+            port_plans.port_row(u, plan, tags[i] if i < len(tags) else None)
+            for u in uuids
+            for i, plan in enumerate(ports[u])
+        ]
+    )
     session.flush()
     for index, u in enumerate(uuids):
         _add_dependents(
@@ -171,6 +182,7 @@ def _add_dependents(
     session.add_all(
         [InstanceMetadata(instance_uuid=uuid, key=k, value=v) for k, v in request.metadata.items()]
     )
+    session.add_all([InstanceTag(instance_uuid=uuid, tag=t) for t in sorted(set(request.tags))])
     session.add_all([port_plans.fixed_ip_row(uuid, plan) for plan in ports])
     action_log.add_event(session, action_id=action_id, event=BUILD_EVENT)
     if placement is None:
@@ -237,6 +249,8 @@ def _system_metadata(servers: NewServers, *, has_ports: bool) -> dict[str, str]:
         values[pinning.PINNED_AZ] = destination.zone
     if request.scheduler_hints:
         values[scheduler_hints.SCHEDULER_HINTS] = scheduler_hints.dumps(request.scheduler_hints)
+    if servers.metadata_options is not None:
+        values[metadata_options.SYSTEM_METADATA_KEY] = servers.metadata_options
     return values
 
 

@@ -46,6 +46,7 @@ from cloudseed.servers.lifecycle import edits
 from cloudseed.servers.live_keys import sets as key_sets
 from cloudseed.servers.live_keys import store as live_keys
 from cloudseed.servers.live_keys.sets import KeyRequest
+from cloudseed.servers.metadata_options import store as metadata_options_store
 from cloudseed.settings import QuotaSection, Settings
 
 
@@ -71,6 +72,7 @@ class _Admission:
     root_gb: int
     limits: quotas.InstanceLimits
     count: int
+    metadata_options: str | None = None  # as stored: the request's over the project's defaults
 
 
 def generate_password(length: int = 12) -> str:
@@ -126,6 +128,7 @@ def create_servers(
         keypairs=admitted.keypairs,
         config_drive=config_drive,
         destination=destination,
+        metadata_options=admitted.metadata_options,
     )
     cell = cells.by_id(cell_id)
     ports = port_plans.unique_macs(cell, ports)
@@ -298,6 +301,9 @@ def _admit(
         root_gb=root_gb,
         limits=limits,
         count=count,
+        metadata_options=metadata_options_store.for_new_server(
+            session, project_id, request.metadata_options
+        ),
     )
 
 

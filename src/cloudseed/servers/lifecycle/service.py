@@ -46,7 +46,7 @@ from cloudseed.servers.lifecycle.edits import UNSET, Unset
 from cloudseed.servers.lifecycle.rebuild_request import RebuildRequest
 from cloudseed.servers.live_keys import sets as key_sets
 from cloudseed.servers.live_keys import store as live_keys
-from cloudseed.servers.models import FixedIP, Instance, Port
+from cloudseed.servers.models import FixedIP, Instance, InstanceTag, Port
 
 # System metadata of a locked instance, as Nova keeps them (locked_by is a column there).
 LOCKED_BY = "locked_by"
@@ -267,6 +267,8 @@ class Servers:
             queue.cancel_open(session, uuid, reason="the instance was deleted")
             session.execute(delete(FixedIP).where(FixedIP.instance_uuid == uuid))
             session.execute(delete(Port).where(Port.instance_uuid == uuid))
+            # Nova drops a server's tags when it deletes it: a deleted server shows none.
+            session.execute(delete(InstanceTag).where(InstanceTag.instance_uuid == uuid))
             session.execute(
                 update(Instance)
                 .where(Instance.uuid == uuid)
