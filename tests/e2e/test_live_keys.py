@@ -20,8 +20,8 @@ each pings the other and fetches its own ``meta_data.json`` through 169.254.169.
 the network's metadata proxy, plainly and with the other's identity forged into the headers
 (the proxy replaces them). Then A, as root, sends as B: first from B's address (added to its
 NIC), then with B's MAC as well. The bridge drops every frame of A's tap that is not from A's
-MAC and address, so neither request reaches the proxy, which would take it for B: they get no
-answer at all, and A's own request right after is A's again, as is B's."""
+MAC and address, so neither request reaches the proxy, which would take it for B: neither even
+completes a TCP handshake, and A's own request right after is A's again, as is B's."""
 
 from __future__ import annotations
 
