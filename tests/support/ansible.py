@@ -9,7 +9,6 @@ be reached (callers skip, or fail under ``CLOUDSEED_REQUIRE_DBS=1``).
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 import time
@@ -53,22 +52,14 @@ def _works(venv: Path) -> bool:
 
 
 def _build(venv: Path) -> None:
-    if venv.exists():
-        shutil.rmtree(venv)
     started = time.monotonic()
-    try:
-        tool_venv.create(venv, AnsibleUnavailable)
-        tool_venv.pip_install(
-            venv,
-            *REQUIREMENTS,
-            timeout=INSTALL_TIMEOUT,
-            unavailable=AnsibleUnavailable,
-            network_errors=osc.NETWORK_ERRORS,
-        )
-    except (AnsibleUnavailable, RuntimeError):
-        shutil.rmtree(venv, ignore_errors=True)
-        raise
-    tool_venv.write_marker(venv, REQUIREMENTS)
+    tool_venv.build(
+        venv,
+        REQUIREMENTS,
+        timeout=INSTALL_TIMEOUT,
+        unavailable=AnsibleUnavailable,
+        network_errors=osc.NETWORK_ERRORS,
+    )
     if not _works(venv):
         raise RuntimeError(f"{playbook_binary(venv)} does not work after install")
     print(f"ansible: venv built in {time.monotonic() - started:.1f} s", file=sys.stderr)

@@ -58,21 +58,9 @@ def _works(venv: Path) -> bool:
 
 
 def _build(venv: Path) -> None:
-    if venv.exists():
-        shutil.rmtree(venv)
-    try:
-        tool_venv.create(venv, CloudbaseInitUnavailable)
-        tool_venv.pip_install(
-            venv,
-            *REQUIREMENTS,
-            timeout=INSTALL_TIMEOUT,
-            unavailable=CloudbaseInitUnavailable,
-        )
-    except (CloudbaseInitUnavailable, RuntimeError):
-        shutil.rmtree(venv, ignore_errors=True)
-        raise
-    # Written last: a venv without it (an interrupted build) is rebuilt from scratch.
-    tool_venv.write_marker(venv, REQUIREMENTS)
+    tool_venv.build(
+        venv, REQUIREMENTS, timeout=INSTALL_TIMEOUT, unavailable=CloudbaseInitUnavailable
+    )
 
 
 def cloudbase_init_python() -> Path:

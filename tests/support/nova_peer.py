@@ -44,7 +44,6 @@ import hashlib
 import hmac
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -126,27 +125,18 @@ def _works(venv: Path) -> bool:
 
 
 def _build(venv: Path, report: Report) -> None:
-    if venv.exists():
-        shutil.rmtree(venv)
     started = time.monotonic()
-    try:
-        tool_venv.create(venv, NovaUnavailable)
-        tool_venv.pip_install(
-            venv,
-            *REQUIREMENTS,
-            timeout=INSTALL_TIMEOUT,
-            unavailable=NovaUnavailable,
-            network_errors=(
-                *tool_venv.NETWORK_ERRORS,
-                "No matching distribution found for nova",
-                "No matching distribution found for gunicorn",
-            ),
-        )
-    except (NovaUnavailable, RuntimeError):
-        shutil.rmtree(venv, ignore_errors=True)
-        raise
-    # Written last: a venv without it (an interrupted build) is rebuilt from scratch.
-    tool_venv.write_marker(venv, REQUIREMENTS)
+    tool_venv.build(
+        venv,
+        REQUIREMENTS,
+        timeout=INSTALL_TIMEOUT,
+        unavailable=NovaUnavailable,
+        network_errors=(
+            *tool_venv.NETWORK_ERRORS,
+            "No matching distribution found for nova",
+            "No matching distribution found for gunicorn",
+        ),
+    )
     if not _works(venv):
         raise RuntimeError(f"{_bin(venv, 'nova-manage')} --version does not work after install")
     report(f"nova: venv built in {time.monotonic() - started:.1f} s")

@@ -176,22 +176,14 @@ def _works(venv: Path) -> bool:
 
 
 def _build(venv: Path, report: Report) -> None:
-    if venv.exists():
-        shutil.rmtree(venv)
     started = time.monotonic()
-    try:
-        tool_venv.create(venv, TempestUnavailable)
-        tool_venv.pip_install(
-            venv,
-            *REQUIREMENTS,
-            timeout=INSTALL_TIMEOUT,
-            unavailable=TempestUnavailable,
-            network_errors=osc.NETWORK_ERRORS,
-        )
-    except (TempestUnavailable, RuntimeError):
-        shutil.rmtree(venv, ignore_errors=True)
-        raise
-    tool_venv.write_marker(venv, REQUIREMENTS)
+    tool_venv.build(
+        venv,
+        REQUIREMENTS,
+        timeout=INSTALL_TIMEOUT,
+        unavailable=TempestUnavailable,
+        network_errors=osc.NETWORK_ERRORS,
+    )
     if not _works(venv):
         raise RuntimeError(f"{_bin(venv, 'tempest')} --version does not work after install")
     report(f"tempest: venv built in {time.monotonic() - started:.1f} s")

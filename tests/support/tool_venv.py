@@ -123,6 +123,34 @@ def pip_install(
         raise RuntimeError(f"pip install {what} failed (exit {result.returncode}):\n{output}")
 
 
+def build(
+    venv: Path,
+    requirements: tuple[str, ...],
+    *,
+    timeout: float,
+    unavailable: type[Unavailable],
+    network_errors: tuple[str, ...] = NETWORK_ERRORS,
+) -> None:
+    """A fresh venv at ``venv`` with ``requirements``, marked as built last: a venv without
+    the marker (an interrupted build) is rebuilt from scratch, and a failed build leaves
+    nothing behind."""
+    if venv.exists():
+        shutil.rmtree(venv)
+    try:
+        create(venv, unavailable)
+        pip_install(
+            venv,
+            *requirements,
+            timeout=timeout,
+            unavailable=unavailable,
+            network_errors=network_errors,
+        )
+    except (Unavailable, RuntimeError):
+        shutil.rmtree(venv, ignore_errors=True)
+        raise
+    write_marker(venv, requirements)
+
+
 def has_marker(venv: Path, requirements: tuple[str, ...]) -> bool:
     marker = venv / MARKER
     return marker.is_file() and marker.read_text() == "\n".join(requirements) + "\n"
