@@ -10,9 +10,11 @@ from cloudseed.db.engines import Database
 
 Snapshot = dict[str, list[tuple[Any, ...]]]
 
-# Written by the compute agents whatever a request does (their heartbeats, and the console
-# mirror's copies of their guests' consoles): not the request's changes.
-HEARTBEAT_TABLES = frozenset({"services", "compute_nodes", "console_tails"})
+# Written in the background whatever a request does: the compute agents' heartbeats and the
+# console mirror's copies of their guests' consoles, and the metadata service's token-less
+# access audit, flushed every few seconds from its workers' counts of guests' reads. Not the
+# request's changes.
+HEARTBEAT_TABLES = frozenset({"services", "compute_nodes", "console_tails", "metadata_access"})
 
 
 def snapshot(*dbs: Database) -> Snapshot:
