@@ -9,7 +9,6 @@ be reached (callers skip, or fail under ``CLOUDSEED_REQUIRE_DBS=1``).
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -37,18 +36,7 @@ def _works(venv: Path) -> bool:
         return False
     if not any((site / COLLECTION).is_dir() for site in venv.glob("lib/python*/site-packages")):
         return False
-    try:
-        result = subprocess.run(
-            [str(playbook_binary(venv)), "--version"],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env=tool_venv.clean_env(),
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return result.returncode == 0
+    return tool_venv.answers_version(playbook_binary(venv))
 
 
 def _build(venv: Path) -> None:

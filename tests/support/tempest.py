@@ -161,18 +161,7 @@ def _bin(venv: Path, name: str) -> Path:
 def _works(venv: Path) -> bool:
     if not tool_venv.has_marker(venv, REQUIREMENTS):
         return False
-    try:
-        result = subprocess.run(
-            [str(_bin(venv, "tempest")), "--version"],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env=tool_venv.clean_env(),
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return result.returncode == 0
+    return tool_venv.answers_version(_bin(venv, "tempest"))
 
 
 def _build(venv: Path, report: Report) -> None:

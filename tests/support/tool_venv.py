@@ -151,6 +151,22 @@ def build(
     write_marker(venv, requirements)
 
 
+def answers_version(binary: Path) -> bool:
+    """Whether ``binary --version`` runs and exits 0: a tool's venv that still works."""
+    try:
+        result = subprocess.run(
+            [str(binary), "--version"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=clean_env(),
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return result.returncode == 0
+
+
 def has_marker(venv: Path, requirements: tuple[str, ...]) -> bool:
     marker = venv / MARKER
     return marker.is_file() and marker.read_text() == "\n".join(requirements) + "\n"
