@@ -2,12 +2,10 @@
 per source address), one ``send()`` per HTTP response instead of two (``transport.py``), and
 answers written at once for the apps that have them (``at_once.py``).
 
-Head limits: httptools buffers a header until its line ends and uvicorn sets no bound, so one
-100 MB header line was held in memory whole (four at once took a worker from 84 to 316 MB).
-``HeadLimits`` bounds the request line (414), each header line and the whole head (431),
-counted on the bytes as they arrive, before the parser sees them; the answer is sent and the
-connection closed at once, so at most one limit's worth of a head is ever held. A head that
-arrives whole in one read shorter than every limit (nearly every request) is not counted.
+Head limits (``head_limits.py``): the request line, each header line and the whole head are
+counted on the bytes as they arrive, before the parser sees them, and refused at the first
+limit passed. A head that arrives whole in one read shorter than every limit (nearly every
+request) is not counted.
 
 Deadlines (issue 30; ``connection_limits.py``): uvicorn arms a timer only after a response,
 so a connection that never sent a whole request was kept for ever (one guest held 6,000). Here
@@ -30,12 +28,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from uvicorn.protocols.http import httptools_impl
 
 from cloudseed.at_once import SOCKET_EXTENSION, AtOnce, RespondNow
 from cloudseed.connection_limits import ConnectionCap, Deadlines
+from cloudseed.head_limits import OVER_CAP, HeadLimits, HeadScan, refusal
 from cloudseed.transport import CoalescingTransport
 from cloudseed.uvicorn_internals import require_tested_uvicorn
 
@@ -45,34 +43,6 @@ log = logging.getLogger(__name__)
 require_tested_uvicorn()
 STATUS_LINE: dict[int, bytes] = httptools_impl.STATUS_LINE
 HttpToolsProtocol = httptools_impl.HttpToolsProtocol
-
-
-@dataclass(frozen=True)
-class HeadLimits:
-    """Sizes in bytes, line endings included (``[wsgi]`` in settings.py)."""
-
-    max_request_line: int = 8192
-    max_header_line: int = 16384
-    max_header_size: int = 65536
-
-    @property
-    def smallest(self) -> int:
-        return min(self.max_request_line, self.max_header_line, self.max_header_size)
-
-
-_REASONS = {
-    408: b"Request Timeout",
-    414: b"URI Too Long",
-    431: b"Request Header Fields Too Large",
-}
-# One address's connections over [metadata] max_connections_per_address: written before
-# anything of the request is read. Retry-After: when one of its others is done.
-_OVER_CAP_BODY = b"Too many connections from this address.\n"
-_OVER_CAP = (
-    b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain; charset=utf-8\r\n"
-    b"retry-after: 1\r\ncontent-length: %d\r\nconnection: close\r\n\r\n%s"
-    % (len(_OVER_CAP_BODY), _OVER_CAP_BODY)
-)
 
 
 DEFAULT_DEADLINES = Deadlines()
@@ -95,12 +65,9 @@ class CoalescingHttpToolsProtocol(HttpToolsProtocol):
     # uvicorn's default headers (a list renewed every second) and their encoding.
     _defaults: tuple[list[tuple[bytes, bytes]], bytes] | None = None
 
-    # Where the head scan stands: inside a head, the current line's length so far, the line
-    # number (0: the request line), the head's size so far.
+    # Inside a head; its count, once a read brought less than a whole head (None before).
     _in_head = True
-    _line = 0
-    _line_no = 0
-    _head = 0
+    _scan: HeadScan | None = None
 
     # The deadlines' state (the module's docstring): the one timer and when it fires; a
     # request begun and not yet whole, and since when (None until a read leaves it
@@ -150,7 +117,7 @@ class CoalescingHttpToolsProtocol(HttpToolsProtocol):
         cap = self.cap
         if cap is not None and peer is not None and not cap.exempts(peer):
             if not cap.admit(peer, now):
-                self.transport.write(_OVER_CAP)
+                self.transport.write(OVER_CAP)
                 self.transport.close()
                 return
             self._counted = peer
@@ -190,7 +157,7 @@ class CoalescingHttpToolsProtocol(HttpToolsProtocol):
         if not self._answered:
             super().on_message_complete()
         self._answered = False
-        self._in_head, self._line, self._line_no, self._head = True, 0, 0, 0
+        self._in_head, self._scan = True, None
         self._receiving, self._request_since = False, None
 
     def _answer_now(self, respond_now: RespondNow) -> bool:
@@ -352,53 +319,24 @@ class CoalescingHttpToolsProtocol(HttpToolsProtocol):
 
     def data_received(self, data: bytes) -> None:
         if self._in_head:
-            if self._head == 0 and len(data) <= self._whole_head_max and b"\r\n\r\n" in data:
+            scan = self._scan
+            if scan is None and len(data) <= self._whole_head_max and b"\r\n\r\n" in data:
                 # The usual request: its whole head in one read, shorter than any limit.
                 self._in_head = False
             else:
-                status = self._scan_head(data)
+                if scan is None:
+                    scan = self._scan = HeadScan(self.limits)
+                status = scan.feed(data)
                 if status is not None:
                     self._refuse(status)
                     return
+                if scan.complete:
+                    self._in_head = False
         super().data_received(data)
         if self._receiving and self._request_since is None:
             self._request_started()
 
-    def _scan_head(self, data: bytes) -> int | None:
-        """Count ``data`` into the head; the status to refuse with once a limit is passed.
-        The head ends at its first empty line; what follows is the body, not counted."""
-        limits = self.limits
-        start = 0
-        while True:
-            end = data.find(b"\n", start)
-            if end < 0:
-                self._line += len(data) - start
-                self._head += len(data) - start
-            else:
-                self._line += end + 1 - start
-                self._head += end + 1 - start
-            if self._line_no == 0 and self._line > limits.max_request_line:
-                return 414
-            if self._line_no > 0 and self._line > limits.max_header_line:
-                return 431
-            if self._head > limits.max_header_size:
-                return 431
-            if end < 0:
-                return None
-            if self._line <= 2 and self._line_no > 0:  # "\r\n" or "\n": the head is complete
-                self._in_head = False
-                return None
-            if self._line > 2 or self._line_no > 0:
-                self._line_no += 1  # empty lines before the request line are skipped
-            self._line = 0
-            start = end + 1
-
     def _refuse(self, status: int) -> None:
         self._in_head = False
-        reason = _REASONS[status]
-        body = reason + b"\n"
-        self.transport.write(
-            b"HTTP/1.1 %d %s\r\ncontent-type: text/plain; charset=utf-8\r\n"
-            b"content-length: %d\r\nconnection: close\r\n\r\n%s" % (status, reason, len(body), body)
-        )
+        self.transport.write(refusal(status))
         self.transport.close()

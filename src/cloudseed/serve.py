@@ -26,8 +26,9 @@ from typing import TYPE_CHECKING
 
 import uvicorn
 
-from cloudseed.coalescing import CoalescingHttpToolsProtocol, HeadLimits
+from cloudseed.coalescing import CoalescingHttpToolsProtocol
 from cloudseed.connection_limits import ConnectionCap, Deadlines
+from cloudseed.head_limits import HeadLimits
 from cloudseed.listening import Listener, bind_listener, listen_own, raise_open_files_limit
 from cloudseed.settings import Settings, split_list
 from cloudseed.types import ASGIApp
