@@ -6,7 +6,6 @@ service's own metrics (cache hits, misses, guests held), a real process on every
 
 from __future__ import annotations
 
-import datetime as dt
 import re
 import time
 from collections.abc import Iterator
@@ -14,16 +13,14 @@ from pathlib import Path
 
 import httpx
 import pytest
-from sqlalchemy import insert, update
+from sqlalchemy import insert
 
 from cloudseed.nova_metadata import changes, schema
 from tests.support.nova_without_nova import (
     IMAGE,
-    Instance,
     NovaDeployment,
     Service,
     nova_deployment,
-    now,
     running_service,
     signed,
 )
@@ -64,24 +61,6 @@ def cache(service: Service) -> dict[str, float]:
     return found
 
 
-def stamped(nova: NovaDeployment, instance: Instance, seconds_ago: float) -> None:
-    """The instance's watched stamps (its updated_at and its block device's created_at) put
-    ``seconds_ago`` back: its last write by Nova then."""
-    when = now() - dt.timedelta(seconds=seconds_ago)
-    with nova.cell.begin() as c:
-        c.execute(
-            update(schema.instances)
-            .where(schema.instances.c.uuid == instance.uuid)
-            .values(updated_at=when)
-        )
-        bdm = schema.block_device_mapping
-        c.execute(  # updated_at as Nova left it (the table's onupdate would stamp it now)
-            update(bdm)
-            .where(bdm.c.instance_uuid == instance.uuid)
-            .values(created_at=when, updated_at=None)
-        )
-
-
 def test_an_instance_nova_writes_after_the_start_is_cached_before_its_guest_asks(
     nova: NovaDeployment,
 ) -> None:
@@ -112,11 +91,11 @@ def test_instances_updated_lately_are_loaded_at_start(nova: NovaDeployment) -> N
     recent = nova.add_instance("recent")
     newest = nova.add_instance("newest")
     old = nova.add_instance("old")
-    stamped(nova, recent, 60)
+    nova.backdate(recent, 60)
     # The newest stamp more than the watch's look-back (5 s) after the recent one: the
     # watch's first poll re-reads the last 5 s before the newest stamp, not the recent one.
-    stamped(nova, newest, 20)
-    stamped(nova, old, 3600)
+    nova.backdate(newest, 20)
+    nova.backdate(old, 3600)
     with running_service(nova.conf()) as service:  # load_recent_seconds = 300 by default
         wait_until(lambda: cache(service)["guests"] == 2.0, timeout=10, what="both loaded")
         for instance in (recent, newest):

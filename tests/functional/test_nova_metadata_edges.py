@@ -152,6 +152,7 @@ def test_a_database_that_goes_away_is_a_503_until_it_is_back(tmp_path: Path) -> 
         with nova_deployment("postgresql", tmp_path) as nova:
             vm = nova.add_instance("vm")
             other = nova.add_instance("other")
+            nova.backdate(other, 3600)  # neither loaded at start nor reported by the watch
             name = make_url(nova.cell_url).database
             with running_service(nova.conf()) as service:
                 assert service.get("/latest/meta-data/hostname", signed(vm.uuid)).status_code == 200

@@ -377,6 +377,23 @@ class NovaDeployment:
                 .values(updated_at=now(), **values)
             )
 
+    def backdate(self, instance: Instance, seconds_ago: float) -> None:
+        """The instance's watched stamps (its updated_at and its block device's created_at)
+        put ``seconds_ago`` back: its last write by Nova then."""
+        when = now() - dt.timedelta(seconds=seconds_ago)
+        with self.cell.begin() as c:
+            c.execute(
+                update(schema.instances)
+                .where(schema.instances.c.uuid == instance.uuid)
+                .values(updated_at=when)
+            )
+            bdm = schema.block_device_mapping
+            c.execute(  # updated_at as Nova left it (the table's onupdate would stamp it now)
+                update(bdm)
+                .where(bdm.c.instance_uuid == instance.uuid)
+                .values(created_at=when, updated_at=None)
+            )
+
     def set_metadata(self, instance: Instance, key: str, value: str) -> None:
         """The metadata API's set: a new row, and the instance saved."""
         with self.cell.begin() as c:

@@ -35,7 +35,9 @@ carry the same stamp, and only a stamp that is over can be known to have no more
 coming (a changed instance is thus dropped from the cache for a few polls; a writer whose
 clock runs more than SETTLE ahead of this host's would shorten that). A stamp with a fraction
 of a second (PostgreSQL's and SQLite's columns keep microseconds) is reported once: a second
-change carries another stamp.
+change carries another stamp. Stamps more than ``HISTORY`` older than the watch's start are
+never reported: every load reads them, and a first poll that re-read them dropped each guest
+just loaded ahead.
 
 Besides dropping, the instances reported by any signal but ``instances.deleted_at`` are handed
 to ``ahead`` once per poll: they are being built or changed now, and their guests are likely
@@ -79,6 +81,11 @@ log = logging.getLogger(__name__)
 LOOKBACK = dt.timedelta(seconds=5)
 SETTLE = dt.timedelta(seconds=2)
 SLOW_EVERY = 10  # polls between two reads of the slow columns
+# Stamps older than this when the watch starts are history: their rows were committed before
+# anything was cached (LOOKBACK for a commit that comes late, as much again for a writer whose
+# clock runs behind this host's), so every load already reads them. Reporting them would drop
+# and load again, at the first poll, every guest just loaded ahead.
+HISTORY = 2 * LOOKBACK
 DELETED = "instances.deleted_at"  # the one signal whose instances are not loaded ahead
 
 
@@ -138,10 +145,14 @@ WATCHED = (
 class _Cursor:
     since: dt.datetime | None = None  # the highest stamp seen
     seen: set[tuple[str, dt.datetime]] = field(default_factory=set)
+    history: dt.datetime | None = None  # stamps before it are never reported (HISTORY)
 
     def take(self, uuid: str, stamp: dt.datetime, settled: dt.datetime) -> bool:
         """Whether (uuid, stamp) is to be reported: new, or a whole second stamped after
-        ``settled`` (the column may hold whole seconds: another change may share it)."""
+        ``settled`` (the column may hold whole seconds: another change may share it), and
+        not history."""
+        if self.history is not None and stamp < self.history:
+            return False
         if (uuid, stamp) in self.seen and (stamp < settled or stamp.microsecond):
             return False
         self.seen.add((uuid, stamp))
@@ -213,6 +224,7 @@ class NovaChanges:
         self.recent = recent
         self.recent_limit = recent_limit
         self._cells: dict[str, _Cell] = {}  # by URL
+        self._history: dt.datetime | None = None  # HISTORY before start, at start
         self._task: asyncio.Task[None] | None = None
         self._stopping = asyncio.Event()
         self.statements = 0  # statements run by polls so far (the idle cost, measured)
@@ -224,6 +236,7 @@ class NovaChanges:
         failed: Callable[[], None],
         ahead: Callable[[list[str]], None] | None = None,
     ) -> None:
+        self._history = schema.utcnow() - HISTORY
         await asyncio.to_thread(self.add_cells)
         if ahead is not None and self.recent > 0 and self.recent_limit > 0:
             # Before the polls begin: they share the cells' connections.
@@ -273,7 +286,9 @@ class NovaChanges:
                     probe.close()
                 raise
             self.statements += 1
-            cell.cursors = {name: _Cursor(since=stamp) for name, stamp in highest}
+            cell.cursors = {
+                name: _Cursor(since=stamp, history=self._history) for name, stamp in highest
+            }
             self._cells[db.url] = cell
 
     async def _follow(

@@ -257,3 +257,13 @@ def test_the_watch_reports_a_stamp_until_it_is_over() -> None:
     cursor.take("c", stamp + changes.LOOKBACK * 3, settled=after)
     cursor.forget_old()
     assert ("a", stamp) not in cursor.seen
+
+
+def test_the_watch_never_reports_what_was_stamped_long_before_it_started() -> None:
+    start = dt.datetime(2026, 1, 1, 12, 0, 0)
+    cursor = changes._Cursor(since=start, history=start - changes.HISTORY)
+    old = start - changes.HISTORY - dt.timedelta(microseconds=1)
+    late = start - changes.HISTORY + dt.timedelta(seconds=1)  # may have committed after start
+    assert not cursor.take("old", old, settled=start)
+    assert cursor.take("late", late, settled=start)
+    assert cursor.take("new", start + dt.timedelta(seconds=1), settled=start)
