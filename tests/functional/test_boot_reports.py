@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -22,6 +23,7 @@ from cloudseed.servers.readiness.events import parse_event
 from cloudseed.servers.readiness.models import BootReportEvent
 from cloudseed.signing import sign
 from cloudseed.vendordata import boot_report
+from tests.support.cli import run
 from tests.support.cloud import Cloud, mv, wait_for
 from tests.support.guests import SECRET, Guest, MetadataServer, boot
 from tests.support.host_keys import PHONE_HOME, cloud_init_form, host_key_set, post
@@ -325,3 +327,26 @@ def test_vendordata_turns_the_webhook_on_for_servers_that_opt_in(
                 assert vendor == ({"cloud-init": [part]} if guest.id in wanted else {}), scope
                 assert "cloud-init" not in vendor2  # once is enough: 22.4 applies both
     assert 'endpoint: "http://169.254.169.254/openstack/latest/boot_report"' in part
+
+
+def test_cloudseed_server_wait(
+    api: httpx.Client, cloud: Cloud, metadata_url: str, database_url: str, tmp_path: Path
+) -> None:
+    done, failed, pending = boot(api, cloud), boot(api, cloud), boot(api, cloud)
+    with done.client(metadata_url) as md:
+        first_boot(md)
+    with failed.client(metadata_url) as md:
+        first_boot(md, failing="runcmd")
+    env = {
+        "CLOUDSEED_API_DATABASE__CONNECTION": database_url,
+        "CLOUDSEED_DATABASE__CONNECTION": database_url,
+        "CLOUDSEED_STATE_PATH": str(tmp_path),
+    }
+    assert run("server", "wait", done.id, env=env) == (0, f"Server {done.id} is ready.\n")
+    code, out = run("server", "wait", failed.id, env=env)
+    assert (code, "module 'runcmd' failed" in out) == (1, True), out
+    started = time.monotonic()
+    code, out = run("server", "wait", pending.id, "--timeout", "0.2", "--interval", "0.05", env=env)
+    assert (code, "its boot is pending" in out) == (2, True), out
+    assert time.monotonic() - started < 10
+    assert run("server", "wait", "no-such-server", env=env)[0] == 1
