@@ -49,8 +49,8 @@ def report(api_db: Database, server_id: str, *results: tuple[str, str]) -> None:
 
         def work(session: Session) -> None:
             for i, (name, result) in enumerate(results):
-                body = {"name": name, "event_type": "finish", "origin": "cloudinit"}
-                body |= {"timestamp": t + i, "result": result, "description": name}
+                body: dict[str, object] = {"name": name, "event_type": "finish"}
+                body |= {"origin": "cloudinit", "timestamp": t + i, "result": result}
                 event = parse_event(json.dumps(body).encode())
                 assert store.record_event(session, server_id, event, utcnow()) == "accepted"
 

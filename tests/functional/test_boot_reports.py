@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import pytest
 from sqlalchemy import func, select, update
+from sqlalchemy.orm import Session
 
 from cloudseed.db.base import utcnow
 from cloudseed.db.engines import Database
@@ -246,12 +247,12 @@ def test_a_build_or_rebuild_not_finished_is_told_to_come_back(
         ({"task_state": "rebuilding"}, "is being rebuilt"),
         ({"launched_at": None, "task_state": None}, "has not finished building"),
     ):
-        cell_db.run(
-            lambda session, values=values: session.execute(
-                update(Instance).where(Instance.uuid == guest.id).values(**values)
-            ),
-            write=True,
-        )
+        statement = update(Instance).where(Instance.uuid == guest.id).values(**values)
+
+        def work(session: Session, statement: Any = statement) -> None:
+            session.execute(statement)
+
+        cell_db.run(work, write=True)
         with guest.client(metadata_url) as md:
             r = send(md, event("modules-final"))
         assert r.status_code == 409 and why in r.text
