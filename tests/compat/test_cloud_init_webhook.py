@@ -1,8 +1,9 @@
 """cloud-init's own reporting webhook, configured by the part cloudseed's vendordata carries,
 reports a boot to a running cloudseed, which shows it as done, then failed naming the module.
 
-The handler is Debian's cloud-init 22.4 (``WebHookHandler``), run by Debian's
-``/usr/bin/python3`` in a subprocess (``tests/support/cloudinit_webhook.py`` says what it runs).
+The handler is Debian's cloud-init (``WebHookHandler``): bookworm's 22.4, and trixie's 25.x
+(tests/support/cloudinit_trixie.py), run by Debian's ``/usr/bin/python3`` in a subprocess
+(``tests/support/cloudinit_webhook.py`` says what it runs).
 cloud-init cannot choose its source address, so the metadata service runs in proxy mode behind
 the relay of tests/support/cloudinit_run.py, which names the instance in signed headers as
 Neutron's metadata proxy does; the relay's socket is made first, so that the service's
@@ -22,6 +23,7 @@ import pytest
 
 from cloudseed.db.engines import Database
 from cloudseed.vendordata import boot_report
+from tests.support import cloudinit_trixie, databases
 from tests.support.cloud import Cloud, mv
 from tests.support.cloudinit_run import SECRET
 from tests.support.databases import make_settings
@@ -39,8 +41,22 @@ SCRIPT = Path(__file__).parents[1] / "support" / "cloudinit_webhook.py"
 TIMEOUT = 120
 
 
-def run_boot(python: Path, part: Path, work: Path, *fail: str) -> int:
+@pytest.fixture(params=["bookworm", "trixie"])
+def lib(request: pytest.FixtureRequest) -> Path | None:
+    """Which cloud-init: the host's (Debian 12's 22.4), or trixie's 25.x tree."""
+    if request.param == "bookworm":
+        return None
+    try:
+        return cloudinit_trixie.cloud_init_path()
+    except cloudinit_trixie.TrixieUnavailable as exc:
+        if databases.required():
+            pytest.fail(f"CLOUDSEED_REQUIRE_DBS=1 but trixie's cloud-init is unavailable: {exc}")
+        pytest.skip(f"trixie's cloud-init cannot be had here: {exc}")
+
+
+def run_boot(python: Path, lib: Path | None, part: Path, work: Path, *fail: str) -> int:
     argv = [str(python), "-I", "-B", str(SCRIPT), str(part), "--work", str(work)]
+    argv += ["--lib", str(lib)] if lib is not None else []
     result = subprocess.run(
         [*argv, *(["--fail", *fail] if fail else [])],
         capture_output=True,
@@ -63,6 +79,7 @@ def test_cloud_inits_webhook_reports_done_then_failed(
     database_url: str,
     api_db: Database,
     cloud_init: Path,
+    lib: Path | None,
     tmp_path: Path,
 ) -> None:
     guest = boot(api, cloud, metadata={boot_report.METADATA_ITEM: "true"})
@@ -86,11 +103,11 @@ def test_cloud_inits_webhook_reports_done_then_failed(
     ):
         vendor = httpx.get(f"{relay.url}/openstack/latest/vendor_data.json").json()
         part.write_text(vendor["cloud-init"][-1])
-        posted = run_boot(cloud_init, part, tmp_path / "one")
+        posted = run_boot(cloud_init, lib, part, tmp_path / "one")
         shown = status(api, guest.id)
         assert (shown["status"], shown["failed_module"]) == ("done", None)
         # The same guest booting again by itself, its runcmd failing this time.
-        posted += run_boot(cloud_init, part, tmp_path / "two", "runcmd")
+        posted += run_boot(cloud_init, lib, part, tmp_path / "two", "runcmd")
     posts = [e for e in relay.exchanges if e.method == "POST"]
     assert len(posts) == posted
     assert {(e.path, e.status) for e in posts} == {("/openstack/latest/boot_report", 200)}

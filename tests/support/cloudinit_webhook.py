@@ -3,7 +3,7 @@
 Run it with the interpreter cloud-init is installed for (Debian: ``/usr/bin/python3``); the test
 suite never imports cloudinit::
 
-    /usr/bin/python3 -I -B cloudinit_webhook.py PART --work DIR [--fail MODULE]
+    /usr/bin/python3 -I -B cloudinit_webhook.py PART --work DIR [--fail MODULE] [--lib DIR]
 
 PART is a file holding a ``#cloud-config`` part as vendordata carries it. Its ``reporting``
 section is read with cloud-init's YAML loader and applied as every stage of cloud-init applies
@@ -13,7 +13,8 @@ Then the stages of a first boot that vendordata configured run as cloud-init nam
 them (``ReportEventStack``: ``init-network``, ``modules-config`` and ``modules-final``, each
 module a ``config-<name>`` child, a module's exception caught outside its stack as
 ``config/modules.py`` does), and the events are flushed after each stage as ``cmd/main.py``
-does. ``--fail MODULE`` makes that module raise. Prints one JSON object,
+does. ``--fail MODULE`` makes that module raise; ``--lib DIR`` puts another cloud-init's tree
+first on ``sys.path`` (trixie's 25.x: tests/support/cloudinit_trixie.py). Prints one JSON object,
 ``{"cloud_init_version": ..., "posted": N}``; the debug log goes to ``DIR/cloud-init.log``.
 
 Nothing is patched: no module's work is done (the modules' bodies are not what is tested), only
@@ -25,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import sys
 from pathlib import Path
 
 STAGES = (
@@ -39,7 +41,10 @@ def main() -> int:
     parser.add_argument("part", type=Path)
     parser.add_argument("--work", required=True, type=Path, help="scratch directory")
     parser.add_argument("--fail", default=None, help="the module that raises")
+    parser.add_argument("--lib", default=None, help="a cloud-init tree to import instead")
     args = parser.parse_args()
+    if args.lib:
+        sys.path.insert(0, args.lib)
 
     from cloudinit import version  # noqa: I001 (importing cloudinit resets logging)
     from cloudinit import reporting, util
