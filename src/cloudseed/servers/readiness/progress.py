@@ -33,6 +33,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from cloudseed.servers import states
 from cloudseed.servers.readiness.events import FINISH, LAST_STAGE, BootEvent
 
 # The system metadata item holding a server's progress (JSON); guests never see it.
@@ -46,7 +47,7 @@ THIS_BOOT, NEW_BOOT, STALE = "this boot", "new boot", "stale"
 def generation_of(launched_at: dt.datetime | None, task_state: str | None) -> str | None:
     """The boot generation reports belong to now; None while there is none (a build not
     finished) or it is being replaced (a rebuild running: the old guest may still be up)."""
-    if launched_at is None or task_state == "rebuilding":
+    if launched_at is None or task_state == states.REBUILDING:
         return None
     return launched_at.strftime("%Y-%m-%dT%H:%M:%S.%f")
 
