@@ -187,6 +187,22 @@ def test_a_guest_reports_its_own_boot_only(
     assert status_of(api, third.id)["status"] == "done"
 
 
+def test_tokens_apply_as_to_every_document(
+    api: httpx.Client, cloud: Cloud, metadata_server: MetadataServer
+) -> None:
+    guest = boot(api, cloud)
+    with (
+        metadata_server(("metadata", {"require_token": True})) as url,
+        guest.client(url) as md,
+    ):
+        assert send(md, event("modules-final")).status_code == 401  # cloud-init sends none
+        assert status_of(api, guest.id)["status"] == "pending"
+        ttl = {"X-aws-ec2-metadata-token-ttl-seconds": "60"}
+        token = md.put("/latest/api/token", headers=ttl).text
+        r = send(md, event("modules-final"), **{"X-aws-ec2-metadata-token": token})
+        assert r.text == "accepted\n"
+
+
 def test_replays_and_late_events_change_nothing(
     api: httpx.Client, cloud: Cloud, metadata_url: str, cell_db: Database
 ) -> None:
