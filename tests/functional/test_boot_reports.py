@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -310,6 +311,25 @@ def test_hostile_events_are_refused_and_change_nothing(
         assert md.get(REPORT).status_code == 405
         assert md.get("/openstack/2018-08-27/boot_report").status_code == 404
     assert changes(before, snapshot(cell_db)) == []
+
+
+def test_concurrent_events_of_one_guest_are_all_taken(
+    api: httpx.Client, cloud: Cloud, metadata_url: str
+) -> None:
+    guest = boot(api, cloud)
+    t = time.time()
+    bodies = [event(f"modules-config/config-m{i}", at=t + i) for i in range(16)]
+
+    def post_one(body: str) -> tuple[int, str]:
+        with guest.client(metadata_url) as md:
+            r = send(md, body)
+            return r.status_code, r.text
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        answers = list(pool.map(post_one, bodies))
+    assert set(answers) == {(200, "accepted\n")}
+    report = report_of(api, guest.id)
+    assert len(report["events"]) == 16 and report["status"] == "running"
 
 
 def test_the_events_kept_are_bounded(api: httpx.Client, cloud: Cloud, cell_db: Database) -> None:
