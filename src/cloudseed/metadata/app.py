@@ -55,15 +55,8 @@ log = logging.getLogger(__name__)
 # What respond_now leaves to the ASGI path: tokens (the proxy checks, the PUT), reports, login
 # checks, signed documents.
 NOT_AT_ONCE = frozenset(
-    {
-        tree.TOKEN,
-        tree.IDENTITY_TOKEN,
-        tree.PHONE_HOME,
-        tree.BOOT_REPORT,
-        tree.AUTHORIZED_KEYS,
-        tree.EC2_DYNAMIC,
-    }
-)
+    {tree.TOKEN, tree.IDENTITY_TOKEN, tree.PHONE_HOME, tree.AUTHORIZED_KEYS, tree.EC2_DYNAMIC}
+) | {tree.BOOT_REPORT}
 GET_HEAD = ("GET, HEAD", frozenset({"GET", "HEAD"}))
 ALLOWED = {
     tree.PASSWORD: ("POST, GET, HEAD", frozenset({"POST", "GET", "HEAD"})),
