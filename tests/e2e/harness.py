@@ -590,6 +590,7 @@ class E2ECloud:
         script: str,
         config_drive: bool = False,
         address: str = GUEST_ADDRESS,
+        metadata: dict[str, str] | None = None,
     ) -> tuple[str, float]:
         """POST /servers; the new server's id and when the request was made."""
         body: dict[str, Any] = {
@@ -604,6 +605,8 @@ class E2ECloud:
         }
         if config_drive:
             body["server"]["config_drive"] = True
+        if metadata:
+            body["server"]["metadata"] = metadata
         started = time.monotonic()
         r = self.client.post("/v2.1/servers", json=body)
         assert r.status_code == 202, r.text
@@ -619,20 +622,28 @@ class E2ECloud:
         script: str | None = None,
         config_drive: bool = False,
         servers: list[str] | None = None,
+        metadata: dict[str, str] | None = None,
     ) -> Boot:
         """Create a server and wait for its run to finish; its id goes into ``servers``
         as soon as it exists, so that a boot that fails is cleaned up too."""
         wait_until_quiet()
         text = script if script is not None else user_data(run, post_password=password)
         server_id, started = self.create(
-            ids, run=run, key_name=key_name, script=text, config_drive=config_drive
+            ids,
+            run=run,
+            key_name=key_name,
+            script=text,
+            config_drive=config_drive,
+            metadata=metadata,
         )
         if servers is not None:
             servers.append(server_id)
         self.wait_status(server_id, "ACTIVE")
         return self.wait_run(server_id, run, started)
 
-    def rebuild(self, boot: Boot, ids: dict[str, str], *, run: str, key_name: str) -> Boot:
+    def rebuild(
+        self, boot: Boot, ids: dict[str, str], *, run: str, key_name: str, script: str | None = None
+    ) -> Boot:
         wait_until_quiet()
         started = time.monotonic()
         r = self.client.post(
@@ -642,7 +653,7 @@ class E2ECloud:
                 "rebuild": {
                     "imageRef": ids["image"],
                     "key_name": key_name,
-                    "user_data": b64(user_data(run)),
+                    "user_data": b64(script if script is not None else user_data(run)),
                 }
             },
         )

@@ -1,13 +1,16 @@
 """The issue's end-to-end scenarios, against a running cloudseed with the qemu driver and a
 stock Debian cloud-init guest. Guests boot one at a time (two cores: a second TCG guest halves
 both). Each assertion is made from outside the guest, on the markers its user data script
-writes to the serial console, read through ``os-getConsoleOutput``."""
+writes to the serial console, read through ``os-getConsoleOutput``. The first guest opts in to
+readiness's webhook (2.110): its boot reaches ``done`` in the API, and its rebuild, given a
+broken cloud-config module, ``failed`` naming it."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.e2e.harness import E2ECloud, key_hash, per_boot_user_data
+from tests.e2e.harness import E2ECloud, key_hash, per_boot_user_data, user_data
+from tests.e2e.readiness import BROKEN_MODULE, OPT_IN, settled_status, with_broken_module
 
 ROOT_KEYS = "file=/root/.ssh/authorized_keys"
 USER_KEYS = "file=/home/debian/.ssh/authorized_keys"
@@ -17,7 +20,7 @@ PASSWORD = "e2e-encrypted-password-blob"
 @pytest.fixture(scope="module")
 def first_boot(e2e_cloud, keypairs, timings):
     cloud, ids = e2e_cloud
-    boot = cloud.boot(ids, run="first", key_name="key1", password=PASSWORD)
+    boot = cloud.boot(ids, run="first", key_name="key1", password=PASSWORD, metadata=OPT_IN)
     timings["1 metadata service boot"] = {
         "request_to_user_data_done_s": round(boot.seconds, 1),
         "guest_uptime_s": boot.guest_uptime,
@@ -43,6 +46,10 @@ def test_1_boot_from_the_metadata_service(e2e_cloud, first_boot):
     )
     console = cloud.console(first_boot.server_id)
     assert "E2E VENDOR run=vendor from-dynamic-target" in console
+    # cloud-init's webhook, which vendordata turned on, says the boot is done; `cloudseed
+    # server wait` agrees (exit 0).
+    assert settled_status(cloud, first_boot.server_id)["status"] == "done"
+    assert "is ready" in cloud.cli("server", "wait", first_boot.server_id, "--timeout", "0")
 
 
 def test_5_the_guest_posts_its_password(e2e_cloud, first_boot):
@@ -55,7 +62,8 @@ def test_5_the_guest_posts_its_password(e2e_cloud, first_boot):
 
 def test_3_rebuild_with_another_key_pair(e2e_cloud, first_boot, timings):
     cloud, ids = e2e_cloud
-    rebuilt = cloud.rebuild(first_boot, ids, run="rebuilt", key_name="key2")
+    script = with_broken_module(user_data("rebuilt"))
+    rebuilt = cloud.rebuild(first_boot, ids, run="rebuilt", key_name="key2", script=script)
     timings["3 rebuild"] = {
         "request_to_user_data_done_s": round(rebuilt.seconds, 1),
         "guest_uptime_s": rebuilt.guest_uptime,
@@ -66,6 +74,9 @@ def test_3_rebuild_with_another_key_pair(e2e_cloud, first_boot, timings):
         [f"{ROOT_KEYS} hash={new}", f"{USER_KEYS} hash={new}"]
     )
     assert old not in " ".join(rebuilt.markers.of("KEY"))
+    # The new disk's boot, reported afresh: failed, naming the broken module.
+    status = settled_status(cloud, first_boot.server_id)
+    assert (status["status"], status["failed_module"]) == ("failed", BROKEN_MODULE)
 
 
 def test_delete_leaves_no_guest_running(e2e_cloud, first_boot):

@@ -292,6 +292,7 @@ METADATA_PATHS = [
     "/openstack/latest/network_data.json",
     "/openstack/latest/password",
     "/openstack/latest/phone_home",
+    "/openstack/latest/boot_report",
     "/openstack/latest/authorized_keys",
     "/openstack/latest/authorized_keys?user=root",
     "/openstack/2012-08-10/meta_data.json",

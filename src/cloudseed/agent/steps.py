@@ -53,6 +53,7 @@ from cloudseed.servers.history.bootstrap import Actor
 from cloudseed.servers.lifecycle import console_tails, edits, queue
 from cloudseed.servers.live_keys import store as live_keys
 from cloudseed.servers.models import Instance
+from cloudseed.servers.readiness import store as readiness
 from cloudseed.servers.system_metadata import SSH_FORWARD
 
 log = logging.getLogger(__name__)
@@ -60,6 +61,9 @@ log = logging.getLogger(__name__)
 # The kinds whose driver call reads the image's files (disk, kernel, initramfs): the agent
 # makes sure they are in its image cache first. A stop only switches the guest off.
 NEEDS_IMAGE = frozenset({"build", "rebuild", "reboot_soft", "reboot_hard", "start"})
+
+# The kinds that boot the same disk again: a new boot for readiness (servers/readiness/).
+BOOTS_AGAIN = frozenset({"reboot_soft", "reboot_hard", "start"})
 
 # The instance event each kind records (Nova's names).
 EVENTS = {
@@ -280,6 +284,8 @@ class Steps:
             records.set_extra(session, uuid, fault=None)
             records.set_system_metadata(session, uuid, SSH_FORWARD, outcome.ssh_forward)
             running = outcome.power_state == states.RUNNING
+            if op.kind in BOOTS_AGAIN:  # readiness (2.110): pending until the guest reports
+                readiness.boot_began(session, uuid)
             after_operation(session, uuid, kind=op.kind, host=before.instance.host, running=running)
             if op.action_id is not None:
                 action_log.finish(

@@ -43,6 +43,7 @@ from cloudseed.metadata.store import CellGuests, GuestStore
 from cloudseed.metadata.tokens import Tokens
 from cloudseed.servers.errors import PasswordTooLarge
 from cloudseed.servers.lifecycle import password
+from cloudseed.servers.readiness.intake import take_event
 from cloudseed.settings import Settings
 from cloudseed.types import Receive, Scope, Send
 from cloudseed.vendordata import Vendordata
@@ -55,12 +56,13 @@ log = logging.getLogger(__name__)
 # checks, signed documents.
 NOT_AT_ONCE = frozenset(
     {tree.TOKEN, tree.IDENTITY_TOKEN, tree.PHONE_HOME, tree.AUTHORIZED_KEYS, tree.EC2_DYNAMIC}
-)
+) | {tree.BOOT_REPORT}
 GET_HEAD = ("GET, HEAD", frozenset({"GET", "HEAD"}))
 ALLOWED = {
     tree.PASSWORD: ("POST, GET, HEAD", frozenset({"POST", "GET", "HEAD"})),
     tree.TOKEN: ("PUT", frozenset({"PUT"})),
     tree.PHONE_HOME: ("POST", frozenset({"POST"})),
+    tree.BOOT_REPORT: ("POST", frozenset({"POST"})),
 }
 # The socket of the request under way, for a PUT (the token's hop limit): set per request
 # task by __call__ from the protocol's scope extension.
@@ -92,7 +94,10 @@ class MetadataApp(asgi.MetadataASGI, AnswersAtOnce):
         if db is None:
             db = self._own_db = Database.connect("api", self.settings.api_database_url)
         self.vendordata = Vendordata(
-            self.settings, login_check=self.settings.keys.login_check, stats=self._target_stats
+            self.settings,
+            login_check=self.settings.keys.login_check,
+            boot_report=True,
+            stats=self._target_stats,
         )
         cells = self.cells = CellDatabases(db)
         self.deliveries = Deliveries(cells)
@@ -270,6 +275,9 @@ class MetadataApp(asgi.MetadataASGI, AnswersAtOnce):
             return Answer(
                 200, await take_report(receive, headers, caller=guest.facts.uuid, cells=cells)
             )
+        if target.kind == tree.BOOT_REPORT:  # cloud-init's reporting webhook (readiness/)
+            assert self.cells is not None
+            return Answer(200, await take_event(receive, caller=guest.facts.uuid, cells=self.cells))
         if target.kind == tree.AUTHORIZED_KEYS:
             # ``user`` is for per-user keys to come: every login name gets the guest's keys.
             tree.login_user(query)
@@ -366,7 +374,7 @@ class MetadataApp(asgi.MetadataASGI, AnswersAtOnce):
             meta_data=guest.meta_data(version),
             user_data=guest.facts.user_data,
             network_data=guest.network_data(),
-            vendor_data_json=self.vendordata.vendor_data_json,
+            vendor_data_json=self.vendordata.vendor_data_json_for(dict(guest.facts.meta)),
         )
 
     def _delivered(self, guest: GuestDocuments, via: str) -> Callable[[], None] | None:
@@ -395,7 +403,8 @@ class MetadataApp(asgi.MetadataASGI, AnswersAtOnce):
             return now
         if kind == tree.VENDOR_DATA2:
             assert self.vendordata is not None
-            return Answer(200, await self.vendordata.vendor_data2(vendordata_request(facts)), JSON)
+            assembled = await self.vendordata.vendor_data2(vendordata_request(facts))
+            return Answer(200, self.vendordata.vendor_data2_for(dict(facts.meta), assembled), JSON)
         if kind == tree.EC2_DYNAMIC:
             assert self.identity is not None
             return Answer(200, await self.identity.ec2(facts, target.version, target.rest, address))

@@ -42,12 +42,15 @@ def document_now(
     if kind == tree.NETWORK_DATA:
         return Answer(200, guest.network_data(), JSON)
     if kind == tree.VENDOR_DATA:
-        if vendordata.vendor_data_json is None:
+        vendor_data = vendordata.vendor_data_json_for(dict(facts.meta))
+        if vendor_data is None:
             raise NoSuchDocument("StaticJSON is not a vendordata provider")
-        return Answer(200, vendordata.vendor_data_json, JSON)
+        return Answer(200, vendor_data, JSON)
     if kind == tree.VENDOR_DATA2:
         shared = vendordata.static_only_vendor_data2()
-        return None if shared is None else Answer(200, shared, JSON)
+        if shared is None:
+            return None
+        return Answer(200, vendordata.vendor_data2_for(dict(facts.meta), shared), JSON)
     if kind == tree.OPENSTACK_INDEX:
         return Answer(200, render.OPENSTACK_INDEX)
     if kind == tree.OPENSTACK_VERSION:

@@ -49,7 +49,14 @@ def fingerprint(settings: Settings) -> str:
         code = importlib.metadata.version("cloudseed")
     except importlib.metadata.PackageNotFoundError:
         code = "unknown"
-    return etags.fingerprint(code, settings.api.dhcp_domain, settings.api.vendordata_providers)
+    m = settings.metadata  # the recursive view holds vendor_data.json with readiness's part
+    return etags.fingerprint(
+        code,
+        settings.api.dhcp_domain,
+        settings.api.vendordata_providers,
+        m.boot_report_webhook,
+        m.boot_report_url,
+    )
 
 
 class Freshness:

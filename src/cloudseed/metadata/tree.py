@@ -5,7 +5,8 @@ slash collapse). The first segment picks the tree: ``openstack``, ``ec2``, or an
 an EC2 version (``/latest/meta-data`` is ``/ec2/latest/meta-data``).
 
 ``/openstack/latest/authorized_keys`` is cloudseed's (live keys): only under ``latest``, since
-a dated version's files are Nova's and fixed; its one query parameter is ``login_user``'s.
+a dated version's files are Nova's and fixed; its one query parameter is ``login_user``'s. So is
+``/openstack/latest/boot_report`` (readiness, 2.110), where cloud-init's webhook posts.
 """
 
 from __future__ import annotations
@@ -50,6 +51,9 @@ IDENTITY_TOKEN = "identity_token"
 AUTHORIZED_KEYS = "authorized_keys"
 # cloudseed's own, at every version: cloud-init's phone_home posts there (hostkeys/).
 PHONE_HOME = "phone_home"
+# cloudseed's own, under "latest": cloud-init's reporting webhook posts there (2.110,
+# servers/readiness/).
+BOOT_REPORT = "boot_report"
 
 _OPENSTACK_FILES = {
     META_DATA: v.FOLSOM,
@@ -110,6 +114,8 @@ def _openstack(parts: list[str]) -> Target | None:
         return Target(OPENSTACK_VERSION, version)
     if parts[1:] == [PHONE_HOME]:
         return Target(PHONE_HOME, version)
+    if parts == ["latest", BOOT_REPORT]:
+        return Target(BOOT_REPORT, version)
     if parts == ["latest", AUTHORIZED_KEYS]:
         return Target(AUTHORIZED_KEYS, version)
     if len(parts) == 2 and parts[1] in _OPENSTACK_FILES:

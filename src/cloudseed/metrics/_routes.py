@@ -45,6 +45,7 @@ _METADATA_ROUTES = {
     tree.IDENTITY_TOKEN: "/openstack/latest/identity_token",
     tree.AUTHORIZED_KEYS: "/openstack/latest/authorized_keys",
     tree.PHONE_HOME: "/openstack/{version}/phone_home",
+    tree.BOOT_REPORT: "/openstack/latest/boot_report",
     **{
         kind: f"/openstack/{{version}}/{kind}"
         for kind in (

@@ -12,7 +12,8 @@ Rebuild adds ``user_data`` from 2.57 (and never the ``OS-EXT-SRV-ATTR:user_data`
 view) and ``adminPass``.
 
 From 2.106 (cloudseed's live keys) every full view also has the fields of ``live_keys``: the
-server's keys with their expiry and delivery state."""
+server's keys with their expiry and delivery state; from 2.110 (readiness) its
+``bootstrap_status``."""
 
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ from cloudseed.servers.live_keys.delivery import (
 )
 from cloudseed.servers.live_keys.sets import fingerprint_sha256
 from cloudseed.servers.metadata_options import options as metadata_options
+from cloudseed.servers.readiness import progress as readiness
 from cloudseed.servers.records import ServerRecord
 from cloudseed.servers.system_metadata import security_group_names
 from cloudseed.web.links import links
@@ -247,6 +249,8 @@ def _by_microversion(
         # What the server sets, null where it follows the cloud (servers/metadata_options/).
         options = metadata_options.of_system_metadata(record.system_metadata)
         fields["metadata_options"] = options.body()
+    if version >= BOOTSTRAP_STATUS_SINCE:
+        fields["bootstrap_status"] = bootstrap_status(record)
     return fields
 
 
@@ -275,6 +279,14 @@ def security_groups_detailed(record: ServerRecord) -> list[dict[str, Any]]:
 
 
 METADATA_OPTIONS_SINCE = V(2, 109)
+BOOTSTRAP_STATUS_SINCE = V(2, 110)
+
+
+def bootstrap_status(record: ServerRecord) -> dict[str, Any]:
+    """2.110: the boot as the guest reported it (servers/readiness/progress.py)."""
+    i = record.instance
+    stored = record.system_metadata.get(readiness.PROGRESS_KEY)
+    return readiness.shown(stored, readiness.generation_of(i.launched_at, i.task_state))
 
 
 # --- live keys (2.106) ---------------------------------------------------------------------------

@@ -76,6 +76,21 @@ class MetadataSection:
         "loses at most this much of its counting.",
         minimum=1,
     )
+    # -- issue 35 (part 5): readiness, cloud-init's reporting webhook (docs/metadata.md) --
+    boot_report_webhook: str = option(
+        "opt-in",
+        "Which servers' vendordata turns on cloud-init's reporting webhook, posting each step "
+        "of the boot to boot_report_url so that the compute API shows the server's "
+        "bootstrap_status (microversion 2.110): 'opt-in', those whose metadata item "
+        "cloudseed:boot_report is true; 'all'; 'never'. Served by the metadata service "
+        "only, never written to config drives or NoCloud seeds.",
+        choices=("opt-in", "all", "never"),
+    )
+    boot_report_url: str = option(
+        "http://169.254.169.254/openstack/latest/boot_report",
+        "Where the webhook of boot_report_webhook posts: this listener's "
+        "/openstack/latest/boot_report as guests reach it.",
+    )
     change_poll_interval_ms: int = option(
         20,
         "How often each worker looks for changed instances in the cell databases, in "

@@ -7,7 +7,9 @@ wrong in the configuration is found then) and closed with ``aclose()``.
 With ``login_check`` (the metadata service's, when ``[keys] login_check`` is set; never a
 config drive's) the login-time key check's parts are added to what cloud-init reads: to
 vendor_data.json, or to vendor_data2.json's ``cloud-init`` key when there is no
-vendor_data.json (``login_check.py``).
+vendor_data.json (``login_check.py``). With ``boot_report`` (the metadata service's too)
+``boot_report`` holds readiness's webhook part, which ``metadata/documents_now.py`` adds the
+same way for the servers that opt in (``boot_report.py``).
 """
 
 from __future__ import annotations
@@ -16,11 +18,13 @@ import asyncio
 import hashlib
 import logging
 import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from cloudseed.errors import ConfigError
 from cloudseed.settings import Settings, split_list
 from cloudseed.vendordata import documents, login_check
+from cloudseed.vendordata.boot_report import BootReportParts
 from cloudseed.vendordata.cache import (
     DEFAULT_FAILURE_BACKOFF,
     DEFAULT_MAX_ENTRIES,
@@ -63,6 +67,7 @@ class Vendordata:
         max_cache_entries: int = DEFAULT_MAX_ENTRIES,
         failure_backoff: float = DEFAULT_FAILURE_BACKOFF,
         login_check: bool = False,
+        boot_report: bool = False,
         stats: TargetStats = NO_TARGET_STATS,
         clock: Clock = time.monotonic,
     ) -> None:
@@ -119,6 +124,15 @@ class Vendordata:
         self._login_check = login_check
         self._with_check: tuple[bytes, bytes] | None = None  # (static content, with the parts)
         self._check_only: bytes | None = None  # vendor_data2.json of the parts alone
+        # Readiness's webhook part for the servers that opt in (the metadata service's only).
+        self.boot_report = (
+            BootReportParts(
+                endpoint=settings.metadata.boot_report_url,
+                scope=settings.metadata.boot_report_webhook,
+            )
+            if boot_report
+            else None
+        )
 
     @property
     def vendor_data_json(self) -> bytes | None:
@@ -133,6 +147,23 @@ class Vendordata:
             merged = login_check.with_parts(documents.parse(content))
             self._with_check = (content, documents.compact(merged))
         return self._with_check[1]
+
+    def vendor_data_json_for(self, metadata: Mapping[str, str]) -> bytes | None:
+        """vendor_data.json for a server with ``metadata``: with readiness's webhook part when
+        it opted in (``boot_report.py``)."""
+        document = self.vendor_data_json
+        if document is None or self.boot_report is None or not self.boot_report.wanted(metadata):
+            return document
+        return self.boot_report.in_vendor_data(document)
+
+    def vendor_data2_for(self, metadata: Mapping[str, str], document: bytes) -> bytes:
+        """vendor_data2.json ``document`` for a server with ``metadata``: with the webhook
+        part in its ``cloud-init`` key when the server opted in and there is no
+        vendor_data.json to carry it."""
+        parts = self.boot_report
+        if parts is None or self._static is not None or not parts.wanted(metadata):
+            return document
+        return parts.in_vendor_data2(document)
 
     def static_only_vendor_data2(self) -> bytes | None:
         """vendor_data2.json when no target is called (the same for every instance), else

@@ -16,6 +16,10 @@ And commands of its own, in ``openstack.compute.v2``:
   set PROJECT-ID``: live keys (2.106), with ``--key-name`` made repeatable, plus
   ``--key-expires``, on ``openstack server create`` and ``openstack server rebuild`` (hooks in
   ``openstack.cli.server_create`` and ``openstack.cli.server_rebuild``).
+* ``openstack server wait --ready SERVER``: until the guest reports its boot done (2.110).
+
+And ``openstack server set --metadata-option KEY=VALUE`` (2.109), a second hook on ``server
+set``.
 """
 
 from cloudseed_osc._server_key_names import CreateKeyNamesHook, RebuildKeyNamesHook

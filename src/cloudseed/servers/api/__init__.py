@@ -6,7 +6,8 @@ One module per resource: ``servers`` (create, list, show, update, delete), ``lif
 ``os-security-groups``), ``metadata_items``, ``tags`` (2.26), ``instance_actions``, ``password``
 and ``bootstrap_history``, ``project_keys`` (``/os-project-keys``, 2.106: keys for every server
 of a project) and ``metadata_options`` (2.109: project defaults, a server's token-less access
-audit); ``requests`` holds what they all read from a request.
+audit), ``boot_report`` (2.110: what the guest reported of its boot); ``requests`` holds what
+they all read from a request.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 from starlette.routing import Route
 
 from cloudseed.servers.api import (
+    boot_report,
     bootstrap_history,
     instance_actions,
     lifecycle,
@@ -54,6 +56,7 @@ def _routes() -> list[Route]:
         Route(f"{one}/os-server-password", password.show, methods=["GET"]),
         Route(f"{one}/os-server-password", password.clear, methods=["DELETE"]),
         Route(f"{one}/bootstrap-history", bootstrap_history.show, methods=["GET"]),
+        Route(f"{one}/boot-report", boot_report.show, methods=["GET"]),  # 2.110: readiness
         Route(f"{one}/os-security-groups", security_groups.index, methods=["GET"]),
         Route("/os-project-keys/{id}", project_keys.show, methods=["GET"]),
         Route("/os-project-keys/{id}", project_keys.update, methods=["PUT"]),
