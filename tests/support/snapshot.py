@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import MetaData, select
+from sqlalchemy import MetaData, inspect, select
 
 from cloudseed.db.engines import Database
 
@@ -17,13 +17,27 @@ Snapshot = dict[str, list[tuple[Any, ...]]]
 HEARTBEAT_TABLES = frozenset({"services", "compute_nodes", "console_tails", "metadata_access"})
 
 
+# Reflected tables by database URL and table names: reflecting every table took most of a
+# snapshot's time (0.2 s of each on SQLite, three snapshots per fuzzed request).
+_REFLECTED: dict[tuple[str, tuple[str, ...]], MetaData] = {}
+
+
+def _reflected(db: Database) -> MetaData:
+    """``db``'s tables, reflected again only when their names change (a migration)."""
+    key = (str(db.engine.url), tuple(sorted(inspect(db.engine).get_table_names())))
+    metadata = _REFLECTED.get(key)
+    if metadata is None:
+        metadata = _REFLECTED[key] = MetaData()
+        metadata.reflect(bind=db.engine)
+    return metadata
+
+
 def snapshot(*dbs: Database) -> Snapshot:
     """The rows of every table (reflected, so tables no model declares count too) of ``dbs``
     but the heartbeat tables, each table's rows sorted, keyed by ``<database>.<table>``."""
     result: Snapshot = {}
     for db in dbs:
-        metadata = MetaData()
-        metadata.reflect(bind=db.engine)
+        metadata = _reflected(db)
         with db.engine.connect() as connection:
             for name, table in sorted(metadata.tables.items()):
                 if name in HEARTBEAT_TABLES:
