@@ -50,6 +50,10 @@ IDENTITY_TOKEN = "identity_token"
 AUTHORIZED_KEYS = "authorized_keys"
 # cloudseed's own, at every version: cloud-init's phone_home posts there (hostkeys/).
 PHONE_HOME = "phone_home"
+# Lifecycle notices (2.111, metadata/events.py): only under "latest" in the OpenStack tree;
+# EC2's meta-data/events/... at every version.
+EVENTS = "events.json"
+EC2_EVENTS = "ec2-events"
 
 _OPENSTACK_FILES = {
     META_DATA: v.FOLSOM,
@@ -112,6 +116,8 @@ def _openstack(parts: list[str]) -> Target | None:
         return Target(PHONE_HOME, version)
     if parts == ["latest", AUTHORIZED_KEYS]:
         return Target(AUTHORIZED_KEYS, version)
+    if parts == ["latest", EVENTS]:
+        return Target(EVENTS, version)
     if len(parts) == 2 and parts[1] in _OPENSTACK_FILES:
         if not v.at_least(version, _OPENSTACK_FILES[parts[1]]):
             return None
@@ -130,6 +136,8 @@ def _ec2(parts: list[str]) -> Target | None:
     if parts[1] == "user-data" and len(parts) == 2:
         return Target(EC2_USER_DATA, version)
     if parts[1] == "meta-data":
+        if parts[2:3] == ["events"]:
+            return Target(EC2_EVENTS, version, tuple(parts[3:]))
         return Target(EC2_META_DATA, version, tuple(parts[2:]))
     if parts[1] == "dynamic" and v.at_least(version, v.EC2_DYNAMIC):
         return Target(EC2_DYNAMIC, version, tuple(parts[2:]))

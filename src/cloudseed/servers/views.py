@@ -32,6 +32,7 @@ from cloudseed.servers.live_keys.delivery import (
 )
 from cloudseed.servers.live_keys.sets import fingerprint_sha256
 from cloudseed.servers.metadata_options import options as metadata_options
+from cloudseed.servers.notices import rules as notice_rules
 from cloudseed.servers.records import ServerRecord
 from cloudseed.servers.system_metadata import security_group_names
 from cloudseed.web.links import links
@@ -247,6 +248,9 @@ def _by_microversion(
         # What the server sets, null where it follows the cloud (servers/metadata_options/).
         options = metadata_options.of_system_metadata(record.system_metadata)
         fields["metadata_options"] = options.body()
+    if version >= notice_rules.NOTICES_SINCE:  # servers/notices/
+        stored = record.system_metadata.get(notice_rules.SYSTEM_METADATA_KEY)
+        fields["scheduled_events"] = notice_rules.api_view(notice_rules.parse_stored(stored))
     return fields
 
 

@@ -39,9 +39,10 @@ _VERSION_RE = re.compile(r"^(?P<major>[1-9][0-9]{0,8})\.(?P<minor>[1-9][0-9]{0,8
 
 MIN_VERSION = APIVersion(2, 1)
 # 2.1-2.104 are Nova's. 2.105 (user data updates), 2.106 (live keys), 2.107 (NoCloud seeds),
-# 2.108 (config drives in Ironic's forms) and 2.109 (metadata options) are cloudseed's: see
+# 2.108 (config drives in Ironic's forms), 2.109 (metadata options), 2.110 (reserved: nothing
+# yet in this branch) and 2.111 (acknowledged lifecycle notices) are cloudseed's: see
 # docs/api-differences.md.
-MAX_VERSION = APIVersion(2, 109)
+MAX_VERSION = APIVersion(2, 111)
 
 
 def requested_version(headers: Mapping[str, str]) -> APIVersion:
