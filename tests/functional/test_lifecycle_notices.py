@@ -231,59 +231,52 @@ def test_project_defaults(api: httpx.Client, cloud: Cloud) -> None:
     assert r.json() == {"lifecycle_notices": unset}
 
 
-@pytest.mark.parametrize(
-    ("method", "path", "body", "params"),
-    [
-        ("POST", "action", {"reboot": {"type": "SOFT", "notice_seconds": -1}}, None),
-        ("POST", "action", {"reboot": {"type": "SOFT", "notice_seconds": 86401}}, None),
-        ("POST", "action", {"reboot": {"type": "SOFT", "notice_seconds": "60"}}, None),
-        ("POST", "action", {"reboot": {"type": "SOFT", "notice_seconds": 1.5}}, None),
-        ("POST", "action", {"reboot": {"type": "SOFT", "notice_seconds": True}}, None),
-        ("POST", "action", {"os-stop": {"notice_seconds": None}}, None),
-        ("POST", "action", {"rebuild": {"imageRef": "IMAGE", "notice_seconds": 10**400}}, None),
-        (
-            "POST",
-            "action",
-            b'{"reboot": {"type": "SOFT", "notice_seconds": 1' + b"0" * 5000 + b"}}",
-            None,
-        ),
-        ("DELETE", "", None, {"notice_seconds": "abc"}),
-        ("DELETE", "", None, {"notice_seconds": "-5"}),
-        ("DELETE", "", None, {"notice_seconds": "9" * 5000}),
-        ("DELETE", "", None, [("notice_seconds", "1"), ("notice_seconds", "2")]),
-        ("PUT", "defaults", {"lifecycle_notices": {"reboot": 86401}}, None),
-        ("PUT", "defaults", {"lifecycle_notices": {"resize": 5}}, None),
-        ("PUT", "defaults", {"lifecycle_notices": {"reboot": "5"}}, None),
-    ],
-)
+BAD = [
+    ("POST", "action", {"reboot": {"type": "SOFT", "notice_seconds": -1}}, None),
+    ("POST", "action", {"reboot": {"type": "SOFT", "notice_seconds": 86401}}, None),
+    ("POST", "action", {"reboot": {"type": "SOFT", "notice_seconds": "60"}}, None),
+    ("POST", "action", {"reboot": {"type": "SOFT", "notice_seconds": 1.5}}, None),
+    ("POST", "action", {"reboot": {"type": "SOFT", "notice_seconds": True}}, None),
+    ("POST", "action", {"os-stop": {"notice_seconds": None}}, None),
+    ("POST", "action", {"rebuild": {"imageRef": "IMAGE", "notice_seconds": 10**400}}, None),
+    (
+        "POST",
+        "action",
+        b'{"reboot": {"type": "SOFT", "notice_seconds": 1' + b"0" * 5000 + b"}}",
+        None,
+    ),
+    ("DELETE", "", None, {"notice_seconds": "abc"}),
+    ("DELETE", "", None, {"notice_seconds": "-5"}),
+    ("DELETE", "", None, {"notice_seconds": "9" * 5000}),
+    ("DELETE", "", None, [("notice_seconds", "1"), ("notice_seconds", "2")]),
+    ("PUT", "defaults", {"lifecycle_notices": {"reboot": 86401}}, None),
+    ("PUT", "defaults", {"lifecycle_notices": {"resize": 5}}, None),
+    ("PUT", "defaults", {"lifecycle_notices": {"reboot": "5"}}, None),
+]
+
+
 def test_bad_notices_are_400_and_change_nothing(
-    api: httpx.Client,
-    cloud: Cloud,
-    cell_db: Database,
-    api_db: Database,
-    method: str,
-    path: str,
-    body: Any,
-    params: Any,
+    api: httpx.Client, cloud: Cloud, cell_db: Database, api_db: Database
 ) -> None:
     guest = boot(api, cloud)
     before = snapshot(api_db, cell_db)
-    if path == "defaults":
-        url = "/v2.1/os-lifecycle-notice-defaults/proj"
-    else:
-        url = f"/v2.1/servers/{guest.id}" + (f"/{path}" if path else "")
-    if isinstance(body, dict) and "rebuild" in body:
-        body = {"rebuild": {**body["rebuild"], "imageRef": cloud.image_id}}
-    content = body if isinstance(body, bytes) or body is None else json.dumps(body).encode()
-    r = api.request(
-        method,
-        url,
-        content=content,
-        params=params,
-        headers={**ADMIN, "Content-Type": "application/json"},
-    )
-    assert r.status_code == 400, r.text
-    assert "badRequest" in r.json()
+    for method, path, body, params in BAD:
+        if path == "defaults":
+            url = "/v2.1/os-lifecycle-notice-defaults/proj"
+        else:
+            url = f"/v2.1/servers/{guest.id}" + (f"/{path}" if path else "")
+        if isinstance(body, dict) and "rebuild" in body:
+            body = {"rebuild": {**body["rebuild"], "imageRef": cloud.image_id}}
+        content = body if isinstance(body, bytes) or body is None else json.dumps(body).encode()
+        r = api.request(
+            method,
+            url,
+            content=content,
+            params=params,
+            headers={**ADMIN, "Content-Type": "application/json"},
+        )
+        assert r.status_code == 400, (method, path, str(body)[:80], params, r.text)
+        assert "badRequest" in r.json()
     assert changes(before, snapshot(api_db, cell_db)) == []
 
 
