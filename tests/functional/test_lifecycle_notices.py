@@ -231,7 +231,7 @@ def test_project_defaults(api: httpx.Client, cloud: Cloud) -> None:
     assert r.json() == {"lifecycle_notices": unset}
 
 
-BAD = [
+BAD: list[tuple[str, str, Any, list[tuple[str, str]] | None]] = [
     ("POST", "action", {"reboot": {"type": "SOFT", "notice_seconds": -1}}, None),
     ("POST", "action", {"reboot": {"type": "SOFT", "notice_seconds": 86401}}, None),
     ("POST", "action", {"reboot": {"type": "SOFT", "notice_seconds": "60"}}, None),
@@ -245,9 +245,9 @@ BAD = [
         b'{"reboot": {"type": "SOFT", "notice_seconds": 1' + b"0" * 5000 + b"}}",
         None,
     ),
-    ("DELETE", "", None, {"notice_seconds": "abc"}),
-    ("DELETE", "", None, {"notice_seconds": "-5"}),
-    ("DELETE", "", None, {"notice_seconds": "9" * 5000}),
+    ("DELETE", "", None, [("notice_seconds", "abc")]),
+    ("DELETE", "", None, [("notice_seconds", "-5")]),
+    ("DELETE", "", None, [("notice_seconds", "9" * 5000)]),
     ("DELETE", "", None, [("notice_seconds", "1"), ("notice_seconds", "2")]),
     ("PUT", "defaults", {"lifecycle_notices": {"reboot": 86401}}, None),
     ("PUT", "defaults", {"lifecycle_notices": {"resize": 5}}, None),
