@@ -272,7 +272,7 @@ def test_bad_notices_are_400_and_change_nothing(
             method,
             url,
             content=content,
-            params=httpx.QueryParams(params) if params else None,
+            params=tuple(params) if params else None,
             headers={**ADMIN, "Content-Type": "application/json"},
         )
         assert r.status_code == 400, (method, path, str(body)[:80], params, r.text)
