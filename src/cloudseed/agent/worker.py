@@ -177,7 +177,8 @@ class Agent:
             listener.stop()
         if self._thread is not None:
             self._thread.join(timeout=5)
-            self._commits.close()
+            if not self._thread.is_alive():
+                self._commits.close()
         # After the loop's last heartbeat, so none marks the host up again.
         self._mark_down_if_last()
         deadline = time.monotonic() + timeout
