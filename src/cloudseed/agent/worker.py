@@ -3,8 +3,8 @@
 One thread claims and renews; a pool of ``[DEFAULT] max_concurrent_builds`` threads runs
 operations (``steps.Steps``). The loop wakes when an operation is queued in this process
 (its announcer's ``OPERATIONS``), on PostgreSQL when another process queued one (a NOTIFY sent at
-commit, ``db/notify.py``), on SQLite when another process committed work for it
-(``commit_watch.py``), or every ``[compute] poll_interval_ms``. Each pass it:
+commit, ``db/notify.py``), on SQLite while a notice waits when another process committed work
+for it (``commit_watch.py``), or every ``[compute] poll_interval_ms``. Each pass it:
 
 - renews the leases of the operations it is running (every third of ``lease_seconds``); an
   operation whose lease it lost is left to whoever holds it now,
@@ -125,6 +125,7 @@ class Agent:
         self._unlisten: Callable[[], None] | None = None
         self._listeners: list[Listener] = []
         self._last_renew = self._last_heartbeat = self._last_look = 0.0
+        self._commits = CommitWatch(host=host)  # SQLite, while a notice waits
         self.presence = HostPresence(settings.state_dir / "locks", host)
         # The console fallback for host keys: a thread of its own, reading the consoles of
         # this host's newly launched guests that did not phone home (hostkeys/watch.py).
@@ -154,7 +155,6 @@ class Agent:
                 )
                 listener.start()
                 self._listeners.append(listener)
-        self._commits = CommitWatch(self.cells, host=self.host)
         self._thread = threading.Thread(target=self._loop, name="cloudseed-agent", daemon=True)
         self._thread.start()
         self.console_watch.start()
@@ -305,7 +305,7 @@ class Agent:
                 break
 
     def _claim(self, cell: Database, limit: int) -> list[queue.Claimed]:
-        claimed = cell.run(partial(self._claim_in, limit=limit), write=True)
+        claimed = cell.run(partial(self._claim_in, limit=limit, cell=cell), write=True)
         runnable = []
         for op in claimed:
             if op.attempts > MAX_ATTEMPTS:
@@ -319,10 +319,11 @@ class Agent:
                 runnable.append(op)
         return runnable
 
-    def _claim_in(self, session: Session, *, limit: int) -> list[queue.Claimed]:
+    def _claim_in(self, session: Session, *, limit: int, cell: Database) -> list[queue.Claimed]:
         claimed = queue.claim(
             session, host=self.host, owner=self.owner, lease_seconds=self.lease, limit=limit
         )
+        self._commits.arm(cell, session)
         for op in claimed:
             if op.previous_owner is not None and op.action_id is not None:
                 action_log.note(

@@ -187,6 +187,22 @@ def has_claimable(session: Session, *, host: str) -> bool:
     return found is not None
 
 
+def has_waiting_notice(session: Session, *, host: str) -> bool:
+    """Whether an operation of ``host`` waits for its notice to end or its guest to
+    acknowledge it (agent/commit_watch.py watches for the acknowledgement meanwhile)."""
+    found = session.scalar(
+        select(Operation.id)
+        .where(
+            Operation.host == host,
+            Operation.state == PENDING,
+            Operation.not_before > utcnow(),
+            Operation.acknowledged_at.is_(None),
+        )
+        .limit(1)
+    )
+    return found is not None
+
+
 def renew(session: Session, *, ids: list[int], owner: str, lease_seconds: float) -> set[int]:
     """Extend the leases ``owner`` still holds among ``ids``; returns the ids it still holds."""
     if not ids:
