@@ -152,6 +152,28 @@ def test_a_notice_that_runs_out_starts_the_operation(
         assert md.get(EVENTS).json()["events"][0]["status"] == "completed"
 
 
+def test_a_rebuild_with_a_notice_applies_when_acknowledged(
+    api: httpx.Client, cloud: Cloud, metadata_url: str
+) -> None:
+    guest = boot(api, cloud)
+    r = api.post(
+        f"/v2.1/servers/{guest.id}/action",
+        json={"rebuild": {"imageRef": cloud.image2_id, "name": "renamed", "notice_seconds": 600}},
+        headers=V,
+    )
+    assert r.status_code == 202, r.text
+    assert r.json()["server"]["scheduled_events"][-1]["type"] == "rebuild"
+    with guest.client(metadata_url) as md:
+        # Until it runs, the guest is served what it has.
+        assert md.get("/openstack/latest/meta_data.json").json()["name"] == "vm"
+        (ec2,) = md.get(EC2_SCHEDULED).json()
+        assert ec2["Code"] == "system-maintenance"
+        assert acknowledge(md, ec2["EventId"]).json() == {"acknowledged": [ec2["EventId"]]}
+    server = wait_for(api, guest.id, "ACTIVE")
+    assert server["name"] == "renamed" and server["image"]["id"] == cloud.image2_id
+    assert status_is(api, guest.id, "completed")["acknowledged_at"] is not None
+
+
 def test_no_notice_below_2_111_nor_for_a_stopped_server(api: httpx.Client, cloud: Cloud) -> None:
     guest = boot(api, cloud)
     r = api.post(
