@@ -202,10 +202,10 @@ def main() -> None:
 
 `bench/ack_latency.py`: a SOFT reboot asked with a 600 s notice, acknowledged by its guest
 through the metadata service (`POST /openstack/latest/events.json`) {args.drain:g} s after it
-saw it, {args.events} events per deployment, one at a time, the fake driver without delay. *ACK to start*: the acknowledgement's
-commit to the agent's claim of the operation (`acknowledged_at` to `started_at` in the 2.111
-server view). *Guest sees it started*: from sending the POST until the guest's long-poll of
-events.json answers `started`. Milliseconds.
+saw it, {args.events} events per deployment, one at a time, the fake driver without delay.
+*ACK to start*: the acknowledgement's commit to the agent's claim of the operation
+(`acknowledged_at` to `started_at` in the 2.111 server view). *Guest sees it started*: from
+sending the POST until the guest's long-poll of events.json answers `started`. Milliseconds.
 
 | deployment | events | ACK to start p50 | p95 | max | guest sees it started p50 | p95 | max |
 |---|---|---|---|---|---|---|---|
@@ -215,9 +215,10 @@ Target (issue 35): an acknowledged event starts its operation within 1 s. Worst 
 {worst * 1000:.0f} ms. An agent in another process than the acknowledgement hears of it by
 NOTIFY on PostgreSQL and, on SQLite, through `PRAGMA data_version` every 50 ms while a notice
 of its host waits (which it learns at its first poll after the request: an acknowledgement
-sooner than that waits for the poll); on MariaDB, which has neither, at its next poll: `[compute] poll_interval_ms` (1000 by default; lower it
-there for a tighter bound). Within one `cloudseed serve` (any number of workers, any database)
-the worker that took the acknowledgement wakes its own agent at once.
+sooner than that waits for the poll); on MariaDB, which has neither, at its next poll:
+`[compute] poll_interval_ms` (1000 by default; lower it there for a tighter bound). Within
+one `cloudseed serve` (any number of workers, any database) the worker that took the
+acknowledgement wakes its own agent at once.
 """
     print(section)
     if args.write:
