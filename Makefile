@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 # make test runs the suite in this many worker processes (pytest-xdist); 0: in pytest itself.
 TEST_JOBS ?= 2
 
-.PHONY: help run test check venv test-venv lint docs tempest fuzz soak bench bench-api-reads bench-metadata bench-login-keys bench-operations bench-hosts-apart bench-configdrive bench-longpoll bench-nova bench-nova-dropin image-debian e2e clean
+.PHONY: help run test check venv test-venv lint docs tempest fuzz soak bench bench-api-reads bench-metadata bench-login-keys bench-operations bench-hosts-apart bench-configdrive bench-longpoll bench-ack bench-nova bench-nova-dropin image-debian e2e clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -112,6 +112,9 @@ bench-hosts-apart: test-venv  ## image cache fill (2 GiB over loopback) and cons
 bench-longpoll: test-venv  ## 10,000 waiting long-polls on 2 workers, SQLite then PostgreSQL (minutes each)
 	$(BIN)/python bench/longpoll.py --database sqlite --write docs/benchmarks.md
 	$(BIN)/python bench/longpoll.py --database postgresql --write docs/benchmarks.md
+
+bench-ack: test-venv  ## lifecycle notices: an acknowledged event's operation start, 3 deployments (about 3 minutes)
+	$(BIN)/python bench/ack_latency.py --write docs/benchmarks.md
 
 bench-configdrive: venv  ## config drives built per second, in-process vs genisoimage (Nova's way)
 	sh tools/debian-packages.sh

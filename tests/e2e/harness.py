@@ -146,6 +146,55 @@ def per_boot_user_data(run: str) -> str:
     )
 
 
+# A guest's watcher of its lifecycle notices (2.111, docs/metadata.md): long-polls events.json
+# and acknowledges every scheduled event at once, reporting both on the serial console.
+ACK_WATCHER = """#!/usr/bin/python3
+import json, time, urllib.request
+URL = "http://169.254.169.254/openstack/latest/events.json"
+def say(text):
+    with open("/dev/ttyS0", "w") as console:
+        console.write("E2E %s\\n" % text)
+tag, done = "", set()
+while True:
+    query = "?wait_for_change=true&timeout_sec=30" + ("&last_etag=" + tag if tag else "")
+    try:
+        with urllib.request.urlopen(URL + query, timeout=60) as answer:
+            tag = answer.headers.get("ETag", "").strip('"')
+            events = json.load(answer)["events"]
+        for event in events:
+            if event["status"] != "scheduled" or event["id"] in done:
+                continue
+            say("NOTICE run=watcher type=%s id=%s" % (event["type"], event["id"]))
+            body = json.dumps({"acknowledge": [event["id"]]}).encode()
+            ask = urllib.request.Request(URL, data=body, method="POST")
+            with urllib.request.urlopen(ask, timeout=60) as answer:
+                acknowledged = json.load(answer)["acknowledged"]
+            say("ACK run=watcher id=%s" % ",".join(acknowledged))
+            done.add(event["id"])
+    except Exception as exc:  # the service restarting, the guest's network coming up
+        say("WATCHER run=watcher error=%s" % type(exc).__name__)
+        time.sleep(2)
+"""
+
+
+def ack_watcher_user_data(run: str) -> str:
+    """``per_boot_user_data`` plus a systemd unit running ``ACK_WATCHER`` from first boot on."""
+    script = "\n".join("      " + line for line in ACK_WATCHER.splitlines())
+    return (
+        per_boot_user_data(run)
+        + "write_files:\n"
+        + "  - path: /usr/local/bin/e2e-ack-watcher\n    permissions: '0755'\n"
+        + "    content: |\n"
+        + script
+        + "\n  - path: /etc/systemd/system/e2e-ack-watcher.service\n    content: |\n"
+        + "      [Unit]\n      Description=Acknowledge cloudseed lifecycle notices\n"
+        + "      [Service]\n      ExecStart=/usr/local/bin/e2e-ack-watcher\n"
+        + "      Restart=always\n      RestartSec=2\n"
+        + "      [Install]\n      WantedBy=multi-user.target\n"
+        + "runcmd:\n  - [systemctl, enable, --now, e2e-ack-watcher.service]\n"
+    )
+
+
 def drive_per_boot_user_data(run: str) -> str:
     """Cloud-config for a guest that reads its config drive afresh at every boot.
 
@@ -661,8 +710,12 @@ class E2ECloud:
         self.wait_status(boot.server_id, "ACTIVE")
         return self.wait_run(boot.server_id, run, started)
 
-    def update_user_data_and_reboot(self, boot: Boot, *, run: str, script: str) -> Boot:
-        """PUT the new user data (2.105, no config drive), then a HARD reboot."""
+    def update_user_data_and_reboot(
+        self, boot: Boot, *, run: str, script: str, notice_seconds: int = 0
+    ) -> Boot:
+        """PUT the new user data (2.105, no config drive), then a HARD reboot; with
+        ``notice_seconds`` (2.111) the guest's watcher acknowledges the notice, and waiting
+        for the reboot allows it the boot timeout."""
         latest = {"OpenStack-API-Version": "compute 2.105"}
         r = self.client.put(
             f"/v2.1/servers/{boot.server_id}",
@@ -672,11 +725,18 @@ class E2ECloud:
         assert r.status_code == 200, r.text
         wait_until_quiet()
         started = time.monotonic()
+        reboot: dict[str, Any] = {"type": "HARD"}
+        headers = {}
+        if notice_seconds:
+            reboot["notice_seconds"] = notice_seconds
+            headers = {"OpenStack-API-Version": "compute 2.111"}
         r = self.client.post(
-            f"/v2.1/servers/{boot.server_id}/action", json={"reboot": {"type": "HARD"}}
+            f"/v2.1/servers/{boot.server_id}/action", json={"reboot": reboot}, headers=headers
         )
         assert r.status_code == 202, r.text
-        self.wait_status(boot.server_id, "ACTIVE")
+        self.wait_status(
+            boot.server_id, "ACTIVE", timeout=BOOT_TIMEOUT if notice_seconds else ACTIVE_TIMEOUT
+        )
         return self.wait_run(boot.server_id, run, started)
 
     def reboot_with_user_data(self, boot: Boot, *, run: str, script: str) -> Boot:

@@ -7,12 +7,21 @@ broken cloud-config module, ``failed`` naming it."""
 
 from __future__ import annotations
 
+import datetime as dt
+
 import pytest
 
-from tests.e2e.harness import E2ECloud, key_hash, per_boot_user_data, user_data
+from tests.e2e.harness import (
+    E2ECloud,
+    ack_watcher_user_data,
+    key_hash,
+    per_boot_user_data,
+    user_data,
+)
 from tests.e2e.readiness import BROKEN_MODULE, OPT_IN, settled_status, with_broken_module
 
 ROOT_KEYS = "file=/root/.ssh/authorized_keys"
+NOTICE = 600  # seconds of notice the hard reboot of scenario 4 gives (2.111)
 USER_KEYS = "file=/home/debian/.ssh/authorized_keys"
 PASSWORD = "e2e-encrypted-password-blob"
 
@@ -87,14 +96,16 @@ def test_delete_leaves_no_guest_running(e2e_cloud, first_boot):
 
 def test_4_changed_user_data_reaches_the_guest_after_a_reboot(e2e_cloud, first_boot, timings):
     # After the other scenarios' guest is gone: one guest at a time.
+    # The guest runs a watcher of its lifecycle notices (2.111): the reboot is given a long
+    # notice, which the watcher acknowledges, so it starts long before the notice ends.
     cloud, ids = e2e_cloud
-    boot = cloud.boot(ids, run="ud-v1", key_name="key1", script=per_boot_user_data("ud-v1"))
+    boot = cloud.boot(ids, run="ud-v1", key_name="key1", script=ack_watcher_user_data("ud-v1"))
     timings["4 boot with per-boot user data"] = {
         "request_to_bootcmd_s": round(boot.seconds, 1),
         "guest_uptime_s": boot.guest_uptime,
     }
     rebooted = cloud.update_user_data_and_reboot(
-        boot, run="ud-v2", script=per_boot_user_data("ud-v2")
+        boot, run="ud-v2", script=per_boot_user_data("ud-v2"), notice_seconds=NOTICE
     )
     timings["4 hard reboot after a user data update"] = {
         "request_to_bootcmd_s": round(rebooted.seconds, 1),
@@ -104,5 +115,25 @@ def test_4_changed_user_data_reaches_the_guest_after_a_reboot(e2e_cloud, first_b
     console = cloud.console(boot.server_id)
     assert console.count("E2E END run=ud-v2") == 1
     assert console.count("E2E END run=ud-v1") == 1  # not again after the update
+    # The watcher saw the notice and acknowledged it; the reboot started long before the end.
+    r = cloud.client.get(
+        f"/v2.1/servers/{boot.server_id}", headers={"OpenStack-API-Version": "compute 2.111"}
+    )
+    (event,) = r.json()["server"]["scheduled_events"]
+    assert event["type"] == "reboot" and event["status"] == "completed", event
+    assert f"E2E ACK run=watcher id={event['id']}" in console
+    assert event["acknowledged_at"] is not None, event
+
+    def at(text: str) -> dt.datetime:
+        return dt.datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ")
+
+    early = at(event["not_before"]) - at(event["started_at"])
+    timings["4 hard reboot with 600 s of notice, acknowledged"] = {
+        "started_before_the_notice_ended_s": round(early.total_seconds(), 1),
+        "ack_to_start_s": round(
+            (at(event["started_at"]) - at(event["acknowledged_at"])).total_seconds(), 3
+        ),
+    }
+    assert early > dt.timedelta(seconds=NOTICE / 2), event
     cloud.delete(boot.server_id)
     assert cloud.leftover_qemus() == []

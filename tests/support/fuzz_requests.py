@@ -23,6 +23,8 @@ from cloudseed.images import schemas as image_schemas
 from cloudseed.keypairs import schemas as keypair_schemas
 from cloudseed.servers import schemas as server_schemas
 from cloudseed.servers import tags as server_tags
+from cloudseed.servers.api import notices as notice_api
+from cloudseed.servers.notices import rules as notice_rules
 from cloudseed.web.microversions import MAX_VERSION, APIVersion
 from tests.support.fuzzing import BIG_DIGITS, HOSTILE_STRINGS, dumps, from_schema, spoiled
 from tests.support.fuzzing import hostile as hostile_value
@@ -69,7 +71,7 @@ VERSIONS = ["2.1", "2.2", "2.10", "2.19", "2.35", "2.37", "2.54", "2.57", "2.90"
 VERSIONS.append(str(MAX_VERSION))
 QUERY_NAMES = ["limit", "marker", "all_tenants", "name", "status", "changes-since", "user_id"]
 QUERY_NAMES += ["key_name", "sort_key", "sort_dir", "flavor", "image", "length", "deleted"]
-QUERY_NAMES += ["tags", "tags-any", "not-tags", "not-tags-any"]
+QUERY_NAMES += ["tags", "tags-any", "not-tags", "not-tags-any", "notice_seconds"]
 
 
 def body_schemas(method: str, path: str, version: APIVersion) -> list[dict[str, Any]]:
@@ -87,6 +89,7 @@ def body_schemas(method: str, path: str, version: APIVersion) -> list[dict[str, 
             s.rebuild(version),
             s.reboot(version),
             wrap("os-stop", {"type": "null"}),
+            wrap("os-stop", notice_api.STOP),
             wrap("os-start", {"type": "null"}),
             wrap("os-getConsoleOutput", s.CONSOLE_OUTPUT),
         ]
@@ -102,6 +105,8 @@ def body_schemas(method: str, path: str, version: APIVersion) -> list[dict[str, 
         return [s.PROJECT_KEYS]
     if method == "PUT" and path.endswith("/os-metadata-options-defaults/{id}"):
         return [s.METADATA_OPTIONS_DEFAULTS]
+    if method == "PUT" and path.endswith("/os-lifecycle-notice-defaults/{id}"):
+        return [notice_rules.DEFAULTS_BODY]
     if method == "POST" and path == "/image/v2/images":
         return [image_schemas.CREATE]
     return []

@@ -35,6 +35,7 @@ from typing import Any
 from sqlalchemy import update
 from sqlalchemy.orm import Session
 
+from cloudseed.agent import noticed_delete
 from cloudseed.agent.guests import ConfigDrives, Files, guest_spec
 from cloudseed.agent.images import AgentImages
 from cloudseed.agent.key_operations import KeyPusher, after_operation
@@ -73,6 +74,7 @@ EVENTS = {
     "reboot_hard": "compute_reboot_instance",
     "stop": "compute_stop_instance",
     "start": "compute_start_instance",
+    "delete": "compute_terminate_instance",  # a noticed delete's (agent/noticed_delete.py)
 }
 
 
@@ -109,6 +111,9 @@ class Steps:
         try:
             if op.kind == "destroy":
                 self._destroy(op, cell)
+                return
+            if op.kind == "delete":  # with a notice (2.111)
+                noticed_delete.run(self.cells, op, cell, owner=self.owner)
                 return
             if op.kind == "keys" and self.keys is not None:
                 self.keys.run(op, cell)

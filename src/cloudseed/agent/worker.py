@@ -3,7 +3,8 @@
 One thread claims and renews; a pool of ``[DEFAULT] max_concurrent_builds`` threads runs
 operations (``steps.Steps``). The loop wakes when an operation is queued in this process
 (its announcer's ``OPERATIONS``), on PostgreSQL when another process queued one (a NOTIFY sent at
-commit, ``db/notify.py``), or every ``[compute] poll_interval_ms``. Each pass it:
+commit, ``db/notify.py``), on SQLite while a notice waits when another process committed work
+for it (``commit_watch.py``), or every ``[compute] poll_interval_ms``. Each pass it:
 
 - renews the leases of the operations it is running (every third of ``lease_seconds``); an
   operation whose lease it lost is left to whoever holds it now,
@@ -39,6 +40,7 @@ from functools import partial
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from cloudseed.agent.commit_watch import CommitWatch
 from cloudseed.agent.console_mirror import ConsoleMirror
 from cloudseed.agent.guests import ConfigDrives
 from cloudseed.agent.images import AgentImages
@@ -123,6 +125,7 @@ class Agent:
         self._unlisten: Callable[[], None] | None = None
         self._listeners: list[Listener] = []
         self._last_renew = self._last_heartbeat = self._last_look = 0.0
+        self._commits = CommitWatch(host=host)  # SQLite, while a notice waits
         self.presence = HostPresence(settings.state_dir / "locks", host)
         # The console fallback for host keys: a thread of its own, reading the consoles of
         # this host's newly launched guests that did not phone home (hostkeys/watch.py).
@@ -174,6 +177,8 @@ class Agent:
             listener.stop()
         if self._thread is not None:
             self._thread.join(timeout=5)
+            if not self._thread.is_alive():
+                self._commits.close()
         # After the loop's last heartbeat, so none marks the host up again.
         self._mark_down_if_last()
         deadline = time.monotonic() + timeout
@@ -271,9 +276,13 @@ class Agent:
             except Exception:  # a database outage: keep going, the leases tell the truth
                 log.exception("compute agent %s: pass failed", self.owner)
             # Wake for lease renewals even when nothing else happens; look for new work only
-            # when told (in-process queueing, NOTIFY, a freed thread) or every poll interval.
-            woken = self._wake.wait(timeout=min(self.poll, self.lease / 3))
+            # when told (in-process queueing, NOTIFY, a freed thread, another process's
+            # commit on SQLite) or every poll interval.
+            quick = self._commits.interval or self.poll
+            woken = self._wake.wait(timeout=min(self.poll, self.lease / 3, quick))
             self._wake.clear()
+            if not woken and quick < self.poll:
+                woken = self._commits.work_waiting()
 
     def _pass(self, *, look: bool) -> None:
         now = time.monotonic()
@@ -296,7 +305,7 @@ class Agent:
                 break
 
     def _claim(self, cell: Database, limit: int) -> list[queue.Claimed]:
-        claimed = cell.run(partial(self._claim_in, limit=limit), write=True)
+        claimed = cell.run(partial(self._claim_in, limit=limit, cell=cell), write=True)
         runnable = []
         for op in claimed:
             if op.attempts > MAX_ATTEMPTS:
@@ -310,10 +319,11 @@ class Agent:
                 runnable.append(op)
         return runnable
 
-    def _claim_in(self, session: Session, *, limit: int) -> list[queue.Claimed]:
+    def _claim_in(self, session: Session, *, limit: int, cell: Database) -> list[queue.Claimed]:
         claimed = queue.claim(
             session, host=self.host, owner=self.owner, lease_seconds=self.lease, limit=limit
         )
+        self._commits.arm(cell, session)
         for op in claimed:
             if op.previous_owner is not None and op.action_id is not None:
                 action_log.note(

@@ -35,6 +35,7 @@ from cloudseed.metadata.delivery import VIA_LOGIN_CHECK, Deliveries
 from cloudseed.metadata.documents import GuestDocuments
 from cloudseed.metadata.documents_now import document_now
 from cloudseed.metadata.errors import EndpointDisabled, NoSuchDocument, TokenRefused, TokenRequired
+from cloudseed.metadata.event_acks import acknowledge
 from cloudseed.metadata.facts import vendordata_request
 from cloudseed.metadata.freshness import Freshness
 from cloudseed.metadata.identify import Identifier
@@ -63,6 +64,7 @@ ALLOWED = {
     tree.TOKEN: ("PUT", frozenset({"PUT"})),
     tree.PHONE_HOME: ("POST", frozenset({"POST"})),
     tree.BOOT_REPORT: ("POST", frozenset({"POST"})),
+    tree.EVENTS: ("POST, GET, HEAD", frozenset({"POST", "GET", "HEAD"})),  # 2.111: event_acks
 }
 # The socket of the request under way, for a PUT (the token's hop limit): set per request
 # task by __call__ from the protocol's scope extension.
@@ -398,6 +400,9 @@ class MetadataApp(asgi.MetadataASGI, AnswersAtOnce):
         if kind == tree.PASSWORD and method == "POST":
             await self._post_password(facts.uuid, receive)
             return Answer(200, b"")
+        if kind == tree.EVENTS and method == "POST":  # lifecycle notices (2.111)
+            assert self.cells is not None
+            return await acknowledge(receive, cells=self.cells, uuid=facts.uuid)
         now = self._document_now(target, guest, address)
         if now is not None:
             return now

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from cloudseed.metadata import render, tree
+from cloudseed.metadata import events, render, tree
 from cloudseed.metadata import versions as v
 from cloudseed.metadata.answers import BINARY, JSON, Answer
 from cloudseed.metadata.delivery import VIA_METADATA
@@ -71,6 +71,10 @@ def document_now(
         return Answer(
             200, dynamic + (b"meta-data/\nuser-data" if facts.user_data else b"meta-data/")
         )
+    if kind == tree.EVENTS:  # lifecycle notices (2.111)
+        return Answer(200, events.openstack(facts.events), JSON)
+    if kind == tree.EC2_EVENTS:
+        return Answer(200, events.ec2(facts.events, target.rest))
     if kind == tree.EC2_META_DATA:
         if target.rest[:1] == ("public-keys",) and facts.keys:
             keys = render.ec2_public_keys(facts, target.rest[1:])
@@ -82,9 +86,10 @@ def document_now(
 
 
 def _ec2(facts: GuestFacts, target: tree.Target, address: str | None, dhcp_domain: str) -> Answer:
-    node: object = render.ec2_meta_data(
-        facts, target.version, dhcp_domain=dhcp_domain, local_ipv4=address
-    )
+    data = render.ec2_meta_data(facts, target.version, dhcp_domain=dhcp_domain, local_ipv4=address)
+    if facts.events:
+        data["events"] = {}  # listed only while the server has some (metadata/events.py)
+    node: object = data
     for name in target.rest:
         if not isinstance(node, dict) or name not in node:
             raise NoSuchDocument("no such meta-data key")

@@ -3,6 +3,7 @@ statuses from the one table (``web/faults.py``).
 
 InvalidInput ─┬─ BadProxyRequest      proxy headers missing or malformed     (400)
               └─ PasswordTooLarge     a posted password over the limit       (400)
+TooLarge ────── AcknowledgementTooLarge  an events.json POST over its limit  (413)
 Unauthorized ─── TokenRequired        no session token, and one is needed    (401)
 Forbidden ────┬─ BadSignature         the proxy's instance id signature      (403)
               ├─ TokenRefused         a bad or expired token, or relayed     (403)
@@ -18,7 +19,14 @@ answer whether it was recognised; ``why`` (for the log) says which.
 
 from __future__ import annotations
 
-from cloudseed.errors import Forbidden, InvalidInput, NotFound, ServiceUnavailable, Unauthorized
+from cloudseed.errors import (
+    Forbidden,
+    InvalidInput,
+    NotFound,
+    ServiceUnavailable,
+    TooLarge,
+    Unauthorized,
+)
 
 
 class BadProxyRequest(InvalidInput):
@@ -65,3 +73,10 @@ class EndpointDisabled(Forbidden):
 
 class TooManyWaiters(ServiceUnavailable):
     """One long-poll more than ``[metadata] max_waiters_per_instance`` or ``max_waiters``."""
+
+
+class AcknowledgementTooLarge(TooLarge):
+    """An acknowledgement (``POST /openstack/latest/events.json``) over its size limit."""
+
+    def __init__(self) -> None:
+        super().__init__("The acknowledgement is too large.")

@@ -24,6 +24,7 @@ from cloudseed.nocloud.seeds import SYSTEM_METADATA_KEY as NOCLOUD_SEED
 from cloudseed.nocloud.seeds import Seed, parse_stored
 from cloudseed.servers.metadata_options import options as md_options
 from cloudseed.servers.metadata_options.options import MetadataOptions
+from cloudseed.servers.notices import rules as notice_rules
 from cloudseed.servers.system_metadata import PASSWORD_CHUNKS, security_group_names
 from cloudseed.vendordata.request import VendordataRequest
 
@@ -88,6 +89,8 @@ class GuestFacts:
     metadata_options: MetadataOptions | None = None
     # The server's tags (2.26), sorted: guests read them when the options enable it.
     tags: tuple[str, ...] = ()
+    # Its lifecycle notices' events (2.111, servers/notices/rules.py), oldest first.
+    events: tuple[notice_rules.Event, ...] = ()
 
     def at(self, now: float) -> GuestFacts:
         """These facts at POSIX time ``now``: keys that expired by then left out (the rule of
@@ -225,6 +228,7 @@ def facts_from_record(
             md_options.from_stored(sysmeta.get(md_options.SYSTEM_METADATA_KEY))
         ),
         tags=shared(tuple(_shared(t) for t in record.tags)),
+        events=notice_rules.parse_stored(sysmeta.get(notice_rules.SYSTEM_METADATA_KEY)),
     )
 
 

@@ -28,6 +28,8 @@ WAITABLE = frozenset(
         tree.PASSWORD,
         tree.VENDOR_DATA,
         tree.VENDOR_DATA2,
+        tree.EVENTS,  # and EC2's events (metadata/events.py), the one EC2 path that waits
+        tree.EC2_EVENTS,
     }
 )
 # Documents not drawn from the instance record: their ETag is a digest of their bytes.
@@ -39,6 +41,9 @@ TAGGED_BY_BYTES = frozenset(
         tree.VENDOR_DATA,
         tree.VENDOR_DATA2,
         tree.EC2_DYNAMIC,
+        # Events: a watcher wakes when they change, not at each change of the record.
+        tree.EVENTS,
+        tree.EC2_EVENTS,
     }
 )
 

@@ -54,6 +54,10 @@ PHONE_HOME = "phone_home"
 # cloudseed's own, under "latest": cloud-init's reporting webhook posts there (2.110,
 # servers/readiness/).
 BOOT_REPORT = "boot_report"
+# Lifecycle notices (2.111, metadata/events.py): only under "latest" in the OpenStack tree;
+# EC2's meta-data/events/... at every version.
+EVENTS = "events.json"
+EC2_EVENTS = "ec2-events"
 
 _OPENSTACK_FILES = {
     META_DATA: v.FOLSOM,
@@ -118,6 +122,8 @@ def _openstack(parts: list[str]) -> Target | None:
         return Target(BOOT_REPORT, version)
     if parts == ["latest", AUTHORIZED_KEYS]:
         return Target(AUTHORIZED_KEYS, version)
+    if parts == ["latest", EVENTS]:
+        return Target(EVENTS, version)
     if len(parts) == 2 and parts[1] in _OPENSTACK_FILES:
         if not v.at_least(version, _OPENSTACK_FILES[parts[1]]):
             return None
@@ -136,6 +142,8 @@ def _ec2(parts: list[str]) -> Target | None:
     if parts[1] == "user-data" and len(parts) == 2:
         return Target(EC2_USER_DATA, version)
     if parts[1] == "meta-data":
+        if parts[2:3] == ["events"]:
+            return Target(EC2_EVENTS, version, tuple(parts[3:]))
         return Target(EC2_META_DATA, version, tuple(parts[2:]))
     if parts[1] == "dynamic" and v.at_least(version, v.EC2_DYNAMIC):
         return Target(EC2_DYNAMIC, version, tuple(parts[2:]))

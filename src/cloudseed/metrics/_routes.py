@@ -46,6 +46,8 @@ _METADATA_ROUTES = {
     tree.AUTHORIZED_KEYS: "/openstack/latest/authorized_keys",
     tree.PHONE_HOME: "/openstack/{version}/phone_home",
     tree.BOOT_REPORT: "/openstack/latest/boot_report",
+    tree.EVENTS: "/openstack/latest/events.json",
+    tree.EC2_EVENTS: "/{version}/meta-data/events/{path}",
     **{
         kind: f"/openstack/{{version}}/{kind}"
         for kind in (
@@ -67,6 +69,7 @@ _EC2_DOCUMENTS = {
     tree.OPENSTACK_INDEX: "openstack/versions",
     tree.OPENSTACK_VERSION: "openstack/version",
     tree.CONTENT: "openstack/content",
+    tree.EC2_EVENTS: "ec2/meta-data/events",
 }
 
 

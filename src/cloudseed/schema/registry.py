@@ -23,6 +23,7 @@ from cloudseed.networks import models as _networks  # noqa: F401
 from cloudseed.quotas import models as _quotas  # noqa: F401
 from cloudseed.servers import models as _servers  # noqa: F401
 from cloudseed.servers.metadata_options import models as _metadata_options  # noqa: F401
+from cloudseed.servers.notices import models as _notices  # noqa: F401
 from cloudseed.servers.readiness import models as _readiness  # noqa: F401
 
 Kind = Literal["api", "cell", "nova_metadata"]

@@ -256,7 +256,7 @@ class Operation(CellBase):
     id: Mapped[int] = mapped_column(primary_key=True)
     uuid: Mapped[str] = mapped_column(String(36), unique=True)
     instance_uuid: Mapped[str] = mapped_column(String(36), index=True)
-    # build | rebuild | reboot_soft | reboot_hard | stop | start | destroy
+    # build | rebuild | reboot_soft | reboot_hard | stop | start | destroy | keys | delete
     kind: Mapped[str] = mapped_column(String(32))
     host: Mapped[str | None] = mapped_column(String(255), default=None)
     # pending | running | done | failed
@@ -270,6 +270,10 @@ class Operation(CellBase):
     created_at: Mapped[timestamp] = mapped_column(default=utcnow)
     updated_at: Mapped[optional_timestamp] = mapped_column(default=None)
     finished_at: Mapped[optional_timestamp] = mapped_column(default=None)
+    # A notice (2.111, servers/notices/): no agent takes the operation before ``not_before``
+    # unless its guest acknowledged it (``acknowledged_at``). None: no notice, as before.
+    not_before: Mapped[optional_timestamp] = mapped_column(default=None)
+    acknowledged_at: Mapped[optional_timestamp] = mapped_column(default=None)
 
 
 class ConsoleTail(CellBase):

@@ -14,6 +14,7 @@ from cloudseed.keypairs.schemas import NAME_FORMAT
 from cloudseed.servers import tags
 from cloudseed.servers.creation import personality
 from cloudseed.servers.metadata_options import options as metadata_options
+from cloudseed.servers.notices.rules import NOTICE_SECONDS, NOTICES_SINCE
 from cloudseed.web.microversions import APIVersion
 
 V = APIVersion
@@ -326,6 +327,8 @@ def rebuild(version: APIVersion, max_user_data: int = NOVA_MAX_USER_DATA) -> dic
         props["hostname"] = _hostname(version)
     if version >= LIVE_KEYS:
         props["key_names"] = KEY_NAMES
+    if version >= NOTICES_SINCE:
+        props["notice_seconds"] = NOTICE_SECONDS  # servers/notices/
     return _wrap("rebuild", props, ["imageRef"])
 
 
@@ -336,6 +339,8 @@ def reboot(version: APIVersion, max_user_data: int = NOVA_MAX_USER_DATA) -> dict
     }
     if version >= USER_DATA_UPDATE:
         props["user_data"] = _user_data(max_user_data, nullable=True)
+    if version >= NOTICES_SINCE:
+        props["notice_seconds"] = NOTICE_SECONDS  # servers/notices/
     return _wrap("reboot", props, ["type"])
 
 

@@ -33,6 +33,7 @@ from cloudseed.servers.live_keys.delivery import (
 )
 from cloudseed.servers.live_keys.sets import fingerprint_sha256
 from cloudseed.servers.metadata_options import options as metadata_options
+from cloudseed.servers.notices import rules as notice_rules
 from cloudseed.servers.readiness import progress as readiness
 from cloudseed.servers.records import ServerRecord
 from cloudseed.servers.system_metadata import security_group_names
@@ -251,6 +252,9 @@ def _by_microversion(
         fields["metadata_options"] = options.body()
     if version >= BOOTSTRAP_STATUS_SINCE:
         fields["bootstrap_status"] = bootstrap_status(record)
+    if version >= notice_rules.NOTICES_SINCE:  # servers/notices/
+        stored = record.system_metadata.get(notice_rules.SYSTEM_METADATA_KEY)
+        fields["scheduled_events"] = notice_rules.api_view(notice_rules.parse_stored(stored))
     return fields
 
 

@@ -39,9 +39,9 @@ _VERSION_RE = re.compile(r"^(?P<major>[1-9][0-9]{0,8})\.(?P<minor>[1-9][0-9]{0,8
 
 MIN_VERSION = APIVersion(2, 1)
 # 2.1-2.104 are Nova's. 2.105 (user data updates), 2.106 (live keys), 2.107 (NoCloud seeds),
-# 2.108 (config drives in Ironic's forms), 2.109 (metadata options) and 2.110 (readiness) are
-# cloudseed's: see docs/api-differences.md.
-MAX_VERSION = APIVersion(2, 110)
+# 2.108 (config drives in Ironic's forms), 2.109 (metadata options), 2.110 (readiness) and 2.111
+# (acknowledged lifecycle notices) are cloudseed's: see docs/api-differences.md.
+MAX_VERSION = APIVersion(2, 111)
 
 
 def requested_version(headers: Mapping[str, str]) -> APIVersion:

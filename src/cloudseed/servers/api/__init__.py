@@ -6,8 +6,9 @@ One module per resource: ``servers`` (create, list, show, update, delete), ``lif
 ``os-security-groups``), ``metadata_items``, ``tags`` (2.26), ``instance_actions``, ``password``
 and ``bootstrap_history``, ``project_keys`` (``/os-project-keys``, 2.106: keys for every server
 of a project) and ``metadata_options`` (2.109: project defaults, a server's token-less access
-audit), ``boot_report`` (2.110: what the guest reported of its boot); ``requests`` holds what
-they all read from a request.
+audit), ``boot_report`` (2.110: what the guest reported of its boot) and ``notices`` (2.111: a
+request's lifecycle notice, a project's defaults); ``requests`` holds what they all read from
+a request.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from cloudseed.servers.api import (
     lifecycle,
     metadata_items,
     metadata_options,
+    notices,
     password,
     project_keys,
     security_groups,
@@ -68,6 +70,9 @@ def _routes() -> list[Route]:
         Route(
             "/os-metadata-options-defaults/{id}", metadata_options.defaults_update, methods=["PUT"]
         ),
+        # 2.111: the lifecycle notices a project's servers get by default.
+        Route("/os-lifecycle-notice-defaults/{id}", notices.defaults_show, methods=["GET"]),
+        Route("/os-lifecycle-notice-defaults/{id}", notices.defaults_update, methods=["PUT"]),
     ]
 
 

@@ -12,7 +12,7 @@ from starlette.responses import Response
 
 from cloudseed.errors import Forbidden, InvalidInput
 from cloudseed.servers import schemas, views
-from cloudseed.servers.api import security_groups
+from cloudseed.servers.api import notices, security_groups
 from cloudseed.servers.api.requests import (
     actor_of,
     key_requests_of,
@@ -26,6 +26,7 @@ from cloudseed.servers.creation.service import generate_password
 from cloudseed.servers.errors import InstanceInvalidState
 from cloudseed.servers.lifecycle.edits import UNSET
 from cloudseed.servers.lifecycle.rebuild_request import RebuildRequest, own_keys
+from cloudseed.servers.notices.rules import NOTICES_SINCE
 from cloudseed.web.microversions import APIVersion
 from cloudseed.web.requests import api_base, context_of, settings_of, version_of
 from cloudseed.web.responses import JSONResponse
@@ -57,9 +58,15 @@ async def _reboot(request: Request, body: dict[str, Any]) -> Response:
     if user_data is not UNSET and not hard:
         raise InvalidInput("user_data can only be changed with a HARD reboot.")
     record = await load_unlocked(request)
+    kind = "reboot_hard" if hard else "reboot_soft"
+    notice = await notices.notice_of(request, record, kind, params.get(notices.NAME))
     await run_in_threadpool(
         lambda: servers_of(request).reboot(
-            record.instance.uuid, actor=actor_of(request), hard=hard, user_data=user_data
+            record.instance.uuid,
+            actor=actor_of(request),
+            hard=hard,
+            user_data=user_data,
+            notice_seconds=notice,
         )
     )
     return Response(status_code=202)
@@ -73,6 +80,7 @@ async def _rebuild(request: Request, body: dict[str, Any]) -> Response:
     params = body["rebuild"]
     key_names = own_keys(params.get("key_name", UNSET), key_requests_of(request, params))
     record = await load_unlocked(request)
+    notice = await notices.notice_of(request, record, "rebuild", params.get(notices.NAME))
     admin_pass = params.get("adminPass") or generate_password()
     rebuild = RebuildRequest(
         image_ref=params["imageRef"],
@@ -89,6 +97,7 @@ async def _rebuild(request: Request, body: dict[str, Any]) -> Response:
         admin_password=admin_pass,
         files=personality.from_request(params.get("personality")),
         quota=settings_of(request).quota,
+        notice_seconds=notice,
     )
     rebuilt = await run_in_threadpool(
         lambda: servers_of(request).rebuild(record.instance.uuid, rebuild)
@@ -100,10 +109,16 @@ async def _rebuild(request: Request, body: dict[str, Any]) -> Response:
 
 
 async def _stop(request: Request, body: dict[str, Any]) -> Response:
-    validate(schemas.EMPTY_ACTION, body["os-stop"])
+    params = body["os-stop"]
+    noticed = version_of(request) >= NOTICES_SINCE
+    validate(notices.STOP if noticed else schemas.EMPTY_ACTION, params)
     record = await load_unlocked(request)
+    asked = params.get(notices.NAME) if noticed and isinstance(params, dict) else None
+    notice = await notices.notice_of(request, record, "stop", asked)
     await run_in_threadpool(
-        lambda: servers_of(request).stop(record.instance.uuid, actor=actor_of(request))
+        lambda: servers_of(request).stop(
+            record.instance.uuid, actor=actor_of(request), notice_seconds=notice
+        )
     )
     return Response(status_code=202)
 

@@ -12,6 +12,7 @@ from starlette.responses import Response
 
 from cloudseed.errors import InvalidInput
 from cloudseed.servers import schemas, views
+from cloudseed.servers.api import notices
 from cloudseed.servers.api.requests import (
     actor_of,
     in_cell,
@@ -329,8 +330,12 @@ async def _key_change(
 
 
 async def delete(request: Request) -> Response:
+    asked = notices.delete_notice(request)  # 2.111: ?notice_seconds=N
     record = await load_unlocked(request)
+    notice = await notices.notice_of(request, record, "delete", asked)
     await run_in_threadpool(
-        lambda: servers_of(request).delete(record.instance.uuid, actor=actor_of(request))
+        lambda: servers_of(request).delete(
+            record.instance.uuid, actor=actor_of(request), notice_seconds=notice
+        )
     )
     return Response(status_code=204)

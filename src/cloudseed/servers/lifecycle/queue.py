@@ -15,6 +15,10 @@ guarantee. After commit, the ``OPERATIONS`` listeners of the database's announce
 hosts got new work (db/announcements.py: the in-process agent wakes at once); on PostgreSQL
 a NOTIFY on the ``cloudseed_operations`` channel, sent at commit, wakes the agents of other
 processes (``db/notify.py``); elsewhere they find the work at their next poll.
+
+An operation queued with a notice (2.111, ``servers/notices/``) has a ``not_before``: ``claim``
+passes it over until then, unless its guest acknowledged it (``acknowledged_at``); its event
+follows it (taken, ended, cancelled) in the same transactions.
 """
 
 from __future__ import annotations
@@ -33,12 +37,26 @@ from cloudseed.db.base import utcnow
 from cloudseed.db.notify import OPERATIONS, notify
 from cloudseed.servers.history import actions as action_log
 from cloudseed.servers.models import Operation
+from cloudseed.servers.notices import rules as notice_rules
+from cloudseed.servers.notices import store as notices
 
 PENDING, RUNNING, DONE, FAILED, CANCELLED = "pending", "running", "done", "failed", "cancelled"
 OPEN = (PENDING, RUNNING)
 # "keys": push a server's live key set through the guest agent (agent/key_operations.py); it claims
 # no task, so it may run beside another operation of the same instance.
-KINDS = ("build", "rebuild", "reboot_soft", "reboot_hard", "stop", "start", "destroy", "keys")
+# "delete": a delete with a notice, done by the agent when the notice ends
+# (agent/noticed_delete.py); a delete without one is done by the request.
+KINDS = (
+    "build",
+    "rebuild",
+    "reboot_soft",
+    "reboot_hard",
+    "stop",
+    "start",
+    "destroy",
+    "keys",
+    "delete",
+)
 
 # Payload keys that are secrets: removed when the operation ends, whatever the outcome.
 SECRET_KEYS = ("admin_password", "files")
@@ -52,23 +70,29 @@ def enqueue(
     host: str | None,
     action_id: int | None = None,
     payload: dict[str, Any] | None = None,
+    notice_seconds: int = 0,
 ) -> str:
-    """Queue ``kind`` for the instance, in the caller's transaction; returns its uuid."""
+    """Queue ``kind`` for the instance, in the caller's transaction; returns its uuid. With
+    ``notice_seconds`` (the caller decided a notice applies: ``notices.applies``) no agent
+    takes it before that many seconds from now unless its guest acknowledges it."""
     if kind not in KINDS:
         raise ValueError(f"unknown operation kind {kind!r}")
     op_uuid = str(uuidlib.uuid4())
-    session.add(
-        Operation(
-            uuid=op_uuid,
-            instance_uuid=instance_uuid,
-            kind=kind,
-            host=host,
-            state=PENDING,
-            action_id=action_id,
-            payload=json.dumps(payload or {}, sort_keys=True),
-            attempts=0,
-        )
+    not_before = utcnow() + dt.timedelta(seconds=notice_seconds) if notice_seconds else None
+    operation = Operation(
+        uuid=op_uuid,
+        instance_uuid=instance_uuid,
+        kind=kind,
+        host=host,
+        state=PENDING,
+        action_id=action_id,
+        payload=json.dumps(payload or {}, sort_keys=True),
+        attempts=0,
+        not_before=not_before,
     )
+    session.add(operation)
+    if not_before is not None:
+        notices.scheduled(session, operation, notice_seconds=notice_seconds)
     announce(session, OPERATIONS, [host or ""])  # this process's agent, after commit
     notify(session, OPERATIONS, host or "")  # other processes' agents, at commit
     return op_uuid
@@ -103,13 +127,7 @@ def claim(
     now = now or utcnow()
     query = (
         select(Operation)
-        .where(
-            Operation.host == host,
-            or_(
-                Operation.state == PENDING,
-                and_(Operation.state == RUNNING, Operation.lease_expires_at < now),
-            ),
-        )
+        .where(*_claimable(host, now))
         .order_by(Operation.id)
         .limit(limit)
         .execution_options(populate_existing=True)
@@ -125,6 +143,8 @@ def claim(
         op.lease_expires_at = expires
         op.attempts += 1
         op.updated_at = now
+        if previous is None:
+            notices.moved(session, op, notice_rules.STARTED, now)
         claimed.append(
             Claimed(
                 id=op.id,
@@ -139,6 +159,48 @@ def claim(
         )
     session.flush()
     return claimed
+
+
+def _claimable(host: str, now: dt.datetime) -> tuple[Any, ...]:
+    """What ``claim`` takes: pending operations whose notice is over or acknowledged (or that
+    have none), and running ones whose lease ran out."""
+    return (
+        Operation.host == host,
+        or_(
+            and_(
+                Operation.state == PENDING,
+                or_(
+                    Operation.not_before.is_(None),
+                    Operation.not_before <= now,
+                    Operation.acknowledged_at.is_not(None),
+                ),
+            ),
+            and_(Operation.state == RUNNING, Operation.lease_expires_at < now),
+        ),
+    )
+
+
+def has_claimable(session: Session, *, host: str) -> bool:
+    """Whether ``claim`` would take something now: one indexed read, no lock (an agent's cheap
+    look before its claim's write transaction)."""
+    found = session.scalar(select(Operation.id).where(*_claimable(host, utcnow())).limit(1))
+    return found is not None
+
+
+def has_waiting_notice(session: Session, *, host: str) -> bool:
+    """Whether an operation of ``host`` waits for its notice to end or its guest to
+    acknowledge it (agent/commit_watch.py watches for the acknowledgement meanwhile)."""
+    found = session.scalar(
+        select(Operation.id)
+        .where(
+            Operation.host == host,
+            Operation.state == PENDING,
+            Operation.not_before > utcnow(),
+            Operation.acknowledged_at.is_(None),
+        )
+        .limit(1)
+    )
+    return found is not None
 
 
 def renew(session: Session, *, ids: list[int], owner: str, lease_seconds: float) -> set[int]:
@@ -158,6 +220,17 @@ def renew(session: Session, *, ids: list[int], owner: str, lease_seconds: float)
         )
     )
     return set(held)
+
+
+def holds(session: Session, op_id: int, *, owner: str) -> bool:
+    """Whether ``owner`` still holds operation ``op_id``'s lease (its row locked until the
+    caller's transaction ends, so the lease cannot change hands meanwhile)."""
+    found = session.scalar(
+        select(Operation.id)
+        .where(Operation.id == op_id, Operation.lease_owner == owner, Operation.state == RUNNING)
+        .with_for_update()
+    )
+    return found is not None
 
 
 def finish(
@@ -180,18 +253,26 @@ def finish(
     op.updated_at = now
     op.lease_expires_at = None
     op.payload = json.dumps(_without_secrets(payload_of(op)), sort_keys=True)
+    notices.moved(session, op, notice_rules.ENDED[state], now)
     return True
 
 
-def cancel_open(session: Session, instance_uuid: str, *, reason: str) -> int:
-    """Cancel the instance's pending and running operations (an admin's reset, a delete): a
-    late agent's ``finish`` then fails and it writes nothing, so their instance actions' open
-    events are ended here, failed with ``reason``. Returns how many."""
+def cancel_open(
+    session: Session, instance_uuid: str, *, reason: str, keep: int | None = None
+) -> int:
+    """Cancel the instance's pending and running operations (an admin's reset, a delete), but
+    ``keep`` (the noticed delete doing this): a late agent's ``finish`` then fails and it
+    writes nothing, so their instance actions' open events are ended here, failed with
+    ``reason``. Returns how many."""
     now = utcnow()
     ops = list(
         session.scalars(
             select(Operation)
-            .where(Operation.instance_uuid == instance_uuid, Operation.state.in_(OPEN))
+            .where(
+                Operation.instance_uuid == instance_uuid,
+                Operation.state.in_(OPEN),
+                Operation.id != (keep if keep is not None else -1),
+            )
             .with_for_update()
         )
     )
@@ -202,6 +283,7 @@ def cancel_open(session: Session, instance_uuid: str, *, reason: str) -> int:
         op.updated_at = now
         op.lease_expires_at = None
         op.payload = json.dumps(_without_secrets(payload_of(op)), sort_keys=True)
+        notices.moved(session, op, notice_rules.CANCELLED, now)
     action_log.finish_open(
         session, action_ids=[op.action_id for op in ops if op.action_id], error=reason
     )

@@ -36,6 +36,9 @@ class RebuildRequest:
     files: personality.Encoded = ()
     # The limits personality files are checked against (``[quota]``).
     quota: QuotaSection = field(default_factory=QuotaSection)
+    # Seconds of notice the guest gets (2.111, servers/notices/): the request's or its
+    # project's default; 0: none.
+    notice_seconds: int = 0
 
 
 def own_keys(

@@ -21,10 +21,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import delete, update
+from sqlalchemy import update
 from sqlalchemy.orm import Session
 
-from cloudseed.cells.models import InstanceMapping
 from cloudseed.cells.service import CellDatabases
 from cloudseed.db.base import utcnow
 from cloudseed.db.engines import Database
@@ -32,7 +31,6 @@ from cloudseed.errors import Forbidden
 from cloudseed.images import service as images
 from cloudseed.images.models import Image
 from cloudseed.images.visibility import Viewer
-from cloudseed.networks import service as networks
 from cloudseed.quotas import service as quotas
 from cloudseed.servers import records, states
 from cloudseed.servers.creation import personality, zero_disk
@@ -40,13 +38,14 @@ from cloudseed.servers.errors import ConsoleNotAvailable
 from cloudseed.servers.history import actions as action_log
 from cloudseed.servers.history import bootstrap as history
 from cloudseed.servers.history.bootstrap import Actor
-from cloudseed.servers.lifecycle import console_tails, edits, queue
+from cloudseed.servers.lifecycle import console_tails, deletion, edits, queue
 from cloudseed.servers.lifecycle.console import console_tail
 from cloudseed.servers.lifecycle.edits import UNSET, Unset
 from cloudseed.servers.lifecycle.rebuild_request import RebuildRequest
 from cloudseed.servers.live_keys import sets as key_sets
 from cloudseed.servers.live_keys import store as live_keys
-from cloudseed.servers.models import FixedIP, Instance, InstanceTag, Port
+from cloudseed.servers.models import Instance
+from cloudseed.servers.notices import store as notices
 
 # System metadata of a locked instance, as Nova keeps them (locked_by is a column there).
 LOCKED_BY = "locked_by"
@@ -116,6 +115,7 @@ class Servers:
                 host=before.instance.host,
                 action_id=action_id,
                 payload=payload,
+                notice_seconds=_notice(request.notice_seconds, before.instance),
             )
             session.flush()
             return records.load(session, uuid), generation
@@ -127,7 +127,13 @@ class Servers:
         return record
 
     def reboot(
-        self, uuid: str, *, actor: Actor, hard: bool, user_data: str | Unset | None = UNSET
+        self,
+        uuid: str,
+        *,
+        actor: Actor,
+        hard: bool,
+        user_data: str | Unset | None = UNSET,
+        notice_seconds: int = 0,
     ) -> None:
         operation = "reboot_hard" if hard else "reboot_soft"
 
@@ -161,17 +167,20 @@ class Servers:
                 host=instance.host,
                 action_id=action_id,
                 payload=payload,
+                notice_seconds=_notice(notice_seconds, instance),
             )
 
         self.cells.for_instance(uuid).run(claim_reboot, write=True)
 
-    def stop(self, uuid: str, *, actor: Actor) -> None:
-        self._simple(uuid, actor, "stop", states.POWERING_OFF)
+    def stop(self, uuid: str, *, actor: Actor, notice_seconds: int = 0) -> None:
+        self._simple(uuid, actor, "stop", states.POWERING_OFF, notice_seconds)
 
     def start(self, uuid: str, *, actor: Actor) -> None:
         self._simple(uuid, actor, "start", states.POWERING_ON)
 
-    def _simple(self, uuid: str, actor: Actor, operation: str, task_state: str) -> None:
+    def _simple(
+        self, uuid: str, actor: Actor, operation: str, task_state: str, notice_seconds: int = 0
+    ) -> None:
         event = f"compute_{operation}_instance"
 
         def claim_simple(session: Session) -> None:
@@ -186,6 +195,7 @@ class Servers:
                 kind=operation,
                 host=instance.host,
                 action_id=action_id,
+                notice_seconds=_notice(notice_seconds, instance),
             )
 
         self.cells.for_instance(uuid).run(claim_simple, write=True)
@@ -255,49 +265,34 @@ class Servers:
             .execution_options(synchronize_session=False)
         )
 
-    def delete(self, uuid: str, *, actor: Actor) -> None:
+    def delete(self, uuid: str, *, actor: Actor, notice_seconds: int = 0) -> None:
         """Delete at once in the database (the address is free again, the metadata service no
         longer answers for it); the guest is destroyed by its host's agent, through a queued
-        destroy that replaces whatever the instance had open."""
+        destroy that replaces whatever the instance had open. With a notice that applies
+        (2.111), the agent deletes it when the notice ends (``deletion.schedule``)."""
         cell = self.cells.for_instance(uuid)
 
-        def delete_in_cell(session: Session) -> None:
+        def delete_in_cell(session: Session) -> bool:
             instance = records.load(session, uuid, for_update=True).instance
-            now = utcnow()
-            queue.cancel_open(session, uuid, reason="the instance was deleted")
-            session.execute(delete(FixedIP).where(FixedIP.instance_uuid == uuid))
-            session.execute(delete(Port).where(Port.instance_uuid == uuid))
-            # Nova drops a server's tags when it deletes it: a deleted server shows none.
-            session.execute(delete(InstanceTag).where(InstanceTag.instance_uuid == uuid))
-            session.execute(
-                update(Instance)
-                .where(Instance.uuid == uuid)
-                .values(
-                    deleted=instance.id,
-                    deleted_at=now,
-                    terminated_at=now,
-                    vm_state=states.DELETED,
-                    task_state=None,
-                    updated_at=now,
+            host = instance.host
+            if host is not None and notices.applies(
+                notice_seconds, vm_state=instance.vm_state, host=host
+            ):
+                deletion.schedule(
+                    session,
+                    uuid,
+                    actor=actor,
+                    host=host,
+                    notice_seconds=notice_seconds,
+                    actor_payload=_actor(actor),
                 )
-                .execution_options(synchronize_session=False)
-            )
-            records.guest_changed(session, uuid)
+                return False
+            deletion.delete_in_cell(session, uuid)
             action_log.start(session, instance_uuid=uuid, action="delete", actor=actor)
-            if instance.host is not None:
-                queue.enqueue(session, instance_uuid=uuid, kind="destroy", host=instance.host)
+            return True
 
-        cell.run(delete_in_cell, write=True)
-
-        def release_mapping(session: Session) -> None:
-            networks.release(session, instance_uuid=uuid)
-            session.execute(
-                update(InstanceMapping)
-                .where(InstanceMapping.instance_uuid == uuid)
-                .values(queued_for_delete=True, updated_at=utcnow())
-            )
-
-        self.api_db.run(release_mapping, write=True)
+        if cell.run(delete_in_cell, write=True):
+            self.api_db.run(lambda session: deletion.release_mapping(session, uuid), write=True)
 
     def console_output(self, uuid: str, *, length: int | None) -> str:
         """The end of the guest's console log, as ``os-getConsoleOutput`` returns it: from the
@@ -374,6 +369,13 @@ def _rebuild_payload(request: RebuildRequest, *, image_uuid: str) -> dict[str, A
     if request.files:
         payload["files"] = [list(f) for f in request.files]
     return payload
+
+
+def _notice(seconds: int, instance: Instance) -> int:
+    """The notice an operation of ``instance`` gets (2.111): ``seconds`` for a running guest,
+    none otherwise (``notices.applies``). Read before the task claim changes nothing it reads."""
+    applies = notices.applies(seconds, vm_state=instance.vm_state, host=instance.host)
+    return seconds if applies else 0
 
 
 def _actor(actor: Actor) -> dict[str, str]:
