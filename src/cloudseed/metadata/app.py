@@ -4,25 +4,20 @@ A request is: parse the path (no IO), identify the caller (a dict lookup once ca
 the session token, send bytes rendered at most once per change of the instance. Errors are
 plain text, as Nova's metadata API (``refusals.py``). An answer that delivers the guest's keys
 is recorded after it is sent (``delivery.py``: at most one write per guest and key generation
-in a worker).
+in a worker). What a guest posts is taken in ``posts.py``; the NoCloud seed tree is answered
+by ``seeds.py``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Callable
-from contextvars import ContextVar
-from typing import Any
 
-from cloudseed.at_once import SOCKET_EXTENSION, AnswersAtOnce, AtOnce
+from cloudseed.at_once import AnswersAtOnce, AtOnce
 from cloudseed.cells.service import CellDatabases
 from cloudseed.db.engines import Database
-from cloudseed.errors import InvalidInput
-from cloudseed.hostkeys.intake import take_report
 from cloudseed.identity.keyring import Keyring
-from cloudseed.listening import set_hop_limit
-from cloudseed.metadata import asgi, recursive, render, seeds, tree
+from cloudseed.metadata import asgi, recursive, render, seeds, token_hops, tree
 from cloudseed.metadata.access_audit import (
     NO_ACCESS_STATS,
     AccessAudit,
@@ -30,28 +25,22 @@ from cloudseed.metadata.access_audit import (
     document_of,
 )
 from cloudseed.metadata.answers import JSON, JWT, Answer, at_once
-from cloudseed.metadata.callers import Callers, has_token
+from cloudseed.metadata.callers import Callers
 from cloudseed.metadata.delivery import VIA_LOGIN_CHECK, Deliveries
 from cloudseed.metadata.documents import GuestDocuments
 from cloudseed.metadata.documents_now import document_now
-from cloudseed.metadata.errors import EndpointDisabled, NoSuchDocument, TokenRefused, TokenRequired
-from cloudseed.metadata.event_acks import acknowledge
+from cloudseed.metadata.errors import EndpointDisabled, NoSuchDocument, TokenRefused
 from cloudseed.metadata.facts import vendordata_request
 from cloudseed.metadata.freshness import Freshness
 from cloudseed.metadata.identify import Identifier
+from cloudseed.metadata.posts import GuestPosts
 from cloudseed.metadata.signed_identity import SignedIdentity
 from cloudseed.metadata.store import CellGuests, GuestStore
 from cloudseed.metadata.tokens import Tokens
-from cloudseed.servers.errors import PasswordTooLarge
-from cloudseed.servers.lifecycle import password
-from cloudseed.servers.readiness.intake import take_event
 from cloudseed.settings import Settings
 from cloudseed.types import Receive, Scope, Send
 from cloudseed.vendordata import Vendordata
-from cloudseed.web.bodies import whole_body
 from cloudseed.web.errors import MethodNotAllowed
-
-log = logging.getLogger(__name__)
 
 # What respond_now leaves to the ASGI path: tokens (the proxy checks, the PUT), reports, login
 # checks, signed documents.
@@ -66,9 +55,6 @@ ALLOWED = {
     tree.BOOT_REPORT: ("POST", frozenset({"POST"})),
     tree.EVENTS: ("POST, GET, HEAD", frozenset({"POST", "GET", "HEAD"})),  # 2.111: event_acks
 }
-# The socket of the request under way, for a PUT (the token's hop limit): set per request
-# task by __call__ from the protocol's scope extension.
-_REQUEST_SOCKET: ContextVar[Any] = ContextVar("metadata_request_socket", default=None)
 
 
 class MetadataApp(asgi.MetadataASGI, AnswersAtOnce):
@@ -87,6 +73,7 @@ class MetadataApp(asgi.MetadataASGI, AnswersAtOnce):
         self.identity: SignedIdentity | None = None
         self.freshness = Freshness(settings)  # ETags, 304s and long-polls
         self.deliveries: Deliveries | None = None
+        self.posts: GuestPosts | None = None  # what guests post, at start-up
         self.seeds: seeds.SeedFiles | None = None  # NoCloud seed URLs, at start-up
         self.access: AccessAudit | None = None  # the token-less access audit, at start-up
         self._access_stats: AccessStats = NO_ACCESS_STATS
@@ -114,6 +101,7 @@ class MetadataApp(asgi.MetadataASGI, AnswersAtOnce):
             source, capacity=self.settings.metadata.cache_size, stats=self._store_stats
         )
         await self.store.start()
+        self.posts = GuestPosts(self.store, cells)
         self.callers = Callers(
             self.store, self.tokens, require_token=self.settings.metadata.require_token
         )
@@ -134,20 +122,11 @@ class MetadataApp(asgi.MetadataASGI, AnswersAtOnce):
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and seeds.is_seed_path(scope["path"]):
             # The seed tree reads the raw path, and nothing logs the token (seeds.py).
-            raw_path: bytes = scope.get("raw_path") or scope["path"].encode()
-            seed_files = self.seeds
-            assert seed_files is not None
-
-            async def answering(method: str, *_: object) -> Answer:
-                return await seed_files.answer(method, raw_path)
-
-            shown = {**scope, "path": seeds.redacted(raw_path)}
-            await asgi.respond(
-                shown, receive, send, answering, log_every_request=self.log_every_request
-            )
+            assert self.seeds is not None
+            await self.seeds.serve(scope, receive, send, log_every_request=self.log_every_request)
             return
         if scope["type"] == "http" and scope["method"] == "PUT":
-            _REQUEST_SOCKET.set((scope.get("extensions") or {}).get(SOCKET_EXTENSION))
+            token_hops.note_socket(scope)
         await super().__call__(scope, receive, send)
 
     def observe_access(self, stats: AccessStats) -> None:
@@ -207,7 +186,7 @@ class MetadataApp(asgi.MetadataASGI, AnswersAtOnce):
         callers, store = self.callers, self.store
         assert callers is not None and store is not None
         if target.kind == tree.EC2_INDEX:
-            if self._cached_endpoint_disabled(peer, headers):
+            if callers.cached_endpoint_disabled(self.identifier, peer, headers):
                 return None  # the ASGI path refuses it
             index = self.freshness.tagged(Answer(200, render.EC2_INDEX), None)
             return self.freshness.conditional(index, headers)
@@ -247,39 +226,34 @@ class MetadataApp(asgi.MetadataASGI, AnswersAtOnce):
         if target.kind == tree.EC2_INDEX:
             # Nova answers "/" without asking who calls; a cached guest whose endpoint is off
             # gets its 403 here too (2.109).
-            if self._cached_endpoint_disabled(peer, headers):
+            assert self.callers is not None
+            if self.callers.cached_endpoint_disabled(self.identifier, peer, headers):
                 raise EndpointDisabled()
             index = self.freshness.tagged(Answer(200, render.EC2_INDEX), None)
             return self.freshness.conditional(index, headers)
-        callers = self.callers
-        assert callers is not None
+        callers, access = self.callers, self.access
+        assert callers is not None and access is not None
         claim = self.identifier.claim(peer, headers)
         guest = await callers.guest(claim)
         if target.kind == tree.TOKEN:
             if self.identifier.relayed_by_guest(peer, headers):
                 raise TokenRefused("Token requests through a proxy are not allowed.")
             answer = callers.issue_token(guest, headers)
-            self._token_hop_limit(guest)
+            token_hops.limit_hops(guest)
             return answer
         if target.kind == tree.IDENTITY_TOKEN:
             # Like a session token, never handed out through a forwarder inside a guest; and
             # only with a session token, whatever the settings say for other documents.
             if self.identifier.relayed_by_guest(peer, headers):
                 raise TokenRefused("Identity tokens through a proxy are not allowed.")
-            self._check_token(guest, headers, target.kind, method, required=True)
+            callers.check_token_audited(guest, headers, target.kind, method, access, required=True)
             assert self.identity is not None
             token = await self.identity.token(guest.facts, query)
             return Answer(200, token, JWT, headers=((b"cache-control", b"no-store"),))
-        self._check_token(guest, headers, target.kind, method)
-        if target.kind == tree.PHONE_HOME:  # cloud-init's report of its host keys (hostkeys/)
-            assert self.cells is not None
-            cells = self.cells
-            return Answer(
-                200, await take_report(receive, headers, caller=guest.facts.uuid, cells=cells)
-            )
-        if target.kind == tree.BOOT_REPORT:  # cloud-init's reporting webhook (readiness/)
-            assert self.cells is not None
-            return Answer(200, await take_event(receive, caller=guest.facts.uuid, cells=self.cells))
+        callers.check_token_audited(guest, headers, target.kind, method, access)
+        if method == "POST":  # only where ALLOWED lets one through: posts.py
+            assert self.posts is not None
+            return await self.posts.take(target.kind, guest.facts.uuid, receive, headers)
         if target.kind == tree.AUTHORIZED_KEYS:
             # ``user`` is for per-user keys to come: every login name gets the guest's keys.
             tree.login_user(query)
@@ -289,15 +263,13 @@ class MetadataApp(asgi.MetadataASGI, AnswersAtOnce):
             return self.freshness.conditional(
                 self.freshness.tagged(keys, guest, (target, False)), headers
             )
-        if method == "POST":
-            return await self._document(target, guest, method, receive, claim.address)
         ask = self.freshness.query(target, query)
 
         async def current(guest: GuestDocuments = guest) -> Answer:
             if ask.recursive:
                 answer = Answer(200, self._recursive(guest, target.version), JSON)
             else:
-                answer = await self._document(target, guest, method, receive, claim.address)
+                answer = await self._document(target, guest, claim.address)
             return self.freshness.tagged(answer, guest, (target, ask.recursive), claim.address)
 
         if not ask.wait:
@@ -318,57 +290,6 @@ class MetadataApp(asgi.MetadataASGI, AnswersAtOnce):
         found = await self.freshness.wait(guest.facts.uuid, ask, receive, again, expiry)
         return self.freshness.conditional(found, headers)
 
-    def _check_token(
-        self,
-        guest: GuestDocuments,
-        headers: list[tuple[bytes, bytes]],
-        kind: str,
-        method: str,
-        *,
-        required: bool = False,
-    ) -> None:
-        """``Callers.check_token``, counting a request without a token in the audit, whether
-        it goes on or is refused (401) for want of one."""
-        assert self.callers is not None and self.access is not None
-        try:
-            with_token = self.callers.check_token(guest, headers, required=required)
-        except TokenRequired:
-            if not has_token(headers):
-                self.access.counted(guest.facts, document_of(kind, method))
-            raise
-        if not with_token:
-            self.access.counted(guest.facts, document_of(kind, method))
-
-    def _cached_endpoint_disabled(
-        self, peer: str | None, headers: list[tuple[bytes, bytes]]
-    ) -> bool:
-        """Whether the caller of "/" is a cached guest whose metadata endpoint is off. "/" is
-        the static list of versions, answered as Nova answers it, without looking the caller
-        up (health checks ask it): only a guest already cached is refused it."""
-        callers = self.callers
-        assert callers is not None
-        try:
-            callers.cached_guest(self.identifier.claim(peer, headers))
-        except EndpointDisabled:
-            return True
-        except Exception:
-            return False
-        return False
-
-    def _token_hop_limit(self, guest: GuestDocuments) -> None:
-        """Give the connection that carries ``guest``'s session token the server's own hop
-        limit (2.109), when it has one: the answer, and anything later on that connection,
-        leaves with it (never raised again: a retransmission of the token must not go
-        further). Without one, the listener's (``[metadata] hop_limit``) stays."""
-        hops = guest.facts.hop_limit
-        sock = _REQUEST_SOCKET.get()
-        if hops is None or sock is None:
-            return
-        try:
-            set_hop_limit(sock, hops)
-        except OSError:
-            log.exception("setting hop limit %d on a token answer failed", hops)
-
     def _recursive(self, guest: GuestDocuments, version: str) -> bytes:
         assert self.vendordata is not None
         return recursive.instance_data(
@@ -388,21 +309,11 @@ class MetadataApp(asgi.MetadataASGI, AnswersAtOnce):
         return lambda: deliveries.served(guest, via)
 
     async def _document(
-        self,
-        target: tree.Target,
-        guest: GuestDocuments,
-        method: str,
-        receive: Receive,
-        address: str | None,
+        self, target: tree.Target, guest: GuestDocuments, address: str | None
     ) -> Answer:
+        """The GET of ``target`` for ``guest``: at once where it takes no IO, else loaded."""
         facts = guest.facts
         kind = target.kind
-        if kind == tree.PASSWORD and method == "POST":
-            await self._post_password(facts.uuid, receive)
-            return Answer(200, b"")
-        if kind == tree.EVENTS and method == "POST":  # lifecycle notices (2.111)
-            assert self.cells is not None
-            return await acknowledge(receive, cells=self.cells, uuid=facts.uuid)
         now = self._document_now(target, guest, address)
         if now is not None:
             return now
@@ -427,27 +338,6 @@ class MetadataApp(asgi.MetadataASGI, AnswersAtOnce):
             dhcp_domain=self.dhcp_domain,
             delivered=self._delivered,
         )
-
-    async def _post_password(self, uuid: str, receive: Receive) -> None:
-        body = await whole_body(receive, limit=password.MAX_SIZE, too_large=PasswordTooLarge)
-        try:
-            text = body.decode("utf-8")
-        except UnicodeDecodeError:
-            raise InvalidInput("The password is not valid UTF-8.") from None
-        if not text:
-            # As Nova: an empty post sets nothing, so the guest can still post its password.
-            return
-        store, cells = self.store, self.cells
-        assert store is not None and cells is not None
-
-        def write() -> None:
-            # The app is the caller here: it owns the transaction, password.store takes it.
-            cells.for_instance(uuid).run(
-                lambda session: password.store(session, uuid, text), write=True
-            )
-
-        await asyncio.to_thread(write)
-        store.changed(uuid)  # this worker answers from the new value at once
 
 
 def create_metadata_app(settings: Settings, *, api_db: Database | None = None) -> MetadataApp:

@@ -1,15 +1,17 @@
 """Who is asking, and whether they may: the guest a caller's claim names (identify.py makes
 the claim from the request), found in the worker's cache or loaded by the store, and held to
-the claim; session tokens (tokens.py) issued to that guest and checked. The metadata app's two
-paths, the ASGI one and the answers written at once, ask the same questions here."""
+the claim; session tokens (tokens.py) issued to that guest and checked, a request without one
+counted in the token-less access audit. The metadata app's two paths, the ASGI one and the
+answers written at once, ask the same questions here."""
 
 from __future__ import annotations
 
 from cloudseed.errors import InvalidInput
+from cloudseed.metadata.access_audit import AccessAudit, document_of
 from cloudseed.metadata.answers import Answer
 from cloudseed.metadata.documents import GuestDocuments
 from cloudseed.metadata.errors import EndpointDisabled, TokenRequired, UnknownCaller
-from cloudseed.metadata.identify import ByInstance, ByProvider, Claim
+from cloudseed.metadata.identify import ByInstance, ByProvider, Claim, Identifier
 from cloudseed.metadata.store import GuestStore
 from cloudseed.metadata.tokens import TOKEN_HEADER, TTL_HEADER, Tokens
 
@@ -39,6 +41,20 @@ class Callers:
         else:
             guest = self.store.cached_by_address(claim.address)
         return None if guest is None else self.claimed(claim, guest)
+
+    def cached_endpoint_disabled(
+        self, identifier: Identifier, peer: str | None, headers: Headers
+    ) -> bool:
+        """Whether the caller of "/" is a cached guest whose metadata endpoint is off. "/" is
+        the static list of versions, answered as Nova answers it, without looking the caller
+        up (health checks ask it): only a guest already cached is refused it."""
+        try:
+            self.cached_guest(identifier.claim(peer, headers))
+        except EndpointDisabled:
+            return True
+        except Exception:
+            return False
+        return False
 
     @staticmethod
     def claimed(claim: Claim, guest: GuestDocuments | None) -> GuestDocuments:
@@ -88,6 +104,27 @@ class Callers:
         if required or guest.facts.requires_token(self.require_token):
             raise TokenRequired()
         return False
+
+    def check_token_audited(
+        self,
+        guest: GuestDocuments,
+        headers: Headers,
+        kind: str,
+        method: str,
+        access: AccessAudit,
+        *,
+        required: bool = False,
+    ) -> None:
+        """``check_token``, counting a request without a token in the ``access`` audit,
+        whether it goes on or is refused (401) for want of one."""
+        try:
+            with_token = self.check_token(guest, headers, required=required)
+        except TokenRequired:
+            if not has_token(headers):
+                access.counted(guest.facts, document_of(kind, method))
+            raise
+        if not with_token:
+            access.counted(guest.facts, document_of(kind, method))
 
 
 def has_token(headers: Headers) -> bool:

@@ -16,13 +16,14 @@ import re
 import time
 from dataclasses import dataclass
 
-from cloudseed.metadata import nocloud
+from cloudseed.metadata import asgi, nocloud
 from cloudseed.metadata.answers import BINARY, Answer
 from cloudseed.metadata.documents import GuestDocuments
 from cloudseed.metadata.errors import EndpointDisabled, NoSuchDocument, UnknownCaller
 from cloudseed.metadata.facts import vendordata_request
 from cloudseed.metadata.store import GuestStore
 from cloudseed.nocloud import seeds
+from cloudseed.types import Receive, Scope, Send
 from cloudseed.vendordata import Vendordata
 from cloudseed.web.errors import MethodNotAllowed
 
@@ -63,6 +64,19 @@ class SeedFiles:
     vendordata: Vendordata
     key: bytes
     dhcp_domain: str
+
+    async def serve(
+        self, scope: Scope, receive: Receive, send: Send, *, log_every_request: bool
+    ) -> None:
+        """Answer one HTTP request for a seed path (``is_seed_path``), the ASGI way: read
+        from the raw path, logged with the token left out."""
+        raw_path: bytes = scope.get("raw_path") or scope["path"].encode()
+
+        async def answering(method: str, *_: object) -> Answer:
+            return await self.answer(method, raw_path)
+
+        shown = {**scope, "path": redacted(raw_path)}
+        await asgi.respond(shown, receive, send, answering, log_every_request=log_every_request)
 
     async def answer(self, method: str, raw_path: bytes) -> Answer:
         if method not in ("GET", "HEAD"):
