@@ -24,6 +24,9 @@ from cloudseed.keypairs import schemas as keypair_schemas
 from cloudseed.servers import schemas as server_schemas
 from cloudseed.servers import tags as server_tags
 from cloudseed.servers.api import notices as notice_api
+from cloudseed.servers.lifecycle import schemas as action_schemas
+from cloudseed.servers.live_keys.schemas import PROJECT_KEYS
+from cloudseed.servers.metadata_options import schemas as metadata_options_schemas
 from cloudseed.servers.notices import rules as notice_rules
 from cloudseed.web.microversions import MAX_VERSION, APIVersion
 from tests.support.fuzzing import BIG_DIGITS, HOSTILE_STRINGS, dumps, from_schema, spoiled
@@ -91,7 +94,7 @@ def body_schemas(method: str, path: str, version: APIVersion) -> list[dict[str, 
             wrap("os-stop", {"type": "null"}),
             wrap("os-stop", notice_api.STOP),
             wrap("os-start", {"type": "null"}),
-            wrap("os-getConsoleOutput", s.CONSOLE_OUTPUT),
+            wrap("os-getConsoleOutput", action_schemas.CONSOLE_OUTPUT),
         ]
     if path.endswith("/metadata"):
         return [s.METADATA_BODY]
@@ -102,9 +105,9 @@ def body_schemas(method: str, path: str, version: APIVersion) -> list[dict[str, 
     if method == "POST" and path.endswith("/os-keypairs"):
         return [k.CREATE_V21, k.CREATE_V22, k.CREATE_V210, k.CREATE_V292]
     if method == "PUT" and path.endswith("/os-project-keys/{id}"):
-        return [s.PROJECT_KEYS]
+        return [PROJECT_KEYS]
     if method == "PUT" and path.endswith("/os-metadata-options-defaults/{id}"):
-        return [s.METADATA_OPTIONS_DEFAULTS]
+        return [metadata_options_schemas.DEFAULTS_BODY]
     if method == "PUT" and path.endswith("/os-lifecycle-notice-defaults/{id}"):
         return [notice_rules.DEFAULTS_BODY]
     if method == "POST" and path == "/image/v2/images":

@@ -1,6 +1,8 @@
 """JSON Schemas for the servers API, per microversion (Nova's rules for the fields cloudseed
 serves). Each builder returns the same dict object for the same version range, so validators
-are compiled once."""
+are compiled once. The newer features' schemas sit with their domains (``live_keys/schemas.py``,
+``metadata_options/schemas.py``, ``notices/rules.py``, ``tags.py``); the other actions' bodies
+in ``lifecycle/schemas.py``."""
 
 from __future__ import annotations
 
@@ -13,7 +15,9 @@ from cloudseed.errors import InvalidInput
 from cloudseed.keypairs.schemas import NAME_FORMAT
 from cloudseed.servers import tags
 from cloudseed.servers.creation import personality
+from cloudseed.servers.live_keys.schemas import KEY_NAMES, LIVE_KEYS
 from cloudseed.servers.metadata_options import options as metadata_options
+from cloudseed.servers.metadata_options import schemas as metadata_options_schemas
 from cloudseed.servers.notices.rules import NOTICE_SECONDS, NOTICES_SINCE
 from cloudseed.web.microversions import APIVersion
 
@@ -146,41 +150,6 @@ PIN_UPDATE = V(2, 104)
 # cloudseed's first microversion: user data can change without a rebuild.
 USER_DATA_UPDATE = V(2, 105)
 
-# Live keys: several keys per server, with expiry, changed while it runs; project keys.
-LIVE_KEYS = V(2, 106)
-# Each item a key pair's name, or the name with an expiry. How many: [api]
-# max_keys_per_server, checked in code (a setting; these schemas are built once per version).
-# An expiry's form and time are checked in code too (servers/live_keys/sets.py).
-KEY_NAMES: dict[str, Any] = {
-    "type": "array",
-    "items": {
-        "oneOf": [
-            NAME,
-            {
-                "type": "object",
-                "properties": {
-                    "name": NAME,
-                    "expires_at": {"type": ["string", "null"], "minLength": 1, "maxLength": 64},
-                },
-                "required": ["name"],
-                "additionalProperties": False,
-            },
-        ]
-    },
-}
-
-
-# --- metadata options (2.109): servers/metadata_options/ ----------------------------------------
-METADATA_OPTIONS = V(2, 109)
-# PUT /os-metadata-options-defaults/{project_id}: the project's defaults, replaced whole.
-METADATA_OPTIONS_DEFAULTS: dict[str, Any] = {
-    "type": "object",
-    "properties": {"metadata_options": metadata_options.SCHEMA},
-    "required": ["metadata_options"],
-    "additionalProperties": False,
-}
-# --- end of metadata options ----------------------------------------------------------------------
-
 
 def _wrap(key: str, properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
     return {
@@ -257,7 +226,7 @@ def create(version: APIVersion, max_user_data: int = NOVA_MAX_USER_DATA) -> dict
     if version >= LIVE_KEYS:
         props["key_names"] = KEY_NAMES
         props["block_project_keys"] = BOOLEAN
-    if version >= METADATA_OPTIONS:
+    if version >= metadata_options_schemas.OPTIONS_SINCE:
         props["metadata_options"] = metadata_options.SCHEMA
     schema = _wrap("server", props, required)
     for key in ("os:scheduler_hints", "OS-SCH-HNT:scheduler_hints"):
@@ -298,7 +267,7 @@ def update(version: APIVersion, max_user_data: int = NOVA_MAX_USER_DATA) -> dict
     if version >= LIVE_KEYS:
         props["key_names"] = KEY_NAMES
         props["block_project_keys"] = BOOLEAN
-    if version >= METADATA_OPTIONS:
+    if version >= metadata_options_schemas.OPTIONS_SINCE:
         props["metadata_options"] = metadata_options.SCHEMA
     return _wrap("server", props, [])
 
@@ -344,27 +313,6 @@ def reboot(version: APIVersion, max_user_data: int = NOVA_MAX_USER_DATA) -> dict
     return _wrap("reboot", props, ["type"])
 
 
-EMPTY_ACTION = {"type": ["object", "null"]}
-# ``lock``: from 2.73 an optional ``locked_reason``; before, Nova does not look at the body.
-LOCK_V273 = {
-    "type": ["object", "null"],
-    "properties": {"locked_reason": {"type": "string", "minLength": 1, "maxLength": 255}},
-    "additionalProperties": False,
-}
-
-
-def lock(version: APIVersion) -> dict[str, Any]:
-    return LOCK_V273 if version >= APIVersion(2, 73) else {}
-
-
-# Nova's: -1 (or null) is the whole log; a string of digits is taken too.
-CONSOLE_OUTPUT = {
-    "type": "object",
-    "properties": {
-        "length": {"type": ["integer", "string", "null"], "pattern": "^-?[0-9]+$", "minimum": -1}
-    },
-    "additionalProperties": False,
-}
 METADATA_BODY = {
     "type": "object",
     "properties": {"metadata": METADATA},
@@ -381,45 +329,6 @@ METADATA_ITEM_BODY = {
 
 def true_value(value: object) -> bool:
     return value is True or (isinstance(value, str) and value.lower() in ("true", "1", "on", "yes"))
-
-
-# Project keys (2.106), the body of PUT /os-project-keys/{project_id}: the whole list, in order.
-PROJECT_KEYS: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "project_keys": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "name": NAME,
-                    "user_id": {"type": "string", "minLength": 1, "maxLength": 255},
-                    "expires_at": {"type": ["string", "null"], "minLength": 1, "maxLength": 64},
-                },
-                "required": ["name", "user_id"],
-                "additionalProperties": False,
-            },
-        }
-    },
-    "required": ["project_keys"],
-    "additionalProperties": False,
-}
-
-
-# Nova's os-resetState body: the vm_state to force ("active" or "error").
-RESET_STATE: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "os-resetState": {
-            "type": "object",
-            "properties": {"state": {"type": "string", "enum": ["active", "error"]}},
-            "required": ["state"],
-            "additionalProperties": False,
-        }
-    },
-    "required": ["os-resetState"],
-    "additionalProperties": False,
-}
 
 
 def ipv6_text(value: str | None) -> str | None:

@@ -24,6 +24,7 @@ from cloudseed.servers.api.user_data import check_length, limit_of, read_body
 from cloudseed.servers.creation import personality
 from cloudseed.servers.creation.service import generate_password
 from cloudseed.servers.errors import InstanceInvalidState
+from cloudseed.servers.lifecycle import schemas as action_schemas
 from cloudseed.servers.lifecycle.edits import UNSET
 from cloudseed.servers.lifecycle.rebuild_request import RebuildRequest, own_keys
 from cloudseed.servers.notices.rules import NOTICES_SINCE
@@ -111,7 +112,7 @@ async def _rebuild(request: Request, body: dict[str, Any]) -> Response:
 async def _stop(request: Request, body: dict[str, Any]) -> Response:
     params = body["os-stop"]
     noticed = version_of(request) >= NOTICES_SINCE
-    validate(notices.STOP if noticed else schemas.EMPTY_ACTION, params)
+    validate(notices.STOP if noticed else action_schemas.EMPTY_ACTION, params)
     record = await load_unlocked(request)
     asked = params.get(notices.NAME) if noticed and isinstance(params, dict) else None
     notice = await notices.notice_of(request, record, "stop", asked)
@@ -124,7 +125,7 @@ async def _stop(request: Request, body: dict[str, Any]) -> Response:
 
 
 async def _start(request: Request, body: dict[str, Any]) -> Response:
-    validate(schemas.EMPTY_ACTION, body["os-start"])
+    validate(action_schemas.EMPTY_ACTION, body["os-start"])
     record = await load_unlocked(request)
     await run_in_threadpool(
         lambda: servers_of(request).start(record.instance.uuid, actor=actor_of(request))
@@ -134,7 +135,7 @@ async def _start(request: Request, body: dict[str, Any]) -> Response:
 
 async def _reset_state(request: Request, body: dict[str, Any]) -> Response:
     """``os-resetState`` (admin): Nova's body and rules; also cancels the open operation."""
-    validate(schemas.RESET_STATE, body)
+    validate(action_schemas.RESET_STATE, body)
     if not context_of(request).is_admin:
         raise Forbidden(
             "Policy doesn't allow os_compute_api:os-admin-actions:reset_state to be performed."
@@ -151,7 +152,7 @@ async def _reset_state(request: Request, body: dict[str, Any]) -> Response:
 
 async def _console_output(request: Request, body: dict[str, Any]) -> Response:
     params = body["os-getConsoleOutput"]
-    validate(schemas.CONSOLE_OUTPUT, params)
+    validate(action_schemas.CONSOLE_OUTPUT, params)
     raw = params.get("length")
     number = None if raw is None else bounded_int(raw, "length", minimum=-1)
     length = None if number is None or number == -1 else number
@@ -163,7 +164,7 @@ async def _console_output(request: Request, body: dict[str, Any]) -> Response:
 
 
 async def _lock(request: Request, body: dict[str, Any]) -> Response:
-    validate(schemas.lock(version_of(request)), body["lock"])
+    validate(action_schemas.lock(version_of(request)), body["lock"])
     params = body["lock"] if isinstance(body["lock"], dict) else {}
     if version_of(request) < V(2, 73):
         params = {}

@@ -20,9 +20,9 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
-from cloudseed.servers import schemas
 from cloudseed.servers.api.requests import in_cell, load_owned
 from cloudseed.servers.metadata_options import options as metadata_options
+from cloudseed.servers.metadata_options import schemas as metadata_options_schemas
 from cloudseed.servers.metadata_options import store
 from cloudseed.web.errors import PolicyNotAuthorized, ResourceNotFound
 from cloudseed.web.requests import api_db_of, body_of, context_of, settings_of, version_of
@@ -36,7 +36,7 @@ TOKENS_ITEM = ("metadata_http_tokens", "required")
 
 
 def _at_least_2_109(request: Request) -> None:
-    if version_of(request) < schemas.METADATA_OPTIONS:
+    if version_of(request) < metadata_options_schemas.OPTIONS_SINCE:
         raise ResourceNotFound()
 
 
@@ -56,7 +56,7 @@ async def defaults_show(request: Request) -> Response:
 async def defaults_update(request: Request) -> Response:
     _at_least_2_109(request)
     project_id: str = request.path_params["id"]
-    body = await body_of(request, schemas.METADATA_OPTIONS_DEFAULTS)
+    body = await body_of(request, metadata_options_schemas.DEFAULTS_BODY)
     if not context_of(request).is_admin:
         raise PolicyNotAuthorized(POLICY.format("update"))
     options = metadata_options.from_body(body["metadata_options"])

@@ -12,10 +12,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from cloudseed.db.base import utcnow
-from cloudseed.servers import schemas
 from cloudseed.servers.api.requests import actor_of, servers_of
 from cloudseed.servers.live_keys import project as project_keys
 from cloudseed.servers.live_keys import sets as key_sets
+from cloudseed.servers.live_keys.schemas import LIVE_KEYS, PROJECT_KEYS
 from cloudseed.web.errors import PolicyNotAuthorized, ResourceNotFound
 from cloudseed.web.requests import api_db_of, body_of, context_of, settings_of, version_of
 from cloudseed.web.responses import JSONResponse
@@ -26,7 +26,7 @@ PROJECT_ROLES = frozenset({"reader", "member"})
 
 
 def _project(request: Request) -> str:
-    if version_of(request) < schemas.LIVE_KEYS:
+    if version_of(request) < LIVE_KEYS:
         raise ResourceNotFound()
     project_id: str = request.path_params["id"]
     return project_id
@@ -46,7 +46,7 @@ async def show(request: Request) -> Response:
 
 async def update(request: Request) -> Response:
     project_id = _project(request)
-    body = await body_of(request, schemas.PROJECT_KEYS)  # first, as Nova's schema decorator
+    body = await body_of(request, PROJECT_KEYS)  # first, as Nova's schema decorator
     if not context_of(request).is_admin:
         raise PolicyNotAuthorized(POLICY.format("update"))
     requests = key_sets.project_key_requests(
