@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from cloudseed.metadata import render
+from cloudseed.metadata import render, render_ec2
 from cloudseed.metadata import versions as v
 from cloudseed.metadata.facts import GuestFacts
 
@@ -91,7 +91,7 @@ def drive_tree(facts: GuestFacts, data: DriveData) -> dict[str, bytes]:
         version = v.ec2_version(name)
         assert version is not None
         base = f"ec2/{name}/"
-        tree[base + "meta-data.json"] = render.ec2_meta_data_json(
+        tree[base + "meta-data.json"] = render_ec2.ec2_meta_data_json(
             facts, version, dhcp_domain=data.dhcp_domain
         )
         if user_data is not None:

@@ -17,7 +17,7 @@ from cloudseed.at_once import AnswersAtOnce, AtOnce
 from cloudseed.cells.service import CellDatabases
 from cloudseed.db.engines import Database
 from cloudseed.identity.keyring import Keyring
-from cloudseed.metadata import asgi, recursive, render, seeds, token_hops, tree
+from cloudseed.metadata import asgi, recursive, render_ec2, seeds, token_hops, tree
 from cloudseed.metadata.access_audit import (
     NO_ACCESS_STATS,
     AccessAudit,
@@ -188,7 +188,7 @@ class MetadataApp(asgi.MetadataASGI, AnswersAtOnce):
         if target.kind == tree.EC2_INDEX:
             if callers.cached_endpoint_disabled(self.identifier, peer, headers):
                 return None  # the ASGI path refuses it
-            index = self.freshness.tagged(Answer(200, render.EC2_INDEX), None)
+            index = self.freshness.tagged(Answer(200, render_ec2.EC2_INDEX), None)
             return self.freshness.conditional(index, headers)
         claim = self.identifier.claim(peer, headers)
         guest = callers.cached_guest(claim)
@@ -229,7 +229,7 @@ class MetadataApp(asgi.MetadataASGI, AnswersAtOnce):
             assert self.callers is not None
             if self.callers.cached_endpoint_disabled(self.identifier, peer, headers):
                 raise EndpointDisabled()
-            index = self.freshness.tagged(Answer(200, render.EC2_INDEX), None)
+            index = self.freshness.tagged(Answer(200, render_ec2.EC2_INDEX), None)
             return self.freshness.conditional(index, headers)
         callers, access = self.callers, self.access
         assert callers is not None and access is not None

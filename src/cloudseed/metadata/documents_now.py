@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from cloudseed.metadata import events, render, tree
+from cloudseed.metadata import events, render, render_ec2, tree
 from cloudseed.metadata import versions as v
 from cloudseed.metadata.answers import BINARY, JSON, Answer
 from cloudseed.metadata.delivery import VIA_METADATA
@@ -65,7 +65,7 @@ def document_now(
     if kind == tree.PASSWORD:
         return Answer(200, facts.password.encode())
     if kind == tree.EC2_INDEX_IDENTIFIED:
-        return Answer(200, render.EC2_INDEX)
+        return Answer(200, render_ec2.EC2_INDEX)
     if kind == tree.EC2_VERSION:
         dynamic = b"dynamic/\n" if v.at_least(target.version, v.EC2_DYNAMIC) else b""
         return Answer(
@@ -77,7 +77,7 @@ def document_now(
         return Answer(200, events.ec2(facts.events, target.rest))
     if kind == tree.EC2_META_DATA:
         if target.rest[:1] == ("public-keys",) and facts.keys:
-            keys = render.ec2_public_keys(facts, target.rest[1:])
+            keys = render_ec2.ec2_public_keys(facts, target.rest[1:])
             if keys is None:
                 raise NoSuchDocument("no such key")
             return Answer(200, keys, sent=delivered(guest, VIA_METADATA))
@@ -86,7 +86,9 @@ def document_now(
 
 
 def _ec2(facts: GuestFacts, target: tree.Target, address: str | None, dhcp_domain: str) -> Answer:
-    data = render.ec2_meta_data(facts, target.version, dhcp_domain=dhcp_domain, local_ipv4=address)
+    data = render_ec2.ec2_meta_data(
+        facts, target.version, dhcp_domain=dhcp_domain, local_ipv4=address
+    )
     if facts.events:
         data["events"] = {}  # listed only while the server has some (metadata/events.py)
     node: object = data
@@ -95,5 +97,5 @@ def _ec2(facts: GuestFacts, target: tree.Target, address: str | None, dhcp_domai
             raise NoSuchDocument("no such meta-data key")
         node = node[name]
     if isinstance(node, dict):
-        return Answer(200, render.ec2_listing(node))
-    return Answer(200, render.ec2_leaf(node))
+        return Answer(200, render_ec2.ec2_listing(node))
+    return Answer(200, render_ec2.ec2_leaf(node))

@@ -12,7 +12,7 @@ import importlib.metadata
 from collections.abc import Awaitable, Callable
 
 from cloudseed.errors import InvalidInput
-from cloudseed.metadata import changes, etags, render, tree
+from cloudseed.metadata import changes, etags, render_ec2, tree
 from cloudseed.metadata.answers import Answer
 from cloudseed.metadata.documents import GuestDocuments
 from cloudseed.settings import Settings
@@ -99,9 +99,9 @@ class Freshness:
         elif (
             document[0].kind == tree.EC2_META_DATA
             and address
-            and render.first_ipv4(guest.facts) is None
+            and render_ec2.first_ipv4(guest.facts) is None
         ):
-            # local-ipv4 is then the address asked from (render.ec2_meta_data): one more
+            # local-ipv4 is then the address asked from (render_ec2.ec2_meta_data): one more
             # thing the document depends on.
             tag = self.tagger.of_record(guest.version, (*document, address))
         else:

@@ -29,7 +29,7 @@ from cloudseed.identity.host_keys import host_key_fingerprints
 from cloudseed.identity.issuer import issuer_of
 from cloudseed.identity.keyring import Keyring
 from cloudseed.identity.service import KeySet
-from cloudseed.metadata import render
+from cloudseed.metadata import render_ec2
 from cloudseed.metadata import versions as v
 from cloudseed.metadata.errors import NoSuchDocument
 from cloudseed.metadata.facts import GuestFacts
@@ -128,7 +128,9 @@ class SignedIdentity:
         self, facts: GuestFacts, version: str, address: str | None
     ) -> claims.InstanceIdentity:
         # The EC2 ids and address exactly as this guest's meta-data tree shows them.
-        ec2 = render.ec2_meta_data(facts, version, dhcp_domain=self.dhcp_domain, local_ipv4=address)
+        ec2 = render_ec2.ec2_meta_data(
+            facts, version, dhcp_domain=self.dhcp_domain, local_ipv4=address
+        )
         return claims.InstanceIdentity(
             uuid=facts.uuid,
             ec2_instance_id=ec2["instance-id"],

@@ -7,7 +7,7 @@ import base64
 import json
 
 from cloudseed.configdrive import contents
-from cloudseed.metadata import render
+from cloudseed.metadata import render, render_ec2
 from cloudseed.metadata import versions as v
 from tests.support.guest_facts import facts
 
@@ -95,7 +95,7 @@ def test_ec2_tree_skips_novas_default_versions() -> None:
         "ec2/latest/meta-data.json",
         "ec2/latest/user-data",
     ]
-    assert tree["ec2/latest/meta-data.json"] == render.ec2_meta_data_json(
+    assert tree["ec2/latest/meta-data.json"] == render_ec2.ec2_meta_data_json(
         facts(), v.EC2_LATEST, dhcp_domain="novalocal"
     )
     assert tree["ec2/latest/user-data"] == b"hello"

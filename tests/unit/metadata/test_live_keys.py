@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from cloudseed.errors import InvalidInput
-from cloudseed.metadata import render, tree
+from cloudseed.metadata import render, render_ec2, tree
 from cloudseed.metadata import versions as v
 from cloudseed.metadata.delivery import guest_facts, posix_time
 from cloudseed.metadata.documents import GuestDocuments
@@ -52,20 +52,20 @@ def test_a_repeated_name_does_not_hide_a_key() -> None:
     assert render.key_names(same) == ["k", "k-2", "k-3"]
     doc = json.loads(render.meta_data(same, v.ROCKY, dhcp_domain="").render())
     assert list(doc["public_keys"].values()) == [ED, "ssh-x a", RSA]
-    assert render.ec2_public_keys(same, ()) == b"0=k\n1=k-2\n2=k-3"
+    assert render_ec2.ec2_public_keys(same, ()) == b"0=k\n1=k-2\n2=k-3"
 
 
 def test_ec2_public_keys() -> None:
     guest = three_keys()
-    assert render.ec2_public_keys(guest, ()) == b"0=alice\n1=bob\n2=win"
-    assert render.ec2_public_keys(guest, ("1",)) == b"openssh-key"
-    assert render.ec2_public_keys(guest, ("1", "openssh-key")) == RSA.encode()
-    assert render.ec2_public_keys(guest, ("2", "openssh-key")) == X509.encode()
+    assert render_ec2.ec2_public_keys(guest, ()) == b"0=alice\n1=bob\n2=win"
+    assert render_ec2.ec2_public_keys(guest, ("1",)) == b"openssh-key"
+    assert render_ec2.ec2_public_keys(guest, ("1", "openssh-key")) == RSA.encode()
+    assert render_ec2.ec2_public_keys(guest, ("2", "openssh-key")) == X509.encode()
     for rest in [("3",), ("01",), ("00",), ("-1",), ("+1",), ("\u0661",), ("1 ",), ("99999999",)]:
-        assert render.ec2_public_keys(guest, rest) is None, rest
-    assert render.ec2_public_keys(guest, ("0", "other")) is None
-    assert render.ec2_public_keys(guest, ("0", "openssh-key", "x")) is None
-    tree_ = render.ec2_meta_data(guest, v.EC2_LATEST, dhcp_domain="", local_ipv4=None)
+        assert render_ec2.ec2_public_keys(guest, rest) is None, rest
+    assert render_ec2.ec2_public_keys(guest, ("0", "other")) is None
+    assert render_ec2.ec2_public_keys(guest, ("0", "openssh-key", "x")) is None
+    tree_ = render_ec2.ec2_meta_data(guest, v.EC2_LATEST, dhcp_domain="", local_ipv4=None)
     assert tree_["public-keys"] == {
         "0": {"openssh-key": ED},
         "1": {"openssh-key": RSA},

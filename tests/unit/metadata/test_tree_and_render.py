@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from cloudseed.metadata import render, tree
+from cloudseed.metadata import render, render_ec2, tree
 from cloudseed.metadata import versions as v
 from cloudseed.metadata.facts import GuestFacts, PortFacts
 from tests.support.guest_facts import facts
@@ -121,33 +121,37 @@ def test_network_data() -> None:
 
 
 def test_ec2_tree_and_listing() -> None:
-    data = render.ec2_meta_data(
+    data = render_ec2.ec2_meta_data(
         facts(), v.EC2_LATEST, dhcp_domain="novalocal", local_ipv4="192.0.2.1"
     )
     assert data["instance-id"] == "i-00000007"
     assert data["ami-id"] == "ami-0a1b2c3d"
     assert data["local-ipv4"] == "10.0.0.5"
-    assert render.ec2_listing({"b": 1, "a": {}, "c": []}) == b"a/\nb\nc"
-    assert render.ec2_leaf(["x", "y"]) == b"x\ny"
-    assert render.ec2_leaf(None) == b""
-    old = render.ec2_meta_data(facts(keys=()), "1.0", dhcp_domain="", local_ipv4="x")
+    assert render_ec2.ec2_listing({"b": 1, "a": {}, "c": []}) == b"a/\nb\nc"
+    assert render_ec2.ec2_leaf(["x", "y"]) == b"x\ny"
+    assert render_ec2.ec2_leaf(None) == b""
+    old = render_ec2.ec2_meta_data(facts(keys=()), "1.0", dhcp_domain="", local_ipv4="x")
     assert "public-keys" not in old and "placement" not in old
     no_ipv4 = facts(ports=())
     assert (
-        render.ec2_meta_data(no_ipv4, "1.0", dhcp_domain="", local_ipv4="192.0.2.9")["local-ipv4"]
+        render_ec2.ec2_meta_data(no_ipv4, "1.0", dhcp_domain="", local_ipv4="192.0.2.9")[
+            "local-ipv4"
+        ]
         == "192.0.2.9"
     )
-    drive = json.loads(render.ec2_meta_data_json(facts(), v.EC2_LATEST, dhcp_domain=""))
+    drive = json.loads(render_ec2.ec2_meta_data_json(facts(), v.EC2_LATEST, dhcp_domain=""))
     assert drive["public-keys"] == {"0": {"openssh-key": "ssh-ed25519 AAAA k"}}
 
 
 def test_ec2_security_groups_are_the_servers() -> None:
     def groups(f: GuestFacts) -> object:
-        return render.ec2_meta_data(f, "1.0", dhcp_domain="", local_ipv4=None)["security-groups"]
+        return render_ec2.ec2_meta_data(f, "1.0", dhcp_domain="", local_ipv4=None)[
+            "security-groups"
+        ]
 
     assert groups(facts(security_groups=("default", "web"))) == ["default", "web"]
     assert groups(facts()) == []
-    assert render.ec2_leaf(groups(facts(security_groups=("default", "web")))) == b"default\nweb"
+    assert render_ec2.ec2_leaf(groups(facts(security_groups=("default", "web")))) == b"default\nweb"
 
 
 def test_openstack_listing() -> None:
@@ -188,7 +192,7 @@ def test_ec2_network_interfaces_for_a_guest_with_ipv6() -> None:
         addresses=("fd61::10",),
     )
     guest = facts(ports=(v4, v6), security_groups=("default",))
-    data = render.ec2_meta_data(guest, v.EC2_LATEST, dhcp_domain="novalocal", local_ipv4=None)
+    data = render_ec2.ec2_meta_data(guest, v.EC2_LATEST, dhcp_domain="novalocal", local_ipv4=None)
     assert data["mac"] == "fa:16:3e:00:00:01"
     assert data["network"] == {
         "interfaces": {
@@ -217,12 +221,12 @@ def test_ec2_network_interfaces_for_a_guest_with_ipv6() -> None:
         }
     }
     interface = data["network"]["interfaces"]["macs"]["fa:16:3e:00:00:06"]
-    assert render.ec2_listing(interface) == (
+    assert render_ec2.ec2_listing(interface) == (
         b"device-number\ninterface-id\nipv6s\nlocal-hostname\nmac\nsecurity-groups\nsubnet-id\n"
         b"subnet-ipv6-cidr-blocks"
     )
-    assert render.ec2_leaf(interface["ipv6s"]) == b"fd61::10"
-    assert b"mac\n" in render.ec2_listing(data) and b"network/" in render.ec2_listing(data)
+    assert render_ec2.ec2_leaf(interface["ipv6s"]) == b"fd61::10"
+    assert b"mac\n" in render_ec2.ec2_listing(data) and b"network/" in render_ec2.ec2_listing(data)
     # The path a guest asks, MAC and all, names the leaf.
     target = tree.parse("/latest/meta-data/network/interfaces/macs/fa:16:3e:00:00:06/ipv6s")
     assert target == tree.Target(
@@ -233,13 +237,15 @@ def test_ec2_network_interfaces_for_a_guest_with_ipv6() -> None:
     # An IPv6-only guest: no local-ipv4, even when it asked from an IPv6 address.
     only_v6 = facts(ports=(v6,))
     assert (
-        render.ec2_meta_data(only_v6, "2009-04-04", dhcp_domain="", local_ipv4="fd61::10")[
+        render_ec2.ec2_meta_data(only_v6, "2009-04-04", dhcp_domain="", local_ipv4="fd61::10")[
             "local-ipv4"
         ]
         is None
     )
     # Nova's tree as it was for IPv4 guests, and for the versions before 2009-04-04.
-    assert "network" not in render.ec2_meta_data(facts(ports=(v4,)), v.EC2_LATEST, dhcp_domain="",
-                                                 local_ipv4=None)  # fmt: skip
-    assert "network" not in render.ec2_meta_data(guest, "2008-09-01", dhcp_domain="",
-                                                 local_ipv4=None)  # fmt: skip
+    ipv4_only = render_ec2.ec2_meta_data(
+        facts(ports=(v4,)), v.EC2_LATEST, dhcp_domain="", local_ipv4=None
+    )
+    assert "network" not in ipv4_only
+    before = render_ec2.ec2_meta_data(guest, "2008-09-01", dhcp_domain="", local_ipv4=None)
+    assert "network" not in before

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from cloudseed.errors import InvalidInput
-from cloudseed.metadata import render
+from cloudseed.metadata import render, render_ec2
 from cloudseed.metadata.access_audit import OTHER, PASSWORD, USER_DATA, document_of
 from cloudseed.servers.metadata_options import options as o
 from cloudseed.servers.metadata_options.options import UNSET, CloudDefaults, MetadataOptions
@@ -102,11 +102,11 @@ def test_tags_in_both_trees_only_when_enabled() -> None:
     )
     doc = json.loads(render.meta_data(tagged, "latest", dhcp_domain="").render())
     assert doc["tags"] == {"a": "1", "b c": ""}
-    ec2 = render.ec2_meta_data(tagged, "latest", dhcp_domain="", local_ipv4=None)
+    ec2 = render_ec2.ec2_meta_data(tagged, "latest", dhcp_domain="", local_ipv4=None)
     assert ec2["tags"] == {"instance": {"a": "1", "b c": ""}}
     plain = facts()
     assert "tags" not in json.loads(render.meta_data(plain, "latest", dhcp_domain="").render())
-    assert "tags" not in render.ec2_meta_data(plain, "latest", dhcp_domain="", local_ipv4=None)
+    assert "tags" not in render_ec2.ec2_meta_data(plain, "latest", dhcp_domain="", local_ipv4=None)
 
 
 def test_what_the_audit_calls_a_read() -> None:
