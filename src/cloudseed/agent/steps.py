@@ -1,11 +1,11 @@
-"""What each kind of operation does on the compute host, and how its outcome is recorded.
+"""What each kind of operation does on the compute host.
 
-``run`` reads the instance, calls the driver, then records the outcome in one transaction that
-also ends the operation (``queue.finish``): the instance's new vm/task/power state, the values
-the operation applies when it succeeds (a rebuild's key pair, user data, name, hostname,
-metadata and image; a HARD reboot's user data), the history of those values, and the instance
-action's event. The values a request changes are held in the operation's payload until then,
-so a guest is never served values of an operation that has not happened.
+``run`` reads the instance, calls the driver, then records the outcome (``outcomes.py``) in one
+transaction that also ends the operation (``queue.finish``): the instance's new vm/task/power
+state, the values the operation applies when it succeeds (a rebuild's key pair, user data,
+name, hostname, metadata and image; a HARD reboot's user data), the history of those values,
+and the instance action's event. The values a request changes are held in the operation's
+payload until then, so a guest is never served values of an operation that has not happened.
 
 After each operation that leaves the guest running (or stopped), the driver's answer to
 ``ssh_forward`` is recorded as the instance's system metadata ``ssh_forward`` (removed when
@@ -27,34 +27,25 @@ atomically, and the outcome is recorded once, by whoever holds the lease.
 from __future__ import annotations
 
 import logging
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
 
-from sqlalchemy import update
 from sqlalchemy.orm import Session
 
 from cloudseed.agent import noticed_delete
 from cloudseed.agent.guests import ConfigDrives, Files, guest_spec
 from cloudseed.agent.images import AgentImages
-from cloudseed.agent.key_operations import KeyPusher, after_operation
+from cloudseed.agent.key_operations import KeyPusher
+from cloudseed.agent.outcomes import Lost, Outcome, record_failure, record_fault, record_success
 from cloudseed.agent.seed_urls import SeedUrls
 from cloudseed.cells.service import CellDatabases
 from cloudseed.compute.interfaces import NOCLOUD_BOOTSTRAP, Driver, GuestSpec
-from cloudseed.db.base import utcnow
 from cloudseed.db.engines import Database
-from cloudseed.errors import fault_message
 from cloudseed.servers import records, states
 from cloudseed.servers.creation import personality
 from cloudseed.servers.errors import NotStarted
 from cloudseed.servers.history import actions as action_log
-from cloudseed.servers.history import bootstrap as history
-from cloudseed.servers.history.bootstrap import Actor
-from cloudseed.servers.lifecycle import console_tails, edits, queue
-from cloudseed.servers.live_keys import store as live_keys
-from cloudseed.servers.models import Instance
-from cloudseed.servers.readiness import store as readiness
+from cloudseed.servers.lifecycle import console_tails, queue
 from cloudseed.servers.system_metadata import SSH_FORWARD
 
 log = logging.getLogger(__name__)
@@ -62,9 +53,6 @@ log = logging.getLogger(__name__)
 # The kinds whose driver call reads the image's files (disk, kernel, initramfs): the agent
 # makes sure they are in its image cache first. A stop only switches the guest off.
 NEEDS_IMAGE = frozenset({"build", "rebuild", "reboot_soft", "reboot_hard", "start"})
-
-# The kinds that boot the same disk again: a new boot for readiness (servers/readiness/).
-BOOTS_AGAIN = frozenset({"reboot_soft", "reboot_hard", "start"})
 
 # The instance event each kind records (Nova's names).
 EVENTS = {
@@ -76,20 +64,6 @@ EVENTS = {
     "start": "compute_start_instance",
     "delete": "compute_terminate_instance",  # a noticed delete's (agent/noticed_delete.py)
 }
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """Instance columns to set when the driver call succeeded."""
-
-    vm_state: str
-    power_state: int
-    launched: bool = False
-    ssh_forward: str | None = None
-
-
-class Lost(Exception):
-    """The lease is no longer ours: someone else records this operation's outcome."""
 
 
 @dataclass
@@ -154,15 +128,15 @@ class Steps:
                 self.driver.power_on(guest)
                 outcome = Outcome(states.ACTIVE, states.RUNNING)
         except NotStarted as exc:
-            self._record_failure(op, cell, event, exc.cause, {})
+            record_failure(op, cell, event, exc.cause, {}, owner=self.owner)
             return
         except Lost:
             raise
         except Exception as exc:  # the driver's failure, or the instance vanished
-            self._record_failure(op, cell, event, exc, {"vm_state": states.ERROR})
+            record_failure(op, cell, event, exc, {"vm_state": states.ERROR}, owner=self.owner)
             return
         outcome = replace(outcome, ssh_forward=self._ssh_forward(op.instance_uuid))
-        self._record_success(op, cell, event, outcome)
+        record_success(op, cell, event, outcome, cells=self.cells, owner=self.owner)
 
     def _ssh_forward(self, uuid: str) -> str | None:
         """The driver's answer; a failure to tell is not the operation's failure."""
@@ -256,113 +230,6 @@ class Steps:
 
         cell.run(record_destroyed, write=True)
 
-    # -- outcomes ----------------------------------------------------------------------------
-
-    def _record_success(
-        self, op: queue.Claimed, cell: Database, event: str, outcome: Outcome
-    ) -> None:
-        uuid = op.instance_uuid
-        now = utcnow()
-        values: dict[str, Any] = {
-            "vm_state": outcome.vm_state,
-            "task_state": None,
-            "power_state": outcome.power_state,
-            "updated_at": now,
-        }
-        if outcome.launched:
-            values["launched_at"] = now
-        p = op.payload
-
-        def record_success(session: Session) -> None:
-            if not queue.finish(session, op.id, owner=self.owner, state=queue.DONE):
-                raise Lost()
-            before = records.load(session, uuid, for_update=True)
-            applied = self._apply(session, op, before)
-            session.execute(
-                update(Instance)
-                .where(Instance.uuid == uuid, Instance.deleted == 0)
-                .values(**values)
-                .execution_options(synchronize_session=False)
-            )
-            if applied:
-                records.guest_changed(session, uuid)
-            records.set_extra(session, uuid, fault=None)
-            records.set_system_metadata(session, uuid, SSH_FORWARD, outcome.ssh_forward)
-            running = outcome.power_state == states.RUNNING
-            if op.kind in BOOTS_AGAIN:  # readiness (2.110): pending until the guest reports
-                readiness.boot_began(session, uuid)
-            after_operation(session, uuid, kind=op.kind, host=before.instance.host, running=running)
-            if op.action_id is not None:
-                action_log.finish(
-                    session, action_id=op.action_id, event=event, details=p.get("details")
-                )
-
-        cell.run(record_success, write=True)
-
-    def _apply(self, session: Any, op: queue.Claimed, before: records.ServerRecord) -> bool:
-        """Write the values the operation applies on success, with their history; True when
-        something a guest sees changed."""
-        p = op.payload
-        actor = Actor(**p["actor"]) if "actor" in p else None
-        uuid = op.instance_uuid
-        changes: dict[str, Any] = {}
-        # Described before anything is written: the record's objects change with the writes.
-        old_user_data = history.describe_user_data(before.instance.user_data)
-        if op.kind == "rebuild":
-            changes.update(
-                {k: v for k, v in p.get("apply", {}).items() if k in records.REBUILD_COLUMNS}
-            )
-            # The key set (2.106): a new generation the new disk boots with, and its history.
-            project = live_keys.project_reader(self.cells.api_db, before.instance.project_id)
-            changes.update(
-                live_keys.rebuilt(session, before, p.get("keypairs"), actor=actor, project=project)
-            )
-            if "metadata" in p:
-                edits.replace_metadata(session, uuid, p["metadata"])
-        if "user_data" in p:
-            changes["user_data"] = p["user_data"][0]
-            if actor is not None:
-                history.record(
-                    session,
-                    instance_uuid=uuid,
-                    field="user_data",
-                    action="rebuild" if op.kind == "rebuild" else "reboot",
-                    actor=actor,
-                    old=old_user_data,
-                    new=history.describe_user_data(p["user_data"][0]),
-                )
-        if changes:
-            session.execute(
-                update(Instance)
-                .where(Instance.uuid == uuid, Instance.deleted == 0)
-                .values(**changes)
-                .execution_options(synchronize_session=False)
-            )
-        return bool(changes) or "keypairs" in p or "metadata" in p or op.kind == "rebuild"
-
-    def _record_failure(
-        self,
-        op: queue.Claimed,
-        cell: Database,
-        event: str,
-        exc: Exception,
-        values: dict[str, Any],
-    ) -> None:
-        message = fault_message(exc)
-        log.warning("operation %s on %s failed: %s: %s", event, op.instance_uuid, message, exc)
-        uuid = op.instance_uuid
-
-        def record_failure(session: Session) -> None:
-            if not queue.finish(
-                session, op.id, owner=self.owner, state=queue.FAILED, error=message
-            ):
-                raise Lost()
-            record_fault(session, uuid, message, "".join(traceback.format_exception(exc)), values)
-            if op.action_id is not None:
-                action_log.finish(session, action_id=op.action_id, event=event, error=message)
-
-        cell.run(record_failure, write=True)
-
     def give_up(self, op: queue.Claimed, cell: Database, reason: str) -> None:
         """End an operation that was interrupted too often: ERROR with the reason."""
         if op.kind == "keys" and self.keys is not None:
@@ -380,26 +247,3 @@ class Steps:
                 action_log.finish(session, action_id=op.action_id, event=event, error=reason)
 
         cell.run(record_given_up, write=True)
-
-
-def record_fault(
-    session: Any, uuid: str, message: str, details: str, values: dict[str, Any]
-) -> None:
-    """Clear the task (with ``values``) and record the fault, in the caller's transaction."""
-    now = utcnow()
-    session.execute(
-        update(Instance)
-        .where(Instance.uuid == uuid, Instance.deleted == 0)
-        .values(task_state=None, updated_at=now, **values)
-        .execution_options(synchronize_session=False)
-    )
-    records.set_extra(
-        session,
-        uuid,
-        fault={
-            "code": 500,
-            "message": message,
-            "created": now.isoformat(),
-            "details": details[-4000:],
-        },
-    )
