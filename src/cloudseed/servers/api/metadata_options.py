@@ -14,23 +14,25 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
+from cloudseed.servers.api.project_resources import (
+    check_admin,
+    check_reader,
+    project_in_path,
+    replace_defaults,
+)
 from cloudseed.servers.api.requests import in_cell, load_owned
 from cloudseed.servers.metadata_options import options as metadata_options
 from cloudseed.servers.metadata_options import schemas as metadata_options_schemas
 from cloudseed.servers.metadata_options import store
-from cloudseed.web.errors import PolicyNotAuthorized, ResourceNotFound
-from cloudseed.web.requests import api_db_of, body_of, context_of, settings_of, version_of
+from cloudseed.web.errors import ResourceNotFound
+from cloudseed.web.requests import api_db_of, body_of, settings_of, version_of
 from cloudseed.web.responses import JSONResponse
 from cloudseed.web.transactions import in_transaction
 
 POLICY = "cloudseed:os-metadata-options-defaults:{}"
-PROJECT_ROLES = frozenset({"reader", "member"})
 # The metadata item that required tokens before 2.109 (metadata/facts.py reads it too).
 TOKENS_ITEM = ("metadata_http_tokens", "required")
 
@@ -41,12 +43,8 @@ def _at_least_2_109(request: Request) -> None:
 
 
 async def defaults_show(request: Request) -> Response:
-    _at_least_2_109(request)
-    project_id: str = request.path_params["id"]
-    context = context_of(request)
-    member = context.project_id == project_id and bool(context.roles & PROJECT_ROLES)
-    if not (context.is_admin or member):
-        raise PolicyNotAuthorized(POLICY.format("show"))
+    project_id = project_in_path(request, metadata_options_schemas.OPTIONS_SINCE)
+    check_reader(request, project_id, POLICY)
     found = await in_transaction(
         api_db_of(request), lambda session: store.project_defaults(session, project_id)
     )
@@ -54,20 +52,13 @@ async def defaults_show(request: Request) -> Response:
 
 
 async def defaults_update(request: Request) -> Response:
-    _at_least_2_109(request)
-    project_id: str = request.path_params["id"]
+    project_id = project_in_path(request, metadata_options_schemas.OPTIONS_SINCE)
     body = await body_of(request, metadata_options_schemas.DEFAULTS_BODY)
-    if not context_of(request).is_admin:
-        raise PolicyNotAuthorized(POLICY.format("update"))
+    check_admin(request, POLICY)
     options = metadata_options.from_body(body["metadata_options"])
-
-    def work(session: Session) -> None:
-        store.set_project_defaults(session, project_id, options)
-
-    # Two first PUTs for one project at once: the loser's insert fails, and runs again as an
-    # update of the winner's row.
-    db = api_db_of(request)
-    await run_in_threadpool(lambda: db.run(work, write=True, lost_to=(IntegrityError,)))
+    await replace_defaults(
+        request, lambda session: store.set_project_defaults(session, project_id, options)
+    )
     return JSONResponse({"metadata_options": options.body()})
 
 

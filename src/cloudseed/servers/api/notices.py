@@ -13,24 +13,25 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
 from cloudseed.errors import InvalidInput
+from cloudseed.servers.api.project_resources import (
+    check_admin,
+    check_reader,
+    project_in_path,
+    replace_defaults,
+)
 from cloudseed.servers.notices import rules
 from cloudseed.servers.notices import store as notices
 from cloudseed.servers.records import ServerRecord
-from cloudseed.web.errors import PolicyNotAuthorized, ResourceNotFound
-from cloudseed.web.requests import api_db_of, body_of, context_of, version_of
+from cloudseed.web.requests import api_db_of, body_of, version_of
 from cloudseed.web.responses import JSONResponse
 from cloudseed.web.transactions import in_transaction
 from cloudseed.web.validation import bounded_int
 
 POLICY = "cloudseed:os-lifecycle-notice-defaults:{}"
-PROJECT_ROLES = frozenset({"reader", "member"})
 NAME = "notice_seconds"
 # os-stop's body from 2.111: as before any object (Nova does not look at it), and a notice.
 STOP: dict[str, Any] = {"type": ["object", "null"], "properties": {NAME: rules.NOTICE_SECONDS}}
@@ -65,19 +66,9 @@ def delete_notice(request: Request) -> str | None:
     return values[0] if values else None
 
 
-def _project(request: Request) -> str:
-    if version_of(request) < rules.NOTICES_SINCE:
-        raise ResourceNotFound()
-    project_id: str = request.path_params["id"]
-    return project_id
-
-
 async def defaults_show(request: Request) -> Response:
-    project_id = _project(request)
-    context = context_of(request)
-    member = context.project_id == project_id and bool(context.roles & PROJECT_ROLES)
-    if not (context.is_admin or member):
-        raise PolicyNotAuthorized(POLICY.format("show"))
+    project_id = project_in_path(request, rules.NOTICES_SINCE)
+    check_reader(request, project_id, POLICY)
     found = await in_transaction(
         api_db_of(request), lambda session: notices.project_defaults(session, project_id)
     )
@@ -85,17 +76,11 @@ async def defaults_show(request: Request) -> Response:
 
 
 async def defaults_update(request: Request) -> Response:
-    project_id = _project(request)
+    project_id = project_in_path(request, rules.NOTICES_SINCE)
     body = await body_of(request, rules.DEFAULTS_BODY)
-    if not context_of(request).is_admin:
-        raise PolicyNotAuthorized(POLICY.format("update"))
+    check_admin(request, POLICY)
     defaults = rules.defaults_from_body(body["lifecycle_notices"])
-
-    def work(session: Session) -> None:
-        notices.set_project_defaults(session, project_id, defaults)
-
-    # Two first PUTs for one project at once: the loser's insert fails, and runs again as an
-    # update of the winner's row.
-    db = api_db_of(request)
-    await run_in_threadpool(lambda: db.run(work, write=True, lost_to=(IntegrityError,)))
+    await replace_defaults(
+        request, lambda session: notices.set_project_defaults(session, project_id, defaults)
+    )
     return JSONResponse({"lifecycle_notices": rules.defaults_view(defaults)})

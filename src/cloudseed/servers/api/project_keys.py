@@ -12,32 +12,21 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from cloudseed.db.base import utcnow
+from cloudseed.servers.api.project_resources import check_admin, check_reader, project_in_path
 from cloudseed.servers.api.requests import actor_of, servers_of
 from cloudseed.servers.live_keys import project as project_keys
 from cloudseed.servers.live_keys import sets as key_sets
 from cloudseed.servers.live_keys.schemas import LIVE_KEYS, PROJECT_KEYS
-from cloudseed.web.errors import PolicyNotAuthorized, ResourceNotFound
-from cloudseed.web.requests import api_db_of, body_of, context_of, settings_of, version_of
+from cloudseed.web.requests import api_db_of, body_of, settings_of
 from cloudseed.web.responses import JSONResponse
 from cloudseed.web.transactions import in_transaction
 
 POLICY = "cloudseed:os-project-keys:{}"
-PROJECT_ROLES = frozenset({"reader", "member"})
-
-
-def _project(request: Request) -> str:
-    if version_of(request) < LIVE_KEYS:
-        raise ResourceNotFound()
-    project_id: str = request.path_params["id"]
-    return project_id
 
 
 async def show(request: Request) -> Response:
-    project_id = _project(request)
-    context = context_of(request)
-    member = context.project_id == project_id and bool(context.roles & PROJECT_ROLES)
-    if not (context.is_admin or member):
-        raise PolicyNotAuthorized(POLICY.format("show"))
+    project_id = project_in_path(request, LIVE_KEYS)
+    check_reader(request, project_id, POLICY)
     db = api_db_of(request)
 
     keys = await in_transaction(db, lambda session: project_keys.listed(session, project_id))
@@ -45,10 +34,9 @@ async def show(request: Request) -> Response:
 
 
 async def update(request: Request) -> Response:
-    project_id = _project(request)
+    project_id = project_in_path(request, LIVE_KEYS)
     body = await body_of(request, PROJECT_KEYS)  # first, as Nova's schema decorator
-    if not context_of(request).is_admin:
-        raise PolicyNotAuthorized(POLICY.format("update"))
+    check_admin(request, POLICY)
     requests = key_sets.project_key_requests(
         body["project_keys"], now=utcnow(), limit=settings_of(request).api.max_keys_per_server
     )
