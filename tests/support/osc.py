@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import threading
 import uuid
 from collections.abc import Iterator
@@ -54,20 +53,7 @@ def _openstack(venv: Path) -> Path:
 
 def _works(venv: Path) -> bool:
     binary = _openstack(venv)
-    if not binary.exists():
-        return False
-    try:
-        result = subprocess.run(
-            [str(binary), "--version"],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env=clean_env(),
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return result.returncode == 0 and "openstack" in (result.stdout + result.stderr)
+    return binary.exists() and tool_venv.answers_version(binary, naming="openstack")
 
 
 def _build(target: Path) -> None:

@@ -151,8 +151,9 @@ def build(
     write_marker(venv, requirements)
 
 
-def answers_version(binary: Path) -> bool:
-    """Whether ``binary --version`` runs and exits 0: a tool's venv that still works."""
+def answers_version(binary: Path, *, naming: str = "") -> bool:
+    """Whether ``binary --version`` runs and exits 0 (and says ``naming``, when given): a
+    tool's venv that still works."""
     try:
         result = subprocess.run(
             [str(binary), "--version"],
@@ -164,7 +165,7 @@ def answers_version(binary: Path) -> bool:
         )
     except (OSError, subprocess.TimeoutExpired):
         return False
-    return result.returncode == 0
+    return result.returncode == 0 and naming in result.stdout + result.stderr
 
 
 def has_marker(venv: Path, requirements: tuple[str, ...]) -> bool:
