@@ -39,6 +39,8 @@ log = logging.getLogger(__name__)
 
 # The kinds that boot the same disk again: a new boot for readiness (servers/readiness/).
 BOOTS_AGAIN = frozenset({"reboot_soft", "reboot_hard", "start"})
+# Operations after which the guest boots: its metadata is loaded ahead in every worker.
+BOOTS = BOOTS_AGAIN | {"build", "rebuild"}
 
 
 @dataclass(frozen=True)
@@ -95,6 +97,8 @@ def record_success(
         records.set_extra(session, uuid, fault=None)
         records.set_system_metadata(session, uuid, SSH_FORWARD, outcome.ssh_forward)
         running = outcome.power_state == states.RUNNING
+        if running and op.kind in BOOTS:
+            records.guests_booting(session, [uuid])
         if op.kind in BOOTS_AGAIN:  # readiness (2.110): pending until the guest reports
             readiness.boot_began(session, uuid)
         after_operation(session, uuid, kind=op.kind, host=before.instance.host, running=running)

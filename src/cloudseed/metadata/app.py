@@ -95,6 +95,7 @@ class MetadataApp(asgi.MetadataASGI, AnswersAtOnce):
             dhcp_domain=self.dhcp_domain,
             poll_interval=self.settings.metadata.change_poll_interval_ms / 1000,
             fallback_interval=self.settings.metadata.change_fallback_interval_ms / 1000,
+            ahead_seconds=self.settings.metadata.load_ahead_seconds,
             stats=self._store_stats,
         )
         self.store = GuestStore(

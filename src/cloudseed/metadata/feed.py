@@ -13,8 +13,14 @@ not announced. Rows can commit out of id order (concurrent writers on PostgreSQL
 MariaDB), so ids skipped over are watched for a while in case they commit late (a late commit
 sends its own NOTIFY). Rows older than ``FEED_RETENTION`` are pruned, the newest always kept.
 
+A row may instead say that an instance's guest has just begun to boot (``boot``: a build,
+rebuild, reboot or start finished; servers/records.py ``guests_booting``): that is no change,
+and it is passed to ``ahead`` instead, so that the guest is loaded before its first request.
+A worker that starts also passes on the boots of the last ``ahead_seconds`` (at most the
+feed's retention): a worker restarted during a boot storm meets the storm warm.
+
 The feed only reads: what a change means for the cached documents is its reader's business
-(store.py's ``GuestStore``, which passes ``changed`` and ``failed``).
+(store.py's ``GuestStore``, which passes ``changed``, ``failed`` and ``ahead``).
 """
 
 from __future__ import annotations
@@ -68,18 +74,24 @@ class ChangeFeed:
         failed: Callable[[], None],
         poll_interval: float,
         fallback_interval: float | None = None,
+        ahead: Callable[[list[str]], None] | None = None,
+        ahead_seconds: float = 0.0,
         stats: StoreStats = NO_STATS,
     ) -> None:
         """``changed(uuid)``: called on the loop for each change read; ``failed()``: a read
         failed, so changes may have been missed. ``fallback_interval``: seconds between reads
         while every cell pushes (PostgreSQL, LISTEN connected); None: always poll every
-        ``poll_interval``."""
+        ``poll_interval``. ``ahead(uuids)``: the guests that began to boot, in the order
+        read (None: boots are not passed on); ``ahead_seconds``: how far back the first
+        read looks for them."""
         self.cells = cells
         self.poll_interval = poll_interval
         self.fallback_interval = fallback_interval
         self.stats = stats
         self._changed = changed
         self._failed = failed
+        self._ahead = ahead
+        self._ahead_seconds = min(ahead_seconds, FEED_RETENTION.total_seconds()) if ahead else 0
         self._feeds: dict[str, _Feed] = {}
         self._task: asyncio.Task[None] | None = None
         self._stopping = asyncio.Event()
@@ -91,7 +103,9 @@ class ChangeFeed:
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
-        await asyncio.to_thread(self._start_feeds)
+        booted = await asyncio.to_thread(self._start_feeds)
+        if booted and self._ahead is not None:
+            self._ahead(booted)
         self._task = asyncio.create_task(self._follow())
 
     async def stop(self) -> None:
@@ -110,7 +124,11 @@ class ChangeFeed:
             if feed.probe is not None:
                 feed.probe.close()
 
-    def _start_feeds(self) -> None:
+    def _start_feeds(self) -> list[str]:
+        """Follow the cells not followed yet, from their newest row on; return the guests
+        that began to boot in them in the last ``ahead_seconds``, newest first."""
+        booted: dict[str, None] = {}
+        since = utcnow() - dt.timedelta(seconds=self._ahead_seconds)
         for cell in self.cells.all_cells():
             if cell.name not in self._feeds:
                 # The probe's first look comes before the cursor's read: a commit between
@@ -118,9 +136,12 @@ class ChangeFeed:
                 probe = DataVersion.of(cell.engine)
                 with cell.read() as session:
                     top = session.scalar(select(func.max(GuestChange.id))) or 0
+                    if self._ahead_seconds > 0:
+                        booted.update(dict.fromkeys(_boots_since(session, since, top)))
                 self._feeds[cell.name] = _Feed(cell=cell, cursor=top, probe=probe)
                 if self.fallback_interval is not None and cell.engine.dialect.name == "postgresql":
                     self._listen(cell)
+        return list(booted)
 
     # -- pushes (PostgreSQL) ---------------------------------------------------------------
 
@@ -191,15 +212,20 @@ class ChangeFeed:
             last_read = time.monotonic()
             try:
                 now = last_read
+                booted: list[str] = []
                 if now - last_cells > 10:
-                    await asyncio.to_thread(self._start_feeds)  # cells added since
+                    booted = await asyncio.to_thread(self._start_feeds)  # cells added since
                     last_cells = now
-                if not self._anything_new():
-                    continue
-                changed = await asyncio.to_thread(self.poll_once)
-                for uuid in changed:
-                    self._changed(uuid)
-                if now - last_prune > PRUNE_EVERY:
+                new = self._anything_new()
+                if new:
+                    changed, booting = await asyncio.to_thread(self.poll_once)
+                    for uuid in changed:
+                        self._changed(uuid)
+                    booted += booting
+                if booted and self._ahead is not None:
+                    self._ahead(booted)
+                # Pruned only where something was written: an idle SQLite cell costs nothing.
+                if new and now - last_prune > PRUNE_EVERY:
                     await asyncio.to_thread(self._prune)
                     last_prune = now
             except Exception:
@@ -220,21 +246,23 @@ class ChangeFeed:
                 new = True
         return new or not self._feeds
 
-    def poll_once(self) -> list[str]:
+    def poll_once(self) -> tuple[list[str], list[str]]:
         """Read new feed rows from every cell known (new cells are looked for every 10 s, not
-        on every poll); return the changed instances."""
+        on every poll); return the changed instances and those whose guests began to boot."""
         changed: list[str] = []
+        booted: list[str] = []
         for feed in list(self._feeds.values()):
             rows = self._poll_cell(feed.cell, feed)
             if rows:
                 now = utcnow()
-                for _, stamped in rows:
+                for _, stamped, _ in rows:
                     self.stats.change_lag((now - stamped).total_seconds())
-            changed += [uuid for uuid, _ in rows]
-        return changed
+            for uuid, _, boot in rows:
+                (booted if boot else changed).append(uuid)
+        return changed, booted
 
     @staticmethod
-    def _poll_cell(cell: Database, feed: _Feed) -> list[tuple[str, dt.datetime]]:
+    def _poll_cell(cell: Database, feed: _Feed) -> list[tuple[str, dt.datetime, bool]]:
         now = time.monotonic()
         feed.gaps = {i: t for i, t in feed.gaps.items() if t > now}
         condition = GuestChange.id > feed.cursor
@@ -242,22 +270,39 @@ class ChangeFeed:
             condition = or_(condition, GuestChange.id.in_(list(feed.gaps)))
         with cell.read() as session:
             rows = session.execute(
-                select(GuestChange.id, GuestChange.instance_uuid, GuestChange.changed_at)
+                select(
+                    GuestChange.id,
+                    GuestChange.instance_uuid,
+                    GuestChange.changed_at,
+                    GuestChange.boot,
+                )
                 .where(condition)
                 .order_by(GuestChange.id)
             ).all()
-        for change_id, _, _ in rows:
+        for change_id, *_ in rows:
             feed.gaps.pop(change_id, None)
             if change_id > feed.cursor:
                 for missing in range(feed.cursor + 1, change_id):
                     feed.gaps[missing] = now + GAP_PATIENCE
                 feed.cursor = change_id
-        return [(uuid, changed_at) for _, uuid, changed_at in rows]
+        return [(uuid, changed_at, bool(boot)) for _, uuid, changed_at, boot in rows]
 
     def _prune(self) -> None:
         cutoff = utcnow() - FEED_RETENTION
         for feed in list(self._feeds.values()):
             feed.cell.run(partial(_prune_feed, cutoff=cutoff), write=True)
+
+
+def _boots_since(session: Session, since: dt.datetime, top: int) -> list[str]:
+    """The instances whose guests began to boot after ``since`` (up to row ``top``), the
+    most recent first: those are the likeliest to ask first, and what does not fit in the
+    cache is the oldest."""
+    rows = session.execute(
+        select(GuestChange.instance_uuid)
+        .where(GuestChange.boot, GuestChange.changed_at > since, GuestChange.id <= top)
+        .order_by(GuestChange.id.desc())
+    ).scalars()
+    return list(dict.fromkeys(rows))
 
 
 def _prune_feed(session: Session, *, cutoff: dt.datetime) -> None:

@@ -10,8 +10,9 @@ A change read while the same instance is being loaded makes that load's result u
 so an old copy never outlives a change.
 
 A source may also hand over instances whose guests are likely to ask soon (``ahead``: the
-drop-in's instances that Nova is building or has just changed): the store loads them when no
-request waits for a load, in small batches, and keeps them, so their first request is a hit.
+guests cloudseed's compute agent has just booted; the drop-in's instances that Nova is
+building or has just changed): the store loads them when no request waits for a load, in
+small batches, and keeps them, so their first request is a hit.
 Loading ahead never evicts a cached guest: what finds the store full is left to its first
 request.
 """
@@ -95,13 +96,17 @@ class CellGuests:
         dhcp_domain: str,
         poll_interval: float,
         fallback_interval: float | None = None,
+        ahead_seconds: float = 0.0,
         stats: StoreStats = NO_STATS,
     ) -> None:
-        """``poll_interval``, ``fallback_interval``: when the change feed is read (feed.py)."""
+        """``poll_interval``, ``fallback_interval``: when the change feed is read (feed.py);
+        ``ahead_seconds``: guests that began to boot this recently are loaded ahead, at start
+        and as the feed tells of them (0: none, each loads at its first request)."""
         self.cells = cells
         self.dhcp_domain = dhcp_domain
         self._poll_interval = poll_interval
         self._fallback_interval = fallback_interval
+        self._ahead_seconds = ahead_seconds
         self._stats = stats
         self._feed: ChangeFeed | None = None
         self._unsubscribe: Callable[[], None] | None = None
@@ -116,8 +121,8 @@ class CellGuests:
         failed: Callable[[], None],
         ahead: Callable[[list[str]], None],
     ) -> None:
-        # Nothing is loaded ahead here: cloudseed's own servers' guests load at first request
-        # (a change's NOTIFY names the instance, not whether its guest is about to ask).
+        # Loaded ahead: the guests the feed says began to boot (the compute agent writes that
+        # as a build, rebuild, reboot or start finishes), whose first requests come next.
         loop = asyncio.get_running_loop()
         self._feed = ChangeFeed(
             self.cells,
@@ -125,6 +130,8 @@ class CellGuests:
             failed=failed,
             poll_interval=self._poll_interval,
             fallback_interval=self._fallback_interval,
+            ahead=ahead if self._ahead_seconds > 0 else None,
+            ahead_seconds=self._ahead_seconds,
             stats=self._stats,
         )
         await self._feed.start()

@@ -224,7 +224,10 @@ class BootstrapChange(CellBase):
 
 class GuestChange(CellBase):
     """The change feed: one row per change of what an instance's guest sees, written in the
-    same transaction as the change. Every metadata worker reads it to drop stale documents."""
+    same transaction as the change. Every metadata worker reads it to drop stale documents.
+
+    A row with ``boot`` set is no change: the instance's guest has just begun to boot (a
+    build, rebuild, reboot or start finished), so workers load it ahead of its first request."""
 
     __tablename__ = "guest_changes"
     __table_args__ = MYSQL_TABLE_ARGS
@@ -232,6 +235,7 @@ class GuestChange(CellBase):
     id: Mapped[int] = mapped_column(primary_key=True)
     instance_uuid: Mapped[str] = mapped_column(String(36))
     changed_at: Mapped[timestamp] = mapped_column(default=utcnow, index=True)
+    boot: Mapped[bool] = mapped_column(Boolean, default=False, server_default=sa_false())
 
 
 class Operation(CellBase):

@@ -263,3 +263,14 @@ def guests_changed(session: Session, uuids: list[str]) -> None:
     # NOTIFY per transaction, delivered only if it commits), at their next poll elsewhere.
     if announce(session, GUEST_CHANGES, uuids):
         notify(session, GUEST_CHANGES, "")
+
+
+def guests_booting(session: Session, uuids: list[str]) -> None:
+    """Tell the metadata workers, through the change feed and in the caller's transaction,
+    that these instances' guests have just begun to boot: each worker loads them ahead, so
+    the boot's first requests find them cached. No change of what the guests see (the
+    generation stays), so nothing cached is dropped and no long-poll wakes."""
+    if not uuids:
+        return
+    session.add_all([GuestChange(instance_uuid=uuid, boot=True) for uuid in uuids])
+    notify(session, GUEST_CHANGES, "")  # PostgreSQL's workers read the feed at once

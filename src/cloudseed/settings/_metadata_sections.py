@@ -107,6 +107,17 @@ class MetadataSection:
         "unnoticed). SQLite and MariaDB have no NOTIFY and use change_poll_interval_ms.",
         minimum=1,
     )
+    load_ahead_seconds: int = option(
+        300,
+        "Each worker loads the guests whose instances began to boot (a build, rebuild, reboot "
+        "or start finished) ahead of their first request, as the change feed tells of them, "
+        "and, when it starts, those that began within this many seconds (at most 600, the "
+        "feed's retention): a boot storm's first requests find them cached. Loading ahead "
+        "waits while requests wait for a load, and never evicts a cached guest. 0: none is "
+        "loaded ahead; each loads at its first request.",
+        minimum=0,
+        maximum=600,
+    )
     cache_size: int = option(
         100000,
         "Instances whose rendered documents each worker keeps in memory (least "
