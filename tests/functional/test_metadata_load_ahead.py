@@ -16,6 +16,7 @@ from sqlalchemy import update
 from cloudseed.db.base import utcnow
 from cloudseed.db.engines import Database
 from cloudseed.metadata.app import MetadataApp
+from cloudseed.metadata.documents import GuestDocuments
 from cloudseed.servers.models import GuestChange
 from cloudseed.settings import Settings
 from tests.support.cloud import Cloud, b64, mv, wait_for
@@ -43,9 +44,15 @@ def cache_counts(base: str) -> tuple[float, float]:
     )
 
 
+def cached(app: MetadataApp, uuid: str) -> GuestDocuments | None:
+    """The worker's copy of ``uuid``'s guest, if it holds one (never loads)."""
+    assert app.store is not None
+    return app.store.cached_by_uuid(uuid)
+
+
 def loaded(app: MetadataApp, guest: Guest) -> None:
     wait_until(
-        lambda: app.store.cached_by_uuid(guest.id) is not None,
+        lambda: cached(app, guest.id) is not None,
         what=f"{guest.id} loaded ahead",
     )
 
@@ -68,7 +75,7 @@ def test_a_built_guest_is_loaded_before_it_asks_and_a_reboot_keeps_its_documents
         guest = boot(api, cloud, key_name="key1", user_data=b64("#cloud-config\n"))
         loaded(app, guest)
         tag = first_request_is_a_hit(base, guest)
-        held = app.store.cached_by_uuid(guest.id)
+        held = cached(app, guest.id)
         # A reboot boots the guest again: a boot, not a change. The copy stays (no reload,
         # no long-poll woken) and so does its tag.
         r = api.post(f"/v2.1/servers/{guest.id}/action", json={"reboot": {"type": "HARD"}})
@@ -77,13 +84,13 @@ def test_a_built_guest_is_loaded_before_it_asks_and_a_reboot_keeps_its_documents
         with guest.client(base) as md:
             r = md.get(META)
         assert r.headers["etag"] == tag
-        assert app.store.cached_by_uuid(guest.id) is held
+        assert cached(app, guest.id) is held
         # A change drops it; the change is no boot, so the next request loads it.
         r = api.put(
             f"/v2.1/servers/{guest.id}", json={"server": {"name": "renamed"}}, headers=mv("2.37")
         )
         assert r.status_code == 200, r.text
-        wait_until(lambda: app.store.cached_by_uuid(guest.id) is None, what="the copy dropped")
+        wait_until(lambda: cached(app, guest.id) is None, what="the copy dropped")
         hits, misses = cache_counts(base)
         with guest.client(base) as md:
             assert md.get(META).json()["name"] == "renamed"
@@ -110,8 +117,8 @@ def test_a_worker_that_starts_loads_the_recent_boots_only(
     with running_metadata_app(ahead, api_db=api_db) as (base, app):
         loaded(app, recent)
         first_request_is_a_hit(base, recent)
-        assert app.store.cached_by_uuid(old.id) is None
-        assert app.store.cached_by_uuid(gone.id) is None
+        assert cached(app, old.id) is None
+        assert cached(app, gone.id) is None
         hits, misses = cache_counts(base)
         with old.client(base) as md:
             assert md.get(META).status_code == 200
@@ -127,7 +134,7 @@ def test_nothing_is_loaded_ahead_when_turned_off(
         after = boot(api, cloud, name="after")
         for guest in (before, after):
             hits, misses = cache_counts(base)
-            assert app.store.cached_by_uuid(guest.id) is None
+            assert cached(app, guest.id) is None
             with guest.client(base) as md:
                 assert md.get(META).status_code == 200
             assert cache_counts(base) == (hits, misses + 1)
