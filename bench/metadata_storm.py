@@ -154,8 +154,12 @@ def run(args: argparse.Namespace, tmp: Path, report: Report) -> None:
     instances = report.seeding.instances[: args.instances]
     priming = report.seeding.instances[args.instances :]
     # A new server for the storm: its workers have done nothing else (so their memory is the
-    # metadata service's alone), as after a restart in the middle of a boot storm.
-    with running_server(data_dir, args.workers, compute=not args.no_compute) as server:
+    # metadata service's alone), as after a restart long after the seeding's boots: with
+    # load_ahead_seconds = 1 it loads none of them at start (the cold pass is every guest's
+    # first contact), and loads ahead the guests it builds itself (the --building pass's).
+    with running_server(
+        data_dir, args.workers, compute=not args.no_compute, load_ahead_seconds=1
+    ) as server:
         metadata = f"http://127.0.0.1:{server.metadata_port}"
         done = step("crawling one guest as cloud-init does")
         report.paths = cloud_init_paths(metadata, instances[0])
@@ -267,6 +271,23 @@ def run(args: argparse.Namespace, tmp: Path, report: Report) -> None:
                 report.building = load.report
                 print(f"  {building_line(report)}")
                 done()
+                done = step(
+                    f"boot storm of the {args.building:,} guests just built: each one's "
+                    "crawl once (loaded ahead as their builds finished)"
+                )
+                report.just_built = run_wrk_one_cycle(
+                    "cloudseed, the guests just built (boot storm, loaded ahead)",
+                    wrk_command(
+                        args,
+                        metadata,
+                        "cloudseed",
+                        write_storm_files(tmp / "just-built", load.report.created, report.paths),
+                        900,
+                        one_cycle=True,
+                    ),
+                    args.threads,
+                )
+                done()
 
         done = step("idle: the workers' CPU use with no requests, 10 s")
         time.sleep(2)  # the last pass's connections close
@@ -292,7 +313,8 @@ def run(args: argparse.Namespace, tmp: Path, report: Report) -> None:
             print("\n".join("  " + line for line in profile_lines(report)))
             done()
 
-    for r in [report.cold, *report.warm, *report.nginx, report.paced, report.paced_building]:
+    passes = [report.cold, *report.warm, *report.nginx, report.paced, report.paced_building]
+    for r in [*passes, report.just_built]:
         if r is not None and r.errors:
             report.failures.append(
                 f"{r.what}: {r.non_200} non-200 answers "

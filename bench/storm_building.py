@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import httpx
 import storm_identity
-from storm_seeding import Registries, count_servers, create_batches
+from storm_seeding import Registries, all_server_ids, count_servers, create_batches
 
 BATCH = 100  # servers per multi-create: the creates spread over the pass instead of one burst
 WAIT_SECONDS = 600
@@ -30,6 +30,7 @@ class BuildReport:
     building_at_end: int = 0  # BUILD when the pass ended (at most 1,000: one page)
     all_active_seconds: float = 0.0  # from the first POST until none was BUILD
     refusals: list[str] = field(default_factory=list)
+    created: list[str] = field(default_factory=list)  # the new servers' ids
 
 
 def registries_of(api: httpx.Client, server_id: str) -> Registries:
@@ -52,6 +53,7 @@ class BuildLoad:
         self.report = BuildReport(servers)
         with httpx.Client(base_url=api_base, headers=storm_identity.AUTH, timeout=60) as api:
             self.registries = registries_of(api, seeded_id)
+            self._before = set(all_server_ids(api))
         self._thread = threading.Thread(target=self._create, name="storm-builds", daemon=True)
         self._error: BaseException | None = None
         self._started = 0.0
@@ -88,3 +90,4 @@ class BuildLoad:
             errors = count_servers(api, "ERROR")
             if errors:
                 raise RuntimeError(f"{errors} servers built during the pass went to ERROR")
+            self.report.created = [i for i in all_server_ids(api) if i not in self._before]

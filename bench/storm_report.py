@@ -33,6 +33,7 @@ TARGETS = {
     "kib_per_instance": 5.0,
     "visible_ms": 100.0,
     "nginx_ratio": 0.30,
+    "storm_nginx_ratio": 0.50,  # issue 36: the boot storm, against nginx's warm pass
 }
 
 
@@ -47,6 +48,7 @@ class Report:
     paced: WrkResult | None = None
     paced_building: WrkResult | None = None  # the same load while servers are built
     building: BuildReport | None = None
+    just_built: WrkResult | None = None  # the built servers' guests' crawls, once each
     nginx: list[WrkResult] = field(default_factory=list)
     rss_before: dict[int, int] = field(default_factory=dict)
     rss_after: dict[int, int] = field(default_factory=dict)
@@ -147,6 +149,21 @@ def targets_table(report: Report) -> tuple[str, list[str]]:
                 ratio >= TARGETS["nginx_ratio"],
             )
         )
+    if report.nginx and report.just_built is not None:
+        # Issue 36: the boot storm near the warm one. Its guests' first requests, as they
+        # come after their builds: loaded ahead. The cold pass (a restart long after the
+        # boots: every guest a first contact) is beside it, for the record.
+        ceiling = best(report.nginx).rps
+        rows.append(
+            (
+                f"boot storm of the {len(report.building.created if report.building else []):,} "
+                "guests just built (loaded ahead) / nginx requests/s",
+                f"≥ {TARGETS['storm_nginx_ratio']:.0%}",
+                f"{report.just_built.rps / ceiling:.1%} ({report.just_built.rps:,.0f} req/s; "
+                f"cold pass: {cold.rps / ceiling:.1%})",
+                report.just_built.rps / ceiling >= TARGETS["storm_nginx_ratio"],
+            )
+        )
     lines = ["| Target | Goal | Measured | Met |", "|---|---:|---:|---|"]
     lines += [
         f"| {what} | {goal} | {got} | {'met' if ok else '**not met**'} |"
@@ -163,7 +180,14 @@ def passes_table(report: Report) -> str:
         "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|",
     ]
     assert report.cold is not None
-    passes = [report.cold, *report.warm, *report.nginx, report.paced, report.paced_building]
+    passes = [
+        report.cold,
+        *report.warm,
+        *report.nginx,
+        report.paced,
+        report.paced_building,
+        report.just_built,
+    ]
     for r in [r for r in passes if r is not None]:
         ms = {k: v / 1000 for k, v in r.latency_us.items()}
         statuses = ", ".join(f"{s}: {n:,}" for s, n in sorted(r.statuses.items()))

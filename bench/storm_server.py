@@ -93,12 +93,20 @@ def code_from(src: Path | None) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def running_server(data_dir: Path, workers: int, *, compute: bool = True) -> Iterator[Server]:
+def running_server(
+    data_dir: Path, workers: int, *, compute: bool = True, load_ahead_seconds: int | None = None
+) -> Iterator[Server]:
     """``cloudseed serve``; ``compute=False``: without the compute agent (``--no-compute``),
-    for runs that only read, where queued operations would compete for the CPUs."""
+    for runs that only read, where queued operations would compete for the CPUs;
+    ``load_ahead_seconds``: ``[metadata] load_ahead_seconds`` (None: its default)."""
     api_port, metadata_port = free_port(), free_port()
     env = {
         **os.environ,
+        **(
+            {"CLOUDSEED_METADATA__LOAD_AHEAD_SECONDS": str(load_ahead_seconds)}
+            if load_ahead_seconds is not None
+            else {}
+        ),
         "CLOUDSEED_NEUTRON__SERVICE_METADATA_PROXY": "true",
         "CLOUDSEED_NEUTRON__METADATA_PROXY_SHARED_SECRET": storm_identity.SECRET,
         "CLOUDSEED_LOG_LEVEL": "warning",
