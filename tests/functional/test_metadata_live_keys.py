@@ -303,16 +303,25 @@ def test_metadata_marks_only_the_boot_generation(
 
 
 def test_delivery_never_moves_backwards(
-    api: httpx.Client, guest: Guest, cloud: Cloud, clean_cell_db: Database, metadata_url: str
+    api: httpx.Client,
+    guest: Guest,
+    cloud: Cloud,
+    clean_cell_db: Database,
+    metadata_server: MetadataServer,
 ) -> None:
     marker = boot(api, cloud, key_name="key2")  # its login shows the guest's mark was written
     # Generation 3, nothing applied, written before this metadata service first reads the
     # guest, and not announced: an announced change reaches this in-process service twice (at
     # commit, then again through the change feed), and when the feed's copy came after the
     # read below the guest was read again later, at generation 5, with nothing left to record
-    # (seen under load on SQLite, every time on PostgreSQL).
+    # (seen under load on SQLite, every time on PostgreSQL). Nothing is loaded ahead, so the
+    # service's first read of the guest is the request below.
     set_keys(clean_cell_db, guest.id, keys_generation=3, keys_boot_generation=1, announce=False)
-    with guest.client(metadata_url) as md, marker.client(metadata_url) as marker_md:
+    with (
+        metadata_server(("metadata", {"load_ahead_seconds": 0})) as metadata_url,
+        guest.client(metadata_url) as md,
+        marker.client(metadata_url) as marker_md,
+    ):
         md.get(META)  # cached at generation 3, nothing applied
         # Behind this worker's back (no change announced): generation 5, applied by the agent.
         set_keys(

@@ -133,15 +133,13 @@ class Deliveries:
 
     @staticmethod
     def _mark(by_uuid: dict[str, _Mark], uuids: Iterable[str], session: Session) -> None:
-        for uuid in sorted(uuids):  # one lock order for every worker
-            mark = by_uuid[uuid]
-            if key_delivery.mark_applied(session, uuid, generation=mark.generation, via=mark.via):
-                log.debug(
-                    "instance %s: key generation %d applied (%s)",
-                    uuid,
-                    mark.generation,
-                    mark.via,
-                )
+        key_delivery.mark_many_applied(
+            session,
+            [
+                (uuid, by_uuid[uuid].generation, by_uuid[uuid].via)
+                for uuid in sorted(uuids)  # one lock order for every worker
+            ],
+        )
 
     async def aclose(self) -> None:
         """Write what is queued (before the databases are disposed of)."""

@@ -19,9 +19,9 @@ from __future__ import annotations
 import datetime as dt
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import update
+from sqlalchemy import Table, bindparam, update
 from sqlalchemy.orm import Session
 
 from cloudseed.db.base import utcnow
@@ -111,27 +111,54 @@ def delivery_of(extra: InstanceExtra) -> Delivery:
     )
 
 
+def _applied_update() -> Any:
+    """The conditional UPDATE of ``mark_applied``, on the table (a Core statement, built once,
+    that an executemany can run too)."""
+    table = cast(Table, InstanceExtra.__table__)
+    return (
+        update(table)
+        .where(
+            table.c.instance_uuid == bindparam("uuid"),
+            table.c.keys_applied_generation < bindparam("generation"),
+            table.c.keys_generation >= bindparam("generation"),
+        )
+        .values(
+            keys_applied_generation=bindparam("generation"),
+            keys_applied_via=bindparam("via"),
+            keys_applied_at=bindparam("at"),
+        )
+    )
+
+
+_MARK_APPLIED = _applied_update()
+
+
 def mark_applied(session: Session, instance_uuid: str, *, generation: int, via: str) -> bool:
     """Record that the guest holds ``generation``, unless it is already known to hold it or a
     later one: one conditional UPDATE, so concurrent workers never move it backwards. True if
     this call moved it."""
     if via not in VIAS:
         raise ValueError(f"unknown delivery way {via!r}")
-    result = session.execute(
-        update(InstanceExtra)
-        .where(
-            InstanceExtra.instance_uuid == instance_uuid,
-            InstanceExtra.keys_applied_generation < generation,
-            InstanceExtra.keys_generation >= generation,
-        )
-        .values(
-            keys_applied_generation=generation,
-            keys_applied_via=via,
-            keys_applied_at=utcnow(),
-        )
-        .execution_options(synchronize_session=False)
+    result = session.connection().execute(
+        _MARK_APPLIED,
+        {"uuid": instance_uuid, "generation": generation, "via": via, "at": utcnow()},
     )
-    return bool(result.rowcount)  # type: ignore[attr-defined]
+    return bool(result.rowcount)
+
+
+def mark_many_applied(session: Session, marks: list[tuple[str, int, str]]) -> None:
+    """``mark_applied`` for many guests at once: (instance uuid, generation, via) each, in
+    the order given (the caller's lock order), as one executemany of the same conditional
+    UPDATE. A metadata worker's batch of first key deliveries in a boot storm."""
+    for _, _, via in marks:
+        if via not in VIAS:
+            raise ValueError(f"unknown delivery way {via!r}")
+    if marks:
+        now = utcnow()
+        session.connection().execute(
+            _MARK_APPLIED,
+            [{"uuid": u, "generation": g, "via": via, "at": now} for u, g, via in marks],
+        )
 
 
 def mark_failed(session: Session, instance_uuid: str, *, generation: int, reason: str) -> None:

@@ -12,9 +12,9 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import case, select, update
+from sqlalchemy import Table, bindparam, case, insert, select, update
 from sqlalchemy.orm import Session
 
 from cloudseed.db.base import utcnow
@@ -91,52 +91,74 @@ class Counts:
     password_at: dt.datetime | None = None
 
 
-def add_counts(session: Session, counts: Mapping[str, Counts]) -> None:
-    """Add ``counts`` (instance uuid -> what a worker counted) to the stored ones: one UPDATE
-    per server, an INSERT where it has no row yet. Two workers inserting the same server's
-    first row at once: the loser's IntegrityError rolls its transaction back and the caller
-    runs it again (``Database.run``'s ``lost_to``), when the UPDATE finds the row."""
-    for uuid in sorted(counts):  # one lock order for every worker
-        c = counts[uuid]
-        values: dict[str, object] = {
-            "tokenless_count": MetadataAccess.tokenless_count + c.tokenless,
-            "user_data_count": MetadataAccess.user_data_count + c.user_data,
-            "password_count": MetadataAccess.password_count + c.password,
-        }
-        # Times only move forward: each worker's batch carries its own latest.
-        for name, at in (
-            ("tokenless_last_at", c.tokenless_at),
-            ("user_data_last_at", c.user_data_at),
-            ("password_last_at", c.password_at),
-        ):
-            if at is not None:
-                column = getattr(MetadataAccess, name)
-                values[name] = _max(column, at)
-        done = session.execute(
-            update(MetadataAccess)
-            .where(MetadataAccess.instance_uuid == uuid)
-            .values(values)
-            .execution_options(synchronize_session=False)
-        )
-        if done.rowcount == 0:  # type: ignore[attr-defined]
-            session.add(
-                MetadataAccess(
-                    instance_uuid=uuid,
-                    project_id=c.project_id,
-                    tokenless_count=c.tokenless,
-                    tokenless_last_at=c.tokenless_at,
-                    user_data_count=c.user_data,
-                    user_data_last_at=c.user_data_at,
-                    password_count=c.password,
-                    password_last_at=c.password_at,
-                )
-            )
-            session.flush()
+_ACCESS = cast(Table, MetadataAccess.__table__)
+_COUNTED = ("tokenless", "user_data", "password")
 
 
-def _max(column: Any, at: dt.datetime) -> Any:
-    """``column`` or ``at``, whichever is later (NULL counts as earlier), portably."""
+def _later(name: str) -> Any:
+    """The stored time of ``name`` or the parameter's, whichever is later (a NULL parameter
+    keeps the stored time; a NULL stored time takes the parameter), portably."""
+    column = _ACCESS.c[f"{name}_last_at"]
+    at = bindparam(f"{name}_at", type_=column.type)
     return case((column.is_(None), at), (column < at, at), else_=column)
+
+
+# Built once, run with one parameter set per server (executemany): a flush of a boot storm's
+# thousands of servers is a few statements, not thousands compiled and sent one by one.
+_ADD_COUNTS = (
+    update(_ACCESS)
+    .where(_ACCESS.c.instance_uuid == bindparam("uuid"))
+    .values(
+        {
+            **{
+                f"{name}_count": _ACCESS.c[f"{name}_count"] + bindparam(f"{name}_added")
+                for name in _COUNTED
+            },
+            **{f"{name}_last_at": _later(name) for name in _COUNTED},
+        }
+    )
+)
+_NEW_COUNTS = insert(_ACCESS)
+_KNOWN = select(_ACCESS.c.instance_uuid).where(
+    _ACCESS.c.instance_uuid.in_(bindparam("uuids", expanding=True))
+)
+_CHUNK = 500  # servers per IN list
+
+
+def add_counts(session: Session, counts: Mapping[str, Counts]) -> None:
+    """Add ``counts`` (instance uuid -> what a worker counted) to the stored ones: the
+    servers that have a row get one UPDATE each, the others a row, both as one executemany.
+    Two workers inserting the same server's first row at once: the loser's IntegrityError
+    rolls its transaction back and the caller runs it again (``Database.run``'s ``lost_to``),
+    when the UPDATE finds the row."""
+    uuids = sorted(counts)  # one lock order for every worker
+    connection = session.connection()
+    known: set[str] = set()
+    for i in range(0, len(uuids), _CHUNK):
+        known.update(connection.execute(_KNOWN, {"uuids": uuids[i : i + _CHUNK]}).scalars())
+    updates = [
+        {
+            "uuid": uuid,
+            **{f"{name}_added": getattr(counts[uuid], name) for name in _COUNTED},
+            **{f"{name}_at": getattr(counts[uuid], f"{name}_at") for name in _COUNTED},
+        }
+        for uuid in uuids
+        if uuid in known
+    ]
+    rows = [
+        {
+            "instance_uuid": uuid,
+            "project_id": counts[uuid].project_id,
+            **{f"{name}_count": getattr(counts[uuid], name) for name in _COUNTED},
+            **{f"{name}_last_at": getattr(counts[uuid], f"{name}_at") for name in _COUNTED},
+        }
+        for uuid in uuids
+        if uuid not in known
+    ]
+    if updates:
+        connection.execute(_ADD_COUNTS, updates)
+    if rows:
+        connection.execute(_NEW_COUNTS, rows)
 
 
 def access_of(session: Session, uuid: str) -> Counts | None:
