@@ -20,9 +20,10 @@ the same cloud-config user data and server metadata.
 Measured with ``wrk`` (``--threads`` threads) in alternating rounds, the best of ``--rounds``:
 
 - metadata, ``--only metadata``: the boot storm first (every guest requests cloud-init's 8
-  usual paths once, 256 connections, every cache cold: Nova misses its cache on each guest's
-  first request, cloudseed loads each guest once per worker), then one warm guest requesting
-  the same 8 paths at 8 and at 256 connections;
+  usual paths once, 256 connections, each guest's first contact: Nova misses its cache on
+  each guest's first request; cloudseed's workers loaded each guest ahead as its build
+  finished, as they do for every guest that boots), then one warm guest requesting the same
+  8 paths at 8 and at 256 connections;
 - compute API, ``--only api``: key pair list (100 key pairs, microversion 2.10), key pair show,
   server show, server list (``limit=100``) at 8 connections; key pair import and delete as the
   median of sequential requests.
