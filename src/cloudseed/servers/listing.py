@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 from dataclasses import dataclass, field
+from typing import TypeVarTuple
 
 from sqlalchemy import ColumnElement, Select, and_, exists, false, or_, select
 
@@ -14,6 +15,8 @@ from cloudseed.servers import records, states
 from cloudseed.servers.errors import ServerMarkerNotFound
 from cloudseed.servers.models import Instance, InstanceTag
 from cloudseed.servers.tags import MAX_TAGS, TagFilter
+
+_Columns = TypeVarTuple("_Columns")
 
 
 @dataclass(frozen=True)
@@ -36,56 +39,35 @@ class ListFilter:
     marker: str | None = None
 
 
+@dataclass(frozen=True)
+class ListedServer:
+    """What ``GET /servers`` (Nova's basic view) shows of a server, and where it sorts."""
+
+    uuid: str
+    name: str
+    created_at: dt.datetime
+    id: int
+
+
+# The basic list's columns: four narrow values per server rather than an Instance and the
+# five queries of its record (ORM objects for its extras, ports and addresses), which were
+# nearly all of a ``GET /servers?limit=100``'s time.
+_LISTED_COLUMNS = (Instance.uuid, Instance.display_name, Instance.created_at, Instance.id)
+
+
 def list_servers(cells: CellDatabases, f: ListFilter) -> list[records.ServerRecord]:
     """Newest first (created_at, then id, descending); ``marker`` is the last uuid seen."""
-    try:
-        name_re = re.compile(f.name) if f.name else None
-        ip_res = {
-            version: re.compile(pattern)
-            for version, pattern in ((4, f.ip), (6, f.ip6))
-            if pattern is not None
-        }
-    except re.error as exc:
-        raise InvalidInput(f"Invalid regular expression: {exc}") from exc
+    name_re, ip_res = _patterns(f)
     marker_key = _marker_key(cells, f.marker)
     # Without a regular expression to apply here, each cell's query stops at the page's
     # length: only the page's records are loaded, however many servers the project has.
     page_in_sql = name_re is None and not ip_res
     found: list[records.ServerRecord] = []
     for db in cells.all_cells():
+        query = _cell_query(select(Instance), f, marker_key)
+        if query is None:
+            return []
         with db.read() as session:
-            query = select(Instance).order_by(Instance.created_at.desc(), Instance.id.desc())
-            if f.project_id is not None:
-                query = query.where(Instance.project_id == f.project_id)
-            if f.changes_since is not None:
-                query = query.where(Instance.updated_at >= f.changes_since)
-            else:
-                query = query.where(Instance.deleted == 0)
-            if f.key_name is not None:
-                query = query.where(Instance.key_name == f.key_name)
-            if f.image is not None:
-                query = query.where(Instance.image_ref == f.image)
-            if f.flavor is not None:
-                query = query.where(Instance.flavor_id == f.flavor)
-            if f.host is not None:
-                query = query.where(Instance.host == f.host)
-            if f.reservation_id is not None:
-                query = query.where(Instance.reservation_id == f.reservation_id)
-            if f.tags:
-                query = _with_tags(query, f.tags)
-            if f.status is not None:
-                chosen = states.STATUS_FILTERS.get(f.status.upper(), [])
-                if not chosen:
-                    return []
-                query = query.where(or_(*[_status_condition(c) for c in chosen]))
-            if marker_key is not None:
-                created_at, id_ = marker_key
-                query = query.where(
-                    or_(
-                        Instance.created_at < created_at,
-                        and_(Instance.created_at == created_at, Instance.id < id_),
-                    )
-                )
             if page_in_sql:
                 query = query.limit(f.limit)
             instances = [
@@ -101,11 +83,97 @@ def list_servers(cells: CellDatabases, f: ListFilter) -> list[records.ServerReco
     return found[: f.limit]
 
 
+def list_server_names(cells: CellDatabases, f: ListFilter) -> list[ListedServer]:
+    """``list_servers`` for the basic view: the same servers in the same order, read as
+    four columns each. An ``ip``/``ip6`` filter needs every candidate's addresses: then the
+    full records are read and narrowed."""
+    name_re, ip_res = _patterns(f)
+    if ip_res:
+        return [
+            ListedServer(
+                r.instance.uuid, r.instance.display_name, r.instance.created_at, r.instance.id
+            )
+            for r in list_servers(cells, f)
+        ]
+    marker_key = _marker_key(cells, f.marker)
+    found: list[ListedServer] = []
+    for db in cells.all_cells():
+        query = _cell_query(select(*_LISTED_COLUMNS), f, marker_key)
+        if query is None:
+            return []
+        if name_re is None:
+            query = query.limit(f.limit)
+        with db.read() as session:
+            rows = session.execute(query).all()
+        listed = [
+            ListedServer(uuid, name, created_at, id_)
+            for uuid, name, created_at, id_ in rows
+            if name_re is None or name_re.search(name)
+        ]
+        found.extend(listed[: f.limit])
+    found.sort(key=lambda s: (s.created_at, s.id), reverse=True)
+    return found[: f.limit]
+
+
+def _patterns(f: ListFilter) -> tuple[re.Pattern[str] | None, dict[int, re.Pattern[str]]]:
+    """The filter's regular expressions: ``name``'s, and ``ip``/``ip6``'s by IP version."""
+    try:
+        name_re = re.compile(f.name) if f.name else None
+        ip_res = {
+            version: re.compile(pattern)
+            for version, pattern in ((4, f.ip), (6, f.ip6))
+            if pattern is not None
+        }
+    except re.error as exc:
+        raise InvalidInput(f"Invalid regular expression: {exc}") from exc
+    return name_re, ip_res
+
+
+def _cell_query(
+    query: Select[*_Columns], f: ListFilter, marker_key: tuple[dt.datetime, int] | None
+) -> Select[*_Columns] | None:
+    """``query`` (of instances) with the filter's conditions and the list's order, in SQL;
+    None when its ``status`` matches no server."""
+    query = query.order_by(Instance.created_at.desc(), Instance.id.desc())
+    if f.project_id is not None:
+        query = query.where(Instance.project_id == f.project_id)
+    if f.changes_since is not None:
+        query = query.where(Instance.updated_at >= f.changes_since)
+    else:
+        query = query.where(Instance.deleted == 0)
+    if f.key_name is not None:
+        query = query.where(Instance.key_name == f.key_name)
+    if f.image is not None:
+        query = query.where(Instance.image_ref == f.image)
+    if f.flavor is not None:
+        query = query.where(Instance.flavor_id == f.flavor)
+    if f.host is not None:
+        query = query.where(Instance.host == f.host)
+    if f.reservation_id is not None:
+        query = query.where(Instance.reservation_id == f.reservation_id)
+    if f.tags:
+        query = _with_tags(query, f.tags)
+    if f.status is not None:
+        chosen = states.STATUS_FILTERS.get(f.status.upper(), [])
+        if not chosen:
+            return None
+        query = query.where(or_(*[_status_condition(c) for c in chosen]))
+    if marker_key is not None:
+        created_at, id_ = marker_key
+        query = query.where(
+            or_(
+                Instance.created_at < created_at,
+                and_(Instance.created_at == created_at, Instance.id < id_),
+            )
+        )
+    return query
+
+
 def _has_tag(tag: str) -> ColumnElement[bool]:
     return exists().where(InstanceTag.instance_uuid == Instance.uuid, InstanceTag.tag == tag)
 
 
-def _with_tags(query: Select[Instance], tags: TagFilter) -> Select[Instance]:
+def _with_tags(query: Select[*_Columns], tags: TagFilter) -> Select[*_Columns]:
     """Nova's tag filters: every one of ``tags``, at least one of ``tags-any``, not every one
     of ``not-tags``, none of ``not-tags-any``. A server has at most MAX_TAGS tags: more in
     ``tags`` match no server, more in ``not-tags`` every one (without a query of that size)."""
