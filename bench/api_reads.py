@@ -8,6 +8,9 @@ each):
 - ``GET /v2.1/os-keypairs`` at microversion 2.10 (every key pair in one body);
 - ``GET /v2.1/os-keypairs/{name}`` at 2.10;
 - ``GET /v2.1/servers/{id}`` at 2.1 and at ``latest``;
+- ``GET /v2.1/servers?limit=100`` and ``GET /v2.1/servers/detail?limit=100`` at 2.10, once
+  ``--servers`` more servers (multi-create, with user data and metadata, as
+  bench/side_by_side.py seeds them) are ACTIVE;
 
 and ``--imports`` sequential key pair imports, then as many deletes of them (one client, one
 connection: median, p99 and the server's CPU per request). ``--sequential-only`` measures just
@@ -22,6 +25,7 @@ Usage (from the repository root, with the project's venv)::
 from __future__ import annotations
 
 import argparse
+import base64
 import contextlib
 import os
 import platform
@@ -42,6 +46,7 @@ from cryptography.hazmat.primitives.asymmetric import ed25519
 from report import cpu_model, write_section
 from sqlalchemy.orm import Session
 from storm_host import free_port
+from storm_seeding import SERVER_METADATA, USER_DATA
 
 from cloudseed.db.engines import Database
 from cloudseed.flavors import service as flavors
@@ -108,7 +113,8 @@ def prepare(tmp: Path, extra_config: str = "") -> tuple[Path, str]:
         def work(session: Session) -> str:
             flavors.add_flavor(session, name="m1.tiny", flavorid="1", vcpus=1, ram=512, disk=1)
             image = images.add_image(session, name="cirros", path=raw, disk_format="raw")
-            networks.add_network(session, name="private", cidr="10.0.0.0/24", gateway="10.0.0.1")
+            # A /16: room for --servers servers' addresses.
+            networks.add_network(session, name="private", cidr="10.0.0.0/16", gateway="10.0.0.1")
             return image.uuid
 
         image_id = db.run(work, write=True)
@@ -119,7 +125,7 @@ def prepare(tmp: Path, extra_config: str = "") -> tuple[Path, str]:
         f"[DEFAULT]\nstate_path = {tmp}\nlog_level = warning\n\n"
         f"[api_database]\nconnection = sqlite:///{tmp}/api.sqlite\n\n"
         f"[database]\nconnection = sqlite:///{tmp}/cell1.sqlite\n\n"
-        "[quota]\nkey_pairs = -1\n\n" + extra_config,
+        "[quota]\nkey_pairs = -1\ninstances = -1\ncores = -1\nram = -1\n\n" + extra_config,
         encoding="utf-8",
     )
     return config, image_id
@@ -183,6 +189,38 @@ def populate(client: httpx.Client, count: int, image_id: str) -> tuple[str, str]
         if time.monotonic() > deadline:
             sys.exit(f"server {server_id} is {shown['server']['status']} after 30 s")
         time.sleep(0.05)
+
+
+# What bench/side_by_side.py's servers carry (storm_seeding's cloud-config and metadata).
+LIST_USER_DATA = base64.b64encode(USER_DATA).decode()
+
+
+def add_servers(client: httpx.Client, count: int, image_id: str, key_name: str) -> None:
+    """``count`` more servers in multi-creates of 100, each with the key pair, user data and
+    metadata; returns once none is building."""
+    made = 0
+    while made < count:
+        size = min(100, count - made)
+        server = {
+            "name": "listed",
+            "imageRef": image_id,
+            "flavorRef": "1",
+            "key_name": key_name,
+            "user_data": LIST_USER_DATA,
+            "metadata": SERVER_METADATA,
+            "min_count": size,
+            "max_count": size,
+            "return_reservation_id": True,
+        }
+        r = client.post("/v2.1/servers", json={"server": server}, headers=headers("2.10"))
+        r.raise_for_status()
+        made += size
+    deadline = time.monotonic() + 300
+    building = {"status": "BUILD", "limit": 1}
+    while client.get("/v2.1/servers", params=building, headers=headers("2.10")).json()["servers"]:
+        if time.monotonic() > deadline:
+            sys.exit(f"servers still building after 300 s (of {count})")
+        time.sleep(0.2)
 
 
 _UNITS = {"us": 0.001, "ms": 1.0, "s": 1000.0}
@@ -283,6 +321,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--keypairs", type=int, default=100)
     parser.add_argument("--imports", type=int, default=300)
     parser.add_argument(
+        "--servers",
+        type=int,
+        default=500,
+        help="servers in the project for the server list rows (0: no list rows)",
+    )
+    parser.add_argument(
         "--keystone",
         metavar="AUTH_URL",
         help="authenticate through this Keystone (e.g. http://127.0.0.1:5000/v3) as its admin",
@@ -320,6 +364,8 @@ def main(argv: list[str] | None = None) -> int:
             httpx.Client(base_url=base, timeout=30) as client,
         ):
             keypair, server_id = populate(client, args.keypairs, image_id)
+            if args.servers and not args.sequential_only:
+                add_servers(client, args.servers, image_id, keypair)
             if args.hold:
                 print(f"serving at {base} (pid {pid}); key pair {keypair}, server {server_id}")
                 with contextlib.suppress(KeyboardInterrupt):
@@ -331,6 +377,16 @@ def main(argv: list[str] | None = None) -> int:
                 ("server show (2.1)", f"/v2.1/servers/{server_id}", "2.1"),
                 ("server show (latest)", f"/v2.1/servers/{server_id}", "latest"),
             ]
+            if args.servers and not args.sequential_only:
+                listed = f"{args.servers + 1} servers, 2.10"
+                targets += [
+                    (f"server list (limit=100, {listed})", "/v2.1/servers?limit=100", "2.10"),
+                    (
+                        f"server list detail (limit=100, {listed})",
+                        "/v2.1/servers/detail?limit=100",
+                        "2.10",
+                    ),
+                ]
             for what, path, version in [] if args.sequential_only else targets:
                 cpu_before = cpu_seconds(pid)
                 result = run_wrk(base + path, version, args.connections, args.seconds)

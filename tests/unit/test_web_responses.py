@@ -82,6 +82,7 @@ class Point:
     [
         {"x": float("nan")},
         {"x": [1.0, float("inf")]},
+        {"a": [None, {"b": ("c", {"d": float("-inf")})}]},  # deep, inside a tuple
         {"when": dt.datetime(2026, 1, 1)},
         {"p": Point(1)},
     ],

@@ -53,9 +53,9 @@ def _strtime(value: Any) -> str | None:
     return value.strftime("%Y-%m-%dT%H:%M:%S.%f") if value else None
 
 
-def basic(record: ServerRecord, base: str) -> dict[str, Any]:
-    i = record.instance
-    return {"id": i.uuid, "name": i.display_name, "links": links(base, "servers", i.uuid)}
+def listed(uuid: str, name: str, base: str) -> dict[str, Any]:
+    """Nova's basic view (``GET /servers``): id, name and links."""
+    return {"id": uuid, "name": name, "links": links(base, "servers", uuid)}
 
 
 def host_id(project_id: str, host: str | None) -> str:

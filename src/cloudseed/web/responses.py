@@ -42,10 +42,20 @@ class JSONResponse(_StarletteJSONResponse):
 
 
 def _has_non_finite(value: Any) -> bool:
-    if isinstance(value, float):
-        return not math.isfinite(value)
-    if isinstance(value, dict):
-        return any(_has_non_finite(v) for v in value.values())
-    if isinstance(value, list | tuple):
-        return any(_has_non_finite(v) for v in value)
+    """Whether a NaN or an infinity is anywhere in ``value``. A loop over a stack rather than
+    recursion: it runs whenever a body holds a null, and a recursive walk over a detailed
+    server list (thousands of values) cost several times orjson's own encoding."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        kind = type(item)
+        if kind is str or kind is int or kind is bool or item is None:
+            continue
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                return True
+        elif isinstance(item, dict):
+            pending.extend(item.values())
+        elif isinstance(item, list | tuple):
+            pending.extend(item)
     return False

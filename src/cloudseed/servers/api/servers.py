@@ -27,7 +27,7 @@ from cloudseed.servers.creation import personality, scheduler_hints
 from cloudseed.servers.creation.service import CreateRequest, create_servers
 from cloudseed.servers.lifecycle import edits, security_groups
 from cloudseed.servers.lifecycle.edits import UNSET
-from cloudseed.servers.listing import ListFilter, list_servers
+from cloudseed.servers.listing import ListFilter, list_server_names, list_servers
 from cloudseed.servers.live_keys import store as live_keys
 from cloudseed.servers.metadata_options import options as metadata_options
 from cloudseed.servers.metadata_options import store as metadata_options_store
@@ -226,17 +226,21 @@ async def _list(request: Request, *, detail: bool) -> Response:
         limit=limit,
         marker=first.get("marker"),
     )
-    found = await run_in_threadpool(list_servers, servers_of(request).cells, flt)
+    cells = servers_of(request).cells
     base = api_base(request)
     if detail:
+        found = await run_in_threadpool(list_servers, cells, flt)
         items = [
             views.show(r, version, base, admin=context.is_admin, with_server_groups=False)["server"]
             for r in found
         ]
+        uuids = [r.instance.uuid for r in found]
     else:
-        items = [views.basic(r, base) for r in found]
+        listed = await run_in_threadpool(list_server_names, cells, flt)
+        items = [views.listed(s.uuid, s.name, base) for s in listed]
+        uuids = [s.uuid for s in listed]
     body: dict[str, Any] = {"servers": items}
-    if limit and len(found) == limit:
+    if limit and len(uuids) == limit:
         body["servers_links"] = [
             {
                 "rel": "next",
@@ -245,7 +249,7 @@ async def _list(request: Request, *, detail: bool) -> Response:
                     settings_of(request).api.compute_link_prefix,
                     request.url.path,
                     query,
-                    found[-1].instance.uuid,
+                    uuids[-1],
                 ),
             }
         ]
