@@ -8,7 +8,13 @@ Passes per server, all with wrk's 2 threads on the same 2 cores as the server's 
 requests/s (the p99 target's load). Servers alternate round by round; the best round of each
 is reported. ``--profile`` records one worker with py-spy during an extra 8-connection pass.
 
+``--mixed`` adds the crawl measured without wrk's Lua: h2load (``--h1``) rotating the 8 paths
+in C at 8 and 256 connections, and one path alone (``--single-path``) by h2load and by plain
+wrk (no script), so that what the Lua rotation costs on the shared cores is told apart from
+what the rotation costs the server.
+
     .venv/bin/python bench/metadata_one_guest.py --granian --profile --write docs/benchmarks.md
+    .venv/bin/python bench/metadata_one_guest.py --mixed --no-paced --before /tmp/base/src
 """
 
 from __future__ import annotations
@@ -31,8 +37,9 @@ from types import SimpleNamespace
 import httpx
 import storm_identity
 from report import code_version, cpu_model, write_section
-from storm_crawl import CLOUD_INIT_PATHS
-from storm_host import free_port, load_average, venv_tool
+from storm_crawl import CLOUD_INIT_PATHS, flat_name
+from storm_h2load import H2loadResult, h2load_command, run_h2load, write_uris
+from storm_host import free_port, load_average, require_tool, venv_tool
 from storm_identity import proxy_headers
 from storm_nginx import fetch_documents, nginx_version, running_nginx
 from storm_profile import Profile, profile_worker
@@ -52,9 +59,53 @@ class Results:
     passes: dict[str, list[WrkResult]] = field(default_factory=dict)
     loads: list[str] = field(default_factory=list)
     profile: Profile | None = None
+    mixed: dict[str, list[H2loadResult]] = field(default_factory=dict)
 
     def add(self, key: str, result: WrkResult) -> None:
         self.passes.setdefault(key, []).append(result)
+
+    def add_mixed(self, key: str, result: H2loadResult) -> None:
+        self.mixed.setdefault(key, []).append(result)
+
+
+@dataclass(frozen=True)
+class Target:
+    """One server under test as the load generators see it: its URL, the path of each of
+    cloud-init's paths on it (nginx: the flat file), and the headers every request carries."""
+
+    name: str
+    url: str
+    paths: list[str]
+    headers: dict[str, str]
+
+
+def plain_wrk(what: str, url: str, headers: dict[str, str], seconds: float) -> H2loadResult:
+    """wrk without a script (one path, its headers from -H): wrk at its cheapest."""
+    command = [require_tool("wrk", "wrk"), "-t2", "-c8", f"-d{int(seconds)}s"]
+    for name, value in headers.items():
+        command += ["-H", f"{name}: {value}"]
+    done = subprocess.run([*command, url], capture_output=True, text=True, check=True)
+    rate = next(x for x in done.stdout.splitlines() if x.startswith("Requests/sec:"))
+    non_2xx = next((x for x in done.stdout.splitlines() if "Non-2xx" in x), "")
+    errors = int(non_2xx.split()[-1]) if non_2xx else 0
+    result = H2loadResult(what, float(rate.split()[1]), 0, 0, 0, errors, "")
+    print(f"{what}: {result.rps:,.0f} req/s, {errors} non-2xx", flush=True)
+    return result
+
+
+def mixed_passes(target: Target, work: Path, args: argparse.Namespace, results: Results) -> None:
+    """The crawl rotated by h2load (in C), and one path alone by h2load and by plain wrk."""
+    uris = write_uris(work / f"uris-{target.name}.txt", target.url, target.paths)
+    for connections in (8, 256):
+        key = f"{target.name}, h2load 8 paths rotating, {connections} connections"
+        command = h2load_command(uris, target.headers, connections, args.duration)
+        results.add_mixed(key, run_h2load(key, command))
+    single = target.paths[PATHS.index(args.single_path)]
+    one = write_uris(work / f"uri-{target.name}.txt", target.url, [single])
+    key = f"{target.name}, h2load {args.single_path} alone, 8 connections"
+    results.add_mixed(key, run_h2load(key, h2load_command(one, target.headers, 8, args.duration)))
+    key = f"{target.name}, wrk (no Lua) {args.single_path} alone, 8 connections"
+    results.add_mixed(key, plain_wrk(key, target.url + single, target.headers, args.duration))
 
 
 def wrk(url: str, target: str, files: StormFiles, connections: int, seconds: float) -> list[str]:
@@ -145,6 +196,8 @@ def passes(
                 f"{name} c{connections}", wrk(url, "cloudseed", files, connections, args.duration)
             ),
         )
+    if args.no_paced:
+        return
     results.add(
         f"{name}, 256 connections, paced",
         run_wrk(f"{name} paced", wrk(url, "cloudseed", files, 256, args.duration), PACED_DELAY_MS),
@@ -153,6 +206,7 @@ def passes(
 
 def measure_server(
     name: str,
+    work: Path,
     data: Path,
     instance_id: str,
     files: StormFiles,
@@ -171,6 +225,9 @@ def measure_server(
             check_paths(server.metadata_port, instance_id)
             results.loads.append(load_average())
             passes(url, name, files, args, results)
+            if args.mixed:
+                headers = proxy_headers(instance_id)
+                mixed_passes(Target(name, url, PATHS, headers), work, args, results)
             if args.profile and results.profile is None and source is None:
                 command = wrk(url, "cloudseed", files, 8, args.profile_seconds + 4)
                 results.profile = profile_worker(
@@ -187,9 +244,18 @@ def measure_server(
 
 
 def measure_nginx(
-    root: Path, prefix: Path, files: StormFiles, args: argparse.Namespace, results: Results
+    root: Path,
+    prefix: Path,
+    instance_id: str,
+    files: StormFiles,
+    args: argparse.Namespace,
+    results: Results,
 ) -> None:
     with running_nginx(root, prefix, workers=2) as url:
+        if args.mixed:
+            flat = [f"/{instance_id}/{flat_name(p)}" for p in PATHS]
+            target = Target("nginx", url, flat, proxy_headers(instance_id))
+            mixed_passes(target, prefix, args, results)
         run_wrk("warm-up", wrk(url, "nginx", files, 8, 2))
         for connections in (8, 256):
             results.add(
@@ -216,6 +282,18 @@ def table(results: Results) -> str:
             f"| {lat['p50'] / 1000:.2f} ms | {lat['p99'] / 1000:.2f} ms "
             f"| {lat['p999'] / 1000:.2f} ms | {lat['max'] / 1000:.1f} ms | {errors} |"
         )
+    return "\n".join(rows)
+
+
+def mixed_table(results: Results) -> str:
+    rows = [
+        "| Pass (h2load --h1 / plain wrk) | Requests/s (best) | Rounds | Errors |",
+        "|---|---:|---|---:|",
+    ]
+    for key, found in results.mixed.items():
+        b = max(found, key=lambda r: r.rps)
+        rounds = " / ".join(f"{r.rps:,.0f}" for r in found)
+        rows.append(f"| {key} | {b.rps:,.0f} | {rounds} | {b.errors} |")
     return "\n".join(rows)
 
 
@@ -248,6 +326,8 @@ def section(results: Results, args: argparse.Namespace) -> str:
         "",
         table(results),
     ]
+    if results.mixed:
+        lines += ["", mixed_table(results)]
     if results.profile is not None:
         lines += [
             "",
@@ -273,6 +353,9 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true", help="py-spy on one worker")
     parser.add_argument("--profile-seconds", type=int, default=8)
     parser.add_argument("--write", type=Path)
+    parser.add_argument("--mixed", action="store_true", help="h2load's rotation and one path")
+    parser.add_argument("--single-path", default="/openstack/latest/user_data", choices=PATHS)
+    parser.add_argument("--no-paced", action="store_true", help="leave out the paced pass")
     args = parser.parse_args()
     results = Results()
     with tempfile.TemporaryDirectory(prefix="one-guest-") as tmp:
@@ -292,13 +375,20 @@ def main() -> None:
         for round_no in range(args.rounds):
             if args.before is not None:
                 measure_server(
-                    "cloudseed before", data, instance_id, files, args, results, args.before
+                    "cloudseed before",
+                    work,
+                    data,
+                    instance_id,
+                    files,
+                    args,
+                    results,
+                    args.before,
                 )
-            measure_server("cloudseed", data, instance_id, files, args, results)
+            measure_server("cloudseed", work, data, instance_id, files, args, results)
             if args.granian:
                 measure_granian(data, work, instance_id, files, args, results)
             if root is not None:
-                measure_nginx(root, work / f"nginx{round_no}", files, args, results)
+                measure_nginx(root, work / f"nginx{round_no}", instance_id, files, args, results)
             time.sleep(1)
     text = section(results, args)
     print(text)
