@@ -32,11 +32,12 @@ from cloudseed.metadata.documents_now import document_now
 from cloudseed.metadata.errors import EndpointDisabled, NoSuchDocument, TokenRefused
 from cloudseed.metadata.facts import vendordata_request
 from cloudseed.metadata.freshness import Freshness
-from cloudseed.metadata.identify import Identifier
+from cloudseed.metadata.identify import Claim, Identifier
 from cloudseed.metadata.posts import GuestPosts
 from cloudseed.metadata.signed_identity import SignedIdentity
 from cloudseed.metadata.store import CellGuests, GuestStore
 from cloudseed.metadata.tokens import Tokens
+from cloudseed.replay import Replayable, Replays
 from cloudseed.settings import Settings
 from cloudseed.types import Receive, Scope, Send
 from cloudseed.vendordata import Vendordata
@@ -48,6 +49,23 @@ NOT_AT_ONCE = frozenset(
     {tree.TOKEN, tree.IDENTITY_TOKEN, tree.PHONE_HOME, tree.AUTHORIZED_KEYS, tree.EC2_DYNAMIC}
 ) | {tree.BOOT_REPORT}
 GET_HEAD = ("GET, HEAD", frozenset({"GET", "HEAD"}))
+# What a replay may answer again (replay.py): documents that are a function of the guest
+# alone, the same bytes until it changes. Not meta_data.json (a new random seed each time),
+# vendor data (a StaticJSON file reloaded when it changes), the password (set by the guest),
+# events (2.111, they come and go), the EC2 tree of a guest with events, or "/" (answered
+# without identifying the caller).
+REPLAYABLE = frozenset(
+    {
+        tree.OPENSTACK_INDEX,
+        tree.OPENSTACK_VERSION,
+        tree.USER_DATA,
+        tree.NETWORK_DATA,
+        tree.EC2_INDEX_IDENTIFIED,
+        tree.EC2_VERSION,
+        tree.EC2_USER_DATA,
+        tree.EC2_META_DATA,
+    }
+)
 ALLOWED = {
     tree.PASSWORD: ("POST, GET, HEAD", frozenset({"POST", "GET", "HEAD"})),
     tree.TOKEN: ("PUT", frozenset({"PUT"})),
@@ -77,6 +95,8 @@ class MetadataApp(asgi.MetadataASGI, AnswersAtOnce):
         self.seeds: seeds.SeedFiles | None = None  # NoCloud seed URLs, at start-up
         self.access: AccessAudit | None = None  # the token-less access audit, at start-up
         self._access_stats: AccessStats = NO_ACCESS_STATS
+        # Answers the protocol replays (coalescing.py, replay.py); per worker, as the app.
+        self.replays = Replays()
 
     async def startup(self) -> None:
         db = self._api_db
@@ -106,6 +126,7 @@ class MetadataApp(asgi.MetadataASGI, AnswersAtOnce):
             self.store, self.tokens, require_token=self.settings.metadata.require_token
         )
         self.store.watch(self.freshness.waiters.changed)
+        self.store.watch(self.replays.changed)
         self.access = AccessAudit(
             cells, interval=self.settings.metadata.access_audit_interval, stats=self._access_stats
         )
@@ -171,13 +192,20 @@ class MetadataApp(asgi.MetadataASGI, AnswersAtOnce):
         target = tree.parse(path)
         if target is None or target.kind in NOT_AT_ONCE:
             return None
+        self._replayable = None
         try:
             answer = self._answer_now(target, peer, headers)
         except Exception:
             return None
         if answer is None:
             return None
-        return at_once(answer, method)
+        found = at_once(answer, method)
+        replayable, self._replayable = self._replayable, None
+        if replayable is not None and answer.sent is None:  # a first delivery is recorded
+            return found._replace(replayable=replayable)
+        return found
+
+    _replayable: Replayable | None = None  # _answer_now's word on its answer, for respond_now
 
     def _answer_now(
         self, target: tree.Target, peer: str | None, headers: list[tuple[bytes, bytes]]
@@ -203,7 +231,31 @@ class MetadataApp(asgi.MetadataASGI, AnswersAtOnce):
             self.access.counted(guest.facts, document_of(target.kind, "GET"))
         store.stats.hit()  # here, once answered: a request left to the ASGI path counts there
         tagged = self.freshness.tagged(answer, guest, (target, False), claim.address)
-        return self.freshness.conditional(tagged, headers)
+        found = self.freshness.conditional(tagged, headers)
+        if (
+            not with_token  # a session token runs out: never replayed
+            and target.kind in REPLAYABLE
+            and (target.kind != tree.EC2_META_DATA or not guest.facts.events)
+        ):
+            self._replayable = self._replay_of(claim, guest, target.kind)
+        return found
+
+    def _replay_of(self, claim: Claim, guest: GuestDocuments, kind: str) -> Replayable:
+        """How an answer to ``claim`` from ``guest`` is replayed: while the claim still
+        names this very guest object in the cache (a change, a reload, an eviction or an
+        expiry makes another), counted as answering it counts (the hit, the audit)."""
+        callers, store, access = self.callers, self.store, self.access
+        assert callers is not None and store is not None and access is not None
+        facts, document, hit = guest.facts, document_of(kind, "GET"), store.stats.hit
+
+        def still_valid() -> bool:
+            return callers.cached_guest(claim) is guest
+
+        def counted() -> None:
+            access.counted(facts, document)
+            hit()
+
+        return Replayable(facts.uuid, still_valid, counted)
 
     # -- one request -------------------------------------------------------------------------
 
