@@ -42,6 +42,7 @@ from storm_h2load import H2loadResult, h2load_command, run_h2load, write_uris
 from storm_host import free_port, load_average, require_tool, venv_tool
 from storm_identity import proxy_headers
 from storm_nginx import fetch_documents, nginx_version, running_nginx
+from storm_nova_md import nova_headers, nova_instances_line, running_nova_uwsgi
 from storm_profile import Profile, profile_worker
 from storm_report import profile_lines
 from storm_seeding import register, seed
@@ -266,6 +267,24 @@ def measure_nginx(
             )
 
 
+def measure_nova(work: Path, args: argparse.Namespace, results: Results) -> None:
+    """Nova's uwsgi (storm_nova_md.py): wrk's Lua rotation at 8 and 256 connections, and one
+    path alone by plain wrk (uwsgi closes each connection after its answer, which h2load
+    does not reconnect from; wrk does, counting a socket error each time)."""
+    files = StormFiles(work / "nova-instances.txt", work / "nova-paths.txt")
+    files.instances.write_text(nova_instances_line() * 2)
+    files.paths.write_text("".join(f"{p} {flat_name(p)}\n" for p in PATHS))
+    with running_nova_uwsgi(work / "nova-uwsgi.log") as url:
+        run_wrk("warm-up", wrk(url, "cloudseed", files, 8, 2))
+        for connections in (8, 256):
+            key = f"Nova uwsgi, {connections} connections"
+            results.add(key, run_wrk(key, wrk(url, "cloudseed", files, connections, args.duration)))
+        key = f"Nova uwsgi, wrk (no Lua) {args.single_path} alone, 8 connections"
+        results.add_mixed(
+            key, plain_wrk(key, url + args.single_path, nova_headers(), args.duration)
+        )
+
+
 def table(results: Results) -> str:
     rows = [
         "| Pass | Requests/s (best) | Rounds | p50 | p99 | p99.9 | max | Errors |",
@@ -355,6 +374,7 @@ def main() -> None:
     parser.add_argument("--write", type=Path)
     parser.add_argument("--mixed", action="store_true", help="h2load's rotation and one path")
     parser.add_argument("--single-path", default="/openstack/latest/user_data", choices=PATHS)
+    parser.add_argument("--nova", action="store_true", help="Nova 34's uwsgi (the peers') too")
     parser.add_argument("--no-paced", action="store_true", help="leave out the paced pass")
     args = parser.parse_args()
     results = Results()
@@ -387,6 +407,8 @@ def main() -> None:
             measure_server("cloudseed", work, data, instance_id, files, args, results)
             if args.granian:
                 measure_granian(data, work, instance_id, files, args, results)
+            if args.nova:
+                measure_nova(work, args, results)
             if root is not None:
                 measure_nginx(root, work / f"nginx{round_no}", instance_id, files, args, results)
             time.sleep(1)
