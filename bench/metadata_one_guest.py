@@ -29,14 +29,16 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
 
 import httpx
 import storm_identity
 from report import code_version, cpu_model, write_section
+from storm_cpu import metered, pids_matching, with_children
 from storm_crawl import CLOUD_INIT_PATHS, flat_name
 from storm_h2load import H2loadResult, h2load_command, run_h2load, write_uris
 from storm_host import free_port, load_average, require_tool, venv_tool
@@ -61,11 +63,20 @@ class Results:
     loads: list[str] = field(default_factory=list)
     profile: Profile | None = None
     mixed: dict[str, list[H2loadResult]] = field(default_factory=dict)
+    # CPU µs per request of each pass: (the load generator's, the server's), round by round.
+    cpu: dict[str, list[tuple[float, float | None]]] = field(default_factory=dict)
+    server_pids: Callable[[], list[int]] | None = None  # the server measured now
 
-    def add(self, key: str, result: WrkResult) -> None:
+    def add(self, key: str, run: Callable[[], WrkResult]) -> None:
+        with metered(self.server_pids) as use:
+            result = run()
+        self.cpu.setdefault(key, []).append(use.per_request_us(result.requests))
         self.passes.setdefault(key, []).append(result)
 
-    def add_mixed(self, key: str, result: H2loadResult) -> None:
+    def add_mixed(self, key: str, run: Callable[[], H2loadResult]) -> None:
+        with metered(self.server_pids) as use:
+            result = run()
+        self.cpu.setdefault(key, []).append(use.per_request_us(result.done))
         self.mixed.setdefault(key, []).append(result)
 
 
@@ -87,9 +98,11 @@ def plain_wrk(what: str, url: str, headers: dict[str, str], seconds: float) -> H
         command += ["-H", f"{name}: {value}"]
     done = subprocess.run([*command, url], capture_output=True, text=True, check=True)
     rate = next(x for x in done.stdout.splitlines() if x.startswith("Requests/sec:"))
+    count = next(x for x in done.stdout.splitlines() if " requests in " in x)
     non_2xx = next((x for x in done.stdout.splitlines() if "Non-2xx" in x), "")
     errors = int(non_2xx.split()[-1]) if non_2xx else 0
-    result = H2loadResult(what, float(rate.split()[1]), 0, 0, 0, errors, "")
+    requests = int(count.split()[0])
+    result = H2loadResult(what, float(rate.split()[1]), requests, requests, 0, errors, "")
     print(f"{what}: {result.rps:,.0f} req/s, {errors} non-2xx", flush=True)
     return result
 
@@ -100,13 +113,16 @@ def mixed_passes(target: Target, work: Path, args: argparse.Namespace, results: 
     for connections in (8, 256):
         key = f"{target.name}, h2load 8 paths rotating, {connections} connections"
         command = h2load_command(uris, target.headers, connections, args.duration)
-        results.add_mixed(key, run_h2load(key, command))
+        results.add_mixed(key, partial(run_h2load, key, command))
     single = target.paths[PATHS.index(args.single_path)]
     one = write_uris(work / f"uri-{target.name}.txt", target.url, [single])
     key = f"{target.name}, h2load {args.single_path} alone, 8 connections"
-    results.add_mixed(key, run_h2load(key, h2load_command(one, target.headers, 8, args.duration)))
+    command = h2load_command(one, target.headers, 8, args.duration)
+    results.add_mixed(key, partial(run_h2load, key, command))
     key = f"{target.name}, wrk (no Lua) {args.single_path} alone, 8 connections"
-    results.add_mixed(key, plain_wrk(key, target.url + single, target.headers, args.duration))
+    results.add_mixed(
+        key, lambda: plain_wrk(key, target.url + single, target.headers, args.duration)
+    )
 
 
 def wrk(url: str, target: str, files: StormFiles, connections: int, seconds: float) -> list[str]:
@@ -191,17 +207,17 @@ def passes(
 ) -> None:
     run_wrk("warm-up", wrk(url, "cloudseed", files, 8, 2))
     for connections in (8, 256):
+        command = wrk(url, "cloudseed", files, connections, args.duration)
         results.add(
             f"{name}, {connections} connections",
-            run_wrk(
-                f"{name} c{connections}", wrk(url, "cloudseed", files, connections, args.duration)
-            ),
+            partial(run_wrk, f"{name} c{connections}", command),
         )
     if args.no_paced:
         return
+    command = wrk(url, "cloudseed", files, 256, args.duration)
     results.add(
         f"{name}, 256 connections, paced",
-        run_wrk(f"{name} paced", wrk(url, "cloudseed", files, 256, args.duration), PACED_DELAY_MS),
+        lambda: run_wrk(f"{name} paced", command, PACED_DELAY_MS),
     )
 
 
@@ -224,6 +240,7 @@ def measure_server(
         with running_server(data, workers=2) as server:
             url = f"http://127.0.0.1:{server.metadata_port}"
             check_paths(server.metadata_port, instance_id)
+            results.server_pids = server.worker_pids
             results.loads.append(load_average())
             passes(url, name, files, args, results)
             if args.mixed:
@@ -253,17 +270,17 @@ def measure_nginx(
     results: Results,
 ) -> None:
     with running_nginx(root, prefix, workers=2) as url:
+        results.server_pids = lambda: with_children(pids_matching(str(prefix)))
         if args.mixed:
             flat = [f"/{instance_id}/{flat_name(p)}" for p in PATHS]
             target = Target("nginx", url, flat, proxy_headers(instance_id))
             mixed_passes(target, prefix, args, results)
         run_wrk("warm-up", wrk(url, "nginx", files, 8, 2))
         for connections in (8, 256):
+            command = wrk(url, "nginx", files, connections, args.duration)
             results.add(
                 f"nginx, {connections} connections",
-                run_wrk(
-                    f"nginx c{connections}", wrk(url, "nginx", files, connections, args.duration)
-                ),
+                partial(run_wrk, f"nginx c{connections}", command),
             )
 
 
@@ -275,13 +292,16 @@ def measure_nova(work: Path, args: argparse.Namespace, results: Results) -> None
     files.instances.write_text(nova_instances_line() * 2)
     files.paths.write_text("".join(f"{p} {flat_name(p)}\n" for p in PATHS))
     with running_nova_uwsgi(work / "nova-uwsgi.log") as url:
+        listen = url.removeprefix("http://")
+        results.server_pids = lambda: pids_matching(listen)
         run_wrk("warm-up", wrk(url, "cloudseed", files, 8, 2))
         for connections in (8, 256):
             key = f"Nova uwsgi, {connections} connections"
-            results.add(key, run_wrk(key, wrk(url, "cloudseed", files, connections, args.duration)))
+            command = wrk(url, "cloudseed", files, connections, args.duration)
+            results.add(key, partial(run_wrk, key, command))
         key = f"Nova uwsgi, wrk (no Lua) {args.single_path} alone, 8 connections"
         results.add_mixed(
-            key, plain_wrk(key, url + args.single_path, nova_headers(), args.duration)
+            key, lambda: plain_wrk(key, url + args.single_path, nova_headers(), args.duration)
         )
 
 
@@ -316,6 +336,19 @@ def mixed_table(results: Results) -> str:
     return "\n".join(rows)
 
 
+def cpu_table(results: Results) -> str:
+    rows = [
+        "| Pass | Load generator CPU µs/request | Server CPU µs/request |",
+        "|---|---:|---:|",
+    ]
+    for key, rounds in results.cpu.items():
+        client = min(c for c, _ in rounds)
+        servers = [s for _, s in rounds if s is not None]
+        server = f"{min(servers):.1f}" if servers else "n/a"
+        rows.append(f"| {key} | {client:.1f} | {server} |")
+    return "\n".join(rows)
+
+
 def section(results: Results, args: argparse.Namespace) -> str:
     lines = [
         "## Metadata service: one warm guest (cloudseed, granian, nginx)",
@@ -347,6 +380,7 @@ def section(results: Results, args: argparse.Namespace) -> str:
     ]
     if results.mixed:
         lines += ["", mixed_table(results)]
+    lines += ["", cpu_table(results)]
     if results.profile is not None:
         lines += [
             "",
