@@ -17,7 +17,7 @@ from cloudseed.at_once import AnswersAtOnce, AtOnce
 from cloudseed.cells.service import CellDatabases
 from cloudseed.db.engines import Database
 from cloudseed.identity.keyring import Keyring
-from cloudseed.metadata import asgi, recursive, render_ec2, seeds, token_hops, tree
+from cloudseed.metadata import asgi, recursive, render_ec2, replays, seeds, token_hops, tree
 from cloudseed.metadata.access_audit import (
     NO_ACCESS_STATS,
     AccessAudit,
@@ -32,7 +32,7 @@ from cloudseed.metadata.documents_now import document_now
 from cloudseed.metadata.errors import EndpointDisabled, NoSuchDocument, TokenRefused
 from cloudseed.metadata.facts import vendordata_request
 from cloudseed.metadata.freshness import Freshness
-from cloudseed.metadata.identify import Claim, Identifier
+from cloudseed.metadata.identify import Identifier
 from cloudseed.metadata.posts import GuestPosts
 from cloudseed.metadata.signed_identity import SignedIdentity
 from cloudseed.metadata.store import CellGuests, GuestStore
@@ -49,23 +49,6 @@ NOT_AT_ONCE = frozenset(
     {tree.TOKEN, tree.IDENTITY_TOKEN, tree.PHONE_HOME, tree.AUTHORIZED_KEYS, tree.EC2_DYNAMIC}
 ) | {tree.BOOT_REPORT}
 GET_HEAD = ("GET, HEAD", frozenset({"GET", "HEAD"}))
-# What a replay may answer again (replay.py): documents that are a function of the guest
-# alone, the same bytes until it changes. Not meta_data.json (a new random seed each time),
-# vendor data (a StaticJSON file reloaded when it changes), the password (set by the guest),
-# events (2.111, they come and go), the EC2 tree of a guest with events, or "/" (answered
-# without identifying the caller).
-REPLAYABLE = frozenset(
-    {
-        tree.OPENSTACK_INDEX,
-        tree.OPENSTACK_VERSION,
-        tree.USER_DATA,
-        tree.NETWORK_DATA,
-        tree.EC2_INDEX_IDENTIFIED,
-        tree.EC2_VERSION,
-        tree.EC2_USER_DATA,
-        tree.EC2_META_DATA,
-    }
-)
 ALLOWED = {
     tree.PASSWORD: ("POST, GET, HEAD", frozenset({"POST", "GET", "HEAD"})),
     tree.TOKEN: ("PUT", frozenset({"PUT"})),
@@ -223,6 +206,7 @@ class MetadataApp(asgi.MetadataASGI, AnswersAtOnce):
         if guest is None:
             return None
         with_token = callers.check_token(guest, headers)
+        shared = replays.shared_vendordata(target, self.vendordata)  # before it is made
         answer = self._document_now(target, guest, claim.address)
         if answer is None:
             return None
@@ -231,31 +215,17 @@ class MetadataApp(asgi.MetadataASGI, AnswersAtOnce):
             self.access.counted(guest.facts, document_of(target.kind, "GET"))
         store.stats.hit()  # here, once answered: a request left to the ASGI path counts there
         tagged = self.freshness.tagged(answer, guest, (target, False), claim.address)
-        found = self.freshness.conditional(tagged, headers)
-        if (
-            not with_token  # a session token runs out: never replayed
-            and target.kind in REPLAYABLE
-            and (target.kind != tree.EC2_META_DATA or not guest.facts.events)
-        ):
-            self._replayable = self._replay_of(claim, guest, target.kind)
-        return found
-
-    def _replay_of(self, claim: Claim, guest: GuestDocuments, kind: str) -> Replayable:
-        """How an answer to ``claim`` from ``guest`` is replayed: while the claim still
-        names this very guest object in the cache (a change, a reload, an eviction or an
-        expiry makes another), counted as answering it counts (the hit, the audit)."""
-        callers, store, access = self.callers, self.store, self.access
-        assert callers is not None and store is not None and access is not None
-        facts, document, hit = guest.facts, document_of(kind, "GET"), store.stats.hit
-
-        def still_valid() -> bool:
-            return callers.cached_guest(claim) is guest
-
-        def counted() -> None:
-            access.counted(facts, document)
-            hit()
-
-        return Replayable(facts.uuid, still_valid, counted)
+        if not with_token:  # a session token runs out: never replayed
+            self._replayable = replays.replayable(
+                claim,
+                guest,
+                target,
+                shared,
+                callers=callers,
+                access=self.access,
+                vendordata=self.vendordata,
+            )
+        return self.freshness.conditional(tagged, headers)
 
     # -- one request -------------------------------------------------------------------------
 
