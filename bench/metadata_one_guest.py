@@ -8,7 +8,13 @@ Passes per server, all with wrk's 2 threads on the same 2 cores as the server's 
 requests/s (the p99 target's load). Servers alternate round by round; the best round of each
 is reported. ``--profile`` records one worker with py-spy during an extra 8-connection pass.
 
+``--mixed`` adds the crawl measured without wrk's Lua: h2load (``--h1``) rotating the 8 paths
+in C at 8 and 256 connections, and one path alone (``--single-path``) by h2load and by plain
+wrk (no script), so that what the Lua rotation costs on the shared cores is told apart from
+what the rotation costs the server.
+
     .venv/bin/python bench/metadata_one_guest.py --granian --profile --write docs/benchmarks.md
+    .venv/bin/python bench/metadata_one_guest.py --mixed --no-paced --before /tmp/base/src
 """
 
 from __future__ import annotations
@@ -23,18 +29,22 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
 
 import httpx
 import storm_identity
 from report import code_version, cpu_model, write_section
-from storm_crawl import CLOUD_INIT_PATHS
-from storm_host import free_port, load_average, venv_tool
+from storm_cpu import metered, pids_matching, with_children
+from storm_crawl import CLOUD_INIT_PATHS, flat_name
+from storm_h2load import H2loadResult, h2load_command, run_h2load, write_uris
+from storm_host import free_port, load_average, require_tool, venv_tool
 from storm_identity import proxy_headers
 from storm_nginx import fetch_documents, nginx_version, running_nginx
+from storm_nova_md import nova_headers, nova_instances_line, running_nova_uwsgi
 from storm_profile import Profile, profile_worker
 from storm_report import profile_lines
 from storm_seeding import register, seed
@@ -52,9 +62,67 @@ class Results:
     passes: dict[str, list[WrkResult]] = field(default_factory=dict)
     loads: list[str] = field(default_factory=list)
     profile: Profile | None = None
+    mixed: dict[str, list[H2loadResult]] = field(default_factory=dict)
+    # CPU µs per request of each pass: (the load generator's, the server's), round by round.
+    cpu: dict[str, list[tuple[float, float | None]]] = field(default_factory=dict)
+    server_pids: Callable[[], list[int]] | None = None  # the server measured now
 
-    def add(self, key: str, result: WrkResult) -> None:
+    def add(self, key: str, run: Callable[[], WrkResult]) -> None:
+        with metered(self.server_pids) as use:
+            result = run()
+        self.cpu.setdefault(key, []).append(use.per_request_us(result.requests))
         self.passes.setdefault(key, []).append(result)
+
+    def add_mixed(self, key: str, run: Callable[[], H2loadResult]) -> None:
+        with metered(self.server_pids) as use:
+            result = run()
+        self.cpu.setdefault(key, []).append(use.per_request_us(result.done))
+        self.mixed.setdefault(key, []).append(result)
+
+
+@dataclass(frozen=True)
+class Target:
+    """One server under test as the load generators see it: its URL, the path of each of
+    cloud-init's paths on it (nginx: the flat file), and the headers every request carries."""
+
+    name: str
+    url: str
+    paths: list[str]
+    headers: dict[str, str]
+
+
+def plain_wrk(what: str, url: str, headers: dict[str, str], seconds: float) -> H2loadResult:
+    """wrk without a script (one path, its headers from -H): wrk at its cheapest."""
+    command = [require_tool("wrk", "wrk"), "-t2", "-c8", f"-d{int(seconds)}s"]
+    for name, value in headers.items():
+        command += ["-H", f"{name}: {value}"]
+    done = subprocess.run([*command, url], capture_output=True, text=True, check=True)
+    rate = next(x for x in done.stdout.splitlines() if x.startswith("Requests/sec:"))
+    count = next(x for x in done.stdout.splitlines() if " requests in " in x)
+    non_2xx = next((x for x in done.stdout.splitlines() if "Non-2xx" in x), "")
+    errors = int(non_2xx.split()[-1]) if non_2xx else 0
+    requests = int(count.split()[0])
+    result = H2loadResult(what, float(rate.split()[1]), requests, requests, 0, errors, "")
+    print(f"{what}: {result.rps:,.0f} req/s, {errors} non-2xx", flush=True)
+    return result
+
+
+def mixed_passes(target: Target, work: Path, args: argparse.Namespace, results: Results) -> None:
+    """The crawl rotated by h2load (in C), and one path alone by h2load and by plain wrk."""
+    uris = write_uris(work / f"uris-{target.name}.txt", target.url, target.paths)
+    for connections in (8, 256):
+        key = f"{target.name}, h2load 8 paths rotating, {connections} connections"
+        command = h2load_command(uris, target.headers, connections, args.duration)
+        results.add_mixed(key, partial(run_h2load, key, command))
+    single = target.paths[PATHS.index(args.single_path)]
+    one = write_uris(work / f"uri-{target.name}.txt", target.url, [single])
+    key = f"{target.name}, h2load {args.single_path} alone, 8 connections"
+    command = h2load_command(one, target.headers, 8, args.duration)
+    results.add_mixed(key, partial(run_h2load, key, command))
+    key = f"{target.name}, wrk (no Lua) {args.single_path} alone, 8 connections"
+    results.add_mixed(
+        key, lambda: plain_wrk(key, target.url + single, target.headers, args.duration)
+    )
 
 
 def wrk(url: str, target: str, files: StormFiles, connections: int, seconds: float) -> list[str]:
@@ -139,20 +207,23 @@ def passes(
 ) -> None:
     run_wrk("warm-up", wrk(url, "cloudseed", files, 8, 2))
     for connections in (8, 256):
+        command = wrk(url, "cloudseed", files, connections, args.duration)
         results.add(
             f"{name}, {connections} connections",
-            run_wrk(
-                f"{name} c{connections}", wrk(url, "cloudseed", files, connections, args.duration)
-            ),
+            partial(run_wrk, f"{name} c{connections}", command),
         )
+    if args.no_paced:
+        return
+    command = wrk(url, "cloudseed", files, 256, args.duration)
     results.add(
         f"{name}, 256 connections, paced",
-        run_wrk(f"{name} paced", wrk(url, "cloudseed", files, 256, args.duration), PACED_DELAY_MS),
+        lambda: run_wrk(f"{name} paced", command, PACED_DELAY_MS),
     )
 
 
 def measure_server(
     name: str,
+    work: Path,
     data: Path,
     instance_id: str,
     files: StormFiles,
@@ -169,8 +240,12 @@ def measure_server(
         with running_server(data, workers=2) as server:
             url = f"http://127.0.0.1:{server.metadata_port}"
             check_paths(server.metadata_port, instance_id)
+            results.server_pids = server.worker_pids
             results.loads.append(load_average())
             passes(url, name, files, args, results)
+            if args.mixed:
+                headers = proxy_headers(instance_id)
+                mixed_passes(Target(name, url, PATHS, headers), work, args, results)
             if args.profile and results.profile is None and source is None:
                 command = wrk(url, "cloudseed", files, 8, args.profile_seconds + 4)
                 results.profile = profile_worker(
@@ -187,17 +262,47 @@ def measure_server(
 
 
 def measure_nginx(
-    root: Path, prefix: Path, files: StormFiles, args: argparse.Namespace, results: Results
+    root: Path,
+    prefix: Path,
+    instance_id: str,
+    files: StormFiles,
+    args: argparse.Namespace,
+    results: Results,
 ) -> None:
     with running_nginx(root, prefix, workers=2) as url:
+        results.server_pids = lambda: with_children(pids_matching(str(prefix)))
+        if args.mixed:
+            flat = [f"/{instance_id}/{flat_name(p)}" for p in PATHS]
+            target = Target("nginx", url, flat, proxy_headers(instance_id))
+            mixed_passes(target, prefix, args, results)
         run_wrk("warm-up", wrk(url, "nginx", files, 8, 2))
         for connections in (8, 256):
+            command = wrk(url, "nginx", files, connections, args.duration)
             results.add(
                 f"nginx, {connections} connections",
-                run_wrk(
-                    f"nginx c{connections}", wrk(url, "nginx", files, connections, args.duration)
-                ),
+                partial(run_wrk, f"nginx c{connections}", command),
             )
+
+
+def measure_nova(work: Path, args: argparse.Namespace, results: Results) -> None:
+    """Nova's uwsgi (storm_nova_md.py): wrk's Lua rotation at 8 and 256 connections, and one
+    path alone by plain wrk (uwsgi closes each connection after its answer, which h2load
+    does not reconnect from; wrk does, counting a socket error each time)."""
+    files = StormFiles(work / "nova-instances.txt", work / "nova-paths.txt")
+    files.instances.write_text(nova_instances_line() * 2)
+    files.paths.write_text("".join(f"{p} {flat_name(p)}\n" for p in PATHS))
+    with running_nova_uwsgi(work / "nova-uwsgi.log") as url:
+        listen = url.removeprefix("http://")
+        results.server_pids = lambda: pids_matching(listen)
+        run_wrk("warm-up", wrk(url, "cloudseed", files, 8, 2))
+        for connections in (8, 256):
+            key = f"Nova uwsgi, {connections} connections"
+            command = wrk(url, "cloudseed", files, connections, args.duration)
+            results.add(key, partial(run_wrk, key, command))
+        key = f"Nova uwsgi, wrk (no Lua) {args.single_path} alone, 8 connections"
+        results.add_mixed(
+            key, lambda: plain_wrk(key, url + args.single_path, nova_headers(), args.duration)
+        )
 
 
 def table(results: Results) -> str:
@@ -216,6 +321,31 @@ def table(results: Results) -> str:
             f"| {lat['p50'] / 1000:.2f} ms | {lat['p99'] / 1000:.2f} ms "
             f"| {lat['p999'] / 1000:.2f} ms | {lat['max'] / 1000:.1f} ms | {errors} |"
         )
+    return "\n".join(rows)
+
+
+def mixed_table(results: Results) -> str:
+    rows = [
+        "| Pass (h2load --h1 / plain wrk) | Requests/s (best) | Rounds | Errors |",
+        "|---|---:|---|---:|",
+    ]
+    for key, found in results.mixed.items():
+        b = max(found, key=lambda r: r.rps)
+        rounds = " / ".join(f"{r.rps:,.0f}" for r in found)
+        rows.append(f"| {key} | {b.rps:,.0f} | {rounds} | {b.errors} |")
+    return "\n".join(rows)
+
+
+def cpu_table(results: Results) -> str:
+    rows = [
+        "| Pass | Load generator CPU µs/request | Server CPU µs/request |",
+        "|---|---:|---:|",
+    ]
+    for key, rounds in results.cpu.items():
+        client = min(c for c, _ in rounds)
+        servers = [s for _, s in rounds if s is not None]
+        server = f"{min(servers):.1f}" if servers else "n/a"
+        rows.append(f"| {key} | {client:.1f} | {server} |")
     return "\n".join(rows)
 
 
@@ -248,6 +378,9 @@ def section(results: Results, args: argparse.Namespace) -> str:
         "",
         table(results),
     ]
+    if results.mixed:
+        lines += ["", mixed_table(results)]
+    lines += ["", cpu_table(results)]
     if results.profile is not None:
         lines += [
             "",
@@ -273,6 +406,10 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true", help="py-spy on one worker")
     parser.add_argument("--profile-seconds", type=int, default=8)
     parser.add_argument("--write", type=Path)
+    parser.add_argument("--mixed", action="store_true", help="h2load's rotation and one path")
+    parser.add_argument("--single-path", default="/openstack/latest/user_data", choices=PATHS)
+    parser.add_argument("--nova", action="store_true", help="Nova 34's uwsgi (the peers') too")
+    parser.add_argument("--no-paced", action="store_true", help="leave out the paced pass")
     args = parser.parse_args()
     results = Results()
     with tempfile.TemporaryDirectory(prefix="one-guest-") as tmp:
@@ -292,13 +429,22 @@ def main() -> None:
         for round_no in range(args.rounds):
             if args.before is not None:
                 measure_server(
-                    "cloudseed before", data, instance_id, files, args, results, args.before
+                    "cloudseed before",
+                    work,
+                    data,
+                    instance_id,
+                    files,
+                    args,
+                    results,
+                    args.before,
                 )
-            measure_server("cloudseed", data, instance_id, files, args, results)
+            measure_server("cloudseed", work, data, instance_id, files, args, results)
             if args.granian:
                 measure_granian(data, work, instance_id, files, args, results)
+            if args.nova:
+                measure_nova(work, args, results)
             if root is not None:
-                measure_nginx(root, work / f"nginx{round_no}", files, args, results)
+                measure_nginx(root, work / f"nginx{round_no}", instance_id, files, args, results)
             time.sleep(1)
     text = section(results, args)
     print(text)

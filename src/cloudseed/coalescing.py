@@ -7,16 +7,13 @@ counted on the bytes as they arrive, before the parser sees them, and refused at
 limit passed. A head that arrives whole in one read shorter than every limit (nearly every
 request) is not counted.
 
-Deadlines (issue 30; ``connection_limits.py``): uvicorn arms a timer only after a response,
-so a connection that never sent a whole request was kept for ever (one guest held 6,000). Here
-one timer per connection stays armed for the nearest deadline of the connection's state, and
-looks, when it fires, at where the connection stands (re-arming for the rest if it is early):
-idle since it opened (``first_request``: closed without an answer), receiving a request
-(``header`` until its head ends, ``request`` until its last byte: then 408 if nothing of it
-was answered, and closed), answering (no deadline: the response arms it again), or idle since
-its last response (uvicorn's keep-alive timeout). The clock of a request starts when a read
-leaves it incomplete, so a request whose head and body arrive in one read (nearly all) costs
-no clock reading and no timer: the same timer, armed once per connection, serves them all.
+Deadlines (issue 30): ``protocol_deadlines.py``.
+
+Replays (``replay.py``): a read that is exactly one whole GET head, arriving at a message
+boundary with nothing of the connection's under way, is looked up first by (peer address,
+head bytes) in the app's ``replays``; an entry still valid for its caller is written at once
+(with a fresh Date) and counted, and neither the parser nor the app sees the request. A read
+of that shape answered at once with a replayable answer leaves an entry.
 
 Source addresses (``[metadata] max_connections_per_address``): a ``ConnectionCap`` counts the
 connections each address has open on the listener; one over the cap is answered 503 at once,
@@ -33,7 +30,13 @@ from uvicorn.protocols.http import httptools_impl
 
 from cloudseed.at_once import SOCKET_EXTENSION, AtOnce, RespondNow
 from cloudseed.connection_limits import ConnectionCap, Deadlines
-from cloudseed.head_limits import OVER_CAP, HeadLimits, HeadScan, refusal
+from cloudseed.head_limits import OVER_CAP, HeadLimits, HeadScan
+from cloudseed.protocol_deadlines import (
+    DEFAULT_DEADLINES,
+    DeadlineHttpToolsProtocol,
+    no_report,
+)
+from cloudseed.replay import Replayable, Replays
 from cloudseed.transport import CoalescingTransport
 from cloudseed.uvicorn_internals import require_tested_uvicorn
 
@@ -42,49 +45,30 @@ log = logging.getLogger(__name__)
 # Checked here, at import: a changed uvicorn stops the start, naming what changed.
 require_tested_uvicorn()
 STATUS_LINE: dict[int, bytes] = httptools_impl.STATUS_LINE
-HttpToolsProtocol = httptools_impl.HttpToolsProtocol
 
 
-DEFAULT_DEADLINES = Deadlines()
-
-
-def _no_report(deadline: str) -> None:
-    pass
-
-
-class CoalescingHttpToolsProtocol(HttpToolsProtocol):
+class CoalescingHttpToolsProtocol(DeadlineHttpToolsProtocol):
     """uvicorn's httptools protocol, writing through a CoalescingTransport, with the head
     limits, deadlines and cap of its class attributes (``with_limits`` makes a subclass per
     listener)."""
 
     limits = HeadLimits()
-    deadlines = DEFAULT_DEADLINES
     cap: ConnectionCap | None = None
-    # Told the deadline ("first_request", "header", "request") each time one passes.
-    timed_out: Callable[[str], None] = staticmethod(_no_report)
     # uvicorn's default headers (a list renewed every second) and their encoding.
     _defaults: tuple[list[tuple[bytes, bytes]], bytes] | None = None
 
-    # Inside a head; its count, once a read brought less than a whole head (None before).
-    _in_head = True
+    # A head's count, once a read brought less than a whole head (None before).
     _scan: HeadScan | None = None
-
-    # The deadlines' state (the module's docstring): the one timer and when it fires; a
-    # request begun and not yet whole, and since when (None until a read leaves it
-    # incomplete); idle since when (None while a request is under way); a request begun yet.
-    _timer: asyncio.TimerHandle | None = None
-    _timer_at = 0.0
-    _receiving = False
-    _request_since: float | None = None
-    _idle_since: float | None = None
-    _served = False
-    _head_deadline = deadlines.head
     _counted: str | None = None  # the address whose count in ``cap`` this connection holds
 
     # A head that arrives whole in one read no longer than this passes every limit uncounted.
     _whole_head_max = limits.smallest
     _respond_now: RespondNow | None = None
-    _answered = False  # the request under way was answered at once
+    _replays: Replays | None = None  # the app's (replay.py), if it keeps any
+    # This read, while it is one whole GET head at a message boundary (a replay's key).
+    _whole_get: bytes | None = None
+    # An answer at once to it that may be kept: (status line, the rest after the Date, whose).
+    _to_keep: tuple[bytes, bytes, Replayable] | None = None
 
     @classmethod
     def with_limits(
@@ -93,7 +77,7 @@ class CoalescingHttpToolsProtocol(HttpToolsProtocol):
         *,
         deadlines: Deadlines = DEFAULT_DEADLINES,
         cap: ConnectionCap | None = None,
-        timed_out: Callable[[str], None] = _no_report,
+        timed_out: Callable[[str], None] = no_report,
     ) -> type[CoalescingHttpToolsProtocol]:
         return type(
             cls.__name__,
@@ -112,6 +96,7 @@ class CoalescingHttpToolsProtocol(HttpToolsProtocol):
         assert isinstance(transport, asyncio.Transport)
         super().connection_made(CoalescingTransport(transport, self.loop))  # type: ignore[arg-type]
         self._respond_now = getattr(self.app, "respond_now", None)  # AnswersAtOnce's
+        self._replays = getattr(self.app, "replays", None)
         self._peer = peer = self.client[0] if self.client else None
         now = self.loop.time()
         cap = self.cap
@@ -202,18 +187,57 @@ class CoalescingHttpToolsProtocol(HttpToolsProtocol):
     def _write_at_once(self, found: AtOnce) -> None:
         """What ``RequestResponseCycle.send`` would write for it, then the request completed
         as uvicorn completes one (keep-alive timer, pipelined requests next)."""
-        status, header_lines, body, sent = found
-        defaults = self.server_state.default_headers  # the date, renewed every second
+        status, header_lines, body, sent, replayable = found
+        status_line = STATUS_LINE[status]
+        rest = b"".join((header_lines, b"\r\n", body))
+        self.transport.write_whole(  # type: ignore[attr-defined]
+            b"".join((status_line, self._default_lines(), rest))
+        )
+        if sent is not None:
+            sent()
+        elif replayable is not None and self._whole_get is not None:
+            self._to_keep = (status_line, rest, replayable)
+        self.on_response_complete()
+
+    def _default_lines(self) -> bytes:
+        """uvicorn's default header lines (the date, renewed every second), encoded once."""
+        defaults = self.server_state.default_headers
         cached = self._defaults
         if cached is None or cached[0] is not defaults:
             cached = (defaults, b"".join(b"%s: %s\r\n" % pair for pair in defaults))
             type(self)._defaults = cached
+        return cached[1]
+
+    def _replayed(self, replays: Replays, data: bytes) -> bool:
+        """Write the kept answer to ``data`` (one whole GET head) if there is one for this
+        caller, still valid, and nothing of the connection is under way; else False."""
+        key = (self._peer, data)
+        entry = replays.get(key)
+        if entry is None:
+            return False
+        cycle = self.cycle
+        if (
+            (cycle is not None and not cycle.response_complete)
+            or self.pipeline
+            or self.flow.write_paused
+            or self.transport.is_closing()
+        ):
+            return False
+        replayable = entry.replayable
+        try:
+            valid = replayable.still_valid()
+        except Exception:
+            valid = False
+        if not valid:
+            replays.forget(key)
+            return False
+        self._served = True
         self.transport.write_whole(  # type: ignore[attr-defined]
-            b"".join((STATUS_LINE[status], cached[1], header_lines, b"\r\n", body))
+            b"".join((entry.status_line, self._default_lines(), entry.rest))
         )
-        if sent is not None:
-            sent()
+        replayable.counted()
         self.on_response_complete()
+        return True
 
     def _unset_keepalive_if_required(self) -> None:
         pass  # uvicorn's cancels its timer on every read; the one timer here stays
@@ -250,74 +274,32 @@ class CoalescingHttpToolsProtocol(HttpToolsProtocol):
         if self._timer is None or self._timer_at > deadline:  # once a connection, at most
             self._arm(deadline)
 
-    def _arm(self, at: float) -> None:
-        """Have the timer fire at loop time ``at`` (instead of later, if it was armed)."""
-        timer = self._timer
-        if timer is not None:
-            timer.cancel()
-        self._timer_at = at
-        self._timer = self.loop.call_at(at, self._on_timer)
-
-    def _request_started(self) -> None:
-        """A read left a request incomplete: its clock starts, and the timer fires by its
-        deadline."""
-        self._request_since = now = self.loop.time()
-        limit = self._head_deadline if self._in_head else self.deadlines.request
-        if limit is not None and (self._timer is None or self._timer_at > now + limit):
-            self._arm(now + limit)
-
-    def _on_timer(self) -> None:
-        self._timer = None
-        if self.transport.is_closing():
-            return
-        now = self.loop.time()
-        if self._receiving:
-            since = self._request_since
-            in_head = self._in_head
-            limit = self._head_deadline if in_head else self.deadlines.request
-            if since is None or limit is None:
-                return  # no deadline for this body: its response arms the timer again
-            if since + limit > now:
-                self._arm(since + limit)
-            else:
-                self._request_timed_out(in_head)
-            return
-        idle_since = self._idle_since
-        if idle_since is None:
-            return  # answering: the response arms the timer again
-        served = self._served
-        deadline = idle_since + (
-            self.timeout_keep_alive if served else self.deadlines.first_request
-        )
-        if deadline > now:
-            self._arm(deadline)
-            return
-        if not served:
-            self.timed_out("first_request")
-        self.timeout_keep_alive_handler()  # closes
-
-    def _request_timed_out(self, in_head: bool) -> None:
-        """408 if nothing of the request was answered (a response before it may still be
-        under way: then only the close), and close."""
-        self.timed_out("header" if in_head else "request")
-        cycle = self.cycle
-        if self.pipeline:
-            untouched = False
-        elif in_head:  # the cycle, if any, is the previous request's
-            untouched = cycle is None or cycle.response_complete
-        else:
-            untouched = not self._answered and cycle is not None and not cycle.response_started
-        if cycle is not None and not cycle.response_complete:
-            # The app reading the body hears the client has gone, and what it sends is
-            # dropped: nothing it does with part of a body is answered or kept.
-            cycle.disconnected = True
-            cycle.message_event.set()
-        if untouched:
-            self._refuse(408)
-        else:
-            self.transport.close()
-
     def data_received(self, data: bytes) -> None:
+        replays = self._replays
+        if (
+            replays is not None
+            and self._in_head
+            and self._scan is None
+            and not self._receiving  # at a message boundary: the parser holds nothing
+            and data[:4] == b"GET "
+            and len(data) <= self._whole_head_max
+            and data.find(b"\r\n\r\n") == len(data) - 4  # one head, nothing after it
+        ):
+            if self._replayed(replays, data):
+                return
+            self._whole_get = data
+            try:
+                self._received(data)
+            finally:
+                self._whole_get = None
+                kept, self._to_keep = self._to_keep, None
+            # Kept once the request is complete in this read (a body would make it not).
+            if kept is not None and not self._receiving and not self.transport.is_closing():
+                replays.keep((self._peer, data), *kept)
+            return
+        self._received(data)
+
+    def _received(self, data: bytes) -> None:
         if self._in_head:
             scan = self._scan
             if scan is None and len(data) <= self._whole_head_max and b"\r\n\r\n" in data:
@@ -335,8 +317,3 @@ class CoalescingHttpToolsProtocol(HttpToolsProtocol):
         super().data_received(data)
         if self._receiving and self._request_since is None:
             self._request_started()
-
-    def _refuse(self, status: int) -> None:
-        self._in_head = False
-        self.transport.write(refusal(status))
-        self.transport.close()

@@ -17,7 +17,7 @@ from cloudseed.at_once import AnswersAtOnce, AtOnce
 from cloudseed.cells.service import CellDatabases
 from cloudseed.db.engines import Database
 from cloudseed.identity.keyring import Keyring
-from cloudseed.metadata import asgi, recursive, render_ec2, seeds, token_hops, tree
+from cloudseed.metadata import asgi, recursive, render_ec2, replays, seeds, token_hops, tree
 from cloudseed.metadata.access_audit import (
     NO_ACCESS_STATS,
     AccessAudit,
@@ -37,6 +37,7 @@ from cloudseed.metadata.posts import GuestPosts
 from cloudseed.metadata.signed_identity import SignedIdentity
 from cloudseed.metadata.store import CellGuests, GuestStore
 from cloudseed.metadata.tokens import Tokens
+from cloudseed.replay import Replayable, Replays
 from cloudseed.settings import Settings
 from cloudseed.types import Receive, Scope, Send
 from cloudseed.vendordata import Vendordata
@@ -77,6 +78,8 @@ class MetadataApp(asgi.MetadataASGI, AnswersAtOnce):
         self.seeds: seeds.SeedFiles | None = None  # NoCloud seed URLs, at start-up
         self.access: AccessAudit | None = None  # the token-less access audit, at start-up
         self._access_stats: AccessStats = NO_ACCESS_STATS
+        # Answers the protocol replays (coalescing.py, replay.py); per worker, as the app.
+        self.replays = Replays()
 
     async def startup(self) -> None:
         db = self._api_db
@@ -107,6 +110,7 @@ class MetadataApp(asgi.MetadataASGI, AnswersAtOnce):
             self.store, self.tokens, require_token=self.settings.metadata.require_token
         )
         self.store.watch(self.freshness.waiters.changed)
+        self.store.watch(self.replays.changed)
         self.access = AccessAudit(
             cells, interval=self.settings.metadata.access_audit_interval, stats=self._access_stats
         )
@@ -172,13 +176,20 @@ class MetadataApp(asgi.MetadataASGI, AnswersAtOnce):
         target = tree.parse(path)
         if target is None or target.kind in NOT_AT_ONCE:
             return None
+        self._replayable = None
         try:
             answer = self._answer_now(target, peer, headers)
         except Exception:
             return None
         if answer is None:
             return None
-        return at_once(answer, method)
+        found = at_once(answer, method)
+        replayable, self._replayable = self._replayable, None
+        if replayable is not None and answer.sent is None:  # a first delivery is recorded
+            return found._replace(replayable=replayable)
+        return found
+
+    _replayable: Replayable | None = None  # _answer_now's word on its answer, for respond_now
 
     def _answer_now(
         self, target: tree.Target, peer: str | None, headers: list[tuple[bytes, bytes]]
@@ -196,6 +207,7 @@ class MetadataApp(asgi.MetadataASGI, AnswersAtOnce):
         if guest is None:
             return None
         with_token = callers.check_token(guest, headers)
+        shared = replays.shared_vendordata(target, self.vendordata)  # before it is made
         answer = self._document_now(target, guest, claim.address)
         if answer is None:
             return None
@@ -204,6 +216,16 @@ class MetadataApp(asgi.MetadataASGI, AnswersAtOnce):
             self.access.counted(guest.facts, document_of(target.kind, "GET"))
         store.stats.hit()  # here, once answered: a request left to the ASGI path counts there
         tagged = self.freshness.tagged(answer, guest, (target, False), claim.address)
+        if not with_token:  # a session token runs out: never replayed
+            self._replayable = replays.replayable(
+                claim,
+                guest,
+                target,
+                shared,
+                callers=callers,
+                access=self.access,
+                vendordata=self.vendordata,
+            )
         return self.freshness.conditional(tagged, headers)
 
     # -- one request -------------------------------------------------------------------------

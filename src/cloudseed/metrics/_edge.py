@@ -86,6 +86,8 @@ class MetricsEdge:
         self._respond_now = app.respond_now if isinstance(app, AnswersAtOnce) else None
         if self._respond_now is not None and isinstance(routes, MetadataRoutes):
             self.respond_now = self._counted_respond_now
+            # Its replayed answers (replay.py): counted here too, by the wrapped ``counted``.
+            self.replays = getattr(app, "replays", None)
 
     def _counted_respond_now(
         self, method: str, path: str, peer: str | None, headers: Headers
@@ -96,7 +98,17 @@ class MetricsEdge:
         found = self._respond_now(method, path, peer, headers)
         if found is not None:
             # The metadata listener's route key is the path (MetadataRoutes).
-            self._tally(path, method, found[0], time.perf_counter() - started)
+            status = found[0]
+            self._tally(path, method, status, time.perf_counter() - started)
+            replayable = found.replayable
+            if replayable is not None:
+                counted = replayable.counted
+
+                def counted_here() -> None:
+                    counted()
+                    self._tally(path, method, status, 0.0)  # a replay takes no app time
+
+                found = found._replace(replayable=replayable._replace(counted=counted_here))
         return found
 
     def drain(self) -> None:

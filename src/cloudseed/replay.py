@@ -1,0 +1,100 @@
+"""Answers replayed: a warm guest asking again exactly what it asked before gets the bytes of
+the answer it was given, without the HTTP parser or the app (the listener's protocol,
+``coalescing.py``, asks here first).
+
+cloud-init asks the same few documents with the same head on every boot, and a guest's
+documents change rarely: once answered, the same request is answered from bytes kept per
+worker, keyed by who asked and exactly what was asked: the peer address the connection came
+from and the whole request head, byte for byte (the proxy's signed headers, the forwarding
+headers, If-None-Match and everything else in it). The caller's identity is a function of
+those two alone (identify.py), so an entry can only answer the caller it was made for.
+
+What may be kept is the app's to say (``Replayable`` with its answer at once): only answers
+that are the same every time for as long as the guest does not change (no random seed, no
+session token, no time of day: the Date header is written fresh at each replay). An entry is
+dropped when its guest changes or the feed fails (the store's watchers), and checked at each
+replay with ``still_valid`` (the caller is still that very guest object in the worker's
+cache: evicted, reloaded, changed or expired, it is not). ``counted`` does at each replay
+what answering counts (the cache hit, the token-less access audit, the metrics).
+
+Memory is bounded: ``max_bytes`` of kept heads and answers per worker (the oldest entries go
+first), and an answer larger than ``max_entry`` is not kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+# Who asked (the connection's peer address) and the whole request head, byte for byte.
+ReplayKey = tuple[str | None, bytes]
+
+DEFAULT_MAX_BYTES = 16 * 1024 * 1024
+DEFAULT_MAX_ENTRY = 64 * 1024
+_OVERHEAD = 200  # the entry's tuples and dict slots, roughly, in bytes
+
+
+class Replayable(NamedTuple):
+    """What the app says of an answer that may be replayed (``AtOnce.replayable``)."""
+
+    guest: str  # the instance's uuid: a change to it drops the entry
+    still_valid: Callable[[], bool]  # the caller is still the guest the answer was made for
+    counted: Callable[[], None]  # what answering it counts, done again at each replay
+
+
+class Replay(NamedTuple):
+    status_line: bytes
+    rest: bytes  # the header lines after the Date, the blank line, the body
+    replayable: Replayable
+    size: int
+
+
+class Replays:
+    """One worker's replayable answers; the event loop's thread only (no locks)."""
+
+    def __init__(
+        self, *, max_bytes: int = DEFAULT_MAX_BYTES, max_entry: int = DEFAULT_MAX_ENTRY
+    ) -> None:
+        self.max_bytes = max_bytes
+        self.max_entry = max_entry
+        self._entries: dict[ReplayKey, Replay] = {}  # oldest first
+        self._by_guest: dict[str, set[ReplayKey]] = {}
+        self._bytes = 0
+
+    def get(self, key: ReplayKey) -> Replay | None:
+        return self._entries.get(key)
+
+    def keep(self, key: ReplayKey, status_line: bytes, rest: bytes, of: Replayable) -> None:
+        size = len(key[1]) + len(status_line) + len(rest) + _OVERHEAD
+        if size > self.max_entry:
+            return
+        self.forget(key)
+        while self._entries and self._bytes + size > self.max_bytes:
+            self.forget(next(iter(self._entries)))
+        self._entries[key] = Replay(status_line, rest, of, size)
+        self._by_guest.setdefault(of.guest, set()).add(key)
+        self._bytes += size
+
+    def forget(self, key: ReplayKey) -> None:
+        entry = self._entries.pop(key, None)
+        if entry is None:
+            return
+        self._bytes -= entry.size
+        keys = self._by_guest.get(entry.replayable.guest)
+        if keys is not None:
+            keys.discard(key)
+            if not keys:
+                del self._by_guest[entry.replayable.guest]
+
+    def changed(self, uuid: str | None) -> None:
+        """The store's watcher: ``uuid`` changed (None: any may have, the feed failed)."""
+        if uuid is None:
+            self._entries.clear()
+            self._by_guest.clear()
+            self._bytes = 0
+            return
+        for key in list(self._by_guest.get(uuid, ())):
+            self.forget(key)
+
+    def __len__(self) -> int:
+        return len(self._entries)
