@@ -45,9 +45,9 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import or_, select
+from sqlalchemy import Table, or_, select, update
 from sqlalchemy.orm import Session
 
 from cloudseed.cells.errors import InstanceNotFound
@@ -263,6 +263,40 @@ def after_operation(
     return queue.enqueue(
         session, instance_uuid=uuid, kind=KIND, host=host, payload={"generation": generation}
     )
+
+
+def after_builds(session: Session, hosts: dict[str, str | None], *, now: dt.datetime) -> list[str]:
+    """``after_operation`` for many successful builds (instance uuid -> host), with one read
+    and one UPDATE per distinct boot set; the uuids that got a push queued."""
+    extras = cast(Table, InstanceExtra.__table__)
+    rows = session.execute(
+        select(
+            extras.c.instance_uuid,
+            extras.c.keypairs,
+            extras.c.keys_generation,
+            extras.c.keys_applied_generation,
+            extras.c.keys_boot_generation,
+        ).where(extras.c.instance_uuid.in_(list(hosts)))
+    ).all()
+    by_boot_set: dict[str, list[str]] = {}
+    queued = []
+    for row in rows:
+        boot_set = json.dumps(current_keys(json.loads(row.keypairs or "[]"), now))
+        by_boot_set.setdefault(boot_set, []).append(row.instance_uuid)
+        generation = row.keys_generation or 1
+        behind = generation > max(row.keys_applied_generation or 0, row.keys_boot_generation or 1)
+        host = hosts[row.instance_uuid]
+        if behind and host and not _push_queued(session, row.instance_uuid):
+            payload = {"generation": generation}
+            queue.enqueue(
+                session, instance_uuid=row.instance_uuid, kind=KIND, host=host, payload=payload
+            )
+            queued.append(row.instance_uuid)
+    for boot_set, uuids in by_boot_set.items():
+        session.execute(
+            update(extras).where(extras.c.instance_uuid.in_(uuids)).values(keys_pushed=boot_set)
+        )
+    return queued
 
 
 def queue_expired(cell: Database, *, host: str, now: dt.datetime) -> list[str]:

@@ -40,6 +40,7 @@ from functools import partial
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from cloudseed.agent.batch_reads import BatchRecords, batch_of
 from cloudseed.agent.commit_watch import CommitWatch
 from cloudseed.agent.console_mirror import ConsoleMirror
 from cloudseed.agent.guests import ConfigDrives
@@ -253,8 +254,10 @@ class Agent:
         """Claim what there is and run it in this thread (tests, tools); how many ran."""
         count = 0
         for cell in self.cells.all_cells():
-            for op in self._claim(cell, self.slots):
-                self.steps.run(op, cell)
+            claimed = self._claim(cell, self.slots)
+            batch = batch_of(claimed, cell)
+            for op in claimed:
+                self.steps.run(op, cell, batch)
                 count += 1
         return count
 
@@ -298,8 +301,10 @@ class Agent:
         if free <= 0:
             return
         for cell in self.cells.all_cells():
-            for op in self._claim(cell, free):
-                self._submit(op, cell)
+            claimed = self._claim(cell, free)
+            batch = batch_of(claimed, cell)
+            for op in claimed:
+                self._submit(op, cell, batch)
                 free -= 1
             if free <= 0:
                 break
@@ -337,8 +342,8 @@ class Agent:
                 )
         return claimed
 
-    def _submit(self, op: queue.Claimed, cell: Database) -> None:
-        future = self._executor.submit(self.steps.run, op, cell)
+    def _submit(self, op: queue.Claimed, cell: Database, batch: BatchRecords | None) -> None:
+        future = self._executor.submit(self.steps.run, op, cell, batch)
         with self._lock:
             self._running[op.id] = (cell, future)
         future.add_done_callback(partial(self._done, op.id))
