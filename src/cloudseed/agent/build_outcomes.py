@@ -24,6 +24,7 @@ batch whose transaction failed, so one bad build never fails the others.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import logging
 import threading
@@ -32,7 +33,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import cast
 
-from sqlalchemy import Table, delete, insert, select, update
+from sqlalchemy import BindParameter, Connection, Table, bindparam, delete, insert, select, update
 from sqlalchemy.orm import Session
 
 from cloudseed.agent.key_operations import after_builds
@@ -149,25 +150,12 @@ def _outcome(entry: Built) -> Outcome:
 def write_successes(session: Session, entries: list[Built], *, owner: str) -> Written:
     """The builds' successes in the caller's transaction (it may run again after a deadlock:
     statements only)."""
+    db = session.connection()  # Core statements: the ORM's execute path cost a third more
     now = utcnow()
     wanted = {e.op.id: e for e in entries}
-    held = session.execute(
-        select(_OPERATIONS.c.id, _OPERATIONS.c.payload, _OPERATIONS.c.not_before)
-        .where(
-            _OPERATIONS.c.id.in_(list(wanted)),
-            _OPERATIONS.c.lease_owner == owner,
-            _OPERATIONS.c.state == queue.RUNNING,
-        )
-        .with_for_update()
-    ).all()
+    held = db.execute(_HELD, {"ids": list(wanted), "owner": owner}).all()
     uuids = [wanted[row.id].op.instance_uuid for row in held]
-    hosts = dict(
-        session.execute(
-            select(_INSTANCES.c.uuid, _INSTANCES.c.host)
-            .where(_INSTANCES.c.uuid.in_(uuids), _INSTANCES.c.deleted == 0)
-            .with_for_update()
-        ).all()
-    )
+    hosts = dict(db.execute(_HOSTS, {"uuids": uuids}).all())
     alone = {
         row.id
         for row in held
@@ -176,33 +164,96 @@ def write_successes(session: Session, entries: list[Built], *, owner: str) -> Wr
     mine = [wanted[row.id] for row in held if row.id not in alone]
     if not mine:
         return Written(frozenset(), frozenset(alone))
-    _end_operations(session, [(row.id, row.payload) for row in held if row.id not in alone], now)
+    _end_operations(db, [(row.id, row.payload) for row in held if row.id not in alone], now)
     uuids = [e.op.instance_uuid for e in mine]
-    session.execute(
-        update(_INSTANCES)
-        .where(_INSTANCES.c.uuid.in_(uuids), _INSTANCES.c.deleted == 0)
-        .values(
-            vm_state=states.ACTIVE,
-            task_state=None,
-            power_state=states.RUNNING,
-            updated_at=now,
-            launched_at=now,
-        )
-    )
+    db.execute(_LAUNCHED, {"uuids": uuids, "now": now})
     # boot=True belongs here (the guests boot now: metadata workers may load them ahead).
     records.guests_changed(session, uuids)
-    session.execute(
-        update(_EXTRAS)
-        .where(_EXTRAS.c.instance_uuid.in_(uuids), _EXTRAS.c.fault.is_not(None))
-        .values(fault=None)
-    )
-    _ssh_forwards(session, mine)
+    db.execute(_FAULT_CLEARED, {"uuids": uuids})
+    db.execute(_FORWARDS_DROPPED, {"uuids": uuids})
+    forwards = [
+        {"instance_uuid": e.op.instance_uuid, "key": SSH_FORWARD, "value": e.ssh_forward}
+        for e in mine
+        if e.ssh_forward is not None
+    ]
+    if forwards:  # records.set_system_metadata(..., SSH_FORWARD, value) for each
+        db.execute(insert(_SYSTEM_METADATA), forwards)
     after_builds(session, {u: hosts[u] for u in uuids}, now=now)
-    _finish_events(session, [e.op.action_id for e in mine if e.op.action_id is not None], now)
+    _finish_events(db, [e.op.action_id for e in mine if e.op.action_id is not None], now)
     return Written(frozenset(e.op.id for e in mine), frozenset(alone))
 
 
-def _end_operations(session: Session, rows: list[tuple[int, str | None]], now: object) -> None:
+# The statements, built once (building a statement and its cache key each time cost as much
+# as running it): each takes its lists as expanding parameters.
+_HELD = (
+    select(_OPERATIONS.c.id, _OPERATIONS.c.payload, _OPERATIONS.c.not_before)
+    .where(
+        _OPERATIONS.c.id.in_(bindparam("ids", expanding=True)),
+        _OPERATIONS.c.lease_owner == bindparam("owner"),
+        _OPERATIONS.c.state == queue.RUNNING,
+    )
+    .with_for_update()
+)
+_UUIDS: BindParameter[list[str]] = bindparam("uuids", expanding=True)
+_HOSTS = (
+    select(_INSTANCES.c.uuid, _INSTANCES.c.host)
+    .where(_INSTANCES.c.uuid.in_(_UUIDS), _INSTANCES.c.deleted == 0)
+    .with_for_update()
+)
+_ENDED = (
+    update(_OPERATIONS)
+    .where(_OPERATIONS.c.id.in_(bindparam("ids", expanding=True)))
+    .values(
+        state=queue.DONE,
+        error=None,
+        finished_at=bindparam("now"),
+        updated_at=bindparam("now"),
+        lease_expires_at=None,
+        payload=bindparam("payload"),
+    )
+)
+_LAUNCHED = (
+    update(_INSTANCES)
+    .where(_INSTANCES.c.uuid.in_(_UUIDS), _INSTANCES.c.deleted == 0)
+    .values(
+        vm_state=states.ACTIVE,
+        task_state=None,
+        power_state=states.RUNNING,
+        updated_at=bindparam("now"),
+        launched_at=bindparam("now"),
+    )
+)
+_FAULT_CLEARED = (
+    update(_EXTRAS)
+    .where(_EXTRAS.c.instance_uuid.in_(_UUIDS), _EXTRAS.c.fault.is_not(None))
+    .values(fault=None)
+)
+_FORWARDS_DROPPED = delete(_SYSTEM_METADATA).where(
+    _SYSTEM_METADATA.c.instance_uuid.in_(_UUIDS), _SYSTEM_METADATA.c.key == SSH_FORWARD
+)
+_ACTION_IDS: BindParameter[list[int]] = bindparam("action_ids", expanding=True)
+_OPEN_EVENTS = (
+    select(_EVENTS.c.id, _EVENTS.c.action_id)
+    .where(
+        _EVENTS.c.action_id.in_(_ACTION_IDS),
+        _EVENTS.c.event == BUILD_EVENT,
+        _EVENTS.c.finish_time.is_(None),
+    )
+    .order_by(_EVENTS.c.id)
+)
+_EVENTS_FINISHED = (
+    update(_EVENTS)
+    .where(_EVENTS.c.id.in_(bindparam("event_ids", expanding=True)))
+    .values(finish_time=bindparam("now"), result="Success", traceback=None)
+)
+_ACTIONS_FINISHED = (
+    update(_ACTIONS)
+    .where(_ACTIONS.c.id.in_(_ACTION_IDS))
+    .values(finish_time=bindparam("now"), updated_at=bindparam("now"), message=None)
+)
+
+
+def _end_operations(db: Connection, rows: list[tuple[int, str | None]], now: dt.datetime) -> None:
     """``queue.finish`` for each (done, secrets dropped): one UPDATE per distinct payload left
     (builds' are all ``{}``)."""
     by_payload: dict[str, list[int]] = {}
@@ -210,78 +261,21 @@ def _end_operations(session: Session, rows: list[tuple[int, str | None]], now: o
         kept = {k: v for k, v in json.loads(payload or "{}").items() if k not in queue.SECRET_KEYS}
         by_payload.setdefault(json.dumps(kept, sort_keys=True), []).append(op_id)
     for payload, ids in by_payload.items():
-        session.execute(
-            update(_OPERATIONS)
-            .where(_OPERATIONS.c.id.in_(ids))
-            .values(
-                state=queue.DONE,
-                error=None,
-                finished_at=now,
-                updated_at=now,
-                lease_expires_at=None,
-                payload=payload,
-            )
-        )
+        db.execute(_ENDED, {"ids": ids, "now": now, "payload": payload})
 
 
-def _ssh_forwards(session: Session, entries: list[Built]) -> None:
-    """``records.set_system_metadata(..., SSH_FORWARD, value)`` for each: removed, then added
-    back where the driver gave one."""
-    session.execute(
-        delete(_SYSTEM_METADATA).where(
-            _SYSTEM_METADATA.c.instance_uuid.in_([e.op.instance_uuid for e in entries]),
-            _SYSTEM_METADATA.c.key == SSH_FORWARD,
-        )
-    )
-    rows = [
-        {"instance_uuid": e.op.instance_uuid, "key": SSH_FORWARD, "value": e.ssh_forward}
-        for e in entries
-        if e.ssh_forward is not None
-    ]
-    if rows:
-        session.execute(insert(_SYSTEM_METADATA), rows)
-
-
-def _finish_events(session: Session, action_ids: list[int], now: object) -> None:
+def _finish_events(db: Connection, action_ids: list[int], now: dt.datetime) -> None:
     """``action_log.finish(..., event=BUILD_EVENT)`` for each action: its open build event (the
     first, as there) finished as a success, or one added finished; the action finished."""
     if not action_ids:
         return
     first_open: dict[int, int] = {}
-    for event_id, action_id in session.execute(
-        select(_EVENTS.c.id, _EVENTS.c.action_id)
-        .where(
-            _EVENTS.c.action_id.in_(action_ids),
-            _EVENTS.c.event == BUILD_EVENT,
-            _EVENTS.c.finish_time.is_(None),
-        )
-        .order_by(_EVENTS.c.id)
-    ):
+    for event_id, action_id in db.execute(_OPEN_EVENTS, {"action_ids": action_ids}):
         first_open.setdefault(action_id, event_id)
     if first_open:
-        session.execute(
-            update(_EVENTS)
-            .where(_EVENTS.c.id.in_(list(first_open.values())))
-            .values(finish_time=now, result="Success", traceback=None)
-        )
+        db.execute(_EVENTS_FINISHED, {"event_ids": list(first_open.values()), "now": now})
     missing = [a for a in action_ids if a not in first_open]
     if missing:
-        session.execute(
-            insert(_EVENTS),
-            [
-                {
-                    "action_id": a,
-                    "event": BUILD_EVENT,
-                    "start_time": now,
-                    "finish_time": now,
-                    "result": "Success",
-                    "traceback": None,
-                }
-                for a in missing
-            ],
-        )
-    session.execute(
-        update(_ACTIONS)
-        .where(_ACTIONS.c.id.in_(action_ids))
-        .values(finish_time=now, updated_at=now, message=None)
-    )
+        added = {"event": BUILD_EVENT, "start_time": now, "finish_time": now, "result": "Success"}
+        db.execute(insert(_EVENTS), [{"action_id": a, **added} for a in missing])
+    db.execute(_ACTIONS_FINISHED, {"action_ids": action_ids, "now": now})

@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
-from sqlalchemy import Table, or_, select, update
+from sqlalchemy import Table, bindparam, or_, select, update
 from sqlalchemy.orm import Session
 
 from cloudseed.cells.errors import InstanceNotFound
@@ -265,22 +265,28 @@ def after_operation(
     )
 
 
+_EXTRAS = cast(Table, InstanceExtra.__table__)
+_BOOT_KEYS = select(
+    _EXTRAS.c.instance_uuid,
+    _EXTRAS.c.keypairs,
+    _EXTRAS.c.keys_generation,
+    _EXTRAS.c.keys_applied_generation,
+    _EXTRAS.c.keys_boot_generation,
+).where(_EXTRAS.c.instance_uuid.in_(bindparam("uuids", expanding=True)))
+_BOOT_SET_KEPT = (
+    update(_EXTRAS)
+    .where(_EXTRAS.c.instance_uuid.in_(bindparam("uuids", expanding=True)))
+    .values(keys_pushed=bindparam("boot_set"))
+)
+
+
 def after_builds(session: Session, hosts: dict[str, str | None], *, now: dt.datetime) -> list[str]:
     """``after_operation`` for many successful builds (instance uuid -> host), with one read
     and one UPDATE per distinct boot set; the uuids that got a push queued."""
-    extras = cast(Table, InstanceExtra.__table__)
-    rows = session.execute(
-        select(
-            extras.c.instance_uuid,
-            extras.c.keypairs,
-            extras.c.keys_generation,
-            extras.c.keys_applied_generation,
-            extras.c.keys_boot_generation,
-        ).where(extras.c.instance_uuid.in_(list(hosts)))
-    ).all()
+    db = session.connection()
     by_boot_set: dict[str, list[str]] = {}
     queued = []
-    for row in rows:
+    for row in db.execute(_BOOT_KEYS, {"uuids": list(hosts)}).all():
         boot_set = json.dumps(current_keys(json.loads(row.keypairs or "[]"), now))
         by_boot_set.setdefault(boot_set, []).append(row.instance_uuid)
         generation = row.keys_generation or 1
@@ -293,9 +299,7 @@ def after_builds(session: Session, hosts: dict[str, str | None], *, now: dt.date
             )
             queued.append(row.instance_uuid)
     for boot_set, uuids in by_boot_set.items():
-        session.execute(
-            update(extras).where(extras.c.instance_uuid.in_(uuids)).values(keys_pushed=boot_set)
-        )
+        db.execute(_BOOT_SET_KEPT, {"uuids": uuids, "boot_set": boot_set})
     return queued
 
 
