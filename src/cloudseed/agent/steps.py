@@ -6,6 +6,9 @@ state, the values the operation applies when it succeeds (a rebuild's key pair, 
 name, hostname, metadata and image; a HARD reboot's user data), the history of those values,
 and the instance action's event. The values a request changes are held in the operation's
 payload until then, so a guest is never served values of an operation that has not happened.
+A build's success is written together with the other builds ending meanwhile
+(``build_outcomes.py``), and builds claimed together read their records at once
+(``batch_reads.py``).
 
 After each operation that leaves the guest running (or stopped), the driver's answer to
 ``ssh_forward`` is recorded as the instance's system metadata ``ssh_forward`` (removed when
