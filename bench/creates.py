@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import sqlite3
 import statistics
 import subprocess
 import tempfile
@@ -75,6 +76,31 @@ def standalone_agent(data: Path) -> Iterator[subprocess.Popen[bytes]]:
         process.send_signal(signal.SIGCONT)
         stop(process)
         log.close()
+
+
+def pause(agent: subprocess.Popen[bytes], data: Path) -> None:
+    """SIGSTOP the agent outside its write transactions: stopped inside one it would hold
+    SQLite's write lock, and every create would wait for it (and fail: "database is locked")."""
+    databases = sorted(data.rglob("*.sqlite"))
+    for _ in range(200):
+        agent.send_signal(signal.SIGSTOP)
+        if all(_writable(path) for path in databases):
+            return
+        agent.send_signal(signal.SIGCONT)
+        time.sleep(0.05)
+    raise RuntimeError("the agent always held a write lock")
+
+
+def _writable(path: Path) -> bool:
+    connection = sqlite3.connect(path, timeout=0)
+    try:
+        connection.execute("BEGIN IMMEDIATE")
+        connection.rollback()
+        return True
+    except sqlite3.OperationalError:
+        return False
+    finally:
+        connection.close()
 
 
 def until_active(api: httpx.Client, total: int, cpu: Callable[[], float]) -> tuple[float, float]:
@@ -139,7 +165,7 @@ def one_round_apart(args: argparse.Namespace, src: Path | None) -> str:
                     time.sleep(0.2)
                 asyncio.run(create_batches(server.api, registries, key, WARM_UP, WARM_UP, 1))
                 wait_for_builds(api, WARM_UP)
-                agent.send_signal(signal.SIGSTOP)
+                pause(agent, data)
                 cpu_start, started = serve_cpu(), time.perf_counter()
                 asyncio.run(
                     create_batches(
