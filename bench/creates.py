@@ -3,9 +3,14 @@ server, until the creates are answered and until every server is ACTIVE (the age
 
 ``cloudseed serve --workers 2`` with its compute agent on fresh SQLite databases, the storm's
 servers (a key pair, cloud-config user data, 3 metadata items, one port), after a warm-up
-multi-create. ``--before SRC`` measures a checkout's ``src/`` too (``git archive <commit> src |
-tar -x -C /tmp/base``, then ``/tmp/base/src``), the two alternating round by round. Prints the
-results; the notes in docs/benchmarks.md quote them.
+multi-create. The builds run beside the creates there, so the CPU "over the creates" holds
+some builds too; ``--apart`` adds a second reading that splits them: ``serve --no-compute`` and
+a standalone ``cloudseed compute`` agent, stopped (SIGSTOP) while the creates run, so the
+creates' CPU is theirs alone and the CPU from SIGCONT until every server is ACTIVE (agent and
+serve) is the builds'. ``--before SRC`` measures a checkout's ``src/`` too (``git archive
+<commit> src | tar -x -C /tmp/base``, then ``/tmp/base/src``), the two alternating round by
+round. Waiting for ACTIVE asks for one BUILD server every 0.2 s (a page of 1,000 every 0.5 s was
+a tenth of the server's CPU). Prints the results; the notes in docs/benchmarks.md quote them.
 
     .venv/bin/python bench/creates.py --servers 1000 --batch 100 --concurrency 1 --rounds 2
 """
@@ -14,19 +19,94 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
+import signal
+import sqlite3
 import statistics
+import subprocess
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
 import storm_identity
+from storm_host import venv_tool
 from storm_seeding import create_batches, import_key_pair, register, wait_until_active
-from storm_server import code_from, running_server
+from storm_server import code_from, running_server, stop
 from storm_workers import cpu_seconds
 
+ADMIN = {"X-Auth-Token": "admin:admin"}  # the registered host's list is for admins
 WARM_UP = 100  # servers created (and built) before the measurement
+
+
+def wait_for_builds(api: httpx.Client, total: int) -> None:
+    """Until no server is BUILD (one server asked for each time), then the full check."""
+    deadline = time.monotonic() + 600
+    while True:
+        response = api.get("/v2.1/servers", params={"status": "BUILD", "limit": 1})
+        response.raise_for_status()
+        if not response.json()["servers"]:
+            break
+        if time.monotonic() > deadline:
+            raise RuntimeError("servers still building after 600 s")
+        time.sleep(0.2)
+    wait_until_active(api, total)
+
+
+@contextlib.contextmanager
+def standalone_agent(data: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """``cloudseed compute`` of host ``storm-agent`` beside a ``serve --no-compute``."""
+    env = {
+        **os.environ,
+        "CLOUDSEED_LOG_LEVEL": "warning",
+        "CLOUDSEED_FAKE_DRIVER__DELAY_MS": "0",
+        "CLOUDSEED_INITIAL_CPU_ALLOCATION_RATIO": "16",
+        "CLOUDSEED_INITIAL_RAM_ALLOCATION_RATIO": "16",
+    }
+    command = [venv_tool("cloudseed", "the project's venv"), "--data-dir", str(data)]
+    log = (data / "agent.log").open("wb")
+    process = subprocess.Popen(
+        [*command, "compute", "--host", "storm-agent"], stdout=log, stderr=log, env=env
+    )
+    try:
+        yield process
+    finally:
+        process.send_signal(signal.SIGCONT)
+        stop(process)
+        log.close()
+
+
+def pause(agent: subprocess.Popen[bytes], data: Path) -> None:
+    """SIGSTOP the agent outside its write transactions: stopped inside one it would hold
+    SQLite's write lock, and every create would wait for it (and fail: "database is locked")."""
+    databases = sorted(data.rglob("*.sqlite"))
+    for _ in range(200):
+        agent.send_signal(signal.SIGSTOP)
+        if all(_writable(path) for path in databases):
+            return
+        agent.send_signal(signal.SIGCONT)
+        time.sleep(0.05)
+    raise RuntimeError("the agent always held a write lock")
+
+
+def _writable(path: Path) -> bool:
+    connection = sqlite3.connect(path, timeout=0)
+    try:
+        connection.execute("BEGIN IMMEDIATE")
+        connection.rollback()
+        return True
+    except sqlite3.OperationalError:
+        return False
+    finally:
+        connection.close()
+
+
+def until_active(api: httpx.Client, total: int, cpu: Callable[[], float]) -> tuple[float, float]:
+    started, cpu_start = time.perf_counter(), cpu()
+    wait_for_builds(api, total)
+    return time.perf_counter() - started, cpu() - cpu_start
 
 
 def one_round(args: argparse.Namespace, src: Path | None) -> str:
@@ -42,7 +122,7 @@ def one_round(args: argparse.Namespace, src: Path | None) -> str:
             with httpx.Client(base_url=server.api, headers=storm_identity.AUTH) as api:
                 key = import_key_pair(api)
                 asyncio.run(create_batches(server.api, registries, key, WARM_UP, WARM_UP, 1))
-                wait_until_active(api, WARM_UP)
+                wait_for_builds(api, WARM_UP)
                 cpu_start, started = cpu(), time.perf_counter()
                 batches, refusals = asyncio.run(
                     create_batches(
@@ -50,7 +130,7 @@ def one_round(args: argparse.Namespace, src: Path | None) -> str:
                     )
                 )
                 cpu_created, created = cpu(), time.perf_counter()
-                wait_until_active(api, WARM_UP + args.servers)
+                wait_for_builds(api, WARM_UP + args.servers)
                 cpu_active, active = cpu(), time.perf_counter()
     per_server = 1000 / args.servers
     return (
@@ -58,7 +138,48 @@ def one_round(args: argparse.Namespace, src: Path | None) -> str:
         f"{len(refusals)} refused and posted again), server CPU "
         f"{(cpu_created - cpu_start) * per_server:.2f} ms per server; all ACTIVE after "
         f"{active - started:.2f} s, server CPU {(cpu_active - cpu_start) * per_server:.2f} ms "
-        "per server"
+        f"per server ({(cpu_active - cpu_created) * per_server:.2f} after the creates)"
+    )
+
+
+def one_round_apart(args: argparse.Namespace, src: Path | None) -> str:
+    """The creates with the agent stopped, then its builds: each one's CPU alone."""
+    with code_from(src), tempfile.TemporaryDirectory() as tmp:
+        data = Path(tmp)
+        registries = register(data)
+        with running_server(data, 2, compute=False) as server, standalone_agent(data) as agent:
+            serve_pids = [server.process.pid, *server.worker_pids()]
+
+            def serve_cpu() -> float:
+                return sum(cpu_seconds(pid) for pid in serve_pids)
+
+            def all_cpu() -> float:
+                return serve_cpu() + cpu_seconds(agent.pid)
+
+            with httpx.Client(base_url=server.api, headers=storm_identity.AUTH) as api:
+                key = import_key_pair(api)
+                deadline = time.monotonic() + 60
+                while not api.get("/v2.1/os-hypervisors", headers=ADMIN).json().get("hypervisors"):
+                    if time.monotonic() > deadline:
+                        raise RuntimeError("the agent did not register in 60 s")
+                    time.sleep(0.2)
+                asyncio.run(create_batches(server.api, registries, key, WARM_UP, WARM_UP, 1))
+                wait_for_builds(api, WARM_UP)
+                pause(agent, data)
+                cpu_start, started = serve_cpu(), time.perf_counter()
+                asyncio.run(
+                    create_batches(
+                        server.api, registries, key, args.servers, args.batch, args.concurrency
+                    )
+                )
+                create_cpu, created = serve_cpu() - cpu_start, time.perf_counter() - started
+                agent.send_signal(signal.SIGCONT)
+                build_seconds, build_cpu = until_active(api, WARM_UP + args.servers, all_cpu)
+    per_server = 1000 / args.servers
+    return (
+        f"agent apart: creates {created:.2f} s, server CPU {create_cpu * per_server:.2f} ms per "
+        f"server; builds {build_seconds:.2f} s, CPU (agent and serve) "
+        f"{build_cpu * per_server:.2f} ms per server = {build_cpu / create_cpu:.2f} creates"
     )
 
 
@@ -69,6 +190,9 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=1, help="multi-creates in flight")
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--before", type=Path, help="a checkout's src/ to measure too")
+    parser.add_argument(
+        "--apart", action="store_true", help="also: the agent stopped during the creates"
+    )
     args = parser.parse_args()
     sides: list[tuple[str, Path | None]] = [("now", None)]
     if args.before is not None:
@@ -81,6 +205,9 @@ def main() -> None:
     for round_number in range(1, args.rounds + 1):
         for name, src in sides:
             print(f"round {round_number}, {name}: {one_round(args, src)}", flush=True)
+            if args.apart:
+                print(f"round {round_number}, {name}: {one_round_apart(args, src)}", flush=True)
+    print(f"load average {os.getloadavg()}", flush=True)
 
 
 if __name__ == "__main__":

@@ -73,27 +73,33 @@ def test_agents_on_two_hosts_run_their_own_servers(cluster: Cluster):
 
 
 def test_an_agent_killed_mid_build_is_resumed_by_its_successor(cluster: Cluster):
+    """Three builds, so that the successor resumes them together: their records read at once
+    and their successes written in one transaction (agent/build_outcomes.py), each once."""
     cluster.start_agent("alpha")
     wait(lambda: registered(cluster, "alpha"), 30, cluster, "alpha registered")
-    server_id = create(cluster, "alpha")
-    wait(lambda: operation_state(cluster, server_id) == "running", 30, cluster, "running")
-    cluster.kill("agent-alpha")  # in the middle of the fake driver's 2.5 s spawn
-    assert server(cluster, server_id)["status"] == "BUILD"
+    ids = [create(cluster, "alpha") for _ in range(3)]
+    for server_id in ids:
+        wait(lambda i=server_id: operation_state(cluster, i) == "running", 30, cluster, "running")
+    cluster.kill("agent-alpha")  # in the middle of the fake driver's 2.5 s spawns
+    assert [server(cluster, i)["status"] for i in ids] == ["BUILD"] * 3
     restarted = time.monotonic()
     cluster.start_agent("alpha")
-    wait(status_is(cluster, server_id, "ACTIVE"), LEASE + 20, cluster, "resumed build ACTIVE")
+    for server_id in ids:
+        wait(status_is(cluster, server_id, "ACTIVE"), LEASE + 20, cluster, "resumed ACTIVE")
     # Final within the lease, the restart and one more spawn (2.5 s), with room for a slow CI.
     assert time.monotonic() - restarted < LEASE + 15
-    actions = httpx.get(
-        f"{cluster.api}/v2.1/servers/{server_id}/os-instance-actions/"
-        + _request_id(cluster, server_id),
-        headers={**ADMIN, "OpenStack-API-Version": "compute 2.84"},
-    ).json()["instanceAction"]
-    assert [e["event"] for e in actions["events"]] == [
-        "compute__do_build_and_run_instance",
-        "compute_resume_operation",
-    ]
-    assert actions["events"][0]["result"] == "Success"
+    for server_id in ids:
+        actions = httpx.get(
+            f"{cluster.api}/v2.1/servers/{server_id}/os-instance-actions/"
+            + _request_id(cluster, server_id),
+            headers={**ADMIN, "OpenStack-API-Version": "compute 2.84"},
+        ).json()["instanceAction"]
+        assert [e["event"] for e in actions["events"]] == [
+            "compute__do_build_and_run_instance",
+            "compute_resume_operation",
+        ]
+        assert actions["events"][0]["result"] == "Success"
+        assert operation_states(cluster, server_id) == ["done"]
 
 
 def test_an_api_node_killed_after_its_202_loses_nothing(cluster: Cluster):

@@ -19,6 +19,7 @@ import pytest
 from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session
 
+from cloudseed.agent.build_outcomes import BUILD_EVENT, Built
 from cloudseed.agent.worker import MAX_ATTEMPTS, Agent
 from cloudseed.cells.service import CellDatabases
 from cloudseed.compute.fake import FAKE_SSH_FORWARD, FakeDriver
@@ -27,6 +28,8 @@ from cloudseed.hosts.models import ComputeNode, Service
 from cloudseed.servers import records
 from cloudseed.servers.lifecycle import queue
 from cloudseed.servers.models import (
+    GuestChange,
+    Instance,
     InstanceAction,
     InstanceActionEvent,
     InstanceSystemMetadata,
@@ -497,3 +500,80 @@ def test_the_agent_records_the_drivers_ssh_forward(api, cloud, cell_db, agents):
         assert api.delete(f"/v2.1/servers/{server_id}", headers=ADMIN).status_code == 204
     agent.run_once()
     assert ssh_forward_of(cell_db, opted) is None
+
+
+def test_builds_claimed_together_record_a_failing_one_apart(api, cloud, cell_db, agents):
+    """Issue 36: builds claimed in one pass read their records together; the one whose spawn
+    fails ends in ERROR with its reason, the others ACTIVE, each with its own event."""
+    driver = FakeDriver()
+    agent = agents("h1", driver=driver)
+    ids = [create_on(api, cloud, "h1") for _ in range(3)]
+    driver.fail("spawn", uuid=ids[1], message="no room for the disk")
+    assert agent.run_once() == 3
+    assert [show(api, i)["status"] for i in ids] == ["ACTIVE", "ERROR", "ACTIVE"]
+    assert "no room for the disk" in show(api, ids[1])["fault"]["message"]
+    assert [operations_of(cell_db, i)[0].state for i in ids] == ["done", "failed", "done"]
+    for server_id, result in zip(ids, ("Success", "Error", "Success"), strict=True):
+        [build] = [e for e in events(api, server_id) if e["event"] == BUILD_EVENT]
+        assert build["result"] == result and build["finish_time"] is not None
+
+
+def test_build_successes_written_in_one_transaction_keep_each_ones_rules(
+    api, cloud, cell_db, agents
+):
+    """The group commit (agent/build_outcomes.py): of four builds written together, the one
+    whose lease went to another agent is left to it, the one whose instance is gone is handed
+    back to be written alone, and the other two are done: ACTIVE, their event a success, their
+    ssh_forward recorded, their boot key set kept, a change feed row each."""
+    agent = agents("h1")
+    ids = [create_on(api, cloud, "h1") for _ in range(3)]
+    ids.append(create_on(api, cloud, "h1", metadata={"cloudseed:ssh_forward": "true"}))
+    claimed = cell_db.run(
+        lambda session: queue.claim(
+            session, host="h1", owner=agent.owner, lease_seconds=60, limit=10
+        ),
+        write=True,
+    )
+    assert [op.instance_uuid for op in claimed] == ids
+    taken, gone = ids[1], ids[2]
+
+    def meanwhile(session: Session) -> None:
+        session.execute(
+            update(Operation)
+            .where(Operation.instance_uuid == taken)
+            .values(lease_owner="another-agent")
+        )
+        session.execute(update(Instance).where(Instance.uuid == gone).values(deleted=1))
+
+    cell_db.run(meanwhile, write=True)
+    with cell_db.read() as session:
+        generations = dict(session.execute(select(Instance.uuid, Instance.generation)).all())
+    batch = [
+        Built(op, cell_db, FAKE_SSH_FORWARD if op.instance_uuid == ids[3] else None)
+        for op in claimed
+    ]
+    agent.steps.builds.write_batch(batch)
+    assert [b.result for b in batch] == ["written", "lost", "alone", "written"]
+    assert [operations_of(cell_db, i)[0].state for i in ids] == [
+        "done",
+        "running",
+        "running",
+        "done",
+    ]
+    assert show(api, ids[0])["status"] == "ACTIVE" and show(api, taken)["status"] == "BUILD"
+    assert ssh_forward_of(cell_db, ids[3]) == FAKE_SSH_FORWARD
+    assert ssh_forward_of(cell_db, ids[0]) is None
+    with cell_db.read() as session:
+        for server_id in (ids[0], ids[3]):
+            record = records.load(session, server_id)
+            assert record.instance.launched_at is not None
+            assert record.instance.generation == generations[server_id] + 1
+            assert record.extra.keys_pushed == "[]"  # no key pair: the boot set is empty
+            assert session.scalar(
+                select(GuestChange.id).where(GuestChange.instance_uuid == server_id)
+            )
+        assert records.load(session, taken).instance.generation == generations[taken]
+    [build] = [e for e in events(api, ids[3]) if e["event"] == BUILD_EVENT]
+    assert build["result"] == "Success" and build["finish_time"] is not None
+    assert [e["finish_time"] for e in events(api, taken) if e["event"] == BUILD_EVENT] == [None]
+    assert "admin_password" not in (operations_of(cell_db, ids[0])[0].payload or "")

@@ -4,10 +4,11 @@ compute``."""
 
 from __future__ import annotations
 
+import socket
 from functools import partial
 
 from cloudseed.agent.images import make_image_cache
-from cloudseed.agent.worker import Agent, host_name
+from cloudseed.agent.worker import Agent
 from cloudseed.cells.service import CellDatabases
 from cloudseed.compute.factory import make_driver
 from cloudseed.compute.interfaces import Driver
@@ -15,6 +16,11 @@ from cloudseed.configdrive.service import DriveBuilder
 from cloudseed.metadata.loading import vendordata_request_for
 from cloudseed.settings import Settings
 from cloudseed.vendordata.build_check import build_check
+
+
+def host_name(settings: Settings) -> str:
+    """This node's compute host name: ``[DEFAULT] host``, else the machine's hostname."""
+    return settings.default.host or socket.gethostname()
 
 
 def make_agent(

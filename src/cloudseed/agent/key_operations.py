@@ -45,9 +45,9 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import or_, select
+from sqlalchemy import Table, bindparam, or_, select, update
 from sqlalchemy.orm import Session
 
 from cloudseed.cells.errors import InstanceNotFound
@@ -263,6 +263,44 @@ def after_operation(
     return queue.enqueue(
         session, instance_uuid=uuid, kind=KIND, host=host, payload={"generation": generation}
     )
+
+
+_EXTRAS = cast(Table, InstanceExtra.__table__)
+_BOOT_KEYS = select(
+    _EXTRAS.c.instance_uuid,
+    _EXTRAS.c.keypairs,
+    _EXTRAS.c.keys_generation,
+    _EXTRAS.c.keys_applied_generation,
+    _EXTRAS.c.keys_boot_generation,
+).where(_EXTRAS.c.instance_uuid.in_(bindparam("uuids", expanding=True)))
+_BOOT_SET_KEPT = (
+    update(_EXTRAS)
+    .where(_EXTRAS.c.instance_uuid.in_(bindparam("uuids", expanding=True)))
+    .values(keys_pushed=bindparam("boot_set"))
+)
+
+
+def after_builds(session: Session, hosts: dict[str, str | None], *, now: dt.datetime) -> list[str]:
+    """``after_operation`` for many successful builds (instance uuid -> host), with one read
+    and one UPDATE per distinct boot set; the uuids that got a push queued."""
+    db = session.connection()
+    by_boot_set: dict[str, list[str]] = {}
+    queued = []
+    for row in db.execute(_BOOT_KEYS, {"uuids": list(hosts)}).all():
+        boot_set = json.dumps(current_keys(json.loads(row.keypairs or "[]"), now))
+        by_boot_set.setdefault(boot_set, []).append(row.instance_uuid)
+        generation = row.keys_generation or 1
+        behind = generation > max(row.keys_applied_generation or 0, row.keys_boot_generation or 1)
+        host = hosts[row.instance_uuid]
+        if behind and host and not _push_queued(session, row.instance_uuid):
+            payload = {"generation": generation}
+            queue.enqueue(
+                session, instance_uuid=row.instance_uuid, kind=KIND, host=host, payload=payload
+            )
+            queued.append(row.instance_uuid)
+    for boot_set, uuids in by_boot_set.items():
+        db.execute(_BOOT_SET_KEPT, {"uuids": uuids, "boot_set": boot_set})
+    return queued
 
 
 def queue_expired(cell: Database, *, host: str, now: dt.datetime) -> list[str]:

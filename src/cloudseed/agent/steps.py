@@ -6,6 +6,9 @@ state, the values the operation applies when it succeeds (a rebuild's key pair, 
 name, hostname, metadata and image; a HARD reboot's user data), the history of those values,
 and the instance action's event. The values a request changes are held in the operation's
 payload until then, so a guest is never served values of an operation that has not happened.
+A build's success is written together with the other builds ending meanwhile
+(``build_outcomes.py``), and builds claimed together read their records at once
+(``batch_reads.py``).
 
 After each operation that leaves the guest running (or stopped), the driver's answer to
 ``ssh_forward`` is recorded as the instance's system metadata ``ssh_forward`` (removed when
@@ -33,6 +36,8 @@ from dataclasses import dataclass, replace
 from sqlalchemy.orm import Session
 
 from cloudseed.agent import noticed_delete
+from cloudseed.agent.batch_reads import BatchRecords
+from cloudseed.agent.build_outcomes import BuildOutcomes, batchable
 from cloudseed.agent.guests import ConfigDrives, Files, guest_spec
 from cloudseed.agent.images import AgentImages
 from cloudseed.agent.key_operations import KeyPusher
@@ -77,11 +82,16 @@ class Steps:
     images: AgentImages | None = None
     seeds: SeedUrls | None = None
 
+    def __post_init__(self) -> None:
+        # Build successes are written together (build_outcomes.py); one the batch cannot take
+        # is written alone, as every other outcome.
+        self.builds = BuildOutcomes(owner=self.owner, alone=self._record_build_alone)
+
     # -- entry -------------------------------------------------------------------------------
 
-    def run(self, op: queue.Claimed, cell: Database) -> None:
+    def run(self, op: queue.Claimed, cell: Database, batch: BatchRecords | None = None) -> None:
         """Run ``op`` to its end (its outcome recorded), or stop quietly when the lease was
-        lost. Never raises."""
+        lost. Never raises. ``batch``: where a build claimed with others finds its record."""
         try:
             if op.kind == "destroy":
                 self._destroy(op, cell)
@@ -92,7 +102,7 @@ class Steps:
             if op.kind == "keys" and self.keys is not None:
                 self.keys.run(op, cell)
                 return
-            self._operate(op, cell)
+            self._operate(op, cell, batch)
         except Lost:
             log.info("operation %s (%s) was taken over or cancelled", op.uuid, op.kind)
         except Exception:
@@ -100,11 +110,11 @@ class Steps:
 
     # -- kinds -------------------------------------------------------------------------------
 
-    def _operate(self, op: queue.Claimed, cell: Database) -> None:
+    def _operate(self, op: queue.Claimed, cell: Database, batch: BatchRecords | None) -> None:
         p = op.payload
         event = EVENTS[op.kind]
         try:
-            guest, record = self._guest(op, cell)
+            guest, record = self._guest(op, cell, batch)
             files = personality.decode(tuple((path, text) for path, text in p.get("files", ())))
             admin_password = p.get("admin_password")
             if op.kind == "build":
@@ -136,7 +146,13 @@ class Steps:
             record_failure(op, cell, event, exc, {"vm_state": states.ERROR}, owner=self.owner)
             return
         outcome = replace(outcome, ssh_forward=self._ssh_forward(op.instance_uuid))
-        record_success(op, cell, event, outcome, cells=self.cells, owner=self.owner)
+        if batchable(op):
+            self.builds.record(op, cell, outcome.ssh_forward)
+        else:
+            record_success(op, cell, event, outcome, cells=self.cells, owner=self.owner)
+
+    def _record_build_alone(self, op: queue.Claimed, cell: Database, outcome: Outcome) -> None:
+        record_success(op, cell, EVENTS["build"], outcome, cells=self.cells, owner=self.owner)
 
     def _ssh_forward(self, uuid: str) -> str | None:
         """The driver's answer; a failure to tell is not the operation's failure."""
@@ -146,11 +162,16 @@ class Steps:
             log.exception("could not ask the driver for the SSH forward of %s", uuid)
             return None
 
-    def _guest(self, op: queue.Claimed, cell: Database) -> tuple[GuestSpec, records.ServerRecord]:
+    def _guest(
+        self, op: queue.Claimed, cell: Database, batch: BatchRecords | None = None
+    ) -> tuple[GuestSpec, records.ServerRecord]:
         """The guest as the operation will leave it (a rebuild's pending values shown), and
         the record it was made from."""
-        with cell.read() as session:
-            record = records.load(session, op.instance_uuid)
+        if batch is not None and op.kind == "build":
+            record = batch.get(op.instance_uuid)
+        else:
+            with cell.read() as session:
+                record = records.load(session, op.instance_uuid)
         if op.kind == "rebuild":
             records.overlay(record, op.payload)
         drive = (

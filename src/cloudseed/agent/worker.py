@@ -11,7 +11,9 @@ for it (``commit_watch.py``), or every ``[compute] poll_interval_ms``. Each pass
 - reports a heartbeat (every ``[DEFAULT] report_interval``),
 - claims what the free threads can take: pending operations of its host, and running ones
   whose lease ran out because their agent died, which it resumes. An operation interrupted
-  ``MAX_ATTEMPTS`` times ends in ERROR with a fault that says so, so nothing loops for ever,
+  ``MAX_ATTEMPTS`` times ends in ERROR with a fault that says so, so nothing loops for ever.
+  A thread freed while most are busy first waits ``GATHER_SECONDS`` for others (builds
+  written together end together), so one claim serves several,
 - with each heartbeat, queues the pushes that take expired keys off its guests
   (``keys.queue_expired``).
 
@@ -29,7 +31,6 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 import threading
 import time
 import uuid as uuidlib
@@ -40,6 +41,7 @@ from functools import partial
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from cloudseed.agent.batch_reads import BatchRecords, batch_of
 from cloudseed.agent.commit_watch import CommitWatch
 from cloudseed.agent.console_mirror import ConsoleMirror
 from cloudseed.agent.guests import ConfigDrives
@@ -64,11 +66,7 @@ from cloudseed.settings import Settings
 log = logging.getLogger(__name__)
 
 MAX_ATTEMPTS = 3
-
-
-def host_name(settings: Settings) -> str:
-    """This node's compute host name: ``[DEFAULT] host``, else the machine's hostname."""
-    return settings.default.host or socket.gethostname()
+GATHER_SECONDS = 0.02  # a claim per freed thread was a fifth of a build's CPU
 
 
 class Agent:
@@ -253,8 +251,10 @@ class Agent:
         """Claim what there is and run it in this thread (tests, tools); how many ran."""
         count = 0
         for cell in self.cells.all_cells():
-            for op in self._claim(cell, self.slots):
-                self.steps.run(op, cell)
+            claimed = self._claim(cell, self.slots)
+            batch = batch_of(claimed, cell)
+            for op in claimed:
+                self.steps.run(op, cell, batch)
                 count += 1
         return count
 
@@ -280,6 +280,10 @@ class Agent:
             # commit on SQLite) or every poll interval.
             quick = self._commits.interval or self.poll
             woken = self._wake.wait(timeout=min(self.poll, self.lease / 3, quick))
+            if woken and 0 < self.slots - len(self._running_ids()) < max(self.slots // 2, 1):
+                # Threads freed while others run: wait a moment for those finishing with them
+                # (a batch's builds end together), so one claim takes work for all of them.
+                self._stopping.wait(GATHER_SECONDS)
             self._wake.clear()
             if not woken and quick < self.poll:
                 woken = self._commits.work_waiting()
@@ -298,8 +302,10 @@ class Agent:
         if free <= 0:
             return
         for cell in self.cells.all_cells():
-            for op in self._claim(cell, free):
-                self._submit(op, cell)
+            claimed = self._claim(cell, free)
+            batch = batch_of(claimed, cell)
+            for op in claimed:
+                self._submit(op, cell, batch)
                 free -= 1
             if free <= 0:
                 break
@@ -337,8 +343,8 @@ class Agent:
                 )
         return claimed
 
-    def _submit(self, op: queue.Claimed, cell: Database) -> None:
-        future = self._executor.submit(self.steps.run, op, cell)
+    def _submit(self, op: queue.Claimed, cell: Database, batch: BatchRecords | None) -> None:
+        future = self._executor.submit(self.steps.run, op, cell, batch)
         with self._lock:
             self._running[op.id] = (cell, future)
         future.add_done_callback(partial(self._done, op.id))
