@@ -567,12 +567,14 @@ def test_build_successes_written_in_one_transaction_keep_each_ones_rules(
         for server_id in (ids[0], ids[3]):
             record = records.load(session, server_id)
             assert record.instance.launched_at is not None
-            assert record.instance.generation == generations[server_id] + 1
+            # A boot, not a change: the generation stays, the feed says it boots.
+            assert record.instance.generation == generations[server_id]
             assert record.extra.keys_pushed == "[]"  # no key pair: the boot set is empty
-            assert session.scalar(
-                select(GuestChange.id).where(GuestChange.instance_uuid == server_id)
-            )
+            assert session.scalars(
+                select(GuestChange.boot).where(GuestChange.instance_uuid == server_id)
+            ).all() == [True]
         assert records.load(session, taken).instance.generation == generations[taken]
+        assert not session.scalar(select(GuestChange.id).where(GuestChange.instance_uuid == taken))
     [build] = [e for e in events(api, ids[3]) if e["event"] == BUILD_EVENT]
     assert build["result"] == "Success" and build["finish_time"] is not None
     assert [e["finish_time"] for e in events(api, taken) if e["event"] == BUILD_EVENT] == [None]

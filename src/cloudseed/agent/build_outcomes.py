@@ -11,8 +11,9 @@ grow by themselves; a lone build is written alone, without waiting for company.
 The transaction writes exactly what ``record_success`` writes for a build, for all of them:
 each operation ended (``done``, secrets dropped) if its lease is still this agent's, the
 instances ACTIVE/RUNNING with ``launched_at``, their fault cleared, their ``ssh_forward``
-system metadata, the boot key set (``key_operations.after_builds``), the generation bump with a
-change feed row each (``records.guests_changed``) and each instance action's build event
+system metadata, the boot key set (``key_operations.after_builds``), a boot on the change
+feed for each (``records.guests_booting``: no generation bump) and each instance action's
+build event
 finished. All or nothing: killed before the commit, every lease runs out and the builds are
 resumed (a spawn stands on what it finds); after it, every outcome is there once.
 
@@ -167,8 +168,9 @@ def write_successes(session: Session, entries: list[Built], *, owner: str) -> Wr
     _end_operations(db, [(row.id, row.payload) for row in held if row.id not in alone], now)
     uuids = [e.op.instance_uuid for e in mine]
     db.execute(_LAUNCHED, {"uuids": uuids, "now": now})
-    # boot=True belongs here (the guests boot now: metadata workers may load them ahead).
-    records.guests_changed(session, uuids)
+    # Nothing a guest sees changed (a payload that applies values is written alone), but the
+    # guests boot now: every metadata worker loads them ahead of their first requests.
+    records.guests_booting(session, uuids)
     db.execute(_FAULT_CLEARED, {"uuids": uuids})
     db.execute(_FORWARDS_DROPPED, {"uuids": uuids})
     forwards = [
