@@ -225,17 +225,23 @@ def running_nova_metadata_uwsgi(nova: Nova, processes: int) -> Iterator[str]:
         wait_http(url + "/", process, log)
         yield url
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-        # Workers the master left (killed before it could stop them) go with the group.
+        stop_group(process)
+
+
+def stop_group(process: subprocess.Popen[bytes], timeout: float = 30) -> None:
+    """Stop a server started in a process group of its own (``start_new_session``): SIGTERM,
+    SIGKILL after ``timeout`` seconds, then SIGKILL for whatever of its group is left (workers
+    the master left, killed before it could stop them)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
 
 
 def wait_http(url: str, process: subprocess.Popen[bytes], log: Path) -> None:

@@ -9,14 +9,13 @@ import contextlib
 import hashlib
 import hmac
 import os
-import signal
 import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
-from peers import PEERS_HOME, peers_dir
+from peers import PEERS_HOME, peers_dir, stop_group
 from storm_host import free_port
 
 INSTANCE = "b65cee2f-8c69-4aeb-be2f-f79742548fc2"  # nova_metadata_bench.py's
@@ -69,10 +68,4 @@ def running_nova_uwsgi(log: Path, processes: int = 2) -> Iterator[str]:
             time.sleep(0.2)
         yield url
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        stop_group(process, timeout=20)
