@@ -127,5 +127,8 @@ def test_a_notice_survives_killed_processes_and_an_acknowledgement_starts_at_onc
         assert r.status_code == 200, r.text
         assert r.json() == {"acknowledged": [event["id"]]}
     done = wait(lambda: completed(cluster, server_id), 30, cluster, "the acknowledged reboot")
-    # NOTIFY, or the agent's commit watch on SQLite (50 ms), not the notice's 600 s.
-    assert at(done["started_at"]) - at(done["acknowledged_at"]) < dt.timedelta(seconds=5)
+    # NOTIFY, or the agent's commit watch on SQLite (50 ms), not the notice's 600 s. The agent
+    # was restarted just before the acknowledgement: on a loaded machine its start (register,
+    # reconcile, first claim) took up to 6 s in CI, so the bound is far from both; the
+    # acknowledgement's latency itself is measured by `make bench-ack` (tens of ms).
+    assert at(done["started_at"]) - at(done["acknowledged_at"]) < dt.timedelta(seconds=60)

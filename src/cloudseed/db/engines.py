@@ -8,7 +8,9 @@ instead of failing when the second one tries to upgrade its read lock.
 
 from __future__ import annotations
 
+import random
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
@@ -27,6 +29,9 @@ T = TypeVar("T")
 # A transaction is run this many times in all when the database rolls it back (a deadlock, a
 # serialization failure) before the caller hears WriteContended.
 DEFAULT_ATTEMPTS = 5
+# Seconds: before attempt n + 1, a pause of up to n times this (random, so that the
+# transactions that collided do not meet again).
+RETRY_PAUSE = 0.005
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 # anyio's default worker-thread limit: at most this many threads hold a connection at once.
@@ -219,6 +224,9 @@ class Database:
                     raise
                 if attempt == attempts:
                     raise WriteContended() from exc
+                # The transactions that collided would collide again if all ran again at
+                # once: a short random pause, longer each time, lets one of them through.
+                time.sleep(random.uniform(0, RETRY_PAUSE * attempt))
             else:
                 self.announcer.deliver(committed)
                 return result
