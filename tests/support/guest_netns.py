@@ -361,14 +361,18 @@ class capture:
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
-        self.thread.join(5)
+        self.thread.join(30)
         self.sock.close()
 
     def _read(self) -> None:
-        while not self._stop.is_set():
+        # Stops only once the socket is drained: on a loaded machine this thread runs behind
+        # the block, and the segments already queued are the ones the test looks for.
+        while True:
             try:
                 frame = self.sock.recv(65536)
             except TimeoutError:
+                if self._stop.is_set():
+                    return
                 continue
             except OSError:
                 return
