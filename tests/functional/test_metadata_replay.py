@@ -5,7 +5,6 @@ never after the guest changed, and counted as any answer (metrics, the access au
 from __future__ import annotations
 
 import json
-import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +20,7 @@ from cloudseed.signing import sign
 from tests.support.cloud import Cloud, b64, mv
 from tests.support.guests import SECRET, Guest, boot
 from tests.support.metrics import scrape, value
+from tests.support.raw_http import Connection, head, without_date
 from tests.support.server import running_metadata_app, with_options
 from tests.support.waiting import wait_until
 
@@ -66,12 +66,6 @@ def proxied(
         yield running
 
 
-def head(path: str, *lines: str) -> bytes:
-    return "".join(
-        [f"GET {path} HTTP/1.1\r\nHost: md\r\n", *(f"{x}\r\n" for x in lines), "\r\n"]
-    ).encode()
-
-
 def signed(guest: Guest, signature: str | None = None) -> list[str]:
     return [
         f"X-Instance-ID: {guest.id}",
@@ -80,56 +74,10 @@ def signed(guest: Guest, signature: str | None = None) -> list[str]:
     ]
 
 
-class Connection:
-    """One kept-alive connection from ``source``: raw writes, answers read one at a time."""
-
-    def __init__(self, url: str, source: str) -> None:
-        host, port = url.removeprefix("http://").split(":")
-        self.sock = socket.create_connection(
-            (host, int(port)), timeout=10, source_address=(source, 0)
-        )
-        self.buffer = b""
-
-    def send(self, raw: bytes) -> None:
-        self.sock.sendall(raw)
-
-    def answer(self) -> tuple[int, dict[str, str], bytes]:
-        while b"\r\n\r\n" not in self.buffer:
-            self._more()
-        top, _, self.buffer = self.buffer.partition(b"\r\n\r\n")
-        status_line, *lines = top.decode("latin-1").split("\r\n")
-        headers = {k.lower(): v.strip() for k, _, v in (x.partition(":") for x in lines)}
-        length = int(headers.get("content-length", "0"))
-        while len(self.buffer) < length:
-            self._more()
-        body, self.buffer = self.buffer[:length], self.buffer[length:]
-        return int(status_line.split()[1]), headers, body
-
-    def ask(self, raw: bytes) -> tuple[int, dict[str, str], bytes]:
-        self.send(raw)
-        return self.answer()
-
-    def _more(self) -> None:
-        chunk = self.sock.recv(65536)
-        assert chunk, f"closed; read so far {self.buffer!r}"
-        self.buffer += chunk
-
-    def close(self) -> None:
-        self.sock.close()
-
-
 def kept(app: MetadataApp, count: int) -> None:
     """Wait until ``app`` keeps ``count`` entries (an entry is kept just after its answer is
     written: the client may read it first)."""
     wait_until(lambda: len(app.replays) == count, what=f"{count} entries kept")
-
-
-def without_date(
-    answer: tuple[int, dict[str, str], bytes],
-) -> tuple[int, list[tuple[str, str]], bytes]:
-    status, headers, body = answer
-    assert "date" in headers
-    return status, sorted((k, v) for k, v in headers.items() if k != "date"), body
 
 
 def test_the_same_request_again_is_replayed_as_answered_and_counted(
@@ -138,8 +86,7 @@ def test_the_same_request_again_is_replayed_as_answered_and_counted(
     url, app = metadata
     guest = boot(api, cloud, user_data=b64("#cloud-config\n"))
     raw = head(USER_DATA, "User-Agent: Cloud-Init/23.1", "Accept: */*")
-    conn = Connection(url, guest.address)
-    try:
+    with Connection(url, guest.address) as conn:
         first = conn.ask(raw)  # loaded: the ASGI path (and asked at once first)
         second = conn.ask(raw)  # at once: kept
         kept(app, 1)
@@ -162,9 +109,8 @@ def test_the_same_request_again_is_replayed_as_answered_and_counted(
         )
         assert after == before + 2
         # Another connection from the same guest: the same entry.
-        other = Connection(url, guest.address)
-        assert without_date(other.ask(raw)) == without_date(first)
-        other.close()
+        with Connection(url, guest.address) as other:
+            assert without_date(other.ask(raw)) == without_date(first)
         assert asked == []
         # Not replayable: meta_data.json (its random seed): asked every time.
         meta = "/openstack/latest/meta_data.json"
@@ -175,8 +121,6 @@ def test_the_same_request_again_is_replayed_as_answered_and_counted(
         assert len({conn.ask(head(vendor))[2] for _ in range(3)}) == 1
         assert asked.count(vendor) == 1
         kept(app, 2)
-    finally:
-        conn.close()
 
 
 def test_an_entry_answers_no_other_caller(
@@ -186,20 +130,17 @@ def test_an_entry_answers_no_other_caller(
     a = boot(api, cloud, user_data=b64("for a"))
     b = boot(api, cloud, user_data=b64("for b"))
     raw = head(USER_DATA)
-    conn = Connection(url, a.address)
-    for _ in range(3):
-        assert conn.ask(raw)[2] == b"for a"
-    conn.close()
+    with Connection(url, a.address) as conn:
+        for _ in range(3):
+            assert conn.ask(raw)[2] == b"for a"
     kept(app, 1)
     # The very same bytes from B's address: B's own answer; from an unknown address: 404.
-    from_b = Connection(url, b.address)
-    assert from_b.ask(raw)[2] == b"for b"
-    assert from_b.ask(raw)[2] == b"for b"
-    from_b.close()
-    stranger = Connection(url, "127.0.0.250")
-    assert stranger.ask(raw)[0] == 404
-    assert stranger.ask(raw)[0] == 404
-    stranger.close()
+    with Connection(url, b.address) as from_b:
+        assert from_b.ask(raw)[2] == b"for b"
+        assert from_b.ask(raw)[2] == b"for b"
+    with Connection(url, "127.0.0.250") as stranger:
+        assert stranger.ask(raw)[0] == 404
+        assert stranger.ask(raw)[0] == 404
 
 
 def test_signed_headers_are_part_of_the_key(
@@ -208,8 +149,7 @@ def test_signed_headers_are_part_of_the_key(
     url, _app = proxied
     a = boot(api, cloud, user_data=b64("for a"))
     b = boot(api, cloud, user_data=b64("for b"))
-    conn = Connection(url, "127.0.0.1")  # the proxy: one peer for every guest
-    try:
+    with Connection(url, "127.0.0.1") as conn:  # the proxy: one peer for every guest
         for _ in range(3):
             assert conn.ask(head(USER_DATA, *signed(a)))[2] == b"for a"
         asked.clear()
@@ -229,8 +169,6 @@ def test_signed_headers_are_part_of_the_key(
         asked.clear()
         assert conn.ask(head(USER_DATA, *lower))[2] == b"for a"
         assert asked == [USER_DATA]  # new bytes: asked, then kept under their own key
-    finally:
-        conn.close()
 
 
 def test_a_change_to_the_guest_drops_its_entries(
@@ -239,8 +177,7 @@ def test_a_change_to_the_guest_drops_its_entries(
     url, app = metadata
     guest = boot(api, cloud)
     raw = head(HOSTNAME)
-    conn = Connection(url, guest.address)
-    try:
+    with Connection(url, guest.address) as conn:
         old = conn.ask(raw)
         assert without_date(conn.ask(raw)) == without_date(old)
         kept(app, 1)
@@ -253,8 +190,6 @@ def test_a_change_to_the_guest_drops_its_entries(
         wait_until(lambda: len(app.replays) == 0, what="the entry dropped")
         new = conn.ask(raw)
         assert new[0] == 200 and new[2].startswith(b"renamed"), new
-    finally:
-        conn.close()
 
 
 def test_pipelined_and_split_heads_are_answered_in_order(
@@ -263,8 +198,7 @@ def test_pipelined_and_split_heads_are_answered_in_order(
     url, app = metadata
     guest = boot(api, cloud, user_data=b64("data"))
     raw = head(USER_DATA)
-    conn = Connection(url, guest.address)
-    try:
+    with Connection(url, guest.address) as conn:
         for _ in range(2):
             conn.ask(raw)
         kept(app, 1)
@@ -281,8 +215,6 @@ def test_pipelined_and_split_heads_are_answered_in_order(
         assert conn.answer()[2] == b"data"
         assert conn.ask(raw)[2] == b"data"
         kept(app, 1)
-    finally:
-        conn.close()
 
 
 def test_an_edited_vendordata_file_is_not_replayed(
@@ -303,18 +235,17 @@ def test_an_edited_vendordata_file_is_not_replayed(
     )
     guest = boot(api, cloud)
     vendor = "/openstack/latest/vendor_data2.json"
-    with running_metadata_app(settings, api_db=api_db) as (url, app):
-        conn = Connection(url, guest.address)
-        try:
-            for _ in range(3):
-                assert json.loads(conn.ask(head(vendor))[2]) == {"static": {"v": 1}}
-            kept(app, 1)
-            static.write_text(json.dumps({"v": 2, "edited": True}))
-            # Re-read within the file's check interval (a second): never the old bytes after.
-            wait_until(
-                lambda: json.loads(conn.ask(head(vendor))[2])["static"].get("v") == 2,
-                what="the edited file served",
-            )
-            assert json.loads(conn.ask(head(vendor))[2]) == {"static": {"v": 2, "edited": True}}
-        finally:
-            conn.close()
+    with (
+        running_metadata_app(settings, api_db=api_db) as (url, app),
+        Connection(url, guest.address) as conn,
+    ):
+        for _ in range(3):
+            assert json.loads(conn.ask(head(vendor))[2]) == {"static": {"v": 1}}
+        kept(app, 1)
+        static.write_text(json.dumps({"v": 2, "edited": True}))
+        # Re-read within the file's check interval (a second): never the old bytes after.
+        wait_until(
+            lambda: json.loads(conn.ask(head(vendor))[2])["static"].get("v") == 2,
+            what="the edited file served",
+        )
+        assert json.loads(conn.ask(head(vendor))[2]) == {"static": {"v": 2, "edited": True}}

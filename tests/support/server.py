@@ -26,6 +26,8 @@ from tests.support.waiting import wait_until
 
 if TYPE_CHECKING:
     from cloudseed.metadata.app import MetadataApp
+    from cloudseed.nova_metadata.app import NovaMetadataApp
+    from cloudseed.nova_metadata.config import NovaMetadataConfig
 
 
 def own_host(settings: Settings, zone: str | None = None) -> Settings:
@@ -138,6 +140,25 @@ def running_metadata_app(
         "/",
         api_db,
     ) as base:
+        yield base, started[-1]
+
+
+@contextmanager
+def running_nova_metadata_app(config: NovaMetadataConfig) -> Iterator[tuple[str, NovaMetadataApp]]:
+    """``cloudseed nova-metadata`` of ``config`` (nova_metadata/config.py ``load``) served
+    in this process, as its command serves it, yielding the app it started too."""
+    from cloudseed.nova_metadata.app import create_app
+
+    started: list[NovaMetadataApp] = []
+
+    def create(_settings: Settings, _db: Database | None) -> NovaMetadataApp:
+        started.append(create_app(config))
+        return started[-1]
+
+    listener = listening.Listener(
+        "Nova metadata service", "127.0.0.1", 0, create, kind="metadata", uses_api_db=False
+    )
+    with _running(config.settings, listener, "/", None) as base:
         yield base, started[-1]
 
 

@@ -36,7 +36,7 @@ from cloudseed.metadata.freshness import Freshness
 from cloudseed.metadata.identify import Claim, Identifier
 from cloudseed.metadata.store import GuestStore
 from cloudseed.metadata.tokens import Tokens
-from cloudseed.nova_metadata import identity, paths, render
+from cloudseed.nova_metadata import identity, paths, render, replays
 from cloudseed.nova_metadata.callers import NovaCallers
 from cloudseed.nova_metadata.changes import NovaChanges
 from cloudseed.nova_metadata.config import NovaMetadataConfig
@@ -48,6 +48,7 @@ from cloudseed.nova_metadata.loading import Loader
 from cloudseed.nova_metadata.mappings import InstanceMappings
 from cloudseed.nova_metadata.neutron import Neutron
 from cloudseed.nova_metadata.passwords import read_password, store_password
+from cloudseed.replay import Replayable, Replays
 from cloudseed.servers.errors import PasswordAlreadySet
 from cloudseed.types import Receive
 from cloudseed.vendordata import Vendordata
@@ -105,6 +106,8 @@ class NovaMetadataApp(asgi.MetadataASGI, AnswersAtOnce):
         self.callers: NovaCallers | None = None  # with the store, at start-up
         self.documents: NovaDocuments | None = None  # likewise
         self.identity: NovaIdentity | None = None  # with [cloudseed_metadata] connection
+        # Answers the protocol replays (coalescing.py, replay.py); per worker, as the app.
+        self.replays = Replays()
 
     async def startup(self) -> None:
         config = self.config
@@ -159,6 +162,7 @@ class NovaMetadataApp(asgi.MetadataASGI, AnswersAtOnce):
             provider_ttl=config.metadata_cache_expiration,
         )
         self.store.watch(self.waiters.changed)
+        self.store.watch(self.replays.changed)
         await self.store.start()
 
     def drain(self) -> None:
@@ -185,11 +189,18 @@ class NovaMetadataApp(asgi.MetadataASGI, AnswersAtOnce):
         ASGI cycle; None for anything else (the ASGI path answers it, refusals included)."""
         if self.log_every_request or self.store is None:
             return None
+        self._replayable = None
         try:
             answer = self._answer_now(path, peer, headers)
         except Exception:
             return None
-        return None if answer is None else at_once(answer, method)
+        if answer is None:
+            return None
+        found = at_once(answer, method)
+        replayable, self._replayable = self._replayable, None
+        return found if replayable is None else found._replace(replayable=replayable)
+
+    _replayable: Replayable | None = None  # _answer_now's word on its answer, for respond_now
 
     def _answer_now(
         self, path: str, peer: str | None, headers: list[tuple[bytes, bytes]]
@@ -207,14 +218,19 @@ class NovaMetadataApp(asgi.MetadataASGI, AnswersAtOnce):
         guest = callers.cached(claim)
         if guest is None:
             return None
-        callers.check_token(guest, headers)
+        with_token = callers.check_token(guest, headers)
         documents = self.documents
         assert documents is not None
+        shared = replays.shared_vendordata(target, self.vendordata)  # before it is made
         answer = documents.now(target, guest, claim.address)
         if answer is None:
             return None
         assert self.store is not None
         self.store.stats.hit()  # here, once answered: a request left to the ASGI path counts there
+        if not with_token:  # a session token runs out: never replayed
+            self._replayable = replays.replayable(
+                claim, guest, target, shared, callers=callers, vendordata=self.vendordata
+            )
         return self._conditional(
             self._tagged(answer, guest, (target, self._address_part(guest, target, claim))), headers
         )

@@ -79,15 +79,17 @@ class NovaCallers:
             self._providers[key] = (uuid, tenant, now + self.provider_ttl)
         return uuid, tenant
 
-    def check_token(self, guest: NovaGuest, headers: Headers, *, required: bool = False) -> None:
-        """A session token, if one came, must be this instance's; without one, 401 where
-        tokens are required (``required``: by the document, whatever the settings say)."""
+    def check_token(self, guest: NovaGuest, headers: Headers, *, required: bool = False) -> bool:
+        """A session token, if one came, must be this instance's (True: one came); without
+        one, 401 where tokens are required (``required``: by the document, whatever the
+        settings say)."""
         for name, value in headers:
             if name == TOKEN_HEADER:
                 self.tokens.check(guest.uuid, value)
-                return
+                return True
         if required or self.require_token or guest.facts.tokens_required:
             raise TokenRequired()
+        return False
 
     def issue_token(self, guest: NovaGuest, headers: Headers) -> Answer:
         ttl_header = next((value for name, value in headers if name == TTL_HEADER), None)
