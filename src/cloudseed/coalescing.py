@@ -36,7 +36,7 @@ from cloudseed.protocol_deadlines import (
     DeadlineHttpToolsProtocol,
     no_report,
 )
-from cloudseed.replay import Replayable, Replays
+from cloudseed.replay import Replayable, Replays, refilled
 from cloudseed.transport import CoalescingTransport
 from cloudseed.uvicorn_internals import require_tested_uvicorn
 
@@ -232,8 +232,9 @@ class CoalescingHttpToolsProtocol(DeadlineHttpToolsProtocol):
             replays.forget(key)
             return False
         self._served = True
+        rest = entry.rest if replayable.hole is None else refilled(entry.rest, replayable.hole)
         self.transport.write_whole(  # type: ignore[attr-defined]
-            b"".join((entry.status_line, self._default_lines(), entry.rest))
+            b"".join((entry.status_line, self._default_lines(), rest))
         )
         replayable.counted()
         self.on_response_complete()

@@ -10,8 +10,10 @@ headers, If-None-Match and everything else in it). The caller's identity is a fu
 those two alone (identify.py), so an entry can only answer the caller it was made for.
 
 What may be kept is the app's to say (``Replayable`` with its answer at once): only answers
-that are the same every time for as long as the guest does not change (no random seed, no
-session token, no time of day: the Date header is written fresh at each replay). An entry is
+that are the same every time for as long as the guest does not change (no session token, no
+time of day: the Date header is written fresh at each replay), but for a ``Hole`` of fixed
+size made afresh at each replay (meta_data.json's random seed: every guest gets new bytes
+there each time, as from the app). An entry is
 dropped when its guest changes or the feed fails (the store's watchers), and checked at each
 replay with ``still_valid`` (the caller is still that very guest object in the worker's
 cache: evicted, reloaded, changed or expired, it is not). ``counted`` does at each replay
@@ -34,12 +36,28 @@ DEFAULT_MAX_ENTRY = 64 * 1024
 _OVERHEAD = 200  # the entry's tuples and dict slots, roughly, in bytes
 
 
+class Hole(NamedTuple):
+    """Bytes of an answer made afresh at each replay (meta_data.json's random seed): as many
+    as ``fill`` gives, always the same number, ending ``from_end`` bytes before its end."""
+
+    from_end: int
+    fill: Callable[[], bytes]
+
+
 class Replayable(NamedTuple):
     """What the app says of an answer that may be replayed (``AtOnce.replayable``)."""
 
     guest: str  # the instance's uuid: a change to it drops the entry
     still_valid: Callable[[], bool]  # the caller is still the guest the answer was made for
     counted: Callable[[], None]  # what answering it counts, done again at each replay
+    hole: Hole | None = None  # in a whole answer (200, GET): bytes made afresh each time
+
+
+def refilled(rest: bytes, hole: Hole) -> bytes:
+    """``rest`` (the header lines, the blank line, the body) with ``hole`` filled afresh."""
+    fresh = hole.fill()
+    end = len(rest) - hole.from_end
+    return b"".join((rest[: end - len(fresh)], fresh, rest[end:]))
 
 
 class Replay(NamedTuple):

@@ -21,7 +21,7 @@ import pytest
 from cloudseed.nova_metadata import config as nova_config
 from cloudseed.nova_metadata.app import NovaMetadataApp
 from tests.support.nova_without_nova import NovaDeployment, nova_deployment, signed
-from tests.support.raw_http import Connection, head, without_date
+from tests.support.raw_http import Connection, alike_but_the_seed, head, without_date
 from tests.support.server import running_nova_metadata_app
 from tests.support.waiting import wait_until
 
@@ -106,19 +106,19 @@ def test_an_instances_documents_are_replayed_until_nova_changes_it(
         for path in REPLAYED:
             assert without_date(conn.ask(via_proxy(path, web.uuid))) == without_date(first[path])
         assert asked == []  # none reached the app
-        # Never replayed: meta_data.json (a new seed each time), the security groups (from
-        # Neutron, for a while), the password (the guest sets it).
-        for path in (
-            "/openstack/latest/meta_data.json",
-            "/latest/meta-data/security-groups",
-            "/openstack/latest/password",
-        ):
+        # meta_data.json: replayed, with a new random seed each time.
+        meta = "/openstack/latest/meta_data.json"
+        answers = [conn.ask(via_proxy(meta, web.uuid)) for _ in range(5)]
+        assert asked.count(meta) == 1
+        assert {a[0] for a in answers} == {200}
+        assert {a[1]["etag"] for a in answers} == {answers[0][1]["etag"]}
+        alike_but_the_seed([a[2] for a in answers])
+        # Never replayed: the security groups (from Neutron, for a while), the password (the
+        # guest sets it).
+        for path in ("/latest/meta-data/security-groups", "/openstack/latest/password"):
             answers = [conn.ask(via_proxy(path, web.uuid)) for _ in range(3)]
             assert [a[0] for a in answers] == [200] * 3, (path, answers)
             assert asked.count(path) == 3, path
-        seeds = {conn.ask(via_proxy("/openstack/latest/meta_data.json", web.uuid))[2]}
-        seeds.add(conn.ask(via_proxy("/openstack/latest/meta_data.json", web.uuid))[2])
-        assert len(seeds) == 2
         # Nova changes the instance (its user data, as a rebuild writes it): the entries go
         # within the change feed's poll, and the same head gets the new bytes.
         nova.save(web, user_data=base64.b64encode(b"#cloud-config\nrebuilt: true\n").decode())

@@ -3,6 +3,8 @@ replays are keyed by those bytes, replay.py), answers read one at a time."""
 
 from __future__ import annotations
 
+import base64
+import json
 import socket
 from types import TracebackType
 
@@ -69,3 +71,13 @@ def without_date(answer: Answer) -> tuple[int, list[tuple[str, str]], bytes]:
     status, headers, body = answer
     assert "date" in headers
     return status, sorted((k, v) for k, v in headers.items() if k != "date"), body
+
+
+def alike_but_the_seed(bodies: list[bytes]) -> None:
+    """``bodies`` are meta_data.json answers that differ in their random seed alone: each a
+    new 512 bytes (base64), everything else the same."""
+    documents = [json.loads(body) for body in bodies]
+    seeds = [base64.b64decode(document.pop("random_seed"), validate=True) for document in documents]
+    assert {len(seed) for seed in seeds} == {512}
+    assert len(set(seeds)) == len(seeds), "a seed given twice"
+    assert all(document == documents[0] for document in documents)

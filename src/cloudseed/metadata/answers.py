@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from cloudseed.at_once import AtOnce
+from cloudseed.replay import Replayable
 
 TEXT = b"text/plain; charset=utf-8"
 JSON = b"application/json"
@@ -32,16 +33,23 @@ class Answer(NamedTuple):
         return b""
 
 
-def at_once(answer: Answer, method: str) -> AtOnce:
+def at_once(answer: Answer, method: str, replayable: Replayable | None = None) -> AtOnce:
     """``answer`` as the ASGI path would send it (asgi.py ``send_answer``): the same headers
     in the same order (content type and length, then the answer's own; a 304 only its own);
-    HEAD: no body, and no call for what the body delivers."""
+    HEAD: no body, and no call for what the body delivers. ``replayable``: the app's word
+    that it may be replayed (replay.py), not where the answer delivers something; its hole
+    only in a whole answer (a 200 to a GET)."""
     lines = []
     if answer.status != 304:
         lines.append(
             b"content-type: %s\r\ncontent-length: %d\r\n" % (answer.content_type, len(answer.body))
         )
     lines += [b"%s: %s\r\n" % (name, value) for name, value in answer.headers]
+    if replayable is not None and answer.sent is not None:
+        replayable = None  # a first delivery is recorded: never replayed
+    whole = method == "GET" and answer.status == 200
+    if replayable is not None and replayable.hole is not None and not whole:
+        replayable = replayable._replace(hole=None)
     if method == "HEAD":
-        return AtOnce(answer.status, b"".join(lines), b"", None)
-    return AtOnce(answer.status, b"".join(lines), answer.body, answer.sent)
+        return AtOnce(answer.status, b"".join(lines), b"", None, replayable)
+    return AtOnce(answer.status, b"".join(lines), answer.body, answer.sent, replayable)

@@ -183,11 +183,8 @@ class MetadataApp(asgi.MetadataASGI, AnswersAtOnce):
             return None
         if answer is None:
             return None
-        found = at_once(answer, method)
         replayable, self._replayable = self._replayable, None
-        if replayable is not None and answer.sent is None:  # a first delivery is recorded
-            return found._replace(replayable=replayable)
-        return found
+        return at_once(answer, method, replayable)
 
     _replayable: Replayable | None = None  # _answer_now's word on its answer, for respond_now
 

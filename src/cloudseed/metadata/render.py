@@ -22,6 +22,7 @@ from cloudseed.metadata import devices
 from cloudseed.metadata import versions as v
 from cloudseed.metadata.facts import GuestFacts
 from cloudseed.metadata.instance_tags import instance_tags
+from cloudseed.replay import Hole
 
 
 def dumps(value: Any) -> bytes:
@@ -56,6 +57,11 @@ class SeededJSON:
         if seed is None:
             seed = new_seed()
         return b"".join((self.head, self.alike, self.tail, seed, self.suffix))
+
+    def seed_hole(self) -> Hole | None:
+        """Where the seed sits in ``render()``'s bytes, for a replay to make it afresh
+        (replay.py); None without a seed."""
+        return None if self.suffix is None else Hole(len(self.suffix), new_seed)
 
 
 class _SeedPool:

@@ -12,13 +12,14 @@ from cloudseed.replay import Replayable
 from cloudseed.vendordata import Vendordata
 
 # What a replay may answer again (replay.py): documents that are a function of the guest
-# alone, the same bytes until it changes, and vendor_data2.json without dynamic targets (also
-# while the StaticJSON file, reloaded when it changes, is the same). Not meta_data.json (a new
-# random seed each time), vendor_data.json, the password (set by the guest), events (2.111,
-# they come and go), the EC2 tree of a guest with events, or "/" (answered without
-# identifying the caller).
+# alone, the same bytes until it changes (meta_data.json with its random seed made afresh at
+# each replay: a Hole), and vendor_data2.json without dynamic targets (also while the
+# StaticJSON file, reloaded when it changes, is the same). Not vendor_data.json, the password
+# (set by the guest), events (2.111, they come and go), the EC2 tree of a guest with events,
+# or "/" (answered without identifying the caller).
 REPLAYABLE = frozenset(
     {
+        tree.META_DATA,
         tree.VENDOR_DATA2,
         tree.OPENSTACK_INDEX,
         tree.OPENSTACK_VERSION,
@@ -74,4 +75,5 @@ def replayable(
         access.counted(facts, document)
         hit()
 
-    return Replayable(facts.uuid, still_valid, counted)
+    hole = guest.meta_data(target.version).seed_hole() if kind == tree.META_DATA else None
+    return Replayable(facts.uuid, still_valid, counted, hole)

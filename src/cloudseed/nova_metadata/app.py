@@ -196,9 +196,8 @@ class NovaMetadataApp(asgi.MetadataASGI, AnswersAtOnce):
             return None
         if answer is None:
             return None
-        found = at_once(answer, method)
         replayable, self._replayable = self._replayable, None
-        return found if replayable is None else found._replace(replayable=replayable)
+        return at_once(answer, method, replayable)
 
     _replayable: Replayable | None = None  # _answer_now's word on its answer, for respond_now
 

@@ -3,13 +3,13 @@ and how each is checked and counted again: the drop-in's side of replays, as
 ``metadata/replays.py`` is cloudseed's own app's.
 
 What may be kept: a document drawn from the instance alone (``render.cacheable``: the same
-bytes until the instance changes), vendor_data.json and vendor_data2.json while the shared
+bytes until the instance changes), meta_data.json with its random seed made afresh at each
+replay (a ``Hole``), vendor_data.json and vendor_data2.json while the shared
 StaticJSON document they are made from is the same object (it is replaced when the file
 changes; no DynamicJSON target), and ``/openstack`` until the UTC day ends (Nova hides a
-version dated later than today). Not meta_data.json (a new random seed in every answer), the
-password (the guest sets it), what shows the security groups (asked of Neutron, kept for a
-while) or the caller's address, signed identity, or ``/`` (answered without identifying the
-caller).
+version dated later than today). Not the password (the guest sets it), what shows the
+security groups (asked of Neutron, kept for a while) or the caller's address, signed
+identity, or ``/`` (answered without identifying the caller).
 """
 
 from __future__ import annotations
@@ -53,7 +53,10 @@ def replayable(
     the same; counted as a cache hit, as answering it is."""
     facts = guest.facts
     checks: list[Callable[[], bool]] = []
-    if target.kind == paths.OPENSTACK_VERSIONS:
+    hole = None
+    if target.kind == paths.OPENSTACK and target.rest[0] == paths.META_DATA:
+        hole = guest.meta_data(target.version).seed_hole()
+    elif target.kind == paths.OPENSTACK_VERSIONS:
         checks.append(_until_the_day_ends())
     elif target.kind == paths.OPENSTACK and target.rest[0] in _SHARED:
         if shared is None or vendordata is None:
@@ -66,7 +69,7 @@ def replayable(
     def still_valid() -> bool:
         return all(check() for check in checks) and callers.cached(claim) is guest
 
-    return Replayable(facts.uuid, still_valid, callers.store.stats.hit)
+    return Replayable(facts.uuid, still_valid, callers.store.stats.hit, hole)
 
 
 def _is_password(target: paths.Target) -> bool:

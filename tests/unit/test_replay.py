@@ -1,0 +1,61 @@
+"""replay.py's bookkeeping and holes, and what ``at_once`` lets be replayed."""
+
+from __future__ import annotations
+
+import json
+
+from cloudseed.metadata.answers import JSON, Answer, at_once
+from cloudseed.metadata.render import SeededJSON
+from cloudseed.replay import Hole, Replayable, Replays, refilled
+
+
+def replayable(guest: str = "g1", hole: Hole | None = None) -> Replayable:
+    return Replayable(guest, lambda: True, lambda: None, hole)
+
+
+def test_a_hole_is_filled_afresh_where_it_sits() -> None:
+    seeded = SeededJSON(b'{"a": 1, "random_seed": "', b"", b"", b'", "z": 2}')
+    hole = seeded.seed_hole()
+    assert hole is not None
+    found = at_once(Answer(200, seeded.render(), JSON), "GET", replayable(hole=hole))
+    rest = found.header_lines + b"\r\n" + found.body
+    again = [refilled(rest, hole) for _ in range(3)]
+    assert len({len(r) for r in [rest, *again]}) == 1  # the same length: Content-Length holds
+    bodies = [r.partition(b"\r\n\r\n")[2] for r in again]
+    documents = [json.loads(body) for body in bodies]
+    assert {(d["a"], d["z"]) for d in documents} == {(1, 2)}
+    assert len({d["random_seed"] for d in documents}) == 3
+    assert all(r.startswith(found.header_lines) for r in again)
+
+
+def test_no_seed_no_hole() -> None:
+    assert SeededJSON(b"{}", b"", b"", None).seed_hole() is None
+
+
+def test_at_once_keeps_a_hole_only_in_a_whole_answer() -> None:
+    hole = Hole(3, lambda: b"xx")
+    ok = Answer(200, b"abcxx123", JSON)
+    whole = replayable(hole=hole)
+    assert at_once(ok, "GET", whole).replayable is whole
+    head = at_once(ok, "HEAD", replayable(hole=hole)).replayable
+    assert head is not None and head.hole is None
+    not_modified = at_once(Answer(304, b""), "GET", replayable(hole=hole)).replayable
+    assert not_modified is not None and not_modified.hole is None
+    # An answer that records a delivery is never replayed.
+    delivering = Answer(200, b"k", JSON, sent=lambda: None)
+    assert at_once(delivering, "GET", replayable()).replayable is None
+
+
+def test_replays_are_bounded_and_dropped_by_guest() -> None:
+    replays = Replays(max_bytes=1100, max_entry=800)  # an entry: its bytes and 200 more
+    of_a, of_b = replayable("a"), replayable("b")
+    replays.keep(("p", b"1"), b"s", b"x" * 100, of_a)
+    replays.keep(("p", b"2"), b"s", b"x" * 100, of_b)
+    replays.keep(("p", b"big"), b"s", b"x" * 700, of_a)  # 902: over max_entry, not kept
+    assert len(replays) == 2 and replays.get(("p", b"big")) is None
+    replays.keep(("p", b"3"), b"s", b"x" * 500, of_a)  # the oldest goes to make room
+    assert replays.get(("p", b"1")) is None and len(replays) == 2
+    replays.changed("a")
+    assert replays.get(("p", b"3")) is None and replays.get(("p", b"2")) is not None
+    replays.changed(None)
+    assert len(replays) == 0
