@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ import pytest
 
 from cloudseed.nova_metadata import config as nova_config
 from cloudseed.nova_metadata.app import NovaMetadataApp
-from tests.support.nova_without_nova import NovaDeployment, nova_deployment, signed
+from tests.support.nova_without_nova import Instance, NovaDeployment, nova_deployment, signed
 from tests.support.raw_http import Connection, alike_but_the_seed, head, without_date
 from tests.support.server import running_nova_metadata_app
 from tests.support.waiting import wait_until
@@ -69,10 +70,15 @@ def vendor_file(tmp_path: Path) -> Path:
     return path
 
 
-@pytest.fixture()
+@contextmanager
 def dropin(
-    nova: NovaDeployment, vendor_file: Path, asked: list[str]
+    nova: NovaDeployment, vendor_file: Path, *instances: Instance
 ) -> Iterator[tuple[str, NovaMetadataApp]]:
+    """The drop-in on ``nova``, started with ``instances`` last written by Nova 30 s before:
+    older than what its watch reports at its first poll (``changes.HISTORY``), which would
+    otherwise drop, at a time of its own, what the test has seen kept."""
+    for instance in instances:
+        nova.backdate(instance, 30)
     conf = nova.conf(
         api={"vendordata_providers": "StaticJSON", "vendordata_jsonfile_path": vendor_file}
     )
@@ -91,11 +97,10 @@ def kept(app: NovaMetadataApp, count: int) -> None:
 
 
 def test_an_instances_documents_are_replayed_until_nova_changes_it(
-    nova: NovaDeployment, dropin: tuple[str, NovaMetadataApp], asked: list[str]
+    nova: NovaDeployment, vendor_file: Path, asked: list[str]
 ) -> None:
-    url, app = dropin
     web = nova.add_instance("web", user_data=b"#cloud-config\n")
-    with Connection(url, PROXY) as conn:
+    with dropin(nova, vendor_file, web) as (url, app), Connection(url, PROXY) as conn:
         first = {path: conn.ask(via_proxy(path, web.uuid)) for path in REPLAYED}
         assert all(answer[0] == 200 for answer in first.values()), first
         assert first[USER_DATA][2] == b"#cloud-config\n"
@@ -130,12 +135,11 @@ def test_an_instances_documents_are_replayed_until_nova_changes_it(
 
 
 def test_an_entry_answers_no_other_instance_and_not_after_a_delete(
-    nova: NovaDeployment, dropin: tuple[str, NovaMetadataApp], asked: list[str]
+    nova: NovaDeployment, vendor_file: Path, asked: list[str]
 ) -> None:
-    url, app = dropin
     a = nova.add_instance("a", user_data=b"for a")
     b = nova.add_instance("b", user_data=b"for b")
-    with Connection(url, PROXY) as conn:
+    with dropin(nova, vendor_file, a, b) as (url, app), Connection(url, PROXY) as conn:
         for _ in range(3):
             assert conn.ask(via_proxy(USER_DATA, a.uuid))[2] == b"for a"
         kept(app, 1)
@@ -163,14 +167,12 @@ def test_an_entry_answers_no_other_instance_and_not_after_a_delete(
 
 def test_an_edited_vendordata_file_is_not_replayed(
     nova: NovaDeployment,
-    dropin: tuple[str, NovaMetadataApp],
     vendor_file: Path,
     asked: list[str],
 ) -> None:
-    url, app = dropin
     vm = nova.add_instance("vm")
     paths = ("/openstack/latest/vendor_data.json", "/openstack/latest/vendor_data2.json")
-    with Connection(url, PROXY) as conn:
+    with dropin(nova, vendor_file, vm) as (url, app), Connection(url, PROXY) as conn:
         for _ in range(3):
             assert json.loads(conn.ask(via_proxy(paths[0], vm.uuid))[2]) == {"v": 1}
             assert json.loads(conn.ask(via_proxy(paths[1], vm.uuid))[2]) == {"static": {"v": 1}}
