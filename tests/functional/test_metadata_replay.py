@@ -8,7 +8,6 @@ import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -20,7 +19,13 @@ from cloudseed.signing import sign
 from tests.support.cloud import Cloud, b64, mv
 from tests.support.guests import SECRET, Guest, boot
 from tests.support.metrics import scrape, value
-from tests.support.raw_http import Connection, alike_but_the_seed, head, without_date
+from tests.support.raw_http import (
+    Connection,
+    alike_but_the_seed,
+    asked_at_once,
+    head,
+    without_date,
+)
 from tests.support.server import running_metadata_app, with_options
 from tests.support.waiting import wait_until
 
@@ -33,15 +38,7 @@ HOSTNAME = "/latest/meta-data/hostname"
 @pytest.fixture()
 def asked(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The paths the app was asked to answer at once (a replay does not ask it)."""
-    calls: list[str] = []
-    original = MetadataApp.respond_now
-
-    def counting(self: MetadataApp, method: str, path: str, *args: Any) -> Any:
-        calls.append(path)
-        return original(self, method, path, *args)
-
-    monkeypatch.setattr(MetadataApp, "respond_now", counting)
-    return calls
+    return asked_at_once(monkeypatch, MetadataApp)
 
 
 @pytest.fixture()

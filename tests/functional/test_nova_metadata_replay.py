@@ -15,14 +15,19 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from cloudseed.nova_metadata import config as nova_config
 from cloudseed.nova_metadata.app import NovaMetadataApp
 from tests.support.nova_without_nova import Instance, NovaDeployment, nova_deployment, signed
-from tests.support.raw_http import Connection, alike_but_the_seed, head, without_date
+from tests.support.raw_http import (
+    Connection,
+    alike_but_the_seed,
+    asked_at_once,
+    head,
+    without_date,
+)
 from tests.support.server import running_nova_metadata_app
 from tests.support.waiting import wait_until
 
@@ -45,15 +50,7 @@ REPLAYED = (
 @pytest.fixture()
 def asked(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The paths the app was asked to answer at once (a replay does not ask it)."""
-    calls: list[str] = []
-    original = NovaMetadataApp.respond_now
-
-    def counting(self: NovaMetadataApp, method: str, path: str, *args: Any) -> Any:
-        calls.append(path)
-        return original(self, method, path, *args)
-
-    monkeypatch.setattr(NovaMetadataApp, "respond_now", counting)
-    return calls
+    return asked_at_once(monkeypatch, NovaMetadataApp)
 
 
 @pytest.fixture()

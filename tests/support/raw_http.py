@@ -7,6 +7,9 @@ import base64
 import json
 import socket
 from types import TracebackType
+from typing import Any
+
+import pytest
 
 
 def head(path: str, *lines: str) -> bytes:
@@ -81,3 +84,17 @@ def alike_but_the_seed(bodies: list[bytes]) -> None:
     assert {len(seed) for seed in seeds} == {512}
     assert len(set(seeds)) == len(seeds), "a seed given twice"
     assert all(document == documents[0] for document in documents)
+
+
+def asked_at_once(monkeypatch: pytest.MonkeyPatch, app_class: type[Any]) -> list[str]:
+    """The paths every app of ``app_class`` is asked to answer at once from now on, in order
+    (``respond_now``; a replayed answer does not ask it)."""
+    calls: list[str] = []
+    original = app_class.respond_now
+
+    def counting(self: Any, method: str, path: str, *args: Any) -> Any:
+        calls.append(path)
+        return original(self, method, path, *args)
+
+    monkeypatch.setattr(app_class, "respond_now", counting)
+    return calls
