@@ -157,12 +157,20 @@ class Guest:
         wait_until(answers, timeout=SSHD_TIMEOUT, interval=2, max_interval=2, what="sshd up")
 
     def logs_in(self, key: Path) -> bool:
-        done = self.ssh(key)
-        if done.returncode == 0:
-            assert "logged-in" in done.stdout
-            return True
-        assert "Permission denied" in done.stderr, done.stderr
-        return False
+        """Whether ``key`` logs in: True, or False when sshd refuses it. A connection sshd
+        closes or refuses before it answers is tried again: guest A's sshd re-executes itself
+        once its login-time check part is in, which on a slow machine may come after its
+        first answer to ``wait_sshd``."""
+        deadline = time.monotonic() + SSHD_TIMEOUT
+        while True:
+            done = self.ssh(key)
+            if done.returncode == 0:
+                assert "logged-in" in done.stdout
+                return True
+            if "Permission denied" in done.stderr:
+                return False
+            assert time.monotonic() < deadline, done.stderr
+            time.sleep(2)
 
     def checks(self, key: Path, script: str) -> dict[str, str]:
         """``script`` run as root in the guest; its check lines."""
