@@ -9,9 +9,6 @@ DATA_DIR ?= ./var
 PYTEST_ARGS ?=
 # make test runs the suite in this many worker processes (pytest-xdist); 0: in pytest itself.
 TEST_JOBS ?= 2
-# make e2e boots guests of this many test files at once (tests/e2e/conftest.py says which
-# stay together); 0: one at a time, in pytest itself.
-E2E_JOBS ?= 2
 
 .PHONY: help run test check venv test-venv lint docs tempest fuzz soak bench bench-api-reads bench-metadata bench-login-keys bench-operations bench-hosts-apart bench-configdrive bench-longpoll bench-ack bench-nova bench-nova-dropin image-debian e2e clean
 
@@ -144,8 +141,7 @@ image-debian:  ## build a partitioned, GRUB-booting Debian 12 cloud image with c
 	@echo "register: cloudseed image add debian-12 --file $(IMAGES_DIR)/debian-12-cloudseed.qcow2 --disk-format qcow2 --property os_admin_user=debian"
 
 e2e: test-venv image-debian  ## boot real guests under QEMU against a running cloudseed (root; minutes)
-	rm -f $(IMAGES_DIR)/timings.json
-	CLOUDSEED_TEST_E2E_DIR=$(IMAGES_DIR) $(BIN)/python -m pytest tests/e2e -n $(E2E_JOBS) --dist loadgroup $(PYTEST_ARGS)
+	CLOUDSEED_TEST_E2E_DIR=$(IMAGES_DIR) $(BIN)/python -m pytest tests/e2e -p no:xdist $(PYTEST_ARGS)
 
 clean:  ## remove the venv and local data
 	rm -rf $(VENV) $(DATA_DIR) .pytest_cache .hypothesis .ruff_cache .mypy_cache

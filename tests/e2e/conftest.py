@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import tempfile
@@ -23,23 +22,11 @@ E2E_DIR = os.environ.get("CLOUDSEED_TEST_E2E_DIR")
 VENDOR_SCRIPT = '#!/bin/sh\necho "E2E VENDOR run=vendor from-dynamic-target" > /dev/ttyS0\n'
 
 
-# make e2e runs on two pytest-xdist workers (``--dist loadgroup``): each file's tests stay
-# together, in order, on one worker (a module boots its guests once and its scenarios follow
-# one another); the files whose guests boot on bridged networks (bridged.py: the same subnets
-# on the host's bridges) share one group, so they never run at the same time.
-ON_BRIDGES = frozenset({"test_first_contact", "test_live_keys"})
-
-
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    here = Path(__file__).parent
     if E2E_DIR:
-        for item in items:
-            if here in Path(item.path).parents:
-                stem = Path(item.path).stem
-                group = "bridged networks" if stem in ON_BRIDGES else stem
-                item.add_marker(pytest.mark.xdist_group(group))
         return
     skip = pytest.mark.skip(reason="boots real guests for minutes: run with `make e2e`")
+    here = Path(__file__).parent
     for item in items:
         if here in Path(item.path).parents:
             item.add_marker(skip)
@@ -123,11 +110,7 @@ def timings() -> Iterator[dict[str, dict[str, float]]]:
     found: dict[str, dict[str, float]] = {}
     yield found
     if E2E_DIR and found:
-        # Each worker adds its own to the file (make e2e empties it first).
         path = Path(E2E_DIR) / "timings.json"
-        with (Path(E2E_DIR) / "timings.lock").open("w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            known = json.loads(path.read_text()) if path.exists() else {}
-            path.write_text(json.dumps({**known, **found}, indent=2, sort_keys=True) + "\n")
+        path.write_text(json.dumps(found, indent=2) + "\n")
         for name, values in found.items():
             print(f"\ne2e timing {name}: {values}")
