@@ -13,11 +13,11 @@ What may be kept is the app's to say (``Replayable`` with its answer at once): o
 that are the same every time for as long as the guest does not change (no session token, no
 time of day: the Date header is written fresh at each replay), but for a ``Hole`` of fixed
 size made afresh at each replay (meta_data.json's random seed: every guest gets new bytes
-there each time, as from the app). An entry is
-dropped when its guest changes or the feed fails (the store's watchers), and checked at each
-replay with ``still_valid`` (the caller is still that very guest object in the worker's
-cache: evicted, reloaded, changed or expired, it is not). ``counted`` does at each replay
-what answering counts (the cache hit, the token-less access audit, the metrics).
+there each time, as from the app). An entry is dropped when its guest changes or the feed
+fails (the store's watchers), and checked at each replay with ``still_valid`` (the caller
+is still that very guest object in the worker's cache: evicted, reloaded, changed or expired,
+it is not). ``counted`` does at each replay what answering counts (the cache hit, the
+token-less access audit, the metrics).
 
 Memory is bounded: ``max_bytes`` of kept heads and answers per worker (the oldest entries go
 first), and an answer larger than ``max_entry`` is not kept.
