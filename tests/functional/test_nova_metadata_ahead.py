@@ -117,3 +117,51 @@ def test_instances_updated_lately_are_loaded_at_start(nova: NovaDeployment) -> N
         )
         assert answer.text == "recent.novalocal"
         assert cache(service)["misses"] == 1.0
+
+
+def test_a_host_whose_guests_miss_together_has_its_other_guests_loaded(
+    nova: NovaDeployment,
+) -> None:
+    """A host that came back boots all its guests at once: after three of them missed, its
+    other active instances are loaded ahead (hosts.py), not another host's, nor a stopped
+    one of the same host."""
+    rebooted = [nova.add_instance(f"h1-{n}", host="h1") for n in range(6)]
+    stopped = nova.add_instance("h1-stopped", host="h1", vm_state="stopped")
+    elsewhere = nova.add_instance("h2-0", host="h2")
+    for instance in (*rebooted, stopped, elsewhere):
+        nova.backdate(instance, 3600)  # nothing new for the watch to load ahead
+    conf = nova.conf(cloudseed_metadata={"load_recent_seconds": 0, "host_boot_misses": 3})
+    with running_service(conf) as service:
+        time.sleep(1)  # the watch's first polls: they load nothing
+        assert cache(service)["guests"] == 0.0
+        for instance in rebooted[:2]:
+            assert service.get("/latest/meta-data/hostname", signed(instance.uuid)).status_code == (
+                200
+            )
+        time.sleep(0.5)
+        assert cache(service)["guests"] == 2.0  # two misses are not a host booting
+        service.get("/latest/meta-data/hostname", signed(rebooted[2].uuid))
+        wait_until(
+            lambda: cache(service)["guests"] == 6.0, timeout=10, what="the host's guests loaded"
+        )
+        for instance in rebooted[3:]:
+            assert service.get("/latest/meta-data/hostname", signed(instance.uuid)).text == (
+                f"{instance.name}.novalocal"
+            )
+        counted = cache(service)
+        assert counted["misses"] == 3.0  # the three that woke the host
+        assert counted["guests"] == 6.0  # neither the stopped one nor the other host's
+        service.get("/latest/meta-data/hostname", signed(elsewhere.uuid))
+        assert cache(service)["misses"] == 4.0
+
+
+def test_host_boot_misses_zero_loads_no_neighbours(nova: NovaDeployment) -> None:
+    rebooted = [nova.add_instance(f"h1-{n}", host="h1") for n in range(4)]
+    for instance in rebooted:
+        nova.backdate(instance, 3600)
+    conf = nova.conf(cloudseed_metadata={"load_recent_seconds": 0, "host_boot_misses": 0})
+    with running_service(conf) as service:
+        for instance in rebooted[:3]:
+            service.get("/latest/meta-data/hostname", signed(instance.uuid))
+        time.sleep(1)
+        assert cache(service)["guests"] == 3.0

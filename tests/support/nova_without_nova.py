@@ -282,6 +282,8 @@ class NovaDeployment:
         groups: tuple[str, ...] = ("sg-default",),
         project: str = PROJECT,
         mapped: bool = True,
+        host: str = "compute-1",
+        vm_state: str = "active",
     ) -> Instance:
         """An instance as Nova's create writes it (mapped in cell1)."""
         import base64
@@ -312,6 +314,8 @@ class NovaDeployment:
                     reservation_id=f"r-{self.count:08x}",
                     availability_zone="nova",
                     root_device_name="/dev/vda",
+                    host=host,
+                    vm_state=vm_state,
                 )
             )
             c.execute(

@@ -11,8 +11,9 @@ so an old copy never outlives a change.
 
 A source may also hand over instances whose guests are likely to ask soon (``ahead``: the
 guests cloudseed's compute agent has just booted; the drop-in's instances that Nova is
-building or has just changed): the store loads them when no request waits for a load, in
-small batches, and keeps them, so their first request is a hit.
+building or has just changed, and the other guests of a host whose guests began to miss
+together): the store loads them in small batches, alongside the misses or on their own, and
+keeps them, so their first request is a hit.
 Loading ahead never evicts a cached guest: what finds the store full is left to its first
 request.
 """
@@ -253,11 +254,11 @@ class GuestStore(Generic[G]):
         if self._loader is None or self._loader.done():
             self._loader = asyncio.create_task(self._load_queued())
 
-    def _take_ahead(self) -> list[Key]:
-        """The next batch to load ahead: neither cached nor loading, while there is room (the
-        rest is dropped when there is none)."""
+    def _take_ahead(self, room: int) -> list[Key]:
+        """At most ``room`` keys to load ahead: neither cached nor loading, while the store
+        has room (the rest is dropped when it has none)."""
         keys: list[Key] = []
-        while self._ahead and len(keys) < AHEAD_BATCH_SIZE:
+        while self._ahead and len(keys) < room:
             if len(self._guests) + len(keys) >= self.capacity:
                 self._ahead.clear()
                 break
@@ -274,32 +275,32 @@ class GuestStore(Generic[G]):
     async def _load_queued(self) -> None:
         """Load queued keys in batches, one batch at a time: the misses that arrive while a
         batch is loading make up the next one, so batches grow with the storm. What is to be
-        loaded ahead comes after: only when no miss is queued."""
+        loaded ahead fills each batch up to ``AHEAD_BATCH_SIZE`` (a request waits for at most
+        that many loads besides its own), and has batches of its own when no miss is queued:
+        in a storm of first requests the guests loaded ahead are not starved by it."""
         while self._queue or self._ahead:
-            ahead = not self._queue
-            if ahead:
-                keys = self._take_ahead()
-                if not keys:
-                    continue
-                self._loading_ahead = set(keys)
-            else:
-                keys, self._queue = self._queue[:BATCH_SIZE], self._queue[BATCH_SIZE:]
+            keys, self._queue = self._queue[:BATCH_SIZE], self._queue[BATCH_SIZE:]
+            extra = self._take_ahead(AHEAD_BATCH_SIZE - len(keys))
+            if not keys and not extra:
+                continue
+            self._loading_ahead = set(extra)
             started = self._changes
             try:
-                found = await asyncio.to_thread(self.source.load, keys, ahead=ahead)
+                found = await asyncio.to_thread(self._load_batch, keys, extra)
             except BaseException as exc:
                 self._loading_ahead, self._asked = set(), set()
-                for key in keys:
+                for key in keys + extra:
                     future = self._loading.pop(key)
                     future.set_exception(exc)
                     future.exception()  # retrieved: waiters get it, nobody logs "never retrieved"
                 if not isinstance(exc, Exception):
                     raise
-                if ahead:
+                if extra:
                     self._ahead.clear()  # the source is failing: the rest load when asked
                 continue
-            for key in keys:
+            for key in keys + extra:
                 guest = found.get(key)
+                ahead = key in self._loading_ahead
                 if ahead and guest is None and key in self._asked:
                     # Loading ahead may leave out what it could load only by writing: "none"
                     # is not the answer to a request that joined; it waits for a load of its own.
@@ -318,6 +319,13 @@ class GuestStore(Generic[G]):
             self._heap.grown(len(self._guests))
             if not self._loading:
                 self._changed_at.clear()
+
+    def _load_batch(self, keys: list[Key], extra: list[Key]) -> dict[Key, G | None]:
+        """In the loading thread: the misses ``keys``, then ``extra`` loaded ahead."""
+        found = self.source.load(keys) if keys else {}
+        if extra:
+            found.update(self.source.load(extra, ahead=True))
+        return found
 
     def _remember(self, guest: G) -> None:
         uuid = guest.uuid

@@ -43,6 +43,7 @@ from cloudseed.nova_metadata.config import NovaMetadataConfig
 from cloudseed.nova_metadata.databases import NovaDatabases
 from cloudseed.nova_metadata.documents import NovaDocuments, tagged
 from cloudseed.nova_metadata.guests import NovaGuest, NovaGuests
+from cloudseed.nova_metadata.hosts import HostBoots
 from cloudseed.nova_metadata.identity import NovaIdentity
 from cloudseed.nova_metadata.loading import Loader
 from cloudseed.nova_metadata.mappings import InstanceMappings
@@ -152,6 +153,7 @@ class NovaMetadataApp(asgi.MetadataASGI, AnswersAtOnce):
             self.changes,
             dhcp_domain=self.dhcp_domain,
             network_template=config.network_template,
+            boots=HostBoots(config.host_boot_misses),
         )
         self.store = GuestStore(source, capacity=capacity, stats=self._store_stats)
         self.callers = NovaCallers(

@@ -51,6 +51,7 @@ class NovaMetadataConfig:
     enable_proxy_headers_parsing: bool
     change_poll_interval: float  # seconds
     load_recent: float  # seconds: instances updated this recently are loaded at start
+    host_boot_misses: int  # hosts.py; 0: off
     security_groups_ttl: float  # seconds
     neutron_retries: int
     # [DEFAULT] injected_network_template, and whether it is Nova's own (the one rendered).
@@ -154,6 +155,7 @@ def load(
         enable_proxy_headers_parsing=get("oslo_middleware", "enable_proxy_headers_parsing"),
         change_poll_interval=get(OURS, "change_poll_interval_ms") / 1000,
         load_recent=float(get(OURS, "load_recent_seconds")),
+        host_boot_misses=get(OURS, "host_boot_misses"),
         security_groups_ttl=float(cache_expiration if sg_ttl < 0 else sg_ttl),
         neutron_retries=get(NEUTRON, "http_retries"),
         injected_network_template=get("DEFAULT", "injected_network_template") or "",

@@ -73,6 +73,9 @@ class InstanceFacts:
     created_at: dt.datetime | None = None  # naive UTC: signed identity's pendingTime
     network_config: bytes | None = None  # Nova's injected network template (interfaces.py)
     version: str = ""
+    # The compute host, which no document shows: left out of repr and so of ``version``
+    # (a migrated guest's documents are the same); hosts.py wakes a host's guests by it.
+    host: str | None = field(default=None, repr=False, compare=False)
 
     @property
     def tokens_required(self) -> bool:
@@ -172,6 +175,7 @@ def facts_from_rows(
         dedicated_cpus=objects.dedicated_cpus(extra.get("numa_topology")),
         created_at=instance.get("created_at"),
         network_config=interfaces.network_template(vifs),
+        host=instance.get("host"),
     )
     digest = hashlib.blake2b(repr(facts).encode(), digest_size=8).hexdigest()
     return dataclasses.replace(facts, version=digest)

@@ -8,11 +8,14 @@ instances the watch reports changed (Nova building one writes its row several ti
 before its guest boots) and, at start, those updated in the last ``[cloudseed_metadata]
 load_recent_seconds``, are handed to the store to load ahead; a guest loaded ahead has the
 documents its cloud-init asks first already made (ahead.py), so its first request is a hit.
-Every reported change also forgets the instance's cached cell mapping (mappings.py).
+So are the other active instances of a host whose guests have begun to miss together (a host
+that rebooted: hosts.py). Every reported change also forgets the instance's cached cell
+mapping (mappings.py).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable
@@ -26,6 +29,7 @@ from cloudseed.metadata.render import SeededJSON
 from cloudseed.nova_metadata import ahead, render
 from cloudseed.nova_metadata.changes import NovaChanges
 from cloudseed.nova_metadata.facts import InstanceFacts
+from cloudseed.nova_metadata.hosts import HostBoots
 from cloudseed.nova_metadata.loading import Loader
 
 T = TypeVar("T")
@@ -120,11 +124,15 @@ class NovaGuests:
         *,
         dhcp_domain: str,
         network_template: bool = False,
+        boots: HostBoots | None = None,
     ) -> None:
         self.loader = loader
         self.changes = changes
         self.dhcp_domain = dhcp_domain
         self.network_template = network_template
+        self.boots = boots if boots is not None else HostBoots(0)
+        # The store's load_ahead, called on its loop from the loading thread (start()).
+        self._wake: Callable[[list[str]], None] | None = None
 
     def load(self, keys: list[Key], *, ahead: bool = False) -> dict[Key, NovaGuest | None]:
         try:
@@ -147,8 +155,24 @@ class NovaGuests:
                 )
                 if ahead:
                     _prepare(guest)
+                elif self.boots.missed(facts.host, facts.uuid):
+                    self._wake_host(facts)
             result[key] = guest
         return result
+
+    def _wake_host(self, facts: InstanceFacts) -> None:
+        """Hand ``facts``' host's other active instances to the store to load ahead."""
+        wake = self._wake
+        if wake is None:
+            return
+        try:
+            uuids = self.loader.host_instances(facts)
+        except (OperationalError, InterfaceError) as exc:
+            log.warning("reading the instances of host %s failed: %s", facts.host, exc.orig)
+            return
+        if uuids:
+            log.info("host %s is booting its guests: loading %d ahead", facts.host, len(uuids))
+            wake(uuids)
 
     async def start(
         self,
@@ -158,6 +182,12 @@ class NovaGuests:
         ahead: Callable[[list[str]], None],
     ) -> None:
         mappings = self.loader.mappings
+        loop = asyncio.get_running_loop()
+
+        def wake(uuids: list[str]) -> None:
+            loop.call_soon_threadsafe(ahead, uuids)
+
+        self._wake = wake
 
         def heard(uuid: str) -> None:
             mappings.forget((uuid,))

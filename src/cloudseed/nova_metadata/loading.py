@@ -33,6 +33,8 @@ from cloudseed.nova_metadata.facts import Ec2Ids, InstanceFacts, facts_from_rows
 from cloudseed.nova_metadata.mappings import InstanceMappings
 
 log = logging.getLogger(__name__)
+ACTIVE = "active"  # Nova's vm_states.ACTIVE: the guests a host boots
+HOST_LIMIT = 1000  # a host's instances loaded ahead at most (hosts.py)
 
 _INSTANCE_COLUMNS = [
     schema.instances.c[name]
@@ -55,6 +57,7 @@ _INSTANCE_COLUMNS = [
         "default_ephemeral_device",
         "default_swap_device",
         "created_at",  # signed identity's pendingTime (identity.py)
+        "host",  # hosts.py
     )
 ]
 
@@ -104,6 +107,28 @@ class Loader:
                 break
             self.mappings.forget(stale)
             groups, from_cache = self._databases_of(stale)
+        return found
+
+    def host_instances(self, facts: InstanceFacts) -> list[str]:
+        """The other active instances on ``facts``' host, in its cell (hosts.py), at most
+        ``HOST_LIMIT``, by Nova's ``instances_host_deleted_cleaned_idx``."""
+        if not facts.host:
+            return []
+        c = schema.instances.c
+        query = (
+            select(c.uuid)
+            .where(
+                c.host == facts.host,
+                c.deleted == 0,
+                c.vm_state == ACTIVE,
+                c.uuid != facts.uuid,
+            )
+            .limit(HOST_LIMIT)
+        )
+        found: list[str] = []
+        for db, _uuids in self.databases_of([facts.uuid]):
+            with db.read() as session:
+                found.extend(session.scalars(query))
         return found
 
     def databases_of(self, uuids: list[str]) -> list[tuple[Database, list[str]]]:

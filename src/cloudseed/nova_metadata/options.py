@@ -89,6 +89,14 @@ _OURS = [
         "documents cloud-init asks first; 0: none (each loads at its first request).",
     ),
     cfg.IntOpt(
+        "host_boot_misses",
+        default=3,
+        min=0,
+        help="When this many guests of one compute host ask for the first time within 10 s "
+        "(the host came back and boots them all), each worker loads the host's other active "
+        "instances ahead, at most 1,000; 0: never.",
+    ),
+    cfg.IntOpt(
         "cache_size",
         default=100000,
         min=1,

@@ -74,7 +74,11 @@ instances = Table(
     Column("root_device_name", String(255)),
     Column("default_ephemeral_device", String(255)),
     Column("default_swap_device", String(255)),
+    Column("host", String(255)),
+    Column("vm_state", String(255)),
+    Column("cleaned", Integer, default=0),
     Index("instances_updated_at_project_id_idx", "updated_at", "project_id"),
+    Index("instances_host_deleted_cleaned_idx", "host", "deleted", "cleaned"),
     Index("instances_deleted_created_at_idx", "deleted", "created_at"),
 )
 

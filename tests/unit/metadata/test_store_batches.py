@@ -1,0 +1,109 @@
+"""The guest store's batches (metadata/store.py): what is to be loaded ahead rides along
+with the misses, up to AHEAD_BATCH_SIZE, so a storm of first requests does not starve it."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Self
+
+from cloudseed.metadata import store
+from cloudseed.metadata.loading import Key
+
+
+@dataclass(frozen=True)
+class Guest:
+    uuid: str
+
+    @property
+    def addresses(self) -> tuple[str, ...]:
+        return ()
+
+    @property
+    def refresh_at(self) -> float | None:
+        return None
+
+    def at(self, now: float) -> Self:
+        return self
+
+
+class Source:
+    """Guests for every uuid but "gone"; records each load (keys, ahead). The first load
+    waits for ``release``, so that requests can queue behind it."""
+
+    def __init__(self) -> None:
+        self.loads: list[tuple[list[str], bool]] = []
+        self.release = threading.Event()
+
+    def load(self, keys: list[Key], *, ahead: bool = False) -> dict[Key, Guest | None]:
+        if not self.loads:
+            self.release.wait(10)
+        self.loads.append(([k.value for k in keys], ahead))
+        return {k: None if k.value == "gone" else Guest(k.value) for k in keys}
+
+    async def start(
+        self,
+        *,
+        changed: Callable[[str], None],
+        failed: Callable[[], None],
+        ahead: Callable[[list[str]], None],
+    ) -> None:
+        pass
+
+    async def stop(self) -> None:
+        pass
+
+    async def close(self) -> None:
+        pass
+
+
+def test_misses_take_the_guests_to_load_ahead_along() -> None:
+    async def scenario() -> tuple[Source, store.GuestStore[Guest]]:
+        source = Source()
+        guests: store.GuestStore[Guest] = store.GuestStore(source, capacity=1000)
+        first = asyncio.create_task(guests.by_uuid("first"))
+        await asyncio.sleep(0.05)  # its load is under way, held by the source
+        ahead = [f"a{n}" for n in range(store.AHEAD_BATCH_SIZE + 5)]
+        guests.load_ahead(ahead)
+        misses = [asyncio.create_task(guests.by_uuid(u)) for u in ("m1", "m2", "gone")]
+        await asyncio.sleep(0)
+        source.release.set()
+        assert (await first).uuid == "first"
+        assert [g and g.uuid for g in await asyncio.gather(*misses)] == ["m1", "m2", None]
+        while guests._loader is not None and not guests._loader.done():
+            await asyncio.sleep(0.01)
+        return source, guests
+
+    source, guests = asyncio.run(scenario())
+    room = store.AHEAD_BATCH_SIZE - 3
+    assert source.loads == [
+        (["first"], False),
+        # The queued misses, then as much of what is to be loaded ahead as fills the batch.
+        (["m1", "m2", "gone"], False),
+        ([f"a{n}" for n in range(room)], True),
+        # The rest on its own once no miss is queued.
+        ([f"a{n}" for n in range(room, store.AHEAD_BATCH_SIZE + 5)], True),
+    ]
+    assert len(guests) == 1 + 2 + store.AHEAD_BATCH_SIZE + 5
+    assert guests.cached_by_uuid("a0") == Guest("a0")
+
+
+def test_a_request_for_a_guest_loading_ahead_waits_for_that_load() -> None:
+    async def scenario() -> tuple[Source, Guest | None]:
+        source = Source()
+        guests: store.GuestStore[Guest] = store.GuestStore(source, capacity=1000)
+        first = asyncio.create_task(guests.by_uuid("first"))
+        await asyncio.sleep(0.05)
+        guests.load_ahead(["a0"])
+        miss = asyncio.create_task(guests.by_uuid("m1"))
+        await asyncio.sleep(0)
+        source.release.set()
+        await first
+        await miss
+        return source, await guests.by_uuid("a0")
+
+    source, guest = asyncio.run(scenario())
+    assert guest == Guest("a0")
+    assert sum(1 for keys, _ in source.loads for k in keys if k == "a0") == 1
