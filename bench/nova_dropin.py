@@ -281,7 +281,10 @@ def section(run: Run, chart_path: Path, doc: Path) -> str:
             f"in the boot storms, p99 under {P99_GOAL_MS:g} ms. The storm of instances just "
             f"gone ACTIVE: Nova's last write of each instance after the servers started, "
             f"then {args.boot_seconds:g} s before their guests ask (bench/nova_dropin_storms.py)"
-            "; the cold one: every server restarted with nothing cached or loaded ahead.",
+            "; the cold one: every server restarted with nothing cached or loaded at start, "
+            "all the guests on one compute host (a host that came back: the drop-in loads its "
+            "other guests ahead after three misses, `host_boot_misses`); first contacts only: "
+            "the drop-in with that off too, each guest's first request waiting for its load.",
             "",
             targets_table(run.results),
             "",

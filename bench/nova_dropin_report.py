@@ -21,10 +21,16 @@ def warm_scenario(connections: int) -> str:
     return f"one warm guest, {connections} conn."
 
 
-def storm_scenario(guests: int, connections: int, *, just_active: bool = False) -> str:
+def storm_scenario(
+    guests: int, connections: int, *, just_active: bool = False, first_contacts: bool = False
+) -> str:
     """A boot storm's name: ``just_active``, the instances went ACTIVE after the servers
-    started (bench/nova_dropin_storms.py), else cold (nothing cached, nothing heard)."""
+    started (bench/nova_dropin_storms.py), else cold (nothing cached, nothing heard);
+    ``first_contacts``: cold, and the drop-in's host wake-up off too, so that every guest's
+    first request waits for its own load."""
     what = "just gone ACTIVE" if just_active else "cold"
+    if first_contacts:
+        what = "cold, first contacts only"
     return f"{STORM_PREFIX}, {guests:,} guests, {what}, {connections} conn."
 
 

@@ -1,8 +1,11 @@
 """The boot storms of bench/nova_dropin.py, each server started afresh before its own:
 
-- **cold**: the server restarted with nothing cached and nothing loaded ahead (the drop-in
-  with ``[cloudseed_metadata] load_recent_seconds = 0``), every guest's first request a
-  first contact;
+- **cold**: the server restarted with nothing cached and nothing loaded at start (the
+  drop-in with ``[cloudseed_metadata] load_recent_seconds = 0``): every guest is on the one
+  compute host of the seeding, so for the drop-in this is a host that came back, whose first
+  misses have the rest loaded ahead (``host_boot_misses``, nova_metadata/hosts.py); and the
+  drop-in once more with that off too (**cold, first contacts only**), every guest's first
+  request waiting for its own load;
 - **just gone ACTIVE**: what a real storm is. Before the server starts, every storm instance
   is put back to where Nova has it while building (``vm_state`` building, ``task_state``
   spawning, no ``launched_at``, its ``updated_at`` an hour back, so that nothing loads it at
@@ -46,6 +49,7 @@ NAMES = {
 }
 ACTIVE_BATCH = 50  # instances per transaction of the final writes
 NOTHING_AHEAD = "[cloudseed_metadata]\nload_recent_seconds = 0\n"
+FIRST_CONTACTS = NOTHING_AHEAD + "host_boot_misses = 0\n"
 
 
 @dataclass
@@ -85,27 +89,30 @@ def storm_pass(
     run.loads.append(load_average())
 
 
-def _start(chosen: Targets, server: str, directory: Path, *, ahead: bool) -> str:
-    """``server`` started afresh; the drop-in without loading anything at start unless
-    ``ahead``."""
-    if server != "dropin" or ahead:
+def _start(chosen: Targets, server: str, directory: Path, *, conf: str | None) -> str:
+    """``server`` started afresh; the drop-in with ``conf`` (a ``[cloudseed_metadata]``
+    section) as its last config file, unless None."""
+    if server != "dropin" or conf is None:
         return chosen.start(server)
     extra = directory / "nothing-ahead.conf"
-    extra.write_text(NOTHING_AHEAD)
+    extra.write_text(conf)
     return chosen.start(server, extra_conf=(extra,))
 
 
 def cold(run: Run, chosen: Targets, files: StormFiles, guests: int, directory: Path) -> None:
     """Each server started afresh (cold caches), then the storm; the drop-in's again at
-    --dropin-storm-connections (its latency with fewer guests booting at once)."""
+    --dropin-storm-connections (its latency with fewer guests booting at once), and with
+    first contacts only."""
     args = run.args
-    rounds = [(server, args.storm_connections) for server in chosen.servers]
+    rounds = [(server, args.storm_connections, False) for server in chosen.servers]
     if args.dropin_storm_connections:
-        rounds.append(("dropin", args.dropin_storm_connections))
-    for server, connections in rounds:
-        done = step(f"cold storm, {connections} conn.: {run.name(server)} started afresh")
-        url = _start(chosen, server, directory, ahead=False)
-        scenario = storm_scenario(guests, connections)
+        rounds.append(("dropin", args.dropin_storm_connections, False))
+    rounds.append(("dropin", args.storm_connections, True))
+    for server, connections, first_contacts in rounds:
+        scenario = storm_scenario(guests, connections, first_contacts=first_contacts)
+        done = step(f"{scenario.partition(', ')[2]}: {run.name(server)} started afresh")
+        conf = FIRST_CONTACTS if first_contacts else NOTHING_AHEAD
+        url = _start(chosen, server, directory, conf=conf)
         storm_pass(run, scenario, run.name(server), url, "cloudseed", files, connections)
         done()
 
@@ -179,7 +186,7 @@ def just_gone_active(
         scenario = storm_scenario(len(uuids), connections, just_active=True)
         done = step(f"storm of instances just gone ACTIVE, {connections} conn.: {run.name(server)}")
         building(cell_url, uuids)
-        url = _start(chosen, server, directory, ahead=True)
+        url = _start(chosen, server, directory, conf=None)
         written = gone_active(cell_url, uuids)
         time.sleep(args.boot_seconds)
         if server == "dropin":
