@@ -70,7 +70,7 @@ def test_misses_take_the_guests_to_load_ahead_along() -> None:
         misses = [asyncio.create_task(guests.by_uuid(u)) for u in ("m1", "m2", "gone")]
         await asyncio.sleep(0)
         source.release.set()
-        assert (await first).uuid == "first"
+        assert await first == Guest("first")
         assert [g and g.uuid for g in await asyncio.gather(*misses)] == ["m1", "m2", None]
         while guests._loader is not None and not guests._loader.done():
             await asyncio.sleep(0.01)
