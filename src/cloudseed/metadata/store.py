@@ -7,7 +7,8 @@ cells (loading.py) and hears changes through the cells' change feed (feed.py: NO
 PostgreSQL, polling otherwise) and, at once, from the committing process's announcer
 (``GUEST_CHANGES``); the Nova drop-in's (``nova_metadata/source.py``) reads Nova's databases.
 A change read while the same instance is being loaded makes that load's result uncacheable,
-so an old copy never outlives a change.
+so an old copy never outlives a change, and sends the requests waiting for it to a load begun
+after the change: a request that comes after the API committed a change sees it.
 
 A source may also hand over instances whose guests are likely to ask soon (``ahead``: the
 guests cloudseed's compute agent has just booted; the drop-in's instances that Nova is
@@ -306,10 +307,15 @@ class GuestStore(Generic[G]):
                     # is not the answer to a request that joined; it waits for a load of its own.
                     self._queue.append(key)
                     continue
+                if (not ahead or key in self._asked) and self._changed_since(key, guest, started):
+                    # A change was heard while this load ran: a request that joined it after
+                    # that must see the change, so the waiters wait for a load begun after it.
+                    self._queue.append(key)
+                    continue
                 # A change read while this batch was loading may be newer than what it read.
                 if (
                     guest is not None
-                    and self._changed_at.get(guest.uuid, -1) < started
+                    and not self._changed_since(key, guest, started)
                     and not (ahead and len(self._guests) >= self.capacity)
                 ):
                     self._remember(guest)
@@ -319,6 +325,11 @@ class GuestStore(Generic[G]):
             self._heap.grown(len(self._guests))
             if not self._loading:
                 self._changed_at.clear()
+
+    def _changed_since(self, key: Key, guest: G | None, started: int) -> bool:
+        """Whether the instance ``key`` names was heard changed after ``started``."""
+        uuid = guest.uuid if guest is not None else key.value if key.kind == BY_UUID else None
+        return uuid is not None and self._changed_at.get(uuid, -1) > started
 
     def _load_batch(self, keys: list[Key], extra: list[Key]) -> dict[Key, G | None]:
         """In the loading thread: the misses ``keys``, then ``extra`` loaded ahead."""

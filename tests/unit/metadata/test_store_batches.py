@@ -16,6 +16,7 @@ from cloudseed.metadata.loading import Key
 @dataclass(frozen=True)
 class Guest:
     uuid: str
+    load: int = 1  # which of the source's loads made it
 
     @property
     def addresses(self) -> tuple[str, ...]:
@@ -41,7 +42,8 @@ class Source:
         if not self.loads:
             self.release.wait(10)
         self.loads.append(([k.value for k in keys], ahead))
-        return {k: None if k.value == "gone" else Guest(k.value) for k in keys}
+        n = len(self.loads)
+        return {k: None if k.value == "gone" else Guest(k.value, n) for k in keys}
 
     async def start(
         self,
@@ -70,7 +72,7 @@ def test_misses_take_the_guests_to_load_ahead_along() -> None:
         misses = [asyncio.create_task(guests.by_uuid(u)) for u in ("m1", "m2", "gone")]
         await asyncio.sleep(0)
         source.release.set()
-        assert await first == Guest("first")
+        assert await first == Guest("first", 1)
         assert [g and g.uuid for g in await asyncio.gather(*misses)] == ["m1", "m2", None]
         while guests._loader is not None and not guests._loader.done():
             await asyncio.sleep(0.01)
@@ -87,7 +89,7 @@ def test_misses_take_the_guests_to_load_ahead_along() -> None:
         ([f"a{n}" for n in range(room, store.AHEAD_BATCH_SIZE + 5)], True),
     ]
     assert len(guests) == 1 + 2 + store.AHEAD_BATCH_SIZE + 5
-    assert guests.cached_by_uuid("a0") == Guest("a0")
+    assert guests.cached_by_uuid("a0") == Guest("a0", 3)
 
 
 def test_a_request_for_a_guest_loading_ahead_waits_for_that_load() -> None:
@@ -105,5 +107,25 @@ def test_a_request_for_a_guest_loading_ahead_waits_for_that_load() -> None:
         return source, await guests.by_uuid("a0")
 
     source, guest = asyncio.run(scenario())
-    assert guest == Guest("a0")
+    assert guest == Guest("a0", 3)  # the misses' load, then those loaded ahead
     assert sum(1 for keys, _ in source.loads for k in keys if k == "a0") == 1
+
+
+def test_a_request_after_a_change_never_gets_what_a_load_begun_before_it_read() -> None:
+    """The API commits a change while a guest's load is under way; a request that comes
+    after the change was heard joins that load, and gets the guest as a later load reads it."""
+
+    async def scenario() -> tuple[Source, Guest | None, Guest | None, Guest | None]:
+        source = Source()
+        guests: store.GuestStore[Guest] = store.GuestStore(source, capacity=1000)
+        before = asyncio.create_task(guests.by_uuid("g"))
+        await asyncio.sleep(0.05)  # the first load is under way, held by the source
+        guests.changed("g")
+        after = asyncio.create_task(guests.by_uuid("g"))
+        await asyncio.sleep(0)
+        source.release.set()
+        return source, await before, await after, guests.cached_by_uuid("g")
+
+    source, before, after, cached = asyncio.run(scenario())
+    assert source.loads == [(["g"], False), (["g"], False)]
+    assert before == after == cached == Guest("g", 2)
