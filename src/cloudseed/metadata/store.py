@@ -5,7 +5,7 @@ The store is the same for every kind of guest it holds: where guests come from a
 changes are heard is its ``GuestSource``. cloudseed's own (``CellGuests``) loads them from the
 cells (loading.py) and hears changes through the cells' change feed (feed.py: NOTIFY on
 PostgreSQL, polling otherwise) and, at once, from the committing process's announcer
-(``GUEST_CHANGES``); the Nova drop-in's (``nova_metadata/source.py``) reads Nova's databases.
+(``GUEST_CHANGES``); the Nova drop-in's (``nova_metadata/guests.py``) reads Nova's databases.
 A change read while the same instance is being loaded makes that load's result uncacheable,
 so an old copy never outlives a change, and sends the requests waiting for it to a load begun
 after the change: a request that comes after the API committed a change sees it.
@@ -307,15 +307,16 @@ class GuestStore(Generic[G]):
                     # is not the answer to a request that joined; it waits for a load of its own.
                     self._queue.append(key)
                     continue
-                if (not ahead or key in self._asked) and self._changed_since(key, guest, started):
-                    # A change was heard while this load ran: a request that joined it after
-                    # that must see the change, so the waiters wait for a load begun after it.
+                # A change read while this batch was loading may be newer than what it read.
+                changed = self._changed_since(key, guest, started)
+                if changed and (not ahead or key in self._asked):
+                    # A request that joined this load after the change must see it: the
+                    # waiters wait for a load begun after the change.
                     self._queue.append(key)
                     continue
-                # A change read while this batch was loading may be newer than what it read.
                 if (
                     guest is not None
-                    and not self._changed_since(key, guest, started)
+                    and not changed
                     and not (ahead and len(self._guests) >= self.capacity)
                 ):
                     self._remember(guest)
