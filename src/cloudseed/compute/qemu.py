@@ -89,7 +89,7 @@ class QemuDriver:
         wanted = q.accel
         if wanted == "auto":
             wanted = "kvm" if accel_probe() else "tcg"
-        self.accel = Accel(wanted)
+        self.accel = Accel(wanted, q.cpu_model)
         self.images_type = q.images_type
         self.shutdown_timeout = float(q.shutdown_timeout)
         self.guest_agent_timeout = float(q.guest_agent_timeout)

@@ -130,12 +130,13 @@ class Accel:
     """``-accel`` and ``-cpu`` for the chosen accelerator."""
 
     name: str  # "kvm" or "tcg"
+    cpu_model: str = ""  # [qemu] cpu_model; empty: host under KVM, max under TCG
 
     def argv(self) -> list[str]:
         if self.name == "kvm":
-            return ["-accel", "kvm", "-cpu", "host"]
+            return ["-accel", "kvm", "-cpu", self.cpu_model or "host"]
         # max: every feature TCG can emulate; multi-threaded TCG uses each host core.
-        return ["-accel", "tcg,thread=multi", "-cpu", "max"]
+        return ["-accel", "tcg,thread=multi", "-cpu", self.cpu_model or "max"]
 
 
 def opt_value(value: str) -> str:

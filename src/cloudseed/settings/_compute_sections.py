@@ -133,6 +133,15 @@ class QemuSection:
         "host), otherwise TCG.",
         choices=("auto", "kvm", "tcg"),
     )
+    # Nova's [libvirt] cpu_mode/cpu_models; a TCG guest's CPU model sets its boot time.
+    cpu_model: str = option(
+        "",
+        "The guest CPU model (QEMU's -cpu). Empty: 'host' under KVM, 'max' under TCG (every "
+        "feature TCG emulates, so x86-64-v2 guests such as RHEL 9 boot). Under TCG 'qemu64' "
+        "boots a Debian 12 cloud image about 18 % faster (glibc then avoids the SSE4.2 and AVX "
+        "string routines that are slow to emulate) but refuses guests built for x86-64-v2; "
+        "Nova's libvirt driver gives TCG guests qemu64 by default.",
+    )
     images_type: str = option(
         "qcow2",
         "Instance disks: 'qcow2' is a copy-on-write overlay of the image; 'raw' a "

@@ -150,6 +150,12 @@ def _check_lists(settings: Settings) -> None:
         raise ConfigError(
             f"invalid value {url!r} for [qemu] metadata_url: must be http://host:port"
         )
+    cpu_model = settings.qemu.cpu_model
+    if cpu_model and not _CPU_MODEL.fullmatch(cpu_model):
+        raise ConfigError(
+            f"invalid value {cpu_model!r} for [qemu] cpu_model: a QEMU CPU model name, "
+            "optionally with +feature/-feature flags (e.g. qemu64, max, Haswell,-hle)"
+        )
     try:
         parse_port_range(settings.qemu.ssh_forward_ports)
     except ValueError as exc:
@@ -217,6 +223,8 @@ def _read_ini(path: Path) -> configparser.RawConfigParser:
     return parser
 
 
+# A -cpu value: a model name and its feature flags, nothing that could start another option.
+_CPU_MODEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*(,[+-]?[A-Za-z0-9_.-]+(=[A-Za-z0-9_.-]+)?)*")
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 

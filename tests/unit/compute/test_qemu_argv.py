@@ -313,6 +313,9 @@ def test_every_guest_gets_the_guest_agent_channel_on_a_relative_socket() -> None
 def test_accelerators() -> None:
     assert Accel("kvm").argv() == ["-accel", "kvm", "-cpu", "host"]
     assert Accel("tcg").argv() == ["-accel", "tcg,thread=multi", "-cpu", "max"]
+    # [qemu] cpu_model, when set, is the -cpu of either.
+    assert Accel("tcg", "qemu64").argv() == ["-accel", "tcg,thread=multi", "-cpu", "qemu64"]
+    assert Accel("kvm", "Haswell").argv() == ["-accel", "kvm", "-cpu", "Haswell"]
 
 
 def test_an_image_without_a_file_is_refused() -> None:

@@ -66,3 +66,16 @@ def test_ssh_forward_defaults_and_range() -> None:
 def test_bad_ssh_forward_settings_stop_start_up(env: dict[str, str], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         load_settings(environ=env)
+
+
+@pytest.mark.parametrize("model", ["qemu64", "max", "Haswell-noTSX-IBRS", "max,-avx2,+sse4.2"])
+def test_cpu_models_are_taken(model: str) -> None:
+    assert load_settings(environ={"CLOUDSEED_QEMU__CPU_MODEL": model}).qemu.cpu_model == model
+
+
+@pytest.mark.parametrize(
+    "model", ["-cpu", "max -smp 64", "max,", "qemu 64", "max,-avx2,", "a,b=c,d=", "max;reboot"]
+)
+def test_a_cpu_model_that_is_not_one_stops_start_up(model: str) -> None:
+    with pytest.raises(ConfigError, match=r"\[qemu\] cpu_model"):
+        load_settings(environ={"CLOUDSEED_QEMU__CPU_MODEL": model})
