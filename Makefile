@@ -34,7 +34,7 @@ run: venv  ## migrate the embedded SQLite databases and serve (compute API on 12
 
 test: test-venv  ## run the whole test suite (SQLite; PostgreSQL and MariaDB where reachable)
 	sh tools/debian-packages.sh
-	$(BIN)/python -m pytest -n $(TEST_JOBS) --durations=25 $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_JOBS) --dist loadgroup --no-loadscope-reorder --durations=25 $(PYTEST_ARGS)
 
 tempest: test-venv  ## tempest 47's compute API tests at 2.104 and latest, behind a real Keystone (minutes; docs/tempest.md)
 	$(BIN)/python tools/tempest.py --write docs/tempest.md

@@ -189,12 +189,19 @@ def locked(name: str) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
+# The venvs this process has seen work: a tool's start-up check (Nova's nova-manage --version
+# alone takes about 9 s) runs once per test worker, not once per deployment.
+_WORKING: set[Path] = set()
+
+
 def cached(venv: Path, works: Callable[[Path], bool], build: Callable[[Path], None]) -> Path:
     """``venv`` once ``works(venv)``: built by ``build`` under the lock named after it when it
     does not (and still does not once the lock is held: it may have been built meanwhile)."""
-    if works(venv):
+    if venv in _WORKING:
         return venv
-    with locked(venv.name):
-        if not works(venv):
-            build(venv)
+    if not works(venv):
+        with locked(venv.name):
+            if not works(venv):
+                build(venv)
+    _WORKING.add(venv)
     return venv
