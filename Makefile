@@ -8,6 +8,12 @@ BIN := $(VENV)/bin
 DATA_DIR ?= ./var
 PYTEST_ARGS ?=
 # make test runs the suite in this many worker processes (pytest-xdist); 0: in pytest itself.
+# --dist loadgroup with no xdist_group marks hands out one test at a time to whichever worker
+# is free ('load' sends each worker a quarter of its share at once, and a worker left with
+# the slow ones ends the run alone): 2048 s of pytest against 2180 s on the same machine
+# (docs/benchmarks.md, "CI run"). pytest-xdist 3.8 cannot group tests under pytest 9 (it
+# renames item._nodeid, which pytest 9 no longer reads), so a module-scoped fixture may be
+# set up on both workers.
 TEST_JOBS ?= 2
 
 .PHONY: help run test check venv test-venv lint docs tempest fuzz soak bench bench-api-reads bench-metadata bench-login-keys bench-operations bench-hosts-apart bench-configdrive bench-longpoll bench-ack bench-nova bench-nova-dropin image-debian e2e clean

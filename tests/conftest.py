@@ -32,25 +32,6 @@ from tests.support.guests import add_loop_network
 from tests.support.server import running_api
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The tests of a module that share a module-scoped fixture (a Nova deployment, a
-    Keystone, a server started once) run on one worker per database backend: make test's
-    ``--dist loadgroup`` hands out every other test one at a time, to whichever worker is
-    free, and would otherwise set such a fixture up on both workers. Runs before pytest-xdist
-    reads the groups (``xdist_group`` marks)."""
-    for item in items:
-        if not isinstance(item, pytest.Function):
-            continue
-        # pytest keeps a test's fixture definitions here; there is no public accessor.
-        definitions = item._fixtureinfo.name2fixturedefs.values()
-        if not any(defs and defs[-1].scope == "module" for defs in definitions):
-            continue
-        params = item.callspec.params.values() if hasattr(item, "callspec") else ()
-        backends = sorted({str(v) for v in params if v in databases.BACKENDS})
-        item.add_marker(pytest.mark.xdist_group("-".join([item.module.__name__, *backends])))
-
-
 @pytest.fixture(scope="session")
 def session_tmp() -> Iterator[Path]:
     with tempfile.TemporaryDirectory(prefix="cloudseed-tests-") as tmp:
