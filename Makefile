@@ -8,12 +8,10 @@ BIN := $(VENV)/bin
 DATA_DIR ?= ./var
 PYTEST_ARGS ?=
 # make test runs the suite in this many worker processes (pytest-xdist); 0: in pytest itself.
-# --dist loadgroup with no xdist_group marks hands out one test at a time to whichever worker
-# is free ('load' sends each worker a quarter of its share at once, and a worker left with
-# the slow ones ends the run alone): 2048 s of pytest against 2180 s on the same machine
-# (docs/benchmarks.md, "CI run"). pytest-xdist 3.8 cannot group tests under pytest 9 (it
-# renames item._nodeid, which pytest 9 no longer reads), so a module-scoped fixture may be
-# set up on both workers.
+# --dist loadgroup with no xdist_group marks (pytest-xdist 3.8 cannot group under pytest 9)
+# hands out one test at a time, in collection order, to whichever worker is free; 'load'
+# sends each worker a quarter of its share at once, and the run ends with one worker alone on
+# the slow tests it was sent: 2048 s of pytest against 2180 s (docs/benchmarks.md, "CI run").
 TEST_JOBS ?= 2
 
 .PHONY: help run test check venv test-venv lint docs tempest fuzz soak bench bench-api-reads bench-metadata bench-login-keys bench-operations bench-hosts-apart bench-configdrive bench-longpoll bench-ack bench-nova bench-nova-dropin image-debian e2e clean
@@ -40,7 +38,7 @@ run: venv  ## migrate the embedded SQLite databases and serve (compute API on 12
 
 test: test-venv  ## run the whole test suite (SQLite; PostgreSQL and MariaDB where reachable)
 	sh tools/debian-packages.sh
-	$(BIN)/python -m pytest -n $(TEST_JOBS) --dist loadgroup --no-loadscope-reorder --durations=25 $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_JOBS) --dist loadgroup --durations=25 $(PYTEST_ARGS)
 
 tempest: test-venv  ## tempest 47's compute API tests at 2.104 and latest, behind a real Keystone (minutes; docs/tempest.md)
 	$(BIN)/python tools/tempest.py --write docs/tempest.md
