@@ -113,8 +113,11 @@ class CellDatabases:
     def for_instance(self, uuid: str, *, deleted_too: bool = False) -> Database:
         """The cell of a live instance (``deleted_too``: of a deleted one as well)."""
         query = _CELL_OF_ANY if deleted_too else _CELL_OF_LIVE
-        with self.api_db.read() as session:
-            cell_id = session.scalar(query, {"uuid": uuid})
+        # On a Core connection: every server request asks, and a Session's set-up cost as
+        # much as the query.
+        cell_id = self.api_db.run(
+            lambda connection: connection.execute(query, {"uuid": uuid}).scalar(), core=True
+        )
         if cell_id is None:
             raise InstanceNotFound(uuid)
         return self.by_id(cell_id)

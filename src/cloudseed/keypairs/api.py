@@ -1,8 +1,8 @@
 """``/v2.1/os-keypairs`` routes: list, show, create/import, delete, for every microversion.
 
 Policy is checked here (the service layer knows nothing of callers); the database work runs in
-a worker thread inside one transaction (create and delete: on a Core connection, without a
-Session, as their service functions run Core statements only).
+a worker thread inside one transaction (show, create and delete: on a Core connection, without
+a Session, as their service functions run Core statements only).
 """
 
 from __future__ import annotations
@@ -149,7 +149,9 @@ async def show(request: Request) -> Response:
     return JSONResponse(
         views.shown(
             await in_transaction(
-                db, lambda session: service.get_keypair(session, user_id=user_id, name=name)
+                db,
+                lambda connection: service.get_keypair(connection, user_id=user_id, name=name),
+                core=True,
             ),
             version,
         )

@@ -12,7 +12,18 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import BindParameter, bindparam, delete, select, update
+from sqlalchemy import (
+    BindParameter,
+    CompoundSelect,
+    and_,
+    bindparam,
+    delete,
+    literal,
+    null,
+    select,
+    union_all,
+    update,
+)
 from sqlalchemy.orm import Session
 
 from cloudseed.cells.errors import InstanceNotFound
@@ -68,21 +79,47 @@ _LIVE_INSTANCE = (
     .where(Instance.uuid == bindparam("uuid"), Instance.deleted == 0)
     .execution_options(populate_existing=True)
 )
+_LIVE_INSTANCE_AND_EXTRA = (
+    select(Instance, InstanceExtra)
+    .outerjoin(InstanceExtra, InstanceExtra.instance_uuid == Instance.uuid)
+    .where(Instance.uuid == bindparam("uuid"), Instance.deleted == 0)
+    .execution_options(populate_existing=True)
+)
 _EXTRAS = (
     select(InstanceExtra)
     .where(InstanceExtra.instance_uuid.in_(_UUIDS))
     .execution_options(populate_existing=True)
 )
-_METADATA = select(
-    InstanceMetadata.instance_uuid, InstanceMetadata.key, InstanceMetadata.value
-).where(InstanceMetadata.instance_uuid.in_(_UUIDS))
-_SYSTEM_METADATA = select(
-    InstanceSystemMetadata.instance_uuid, InstanceSystemMetadata.key, InstanceSystemMetadata.value
-).where(InstanceSystemMetadata.instance_uuid.in_(_UUIDS))
-_FIXED_IPS = select(FixedIP).where(FixedIP.instance_uuid.in_(_UUIDS)).order_by(FixedIP.id)
-_PORTS = select(Port).where(Port.instance_uuid.in_(_UUIDS)).order_by(Port.id)
-_TAGS = select(InstanceTag.instance_uuid, InstanceTag.tag).where(
-    InstanceTag.instance_uuid.in_(_UUIDS)
+# Metadata, system metadata and tags: (kind, uuid, key, value) rows of one statement, run on
+# the session's connection (no ORM entity among them): a third of the statements and about a
+# fifth of a server show's database time before.
+_METADATA, _SYSTEM_METADATA, _TAG = "m", "s", "t"
+_KEYED_ROWS: CompoundSelect[str, str, str, str | None] = union_all(
+    select(
+        literal(_METADATA),
+        InstanceMetadata.instance_uuid,
+        InstanceMetadata.key,
+        InstanceMetadata.value,
+    ).where(InstanceMetadata.instance_uuid.in_(_UUIDS)),
+    select(
+        literal(_SYSTEM_METADATA),
+        InstanceSystemMetadata.instance_uuid,
+        InstanceSystemMetadata.key,
+        InstanceSystemMetadata.value,
+    ).where(InstanceSystemMetadata.instance_uuid.in_(_UUIDS)),
+    select(literal(_TAG), InstanceTag.instance_uuid, InstanceTag.tag, null()).where(
+        InstanceTag.instance_uuid.in_(_UUIDS)
+    ),
+)
+# Each port with its fixed IPs (the instance's own), in one statement.
+_PORTS_AND_IPS = (
+    select(Port, FixedIP)
+    .outerjoin(
+        FixedIP,
+        and_(FixedIP.port_uuid == Port.uuid, FixedIP.instance_uuid == Port.instance_uuid),
+    )
+    .where(Port.instance_uuid.in_(_UUIDS))
+    .order_by(Port.id, FixedIP.id)
 )
 
 
@@ -91,15 +128,19 @@ def load(
 ) -> ServerRecord:
     """``read_deleted``: a deleted instance too (instance actions from 2.21, as in Nova)."""
     if not read_deleted and not for_update:
-        instance = session.scalar(_LIVE_INSTANCE, {"uuid": uuid})
-    else:
-        query = select(Instance).where(Instance.uuid == uuid)
-        query = query.execution_options(populate_existing=True)
-        if not read_deleted:
-            query = query.where(Instance.deleted == 0)
-        if for_update:
-            query = query.with_for_update()
-        instance = session.scalar(query)
+        # The instance and its extra in one statement: a server show's hot path.
+        row = session.execute(_LIVE_INSTANCE_AND_EXTRA, {"uuid": uuid}).first()
+        if row is None:
+            raise InstanceNotFound(uuid)
+        live, extra = row
+        return _records(session, [live], {uuid: extra} if extra is not None else {})[0]
+    query = select(Instance).where(Instance.uuid == uuid)
+    query = query.execution_options(populate_existing=True)
+    if not read_deleted:
+        query = query.where(Instance.deleted == 0)
+    if for_update:
+        query = query.with_for_update()
+    instance = session.scalar(query)
     if instance is None:
         raise InstanceNotFound(uuid)
     return load_many(session, [instance])[0]
@@ -118,25 +159,36 @@ def load_live(session: Session, uuids: Iterable[str]) -> list[ServerRecord]:
 
 
 def load_many(session: Session, instances: list[Instance]) -> list[ServerRecord]:
-    """Records for ``instances`` with six queries in all, whatever their number."""
+    """Records for ``instances`` with three queries in all, whatever their number."""
+    params = {"uuids": [i.uuid for i in instances]}
+    extras = {e.instance_uuid: e for e in session.scalars(_EXTRAS, params)}
+    return _records(session, instances, extras)
+
+
+def _records(
+    session: Session, instances: list[Instance], extras: dict[str, InstanceExtra]
+) -> list[ServerRecord]:
+    """The records of ``instances`` whose extras are read already: two more queries. Called
+    after an ORM query of the session, which flushed what it held, so the Core statement on
+    its connection reads the same rows an ORM one would."""
     uuids = [i.uuid for i in instances]
     params = {"uuids": uuids}
-    extras = {e.instance_uuid: e for e in session.scalars(_EXTRAS, params)}
     metadata: dict[str, dict[str, str]] = {u: {} for u in uuids}
-    for uuid, key, value in session.execute(_METADATA, params):
-        metadata[uuid][key] = value
     sysmeta: dict[str, dict[str, str]] = {u: {} for u in uuids}
-    for uuid, key, system_value in session.execute(_SYSTEM_METADATA, params):
-        sysmeta[uuid][key] = system_value or ""
-    ports: dict[str, list[tuple[Port, list[FixedIP]]]] = {u: [] for u in uuids}
-    ips: dict[str, list[FixedIP]] = {}
-    for ip in session.scalars(_FIXED_IPS, params):
-        ips.setdefault(ip.port_uuid, []).append(ip)
-    for port in session.scalars(_PORTS, params):
-        ports[port.instance_uuid].append((port, ips.get(port.uuid, [])))
     tags: dict[str, list[str]] = {u: [] for u in uuids}
-    for uuid, tag in session.execute(_TAGS, params):
-        tags[uuid].append(tag)
+    for kind, uuid, key, value in session.connection().execute(_KEYED_ROWS, params):
+        if kind == _TAG:
+            tags[uuid].append(key)
+        else:  # a server metadata value is never NULL; a system metadata one may be
+            (metadata if kind == _METADATA else sysmeta)[uuid][key] = value or ""
+    ports: dict[str, list[tuple[Port, list[FixedIP]]]] = {u: [] for u in uuids}
+    last: Port | None = None
+    for port, ip in session.execute(_PORTS_AND_IPS, params):
+        if port is not last:
+            ports[port.instance_uuid].append((port, []))
+            last = port
+        if ip is not None:
+            ports[port.instance_uuid][-1][1].append(ip)
     return [
         ServerRecord(
             instance=i,
