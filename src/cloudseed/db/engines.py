@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal, TypeVar, overload
 
@@ -241,11 +242,7 @@ class Database:
         lock = self.write_lock if write and self.write_lock is not None else nullcontext()
         with lock, _translate_outages():
             if core:
-                engine = (
-                    self.engine
-                    if write
-                    else self.engine.execution_options(**{READ_ONLY_OPTION: True})
-                )
+                engine = self.engine if write else self._read_engine
                 with engine.connect() as connection:
                     if isolation is not None:
                         # For this transaction only: the pool resets it.
@@ -263,6 +260,21 @@ class Database:
                     session.info[PENDING] = pending
                     result = work(session)
         return result, pending
+
+    @cached_property
+    def _read_engine(self) -> Engine:
+        """The engine with the read-only option, made once (``execution_options`` builds a
+        new engine object on every call, a cost each Core read paid)."""
+        return self.engine.execution_options(**{READ_ONLY_OPTION: True})
+
+    @property
+    def local_reads(self) -> bool:
+        """Whether a read transaction is a library call on a local file that waits for no
+        other transaction: SQLite in WAL mode, whose readers never wait for its writer.
+        Such a read costs less than the hop to a worker thread that would run it, so routes
+        run it on the event loop (``web/transactions.py``); a PostgreSQL or MariaDB read
+        waits on the network and goes to a thread."""
+        return self._sqlite
 
     @property
     def _sqlite(self) -> bool:

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from sqlalchemy.orm import Session
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
 from cloudseed.cells.errors import InstanceNotFound
@@ -26,6 +25,7 @@ from cloudseed.servers.records import ServerRecord
 from cloudseed.web.context import RequestContext
 from cloudseed.web.requests import context_of, settings_of
 from cloudseed.web.state import fragment_of
+from cloudseed.web.transactions import in_thread, in_transaction
 
 T = TypeVar("T")
 
@@ -56,15 +56,20 @@ async def in_cell(
     write: bool = False,
     deleted_too: bool = False,
 ) -> T:
-    """``work(session)`` in one transaction of the server's cell database (``Database.run``),
-    in a worker thread (finding the cell reads the API database). The route owns the
-    transaction; ``work`` is a service function that takes the Session and never commits."""
+    """``work(session)`` in one transaction of the server's cell database (``Database.run``;
+    finding the cell reads the API database). The route owns the transaction; ``work`` is a
+    service function that takes the Session and never commits. As ``in_transaction``: a read
+    of databases with local reads runs on the event loop, anything else in one worker
+    thread."""
     cells = servers_of(request).cells
+    if not write and cells.api_db.local_reads:
+        cell = cells.for_instance(uuid, deleted_too=deleted_too)
+        return await in_transaction(cell, work)
 
     def run() -> T:
         return cells.for_instance(uuid, deleted_too=deleted_too).run(work, write=write)
 
-    return await run_in_threadpool(run)
+    return await in_thread(run)
 
 
 def owned(context: RequestContext, record: ServerRecord) -> ServerRecord:
