@@ -6,12 +6,15 @@ deletes), each recorded in a Run as side_by_side_report's Measurements."""
 from __future__ import annotations
 
 import argparse
+import http.client
+import json
 import math
 import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 import keypairs as kp_bench
@@ -170,31 +173,56 @@ def seed_key_pairs(client: httpx.Client, count: int) -> None:
             raise RuntimeError(f"seeding key pairs: {response.status_code} {response.text}")
 
 
+class PlainClient:
+    """Requests one after the other on one keep-alive connection of the standard library's
+    ``http.client`` (it opens a new one when a server closes it). The sequential rows time
+    the whole round trip, client included: httpx spent about 400 us of its own per request
+    here, http.client about 140, and wrk (C) a few tens (docs/benchmarks.md, the issue 36
+    notes), so with httpx a third of cloudseed's median delete was the client."""
+
+    def __init__(self, base: str, headers: dict[str, str]) -> None:
+        parts = urlsplit(base)
+        self.prefix = parts.path.rstrip("/")
+        self.headers = {**headers, "Content-Type": "application/json"}
+        self.connection = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=120)
+
+    def send(self, method: str, path: str, body: dict[str, object] | None = None) -> int:
+        """The answer's status, its body read to the end."""
+        payload = None if body is None else json.dumps(body)
+        self.connection.request(method, self.prefix + path, payload, self.headers)
+        response = self.connection.getresponse()
+        response.read()
+        return response.status
+
+    def close(self) -> None:
+        self.connection.close()
+
+
 def sequential(
-    client: httpx.Client, requests: list[Callable[[httpx.Client], httpx.Response]], ok: int
+    client: PlainClient, requests: list[Callable[[PlainClient], int]], ok: int
 ) -> tuple[list[float], int]:
     """Each request in turn; its milliseconds, and how many did not answer ``ok``."""
     latencies: list[float] = []
     errors = 0
     for send in requests:
         started = time.perf_counter()
-        response = send(client)
+        status = send(client)
         latencies.append((time.perf_counter() - started) * 1000)
-        errors += response.status_code != ok
+        errors += status != ok
     return latencies, errors
 
 
-def measure_imports_and_deletes(run: Run, name: str, client: httpx.Client) -> None:
+def measure_imports_and_deletes(run: Run, name: str, client: PlainClient) -> None:
     count = run.args.sequential
     keys = kp_bench.ed25519_public_keys(count)
     names = [f"seq-{i:03d}" for i in range(count)]
 
-    def importer(i: int) -> Callable[[httpx.Client], httpx.Response]:
-        body = {"keypair": {"name": names[i], "public_key": keys[i]}}
-        return lambda c: c.post("/v2.1/os-keypairs", json=body)
+    def importer(i: int) -> Callable[[PlainClient], int]:
+        body: dict[str, object] = {"keypair": {"name": names[i], "public_key": keys[i]}}
+        return lambda c: c.send("POST", "/v2.1/os-keypairs", body)
 
-    def deleter(i: int) -> Callable[[httpx.Client], httpx.Response]:
-        return lambda c: c.delete(f"/v2.1/os-keypairs/{names[i]}")
+    def deleter(i: int) -> Callable[[PlainClient], int]:
+        return lambda c: c.send("DELETE", f"/v2.1/os-keypairs/{names[i]}")
 
     for scenario, requests, ok in (
         ("key pair import (median, sequential)", [importer(i) for i in range(count)], 201),
@@ -210,7 +238,7 @@ def measure_imports_and_deletes(run: Run, name: str, client: httpx.Client) -> No
                 statistics.median(latencies),
                 percentile(latencies, 99),
                 errors,
-                f"{count} requests, one connection",
+                f"{count} requests, one connection (http.client)",
             )
         )
 
@@ -247,5 +275,8 @@ def measure_api(run: Run, targets: dict[str, tuple[str, str]], token: str) -> No
             note = f"8 conn., best of {args.rounds} rounds"
             run.add(measurement(scenario, name, best(results), note))
     for name, (base, _server) in targets.items():
-        with httpx.Client(base_url=base, headers=api_headers(token), timeout=120) as client:
-            measure_imports_and_deletes(run, name, client)
+        plain = PlainClient(base, api_headers(token))
+        try:
+            measure_imports_and_deletes(run, name, plain)
+        finally:
+            plain.close()
