@@ -8,10 +8,10 @@ BIN := $(VENV)/bin
 DATA_DIR ?= ./var
 PYTEST_ARGS ?=
 # make test runs the suite in this many worker processes (pytest-xdist); 0: in pytest itself.
-# --dist loadgroup with no xdist_group marks (pytest-xdist 3.8 cannot group under pytest 9)
-# hands out one test at a time, in collection order, to whichever worker is free; 'load'
-# sends each worker a quarter of its share at once, and the run ends with one worker alone on
-# the slow tests it was sent: 2048 s of pytest against 2180 s (docs/benchmarks.md, "CI run").
+# --dist loadgroup takes tests/support/scheduling.py's scheduler (tests/conftest.py): one test
+# at a time to whichever worker is free, but all of a Nova deployment's tests to one worker;
+# 'load' sends each worker a quarter of its share at once, and the run ends with one worker
+# alone on the slow tests it was sent: 2048 s of pytest against 2180 s (docs/benchmarks.md).
 TEST_JOBS ?= 2
 
 .PHONY: help run test check venv test-venv lint docs tempest fuzz soak bench bench-api-reads bench-metadata bench-login-keys bench-operations bench-hosts-apart bench-configdrive bench-longpoll bench-ack bench-nova bench-nova-dropin image-debian e2e clean

@@ -13,6 +13,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -30,6 +31,17 @@ from tests.support.cloud import Cloud, make_cloud
 from tests.support.databases import KEPT_TABLES, make_settings
 from tests.support.guests import add_loop_network
 from tests.support.server import running_api
+
+
+@pytest.hookimpl(optionalhook=True)  # known only with pytest-xdist loaded (not make e2e's)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``make test``'s ``--dist loadgroup``: tests/support/scheduling.py's scheduler (one test
+    at a time to a free worker, one worker for each of a costly deployment's tests)."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from tests.support.scheduling import SharedDeployments  # xdist: only with -n
+
+    return SharedDeployments(config, log)
 
 
 @pytest.fixture(scope="session")
