@@ -19,21 +19,31 @@ is still that very guest object in the worker's cache: evicted, reloaded, change
 it is not). ``counted`` does at each replay what answering counts (the cache hit, the
 token-less access audit, the metrics).
 
-Memory is bounded: ``max_bytes`` of kept heads and answers per worker (the oldest entries go
-first), and an answer larger than ``max_entry`` is not kept.
+Memory is bounded: ``max_bytes`` per worker, each entry counted as its bytes and the Python
+objects around them, and an answer larger than ``max_entry`` is not kept. A full store makes
+room only by dropping its least recently replayed entry, and only if that was not replayed for
+``idle_before_replaced`` seconds; otherwise the new answer is not kept. A boot storm asks each
+guest's documents about once: its answers fill the store and are then only looked up, where
+dropping the oldest for each new one (as before) wrote and dropped an entry per request, held
+four times the counted memory and halved a 3,000-guest storm's warm throughput (docs/
+benchmarks.md, the issue 36 notes).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import NamedTuple
 
 # Who asked (the connection's peer address) and the whole request head, byte for byte.
 ReplayKey = tuple[str | None, bytes]
 
-DEFAULT_MAX_BYTES = 16 * 1024 * 1024
+DEFAULT_MAX_BYTES = 4 * 1024 * 1024
 DEFAULT_MAX_ENTRY = 64 * 1024
-_OVERHEAD = 200  # the entry's tuples and dict slots, roughly, in bytes
+DEFAULT_IDLE_BEFORE_REPLACED = 30.0  # seconds
+# An entry's objects besides its bytes: the key's tuple, the entry, its Replayable with two
+# closures and what they hold, the dict and set slots (tracemalloc: about 800 bytes).
+_OVERHEAD = 800
 
 
 class Hole(NamedTuple):
@@ -60,36 +70,59 @@ def refilled(rest: bytes, hole: Hole) -> bytes:
     return b"".join((rest[: end - len(fresh)], fresh, rest[end:]))
 
 
-class Replay(NamedTuple):
-    status_line: bytes
-    rest: bytes  # the header lines after the Date, the blank line, the body
-    replayable: Replayable
-    size: int
+class Replay:
+    """A kept answer, and when it was last looked up."""
+
+    __slots__ = ("replayable", "rest", "size", "status_line", "used_at")
+
+    def __init__(
+        self, status_line: bytes, rest: bytes, replayable: Replayable, size: int, used_at: float
+    ) -> None:
+        self.status_line = status_line
+        self.rest = rest  # the header lines after the Date, the blank line, the body
+        self.replayable = replayable
+        self.size = size
+        self.used_at = used_at
 
 
 class Replays:
     """One worker's replayable answers; the event loop's thread only (no locks)."""
 
     def __init__(
-        self, *, max_bytes: int = DEFAULT_MAX_BYTES, max_entry: int = DEFAULT_MAX_ENTRY
+        self,
+        *,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        max_entry: int = DEFAULT_MAX_ENTRY,
+        idle_before_replaced: float = DEFAULT_IDLE_BEFORE_REPLACED,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.max_bytes = max_bytes
         self.max_entry = max_entry
-        self._entries: dict[ReplayKey, Replay] = {}  # oldest first
+        self.idle_before_replaced = idle_before_replaced
+        self._clock = clock
+        self._entries: dict[ReplayKey, Replay] = {}  # least recently looked up first
         self._by_guest: dict[str, set[ReplayKey]] = {}
         self._bytes = 0
 
     def get(self, key: ReplayKey) -> Replay | None:
-        return self._entries.get(key)
+        entry = self._entries.pop(key, None)
+        if entry is not None:
+            entry.used_at = self._clock()
+            self._entries[key] = entry  # now the most recently used
+        return entry
 
     def keep(self, key: ReplayKey, status_line: bytes, rest: bytes, of: Replayable) -> None:
         size = len(key[1]) + len(status_line) + len(rest) + _OVERHEAD
         if size > self.max_entry:
             return
         self.forget(key)
+        now = self._clock()
         while self._entries and self._bytes + size > self.max_bytes:
-            self.forget(next(iter(self._entries)))
-        self._entries[key] = Replay(status_line, rest, of, size)
+            oldest = next(iter(self._entries))
+            if now - self._entries[oldest].used_at < self.idle_before_replaced:
+                return  # full of entries in use: this answer is not kept
+            self.forget(oldest)
+        self._entries[key] = Replay(status_line, rest, of, size, now)
         self._by_guest.setdefault(of.guest, set()).add(key)
         self._bytes += size
 

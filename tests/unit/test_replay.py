@@ -47,15 +47,26 @@ def test_at_once_keeps_a_hole_only_in_a_whole_answer() -> None:
 
 
 def test_replays_are_bounded_and_dropped_by_guest() -> None:
-    replays = Replays(max_bytes=1100, max_entry=800)  # an entry: its bytes and 200 more
+    now = [0.0]
+    # An entry counts its bytes and 800 more.
+    replays = Replays(max_bytes=2300, max_entry=1400, idle_before_replaced=30, clock=lambda: now[0])
     of_a, of_b = replayable("a"), replayable("b")
     replays.keep(("p", b"1"), b"s", b"x" * 100, of_a)
     replays.keep(("p", b"2"), b"s", b"x" * 100, of_b)
-    replays.keep(("p", b"big"), b"s", b"x" * 700, of_a)  # 902: over max_entry, not kept
+    replays.keep(("p", b"big"), b"s", b"x" * 700, of_a)  # 1,504: over max_entry, not kept
     assert len(replays) == 2 and replays.get(("p", b"big")) is None
-    replays.keep(("p", b"3"), b"s", b"x" * 500, of_a)  # the oldest goes to make room
-    assert replays.get(("p", b"1")) is None and len(replays) == 2
+    # Full, and its oldest entry was used less than 30 s ago: the new answer is not kept.
+    replays.keep(("p", b"3"), b"s", b"x" * 500, of_a)
+    assert replays.get(("p", b"3")) is None and len(replays) == 2
+    # Entry 1 is looked up at 20 s; at 40 s entry 2 is 40 s idle and makes room, 1 stays.
+    now[0] = 20.0
+    assert replays.get(("p", b"1")) is not None
+    now[0] = 40.0
+    replays.keep(("p", b"3"), b"s", b"x" * 500, of_a)
+    assert replays.get(("p", b"2")) is None
+    assert replays.get(("p", b"1")) is not None and replays.get(("p", b"3")) is not None
     replays.changed("a")
-    assert replays.get(("p", b"3")) is None and replays.get(("p", b"2")) is not None
+    assert len(replays) == 0
+    replays.keep(("p", b"2"), b"s", b"x" * 100, of_b)
     replays.changed(None)
     assert len(replays) == 0
