@@ -19,31 +19,35 @@ is still that very guest object in the worker's cache: evicted, reloaded, change
 it is not). ``counted`` does at each replay what answering counts (the cache hit, the
 token-less access audit, the metrics).
 
-Memory is bounded: ``max_bytes`` per worker, each entry counted as its bytes and the Python
-objects around them, and an answer larger than ``max_entry`` is not kept. A full store makes
-room only by dropping its least recently replayed entry, and only if that was not replayed for
-``idle_before_replaced`` seconds; otherwise the new answer is not kept. A boot storm asks each
-guest's documents about once: its answers fill the store and are then only looked up, where
-dropping the oldest for each new one (as before) wrote and dropped an entry per request, held
-four times the counted memory and halved a 3,000-guest storm's warm throughput (docs/
-benchmarks.md, the issue 36 notes).
+Memory is bounded: ``max_bytes`` per worker (1 MiB: a few hundred answers, some 40 guests'
+whole crawls), each entry counted as its bytes and the Python objects around them, and an
+answer larger than ``max_entry`` is not kept. A full store makes room only by dropping its
+least recently replayed entry, and only if that was not replayed for ``idle_before_replaced``
+seconds; otherwise the new answer is not kept. A boot storm asks each guest's documents about
+once: its answers fill the store and are then only looked up, where dropping the oldest for
+each new one (as before) wrote and dropped an entry per request, held three times the counted
+memory and halved a 3,000-guest storm's warm throughput (docs/benchmarks.md, the issue 36
+notes).
 """
 
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import NamedTuple
 
 # Who asked (the connection's peer address) and the whole request head, byte for byte.
 ReplayKey = tuple[str | None, bytes]
 
-DEFAULT_MAX_BYTES = 4 * 1024 * 1024
+DEFAULT_MAX_BYTES = 1024 * 1024
 DEFAULT_MAX_ENTRY = 64 * 1024
 DEFAULT_IDLE_BEFORE_REPLACED = 30.0  # seconds
 # An entry's objects besides its bytes: the key's tuple, the entry, its Replayable with two
-# closures and what they hold, the dict and set slots (tracemalloc: about 800 bytes).
-_OVERHEAD = 800
+# closures and what they hold, the ordered dict's links, the guest's set; with what the
+# allocator keeps around them, RSS grew about 2,400 bytes an entry (bench/metadata_storm.py,
+# 10,000 guests: 3.4 times what 200 bytes of overhead counted).
+_OVERHEAD = 2400
 
 
 class Hole(NamedTuple):
@@ -100,15 +104,18 @@ class Replays:
         self.max_entry = max_entry
         self.idle_before_replaced = idle_before_replaced
         self._clock = clock
-        self._entries: dict[ReplayKey, Replay] = {}  # least recently looked up first
+        # Least recently looked up first. An OrderedDict: its oldest is found at once however
+        # many entries moved to the end (a dict's first key is found by walking past the slots
+        # its moved entries left: every keep of a full store walked them).
+        self._entries: OrderedDict[ReplayKey, Replay] = OrderedDict()
         self._by_guest: dict[str, set[ReplayKey]] = {}
         self._bytes = 0
 
     def get(self, key: ReplayKey) -> Replay | None:
-        entry = self._entries.pop(key, None)
+        entry = self._entries.get(key)
         if entry is not None:
             entry.used_at = self._clock()
-            self._entries[key] = entry  # now the most recently used
+            self._entries.move_to_end(key)
         return entry
 
     def keep(self, key: ReplayKey, status_line: bytes, rest: bytes, of: Replayable) -> None:

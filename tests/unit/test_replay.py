@@ -48,12 +48,12 @@ def test_at_once_keeps_a_hole_only_in_a_whole_answer() -> None:
 
 def test_replays_are_bounded_and_dropped_by_guest() -> None:
     now = [0.0]
-    # An entry counts its bytes and 800 more.
-    replays = Replays(max_bytes=2300, max_entry=1400, idle_before_replaced=30, clock=lambda: now[0])
+    # An entry counts its bytes and 2,400 more.
+    replays = Replays(max_bytes=5500, max_entry=3200, idle_before_replaced=30, clock=lambda: now[0])
     of_a, of_b = replayable("a"), replayable("b")
     replays.keep(("p", b"1"), b"s", b"x" * 100, of_a)
     replays.keep(("p", b"2"), b"s", b"x" * 100, of_b)
-    replays.keep(("p", b"big"), b"s", b"x" * 700, of_a)  # 1,504: over max_entry, not kept
+    replays.keep(("p", b"big"), b"s", b"x" * 800, of_a)  # 3,204: over max_entry, not kept
     assert len(replays) == 2 and replays.get(("p", b"big")) is None
     # Full, and its oldest entry was used less than 30 s ago: the new answer is not kept.
     replays.keep(("p", b"3"), b"s", b"x" * 500, of_a)
