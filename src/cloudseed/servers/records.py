@@ -72,13 +72,8 @@ class ServerRecord:
 # The statements of a server read, built once: building a select and its cache key for every
 # query was a fifth of a server show's CPU. populate_existing: claim_task and friends update
 # rows with Core statements, so an object already in the session's identity map must be read
-# again, not reused. Metadata rows are only ever read as (uuid, key, value).
+# again, not reused. Metadata rows and tags are only ever read as (kind, uuid, key, value).
 _UUIDS: BindParameter[list[str]] = bindparam("uuids", expanding=True)
-_LIVE_INSTANCE = (
-    select(Instance)
-    .where(Instance.uuid == bindparam("uuid"), Instance.deleted == 0)
-    .execution_options(populate_existing=True)
-)
 _LIVE_INSTANCE_AND_EXTRA = (
     select(Instance, InstanceExtra)
     .outerjoin(InstanceExtra, InstanceExtra.instance_uuid == Instance.uuid)
