@@ -26,6 +26,11 @@ _CELL_OF_ANY = select(InstanceMapping.cell_id).where(
     InstanceMapping.instance_uuid == bindparam("uuid")
 )
 _CELL_OF_LIVE = _CELL_OF_ANY.where(~InstanceMapping.queued_for_delete)
+_CELL_IDS = select(CellMapping.id).order_by(CellMapping.id)
+_CELLS_OF_LIVE = select(InstanceMapping.cell_id, InstanceMapping.instance_uuid).where(
+    InstanceMapping.instance_uuid.in_(bindparam("uuids", expanding=True)),
+    ~InstanceMapping.queued_for_delete,
+)
 
 
 def map_default_cell(session: Session, url: str) -> None:
@@ -88,8 +93,11 @@ class CellDatabases:
         return list(self.all_cells_by_id().values())
 
     def all_cells_by_id(self) -> dict[int, Database]:
-        with self.api_db.read() as session:
-            ids = list(session.scalars(select(CellMapping.id).order_by(CellMapping.id)))
+        # A Core read: the metadata service's loads and the agents' passes ask every time,
+        # and a Session's set-up cost several times the query.
+        ids = self.api_db.run(
+            lambda connection: list(connection.execute(_CELL_IDS).scalars()), core=True
+        )
         return {i: self.by_id(i) for i in ids}
 
     def cells_of(self, uuids: Iterable[str]) -> dict[int, set[str]]:
@@ -99,12 +107,10 @@ class CellDatabases:
         found: dict[int, set[str]] = {}
         if not uuids:
             return found
-        with self.api_db.read() as session:
-            rows = session.execute(
-                select(InstanceMapping.cell_id, InstanceMapping.instance_uuid).where(
-                    InstanceMapping.instance_uuid.in_(uuids), ~InstanceMapping.queued_for_delete
-                )
-            ).all()
+        rows = self.api_db.run(
+            lambda connection: connection.execute(_CELLS_OF_LIVE, {"uuids": uuids}).all(),
+            core=True,
+        )
         for cell_id, uuid in rows:
             if cell_id is not None:
                 found.setdefault(cell_id, set()).add(uuid)

@@ -34,7 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 
-from sqlalchemy import delete, func, or_, select
+from sqlalchemy import bindparam, delete, func, or_, select
 from sqlalchemy.orm import Session
 
 from cloudseed.cells.service import CellDatabases
@@ -265,20 +265,13 @@ class ChangeFeed:
     def _poll_cell(cell: Database, feed: _Feed) -> list[tuple[str, dt.datetime, bool]]:
         now = time.monotonic()
         feed.gaps = {i: t for i, t in feed.gaps.items() if t > now}
-        condition = GuestChange.id > feed.cursor
         if feed.gaps:
-            condition = or_(condition, GuestChange.id.in_(list(feed.gaps)))
-        with cell.read() as session:
-            rows = session.execute(
-                select(
-                    GuestChange.id,
-                    GuestChange.instance_uuid,
-                    GuestChange.changed_at,
-                    GuestChange.boot,
-                )
-                .where(condition)
-                .order_by(GuestChange.id)
-            ).all()
+            query, params = _NEWER_OR_LATE, {"cursor": feed.cursor, "gaps": list(feed.gaps)}
+        else:
+            query, params = _NEWER, {"cursor": feed.cursor}
+        # A Core read of a statement built once: every worker polls 50 times a second, and
+        # during a storm of builds each poll finds rows.
+        rows = cell.run(lambda connection: connection.execute(query, params).all(), core=True)
         for change_id, *_ in rows:
             feed.gaps.pop(change_id, None)
             if change_id > feed.cursor:
@@ -291,6 +284,15 @@ class ChangeFeed:
         cutoff = utcnow() - FEED_RETENTION
         for feed in list(self._feeds.values()):
             feed.cell.run(partial(_prune_feed, cutoff=cutoff), write=True)
+
+
+_FEED_ROW = select(
+    GuestChange.id, GuestChange.instance_uuid, GuestChange.changed_at, GuestChange.boot
+).order_by(GuestChange.id)
+_NEWER = _FEED_ROW.where(GuestChange.id > bindparam("cursor"))
+_NEWER_OR_LATE = _FEED_ROW.where(
+    or_(GuestChange.id > bindparam("cursor"), GuestChange.id.in_(bindparam("gaps", expanding=True)))
+)
 
 
 def _boots_since(session: Session, since: dt.datetime, top: int) -> list[str]:

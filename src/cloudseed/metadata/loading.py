@@ -49,7 +49,9 @@ def load_guests(
     addresses_of: dict[str, list[str]] = {}  # uuid -> the wanted addresses it has
     unresolved = set(addresses)
     now = utcnow()
-    for cell_id, db in cells.all_cells_by_id().items():
+    # Addresses are looked for in every cell; guests known by id only in their own.
+    dbs = cells.all_cells_by_id() if addresses else {i: cells.by_id(i) for i in sorted(wanted)}
+    for cell_id, db in dbs.items():
         with db.read() as session:
             if unresolved:
                 rows = session.execute(
