@@ -129,3 +129,43 @@ def test_a_request_after_a_change_never_gets_what_a_load_begun_before_it_read() 
     source, before, after, cached = asyncio.run(scenario())
     assert source.loads == [(["g"], False), (["g"], False)]
     assert before == after == cached == Guest("g", 2)
+
+
+def test_guests_to_load_ahead_are_gathered_into_one_batch() -> None:
+    """A build storm hands a few guests at every feed poll: those of one gathering window are
+    loaded together, after the window, not one batch per poll."""
+
+    async def scenario() -> tuple[Source, list[bool]]:
+        source = Source()
+        source.release.set()
+        guests: store.GuestStore[Guest] = store.GuestStore(source, capacity=1000)
+        for poll in range(3):
+            guests.load_ahead([f"p{poll}a", f"p{poll}b"])
+            await asyncio.sleep(store.AHEAD_GATHER_SECONDS / 10)
+        started_early = [bool(source.loads)]
+        await asyncio.sleep(store.AHEAD_GATHER_SECONDS)
+        while guests._loader is not None and not guests._loader.done():
+            await asyncio.sleep(0.01)
+        started_early.append(guests.cached_by_uuid("p2b") is not None)
+        return source, started_early
+
+    source, (early, cached) = asyncio.run(scenario())
+    assert not early  # nothing loaded within the window
+    assert source.loads == [(["p0a", "p0b", "p1a", "p1b", "p2a", "p2b"], True)]
+    assert cached
+
+
+def test_a_miss_does_not_wait_for_the_gathering() -> None:
+    async def scenario() -> tuple[Source, float]:
+        source = Source()
+        source.release.set()
+        guests: store.GuestStore[Guest] = store.GuestStore(source, capacity=1000)
+        guests.load_ahead(["a0"])
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        await guests.by_uuid("m0")
+        return source, loop.time() - began
+
+    source, waited = asyncio.run(scenario())
+    assert waited < store.AHEAD_GATHER_SECONDS / 2
+    assert source.loads == [(["m0"], False), (["a0"], True)]  # the ahead one rides along
