@@ -80,6 +80,12 @@ _LIVE_INSTANCE_AND_EXTRA = (
     .where(Instance.uuid == bindparam("uuid"), Instance.deleted == 0)
     .execution_options(populate_existing=True)
 )
+_LIVE_INSTANCES_AND_EXTRAS = (
+    select(Instance, InstanceExtra)
+    .outerjoin(InstanceExtra, InstanceExtra.instance_uuid == Instance.uuid)
+    .where(Instance.uuid.in_(_UUIDS), Instance.deleted == 0)
+    .execution_options(populate_existing=True)
+)
 _EXTRAS = (
     select(InstanceExtra)
     .where(InstanceExtra.instance_uuid.in_(_UUIDS))
@@ -142,15 +148,14 @@ def load(
 
 
 def load_live(session: Session, uuids: Iterable[str]) -> list[ServerRecord]:
-    """Records of the instances among ``uuids`` that exist and are not deleted."""
-    instances = list(
-        session.scalars(
-            select(Instance)
-            .where(Instance.uuid.in_(list(uuids)), Instance.deleted == 0)
-            .execution_options(populate_existing=True)
-        )
-    )
-    return load_many(session, instances) if instances else []
+    """Records of the instances among ``uuids`` that exist and are not deleted: each instance
+    read with its extra, then ``_records``' two statements (the metadata service's loads and
+    the agents' batches)."""
+    rows = session.execute(_LIVE_INSTANCES_AND_EXTRAS, {"uuids": list(uuids)}).all()
+    if not rows:
+        return []
+    extras = {extra.instance_uuid: extra for _, extra in rows if extra is not None}
+    return _records(session, [instance for instance, _ in rows], extras)
 
 
 def load_many(session: Session, instances: list[Instance]) -> list[ServerRecord]:
