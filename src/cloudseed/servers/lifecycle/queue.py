@@ -29,7 +29,7 @@ import uuid as uuidlib
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import and_, or_, select, update
+from sqlalchemy import and_, bindparam, or_, select, update
 from sqlalchemy.orm import Session
 
 from cloudseed.db.announcements import announce
@@ -123,45 +123,43 @@ def claim(
     now: dt.datetime | None = None,
 ) -> list[Claimed]:
     """Take up to ``limit`` operations of ``host``: pending ones, and running ones whose lease
-    expired. Each gets a lease in ``owner``'s name and one more attempt."""
+    expired. Each gets a lease in ``owner``'s name and one more attempt, all in one UPDATE
+    (statements built once: an agent claims at every pass)."""
     now = now or utcnow()
-    query = (
-        select(Operation)
-        .where(*_claimable(host, now))
-        .order_by(Operation.id)
-        .limit(limit)
-        .execution_options(populate_existing=True)
-    )
-    if session.bind is not None and session.bind.dialect.name != "sqlite":
-        query = query.with_for_update(skip_locked=True)
+    locking = session.bind is not None and session.bind.dialect.name != "sqlite"
+    rows = session.execute(
+        _CLAIMABLE_LOCKED if locking else _CLAIMABLE,
+        {"host": host, "now": now, "limit": limit},
+    ).all()
+    if not rows:
+        return []
     expires = now + dt.timedelta(seconds=lease_seconds)
+    session.execute(
+        _TAKEN, {"ids": [row.id for row in rows], "owner": owner, "expires": expires, "now": now}
+    )
     claimed = []
-    for op in session.scalars(query):
-        previous = op.lease_owner if op.state == RUNNING else None
-        op.state = RUNNING
-        op.lease_owner = owner
-        op.lease_expires_at = expires
-        op.attempts += 1
-        op.updated_at = now
-        if previous is None:
-            notices.moved(session, op, notice_rules.STARTED, now)
+    for row in rows:
+        previous = row.lease_owner if row.state == RUNNING else None
+        if previous is None and row.not_before is not None:  # its notice's event: taken
+            operation = session.get(Operation, row.id, populate_existing=True)
+            if operation is not None:
+                notices.moved(session, operation, notice_rules.STARTED, now)
         claimed.append(
             Claimed(
-                id=op.id,
-                uuid=op.uuid,
-                instance_uuid=op.instance_uuid,
-                kind=op.kind,
-                action_id=op.action_id,
-                payload=payload_of(op),
-                attempts=op.attempts,
+                id=row.id,
+                uuid=row.uuid,
+                instance_uuid=row.instance_uuid,
+                kind=row.kind,
+                action_id=row.action_id,
+                payload=json.loads(row.payload or "{}"),
+                attempts=row.attempts + 1,
                 previous_owner=previous,
             )
         )
-    session.flush()
     return claimed
 
 
-def _claimable(host: str, now: dt.datetime) -> tuple[Any, ...]:
+def _claimable(host: Any, now: Any) -> tuple[Any, ...]:
     """What ``claim`` takes: pending operations whose notice is over or acknowledged (or that
     have none), and running ones whose lease ran out."""
     return (
@@ -178,6 +176,39 @@ def _claimable(host: str, now: dt.datetime) -> tuple[Any, ...]:
             and_(Operation.state == RUNNING, Operation.lease_expires_at < now),
         ),
     )
+
+
+_CLAIMABLE = (
+    select(
+        Operation.id,
+        Operation.uuid,
+        Operation.instance_uuid,
+        Operation.kind,
+        Operation.action_id,
+        Operation.payload,
+        Operation.attempts,
+        Operation.state,
+        Operation.lease_owner,
+        Operation.not_before,
+    )
+    .where(*_claimable(bindparam("host"), bindparam("now")))
+    .order_by(Operation.id)
+    .limit(bindparam("limit"))
+)
+# PostgreSQL and MariaDB: agents of one host never wait on each other's rows.
+_CLAIMABLE_LOCKED = _CLAIMABLE.with_for_update(skip_locked=True)
+_TAKEN = (
+    update(Operation)
+    .where(Operation.id.in_(bindparam("ids", expanding=True)))
+    .values(
+        state=RUNNING,
+        lease_owner=bindparam("owner"),
+        lease_expires_at=bindparam("expires"),
+        attempts=Operation.attempts + 1,
+        updated_at=bindparam("now"),
+    )
+    .execution_options(synchronize_session=False)
+)
 
 
 def has_claimable(session: Session, *, host: str) -> bool:
