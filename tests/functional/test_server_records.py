@@ -6,6 +6,7 @@ from __future__ import annotations
 import concurrent.futures
 
 import pytest
+from sqlalchemy import update
 from sqlalchemy.orm import Session
 
 from cloudseed.db.engines import Database
@@ -13,6 +14,8 @@ from cloudseed.errors import Conflict, InvalidInput
 from cloudseed.networks import service as networks
 from cloudseed.servers import records
 from cloudseed.servers.errors import InstanceInvalidState
+from cloudseed.servers.lifecycle import console_tails
+from cloudseed.servers.models import Instance
 from tests.support.instances import add_instance
 
 
@@ -114,3 +117,31 @@ def test_overlapping_networks_are_refused(api_db, clean_api_db):
         assert [n.name for n in networks.list_networks(session)] == ["n1", "n2", "n3"]
 
     api_db.run(work2, write=True)
+
+
+def test_console_tails_stored_together(cell):
+    """The mirror's pass stores its tails in one go: an existing tail replaced, a new one
+    added, none for an instance deleted meanwhile (and nothing else touched)."""
+    kept, new, gone, other = (add_instance(cell) for _ in range(4))
+    first = [(kept, console_tails.pack("boot 1"), "s1"), (other, console_tails.pack("x"), "s0")]
+    assert cell.run(lambda s: console_tails.store(s, first), write=True) == set()
+    cell.run(
+        lambda s: s.execute(update(Instance).where(Instance.uuid == gone).values(deleted=1)),
+        write=True,
+    )
+    tails = [
+        (kept, console_tails.pack("boot 2"), "s2"),
+        (new, console_tails.pack("hello"), "n1"),
+        (gone, console_tails.pack("late"), "g1"),
+    ]
+    assert cell.run(lambda s: console_tails.store(s, tails), write=True) == {gone}
+    with cell.read() as session:
+        assert console_tails.read(session, kept) == "boot 2"
+        assert console_tails.read(session, new) == "hello"
+        assert console_tails.read(session, gone) is None
+        assert console_tails.read(session, other) == "x"
+        assert console_tails.stamps_of(session, [kept, new, gone, other]) == {
+            kept: "s2",
+            new: "n1",
+            other: "s0",
+        }

@@ -143,5 +143,4 @@ class ConsoleMirror:
 
 
 def _store(session: Session, *, batch: list[_Tail]) -> None:
-    for tail in batch:
-        console_tails.store(session, tail.uuid, output=tail.output, stamp=tail.stamp)
+    console_tails.store(session, [(tail.uuid, tail.output, tail.stamp) for tail in batch])

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Iterable
+from typing import cast
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import BindParameter, Table, bindparam, delete, insert, select, update
 from sqlalchemy.orm import Session
 
 from cloudseed.db.base import utcnow
@@ -46,24 +47,48 @@ def stamps_of(session: Session, uuids: Iterable[str]) -> dict[str, str]:
     return found
 
 
-def store(session: Session, uuid: str, *, output: bytes, stamp: str) -> bool:
-    """Keep ``output`` (``pack``'s) as the instance's tail; False when the instance is gone
-    (deleted meanwhile: nothing is written)."""
+def store(session: Session, tails: list[tuple[str, bytes, str]]) -> set[str]:
+    """Keep each (uuid, output, stamp) (``pack``'s output) as its instance's tail, in the
+    caller's transaction; returns the uuids left out, their instances gone (deleted meanwhile:
+    nothing is written for them). Four statements built once, whatever the number: a boot
+    storm's mirror pass stores a tail for each guest that printed."""
+    if not tails:
+        return set()
+    uuids = [uuid for uuid, _, _ in tails]
+    db = session.connection()
+    kept = set(db.execute(_HAVE_TAILS, {"uuids": uuids}).scalars())
     now = utcnow()
-    changed = session.execute(
-        update(ConsoleTail)
-        .where(ConsoleTail.instance_uuid == uuid)
-        .values(output=output, stamp=stamp, updated_at=now)
-        .execution_options(synchronize_session=False)
+    replaced = [
+        {"b_uuid": u, "output": o, "stamp": s, "updated_at": now} for u, o, s in tails if u in kept
+    ]
+    if replaced:
+        db.execute(_TAIL_REPLACED, replaced)
+    new = [(u, o, s) for u, o, s in tails if u not in kept]
+    if not new:
+        return set()
+    live = set(db.execute(_LIVE, {"uuids": [u for u, _, _ in new]}).scalars())
+    added = [
+        {"instance_uuid": u, "output": o, "stamp": s, "updated_at": now}
+        for u, o, s in new
+        if u in live
+    ]
+    if added:
+        db.execute(_TAIL_ADDED, added)
+    return {u for u, _, _ in new if u not in live}
+
+
+_TAILS = cast(Table, ConsoleTail.__table__)
+_UUIDS: BindParameter[list[str]] = bindparam("uuids", expanding=True)
+_HAVE_TAILS = select(_TAILS.c.instance_uuid).where(_TAILS.c.instance_uuid.in_(_UUIDS))
+_TAIL_REPLACED = (
+    update(_TAILS)
+    .where(_TAILS.c.instance_uuid == bindparam("b_uuid"))
+    .values(
+        output=bindparam("output"), stamp=bindparam("stamp"), updated_at=bindparam("updated_at")
     )
-    if changed.rowcount:  # type: ignore[attr-defined]
-        return True
-    live = session.scalar(select(Instance.id).where(Instance.uuid == uuid, Instance.deleted == 0))
-    if live is None:
-        return False
-    session.add(ConsoleTail(instance_uuid=uuid, output=output, stamp=stamp, updated_at=now))
-    session.flush()
-    return True
+)
+_TAIL_ADDED = insert(_TAILS)
+_LIVE = select(Instance.uuid).where(Instance.uuid.in_(_UUIDS), Instance.deleted == 0)
 
 
 def read(session: Session, uuid: str) -> str | None:

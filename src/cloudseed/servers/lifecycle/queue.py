@@ -220,18 +220,22 @@ def has_claimable(session: Session, *, host: str) -> bool:
 
 def has_waiting_notice(session: Session, *, host: str) -> bool:
     """Whether an operation of ``host`` waits for its notice to end or its guest to
-    acknowledge it (agent/commit_watch.py watches for the acknowledgement meanwhile)."""
-    found = session.scalar(
-        select(Operation.id)
-        .where(
-            Operation.host == host,
-            Operation.state == PENDING,
-            Operation.not_before > utcnow(),
-            Operation.acknowledged_at.is_(None),
-        )
-        .limit(1)
-    )
+    acknowledge it (agent/commit_watch.py watches for the acknowledgement meanwhile). Asked
+    after every claim: a statement built once."""
+    found = session.scalar(_WAITING_NOTICE, {"host": host, "now": utcnow()})
     return found is not None
+
+
+_WAITING_NOTICE = (
+    select(Operation.id)
+    .where(
+        Operation.host == bindparam("host"),
+        Operation.state == PENDING,
+        Operation.not_before > bindparam("now"),
+        Operation.acknowledged_at.is_(None),
+    )
+    .limit(1)
+)
 
 
 def renew(session: Session, *, ids: list[int], owner: str, lease_seconds: float) -> set[int]:
