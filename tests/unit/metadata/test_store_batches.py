@@ -1,5 +1,6 @@
 """The guest store's batches (metadata/store.py): what is to be loaded ahead rides along
-with the misses, up to AHEAD_BATCH_SIZE, so a storm of first requests does not starve it."""
+with the misses, up to AHEAD_BATCH_SIZE, so a storm of first requests does not starve it;
+alone, it is gathered for AHEAD_GATHER_SECONDS into one batch."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Self
+
+import pytest
 
 from cloudseed.metadata import store
 from cloudseed.metadata.loading import Key
@@ -131,41 +134,49 @@ def test_a_request_after_a_change_never_gets_what_a_load_begun_before_it_read() 
     assert before == after == cached == Guest("g", 2)
 
 
-def test_guests_to_load_ahead_are_gathered_into_one_batch() -> None:
+async def _until(done: Callable[[], bool]) -> None:
+    while not done():
+        await asyncio.sleep(0.01)
+
+
+def test_guests_to_load_ahead_are_gathered_into_one_batch(monkeypatch: pytest.MonkeyPatch) -> None:
     """A build storm hands a few guests at every feed poll: those of one gathering window are
     loaded together, after the window, not one batch per poll."""
+    # A window far longer than the polls below, so a loaded machine's late timers cannot
+    # make the batch start early.
+    monkeypatch.setattr(store, "AHEAD_GATHER_SECONDS", 1.0)
 
-    async def scenario() -> tuple[Source, list[bool]]:
+    async def scenario() -> tuple[Source, bool, bool]:
         source = Source()
         source.release.set()
         guests: store.GuestStore[Guest] = store.GuestStore(source, capacity=1000)
         for poll in range(3):
             guests.load_ahead([f"p{poll}a", f"p{poll}b"])
-            await asyncio.sleep(store.AHEAD_GATHER_SECONDS / 10)
-        started_early = [bool(source.loads)]
-        await asyncio.sleep(store.AHEAD_GATHER_SECONDS)
-        while guests._loader is not None and not guests._loader.done():
             await asyncio.sleep(0.01)
-        started_early.append(guests.cached_by_uuid("p2b") is not None)
-        return source, started_early
+        loaded_early = bool(source.loads)
+        # The batch, once the window is over.
+        await asyncio.wait_for(_until(lambda: guests.cached_by_uuid("p2b") is not None), 10)
+        return source, loaded_early, guests.cached_by_uuid("p0a") is not None
 
-    source, (early, cached) = asyncio.run(scenario())
+    source, early, first_cached = asyncio.run(scenario())
     assert not early  # nothing loaded within the window
     assert source.loads == [(["p0a", "p0b", "p1a", "p1b", "p2a", "p2b"], True)]
-    assert cached
+    assert first_cached
 
 
-def test_a_miss_does_not_wait_for_the_gathering() -> None:
-    async def scenario() -> tuple[Source, float]:
+def test_a_miss_does_not_wait_for_the_gathering(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(store, "AHEAD_GATHER_SECONDS", 30.0)
+
+    async def scenario() -> Source:
         source = Source()
         source.release.set()
         guests: store.GuestStore[Guest] = store.GuestStore(source, capacity=1000)
         guests.load_ahead(["a0"])
-        loop = asyncio.get_running_loop()
-        began = loop.time()
-        await guests.by_uuid("m0")
-        return source, loop.time() - began
+        # Long before the window ends (the test would time out waiting for it).
+        assert await asyncio.wait_for(guests.by_uuid("m0"), timeout=10) == Guest("m0", 1)
+        while guests._loader is not None and not guests._loader.done():
+            await asyncio.sleep(0.01)
+        return source
 
-    source, waited = asyncio.run(scenario())
-    assert waited < store.AHEAD_GATHER_SECONDS / 2
+    source = asyncio.run(scenario())
     assert source.loads == [(["m0"], False), (["a0"], True)]  # the ahead one rides along
