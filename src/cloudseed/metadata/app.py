@@ -26,6 +26,7 @@ from cloudseed.metadata.access_audit import (
 )
 from cloudseed.metadata.answers import JSON, JWT, Answer, at_once
 from cloudseed.metadata.callers import Callers
+from cloudseed.metadata.cell_guests import CellGuests
 from cloudseed.metadata.delivery import VIA_LOGIN_CHECK, Deliveries
 from cloudseed.metadata.documents import GuestDocuments
 from cloudseed.metadata.documents_now import document_now
@@ -35,7 +36,7 @@ from cloudseed.metadata.freshness import Freshness
 from cloudseed.metadata.identify import Identifier
 from cloudseed.metadata.posts import GuestPosts
 from cloudseed.metadata.signed_identity import SignedIdentity
-from cloudseed.metadata.store import CellGuests, GuestStore
+from cloudseed.metadata.store import GuestStore
 from cloudseed.metadata.tokens import Tokens
 from cloudseed.replay import Replayable, Replays
 from cloudseed.settings import Settings

@@ -2,10 +2,11 @@
 the instance changes, in every worker.
 
 The store is the same for every kind of guest it holds: where guests come from and how their
-changes are heard is its ``GuestSource``. cloudseed's own (``CellGuests``) loads them from the
-cells (loading.py) and hears changes through the cells' change feed (feed.py: NOTIFY on
-PostgreSQL, polling otherwise) and, at once, from the committing process's announcer
-(``GUEST_CHANGES``); the Nova drop-in's (``nova_metadata/guests.py``) reads Nova's databases.
+changes are heard is its ``GuestSource``. cloudseed's own (cell_guests.py's ``CellGuests``)
+loads them from the cells (loading.py) and hears changes through the cells' change feed
+(feed.py: NOTIFY on PostgreSQL, polling otherwise) and, at once, from the committing process's
+announcer (``GUEST_CHANGES``); the Nova drop-in's (``nova_metadata/guests.py``) reads Nova's
+databases.
 A change read while the same instance is being loaded makes that load's result uncacheable,
 so an old copy never outlives a change, and sends the requests waiting for it to a load begun
 after the change: a request that comes after the API committed a change sees it.
@@ -22,18 +23,13 @@ request.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from typing import Generic, Protocol, Self, TypeVar
 
-from cloudseed.cells.service import CellDatabases
-from cloudseed.db.notify import GUEST_CHANGES
-from cloudseed.metadata.documents import GuestDocuments
-from cloudseed.metadata.feed import ChangeFeed
 from cloudseed.metadata.heap import HeapFreezer
-from cloudseed.metadata.loading import BY_ADDRESS, BY_UUID, Key, load_guests
+from cloudseed.metadata.loading import BY_ADDRESS, BY_UUID, Key
 from cloudseed.metadata.stats import NO_STATS, StoreStats
 
 BATCH_SIZE = 200  # guests loaded per thread hop at most
@@ -90,81 +86,6 @@ class GuestSource(Protocol[G]):
 
     async def close(self) -> None:
         """After ``stop`` and the last load: release what ``start`` took."""
-
-
-class CellGuests:
-    """cloudseed's guests: loaded from its cells, changes heard from the cells' change feed
-    and from this process's announcer."""
-
-    def __init__(
-        self,
-        cells: CellDatabases,
-        *,
-        dhcp_domain: str,
-        poll_interval: float,
-        fallback_interval: float | None = None,
-        ahead_seconds: float = 0.0,
-        stats: StoreStats = NO_STATS,
-    ) -> None:
-        """``poll_interval``, ``fallback_interval``: when the change feed is read (feed.py);
-        ``ahead_seconds``: guests that began to boot this recently are loaded ahead, at start
-        and as the feed tells of them (0: none, each loads at its first request)."""
-        self.cells = cells
-        self.dhcp_domain = dhcp_domain
-        self._poll_interval = poll_interval
-        self._fallback_interval = fallback_interval
-        self._ahead_seconds = ahead_seconds
-        self._stats = stats
-        self._feed: ChangeFeed | None = None
-        self._unsubscribe: Callable[[], None] | None = None
-
-    def load(self, keys: list[Key], *, ahead: bool = False) -> dict[Key, GuestDocuments | None]:
-        return load_guests(self.cells, keys, dhcp_domain=self.dhcp_domain)
-
-    async def start(
-        self,
-        *,
-        changed: Callable[[str], None],
-        failed: Callable[[], None],
-        ahead: Callable[[list[str]], None],
-    ) -> None:
-        # Loaded ahead: the guests the feed says began to boot (the compute agent writes that
-        # as a build, rebuild, reboot or start finishes), whose first requests come next.
-        loop = asyncio.get_running_loop()
-        self._feed = ChangeFeed(
-            self.cells,
-            changed=changed,
-            failed=failed,
-            poll_interval=self._poll_interval,
-            fallback_interval=self._fallback_interval,
-            ahead=ahead if self._ahead_seconds > 0 else None,
-            ahead_seconds=self._ahead_seconds,
-            stats=self._stats,
-        )
-        await self._feed.start()
-
-        def heard(uuids: frozenset[str]) -> None:
-            # Called in the thread that committed: queued on this loop before that thread's
-            # caller resumes, so before the change's own answer (a DELETE's 204) is sent.
-            with contextlib.suppress(RuntimeError):  # this loop is closed: nothing to drop
-                loop.call_soon_threadsafe(_each, changed, uuids)
-
-        self._unsubscribe = self.cells.api_db.announcer.subscribe(GUEST_CHANGES, heard)
-
-    async def stop(self) -> None:
-        if self._unsubscribe is not None:
-            self._unsubscribe()
-        if self._feed is not None:
-            await self._feed.stop()
-
-    async def close(self) -> None:
-        if self._feed is not None:
-            await self._feed.close()
-
-
-def _each(changed: Callable[[str], None], uuids: frozenset[str]) -> None:
-    for uuid in uuids:
-        changed(uuid)
 
 
 class GuestStore(Generic[G]):
