@@ -15,6 +15,7 @@ from sqlalchemy import update
 
 from cloudseed.db.base import utcnow
 from cloudseed.db.engines import Database
+from cloudseed.metadata import store
 from cloudseed.metadata.app import MetadataApp
 from cloudseed.metadata.documents import GuestDocuments
 from cloudseed.servers.models import GuestChange
@@ -69,8 +70,16 @@ def first_request_is_a_hit(base: str, guest: Guest) -> str:
 
 
 def test_a_built_guest_is_loaded_before_it_asks_and_a_reboot_keeps_its_documents(
-    api: httpx.Client, cloud: Cloud, settings: Settings, api_db: Database
+    api: httpx.Client,
+    cloud: Cloud,
+    settings: Settings,
+    api_db: Database,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # The last step counts the miss of a change that closely follows the reboot. With the
+    # store's gathering window, the reboot's load-ahead could start after the change and load
+    # the changed guest (right, but not the miss counted here): the boot's load goes at once.
+    monkeypatch.setattr(store, "AHEAD_GATHER_SECONDS", 0.0)
     with running_metadata_app(settings, api_db=api_db) as (base, app):
         guest = boot(api, cloud, key_name="key1", user_data=b64("#cloud-config\n"))
         loaded(app, guest)
