@@ -151,7 +151,7 @@ def claim(
                 instance_uuid=row.instance_uuid,
                 kind=row.kind,
                 action_id=row.action_id,
-                payload=json.loads(row.payload or "{}"),
+                payload=payload_of(row.payload),
                 attempts=row.attempts + 1,
                 previous_owner=previous,
             )
@@ -287,7 +287,7 @@ def finish(
     op.finished_at = now
     op.updated_at = now
     op.lease_expires_at = None
-    op.payload = json.dumps(_without_secrets(payload_of(op)), sort_keys=True)
+    op.payload = json.dumps(_without_secrets(payload_of(op.payload)), sort_keys=True)
     notices.moved(session, op, notice_rules.ENDED[state], now)
     return True
 
@@ -317,7 +317,7 @@ def cancel_open(
         op.finished_at = now
         op.updated_at = now
         op.lease_expires_at = None
-        op.payload = json.dumps(_without_secrets(payload_of(op)), sort_keys=True)
+        op.payload = json.dumps(_without_secrets(payload_of(op.payload)), sort_keys=True)
         notices.moved(session, op, notice_rules.CANCELLED, now)
     action_log.finish_open(
         session, action_ids=[op.action_id for op in ops if op.action_id], error=reason
@@ -335,8 +335,9 @@ def open_for(session: Session, instance_uuid: str) -> list[Operation]:
     )
 
 
-def payload_of(op: Operation) -> dict[str, Any]:
-    value: dict[str, Any] = json.loads(op.payload or "{}")
+def payload_of(stored: str | None) -> dict[str, Any]:
+    """An operation's payload column, parsed (None: an empty payload)."""
+    value: dict[str, Any] = json.loads(stored or "{}")
     return value
 
 
