@@ -7,10 +7,12 @@ multi-create. The builds run beside the creates there, so the CPU "over the crea
 some builds too; ``--apart`` adds a second reading that splits them: ``serve --no-compute`` and
 a standalone ``cloudseed compute`` agent, stopped (SIGSTOP) while the creates run, so the
 creates' CPU is theirs alone and the CPU from SIGCONT until every server is ACTIVE (agent and
-serve) is the builds'. ``--before SRC`` measures a checkout's ``src/`` too (``git archive
-<commit> src | tar -x -C /tmp/base``, then ``/tmp/base/src``), the two alternating round by
-round. Waiting for ACTIVE asks for one BUILD server every 0.2 s (a page of 1,000 every 0.5 s was
-a tenth of the server's CPU). Prints the results; the notes in docs/benchmarks.md quote them.
+serve) is the builds'. The agent's alone is printed too: serve's share is each worker loading
+the built guests ahead, the change feed's polls and this bench's own polling. ``--before SRC``
+measures a checkout's ``src/`` too (``git archive <commit> src | tar -x -C /tmp/base``, then
+``/tmp/base/src``), the two alternating round by round. Waiting for ACTIVE asks for one BUILD
+server every 0.2 s (a page of 1,000 every 0.5 s was a tenth of the server's CPU). Prints the
+results; the notes in docs/benchmarks.md quote them.
 
     .venv/bin/python bench/creates.py --servers 1000 --batch 100 --concurrency 1 --rounds 2
 """
@@ -173,13 +175,16 @@ def one_round_apart(args: argparse.Namespace, src: Path | None) -> str:
                     )
                 )
                 create_cpu, created = serve_cpu() - cpu_start, time.perf_counter() - started
+                agent_start = cpu_seconds(agent.pid)
                 agent.send_signal(signal.SIGCONT)
                 build_seconds, build_cpu = until_active(api, WARM_UP + args.servers, all_cpu)
+                agent_cpu = cpu_seconds(agent.pid) - agent_start
     per_server = 1000 / args.servers
     return (
         f"agent apart: creates {created:.2f} s, server CPU {create_cpu * per_server:.2f} ms per "
         f"server; builds {build_seconds:.2f} s, CPU (agent and serve) "
-        f"{build_cpu * per_server:.2f} ms per server = {build_cpu / create_cpu:.2f} creates"
+        f"{build_cpu * per_server:.2f} ms per server = {build_cpu / create_cpu:.2f} creates; "
+        f"the agent alone {agent_cpu * per_server:.2f} ms = {agent_cpu / create_cpu:.2f} creates"
     )
 
 
