@@ -194,6 +194,7 @@ def facts_from_record(
         )
     sysmeta = record.system_metadata
     name = instance.display_name
+    flavor = record.flavor  # parsed from its stored document at each look
     return GuestFacts(
         uuid=instance.uuid,
         ec2_number=instance.id,
@@ -205,7 +206,7 @@ def facts_from_record(
         launch_index=instance.launch_index,
         availability_zone=_shared(instance.availability_zone),
         image_ref=_shared(instance.image_ref),
-        flavor_name=_shared(record.flavor.name if record.flavor else ""),
+        flavor_name=_shared(flavor.name if flavor else ""),
         reservation_id=shared(instance.reservation_id),
         keys=key_facts,
         meta=shared(tuple((_shared(k), _shared(v)) for k, v in sorted(record.metadata.items()))),

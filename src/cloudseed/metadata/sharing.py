@@ -36,12 +36,14 @@ class Sharing:
     def __call__(self, value: T) -> T:
         """The copy of ``value`` this table hands out (``value`` itself the first time, and
         when it is too large to keep)."""
-        if _size(value) > self._largest:
-            return value
         key = (type(value), value)
         found = self._values.get(key)
         if found is not None:
             return found  # type: ignore[return-value]  # keyed by its type: a T
+        # Sized only when new: a storm's guests mostly find their values here already, and
+        # the walk cost a fifth of a guest's load.
+        if _size(value) > self._largest:
+            return value
         if len(self._values) >= self._entries:
             self._values.clear()
         self._values[key] = value
@@ -54,8 +56,28 @@ class Sharing:
 def _size(value: object) -> int:
     """Bytes of ``value`` with the tuples and dataclasses in it (what keeping it keeps)."""
     size = sys.getsizeof(value)
+    kind = type(value)
+    if kind in _FLAT:
+        return size
     if isinstance(value, tuple):
-        size += sum(_size(item) for item in value)
-    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
-        size += sum(_size(getattr(value, f.name)) for f in dataclasses.fields(value))
+        return size + sum(_size(item) for item in value)
+    names = _field_names(kind)
+    if names:
+        size += sum(_size(getattr(value, name)) for name in names)
     return size
+
+
+# What holds nothing else worth counting: most values shared are these, or tuples of them.
+_FLAT = frozenset({str, bytes, int, float, bool, type(None)})
+
+
+# A type's dataclass field names (empty for any other type), looked up once per type.
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _field_names(kind: type) -> tuple[str, ...]:
+    names = _FIELD_NAMES.get(kind)
+    if names is None:
+        fields = dataclasses.fields(kind) if dataclasses.is_dataclass(kind) else ()
+        names = _FIELD_NAMES[kind] = tuple(f.name for f in fields)
+    return names

@@ -4,6 +4,7 @@ held once per variant whichever versions it asks for (documents.py)."""
 from __future__ import annotations
 
 import base64
+import collections
 import datetime as dt
 import json
 
@@ -11,7 +12,7 @@ from cloudseed.metadata import render
 from cloudseed.metadata import versions as v
 from cloudseed.metadata.delivery import guest_facts
 from cloudseed.metadata.documents import GuestDocuments
-from cloudseed.metadata.facts import GuestFacts
+from cloudseed.metadata.facts import GuestFacts, KeyFacts
 from cloudseed.metadata.sharing import Sharing
 from tests.support.guest_facts import facts, record
 
@@ -48,6 +49,21 @@ def test_large_values_are_not_kept() -> None:
     # A tuple's size counts what it holds.
     held = (fresh("y" * 200),)
     assert table(held) is held and len(table) == 0
+    # So does a dataclass's, through its fields (a key set is a tuple of them), and a tuple
+    # subclass's: neither shell is large, what they hold is.
+    table = Sharing(entries=16, largest=300)
+
+    def key_set() -> tuple[KeyFacts, ...]:
+        return (KeyFacts(name="k", type="ssh", public_key=fresh("ssh-ed25519 " + "A" * 400)),)
+
+    keys = key_set()
+    assert table(keys) is keys and table(key_set()) is not keys
+    pair = collections.namedtuple("pair", "left right")
+    wide = pair(fresh("z" * 400), "")
+    assert table(wide) is wide and table(pair(fresh("z" * 400), "")) is not wide
+    assert len(table) == 0
+    small = KeyFacts(name="k", type="ssh", public_key="ssh-ed25519 AAAA")
+    assert table((small,)) == (small,) and len(table) == 1
 
 
 def test_a_full_table_starts_again() -> None:
