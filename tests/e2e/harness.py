@@ -81,21 +81,7 @@ def user_data(
     run: str, *, post_password: str | None = None, identity_check: str | None = None
 ) -> str:
     """A user data script that reports what the guest got on the serial console."""
-    lines = [
-        "#!/bin/sh",
-        'say() { echo "E2E $1 run=' + run + ' $2" > /dev/ttyS0; }',
-        'say BEGIN "iid=$(cat /var/lib/cloud/data/instance-id)"',
-        'say DATASOURCE "$(cut -d: -f1 /var/lib/cloud/instance/datasource)"',
-        # Where the data came from: the config drive's device ([source=/dev/sr0]); nothing
-        # for the HTTP datasource.
-        "say SOURCE \"$(sed -n 's/.*\\[source=\\([^]]*\\)\\].*/\\1/p' "
-        '/var/lib/cloud/instance/datasource)"',
-        "for f in /home/debian/.ssh/authorized_keys /root/.ssh/authorized_keys; do",
-        "  grep -o 'ssh-[a-z0-9-]* [A-Za-z0-9+/=]*' \"$f\" | while read -r k; do",
-        '    say KEY "file=$f hash=$(printf %s "$k" | sha256sum | cut -c1-16)"',
-        "  done",
-        "done",
-    ]
+    lines = ["#!/bin/sh", *report_lines(run)]
     if post_password is not None:
         lines += [
             "python3 - <<'PY' && say PASSWORD posted",
@@ -109,6 +95,26 @@ def user_data(
         lines += identity_lines(run, forged_id=identity_check)
     lines.append("say END \"uptime=$(cut -d' ' -f1 /proc/uptime)\"")
     return "\n".join(lines) + "\n"
+
+
+def report_lines(run: str) -> list[str]:
+    """Shell lines defining ``say`` (an E2E marker of ``run`` on the serial console) and
+    reporting what the guest got: its instance id, its datasource and the device it came from,
+    and a hash of every key it authorized. ``run`` may be a shell expansion."""
+    return [
+        'say() { echo "E2E $1 run=' + run + ' $2" > /dev/ttyS0; }',
+        'say BEGIN "iid=$(cat /var/lib/cloud/data/instance-id)"',
+        'say DATASOURCE "$(cut -d: -f1 /var/lib/cloud/instance/datasource)"',
+        # Where the data came from: the config drive's device ([source=/dev/sr0]); nothing
+        # for the HTTP datasource.
+        "say SOURCE \"$(sed -n 's/.*\\[source=\\([^]]*\\)\\].*/\\1/p' "
+        '/var/lib/cloud/instance/datasource)"',
+        "for f in /home/debian/.ssh/authorized_keys /root/.ssh/authorized_keys; do",
+        "  grep -o 'ssh-[a-z0-9-]* [A-Za-z0-9+/=]*' \"$f\" | while read -r k; do",
+        '    say KEY "file=$f hash=$(printf %s "$k" | sha256sum | cut -c1-16)"',
+        "  done",
+        "done",
+    ]
 
 
 def identity_lines(run: str, *, forged_id: str) -> list[str]:
@@ -208,8 +214,10 @@ def drive_per_boot_user_data(run: str) -> str:
     so only the per-boot parts (bootcmd) run, as they do with the HTTP datasource.
 
     ``bootcmd`` reports which user data the guest holds (BOOTCMD); the per-boot script, last
-    in the boot, reports END once the cache is gone and on disk, so that a reboot after END
-    cannot come too early."""
+    in the boot, reports what the guest got (``report_lines``: the same markers as
+    ``user_data``'s, at every boot) and END once the cache is gone and on disk, so that a
+    reboot after END cannot come too early."""
+    report = "\n".join(" " * 6 + line for line in report_lines("$(cat /run/e2e-run)"))
     return f"""#cloud-config
 bootcmd:
   - "echo {run} > /run/e2e-run"
@@ -224,9 +232,10 @@ write_files:
     permissions: '0755'
     content: |
       #!/bin/sh
+{report}
       rm -f /var/lib/cloud/instance/obj.pkl
       sync
-      echo "E2E END run=$(cat /run/e2e-run) uptime=$(cut -d' ' -f1 /proc/uptime)" > /dev/ttyS0
+      say END "uptime=$(cut -d' ' -f1 /proc/uptime)"
 """
 
 

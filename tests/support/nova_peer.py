@@ -20,10 +20,11 @@ callers serialise on a lock file. When PyPI cannot be reached the caller is told
   to compare with), and ``[neutron]``/``[placement]`` with keystoneauth's ``auth_type = none``
   and an ``endpoint_override`` to the stand-ins of tests/support/nova_stubs.py (``[glance]
   api_servers``): no Keystone anywhere;
-- ``nova-manage api_db sync``, ``cell_v2 map_cell0``, ``cell_v2 create_cell`` (cell1, cell2),
-  and ``db sync --local_cell`` for each cell database, in three chains at once;
-- the seed (tests/support/nova_seed.py, run by the Nova venv's interpreter: Nova's own objects
-  write every row) and the stand-ins' ``neutron.json``;
+- the schemas and cells (what ``nova-manage api_db sync``, ``cell_v2 map_cell0``, ``cell_v2
+  create_cell`` for cell1 and cell2 and ``db sync`` do, through the same Nova calls), then the
+  seed, in one run of tests/support/nova_seed.py by the Nova venv's interpreter (Nova's own
+  objects write every row; one import of Nova instead of eight), and the stand-ins'
+  ``neutron.json``;
 - gunicorn serving ``nova.wsgi.metadata:application`` and ``nova.wsgi.osapi_compute:
   application``, one sync worker each. Nova's WSGI entry points parse ``sys.argv`` with
   oslo.config, so gunicorn gets no arguments: it reads ``gunicorn.conf.py`` from its working
@@ -39,7 +40,6 @@ prints what a developer needs (nova.conf, the URLs, the secret, the shapes), unt
 from __future__ import annotations
 
 import argparse
-import concurrent.futures
 import hashlib
 import hmac
 import json
@@ -73,7 +73,7 @@ REQUIREMENTS = (
     "psycopg2-binary>=2.9,<3",
 )
 INSTALL_TIMEOUT = 900  # seconds; a cold install here takes ~40 s (~200 wheels)
-MANAGE_TIMEOUT = 300
+SEED_TIMEOUT = 300  # schemas, cells and seed, on a slow machine with both cores busy
 START_TIMEOUT = 120
 START_ATTEMPTS = 3
 SEED_SCRIPT = Path(__file__).with_name("nova_seed.py")
@@ -432,79 +432,26 @@ auth_type = none
     return conf
 
 
-def _manage(venv: Path, conf: Path, *args: str, overlay: Path | None = None) -> str:
-    files = [conf] if overlay is None else [conf, overlay]
-    command = [
-        str(_bin(venv, "nova-manage")),
-        *(arg for path in files for arg in ("--config-file", str(path))),
-        *args,
-    ]
-    result = subprocess.run(
-        command,
-        capture_output=True,
-        text=True,
-        timeout=MANAGE_TIMEOUT,
-        env=clean_env(),
-        cwd=conf.parent,
-        check=False,
-    )
-    if result.returncode != 0:
-        raise RuntimeError(
-            f"nova-manage {' '.join(args[:2])} failed (exit {result.returncode}):\n"
-            f"{result.stdout[-3000:]}{result.stderr[-3000:]}\n{_tail(conf.parent / 'nova.log')}"
-        )
-    return result.stdout
+def _cells(directory: Path, backend: str, urls: dict[str, str]) -> Path:
+    """nova_seed.py's ``--cells`` file: each cell's transport URL (``fake:/`` with a vhost of
+    its own for cell2: Nova wants them apart) and database, in the order nova-manage would map
+    them."""
+    cells = {
+        "cell0": {"transport_url": "none:///", "database_connection": urls["cell0"]},
+        "cell1": {
+            "transport_url": "fake:/",
+            "database_connection": _cell1_mapping_url(backend, urls["cell1"]),
+        },
+        "cell2": {"transport_url": "fake:/cell2", "database_connection": urls["cell2"]},
+    }
+    path = directory / "cells.json"
+    path.write_text(json.dumps(cells, indent=1))
+    return path
 
 
-def _sync(venv: Path, conf: Path, backend: str, urls: dict[str, str]) -> None:
-    """Schemas and cell mappings: three chains of nova-manage runs at once (each run spends
-    seconds importing Nova): the API database and its cell mappings; cell1's then cell0's
-    schema; cell2's schema. A cell database's schema is ``db sync --local_cell`` with that
-    database as ``[database] connection`` (an overlay config file for cell0 and cell2)."""
-
-    def local_cell(name: str) -> None:
-        overlay = None
-        if name != "cell1":  # cell1 is nova.conf's own [database] connection
-            overlay = conf.with_name(f"{name}-sync.conf")
-            overlay.write_text(f"[database]\nconnection = {urls[name]}\n")
-        _manage(venv, conf, "db", "sync", "--local_cell", overlay=overlay)
-
-    def api_and_mappings() -> None:
-        _manage(venv, conf, "api_db", "sync")
-        _manage(venv, conf, "cell_v2", "map_cell0", "--database_connection", urls["cell0"])
-        # create_cell wants each cell's transport URL to be its own too: fake:/ with a vhost.
-        for name, transport, mapping_url in (
-            ("cell1", "fake:/", _cell1_mapping_url(backend, urls["cell1"])),
-            ("cell2", "fake:/cell2", urls["cell2"]),
-        ):
-            _manage(
-                venv,
-                conf,
-                "cell_v2",
-                "create_cell",
-                "--name",
-                name,
-                "--transport-url",
-                transport,
-                "--database_connection",
-                mapping_url,
-            )
-
-    def cells_1_and_0() -> None:
-        local_cell("cell1")
-        local_cell("cell0")
-
-    with concurrent.futures.ThreadPoolExecutor(3) as pool:
-        chains = [
-            pool.submit(api_and_mappings),
-            pool.submit(cells_1_and_0),
-            pool.submit(local_cell, "cell2"),
-        ]
-        for chain in chains:
-            chain.result()
-
-
-def _seed(venv: Path, conf: Path, project_id: str, user_id: str, stubs: Stubs) -> dict[str, Any]:
+def _seed(
+    venv: Path, conf: Path, project_id: str, user_id: str, stubs: Stubs, cells: Path
+) -> dict[str, Any]:
     result = subprocess.run(
         [
             str(_bin(venv, "python")),
@@ -517,10 +464,12 @@ def _seed(venv: Path, conf: Path, project_id: str, user_id: str, stubs: Stubs) -
             user_id,
             "--neutron-file",
             str(stubs.neutron_file),
+            "--cells",
+            str(cells),
         ],
         capture_output=True,
         text=True,
-        timeout=MANAGE_TIMEOUT,
+        timeout=SEED_TIMEOUT,
         env=clean_env(),
         cwd=conf.parent,
         check=False,
@@ -669,11 +618,10 @@ def running_nova(
             api_conf=api_conf,
             extra=extra_conf,
         )
-        with _timed(note, f"nova-manage syncs and cells ({backend})"):
-            _sync(venv, conf, backend, urls)
         project_id, user_id = uuid.uuid4().hex, uuid.uuid4().hex
-        with _timed(note, "seed"):
-            seeded = _seed(venv, conf, project_id, user_id, stubs)
+        with _timed(note, f"schemas, cells and seed ({backend})"):
+            cells = _cells(directory, backend, urls)
+            seeded = _seed(venv, conf, project_id, user_id, stubs, cells)
         with _timed(note, "gunicorn: metadata and osapi_compute"):
             metadata_url = stack.enter_context(
                 _serving(venv, directory, "metadata", METADATA_APP, "/", note)
