@@ -36,7 +36,7 @@ def _works(venv: Path) -> bool:
         return False
     if not any((site / COLLECTION).is_dir() for site in venv.glob("lib/python*/site-packages")):
         return False
-    return tool_venv.answers_version(playbook_binary(venv))
+    return tool_venv.answers(venv, playbook_binary(venv), "--version")
 
 
 def _build(venv: Path) -> None:

@@ -44,17 +44,9 @@ def _python(venv: Path) -> Path:
 def _works(venv: Path) -> bool:
     if not tool_venv.has_marker(venv, REQUIREMENTS):
         return False
-    try:
-        result = subprocess.run(
-            [str(_python(venv)), "-c", "import cloudbaseinit.metadata.services.httpservice"],
-            capture_output=True,
-            timeout=120,
-            env=clean_env(),
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return result.returncode == 0
+    return tool_venv.answers(
+        venv, _python(venv), "-c", "import cloudbaseinit.metadata.services.httpservice"
+    )
 
 
 def _build(venv: Path) -> None:

@@ -110,18 +110,7 @@ def _works(venv: Path) -> bool:
         return False
     if not _bin(venv, "gunicorn").exists():
         return False
-    try:
-        result = subprocess.run(
-            [str(_bin(venv, "nova-manage")), "--version"],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env=clean_env(),
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return result.returncode == 0
+    return tool_venv.answers(venv, _bin(venv, "nova-manage"), "--version")
 
 
 def _build(venv: Path, report: Report) -> None:

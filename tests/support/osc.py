@@ -53,7 +53,7 @@ def _openstack(venv: Path) -> Path:
 
 def _works(venv: Path) -> bool:
     binary = _openstack(venv)
-    return binary.exists() and tool_venv.answers_version(binary, naming="openstack")
+    return binary.exists() and tool_venv.answers(venv, binary, "--version", naming="openstack")
 
 
 def _build(target: Path) -> None:

@@ -161,7 +161,7 @@ def _bin(venv: Path, name: str) -> Path:
 def _works(venv: Path) -> bool:
     if not tool_venv.has_marker(venv, REQUIREMENTS):
         return False
-    return tool_venv.answers_version(_bin(venv, "tempest"))
+    return tool_venv.answers(venv, _bin(venv, "tempest"), "--version")
 
 
 def _build(venv: Path, report: Report) -> None:

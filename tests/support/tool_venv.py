@@ -15,6 +15,7 @@ or fail under ``CLOUDSEED_REQUIRE_DBS=1`` (CI); any other pip failure is a ``Run
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
 import shutil
 import subprocess
@@ -151,21 +152,28 @@ def build(
     write_marker(venv, requirements)
 
 
-def answers_version(binary: Path, *, naming: str = "") -> bool:
-    """Whether ``binary --version`` runs and exits 0 (and says ``naming``, when given): a
-    tool's venv that still works."""
+def answers(venv: Path, *command: str | Path, naming: str = "") -> bool:
+    """Whether ``command`` (a tool of ``venv`` with its arguments: ``--version``, an import)
+    exits 0, saying ``naming`` when given: a tool's venv that works. The venv remembers that it
+    did (a stamp per command), so that later processes, every test worker of every run, do not
+    pay the tool's start-up again (Nova's ``nova-manage --version``: 6 s of CPU). A venv built
+    again starts without stamps (``build`` begins from an empty directory), and one whose
+    interpreter is gone is asked again."""
+    argv = [str(part) for part in command]
+    digest = hashlib.sha256("\0".join(argv).encode()).hexdigest()[:16]
+    stamp = venv / f".cloudseed-answered-{digest}"
+    if stamp.is_file() and (venv / "bin" / "python").exists():
+        return True
     try:
         result = subprocess.run(
-            [str(binary), "--version"],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env=clean_env(),
-            check=False,
+            argv, capture_output=True, text=True, timeout=120, env=clean_env(), check=False
         )
     except (OSError, subprocess.TimeoutExpired):
         return False
-    return result.returncode == 0 and naming in result.stdout + result.stderr
+    if result.returncode != 0 or naming not in result.stdout + result.stderr:
+        return False
+    stamp.touch()
+    return True
 
 
 def has_marker(venv: Path, requirements: tuple[str, ...]) -> bool:
@@ -189,8 +197,8 @@ def locked(name: str) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-# The venvs this process has seen work: a tool's start-up check (Nova's nova-manage --version
-# alone takes about 9 s) runs once per test worker, not once per deployment.
+# The venvs this process has seen work: their ``works`` (marker files, and ``answers``'s
+# stamps once a tool has started) is not asked again in this process.
 _WORKING: set[Path] = set()
 
 

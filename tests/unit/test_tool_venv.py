@@ -1,0 +1,61 @@
+"""tests/support/tool_venv.py's ``answers``: a tool's start-up check runs once per venv, not
+once per test worker and run, and is asked again when the venv's interpreter is gone."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from tests.support import tool_venv
+
+
+def fake_venv(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """A venv directory whose tool counts its runs in a file; the venv, the tool, the count."""
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(sys.executable)
+    count = tmp_path / "runs"
+    tool = venv / "bin" / "tool"
+    tool.write_text(
+        f"#!{sys.executable}\nimport sys\n"
+        f"with open({str(count)!r}, 'a') as runs:\n    runs.write('x')\n"
+        "print('tool 1.0')\nsys.exit(0 if sys.argv[1:] == ['--version'] else 2)\n"
+    )
+    tool.chmod(0o755)
+    return venv, tool, count
+
+
+def runs(count: Path) -> int:
+    return len(count.read_text()) if count.exists() else 0
+
+
+def test_a_tool_that_answered_once_is_not_started_again(tmp_path):
+    venv, tool, count = fake_venv(tmp_path)
+    assert tool_venv.answers(venv, tool, "--version", naming="tool")
+    assert tool_venv.answers(venv, tool, "--version", naming="tool")
+    assert runs(count) == 1
+
+
+def test_a_failed_or_wrong_answer_is_not_remembered(tmp_path):
+    venv, tool, count = fake_venv(tmp_path)
+    assert not tool_venv.answers(venv, tool, "--help")
+    assert not tool_venv.answers(venv, tool, "--help")
+    assert not tool_venv.answers(venv, tool, "--version", naming="another tool")
+    assert runs(count) == 3
+    # Each command has its own stamp: a failure above left none for --version.
+    assert tool_venv.answers(venv, tool, "--version")
+    assert runs(count) == 4
+
+
+def test_a_venv_whose_interpreter_is_gone_is_asked_again(tmp_path):
+    venv, tool, count = fake_venv(tmp_path)
+    assert tool_venv.answers(venv, tool, "--version")
+    (venv / "bin" / "python").unlink()
+    (venv / "bin" / "python").symlink_to(tmp_path / "no-such-python")
+    assert tool_venv.answers(venv, tool, "--version")
+    assert runs(count) == 2
+
+
+def test_a_missing_tool_does_not_answer(tmp_path):
+    venv, _, _ = fake_venv(tmp_path)
+    assert not tool_venv.answers(venv, venv / "bin" / "missing", "--version")
