@@ -8,11 +8,16 @@ BIN := $(VENV)/bin
 DATA_DIR ?= ./var
 PYTEST_ARGS ?=
 # make test runs the suite in this many worker processes (pytest-xdist); 0: in pytest itself.
+# Three on two cores: with two, a fifth of the CPU sat idle while tests waited on the servers,
+# guests and tools they start (1,352 s of pytest with three against 1,836 s with two, the
+# second run also with the one-process Nova deployment: docs/benchmarks.md, "CI run").
 # --dist loadgroup takes tests/support/scheduling.py's scheduler (tests/conftest.py): one test
-# at a time to whichever worker is free, but all of a Nova deployment's tests to one worker;
-# 'load' sends each worker a quarter of its share at once, and the run ends with one worker
-# alone on the slow tests it was sent: 2048 s of pytest against 2180 s (docs/benchmarks.md).
-TEST_JOBS ?= 2
+# at a time to whichever worker is free, the slowest first, but all of a Nova deployment's
+# tests to one worker; 'load' sends each worker a quarter of its share at once, and the run
+# ends with one worker alone on the slow tests it was sent: 2048 s of pytest against 2180 s.
+TEST_JOBS ?= 3
+# make check's unit tests only compute: one worker per core.
+CHECK_JOBS ?= 2
 
 .PHONY: help run test check venv test-venv lint docs tempest fuzz soak bench bench-api-reads bench-metadata bench-login-keys bench-operations bench-hosts-apart bench-configdrive bench-longpoll bench-ack bench-nova bench-nova-dropin image-debian e2e clean
 
@@ -90,7 +95,7 @@ $(CHECK_INSTALLED): pyproject.toml | $(BIN)/python
 # first run fills .mypy_cache.
 check: $(CHECK_INSTALLED)  ## make lint's checks and the unit tests (tests/unit): the edit-test loop, under 2 minutes
 	$(LINT_STEPS)
-	$(BIN)/python -m pytest -n $(TEST_JOBS) -q tests/unit $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(CHECK_JOBS) -q tests/unit $(PYTEST_ARGS)
 
 bench: test-venv  ## key pair benchmarks; results go to docs/benchmarks.md
 	$(BIN)/python bench/keypairs.py --write docs/benchmarks.md
