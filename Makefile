@@ -12,9 +12,9 @@ PYTEST_ARGS ?=
 # guests and tools they start (1,352 s of pytest with three against 1,836 s with two, the
 # second run also with the one-process Nova deployment: docs/benchmarks.md, "CI run").
 # --dist loadgroup takes tests/support/scheduling.py's scheduler (tests/conftest.py): one test
-# at a time to whichever worker is free, the slowest first, but all of a Nova deployment's
-# tests to one worker; 'load' sends each worker a quarter of its share at once, and the run
-# ends with one worker alone on the slow tests it was sent: 2048 s of pytest against 2180 s.
+# at a time to whichever worker is free, but all of a Nova deployment's tests to one worker;
+# 'load' sends each worker a quarter of its share at once, and the run ends with one worker
+# alone on the slow tests it was sent: 2048 s of pytest against 2180 s.
 TEST_JOBS ?= 3
 # make check's unit tests only compute: one worker per core.
 CHECK_JOBS ?= 2

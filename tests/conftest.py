@@ -44,13 +44,6 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     return SharedDeployments(config, log)
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The slowest single tests first (tests/support/scheduling.py's ``START_FIRST``)."""
-    from tests.support.scheduling import slowest_first
-
-    slowest_first(items)
-
-
 @pytest.fixture(scope="session")
 def session_tmp() -> Iterator[Path]:
     with tempfile.TemporaryDirectory(prefix="cloudseed-tests-") as tmp:

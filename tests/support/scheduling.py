@@ -2,8 +2,7 @@
 ``pytest_xdist_make_scheduler``).
 
 Each test is a work unit of its own, given to whichever worker is free (at most two waiting per
-worker), the slowest first (``START_FIRST``): the slow tests do not end the run with one worker
-alone. Except in the modules of
+worker): the slow tests do not end the run with one worker alone. Except in the modules of
 ``ONE_WORKER_PER_PARAMETER``, whose tests share a module-scoped deployment per parameter that
 takes half a minute or more to make (Nova 34 with its databases, cells and services, per
 backend; a Keystone): there every test with the same parameters is one unit, so each
@@ -16,8 +15,6 @@ version 3.8 renames grouped tests through an attribute pytest 9 no longer reads.
 
 from __future__ import annotations
 
-from typing import Any
-
 from xdist.scheduler import LoadScopeScheduling
 
 # Paths as pytest names them, from the repository root, and what each module deploys (the
@@ -29,23 +26,6 @@ ONE_WORKER_PER_PARAMETER = frozenset(
         "tests/compat/test_vendordata_keystone.py",  # Keystone: 24-25 s
     }
 )
-
-
-# The slowest single tests (40-110 s each), collected late (tests/functional), are handed out
-# before every other single test (tests/conftest.py moves them to the front of the collection;
-# xdist keeps that order after the work units of several tests). Left in place, the short soak
-# started 112 s before the end of a 1,352 s run and ended it alone, the other workers idle.
-START_FIRST = frozenset({"tests/functional/test_soak.py", "tests/functional/test_chaos.py"})
-
-
-def starts_first(nodeid: str) -> bool:
-    return nodeid.partition("::")[0] in START_FIRST
-
-
-def slowest_first(items: list[Any]) -> None:
-    """Move the tests of ``START_FIRST`` (pytest items: only ``nodeid`` is read) to the front;
-    every other test keeps its place (the end-to-end files run in name order)."""
-    items.sort(key=lambda item: not starts_first(item.nodeid))
 
 
 class SharedDeployments(LoadScopeScheduling):  # type: ignore[misc]  # xdist is untyped
