@@ -110,7 +110,7 @@ def _works(venv: Path) -> bool:
         return False
     if not _bin(venv, "gunicorn").exists():
         return False
-    return tool_venv.answers(venv, _bin(venv, "keystone-manage"), "--version")
+    return tool_venv.answers(venv, _bin(venv, "keystone-manage"), "--version", prints=True)
 
 
 def _build(venv: Path, report: Report) -> None:

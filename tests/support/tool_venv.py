@@ -152,9 +152,10 @@ def build(
     write_marker(venv, requirements)
 
 
-def answers(venv: Path, *command: str | Path, naming: str = "") -> bool:
+def answers(venv: Path, *command: str | Path, naming: str = "", prints: bool = False) -> bool:
     """Whether ``command`` (a tool of ``venv`` with its arguments: ``--version``, an import)
-    exits 0, saying ``naming`` when given: a tool's venv that works. The venv remembers that it
+    exits 0, saying ``naming`` when given and printing something on stdout when ``prints``: a
+    tool's venv that works. The venv remembers that it
     did (a stamp per command), so that later processes, every test worker of every run, do not
     pay the tool's start-up again (Nova's ``nova-manage --version``: 6 s of CPU). A venv built
     again starts without stamps (``build`` begins from an empty directory), and one whose
@@ -171,6 +172,8 @@ def answers(venv: Path, *command: str | Path, naming: str = "") -> bool:
     except (OSError, subprocess.TimeoutExpired):
         return False
     if result.returncode != 0 or naming not in result.stdout + result.stderr:
+        return False
+    if prints and not result.stdout.strip():
         return False
     stamp.touch()
     return True

@@ -41,10 +41,18 @@ def test_a_failed_or_wrong_answer_is_not_remembered(tmp_path):
     assert not tool_venv.answers(venv, tool, "--help")
     assert not tool_venv.answers(venv, tool, "--help")
     assert not tool_venv.answers(venv, tool, "--version", naming="another tool")
-    assert runs(count) == 3
-    # Each command has its own stamp: a failure above left none for --version.
-    assert tool_venv.answers(venv, tool, "--version")
+    assert not tool_venv.answers(venv, tool, "--help", prints=True)
     assert runs(count) == 4
+    # Each command has its own stamp: a failure above left none for --version.
+    assert tool_venv.answers(venv, tool, "--version", prints=True)
+    assert runs(count) == 5
+
+
+def test_a_command_that_prints_nothing_fails_when_output_is_wanted(tmp_path):
+    venv, _, _ = fake_venv(tmp_path)
+    silent: list[str | Path] = [venv / "bin" / "python", "-c", "pass"]
+    assert not tool_venv.answers(venv, *silent, prints=True)
+    assert tool_venv.answers(venv, *silent)
 
 
 def test_a_venv_whose_interpreter_is_gone_is_asked_again(tmp_path):
