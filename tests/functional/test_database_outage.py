@@ -99,7 +99,7 @@ def test_the_api_answers_503_while_the_database_shuts_down(
         finally:
             holder.close()
         # Stopped, then started again: answers as before.
-        wait_until(lambda: not postgres.answers(), what="the server stopped")
+        postgres.wait_stopped()
         assert api.get("/v2.1/servers", headers=auth).status_code == 503
         postgres.start()
         wait_until(

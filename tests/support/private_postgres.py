@@ -85,15 +85,20 @@ class PrivatePostgres:
         return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/{database}"
 
     def _pg(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
+        done = subprocess.run(
             [*self.prefix, *args],
             capture_output=True,
             text=True,
-            check=check,
             timeout=COMMAND_TIMEOUT,
             env={**os.environ, "LC_ALL": "C"},
             cwd=self.root,
         )
+        if check and done.returncode:
+            raise RuntimeError(
+                f"{Path(args[0]).name} {' '.join(args[1:])} exited {done.returncode}:\n"
+                f"{done.stdout}{done.stderr}\nthe server's log ends:\n{self.log_tail()}"
+            )
+        return done
 
     def init(self) -> None:
         self.socket_dir.mkdir(parents=True)
@@ -143,6 +148,25 @@ class PrivatePostgres:
         leave, and meanwhile refuses every new connection ("the database system is shutting
         down"), the state a restart passes through."""
         self._pg(str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "smart", "-W", "stop")
+
+    def running(self) -> bool:
+        """Whether the postmaster still runs. A server in a smart shutdown already refuses
+        connections (``answers`` is False) but holds its data directory until its shutdown
+        checkpoint is written; ``start`` in that window fails on the lock file."""
+        # pg_ctl status: 0 while a server runs, 3 once none does.
+        return (
+            self._pg(
+                str(self.bin / "pg_ctl"), "-D", str(self.data), "status", check=False
+            ).returncode
+            == 0
+        )
+
+    def wait_stopped(self, timeout: float = COMMAND_TIMEOUT) -> None:
+        deadline = time.monotonic() + timeout
+        while self.running():
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"PostgreSQL on port {self.port} still runs after {timeout} s")
+            time.sleep(0.1)
 
     def answers(self) -> bool:
         engine = create_engine(self.url("postgres"), connect_args={"connect_timeout": 2})
