@@ -12,15 +12,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.harness import (
-    Boot,
-    E2ECloud,
-    b64,
-    deleted_afterwards,
-    drive_per_boot_user_data,
-    key_hash,
-    user_data,
-)
+from tests.e2e.guest_scripts import b64, drive_per_boot_user_data, key_hash, user_data
+from tests.e2e.harness import Boot, E2ECloud, deleted_afterwards
 from tests.support.ports import free_port
 
 ROOT_KEYS = "file=/root/.ssh/authorized_keys"

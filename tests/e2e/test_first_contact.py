@@ -44,17 +44,8 @@ from tests.e2e.bridged import (
     IPV6_METADATA_URL,
     ssh_command,
 )
-from tests.e2e.harness import (
-    GUEST_HTTP_TIMEOUT,
-    b64,
-    deleted_afterwards,
-    key_hash,
-    markers,
-    ssh_keypair,
-    ssh_login,
-    user_data,
-    wait_until_quiet,
-)
+from tests.e2e.guest_scripts import GUEST_HTTP_TIMEOUT, b64, key_hash, markers, user_data
+from tests.e2e.harness import deleted_afterwards, ssh_keypair, ssh_login, wait_until_quiet
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "docs" / "examples"
 

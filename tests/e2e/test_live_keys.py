@@ -35,16 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from tests.e2e.bridged import GUEST_A, GUEST_B, GUEST_NIC, in_namespace, ssh_command
-from tests.e2e.harness import (
-    GUEST_HTTP_TIMEOUT,
-    E2ECloud,
-    b64,
-    deleted_afterwards,
-    ssh_keypair,
-    ssh_login,
-    user_data,
-    wait_until_quiet,
-)
+from tests.e2e.guest_scripts import GUEST_HTTP_TIMEOUT, b64, user_data
+from tests.e2e.harness import E2ECloud, deleted_afterwards, ssh_keypair, ssh_login, wait_until_quiet
 from tests.support.waiting import wait_until
 
 LIVE_KEYS = {"OpenStack-API-Version": "compute 2.106"}

@@ -18,7 +18,8 @@ from collections import Counter
 
 import httpx
 
-from tests.e2e.harness import deleted_afterwards, key_hash, user_data
+from tests.e2e.guest_scripts import key_hash, user_data
+from tests.e2e.harness import deleted_afterwards
 
 ROOT_KEYS = "file=/root/.ssh/authorized_keys"
 USER_KEYS = "file=/home/debian/.ssh/authorized_keys"
@@ -28,7 +29,7 @@ REQUESTS = re.compile(r"^cloudseed_http_requests_total\{(?P<labels>.*)\} (?P<cou
 
 
 def nocloud_user_data(run: str) -> str:
-    """The usual report (harness.user_data), and what the guest was booted with: its SMBIOS
+    """The usual report (guest_scripts.user_data), and what the guest was booted with: its SMBIOS
     product and serial, ds-identify's choice, cloud-init's datasource, its address, and
     whether any config drive is attached."""
     lines = user_data(run).splitlines()

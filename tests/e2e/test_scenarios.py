@@ -11,13 +11,8 @@ import datetime as dt
 
 import pytest
 
-from tests.e2e.harness import (
-    E2ECloud,
-    ack_watcher_user_data,
-    key_hash,
-    per_boot_user_data,
-    user_data,
-)
+from tests.e2e.guest_scripts import ack_watcher_user_data, key_hash, per_boot_user_data, user_data
+from tests.e2e.harness import E2ECloud
 from tests.e2e.readiness import BROKEN_MODULE, OPT_IN, settled_status, with_broken_module
 
 ROOT_KEYS = "file=/root/.ssh/authorized_keys"

@@ -28,14 +28,8 @@ from pathlib import Path
 
 import httpx
 
-from tests.e2e.harness import (
-    FIRST_HOST,
-    E2ECloud,
-    deleted_afterwards,
-    key_hash,
-    user_data,
-    wait_until_quiet,
-)
+from tests.e2e.guest_scripts import key_hash, user_data
+from tests.e2e.harness import FIRST_HOST, E2ECloud, deleted_afterwards, wait_until_quiet
 from tests.support.waiting import wait_until
 
 # cloudseed keeps an address unique across all networks (Neutron only within a subnet), so
