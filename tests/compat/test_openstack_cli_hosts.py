@@ -7,9 +7,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.support import osc
 from tests.support.osc_cli import Cli
+
+pytestmark = [
+    pytest.mark.compat,
+    # Only SQLite, as the other CLI tests: each `openstack` run costs 1.5-3 s of start-up, and
+    # os-services and os-hypervisors on every backend are tests/functional/test_hosts_api.py's.
+    pytest.mark.parametrize("backend", ["sqlite"], indirect=True),
+]
 
 
 def test_compute_services_and_hypervisors(
