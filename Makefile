@@ -30,12 +30,25 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip 'setuptools>=77' wheel
 
-venv: $(BIN)/python  ## create the venv and install cloudseed
+# Each install is remembered by a stamp in the venv, newer than pyproject.toml: a second
+# make run, test or e2e installs nothing (the install is editable: src/ is read in place).
+# CI runs make test and make e2e side by side, and a pip install while a suite runs would
+# take the package away from under the processes it starts (pip uninstalls, then installs).
+INSTALLED := $(VENV)/.installed
+TEST_INSTALLED := $(VENV)/.test-installed
+
+$(INSTALLED): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet -e .
+	touch $@
+
+venv: $(INSTALLED)  ## create the venv and install cloudseed
 
 # bench: matplotlib, which tests/unit/test_bench_side_by_side.py draws a chart with.
-test-venv: $(BIN)/python
+$(TEST_INSTALLED): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[test,bench]'
+	touch $@
+
+test-venv: $(TEST_INSTALLED)
 
 run: venv  ## migrate the embedded SQLite databases and serve (compute API on 127.0.0.1:8774)
 	$(BIN)/cloudseed --data-dir $(DATA_DIR) db sync
