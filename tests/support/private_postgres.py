@@ -25,6 +25,8 @@ from pathlib import Path
 from sqlalchemy import create_engine, text
 from sqlalchemy.exc import OperationalError
 
+from tests.support.waiting import wait_until
+
 # The soak's deployment with every pool at its largest (serve: 10 + 10 overflow per engine, an
 # API and a cell engine per worker, LISTEN connections, two agents, the checks) stays far below
 # this; PostgreSQL's default of 100 does not.
@@ -162,11 +164,11 @@ class PrivatePostgres:
         )
 
     def wait_stopped(self, timeout: float = COMMAND_TIMEOUT) -> None:
-        deadline = time.monotonic() + timeout
-        while self.running():
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"PostgreSQL on port {self.port} still runs after {timeout} s")
-            time.sleep(0.1)
+        wait_until(
+            lambda: not self.running(),
+            timeout=timeout,
+            what=f"PostgreSQL on port {self.port} to stop",
+        )
 
     def answers(self) -> bool:
         engine = create_engine(self.url("postgres"), connect_args={"connect_timeout": 2})
