@@ -155,11 +155,10 @@ def build(
 def answers(venv: Path, *command: str | Path, naming: str = "", prints: bool = False) -> bool:
     """Whether ``command`` (a tool of ``venv`` with its arguments: ``--version``, an import)
     exits 0, saying ``naming`` when given and printing something on stdout when ``prints``: a
-    tool's venv that works. The venv remembers that it
-    did (a stamp per command), so that later processes, every test worker of every run, do not
-    pay the tool's start-up again (Nova's ``nova-manage --version``: 6 s of CPU). A venv built
-    again starts without stamps (``build`` begins from an empty directory), and one whose
-    interpreter is gone is asked again."""
+    tool's venv that works. The venv remembers that it did (a stamp per command), so that later
+    processes, every test worker of every run, do not pay the tool's start-up again (Nova's
+    ``nova-manage --version``: 6 s of CPU). A venv built again starts without stamps (``build``
+    begins from an empty directory), and one whose interpreter is gone is asked again."""
     argv = [str(part) for part in command]
     digest = hashlib.sha256("\0".join(argv).encode()).hexdigest()[:16]
     stamp = venv / f".cloudseed-answered-{digest}"
