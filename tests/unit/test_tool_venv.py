@@ -1,8 +1,10 @@
-"""tests/support/tool_venv.py's ``answers``: a tool's start-up check runs once per venv, not
-once per test worker and run, and is asked again when the venv's interpreter is gone."""
+"""tests/support/tool_venv.py: ``answers`` (a tool's start-up check runs once per venv, not
+once per test worker and run, and is asked again when the venv's interpreter is gone) and
+``clean_env`` (what a tool's process is started with)."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 
@@ -67,3 +69,23 @@ def test_a_venv_whose_interpreter_is_gone_is_asked_again(tmp_path):
 def test_a_missing_tool_does_not_answer(tmp_path):
     venv, _, _ = fake_venv(tmp_path)
     assert not tool_venv.answers(venv, venv / "bin" / "missing", "--version")
+
+
+def test_a_tool_writes_its_bytecode_and_sees_none_of_our_settings(tmp_path, monkeypatch):
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    monkeypatch.setenv("OS_CLOUD", "theirs")
+    monkeypatch.setenv("VIRTUAL_ENV", str(tmp_path))
+    venv = tmp_path / "tool"
+    venv.mkdir()
+    (venv / "mod.py").write_text("VALUE = 1\n")
+    # An interpreter started as the tools are: it writes the bytecode of what it imports.
+    subprocess.run(
+        [sys.executable, "-c", "import mod"],
+        cwd=venv,
+        env=tool_venv.clean_env({"PYTHONPATH": str(venv)}),
+        check=True,
+    )
+    assert list((venv / "__pycache__").glob("mod.*.pyc"))
+    env = tool_venv.clean_env()
+    assert "OS_CLOUD" not in env and "VIRTUAL_ENV" not in env
+    assert env["PYTHONWARNINGS"] == "ignore"
