@@ -19,7 +19,7 @@ TEST_JOBS ?= 3
 # make check's unit tests only compute: one worker per core.
 CHECK_JOBS ?= 2
 
-.PHONY: help run test check venv test-venv lint docs tempest fuzz soak bench bench-api-reads bench-metadata bench-login-keys bench-operations bench-hosts-apart bench-configdrive bench-longpoll bench-ack bench-nova bench-nova-dropin image-debian e2e clean
+.PHONY: help run test check venv test-venv lint lint-venv docs tempest fuzz soak bench bench-api-reads bench-metadata bench-login-keys bench-operations bench-hosts-apart bench-configdrive bench-longpoll bench-ack bench-nova bench-nova-dropin image-debian e2e clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -83,8 +83,7 @@ docs: venv  ## regenerate the module map (docs/architecture.md) and the options 
 LINT_PATHS := src tests bench clients tools
 
 # mypy checks tests and bench too, so it needs their packages (pytest, httpx, matplotlib, ...).
-lint: venv  ## ruff format --check, ruff check, mypy --strict, import-linter (pinned: the lint extra)
-	$(BIN)/pip install --quiet -e '.[test,bench,lint]'
+lint: lint-venv  ## ruff format --check, ruff check, mypy --strict, import-linter (pinned: the lint extra)
 	$(LINT_STEPS)
 
 # make lint's checks, one command each (make stops at the first that fails).
@@ -95,13 +94,15 @@ $(BIN)/ruff format --check $(LINT_PATHS)
 	$(BIN)/lint-imports --no-cache
 endef
 
-# The edit-test loop installs only when pyproject.toml changed since it last did (pip's
-# editable reinstall would cost seconds on every run).
+# make lint and the edit-test loop install only when pyproject.toml changed since they last did
+# (pip's editable reinstall would cost seconds on every run, and CI lints while make e2e runs).
 CHECK_INSTALLED := $(VENV)/.check-installed
 
 $(CHECK_INSTALLED): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[test,bench,lint]'
 	touch $@
+
+lint-venv: $(CHECK_INSTALLED)
 
 # tests/unit needs no database server, no HTTP server and no guest. The functional, compat and
 # e2e layers (minutes) stay with `make test`. On 2 busy cores: about 65 s, 85 s while mypy's
