@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import socket
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,6 +29,7 @@ from tests.support.nova_without_nova import (
     running_service,
     signed,
 )
+from tests.support.ports import free_port
 from tests.support.waiting import wait_until
 
 
@@ -111,7 +111,7 @@ def test_a_metadata_provider_names_the_instance_through_neutron(nova: NovaDeploy
 
 
 def test_a_database_not_there_at_start_is_one_line_without_its_password(tmp_path: Path) -> None:
-    port = _closed_port()
+    port = free_port()  # nothing listens there, nor will
     conf = tmp_path / "nova.conf"
     conf.write_text(
         "[api_database]\n"
@@ -219,12 +219,6 @@ def test_heads_over_the_limits_are_refused_as_by_cloudseed_s_listener(
         long_header = {**signed(vm.uuid), "X-Pad": "a" * 70000}
         assert service.get("/latest/meta-data/hostname", long_header).status_code == 431
         assert service.get("/" + "a" * 20000, signed(vm.uuid)).status_code == 414
-
-
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_local_metadata_per_cell_reads_only_its_cell(nova: NovaDeployment) -> None:

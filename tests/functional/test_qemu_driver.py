@@ -28,7 +28,8 @@ from cloudseed.signing import sign
 from tests.support import keys
 from tests.support.dummy_guest import BANNER, write_kernel
 from tests.support.flavors import stored_flavor
-from tests.support.qemu import SECRET, TOOLS, UUID, ext4_image, free_port_range, guest, settings_for
+from tests.support.ports import free_port_range
+from tests.support.qemu import SECRET, TOOLS, UUID, ext4_image, guest, settings_for
 from tests.support.waiting import wait_until
 
 QEMU = shutil.which("qemu-system-x86_64")

@@ -31,7 +31,8 @@ from cloudseed.images.download import ImageDownloader
 from cloudseed.settings import Settings
 from tests.support.cloud import mv
 from tests.support.dummy_guest import write_kernel
-from tests.support.qemu import ext4_image, free_port_range, settings_for
+from tests.support.ports import free_port_range
+from tests.support.qemu import ext4_image, settings_for
 
 pytestmark = pytest.mark.skipif(
     shutil.which("qemu-system-x86_64") is None or shutil.which("qemu-img") is None,

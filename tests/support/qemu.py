@@ -1,10 +1,8 @@
-"""The QEMU driver's test material: a small ext4 root image, a guest spec, settings for the
-driver, and a range of free ports for its SSH forwards."""
+"""The QEMU driver's test material: a small ext4 root image, a guest spec and settings for the
+driver (the ports of its SSH forwards come from ports.free_port_range)."""
 
 from __future__ import annotations
 
-import random
-import socket
 import subprocess
 from pathlib import Path
 
@@ -64,23 +62,3 @@ def guest(boot: BootImage, /, **changes: object) -> GuestSpec:
     )
     values.update(changes)
     return GuestSpec(**values)  # type: ignore[arg-type]
-
-
-def free_port_range(size: int = 8) -> range:
-    """``size`` consecutive ports free now on 127.0.0.1, from a random base: other tests (and
-    other checkouts) may run the driver at the same time."""
-    for _ in range(50):
-        base = random.randrange(20000, 60000)
-        ports = range(base, base + size)
-        if all(listening_free(p) for p in ports):
-            return ports
-    raise AssertionError("no free port range")
-
-
-def listening_free(port: int) -> bool:
-    with socket.socket() as probe:
-        try:
-            probe.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
