@@ -66,6 +66,11 @@ class _Blocks:
     def _claim(self) -> tuple[int, int]:
         LOCKS.mkdir(exist_ok=True)
         starts = list(range(FIRST, ephemeral_start() - BLOCK + 1, BLOCK))
+        if not starts:
+            raise AssertionError(
+                f"no test ports: the kernel's ephemeral range starts at {ephemeral_start()}, "
+                f"below {FIRST + BLOCK} (net.ipv4.ip_local_port_range)"
+            )
         random.shuffle(starts)  # processes starting together do not all try the same block
         for start in starts:
             fd = os.open(LOCKS / f"{start}.lock", os.O_CREAT | os.O_RDWR, 0o666)
