@@ -65,10 +65,11 @@ class _Blocks:
 
     def _claim(self) -> tuple[int, int]:
         LOCKS.mkdir(exist_ok=True)
-        starts = list(range(FIRST, ephemeral_start() - BLOCK + 1, BLOCK))
+        ephemeral = ephemeral_start()
+        starts = list(range(FIRST, ephemeral - BLOCK + 1, BLOCK))
         if not starts:
             raise AssertionError(
-                f"no test ports: the kernel's ephemeral range starts at {ephemeral_start()}, "
+                f"no test ports: the kernel's ephemeral range starts at {ephemeral}, "
                 f"below {FIRST + BLOCK} (net.ipv4.ip_local_port_range)"
             )
         random.shuffle(starts)  # processes starting together do not all try the same block
