@@ -1,14 +1,24 @@
 """The machine a benchmark runs on: the programs it needs (Debian's, or the venv's), a free
-loopback port, the load average, and progress lines timed with it."""
+loopback port (the test suite's: tests/support/ports.py), the load average, and progress lines
+timed with it."""
 
 from __future__ import annotations
 
 import shutil
-import socket
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+# The repository's root, for tests.support: a benchmark is started as `python bench/NAME.py`,
+# which puts only bench/ on the path.
+REPOSITORY = str(Path(__file__).resolve().parents[1])
+if REPOSITORY not in sys.path:
+    sys.path.insert(0, REPOSITORY)
+
+# A kernel-chosen port (a bind to port 0) comes from the range every outgoing connection's
+# local port is taken from, and a connection could take it before the server bound it.
+from tests.support.ports import free_port as free_port  # noqa: E402  (re-exported)
 
 
 def step(message: str) -> Callable[[], float]:
@@ -26,12 +36,6 @@ def step(message: str) -> Callable[[], float]:
 
 def load_average() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def require_tool(name: str, debian_package: str) -> str:
