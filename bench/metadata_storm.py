@@ -48,7 +48,7 @@ import time
 from pathlib import Path
 
 from report import write_section
-from storm_building import BuildLoad
+from storm_building import BuildLoad, remove_earlier_builds
 from storm_changes import measure_change_visibility
 from storm_crawl import cloud_init_paths, crawl_bytes
 from storm_host import load_average, require_tool, step, venv_tool
@@ -153,6 +153,8 @@ def run(args: argparse.Namespace, tmp: Path, report: Report) -> None:
     data_dir, report.seeding = seeded_state(args, tmp)
     instances = report.seeding.instances[: args.instances]
     priming = report.seeding.instances[args.instances :]
+    if args.building and not args.no_compute:
+        remove_earlier_builds(data_dir, args.workers, set(report.seeding.instances))
     # A new server for the storm: its workers have done nothing else (so their memory is the
     # metadata service's alone), as after a restart long after the seeding's boots: with
     # load_ahead_seconds = 1 it loads none of them at start (the cold pass is every guest's

@@ -5,8 +5,10 @@ through the API and built by the agent in the same processes (``--building N``).
 ``BuildLoad`` posts multi-creates of ``N`` more servers (from the registries the seeded
 servers came from) in a thread of its own while a paced pass runs, then reports how long the
 creates took and how many servers were still building when the pass ended. The servers stay
-in the state directory (a reused ``--state`` grows by ``N`` each run; they are not in the
-storm's crawl)."""
+in the state directory until the next run on it, which deletes them before it measures
+(``remove_earlier_builds``): left there, each run added ``N`` until the one fake host was full
+and a later run's creates all failed ("No valid host") while the pass measured them.
+"""
 
 from __future__ import annotations
 
@@ -14,11 +16,15 @@ import asyncio
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import httpx
 import storm_identity
+from storm_host import step
 from storm_seeding import Registries, all_server_ids, count_servers, create_batches
+from storm_server import running_server
 
+DELETES_IN_FLIGHT = 8
 BATCH = 100  # servers per multi-create: the creates spread over the pass instead of one burst
 WAIT_SECONDS = 600
 
@@ -91,3 +97,39 @@ class BuildLoad:
             if errors:
                 raise RuntimeError(f"{errors} servers built during the pass went to ERROR")
             self.report.created = [i for i in all_server_ids(api) if i not in self._before]
+
+
+def remove_earlier_builds(data_dir: Path, workers: int, seeded: set[str]) -> int:
+    """Delete every server of the state but the ``seeded`` ones (earlier runs' builds, and
+    their failures), on a server of its own, and wait until they are gone; return how many."""
+    with (
+        running_server(data_dir, workers) as server,
+        httpx.Client(base_url=server.api, headers=storm_identity.AUTH, timeout=60) as api,
+    ):
+        others = [i for i in all_server_ids(api) if i not in seeded]
+        if not others:
+            return 0
+        done = step(f"deleting {len(others):,} servers earlier runs built in this state")
+        asyncio.run(_delete(server.api, others))
+        deadline = time.monotonic() + WAIT_SECONDS
+        while len(all_server_ids(api)) > len(seeded):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"servers still there {WAIT_SECONDS} s after their delete")
+            time.sleep(0.5)
+        done()
+    return len(others)
+
+
+async def _delete(api_base: str, ids: list[str]) -> None:
+    pending = iter(ids)  # shared: each server is deleted once
+
+    async def client_loop(client: httpx.AsyncClient) -> None:
+        for server_id in pending:
+            response = await client.delete(f"/v2.1/servers/{server_id}")
+            if response.status_code not in (204, 404):
+                raise RuntimeError(f"DELETE {server_id}: {response.status_code} {response.text}")
+
+    async with httpx.AsyncClient(
+        base_url=api_base, headers=storm_identity.AUTH, timeout=60
+    ) as client:
+        await asyncio.gather(*(client_loop(client) for _ in range(DELETES_IN_FLIGHT)))
