@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import sys
 import tempfile
 import time
@@ -124,6 +125,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="the measured server without the embedded compute agent (serve --no-compute, "
         "the agent elsewhere); the seeding always runs one",
+    )
+    parser.add_argument(
+        "--new-connections",
+        action="store_true",
+        help="every request on a connection of its own (Connection: close), as cloud-init's "
+        "readurl asks: each guest's request is then also a TCP connection to accept and close",
     )
     parser.add_argument(
         "--write",
@@ -331,6 +338,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.profile_seconds:
         venv_tool("py-spy", "pip install py-spy into the venv")
     report = Report(args)
+    if args.new_connections:
+        os.environ["STORM_CONNECTION_CLOSE"] = "1"  # read by every wrk's Lua script
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="cloudseed-storm-") as tmp_name:
         run(args, Path(tmp_name), report)

@@ -51,6 +51,11 @@ local function split(line)
   return fields
 end
 
+-- STORM_CONNECTION_CLOSE=1: every request asks for its connection to be closed after the
+-- answer, and wrk opens a new one for the next (as cloud-init does: its readurl makes a
+-- requests.Session per request and closes it).
+local connection_close = os.getenv("STORM_CONNECTION_CLOSE") == "1"
+
 -- Set by init(); read by request() and response().
 local targets, steps, window, share = {}, 0, 0, 0
 local step, guest, block_start = 1, 0, 0
@@ -71,6 +76,7 @@ function init(args)
   for i = first, last do
     local id, project, signature = unpack(split(instances[i]))
     local head = host .. "User-Agent: Cloud-Init/22.4.2\r\nAccept: */*\r\n"
+      .. (connection_close and "Connection: close\r\n" or "")
       .. "X-Instance-ID: " .. id .. "\r\nX-Tenant-ID: " .. project
       .. "\r\nX-Instance-ID-Signature: " .. signature .. "\r\n\r\n"
     local row = {}

@@ -355,7 +355,13 @@ def section_text(report: Report) -> str:
             "with `bench/metadata_storm_wrk.lua`: each wrk thread walks its half of the guests "
             f"{args.connections // args.threads} at a time, one crawl step for each, so each "
             "guest's requests come in order and spread over both workers. Cold pass: exactly one "
-            f"request per (guest, path), caches empty; warm passes: {args.duration} s each",
+            f"request per (guest, path), caches empty; warm passes: {args.duration} s each"
+            + (
+                "; every request on a new connection (`Connection: close`, as cloud-init's "
+                "readurl opens one per request), on both servers"
+                if args.new_connections
+                else ""
+            ),
             nginx_note(args),
             "",
             targets,

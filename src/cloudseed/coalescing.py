@@ -45,6 +45,8 @@ log = logging.getLogger(__name__)
 # Checked here, at import: a changed uvicorn stops the start, naming what changed.
 require_tested_uvicorn()
 STATUS_LINE: dict[int, bytes] = httptools_impl.STATUS_LINE
+# What uvicorn's path adds after the app's headers when the request asked to close.
+CONNECTION_CLOSE = b"connection: close\r\n"
 
 
 class CoalescingHttpToolsProtocol(DeadlineHttpToolsProtocol):
@@ -147,20 +149,26 @@ class CoalescingHttpToolsProtocol(DeadlineHttpToolsProtocol):
 
     def _answer_now(self, respond_now: RespondNow) -> bool:
         """Ask the app for the whole answer and write it, for a request uvicorn's path would
-        only hand to the app: a GET or HEAD on a kept-alive HTTP/1.1 connection with nothing
-        before it still unanswered, for a plain path (no query, escapes or absolute form),
+        only hand to the app: a GET or HEAD over HTTP/1.1 with nothing before it on its
+        connection still unanswered, for a plain path (no query, escapes or absolute form),
         not waiting to be told to send a body, while the client takes its answers (a client
         pipelining requests without reading them made 8 MB of requests 100 MB of answers
         held in memory; uvicorn's path waits for them to drain, and stops reading). Anything
-        else, and whatever the app has no answer for, takes uvicorn's ASGI path."""
+        else, and whatever the app has no answer for, takes uvicorn's ASGI path.
+
+        A request that asks to close its connection (``Connection: close``) is answered at
+        once too, as uvicorn's path answers it (a ``connection: close`` line after the app's
+        headers), and the connection is closed after the answer: cloud-init opens a
+        connection for every request it makes (its readurl makes a requests.Session each
+        time and closes it), and a Neutron proxy in front passes each on as it came."""
         parser = self.parser
         cycle = self.cycle
         if (
             (cycle is not None and not cycle.response_complete)
             or self.pipeline
             or self.flow.write_paused  # unread answers piling up: uvicorn's path waits
+            or self.transport.is_closing()  # a request sent after one that asked to close
             or self.expect_100_continue
-            or not parser.should_keep_alive()
             or parser.should_upgrade()
             or parser.get_http_version() != "1.1"
         ):
@@ -181,22 +189,28 @@ class CoalescingHttpToolsProtocol(DeadlineHttpToolsProtocol):
         if found is None:
             return False
         self._answered = True
-        self._write_at_once(found)
+        self._write_at_once(found, closing=not parser.should_keep_alive())
         return True
 
-    def _write_at_once(self, found: AtOnce) -> None:
+    def _write_at_once(self, found: AtOnce, *, closing: bool) -> None:
         """What ``RequestResponseCycle.send`` would write for it, then the request completed
-        as uvicorn completes one (keep-alive timer, pipelined requests next)."""
+        as uvicorn completes one (keep-alive timer, pipelined requests next; ``closing``:
+        the connection closed after the answer)."""
         status, header_lines, body, sent, replayable = found
         status_line = STATUS_LINE[status]
-        rest = b"".join((header_lines, b"\r\n", body))
+        if closing:
+            rest = b"".join((header_lines, CONNECTION_CLOSE, b"\r\n", body))
+        else:
+            rest = b"".join((header_lines, b"\r\n", body))
         self.transport.write_whole(  # type: ignore[attr-defined]
             b"".join((status_line, self._default_lines(), rest))
         )
         if sent is not None:
             sent()
-        elif replayable is not None and self._whole_get is not None:
+        elif replayable is not None and self._whole_get is not None and not closing:
             self._to_keep = (status_line, rest, replayable)
+        if closing:
+            self.transport.close()  # what is written is sent first
         self.on_response_complete()
 
     def _default_lines(self) -> bytes:

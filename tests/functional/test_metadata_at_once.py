@@ -1,6 +1,7 @@
 """Answers at once (coalescing.py, MetadataApp.respond_now): a cached guest's documents are
 written by the HTTP protocol without an ASGI cycle, byte for byte what the ASGI path sends
-(a request with ``Connection: close`` still takes that path, so the two are compared)."""
+(a path with an escaped character still takes that path, so the two are compared), also to
+a request that asks to close its connection, as cloud-init's do."""
 
 from __future__ import annotations
 
@@ -48,6 +49,14 @@ def asgi_calls(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     yield calls
 
 
+def by_the_asgi_path(path: str) -> str:
+    """The same path in a form the protocol leaves to the ASGI path: its last character
+    escaped (for "/", an empty query)."""
+    if path == "/":
+        return "/?"
+    return f"{path[:-1]}%{ord(path[-1]):02X}"
+
+
 def comparable(r: httpx.Response) -> tuple[int, list[tuple[str, str]], bytes]:
     headers = [(k, v) for k, v in r.headers.multi_items() if k not in ("date", "connection")]
     body = r.content
@@ -75,20 +84,23 @@ def test_cached_documents_are_answered_at_once_as_the_asgi_path_would(
             fast = md.get(path, headers=signed)
             assert fast.status_code == 200, (path, fast.text)
             assert "connection" not in fast.headers
-            slow = md.get(path, headers={**signed, "Connection": "close"})
-            assert slow.headers["connection"] == "close"
+            slow = md.get(by_the_asgi_path(path), headers=signed)
             assert comparable(fast) == comparable(slow), path
+            # Asked to close: the same answer, with uvicorn's connection: close.
+            closing = md.get(path, headers={**signed, "Connection": "close"})
+            assert closing.headers["connection"] == "close"
+            assert comparable(closing) == comparable(fast), path
             # 304 and HEAD too.
             tag = {"If-None-Match": fast.headers["etag"]}
             not_modified = md.get(path, headers={**signed, **tag})
             assert not_modified.status_code == 304 and not_modified.content == b""
             assert comparable(not_modified) == comparable(
-                md.get(path, headers={**signed, **tag, "Connection": "close"})
+                md.get(by_the_asgi_path(path), headers={**signed, **tag})
             )
             head = md.head(path, headers=signed)
             assert head.status_code == 200 and head.content == b""
             assert head.headers["content-length"] == str(len(fast.content))
-        # Only the requests that asked to close their connection went the ASGI way.
+        # Only the escaped paths went the ASGI way.
         assert asgi_calls == [p for p in PATHS for _ in range(2)]
 
 
@@ -197,6 +209,21 @@ def test_edge_cases_of_the_http_layer_answer_as_uvicorns_path_does(
         assert escaped == [b"HTTP/1.1 200 OK #cloud-config\n"]
         assert old == [b"HTTP/1.1 200 OK #cloud-config\n"]
         assert asgi_calls == ["/openstack/latest/user_data"] * 2
+        # Asked to close: answered at once, then closed; a request pipelined after it gets
+        # no answer, as on uvicorn's path.
+        asgi_calls.clear()
+        closing = get("/openstack/latest/user_data", "Connection: close\r\n")
+        host, port = url.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=10) as sock:
+            sock.sendall(closing + get("/openstack"))
+            received = b""
+            while chunk := sock.recv(65536):  # until the server closes the connection
+                received += chunk
+        assert received.startswith(b"HTTP/1.1 200 OK\r\n")
+        assert received.count(b"HTTP/1.1 ") == 1
+        assert b"\r\nconnection: close\r\n" in received
+        assert received.endswith(b"\r\n\r\n#cloud-config\n")
+        assert "/openstack/latest/user_data" not in asgi_calls
         # Bytes that are not ASCII in the path: refused as before, nothing logged as a failure.
         raw = get("/openstack/latest/user_data").replace(b"user_data", b"user_d\xe9ta")
         refused = _exchange(url, raw, 1)
