@@ -44,8 +44,9 @@ log = logging.getLogger(__name__)
 # worker's event loop gives the GIL up at every socket call and epoll wait, and each time a
 # busy thread of the same process holds it (a load of guests ahead, a multi-create's write,
 # the embedded agent's builds), the loop waited up to the whole interval to take it back: a
-# request that makes three such calls waited up to 15 ms. 0.5 ms halved the storm's p99 while
-# 2,000 servers were built beside it (docs/benchmarks.md, issue 36).
+# request that makes three such calls waited up to 15 ms. At 0.5 ms the storm's p99 fell by
+# a third while 2,000 servers were built beside it, and by about half with nothing building
+# (docs/benchmarks.md, issue 36).
 LOOP_FIRST_SWITCH_INTERVAL = 0.0005
 
 
