@@ -207,8 +207,8 @@ class CoalescingHttpToolsProtocol(DeadlineHttpToolsProtocol):
         )
         if sent is not None:
             sent()
-        elif replayable is not None and self._whole_get is not None and not closing:
-            self._to_keep = (status_line, rest, replayable)
+        elif replayable is not None and self._whole_get is not None:
+            self._to_keep = (status_line, rest, replayable)  # not kept once closing
         if closing:
             self.transport.close()  # what is written is sent first
         self.on_response_complete()
