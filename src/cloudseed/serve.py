@@ -78,11 +78,12 @@ def quiet_uvicorn_repeats() -> None:
 
 
 def listeners(settings: Settings, *, compute: bool = True) -> list[Listener]:
-    """The HTTP apps a serve process runs; with ``compute``, the API app's lifespan also runs
-    this node's compute agent (every worker process: they share the host's operations through
-    leases, so any of them may take the next one). A change committed through the API app is
-    heard at once by the metadata service and the agent of the same worker: they share its
-    API database (``serve_sockets``)."""
+    """The HTTP apps a serve process runs, those of ``[DEFAULT] enabled_apis``; with
+    ``compute``, the API app's lifespan also runs this node's compute agent (every worker
+    process: they share the host's operations through leases, so any of them may take the
+    next one), so a serve of the metadata service alone runs none. A change committed through
+    the API app is heard at once by the metadata service and the agent of the same worker:
+    they share its API database (``serve_sockets``)."""
     from cloudseed.api.app import create_api_app
     from cloudseed.metadata.app import create_metadata_app
 
@@ -93,17 +94,30 @@ def listeners(settings: Settings, *, compute: bool = True) -> list[Listener]:
         return create_metadata_app(settings, api_db=api_db)
 
     d = settings.default
-    return [
-        Listener("compute API", d.osapi_compute_listen, d.osapi_compute_listen_port, api_app),
-        Listener(
-            "metadata service",
-            d.metadata_listen,
-            d.metadata_listen_port,
-            metadata_app,
-            ip_ttl=settings.metadata.hop_limit,
-            kind="metadata",
-        ),
-    ]
+    enabled = split_list(d.enabled_apis)
+    chosen = []
+    if "osapi_compute" in enabled:
+        chosen.append(
+            Listener("compute API", d.osapi_compute_listen, d.osapi_compute_listen_port, api_app)
+        )
+    if "metadata" in enabled:
+        chosen.append(
+            Listener(
+                "metadata service",
+                d.metadata_listen,
+                d.metadata_listen_port,
+                metadata_app,
+                ip_ttl=settings.metadata.hop_limit,
+                kind="metadata",
+            )
+        )
+    return chosen
+
+
+def runs_compute_api(settings: Settings) -> bool:
+    """Whether ``cloudseed serve`` runs the compute API (and so, unless told not to, the
+    compute agent) under these settings."""
+    return "osapi_compute" in split_list(settings.default.enabled_apis)
 
 
 def protocol_for(

@@ -36,6 +36,12 @@ def _host_port(value: str | None) -> tuple[str | None, int | None]:
 )
 @click.option("--workers", type=int, help="Worker processes (default 1).")
 @click.option(
+    "--enabled-apis",
+    metavar="LIST",
+    help="The APIs to run: osapi_compute, metadata or both, comma-separated "
+    "([DEFAULT] enabled_apis; default both).",
+)
+@click.option(
     "--no-compute",
     is_flag=True,
     help="Serve the API and metadata only; guests run on `cloudseed compute` hosts.",
@@ -47,10 +53,11 @@ def serve(
     api_listen: str | None,
     metadata_listen: str | None,
     workers: int | None,
+    enabled_apis: str | None,
     no_compute: bool,
 ) -> None:
     """Run the compute API and the metadata service (and, unless --no-compute, this host's
-    compute agent) until SIGTERM."""
+    compute agent, beside the compute API) until SIGTERM."""
     api_host, api_port = _host_port(api_listen)
     md_host, md_port = _host_port(metadata_listen)
     settings = cli.settings(
@@ -60,14 +67,16 @@ def serve(
             ("DEFAULT", "metadata_listen"): md_host,
             ("DEFAULT", "metadata_listen_port"): md_port,
             ("DEFAULT", "workers"): workers,
+            ("DEFAULT", "enabled_apis"): enabled_apis,
         }
     )
+    compute = not no_compute and serving.runs_compute_api(settings)
     logging.getLogger().setLevel(settings.default.log_level.upper())
-    if settings.api.auth_strategy == "noauth2":
+    if settings.api.auth_strategy == "noauth2" and serving.runs_compute_api(settings):
         logging.getLogger("cloudseed").warning(
             "[api] auth_strategy is noauth2: anyone who can reach the API can act as any user, "
             "including 'admin'. Use it for development only."
         )
-    preflight(cli, settings, compute=not no_compute)
+    preflight(cli, settings, compute=compute)
     with errors_as_click():
-        serving.run(settings, compute=not no_compute)
+        serving.run(settings, compute=compute)

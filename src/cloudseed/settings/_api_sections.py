@@ -32,9 +32,17 @@ class DefaultSection:
     )
     workers: int = option(
         1,
-        "Worker processes serving both HTTP apps (Nova has osapi_compute_workers and "
-        "metadata_workers; cloudseed's workers serve both).",
+        "Worker processes serving the enabled APIs (Nova has osapi_compute_workers and "
+        "metadata_workers; cloudseed's workers serve every enabled API).",
         minimum=1,
+    )
+    enabled_apis: str = option(
+        "osapi_compute,metadata",
+        "The APIs `cloudseed serve` runs, comma-separated (Nova's enabled_apis): "
+        "osapi_compute (the compute API, and with it this node's compute agent unless "
+        "--no-compute) and metadata. One serve for each keeps the metadata service's "
+        "processes apart from the API's writes and the agent's builds, which can then run at "
+        "a lower CPU priority on the same node (docs/deployment.md).",
     )
     log_level: str = option("info", "Log level.", choices=("debug", "info", "warning", "error"))
     compute_driver: str = option(

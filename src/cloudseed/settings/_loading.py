@@ -118,6 +118,12 @@ def _check_lists(settings: Settings) -> None:
     def fail(section: str, name: str, item: str, why: str) -> None:
         raise ConfigError(f"invalid item {item!r} in [{section}] {name}: {why}")
 
+    apis = split_list(settings.default.enabled_apis)
+    for item in apis:
+        if item not in ("osapi_compute", "metadata"):
+            fail("DEFAULT", "enabled_apis", item, "must be osapi_compute or metadata")
+    if not apis:
+        raise ConfigError("[DEFAULT] enabled_apis is empty: name osapi_compute, metadata or both")
     for item in split_list(settings.api.vendordata_providers):
         if item not in ("StaticJSON", "DynamicJSON"):
             fail("api", "vendordata_providers", item, "must be StaticJSON or DynamicJSON")
