@@ -7,7 +7,6 @@ from __future__ import annotations
 import signal
 import socket
 import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -16,6 +15,8 @@ import httpx
 import pytest
 
 from cloudseed.signing import sign
+from tests.support.cli import command as cloudseed
+from tests.support.cli import synced
 from tests.support.cluster import create, registered, running_cluster, status_is, wait
 from tests.support.ports import free_port
 from tests.support.waiting import wait_until
@@ -23,14 +24,9 @@ from tests.support.waiting import wait_until
 AGENT_STARTED = "started (driver fake)"
 
 
-def cloudseed(data_dir: Path, *args: str) -> list[str]:
-    return [sys.executable, "-m", "cloudseed", "--data-dir", str(data_dir), *args]
-
-
 @pytest.fixture()
 def data_dir(tmp_path: Path) -> Path:
-    subprocess.run(cloudseed(tmp_path, "db", "sync"), check=True, capture_output=True)
-    return tmp_path
+    return synced(tmp_path)
 
 
 def listening(port: int) -> bool:

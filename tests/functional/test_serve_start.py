@@ -8,11 +8,12 @@ from __future__ import annotations
 import signal
 import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.support.cli import command as cloudseed
+from tests.support.cli import synced
 from tests.support.ports import free_port
 from tests.support.waiting import wait_until
 
@@ -26,14 +27,9 @@ LIFECYCLE = (
 )
 
 
-def cloudseed(data_dir: Path, *args: str) -> list[str]:
-    return [sys.executable, "-m", "cloudseed", "--data-dir", str(data_dir), *args]
-
-
 @pytest.fixture()
 def data_dir(tmp_path: Path) -> Path:
-    subprocess.run(cloudseed(tmp_path, "db", "sync"), check=True, capture_output=True)
-    return tmp_path
+    return synced(tmp_path)
 
 
 def test_a_port_in_use_is_one_line_naming_the_listener(data_dir: Path) -> None:
