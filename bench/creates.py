@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import os
 import signal
 import sqlite3
@@ -29,14 +28,13 @@ import statistics
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 import storm_identity
-from storm_host import venv_tool
 from storm_seeding import create_batches, import_key_pair, register, wait_until_active
-from storm_server import code_from, running_server, stop
+from storm_server import code_from, running_server, standalone_agent
 from storm_workers import cpu_seconds
 
 ADMIN = {"X-Auth-Token": "admin:admin"}  # the registered host's list is for admins
@@ -55,29 +53,6 @@ def wait_for_builds(api: httpx.Client, total: int) -> None:
             raise RuntimeError("servers still building after 600 s")
         time.sleep(0.2)
     wait_until_active(api, total)
-
-
-@contextlib.contextmanager
-def standalone_agent(data: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """``cloudseed compute`` of host ``storm-agent`` beside a ``serve --no-compute``."""
-    env = {
-        **os.environ,
-        "CLOUDSEED_LOG_LEVEL": "warning",
-        "CLOUDSEED_FAKE_DRIVER__DELAY_MS": "0",
-        "CLOUDSEED_INITIAL_CPU_ALLOCATION_RATIO": "16",
-        "CLOUDSEED_INITIAL_RAM_ALLOCATION_RATIO": "16",
-    }
-    command = [venv_tool("cloudseed", "the project's venv"), "--data-dir", str(data)]
-    log = (data / "agent.log").open("wb")
-    process = subprocess.Popen(
-        [*command, "compute", "--host", "storm-agent"], stdout=log, stderr=log, env=env
-    )
-    try:
-        yield process
-    finally:
-        process.send_signal(signal.SIGCONT)
-        stop(process)
-        log.close()
 
 
 def pause(agent: subprocess.Popen[bytes], data: Path) -> None:

@@ -66,7 +66,7 @@ from storm_report import (
     section_text,
 )
 from storm_seeding import seeded_state
-from storm_server import running_server
+from storm_server import running_server, standalone_agent
 from storm_workers import connections_by_worker, fill_every_worker, idle_cpu_share, workers_rss
 from storm_wrk import run_wrk, run_wrk_one_cycle, write_storm_files, wrk_command
 
@@ -127,6 +127,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "the agent elsewhere); the seeding always runs one",
     )
     parser.add_argument(
+        "--apart",
+        type=int,
+        metavar="NICE",
+        help="the layout of docs/deployment.md for storms during builds: the measured server "
+        "runs the metadata service alone (`serve --enabled-apis metadata`); --building's "
+        "creates go to a `serve --enabled-apis osapi_compute --no-compute` and its builds to "
+        "a `cloudseed compute`, both at this CPU niceness (0-19)",
+    )
+    parser.add_argument(
         "--new-connections",
         action="store_true",
         help="every request on a connection of its own (Connection: close), as cloud-init's "
@@ -160,15 +169,31 @@ def run(args: argparse.Namespace, tmp: Path, report: Report) -> None:
     data_dir, report.seeding = seeded_state(args, tmp)
     instances = report.seeding.instances[: args.instances]
     priming = report.seeding.instances[args.instances :]
+    apart = args.apart is not None
     if args.building and not args.no_compute:
         remove_earlier_builds(data_dir, args.workers, set(report.seeding.instances))
     # A new server for the storm: its workers have done nothing else (so their memory is the
     # metadata service's alone), as after a restart long after the seeding's boots: with
     # load_ahead_seconds = 1 it loads none of them at start (the cold pass is every guest's
     # first contact), and loads ahead the guests it builds itself (the --building pass's).
-    with running_server(
-        data_dir, args.workers, compute=not args.no_compute, load_ahead_seconds=1
-    ) as server:
+    with contextlib.ExitStack() as processes:
+        server = processes.enter_context(
+            running_server(
+                data_dir,
+                args.workers,
+                compute=not (args.no_compute or apart),
+                load_ahead_seconds=1,
+                apis="metadata" if apart else "osapi_compute,metadata",
+            )
+        )
+        api = server.api
+        if apart:
+            # Up from the start: creates made before the agent's first heartbeat find no host.
+            # The agent takes the host serve's embedded one had, whose next run deletes them.
+            processes.enter_context(standalone_agent(data_dir, host=None, nice=args.apart))
+            api = processes.enter_context(
+                running_server(data_dir, 1, compute=False, apis="osapi_compute", nice=args.apart)
+            ).api
         metadata = f"http://127.0.0.1:{server.metadata_port}"
         done = step("crawling one guest as cloud-init does")
         report.paths = cloud_init_paths(metadata, instances[0])
@@ -270,7 +295,7 @@ def run(args: argparse.Namespace, tmp: Path, report: Report) -> None:
                     f"the same paced pass while {args.building:,} more servers are created "
                     "and built"
                 )
-                with BuildLoad(server.api, instances[0], args.building) as load:
+                with BuildLoad(api, instances[0], args.building) as load:
                     report.paced_building = run_wrk(
                         f"cloudseed, warm, paced, while {args.building:,} servers are "
                         "created and built",
@@ -306,7 +331,7 @@ def run(args: argparse.Namespace, tmp: Path, report: Report) -> None:
 
         done = step(f"change visibility: {args.change_trials} user data changes")
         report.changes = measure_change_visibility(
-            server, instances[len(instances) // 2], args.change_trials
+            server, instances[len(instances) // 2], args.change_trials, api_base=api
         )
         print("  " + "; ".join(change_lines(report)))
         done()

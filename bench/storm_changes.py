@@ -57,13 +57,15 @@ async def _one_change(
     return ChangeTrial((answered - started) * 1000, seen)
 
 
-async def _change_visibility(server: Server, instance_id: str, trials: int) -> list[ChangeTrial]:
+async def _change_visibility(
+    server: Server, api_base: str, instance_id: str, trials: int
+) -> list[ChangeTrial]:
     path = "/openstack/latest/user_data"
     owned = await connections_per_worker(server, instance_id, path, per_worker=4)
     headers = {**storm_identity.AUTH, "OpenStack-API-Version": "compute 2.105"}
     results = []
     try:
-        async with httpx.AsyncClient(base_url=server.api, headers=headers, timeout=30) as api:
+        async with httpx.AsyncClient(base_url=api_base, headers=headers, timeout=30) as api:
             for trial in range(trials):
                 results.append(await _one_change(api, instance_id, path, owned, trial))
                 await asyncio.sleep(0.2)  # lets the feed pollers drift to a new phase
@@ -74,5 +76,9 @@ async def _change_visibility(server: Server, instance_id: str, trials: int) -> l
     return results
 
 
-def measure_change_visibility(server: Server, instance_id: str, trials: int) -> list[ChangeTrial]:
-    return asyncio.run(_change_visibility(server, instance_id, trials))
+def measure_change_visibility(
+    server: Server, instance_id: str, trials: int, *, api_base: str | None = None
+) -> list[ChangeTrial]:
+    """``trials`` user data changes made through ``api_base`` (None: ``server``'s own API),
+    each polled for in every worker of ``server``."""
+    return asyncio.run(_change_visibility(server, api_base or server.api, instance_id, trials))

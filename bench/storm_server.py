@@ -94,11 +94,19 @@ def code_from(src: Path | None) -> Iterator[None]:
 
 @contextlib.contextmanager
 def running_server(
-    data_dir: Path, workers: int, *, compute: bool = True, load_ahead_seconds: int | None = None
+    data_dir: Path,
+    workers: int,
+    *,
+    compute: bool = True,
+    load_ahead_seconds: int | None = None,
+    apis: str = "osapi_compute,metadata",
+    nice: int = 0,
 ) -> Iterator[Server]:
     """``cloudseed serve``; ``compute=False``: without the compute agent (``--no-compute``),
     for runs that only read, where queued operations would compete for the CPUs;
-    ``load_ahead_seconds``: ``[metadata] load_ahead_seconds`` (None: its default)."""
+    ``load_ahead_seconds``: ``[metadata] load_ahead_seconds`` (None: its default); ``apis``:
+    ``--enabled-apis`` (the other API's port is reserved and not served); ``nice``: its CPU
+    niceness (the operator's ``Nice=``)."""
     api_port, metadata_port = free_port(), free_port()
     env = {
         **os.environ,
@@ -132,17 +140,27 @@ def running_server(
         f"127.0.0.1:{metadata_port}",
         "--workers",
         str(workers),
+        "--enabled-apis",
+        apis,
         *([] if compute else ["--no-compute"]),
     ]
-    log_path = data_dir / "server.log"
+    log_path = data_dir / ("server.log" if "metadata" in apis else "api-server.log")
     with log_path.open("wb") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+        process = subprocess.Popen(
+            command,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            preexec_fn=(lambda: os.nice(nice)) if nice else None,
+        )
     server = Server(process, f"http://127.0.0.1:{api_port}", metadata_port, data_dir)
     try:
-        wait_until_answering(f"{server.api}/healthz", process, log_path)
-        # "/" is the one metadata path answered without knowing the caller.
-        wait_until_answering(f"http://127.0.0.1:{metadata_port}/", process, log_path)
-        while len(server.worker_pids()) < workers:
+        if "osapi_compute" in apis:
+            wait_until_answering(f"{server.api}/healthz", process, log_path)
+        if "metadata" in apis:
+            # "/" is the one metadata path answered without knowing the caller.
+            wait_until_answering(f"http://127.0.0.1:{metadata_port}/", process, log_path)
+        while workers > 1 and len(server.worker_pids()) < workers:  # 1: serve itself serves
             time.sleep(0.05)
         yield server
     finally:
@@ -159,6 +177,38 @@ def running_server(
                 f"{'; '.join(errors_in_log(server))}",
                 file=sys.stderr,
             )
+
+
+@contextlib.contextmanager
+def standalone_agent(
+    data_dir: Path, *, host: str | None = "storm-agent", nice: int = 0
+) -> Iterator[subprocess.Popen[bytes]]:
+    """``cloudseed compute`` beside a ``serve --no-compute`` on the same state: of ``host``
+    (None: the one serve's embedded agent takes, so that a later serve's agent can delete what
+    it built), at CPU niceness ``nice`` (the operator's ``Nice=`` in the agent's unit)."""
+    env = {
+        **os.environ,
+        "CLOUDSEED_LOG_LEVEL": "warning",
+        "CLOUDSEED_FAKE_DRIVER__DELAY_MS": "0",
+        "CLOUDSEED_INITIAL_CPU_ALLOCATION_RATIO": "16",
+        "CLOUDSEED_INITIAL_RAM_ALLOCATION_RATIO": "16",
+    }
+    command = [venv_tool("cloudseed", "the project's venv"), "--data-dir", str(data_dir)]
+    command += ["compute", *(["--host", host] if host else [])]
+    log = (data_dir / "agent.log").open("wb")
+    process = subprocess.Popen(
+        command,
+        stdout=log,
+        stderr=log,
+        env=env,
+        preexec_fn=(lambda: os.nice(nice)) if nice else None,
+    )
+    try:
+        yield process
+    finally:
+        process.send_signal(signal.SIGCONT)
+        stop(process)
+        log.close()
 
 
 def errors_in_log(server: Server) -> list[str]:
