@@ -117,10 +117,10 @@ bench: test-venv  ## key pair benchmarks; results go to docs/benchmarks.md
 bench-api-reads: test-venv  ## key pair list/show, server show under wrk, import latency (about 1 minute)
 	$(BIN)/python bench/api_reads.py --write docs/benchmarks.md
 
-bench-metadata: venv  ## metadata boot storm (10,000 guests, wrk, nginx side by side; minutes)
+bench-metadata: venv  ## metadata boot storm (10,000 guests, wrk, nginx side by side, 2,000 servers built beside it as docs/deployment.md lays them out; minutes)
 	sh tools/debian-packages.sh wrk nginx-light
 	$(BIN)/pip install --quiet py-spy
-	$(BIN)/python bench/metadata_storm.py --write docs/benchmarks.md
+	$(BIN)/python bench/metadata_storm.py --apart 10 --write docs/benchmarks.md
 
 bench-login-keys: venv  ## authorized_keys under a storm of logins (2,000 guests, wrk; about 4 minutes)
 	sh tools/debian-packages.sh wrk
