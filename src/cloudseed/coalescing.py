@@ -95,7 +95,7 @@ class CoalescingHttpToolsProtocol(DeadlineHttpToolsProtocol):
         )
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        # asyncio's socket transport or uvloop's, which is alike but no asyncio.Transport.
+        assert isinstance(transport, asyncio.Transport)
         super().connection_made(CoalescingTransport(transport, self.loop))  # type: ignore[arg-type]
         self._respond_now = getattr(self.app, "respond_now", None)  # AnswersAtOnce's
         self._replays = getattr(self.app, "replays", None)
