@@ -10,7 +10,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +25,7 @@ class Server:
     api: str
     metadata_port: int
     data_dir: Path
+    log_path: Path  # what it printed (a serve of the compute API alone has a log of its own)
 
     def worker_pids(self) -> list[int]:
         """The serve parent's children: the worker processes."""
@@ -92,6 +93,17 @@ def code_from(src: Path | None) -> Iterator[None]:
             os.environ["PYTHONPATH"] = saved
 
 
+def at_niceness(nice: int) -> Callable[[], None] | None:
+    """A Popen ``preexec_fn`` that starts the child at CPU niceness ``nice`` (None for 0)."""
+    if not nice:
+        return None
+
+    def lower_priority() -> None:
+        os.nice(nice)
+
+    return lower_priority
+
+
 @contextlib.contextmanager
 def running_server(
     data_dir: Path,
@@ -151,9 +163,9 @@ def running_server(
             stdout=log,
             stderr=subprocess.STDOUT,
             env=env,
-            preexec_fn=(lambda: os.nice(nice)) if nice else None,
+            preexec_fn=at_niceness(nice),
         )
-    server = Server(process, f"http://127.0.0.1:{api_port}", metadata_port, data_dir)
+    server = Server(process, f"http://127.0.0.1:{api_port}", metadata_port, data_dir, log_path)
     try:
         if "osapi_compute" in apis:
             wait_until_answering(f"{server.api}/healthz", process, log_path)
@@ -201,7 +213,7 @@ def standalone_agent(
         stdout=log,
         stderr=log,
         env=env,
-        preexec_fn=(lambda: os.nice(nice)) if nice else None,
+        preexec_fn=at_niceness(nice),
     )
     try:
         yield process
@@ -213,7 +225,7 @@ def standalone_agent(
 
 def errors_in_log(server: Server) -> list[str]:
     """The distinct exception messages in the server's log (what refused a request)."""
-    text = (server.data_dir / "server.log").read_text(errors="replace")
+    text = server.log_path.read_text(errors="replace")
     found = re.findall(r"^\w+(?:\.\w+)*(?:Error|Exception): (.+)$", text, re.MULTILINE)
     # "(sqlite3.IntegrityError) X" wraps "X": one message, not two.
     return list(dict.fromkeys(re.sub(r"^\(\S+\) ", "", m).strip() for m in found))

@@ -94,13 +94,12 @@ def listeners(settings: Settings, *, compute: bool = True) -> list[Listener]:
         return create_metadata_app(settings, api_db=api_db)
 
     d = settings.default
-    enabled = split_list(d.enabled_apis)
     chosen = []
-    if "osapi_compute" in enabled:
+    if runs_compute_api(settings):
         chosen.append(
             Listener("compute API", d.osapi_compute_listen, d.osapi_compute_listen_port, api_app)
         )
-    if "metadata" in enabled:
+    if "metadata" in split_list(d.enabled_apis):
         chosen.append(
             Listener(
                 "metadata service",

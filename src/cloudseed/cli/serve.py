@@ -70,9 +70,10 @@ def serve(
             ("DEFAULT", "enabled_apis"): enabled_apis,
         }
     )
-    compute = not no_compute and serving.runs_compute_api(settings)
+    with_api = serving.runs_compute_api(settings)
+    compute = not no_compute and with_api
     logging.getLogger().setLevel(settings.default.log_level.upper())
-    if settings.api.auth_strategy == "noauth2" and serving.runs_compute_api(settings):
+    if settings.api.auth_strategy == "noauth2" and with_api:
         logging.getLogger("cloudseed").warning(
             "[api] auth_strategy is noauth2: anyone who can reach the API can act as any user, "
             "including 'admin'. Use it for development only."
