@@ -22,12 +22,15 @@ token-less access audit, the metrics).
 Memory is bounded: ``max_bytes`` per worker (1 MiB: a few hundred answers, some 40 guests'
 whole crawls), each entry counted as its bytes and the Python objects around them, and an
 answer larger than ``max_entry`` is not kept. A full store makes room only by dropping its
-least recently replayed entry, and only if that was not replayed for ``idle_before_replaced``
-seconds; otherwise the new answer is not kept. A boot storm asks each guest's documents about
-once: its answers fill the store and are then only looked up, where dropping the oldest for
-each new one (as before) wrote and dropped an entry per request, held three times the counted
-memory and halved a 3,000-guest storm's warm throughput (docs/benchmarks.md, the issue 36
-notes).
+least recently replayed entries, and only those not replayed for ``idle_before_replaced``
+seconds, or replayed fewer times than the new answer was asked for while it could not be kept,
+less ``ASKED_MARGIN``; otherwise the new answer is not kept, and the refusal is counted. A boot
+storm asks each guest's documents about once: its answers fill the store and are then only
+looked up, where dropping the oldest for each new one wrote and dropped an entry per request,
+held three times the counted memory and halved a 3,000-guest storm's warm throughput
+(docs/benchmarks.md, the issue 36 notes). Without the count, the storm's answers, never
+replayed, then kept out for 30 s a guest asking the same documents thousands of times a second
+(the side-by-side's warm guest after its storm: half the throughput at 8 connections).
 """
 
 from __future__ import annotations
@@ -43,6 +46,16 @@ ReplayKey = tuple[str | None, bytes]
 DEFAULT_MAX_BYTES = 1024 * 1024
 DEFAULT_MAX_ENTRY = 64 * 1024
 DEFAULT_IDLE_BEFORE_REPLACED = 30.0  # seconds
+# A refused answer replaces an entry in use once asked for this many times more than that entry
+# was replayed. With 1, guests crawled over and over in random order (a warm storm larger than
+# the store) still traded entries on every pass: an entry not yet replayed in the current pass
+# is one replay behind the answers asked again in it. With 2 they do not, and a guest asking
+# the same few heads again and again is kept from its third ask.
+ASKED_MARGIN = 2
+# Refusals are counted by the key's hash for at most this many keys, and all forgotten at once
+# past it (the counts' only ageing): a storm larger than the store refuses more keys than this
+# a pass, so its counts never build up; a guest asked hot meanwhile builds up at once.
+MAX_REFUSALS_COUNTED = 2048
 # An entry's objects besides its bytes: the key's tuple, the entry, its Replayable with two
 # closures and what they hold, the ordered dict's links, the guest's set; with what the
 # allocator keeps around them, RSS grew about 2,400 bytes an entry (bench/metadata_storm.py,
@@ -77,7 +90,7 @@ def refilled(rest: bytes, hole: Hole) -> bytes:
 class Replay:
     """A kept answer, and when it was last looked up."""
 
-    __slots__ = ("replayable", "rest", "size", "status_line", "used_at")
+    __slots__ = ("hits", "replayable", "rest", "size", "status_line", "used_at")
 
     def __init__(
         self, status_line: bytes, rest: bytes, replayable: Replayable, size: int, used_at: float
@@ -87,6 +100,7 @@ class Replay:
         self.replayable = replayable
         self.size = size
         self.used_at = used_at
+        self.hits = 0  # lookups that found it
 
 
 class Replays:
@@ -110,11 +124,14 @@ class Replays:
         self._entries: OrderedDict[ReplayKey, Replay] = OrderedDict()
         self._by_guest: dict[str, set[ReplayKey]] = {}
         self._bytes = 0
+        # hash(key) -> how many times an answer to it was not kept (MAX_REFUSALS_COUNTED).
+        self._refusals: dict[int, int] = {}
 
     def get(self, key: ReplayKey) -> Replay | None:
         entry = self._entries.get(key)
         if entry is not None:
             entry.used_at = self._clock()
+            entry.hits += 1
             self._entries.move_to_end(key)
         return entry
 
@@ -124,14 +141,41 @@ class Replays:
             return
         self.forget(key)
         now = self._clock()
-        while self._entries and self._bytes + size > self.max_bytes:
-            oldest = next(iter(self._entries))
-            if now - self._entries[oldest].used_at < self.idle_before_replaced:
-                return  # full of entries in use: this answer is not kept
-            self.forget(oldest)
+        victims = self._to_make_room(size, now, asked=self._refusals.get(hash(key), 0) + 1)
+        if victims is None:
+            self._refused(key)
+            return
+        for victim in victims:
+            self.forget(victim)
+        self._refusals.pop(hash(key), None)
         self._entries[key] = Replay(status_line, rest, of, size, now)
         self._by_guest.setdefault(of.guest, set()).add(key)
         self._bytes += size
+
+    def _to_make_room(self, size: int, now: float, asked: int) -> list[ReplayKey] | None:
+        """The least recently replayed entries to drop for ``size`` more bytes, or None if
+        one of them is still in use (replayed within ``idle_before_replaced`` seconds and at
+        least ``asked - ASKED_MARGIN`` times)."""
+        victims: list[ReplayKey] = []
+        room = self.max_bytes - self._bytes
+        entries = iter(self._entries.items())
+        while room < size:
+            victim, entry = next(entries, (None, None))
+            if victim is None or entry is None:
+                return None  # larger than the whole store
+            in_use = now - entry.used_at < self.idle_before_replaced
+            if in_use and asked <= entry.hits + ASKED_MARGIN:
+                return None
+            victims.append(victim)
+            room += entry.size
+        return victims
+
+    def _refused(self, key: ReplayKey) -> None:
+        refusals = self._refusals
+        if len(refusals) >= MAX_REFUSALS_COUNTED:
+            refusals.clear()
+        digest = hash(key)
+        refusals[digest] = refusals.get(digest, 0) + 1
 
     def forget(self, key: ReplayKey) -> None:
         entry = self._entries.pop(key, None)
@@ -156,3 +200,6 @@ class Replays:
 
     def __len__(self) -> int:
         return len(self._entries)
+
+    def __contains__(self, key: ReplayKey) -> bool:  # not a lookup: nothing is moved or counted
+        return key in self._entries

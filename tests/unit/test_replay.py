@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+import random
 
 from cloudseed.metadata.answers import JSON, Answer, at_once
 from cloudseed.metadata.render import SeededJSON
-from cloudseed.replay import Hole, Replayable, Replays, refilled
+from cloudseed.replay import ASKED_MARGIN, Hole, Replayable, Replays, refilled
 
 
 def replayable(guest: str = "g1", hole: Hole | None = None) -> Replayable:
@@ -69,4 +70,45 @@ def test_replays_are_bounded_and_dropped_by_guest() -> None:
     assert len(replays) == 0
     replays.keep(("p", b"2"), b"s", b"x" * 100, of_b)
     replays.changed(None)
+    assert len(replays) == 0
+
+
+def test_a_guest_asking_again_and_again_replaces_a_storms_answers_never_replayed() -> None:
+    now = [0.0]
+    replays = Replays(max_bytes=3 * 2500, idle_before_replaced=30, clock=lambda: now[0])
+    storm = [("p", b"storm-%d" % i) for i in range(3)]
+    for key in storm:  # each asked once and kept: the store is full
+        replays.keep(key, b"s", b"x" * 50, replayable("storm"))
+    replays.get(storm[0])  # replayed once: one more ask is needed to replace it
+    hot = ("p", b"hot")
+    for _ in range(ASKED_MARGIN):
+        replays.keep(hot, b"s", b"x" * 50, replayable("hot"))
+        assert replays.get(hot) is None  # refused, a second after the storm
+    replays.keep(hot, b"s", b"x" * 50, replayable("hot"))  # asked more than the margin
+    assert replays.get(hot) is not None
+    assert replays.get(storm[1]) is None  # the least recently replayed went
+    assert replays.get(storm[0]) is not None and replays.get(storm[2]) is not None
+
+
+def test_guests_crawled_in_turn_do_not_trade_places() -> None:
+    """A storm larger than the store, crawled again and again in random order: the answers
+    kept stay kept (trading them wrote and dropped an entry per request)."""
+    rng = random.Random(7)
+    replays = Replays(max_bytes=40 * 2500, idle_before_replaced=1e9)
+    keys = [("p", b"guest-%d" % i) for i in range(100)]
+    kept_after_each_pass = []
+    for _ in range(6):
+        rng.shuffle(keys)
+        for key in keys:
+            if replays.get(key) is None:
+                replays.keep(key, b"s", b"x" * 50, replayable(key[1].decode()))
+        kept_after_each_pass.append({key for key in keys if key in replays})
+    first = kept_after_each_pass[0]
+    assert len(first) == 40
+    assert all(kept == first for kept in kept_after_each_pass[1:])
+
+
+def test_an_answer_larger_than_the_store_is_not_kept() -> None:
+    replays = Replays(max_bytes=3000, max_entry=10_000)
+    replays.keep(("p", b"1"), b"s", b"x" * 5000, replayable())
     assert len(replays) == 0
