@@ -10,7 +10,12 @@ metadata items, signed Neutron proxy headers); cloud-init's 8 usual paths in tur
 too, in the same run; ``--profile FILE`` writes a cProfile of one round of this checkout
 (``python -m pstats FILE``).
 
-    .venv/bin/python bench/metadata_protocol_cpu.py [--before /tmp/base/src]
+``--first-asks N`` measures a boot storm's requests instead: N guests, loaded ahead into the
+worker's cache as the compute agent's builds have them loaded, each asking its 8 paths once
+(step by step across the guests, as bench/metadata_storm_wrk.lua sends them): every request is
+the worker's first for that document, the cold storm's cost (issue 36) without its socket.
+
+    .venv/bin/python bench/metadata_protocol_cpu.py [--before /tmp/base/src] [--first-asks 500]
 """
 
 from __future__ import annotations
@@ -76,7 +81,7 @@ def requests_for(instance_id: str) -> list[bytes]:
 
 
 async def _measure(
-    data_dir: str, instance_id: str, count: int, rounds: int, profile: str
+    data_dir: str, instance_ids: list[str], count: int, rounds: int, profile: str
 ) -> dict[str, Any]:
     """In a child whose sys.path starts with the code under test: the app and protocol built
     as serve.serve_sockets builds them for the metadata listener."""
@@ -127,7 +132,11 @@ async def _measure(
     )
     transport = KeptWrites()
     protocol.connection_made(transport)
-    requests = requests_for(instance_id)
+    if len(instance_ids) > 1:
+        result = await _first_asks(made, protocol, transport, instance_ids, profile)
+        await lifespan.shutdown()
+        return result
+    requests = requests_for(instance_ids[0])
     for request in requests:  # the guest loaded, every document rendered: the ASGI path
         protocol.data_received(request)
         await asyncio.sleep(0.2)
@@ -170,8 +179,57 @@ async def _measure(
     }
 
 
+async def _first_asks(
+    app: Any, protocol: Any, transport: KeptWrites, instance_ids: list[str], profile: str
+) -> dict[str, Any]:
+    """Every guest loaded ahead, then each of its requests fed once, step by step."""
+    app.store.load_ahead(instance_ids)
+    deadline = time.monotonic() + 120
+    while len(app.store) < len(instance_ids):
+        if time.monotonic() > deadline:
+            raise SystemExit(f"{len(app.store)} of {len(instance_ids)} guests loaded ahead")
+        await asyncio.sleep(0.05)
+    crawls = [requests_for(instance_id) for instance_id in instance_ids]
+    feed = protocol.data_received
+    profiler = cProfile.Profile() if profile else None
+    per_step = {}
+    before = transport.writes
+    started = time.perf_counter()
+    if profiler is not None:
+        profiler.enable()
+    for step, path in enumerate(CLOUD_INIT_PATHS):
+        step_started = time.perf_counter()
+        for crawl in crawls:
+            feed(crawl[step])
+        per_step[path] = (time.perf_counter() - step_started) / len(crawls) * 1e6
+    if profiler is not None:
+        profiler.disable()
+        profiler.dump_stats(profile)
+    elapsed = time.perf_counter() - started
+    writes = transport.writes - before
+    await asyncio.sleep(0.5)  # anything left to the ASGI path finishes
+    # The same requests again: documents rendered, most not replayed (more than the replays
+    # hold): what a first ask costs beyond any answer at once.
+    again = {}
+    for step, path in enumerate(CLOUD_INIT_PATHS):
+        step_started = time.perf_counter()
+        for crawl in crawls:
+            feed(crawl[step])
+        again[path] = (time.perf_counter() - step_started) / len(crawls) * 1e6
+    await asyncio.sleep(0.5)
+    total = len(crawls) * len(CLOUD_INIT_PATHS)
+    if not transport.last.startswith(b"HTTP/1.1 200 "):
+        raise SystemExit(f"the last answer: {transport.last[:300]!r}")
+    return {
+        "us_per_request": elapsed / total * 1e6,
+        "writes_per_request": writes / total,
+        "per_path": per_step,
+        "again": again,
+    }
+
+
 def run_child(
-    src: Path, data: Path, instance_id: str, args: argparse.Namespace, profile: str
+    src: Path, data: Path, instance_ids: list[str], args: argparse.Namespace, profile: str
 ) -> Any:
     env = {
         **os.environ,
@@ -180,7 +238,7 @@ def run_child(
         "CLOUDSEED_NEUTRON__METADATA_PROXY_SHARED_SECRET": storm_identity.SECRET,
         "CLOUDSEED_LOG_LEVEL": "warning",
     }
-    argv = [str(data), instance_id, str(args.requests), str(args.rounds), profile]
+    argv = [str(data), ",".join(instance_ids), str(args.requests), str(args.rounds), profile]
     done = subprocess.run(
         [sys.executable, __file__, "--child", *argv],
         env=env,
@@ -195,10 +253,11 @@ def run_child(
 
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
-        data_dir, instance_id, count, rounds, profile = sys.argv[2:]
+        data_dir, instance_ids, count, rounds, profile = sys.argv[2:]
         # The parent's.
         storm_identity.SECRET = os.environ["CLOUDSEED_NEUTRON__METADATA_PROXY_SHARED_SECRET"]
-        result = asyncio.run(_measure(data_dir, instance_id, int(count), int(rounds), profile))
+        ids = instance_ids.split(",")
+        result = asyncio.run(_measure(data_dir, ids, int(count), int(rounds), profile))
         print(json.dumps(result))
         return 0
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -206,18 +265,34 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=40_000)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--profile", help="a cProfile of one round of this checkout, to FILE")
+    parser.add_argument(
+        "--first-asks", type=int, metavar="N", help="N guests asking each path once (cold)"
+    )
     args = parser.parse_args()
+    if args.first_asks is not None and args.first_asks < 2:
+        parser.error("--first-asks needs at least 2 guests")
     with tempfile.TemporaryDirectory(prefix="protocol-cpu-") as tmp:
         data = Path(tmp) / "data"
         data.mkdir()
         registries = register(data)
+        guests = args.first_asks or 1
         with running_server(data, workers=2) as server:
-            instance_id = seed(server, registries, 1, 1, 1).instances[0]
+            instance_ids = seed(server, registries, guests, min(guests, 100), 2).instances
         measured = [("this checkout", SRC, args.profile or "")]
         if args.before is not None:
             measured.insert(0, ("before", args.before.resolve(), ""))
         for name, src, profile in measured:
-            result = run_child(src, data, instance_id, args, profile)
+            result = run_child(src, data, instance_ids, args, profile)
+            if args.first_asks:
+                print(
+                    f"{name}: {result['us_per_request']:.1f} µs per first ask ({guests:,} "
+                    f"guests x {len(CLOUD_INIT_PATHS)} paths, once each); "
+                    f"{result['writes_per_request']:.2f} writes per request"
+                )
+                print("  " + ", ".join(f"{p} {us:.1f}" for p, us in result["per_path"].items()))
+                again = result["again"].items()
+                print("  asked again: " + ", ".join(f"{p} {us:.1f}" for p, us in again))
+                continue
             rounds = ", ".join(f"{r:.1f}" for r in result["rounds"])
             print(
                 f"{name}: {result['us_per_request']:.1f} µs per request (best of "

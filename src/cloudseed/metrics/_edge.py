@@ -25,6 +25,7 @@ from cloudseed.metrics._operations import OperationsCollector, count_operations
 from cloudseed.metrics._registry import LATENCY_BUCKETS, Metrics
 from cloudseed.metrics._routes import MetadataRoutes, RouteNames
 from cloudseed.metrics._tally import Tally
+from cloudseed.replay import Replayable
 from cloudseed.settings import split_list
 from cloudseed.types import ASGIApp, Message, Receive, Scope, Send
 from cloudseed.web.faults import fault_parts
@@ -108,7 +109,11 @@ class MetricsEdge:
                     counted()
                     self._tally(path, method, status, 0.0)  # a replay takes no app time
 
-                found = found._replace(replayable=replayable._replace(counted=counted_here))
+                # Made anew rather than with _replace, which costs about a microsecond each.
+                replayable = Replayable(
+                    replayable.guest, replayable.still_valid, counted_here, replayable.hole
+                )
+                found = AtOnce(found.status, found.header_lines, found.body, found.sent, replayable)
         return found
 
     def drain(self) -> None:
