@@ -5,9 +5,7 @@ to boot handed over to be loaded ahead."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from cloudseed.cells.service import CellDatabases
 from cloudseed.db.notify import GUEST_CHANGES
@@ -50,12 +48,12 @@ class CellGuests:
         self,
         *,
         changed: Callable[[str], None],
+        heard: Callable[[Iterable[str]], None],
         failed: Callable[[], None],
         ahead: Callable[[list[str]], None],
     ) -> None:
         # Loaded ahead: the guests the feed says began to boot (the compute agent writes that
         # as a build, rebuild, reboot or start finishes), whose first requests come next.
-        loop = asyncio.get_running_loop()
         self._feed = ChangeFeed(
             self.cells,
             changed=changed,
@@ -68,12 +66,8 @@ class CellGuests:
         )
         await self._feed.start()
 
-        def heard(uuids: frozenset[str]) -> None:
-            # Called in the thread that committed: queued on this loop before that thread's
-            # caller resumes, so before the change's own answer (a DELETE's 204) is sent.
-            with contextlib.suppress(RuntimeError):  # this loop is closed: nothing to drop
-                loop.call_soon_threadsafe(_each, changed, uuids)
-
+        # Called in the thread that committed, before that thread's caller resumes, so before
+        # the change's own answer (a DELETE's 204) is sent.
         self._unsubscribe = self.cells.api_db.announcer.subscribe(GUEST_CHANGES, heard)
 
     async def stop(self) -> None:
@@ -86,7 +80,3 @@ class CellGuests:
         if self._feed is not None:
             await self._feed.close()
 
-
-def _each(changed: Callable[[str], None], uuids: frozenset[str]) -> None:
-    for uuid in uuids:
-        changed(uuid)

@@ -187,6 +187,11 @@ async def _disconnected(receive: Receive) -> None:
         pass
 
 
+# How long a long-poll waits for a key's expiry that its clock says has passed while the
+# document still served the key (time.time() read twice): then it renders it again.
+EXPIRY_RECHECK = 0.005
+
+
 class Watch:
     """The client's side of one long-poll: whether it has gone, and the wait for a wake-up."""
 
@@ -197,25 +202,28 @@ class Watch:
     async def next(self, waiter: Waiter, expiry: float | None = None) -> bool:
         """Wait for ``waiter`` to be woken, or for POSIX time ``expiry`` (a key the document
         serves expires then: it changes with no change of the record); False when the time
-        ran out or the client went."""
+        ran out or the client went.
+
+        Woken for an expiry, it says True even if the clock the documents are rendered by
+        (time.time()) has not reached it yet, and the next call waits for the rest: a timer
+        may fire early (uvloop reads its clock once a loop turn, so a busy turn makes every
+        timer armed in it early). An expiry already passed is waited for EXPIRY_RECHECK more,
+        never the whole long-poll: before, a key that expired between the caller's rendering
+        and this call left the wait to the deadline (seen in CI under load, on uvloop)."""
         remaining = self.deadline - time.monotonic()
-        if expiry is not None and 0 < (until := expiry - time.time()) < remaining:
-            await asyncio.wait(
-                (waiter.future, self._gone), timeout=until, return_when=asyncio.FIRST_COMPLETED
-            )
-            if not waiter.future.done():
-                return not self._gone.done()
-        elif remaining > 0 and not self._gone.done():
+        for_expiry = (
+            expiry is not None and remaining > 0 and (until := expiry - time.time()) < remaining
+        )
+        timeout = max(until, EXPIRY_RECHECK) if for_expiry else remaining
+        if timeout > 0 and not self._gone.done() and not waiter.future.done():
             # asyncio.wait adds callbacks to both futures: no task per wake-up.
             await asyncio.wait(
-                (waiter.future, self._gone),
-                timeout=remaining,
-                return_when=asyncio.FIRST_COMPLETED,
+                (waiter.future, self._gone), timeout=timeout, return_when=asyncio.FIRST_COMPLETED
             )
         if waiter.future.done():
             waiter.future = asyncio.get_running_loop().create_future()
             return not self._gone.done()
-        return False
+        return for_expiry and not self._gone.done()
 
     def close(self) -> None:
         self._gone.cancel()

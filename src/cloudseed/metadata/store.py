@@ -23,8 +23,9 @@ request.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
 from typing import Generic, Protocol, Self, TypeVar
 
@@ -74,12 +75,15 @@ class GuestSource(Protocol[G]):
         self,
         *,
         changed: Callable[[str], None],
+        heard: Callable[[Iterable[str]], None],
         failed: Callable[[], None],
         ahead: Callable[[list[str]], None],
     ) -> None:
         """Begin telling the store, on its loop, of each changed instance (``changed``), of
         changes that may have been missed (``failed``), and of instances whose guests are
-        likely to ask soon (``ahead``, which the store loads when idle)."""
+        likely to ask soon (``ahead``, which the store loads when idle). ``heard`` may be
+        called from any thread (a commit's announcement in the committing thread): the
+        store applies it before its next lookup."""
 
     async def stop(self) -> None:
         """Tell nothing more (the store's loads may still be finishing)."""
@@ -110,6 +114,10 @@ class GuestStore(Generic[G]):
         # long-polls waiting on it); None is "maybe everything" (the feed failed).
         self._watchers: list[Callable[[str | None], None]] = []
         self._heap = HeapFreezer()  # the cached guests kept out of full collections
+        # Changes told from other threads (``heard``), not yet applied; only this loop's
+        # thread takes from it.
+        self._heard: deque[str] = deque()
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     # -- lookups (the hot path: a dict hit, no IO) -------------------------------------------
 
@@ -131,10 +139,14 @@ class GuestStore(Generic[G]):
         """The guest at ``address`` if it is cached (None: not cached, which is not "no
         such guest"); never loads, and counts no hit: the caller does when it answers from
         it (a request the answer-at-once path leaves to the ASGI path is counted once)."""
+        if self._heard:
+            self._apply_heard()
         uuid = self._by_address.get(address)
         return None if uuid is None else self.cached_by_uuid(uuid)
 
     def cached_by_uuid(self, uuid: str) -> G | None:
+        if self._heard:
+            self._apply_heard()
         guest = self._guests.get(uuid)
         if guest is None or guest.refresh_at is None:
             return guest
@@ -299,14 +311,33 @@ class GuestStore(Generic[G]):
         for watcher in self._watchers:
             watcher(uuid)
 
+    def heard(self, uuids: Iterable[str]) -> None:
+        """From any thread: ``uuids`` changed (a commit of this process, told in the thread
+        that committed, before the change's own answer is sent). Applied at the next lookup
+        or by the callback queued here, whichever comes first, so a request read after that
+        answer never gets the guest as it was, whatever order the event loop runs its
+        callbacks in: asyncio runs the ones queued from threads before the socket reads of
+        the same turn, uvloop runs them after (a 304 for a renamed server, seen in CI)."""
+        self._heard.extend(uuids)
+        loop = self._loop
+        if loop is not None:
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nothing to drop
+                loop.call_soon_threadsafe(self._apply_heard)
+
+    def _apply_heard(self) -> None:
+        heard = self._heard
+        while heard:
+            self.changed(heard.popleft())
+
     def watch(self, watcher: Callable[[str | None], None]) -> None:
         """Call ``watcher(uuid)`` on this loop whenever an instance changed (``None``: any may
         have: the feed failed and every cached guest was dropped)."""
         self._watchers.append(watcher)
 
     async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
         await self.source.start(
-            changed=self.changed, failed=self._forget_all, ahead=self.load_ahead
+            changed=self.changed, heard=self.heard, failed=self._forget_all, ahead=self.load_ahead
         )
 
     def _forget_all(self) -> None:

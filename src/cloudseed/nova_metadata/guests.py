@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from sqlalchemy.exc import InterfaceError, OperationalError
@@ -178,9 +178,11 @@ class NovaGuests:
         self,
         *,
         changed: Callable[[str], None],
+        heard: Callable[[Iterable[str]], None],
         failed: Callable[[], None],
         ahead: Callable[[list[str]], None],
     ) -> None:
+        # ``heard`` stays unused: Nova's commits happen in Nova's processes, read by polling.
         mappings = self.loader.mappings
         loop = asyncio.get_running_loop()
 
@@ -189,7 +191,7 @@ class NovaGuests:
 
         self._wake = wake
 
-        def heard(uuid: str) -> None:
+        def forgotten(uuid: str) -> None:
             mappings.forget((uuid,))
             changed(uuid)
 
@@ -197,7 +199,7 @@ class NovaGuests:
             mappings.forget_all()
             failed()
 
-        await self.changes.start(changed=heard, failed=missed, ahead=ahead)
+        await self.changes.start(changed=forgotten, failed=missed, ahead=ahead)
 
     async def stop(self) -> None:
         await self.changes.stop()

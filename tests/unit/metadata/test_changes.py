@@ -4,6 +4,7 @@ are counted, capped and released."""
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
@@ -75,3 +76,34 @@ def test_waiters_are_capped_and_released() -> None:
             assert w.future.done() and waiters.draining
 
     asyncio.run(main())
+
+
+def test_a_wait_for_an_expiry_never_outlasts_it() -> None:
+    """A key that expired between the caller's rendering and the wait (or a timer that fired
+    before time.time() reached the expiry) is waited for briefly and the document rendered
+    again, never left to the long-poll's deadline."""
+
+    async def main() -> list[tuple[bool, float]]:
+        async def receive() -> dict[str, object]:
+            await asyncio.sleep(3600)  # the client stays
+            return {"type": "http.disconnect"}
+
+        watch = changes.Watch(receive, time.monotonic() + 30)  # type: ignore[arg-type]
+        waiters = changes.Waiters(per_instance=2, total=3)
+        results = []
+        with waiters.waiting("a") as waiter:
+            for expiry in (time.time() - 1, time.time() + 0.05):  # passed; soon
+                started = time.monotonic()
+                woken = await watch.next(waiter, expiry)
+                results.append((woken, time.monotonic() - started))
+            # No expiry: a change wakes it.
+            asyncio.get_running_loop().call_later(0.05, waiters.changed, "a")
+            started = time.monotonic()
+            results.append((await watch.next(waiter, None), time.monotonic() - started))
+        watch.close()
+        return results
+
+    (passed, passed_s), (soon, soon_s), (changed, changed_s) = asyncio.run(main())
+    assert passed and passed_s < 1  # before: the whole 30 s
+    assert soon and 0.04 < soon_s < 1
+    assert changed and changed_s < 1

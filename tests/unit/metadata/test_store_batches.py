@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Self
 
@@ -52,6 +52,7 @@ class Source:
         self,
         *,
         changed: Callable[[str], None],
+        heard: Callable[[Iterable[str]], None],
         failed: Callable[[], None],
         ahead: Callable[[list[str]], None],
     ) -> None:
@@ -180,3 +181,32 @@ def test_a_miss_does_not_wait_for_the_gathering(monkeypatch: pytest.MonkeyPatch)
 
     source = asyncio.run(scenario())
     assert source.loads == [(["m0"], False), (["a0"], True)]  # the ahead one rides along
+
+
+def test_a_change_heard_from_another_thread_is_applied_before_the_next_lookup() -> None:
+    """A commit's announcement comes in the committing thread, and its own answer goes out
+    right after: a lookup that follows must not find the guest as it was, even before the
+    loop has run the callback queued for the change (uvloop runs socket reads first)."""
+
+    async def scenario() -> tuple[Guest | None, Guest | None, list[str | None]]:
+        source = Source()
+        source.release.set()
+        guests: store.GuestStore[Guest] = store.GuestStore(source, capacity=1000)
+        await guests.start()
+        told: list[str | None] = []
+        guests.watch(told.append)
+        await guests.by_uuid("renamed")
+        await guests.by_uuid("other")
+        committing = threading.Thread(target=guests.heard, args=(frozenset({"renamed"}),))
+        committing.start()
+        committing.join()
+        # No await since: the loop has not run the queued callback.
+        found = guests.cached_by_uuid("renamed"), guests.cached_by_uuid("other")
+        await asyncio.sleep(0.01)  # the queued callback finds nothing left to apply
+        await guests.stop()
+        return found[0], found[1], told
+
+    renamed, other, told = asyncio.run(scenario())
+    assert renamed is None  # dropped: its next request loads it afresh
+    assert other == Guest("other", 2)
+    assert told == ["renamed"]  # watchers (long-polls) told once
