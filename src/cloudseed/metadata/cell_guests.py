@@ -79,4 +79,3 @@ class CellGuests:
     async def close(self) -> None:
         if self._feed is not None:
             await self._feed.close()
-
