@@ -88,7 +88,7 @@ def test_a_wait_for_an_expiry_never_outlasts_it() -> None:
             await asyncio.sleep(3600)  # the client stays
             return {"type": "http.disconnect"}
 
-        watch = changes.Watch(receive, time.monotonic() + 30)  # type: ignore[arg-type]
+        watch = changes.Watch(receive, time.monotonic() + 30)
         waiters = changes.Waiters(per_instance=2, total=3)
         results = []
         with waiters.waiting("a") as waiter:
