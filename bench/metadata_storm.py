@@ -35,7 +35,8 @@ Usage (from the repository root, with the project's venv; needs Debian's ``wrk``
 This file is the command (its options and the run's order); the pieces, which the other
 benchmarks in bench/ use too, are in bench/storm_*.py: storm_server (``cloudseed serve``),
 storm_seeding, storm_crawl, storm_wrk, storm_nginx, storm_workers (memory, CPU and connections
-per worker), storm_changes, storm_profile and storm_report (this section's Markdown).
+per worker), storm_changes, storm_profile, storm_results (what the run measured), storm_targets
+(the targets table) and storm_report (the rest of this section's Markdown).
 """
 
 from __future__ import annotations
@@ -57,7 +58,6 @@ from storm_nginx import fetch_documents, running_nginx
 from storm_profile import profile_worker
 from storm_report import (
     INTRO,
-    Report,
     building_line,
     change_lines,
     idle_line,
@@ -65,6 +65,7 @@ from storm_report import (
     profile_lines,
     section_text,
 )
+from storm_results import Report
 from storm_seeding import seeded_state
 from storm_server import running_server, standalone_agent
 from storm_workers import connections_by_worker, fill_every_worker, idle_cpu_share, workers_rss

@@ -1,5 +1,7 @@
-"""The metadata storm's results and its section of docs/benchmarks.md: the targets table, the
-passes table, memory, change visibility, idle CPU and the profile, as Markdown."""
+"""The metadata storm's section of docs/benchmarks.md, as Markdown, from the ``Report`` of
+storm_results: the run's setup, the targets table (storm_targets) and the verdict under it, the
+passes table, memory, change visibility, builds, idle CPU and the profile. INTRO is the text a
+docs/benchmarks.md written afresh starts with; bench/metrics_overhead.py writes it too."""
 
 from __future__ import annotations
 
@@ -11,15 +13,13 @@ import shlex
 import statistics
 import sys
 from collections import Counter
-from dataclasses import dataclass, field
 
 from report import code_version, cpu_model
-from storm_building import BuildReport
-from storm_changes import ChangeTrial
-from storm_nginx import StaticTree, nginx_version
-from storm_profile import Profile
+from storm_nginx import nginx_version
+from storm_results import Report, kib_per_instance, visibility_ms
 from storm_seeding import PRIMING_INSTANCES, SERVER_METADATA, USER_DATA, Seeding
-from storm_wrk import WrkResult, best
+from storm_targets import targets_table
+from storm_wrk import best
 
 INTRO = """# Benchmarks
 
@@ -27,171 +27,6 @@ Measured numbers for cloudseed; each section says the command that reproduces it
 repository root after `make test-venv`). Numbers from different machines are not comparable.
 """
 NO_COMPUTE = {True: " --no-compute", False: ""}  # the measured server's flag
-TARGETS = {
-    "rps": 10_000,
-    "p99_ms": 10.0,
-    "kib_per_instance": 5.0,
-    "visible_ms": 100.0,
-    "nginx_ratio": 0.30,
-    "storm_nginx_ratio": 0.50,  # issue 36: the boot storm, against nginx's warm pass
-}
-
-
-@dataclass
-class Report:
-    args: argparse.Namespace
-    seeding: Seeding | None = None
-    paths: list[str] = field(default_factory=list)
-    crawl_bytes: int = 0
-    cold: WrkResult | None = None
-    warm: list[WrkResult] = field(default_factory=list)
-    paced: WrkResult | None = None
-    paced_building: WrkResult | None = None  # the same load while servers are built
-    building: BuildReport | None = None
-    just_built: WrkResult | None = None  # the built servers' guests' crawls, once each
-    nginx: list[WrkResult] = field(default_factory=list)
-    rss_before: dict[int, int] = field(default_factory=dict)
-    rss_after: dict[int, int] = field(default_factory=dict)
-    static: StaticTree | None = None
-    changes: list[ChangeTrial] = field(default_factory=list)
-    idle_cpu: dict[int, float] = field(default_factory=dict)
-    fill_seconds: float = 0.0
-    split: list[dict[int, int]] = field(default_factory=list)  # wrk's connections per worker
-    profile: Profile | None = None
-    loads: list[str] = field(default_factory=list)
-    failures: list[str] = field(default_factory=list)
-
-
-def kib_per_instance(report: Report) -> float:
-    """RSS growth per instance held in one worker's cache (every worker holds every instance:
-    each guest's requests spread over connections of both), for the worker that grew most: a
-    worker that dropped part of its cache on the way would make an average look better."""
-    return (
-        max(report.rss_after[pid] - report.rss_before[pid] for pid in report.rss_after)
-        / report.args.instances
-    )
-
-
-def visibility_ms(report: Report) -> list[float]:
-    """Per trial: when the slowest worker served the new value."""
-    return [max(t.visible_ms.values()) for t in report.changes]
-
-
-def targets_table(report: Report) -> tuple[str, list[str]]:
-    warm, cold = best(report.warm), report.cold
-    assert cold is not None
-    storm_errors = cold.errors + sum(r.errors for r in [*report.warm, report.paced] if r)
-    ratio = warm.rps / best(report.nginx).rps if report.nginx else None
-    visible = max(visibility_ms(report))
-    kib = kib_per_instance(report)
-    rows = [
-        (
-            "requests/s over the cloud-init mix, all workers (warm)",
-            f"≥ {TARGETS['rps']:,}",
-            f"{warm.rps:,.0f}",
-            warm.rps >= TARGETS["rps"],
-        ),
-        # Two readings of "p99 at 256 connections". At the target load (10,000 requests/s
-        # offered through 256 connections, the paced pass) it is a latency target. Saturated
-        # (closed loop: each connection sends its next request when the last is answered) the
-        # mean latency is connections / throughput (Little's law), so it asks for more than
-        # 25,600 requests/s, which nginx itself does not reach with a p99 under 10 ms here.
-        *(
-            [
-                (
-                    f"p99 latency at {report.args.connections} connections, "
-                    f"{report.args.paced_rate:,} requests/s offered",
-                    f"< {TARGETS['p99_ms']:.0f} ms",
-                    f"{report.paced.latency_us['p99'] / 1000:.2f} ms "
-                    f"({report.paced.rps:,.0f} requests/s served)",
-                    report.paced.latency_us["p99"] / 1000 < TARGETS["p99_ms"],
-                )
-            ]
-            if report.paced
-            else []
-        ),
-        (
-            f"p99 latency at {report.args.connections} connections, saturated (closed loop)"
-            + (
-                f"; nginx: {best(report.nginx).latency_us['p99'] / 1000:.1f} ms"
-                if report.nginx
-                else ""
-            ),
-            f"< {TARGETS['p99_ms']:.0f} ms",
-            f"{warm.latency_us['p99'] / 1000:.2f} ms",
-            warm.latency_us["p99"] / 1000 < TARGETS["p99_ms"],
-        ),
-        (
-            f"errors over the {report.args.instances:,}-instance storm (cold + warm passes)",
-            "0",
-            f"{storm_errors:,}",
-            storm_errors == 0,
-        ),
-        (
-            "memory per cached instance (RSS growth of the worker that grew most)",
-            f"< {TARGETS['kib_per_instance']:.0f} KB",
-            f"{kib:.2f} KiB",
-            kib < TARGETS["kib_per_instance"],
-        ),
-        (
-            "change visible in every worker",
-            f"≤ {TARGETS['visible_ms']:.0f} ms",
-            f"{visible:.1f} ms (max of {len(report.changes)})",
-            visible <= TARGETS["visible_ms"],
-        ),
-    ]
-    quiet, busy = report.paced, report.paced_building
-    if quiet is not None and busy is not None and report.building is not None:
-        # Issue 36: the storm unharmed by builds on the same nodes. wrk's paced load waits
-        # for each answer, so a slower server is offered less: the requests/s served beside
-        # the quiet pass's says how much of the load was kept.
-        rows.append(
-            (
-                f"p99 latency at {report.args.paced_rate:,} requests/s offered while "
-                f"{report.building.servers:,} servers are created and built ("
-                + (
-                    "the agents in the same workers"
-                    if report.args.apart is None
-                    else f"metadata apart, API and agent at niceness {report.args.apart}"
-                )
-                + ")",
-                f"< {TARGETS['p99_ms']:.0f} ms, no errors",
-                f"{busy.latency_us['p99'] / 1000:.2f} ms ({busy.rps:,.0f} requests/s served, "
-                f"{quiet.rps:,.0f} without builds; {busy.errors:,} errors)",
-                busy.latency_us["p99"] / 1000 < TARGETS["p99_ms"] and busy.errors == 0,
-            )
-        )
-    if ratio is not None:
-        rows.append(
-            (
-                "cloudseed / nginx requests/s",
-                f"≥ {TARGETS['nginx_ratio']:.0%}",
-                f"{ratio:.1%}",
-                ratio >= TARGETS["nginx_ratio"],
-            )
-        )
-    if report.nginx and report.just_built is not None:
-        # Issue 36: the boot storm near the warm one. Its guests' first requests, as they
-        # come after their builds: loaded ahead. The cold pass (a restart long after the
-        # boots: every guest a first contact) is beside it, for the record.
-        ceiling = best(report.nginx).rps
-        rows.append(
-            (
-                f"boot storm of the {len(report.building.created if report.building else []):,} "
-                "guests just built (loaded ahead) / nginx requests/s",
-                f"≥ {TARGETS['storm_nginx_ratio']:.0%}",
-                f"{report.just_built.rps / ceiling:.1%} ({report.just_built.rps:,.0f} req/s; "
-                f"cold pass: {cold.rps / ceiling:.1%})",
-                report.just_built.rps / ceiling >= TARGETS["storm_nginx_ratio"],
-            )
-        )
-    lines = ["| Target | Goal | Measured | Met |", "|---|---:|---:|---|"]
-    lines += [
-        f"| {what} | {goal} | {got} | {'met' if ok else '**not met**'} |"
-        for what, goal, got, ok in rows
-    ]
-    missed = [what for what, _, _, ok in rows if not ok]
-    return "\n".join(lines), missed
 
 
 def passes_table(report: Report) -> str:
