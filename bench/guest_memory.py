@@ -46,7 +46,7 @@ from storm_host import load_average
 from storm_identity import proxy_headers
 from storm_seeding import PRIMING_INSTANCES, SEED_RECORD, seeded_state
 from storm_server import running_server
-from storm_workers import fill_every_worker, workers_rss
+from storm_workers import fill_every_worker, settled_rss
 
 START = "<!-- bench:guest-memory:start -->"
 END = "<!-- bench:guest-memory:end -->"
@@ -92,9 +92,9 @@ def rss_per_guest(
         metadata = f"http://127.0.0.1:{server.metadata_port}"
         paths = cloud_init_paths(metadata, priming[0])
         fill_every_worker(server, priming, paths)
-        before = workers_rss(server)
+        before = settled_rss(server)
         fill_every_worker(server, guests, paths)
-        after = workers_rss(server)
+        after = settled_rss(server)
         return paths, {pid: (before[pid], after[pid]) for pid in after}
 
 

@@ -68,7 +68,7 @@ from storm_report import (
 from storm_results import Report
 from storm_seeding import seeded_state
 from storm_server import running_server, standalone_agent
-from storm_workers import connections_by_worker, fill_every_worker, idle_cpu_share, workers_rss
+from storm_workers import connections_by_worker, fill_every_worker, idle_cpu_share, settled_rss
 from storm_wrk import run_wrk, run_wrk_one_cycle, write_storm_files, wrk_command
 
 MARKERS = ("<!-- bench:metadata-storm:start -->", "<!-- bench:metadata-storm:end -->")
@@ -217,7 +217,7 @@ def run(args: argparse.Namespace, tmp: Path, report: Report) -> None:
             args.threads,
         )
         done()
-        report.rss_before = workers_rss(server)
+        report.rss_before = settled_rss(server)
         report.loads.append(load_average())
         done = step("cold pass: every guest's crawl once, nothing cached")
         report.cold = run_wrk_one_cycle(
@@ -235,7 +235,7 @@ def run(args: argparse.Namespace, tmp: Path, report: Report) -> None:
         )
         report.fill_seconds = time.perf_counter() - fill_started
         done()
-        report.rss_after = workers_rss(server)
+        report.rss_after = settled_rss(server)
         print("  " + "; ".join(memory_lines(report)))
 
         with contextlib.ExitStack() as stack:

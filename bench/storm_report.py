@@ -19,6 +19,7 @@ from storm_nginx import nginx_version
 from storm_results import Report, kib_per_instance, visibility_ms
 from storm_seeding import PRIMING_INSTANCES, SERVER_METADATA, USER_DATA, Seeding
 from storm_targets import targets_table
+from storm_workers import SETTLE_SECONDS
 from storm_wrk import best
 
 INTRO = """# Benchmarks
@@ -64,8 +65,10 @@ def memory_lines(report: Report) -> list[str]:
     return [
         "- Workers' RSS (VmRSS) before the cold pass (after the priming crawl of "
         f"{PRIMING_INSTANCES} other guests) and after it, every instance cached in every "
-        f"worker: {per_worker}. After the cold pass, each worker was also asked for every "
-        "guest's meta_data.json and network_data.json on connections of its own "
+        f"worker, each read {SETTLE_SECONDS:.0f} s after the last request (a worker trims its "
+        f"heap once loading has been quiet for a second): {per_worker}. After the cold "
+        "pass, each worker was also asked for every guest's meta_data.json and "
+        "network_data.json on connections of its own "
         f"({report.fill_seconds:.1f} s), since wrk's connections are not spread evenly: "
         f"during the warm passes the workers held {split_text(report)} of wrk's "
         f"{report.args.connections} connections",

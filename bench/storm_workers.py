@@ -26,6 +26,17 @@ def workers_rss(server: Server) -> dict[int, int]:
     return {pid: rss_kib(pid) for pid in server.worker_pids()}
 
 
+# A worker trims its heap a second after its last load of guests (src/cloudseed/metadata/
+# heap.py, QUIET_SECONDS): its RSS read sooner counts what the last burst freed.
+SETTLE_SECONDS = 2.0
+
+
+def settled_rss(server: Server) -> dict[int, int]:
+    """The workers' RSS once they have settled after loading guests (nothing else asked)."""
+    time.sleep(SETTLE_SECONDS)
+    return workers_rss(server)
+
+
 def cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

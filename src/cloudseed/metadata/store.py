@@ -268,6 +268,7 @@ class GuestStore(Generic[G]):
             self._loading_ahead, self._asked = set(), set()
             self.stats.cached(len(self._guests))
             self._heap.grown(len(self._guests))
+            self._heap.settle_later(asyncio.get_running_loop())
             if not self._loading:
                 self._changed_at.clear()
 
@@ -350,6 +351,7 @@ class GuestStore(Generic[G]):
 
     async def stop(self) -> None:
         await self.source.stop()
+        self._heap.stop()
         self._ahead.clear()
         if self._gathering is not None:
             self._gathering.cancel()

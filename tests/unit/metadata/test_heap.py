@@ -3,6 +3,7 @@ cache's high-water marks only, and still freed when dropped."""
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import weakref
 from collections.abc import Iterator
@@ -69,3 +70,29 @@ def test_what_a_load_freed_leaves_the_workers_rss_at_a_freeze() -> None:
     assert before - after_free < 10_000  # freed, yet still counted: ~50 MB
     assert after_free - after_freeze > 40_000, (before, after_free, after_freeze)
     assert kept
+
+
+def test_the_heap_is_trimmed_once_loading_has_been_quiet(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(heap, "QUIET_SECONDS", 0.05)
+    trimmed: list[int] = []
+
+    def trim(pad: int) -> int:
+        trimmed.append(pad)
+        return 1
+
+    async def main() -> tuple[int, int]:
+        freezer = HeapFreezer(first=10**9, trim=trim)
+        loop = asyncio.get_running_loop()
+        for _ in range(5):  # a burst of loads, each sooner than the quiet time
+            freezer.settle_later(loop)
+            await asyncio.sleep(0.01)
+        during = len(trimmed)
+        await asyncio.sleep(0.2)
+        freezer.settle_later(loop)
+        freezer.stop()  # a stopping store trims no more
+        await asyncio.sleep(0.1)
+        return during, freezer.trims
+
+    during, trims = asyncio.run(main())
+    assert during == 0
+    assert trimmed == [0] and trims == 1  # once, after the burst
