@@ -1,6 +1,7 @@
-"""One cached guest: its facts and the documents rendered from them, each rendered at most
-once (per change of the instance, since a change replaces the whole object, and per expiry of
-one of its keys, which replaces it too: ``at``).
+"""One cached guest: its facts and the documents rendered from them, meta_data.json and the
+authorized keys each rendered at most once (per change of the instance, since a change
+replaces the whole object, and per expiry of one of its keys, which replaces it too: ``at``);
+network_data.json at each ask.
 
 ``generation`` is the instance record's (``instances.generation``, bumped by every change a
 guest could see): the same in every worker, so the documents' ETags (etags.py) are too;
@@ -18,7 +19,6 @@ class GuestDocuments:
         "_keys",
         "_meta",
         "_meta_variant",
-        "_network",
         "_other_meta",
         "dhcp_domain",
         "facts",
@@ -42,7 +42,6 @@ class GuestDocuments:
         self._meta_variant: str | None = None
         self._meta: render.SeededJSON | None = None
         self._other_meta: dict[str, render.SeededJSON] | None = None
-        self._network: bytes | None = None
         self._keys: bytes | None = None
         # The key generation this worker knows the guest holds, or is recording that it does
         # (metadata/delivery.py): nothing is written for it again.
@@ -102,9 +101,9 @@ class GuestDocuments:
         return doc
 
     def network_data(self) -> bytes:
-        if self._network is None:
-            self._network = render.network_data(self.facts)
-        return self._network
+        # Not kept: most guests ask for it once a boot, and the copy cost 570 bytes a guest
+        # (a replay keeps the answer of one asked again and again).
+        return render.network_data(self.facts)
 
     def authorized_keys(self) -> bytes:
         if self._keys is None:

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import base64
+import ipaddress
 import json
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from cloudseed.metadata import render, render_ec2, tree
 from cloudseed.metadata import versions as v
@@ -166,6 +169,59 @@ def test_openstack_listing() -> None:
         b"network_data.json",
         b"vendor_data2.json",
     ]
+
+
+def test_network_data_of_a_dual_stack_guest() -> None:
+    """Golden: the first address of each family that is in the port's subnet, the default
+    route of that family, and the DNS servers once each across the ports."""
+    v4 = PortFacts(
+        port_id="11111111-2222-3333-4444-555555555555",
+        network_id="n4",
+        mac="fa:16:3e:00:00:01",
+        mtu=1500,
+        cidr="10.0.0.0/24",
+        gateway="10.0.0.1",
+        dns=("10.0.0.2",),
+        addresses=("10.0.0.5", "fd61::9", "10.0.0.6"),
+    )
+    v6 = PortFacts(
+        port_id="66666666-7777-8888-9999-000000000000",
+        network_id="n6",
+        mac="fa:16:3e:00:00:06",
+        mtu=1450,
+        cidr="fd61::/64",
+        gateway=None,
+        dns=("fd61::2", "10.0.0.2"),
+        addresses=("fd61::10", "fd61::11"),
+    )
+    doc = json.loads(render.network_data(facts(ports=(v4, v6))))
+    assert [n["ip_address"] for n in doc["networks"]] == ["10.0.0.5", "fd61::10"]
+    assert doc["networks"][1] == {
+        "id": "network1",
+        "type": "ipv6",
+        "link": "tap66666666-77",
+        "ip_address": "fd61::10",
+        "netmask": "ffff:ffff:ffff:ffff::",
+        "routes": [],
+        "network_id": "n6",
+        "services": [
+            {"type": "dns", "address": "fd61::2"},
+            {"type": "dns", "address": "10.0.0.2"},
+        ],
+    }
+    assert doc["networks"][0]["routes"] == [
+        {"network": "0.0.0.0", "netmask": "0.0.0.0", "gateway": "10.0.0.1"}
+    ]
+    assert doc["services"] == [
+        {"type": "dns", "address": "10.0.0.2"},
+        {"type": "dns", "address": "fd61::2"},
+    ]
+
+
+@given(st.ip_addresses())
+def test_an_address_family_is_told_by_its_colon(address: object) -> None:
+    text = str(address)
+    assert render._family(text) == ipaddress.ip_address(text).version
 
 
 def test_ec2_network_interfaces_for_a_guest_with_ipv6() -> None:
