@@ -85,12 +85,14 @@ from storm_server import Server, running_server
 NOVA_GUNICORN = "Nova 34 (gunicorn x2)"
 NOVA_UWSGI = "Nova 34 (uwsgi x2)"
 NOVA_API = "Nova 34"
+# Issue 36's targets, with the earlier ones kept (issue 19's 5x Nova). Each applies to every
+# scenario whose name starts with its key.
 GOALS = {
-    "metadata, one warm guest, 8 conn.": ">= 5x Nova, >= 50 % of nginx",
-    "metadata, one warm guest, 256 conn.": ">= 5x Nova, >= 50 % of nginx",
-    "key pair list (100, 2.10)": ">= 10x Nova",
-    "key pair import (median, sequential)": ">= 10x Nova",
-    "server show": ">= 10x Nova",
+    "metadata boot storm": ">= 50 % of nginx",
+    "metadata, one warm guest, 8 conn.": ">= 5x Nova, >= 95 % of nginx",
+    "metadata, one warm guest, 256 conn.": ">= 5x Nova, >= 90 % of nginx",
+    "key pair": ">= 10x Nova",
+    "server": ">= 10x Nova",
 }
 
 
