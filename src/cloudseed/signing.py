@@ -18,7 +18,10 @@ def sign(secret: str, value: str) -> str:
 
 # Signatures found valid, remembered (signature -> value) so that a guest's every request after
 # its first costs a dict lookup, not an HMAC: the proxy signs the same instance id every time.
-_REMEMBERED_MAX = 65536  # emptied when full: a flood of odd values cannot grow it
+# Emptied when full, so a flood of odd values cannot grow it. A guest's requests come together
+# (a boot's crawl), so a few thousand cover every guest booting at once; one entry per cached
+# guest (65,536 before) held 230 bytes each of a worker's 5 KiB per guest (docs/benchmarks.md).
+_REMEMBERED_MAX = 4096
 
 
 class Verifier:
