@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import ipaddress
 import json
 
@@ -171,25 +172,38 @@ def test_openstack_listing() -> None:
     ]
 
 
+# A guest's IPv4 port and its IPv6-only port.
+V4_PORT = PortFacts(
+    port_id="11111111-2222-3333-4444-555555555555",
+    network_id="n4",
+    mac="fa:16:3e:00:00:01",
+    mtu=1500,
+    cidr="10.0.0.0/24",
+    gateway="10.0.0.1",
+    dns=(),
+    addresses=("10.0.0.5",),
+)
+V6_PORT = PortFacts(
+    port_id="66666666-7777-8888-9999-000000000000",
+    network_id="n6",
+    mac="fa:16:3e:00:00:06",
+    mtu=1500,
+    cidr="fd61::/64",
+    gateway="fd61::1",
+    dns=(),
+    addresses=("fd61::10",),
+)
+
+
 def test_network_data_of_a_dual_stack_guest() -> None:
     """Golden: the first address of each family that is in the port's subnet, the default
     route of that family, and the DNS servers once each across the ports."""
-    v4 = PortFacts(
-        port_id="11111111-2222-3333-4444-555555555555",
-        network_id="n4",
-        mac="fa:16:3e:00:00:01",
-        mtu=1500,
-        cidr="10.0.0.0/24",
-        gateway="10.0.0.1",
-        dns=("10.0.0.2",),
-        addresses=("10.0.0.5", "fd61::9", "10.0.0.6"),
+    v4 = dataclasses.replace(
+        V4_PORT, dns=("10.0.0.2",), addresses=("10.0.0.5", "fd61::9", "10.0.0.6")
     )
-    v6 = PortFacts(
-        port_id="66666666-7777-8888-9999-000000000000",
-        network_id="n6",
-        mac="fa:16:3e:00:00:06",
+    v6 = dataclasses.replace(
+        V6_PORT,
         mtu=1450,
-        cidr="fd61::/64",
         gateway=None,
         dns=("fd61::2", "10.0.0.2"),
         addresses=("fd61::10", "fd61::11"),
@@ -227,26 +241,7 @@ def test_an_address_family_is_told_by_its_colon(address: object) -> None:
 def test_ec2_network_interfaces_for_a_guest_with_ipv6() -> None:
     """Golden: a guest with an IPv4 and an IPv6-only port gets ``mac`` and
     ``network/interfaces/macs/MAC/`` with ``ipv6s`` where the port has IPv6."""
-    v4 = PortFacts(
-        port_id="11111111-2222-3333-4444-555555555555",
-        network_id="n4",
-        mac="fa:16:3e:00:00:01",
-        mtu=1500,
-        cidr="10.0.0.0/24",
-        gateway="10.0.0.1",
-        dns=(),
-        addresses=("10.0.0.5",),
-    )
-    v6 = PortFacts(
-        port_id="66666666-7777-8888-9999-000000000000",
-        network_id="n6",
-        mac="fa:16:3e:00:00:06",
-        mtu=1500,
-        cidr="fd61::/64",
-        gateway="fd61::1",
-        dns=(),
-        addresses=("fd61::10",),
-    )
+    v4, v6 = V4_PORT, V6_PORT
     guest = facts(ports=(v4, v6), security_groups=("default",))
     data = render_ec2.ec2_meta_data(guest, v.EC2_LATEST, dhcp_domain="novalocal", local_ipv4=None)
     assert data["mac"] == "fa:16:3e:00:00:01"
