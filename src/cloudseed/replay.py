@@ -141,13 +141,14 @@ class Replays:
             return
         self.forget(key)
         now = self._clock()
-        victims = self._to_make_room(size, now, asked=self._refusals.get(hash(key), 0) + 1)
+        digest = hash(key)
+        victims = self._to_make_room(size, now, asked=self._refusals.get(digest, 0) + 1)
         if victims is None:
-            self._refused(key)
+            self._refused(digest)
             return
         for victim in victims:
             self.forget(victim)
-        self._refusals.pop(hash(key), None)
+        self._refusals.pop(digest, None)
         self._entries[key] = Replay(status_line, rest, of, size, now)
         self._by_guest.setdefault(of.guest, set()).add(key)
         self._bytes += size
@@ -170,11 +171,11 @@ class Replays:
             room += entry.size
         return victims
 
-    def _refused(self, key: ReplayKey) -> None:
+    def _refused(self, digest: int) -> None:
+        """Count a refusal of the answer to the key whose hash is ``digest``."""
         refusals = self._refusals
         if len(refusals) >= MAX_REFUSALS_COUNTED:
             refusals.clear()
-        digest = hash(key)
         refusals[digest] = refusals.get(digest, 0) + 1
 
     def forget(self, key: ReplayKey) -> None:

@@ -142,11 +142,14 @@ class GuestStore(Generic[G]):
         if self._heard:
             self._apply_heard()
         uuid = self._by_address.get(address)
-        return None if uuid is None else self.cached_by_uuid(uuid)
+        return None if uuid is None else self._cached(uuid)
 
     def cached_by_uuid(self, uuid: str) -> G | None:
         if self._heard:
             self._apply_heard()
+        return self._cached(uuid)
+
+    def _cached(self, uuid: str) -> G | None:
         guest = self._guests.get(uuid)
         if guest is None or guest.refresh_at is None:
             return guest
