@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import time
 import weakref
 from collections.abc import Iterator
 
@@ -73,24 +74,26 @@ def test_what_a_load_freed_leaves_the_workers_rss_at_a_freeze() -> None:
 
 
 def test_the_heap_is_trimmed_once_loading_has_been_quiet(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(heap, "QUIET_SECONDS", 0.05)
+    monkeypatch.setattr(heap, "QUIET_SECONDS", 0.2)
     trimmed: list[int] = []
 
     def trim(pad: int) -> int:
-        trimmed.append(pad)
+        trimmed.append(pad)  # in the executor's thread
         return 1
 
     async def main() -> tuple[int, int]:
         freezer = HeapFreezer(first=10**9, trim=trim)
         loop = asyncio.get_running_loop()
-        for _ in range(5):  # a burst of loads, each sooner than the quiet time
+        for _ in range(5):  # a burst of loads, the loop turning between them
             freezer.settle_later(loop)
-            await asyncio.sleep(0.01)
+            await asyncio.sleep(0)
         during = len(trimmed)
-        await asyncio.sleep(0.2)
+        deadline = time.monotonic() + 10
+        while not trimmed and time.monotonic() < deadline:  # the quiet time, then the trim
+            await asyncio.sleep(0.01)
         freezer.settle_later(loop)
         freezer.stop()  # a stopping store trims no more
-        await asyncio.sleep(0.1)
+        await asyncio.sleep(2 * heap.QUIET_SECONDS)
         return during, freezer.trims
 
     during, trims = asyncio.run(main())

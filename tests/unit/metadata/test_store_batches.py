@@ -202,7 +202,7 @@ def test_a_change_heard_from_another_thread_is_applied_before_the_next_lookup() 
         committing.join()
         # No await since: the loop has not run the queued callback.
         found = guests.cached_by_uuid("renamed"), guests.cached_by_uuid("other")
-        await asyncio.sleep(0.01)  # the queued callback finds nothing left to apply
+        await asyncio.sleep(0)  # the callback queued before it runs: nothing left to apply
         await guests.stop()
         return found[0], found[1], told
 
