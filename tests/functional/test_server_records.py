@@ -4,9 +4,10 @@ allocation."""
 from __future__ import annotations
 
 import concurrent.futures
+import re
 
 import pytest
-from sqlalchemy import update
+from sqlalchemy import event, update
 from sqlalchemy.orm import Session
 
 from cloudseed.db.engines import Database
@@ -145,3 +146,26 @@ def test_console_tails_stored_together(cell):
             new: "n1",
             other: "s0",
         }
+
+
+def test_batch_loads_of_any_size_share_a_few_statement_texts(cell):
+    """A batch's IN list is padded to one of a few sizes (db/in_lists.py): loads of 1 to 40
+    servers find exactly the servers asked for, duplicates and all, with at most one text per
+    statement and power of two, where one text per size was prepared and kept before."""
+    uuids = [add_instance(cell, name=f"s{i}") for i in range(40)]
+    texts: set[str] = set()
+
+    def seen(_conn, _cursor, statement, *_args) -> None:
+        texts.add(statement)
+
+    event.listen(cell.engine, "before_cursor_execute", seen)
+    try:
+        for count in range(1, 41):
+            wanted = [*uuids[:count], "not-there"]
+            loaded = cell.run(lambda s, w=wanted: records.load_live(s, w))
+            assert sorted(r.instance.uuid for r in loaded) == sorted(uuids[:count])
+    finally:
+        event.remove(cell.engine, "before_cursor_execute", seen)
+    # Sizes 1, 2, 4, ... 64: 7 (without the padding, 40 per statement).
+    statements = {re.sub(r" IN \((?:[^()]|\([^()]*\))*\)", " IN (...)", text) for text in texts}
+    assert statements and len(texts) <= 7 * len(statements), sorted(texts)

@@ -41,6 +41,7 @@ from cloudseed.agent.key_operations import after_builds
 from cloudseed.agent.outcomes import Lost, Outcome
 from cloudseed.db.base import utcnow
 from cloudseed.db.engines import Database
+from cloudseed.db.in_lists import padded
 from cloudseed.servers import records, states
 from cloudseed.servers.lifecycle import queue
 from cloudseed.servers.models import (
@@ -154,9 +155,9 @@ def write_successes(session: Session, entries: list[Built], *, owner: str) -> Wr
     db = session.connection()  # Core statements: the ORM's execute path cost a third more
     now = utcnow()
     wanted = {e.op.id: e for e in entries}
-    held = db.execute(_HELD, {"ids": list(wanted), "owner": owner}).all()
+    held = db.execute(_HELD, {"ids": padded(wanted), "owner": owner}).all()
     uuids = [wanted[row.id].op.instance_uuid for row in held]
-    hosts = dict(db.execute(_HOSTS, {"uuids": uuids}).all())
+    hosts = dict(db.execute(_HOSTS, {"uuids": padded(uuids)}).all())
     alone = {
         row.id
         for row in held
@@ -167,12 +168,12 @@ def write_successes(session: Session, entries: list[Built], *, owner: str) -> Wr
         return Written(frozenset(), frozenset(alone))
     _end_operations(db, [(row.id, row.payload) for row in held if row.id not in alone], now)
     uuids = [e.op.instance_uuid for e in mine]
-    db.execute(_LAUNCHED, {"uuids": uuids, "now": now})
+    db.execute(_LAUNCHED, {"uuids": padded(uuids), "now": now})
     # Nothing a guest sees changed (a payload that applies values is written alone), but the
     # guests boot now: every metadata worker loads them ahead of their first requests.
     records.guests_booting(session, uuids)
-    db.execute(_FAULT_CLEARED, {"uuids": uuids})
-    db.execute(_FORWARDS_DROPPED, {"uuids": uuids})
+    db.execute(_FAULT_CLEARED, {"uuids": padded(uuids)})
+    db.execute(_FORWARDS_DROPPED, {"uuids": padded(uuids)})
     forwards = [
         {"instance_uuid": e.op.instance_uuid, "key": SSH_FORWARD, "value": e.ssh_forward}
         for e in mine
@@ -263,7 +264,7 @@ def _end_operations(db: Connection, rows: list[tuple[int, str | None]], now: dt.
         kept = {k: v for k, v in json.loads(payload or "{}").items() if k not in queue.SECRET_KEYS}
         by_payload.setdefault(json.dumps(kept, sort_keys=True), []).append(op_id)
     for payload, ids in by_payload.items():
-        db.execute(_ENDED, {"ids": ids, "now": now, "payload": payload})
+        db.execute(_ENDED, {"ids": padded(ids), "now": now, "payload": payload})
 
 
 def _finish_events(db: Connection, action_ids: list[int], now: dt.datetime) -> None:
@@ -272,12 +273,12 @@ def _finish_events(db: Connection, action_ids: list[int], now: dt.datetime) -> N
     if not action_ids:
         return
     first_open: dict[int, int] = {}
-    for event_id, action_id in db.execute(_OPEN_EVENTS, {"action_ids": action_ids}):
+    for event_id, action_id in db.execute(_OPEN_EVENTS, {"action_ids": padded(action_ids)}):
         first_open.setdefault(action_id, event_id)
     if first_open:
-        db.execute(_EVENTS_FINISHED, {"event_ids": list(first_open.values()), "now": now})
+        db.execute(_EVENTS_FINISHED, {"event_ids": padded(first_open.values()), "now": now})
     missing = [a for a in action_ids if a not in first_open]
     if missing:
         added = {"event": BUILD_EVENT, "start_time": now, "finish_time": now, "result": "Success"}
         db.execute(insert(_EVENTS), [{"action_id": a, **added} for a in missing])
-    db.execute(_ACTIONS_FINISHED, {"action_ids": action_ids, "now": now})
+    db.execute(_ACTIONS_FINISHED, {"action_ids": padded(action_ids), "now": now})

@@ -56,6 +56,7 @@ from cloudseed.compute.errors import GuestAgentUnavailable, GuestNotRunning
 from cloudseed.compute.interfaces import Driver
 from cloudseed.db.base import utcnow
 from cloudseed.db.engines import Database
+from cloudseed.db.in_lists import padded
 from cloudseed.servers import records, states
 from cloudseed.servers.history import actions as action_log
 from cloudseed.servers.lifecycle import queue
@@ -286,7 +287,7 @@ def after_builds(session: Session, hosts: dict[str, str | None], *, now: dt.date
     db = session.connection()
     by_boot_set: dict[str, list[str]] = {}
     queued = []
-    for row in db.execute(_BOOT_KEYS, {"uuids": list(hosts)}).all():
+    for row in db.execute(_BOOT_KEYS, {"uuids": padded(hosts)}).all():
         boot_set = json.dumps(current_keys(json.loads(row.keypairs or "[]"), now))
         by_boot_set.setdefault(boot_set, []).append(row.instance_uuid)
         generation = row.keys_generation or 1
@@ -299,7 +300,7 @@ def after_builds(session: Session, hosts: dict[str, str | None], *, now: dt.date
             )
             queued.append(row.instance_uuid)
     for boot_set, uuids in by_boot_set.items():
-        db.execute(_BOOT_SET_KEPT, {"uuids": uuids, "boot_set": boot_set})
+        db.execute(_BOOT_SET_KEPT, {"uuids": padded(uuids), "boot_set": boot_set})
     return queued
 
 

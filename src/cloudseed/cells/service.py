@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 from cloudseed.cells.errors import InstanceNotFound
 from cloudseed.cells.models import CellMapping, InstanceMapping
 from cloudseed.db.engines import Database
+from cloudseed.db.in_lists import padded
 from cloudseed.errors import ConfigError
 
 DEFAULT_CELL = "cell1"
@@ -108,7 +109,7 @@ class CellDatabases:
         if not uuids:
             return found
         rows = self.api_db.run(
-            lambda connection: connection.execute(_CELLS_OF_LIVE, {"uuids": uuids}).all(),
+            lambda connection: connection.execute(_CELLS_OF_LIVE, {"uuids": padded(uuids)}).all(),
             core=True,
         )
         for cell_id, uuid in rows:

@@ -41,6 +41,7 @@ from cloudseed.cells.service import CellDatabases
 from cloudseed.db.base import utcnow
 from cloudseed.db.data_version import DataVersion
 from cloudseed.db.engines import Database
+from cloudseed.db.in_lists import padded
 from cloudseed.db.notify import GUEST_CHANGES, Listener
 from cloudseed.metadata.stats import NO_STATS, StoreStats
 from cloudseed.servers.models import GuestChange
@@ -266,7 +267,7 @@ class ChangeFeed:
         now = time.monotonic()
         feed.gaps = {i: t for i, t in feed.gaps.items() if t > now}
         if feed.gaps:
-            query, params = _NEWER_OR_LATE, {"cursor": feed.cursor, "gaps": list(feed.gaps)}
+            query, params = _NEWER_OR_LATE, {"cursor": feed.cursor, "gaps": padded(feed.gaps)}
         else:
             query, params = _NEWER, {"cursor": feed.cursor}
         # A Core read of a statement built once: every worker polls 50 times a second, and

@@ -17,6 +17,7 @@ from sqlalchemy import select
 
 from cloudseed.cells.service import CellDatabases
 from cloudseed.db.base import utcnow
+from cloudseed.db.in_lists import padded
 from cloudseed.metadata.delivery import guest_facts
 from cloudseed.metadata.documents import GuestDocuments
 from cloudseed.metadata.facts import vendordata_request
@@ -56,7 +57,7 @@ def load_guests(
             if unresolved:
                 rows = session.execute(
                     select(FixedIP.address, FixedIP.instance_uuid).where(
-                        FixedIP.address.in_(unresolved)
+                        FixedIP.address.in_(padded(unresolved))
                     )
                 ).all()
                 for address, uuid in rows:

@@ -11,6 +11,7 @@ from sqlalchemy import ColumnElement, Select, and_, bindparam, exists, false, or
 from sqlalchemy.orm import Session
 
 from cloudseed.cells.service import CellDatabases
+from cloudseed.db.in_lists import padded
 from cloudseed.errors import InvalidInput
 from cloudseed.servers import records, states
 from cloudseed.servers.errors import ServerMarkerNotFound
@@ -85,7 +86,9 @@ def list_servers(cells: CellDatabases, f: ListFilter) -> list[records.ServerReco
                 # cost SQLite five times the narrow page's sort.
                 by_id = {
                     i.id: i
-                    for i in session.scalars(_INSTANCES_BY_ID, {"ids": [s.id for s in page]})
+                    for i in session.scalars(
+                        _INSTANCES_BY_ID, {"ids": padded([s.id for s in page])}
+                    )
                 }
                 instances = [by_id[s.id] for s in page if s.id in by_id]
                 found.extend(records.load_many(session, instances))

@@ -31,6 +31,7 @@ from sqlalchemy.orm import Session
 from cloudseed.cells.errors import InstanceNotFound
 from cloudseed.db.announcements import announce
 from cloudseed.db.base import utcnow
+from cloudseed.db.in_lists import padded
 from cloudseed.db.notify import GUEST_CHANGES, notify
 from cloudseed.flavors.snapshots import FlavorSnapshot
 from cloudseed.servers import states
@@ -153,7 +154,7 @@ def load_live(session: Session, uuids: Iterable[str]) -> list[ServerRecord]:
     """Records of the instances among ``uuids`` that exist and are not deleted: each instance
     read with its extra, then ``_records``' two statements (the metadata service's loads and
     the agents' batches)."""
-    rows = session.execute(_LIVE_INSTANCES_AND_EXTRAS, {"uuids": list(uuids)}).all()
+    rows = session.execute(_LIVE_INSTANCES_AND_EXTRAS, {"uuids": padded(uuids)}).all()
     if not rows:
         return []
     extras = {extra.instance_uuid: extra for _, extra in rows if extra is not None}
@@ -162,7 +163,7 @@ def load_live(session: Session, uuids: Iterable[str]) -> list[ServerRecord]:
 
 def load_many(session: Session, instances: list[Instance]) -> list[ServerRecord]:
     """Records for ``instances`` with three queries in all, whatever their number."""
-    params = {"uuids": [i.uuid for i in instances]}
+    params = {"uuids": padded([i.uuid for i in instances])}
     extras = {e.instance_uuid: e for e in session.scalars(_EXTRAS, params)}
     return _records(session, instances, extras)
 
@@ -174,7 +175,7 @@ def _records(
     after an ORM query of the session, which flushed what it held, so the Core statement on
     its connection reads the same rows an ORM one would."""
     uuids = [i.uuid for i in instances]
-    params = {"uuids": uuids}
+    params = {"uuids": padded(uuids)}
     metadata: dict[str, dict[str, str]] = {u: {} for u in uuids}
     sysmeta: dict[str, dict[str, str]] = {u: {} for u in uuids}
     tags: dict[str, list[str]] = {u: [] for u in uuids}

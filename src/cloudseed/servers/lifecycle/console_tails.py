@@ -17,6 +17,7 @@ from sqlalchemy import BindParameter, Table, bindparam, delete, insert, select, 
 from sqlalchemy.orm import Session
 
 from cloudseed.db.base import utcnow
+from cloudseed.db.in_lists import padded
 from cloudseed.servers.models import ConsoleTail, Instance
 
 TAIL_BYTES = 100 * 1024
@@ -56,7 +57,7 @@ def store(session: Session, tails: list[tuple[str, bytes, str]]) -> set[str]:
         return set()
     uuids = [uuid for uuid, _, _ in tails]
     db = session.connection()
-    kept = set(db.execute(_HAVE_TAILS, {"uuids": uuids}).scalars())
+    kept = set(db.execute(_HAVE_TAILS, {"uuids": padded(uuids)}).scalars())
     now = utcnow()
     replaced = [
         {"b_uuid": u, "output": o, "stamp": s, "updated_at": now} for u, o, s in tails if u in kept
@@ -66,7 +67,7 @@ def store(session: Session, tails: list[tuple[str, bytes, str]]) -> set[str]:
     new = [(u, o, s) for u, o, s in tails if u not in kept]
     if not new:
         return set()
-    live = set(db.execute(_LIVE, {"uuids": [u for u, _, _ in new]}).scalars())
+    live = set(db.execute(_LIVE, {"uuids": padded([u for u, _, _ in new])}).scalars())
     added = [
         {"instance_uuid": u, "output": o, "stamp": s, "updated_at": now}
         for u, o, s in new

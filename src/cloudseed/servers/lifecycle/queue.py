@@ -34,6 +34,7 @@ from sqlalchemy.orm import Session
 
 from cloudseed.db.announcements import announce
 from cloudseed.db.base import utcnow
+from cloudseed.db.in_lists import padded
 from cloudseed.db.notify import OPERATIONS, notify
 from cloudseed.servers.history import actions as action_log
 from cloudseed.servers.models import Operation
@@ -135,7 +136,8 @@ def claim(
         return []
     expires = now + dt.timedelta(seconds=lease_seconds)
     session.execute(
-        _TAKEN, {"ids": [row.id for row in rows], "owner": owner, "expires": expires, "now": now}
+        _TAKEN,
+        {"ids": padded([row.id for row in rows]), "owner": owner, "expires": expires, "now": now},
     )
     claimed = []
     for row in rows:

@@ -18,6 +18,7 @@ from sqlalchemy import Table, bindparam, case, insert, select, update
 from sqlalchemy.orm import Session
 
 from cloudseed.db.base import utcnow
+from cloudseed.db.in_lists import padded
 from cloudseed.servers import records
 from cloudseed.servers.metadata_options.models import MetadataAccess, ProjectMetadataOptions
 from cloudseed.servers.metadata_options.options import (
@@ -135,7 +136,7 @@ def add_counts(session: Session, counts: Mapping[str, Counts]) -> None:
     connection = session.connection()
     known: set[str] = set()
     for i in range(0, len(uuids), _CHUNK):
-        known.update(connection.execute(_KNOWN, {"uuids": uuids[i : i + _CHUNK]}).scalars())
+        known.update(connection.execute(_KNOWN, {"uuids": padded(uuids[i : i + _CHUNK])}).scalars())
     updates = [
         {
             "uuid": uuid,
