@@ -26,6 +26,7 @@ from sqlalchemy import Table, insert, select
 from sqlalchemy.orm import Session
 
 from cloudseed.db.engines import Database
+from cloudseed.db.in_lists import padded
 from cloudseed.metadata.loading import BY_ADDRESS, BY_UUID, Key
 from cloudseed.nova_metadata import schema
 from cloudseed.nova_metadata.databases import NovaDatabases
@@ -149,7 +150,7 @@ class Loader:
                 read = dict(
                     session.execute(
                         select(mappings.c.instance_uuid, mappings.c.cell_id).where(
-                            mappings.c.instance_uuid.in_(unknown)
+                            mappings.c.instance_uuid.in_(padded(unknown))
                         )
                     ).all()
                 )
@@ -205,7 +206,7 @@ def _read(session: Session, uuids: list[str]) -> dict[str, Any]:
         dict(r._mapping)
         for r in session.execute(
             select(*_INSTANCE_COLUMNS).where(
-                s.instances.c.uuid.in_(uuids), s.instances.c.deleted == 0
+                s.instances.c.uuid.in_(padded(uuids)), s.instances.c.deleted == 0
             )
         )
     ]
@@ -224,14 +225,14 @@ def _read(session: Session, uuids: list[str]) -> dict[str, Any]:
                 extra.flavor,
                 extra.device_metadata,
                 extra.numa_topology,
-            ).where(extra.instance_uuid.in_(live))
+            ).where(extra.instance_uuid.in_(padded(live)))
         )
     }
     md = s.instance_metadata.c
     rows["metadata"] = _grouped(
         session.execute(
             select(md.instance_uuid, md.key, md.value)
-            .where(md.instance_uuid.in_(live), md.deleted == 0)
+            .where(md.instance_uuid.in_(padded(live)), md.deleted == 0)
             .order_by(md.id)
         )
     )
@@ -239,14 +240,16 @@ def _read(session: Session, uuids: list[str]) -> dict[str, Any]:
     rows["system_metadata"] = _grouped(
         session.execute(
             select(sysmeta.instance_uuid, sysmeta.key, sysmeta.value)
-            .where(sysmeta.instance_uuid.in_(live))
+            .where(sysmeta.instance_uuid.in_(padded(live)))
             .order_by(sysmeta.id)
         )
     )
     cache = s.instance_info_caches.c
     rows["network_info"] = dict(
         session.execute(
-            select(cache.instance_uuid, cache.network_info).where(cache.instance_uuid.in_(live))
+            select(cache.instance_uuid, cache.network_info).where(
+                cache.instance_uuid.in_(padded(live))
+            )
         ).all()
     )
     bdm = s.block_device_mapping.c
@@ -259,7 +262,7 @@ def _read(session: Session, uuids: list[str]) -> dict[str, Any]:
             bdm.guest_format,
             bdm.device_name,
         )
-        .where(bdm.instance_uuid.in_(live), bdm.deleted == 0)
+        .where(bdm.instance_uuid.in_(padded(live)), bdm.deleted == 0)
         .order_by(bdm.id)
     ):
         bdms[r.instance_uuid].append(dict(r._mapping))
@@ -289,7 +292,7 @@ def _ids(session: Session, table: Table, uuids: list[str]) -> dict[str, int]:
         return {}
     found: dict[str, int] = {}
     for uuid, row_id in session.execute(
-        select(table.c.uuid, table.c.id).where(table.c.uuid.in_(uuids)).order_by(table.c.id)
+        select(table.c.uuid, table.c.id).where(table.c.uuid.in_(padded(uuids))).order_by(table.c.id)
     ):
         found.setdefault(uuid, row_id)
     return found

@@ -313,7 +313,7 @@ def guests_changed(session: Session, uuids: list[str]) -> None:
         return
     session.execute(
         update(Instance)
-        .where(Instance.uuid.in_(uuids))
+        .where(Instance.uuid.in_(padded(uuids)))
         .values(generation=Instance.generation + 1, updated_at=utcnow())
         .execution_options(synchronize_session=False)
     )

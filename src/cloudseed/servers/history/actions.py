@@ -9,6 +9,7 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from cloudseed.db.base import utcnow
+from cloudseed.db.in_lists import padded
 from cloudseed.servers.errors import ActionNotFound
 from cloudseed.servers.history.bootstrap import Actor
 from cloudseed.servers.models import InstanceAction, InstanceActionEvent
@@ -88,7 +89,7 @@ def finish_open(session: Session, *, action_ids: list[int], error: str) -> None:
     session.execute(
         update(InstanceActionEvent)
         .where(
-            InstanceActionEvent.action_id.in_(action_ids),
+            InstanceActionEvent.action_id.in_(padded(action_ids)),
             InstanceActionEvent.finish_time.is_(None),
         )
         .values(finish_time=now, result="Error", traceback=error)
@@ -96,7 +97,7 @@ def finish_open(session: Session, *, action_ids: list[int], error: str) -> None:
     )
     session.execute(
         update(InstanceAction)
-        .where(InstanceAction.id.in_(action_ids), InstanceAction.finish_time.is_(None))
+        .where(InstanceAction.id.in_(padded(action_ids)), InstanceAction.finish_time.is_(None))
         .values(finish_time=now, updated_at=now, message="Error")
         .execution_options(synchronize_session=False)
     )

@@ -41,7 +41,7 @@ def stamps_of(session: Session, uuids: Iterable[str]) -> dict[str, str]:
     for start in range(0, len(wanted), 500):
         rows = session.execute(
             select(ConsoleTail.instance_uuid, ConsoleTail.stamp).where(
-                ConsoleTail.instance_uuid.in_(wanted[start : start + 500])
+                ConsoleTail.instance_uuid.in_(padded(wanted[start : start + 500]))
             )
         )
         found.update({uuid: stamp for uuid, stamp in rows})

@@ -247,13 +247,19 @@ def renew(session: Session, *, ids: list[int], owner: str, lease_seconds: float)
     now = utcnow()
     session.execute(
         update(Operation)
-        .where(Operation.id.in_(ids), Operation.lease_owner == owner, Operation.state == RUNNING)
+        .where(
+            Operation.id.in_(padded(ids)),
+            Operation.lease_owner == owner,
+            Operation.state == RUNNING,
+        )
         .values(lease_expires_at=now + dt.timedelta(seconds=lease_seconds), updated_at=now)
         .execution_options(synchronize_session=False)
     )
     held = session.scalars(
         select(Operation.id).where(
-            Operation.id.in_(ids), Operation.lease_owner == owner, Operation.state == RUNNING
+            Operation.id.in_(padded(ids)),
+            Operation.lease_owner == owner,
+            Operation.state == RUNNING,
         )
     )
     return set(held)
