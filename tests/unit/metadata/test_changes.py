@@ -92,9 +92,9 @@ def test_a_wait_for_an_expiry_never_outlasts_it() -> None:
         waiters = changes.Waiters(per_instance=2, total=3)
         results = []
         with waiters.waiting("a") as waiter:
-            for expiry in (time.time() - 1, time.time() + 0.05):  # passed; soon
+            for ahead in (-1, 0.05):  # passed; soon (from now: the first wait takes time)
                 started = time.monotonic()
-                woken = await watch.next(waiter, expiry)
+                woken = await watch.next(waiter, time.time() + ahead)
                 results.append((woken, time.monotonic() - started))
             # No expiry: a change wakes it.
             asyncio.get_running_loop().call_later(0.05, waiters.changed, "a")
