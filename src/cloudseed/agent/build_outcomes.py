@@ -168,12 +168,13 @@ def write_successes(session: Session, entries: list[Built], *, owner: str) -> Wr
         return Written(frozenset(), frozenset(alone))
     _end_operations(db, [(row.id, row.payload) for row in held if row.id not in alone], now)
     uuids = [e.op.instance_uuid for e in mine]
-    db.execute(_LAUNCHED, {"uuids": padded(uuids), "now": now})
+    listed = padded(uuids)
+    db.execute(_LAUNCHED, {"uuids": listed, "now": now})
     # Nothing a guest sees changed (a payload that applies values is written alone), but the
     # guests boot now: every metadata worker loads them ahead of their first requests.
     records.guests_booting(session, uuids)
-    db.execute(_FAULT_CLEARED, {"uuids": padded(uuids)})
-    db.execute(_FORWARDS_DROPPED, {"uuids": padded(uuids)})
+    db.execute(_FAULT_CLEARED, {"uuids": listed})
+    db.execute(_FORWARDS_DROPPED, {"uuids": listed})
     forwards = [
         {"instance_uuid": e.op.instance_uuid, "key": SSH_FORWARD, "value": e.ssh_forward}
         for e in mine
@@ -273,7 +274,8 @@ def _finish_events(db: Connection, action_ids: list[int], now: dt.datetime) -> N
     if not action_ids:
         return
     first_open: dict[int, int] = {}
-    for event_id, action_id in db.execute(_OPEN_EVENTS, {"action_ids": padded(action_ids)}):
+    listed = padded(action_ids)
+    for event_id, action_id in db.execute(_OPEN_EVENTS, {"action_ids": listed}):
         first_open.setdefault(action_id, event_id)
     if first_open:
         db.execute(_EVENTS_FINISHED, {"event_ids": padded(first_open.values()), "now": now})
@@ -281,4 +283,4 @@ def _finish_events(db: Connection, action_ids: list[int], now: dt.datetime) -> N
     if missing:
         added = {"event": BUILD_EVENT, "start_time": now, "finish_time": now, "result": "Success"}
         db.execute(insert(_EVENTS), [{"action_id": a, **added} for a in missing])
-    db.execute(_ACTIONS_FINISHED, {"action_ids": padded(action_ids), "now": now})
+    db.execute(_ACTIONS_FINISHED, {"action_ids": listed, "now": now})

@@ -4,10 +4,11 @@ SQLAlchemy renders an expanding parameter (``column.in_(bindparam(..., expanding
 as one placeholder per value, so a statement run for batches of 1 to 200 values is 200
 different SQL texts. Each database prepares and keeps every one: Python's sqlite3 module holds
 up to 128 prepared statements per connection, and one with a 200-value IN list is tens of
-KiB of SQLite's memory (a metadata worker's guest loads left 11-15 MiB of them behind, about
-1.3 KiB per guest of a 10,000-guest storm); psycopg prepares a text run five times on the
-server. Padding each list to the next of a few sizes, with its last value repeated (an IN
-list's duplicates change nothing it matches), leaves a handful of texts per statement.
+KiB of SQLite's memory (after a 10,000-guest storm, SQLite held 12.6-13.3 MB in a metadata
+worker without the padding, 8.3-9.4 with it: docs/benchmarks.md, issue 36, session 9);
+psycopg prepares a text run five times on the server. Padding each list to the next of a few
+sizes, with its last value repeated (an IN list's duplicates change nothing it matches),
+leaves a handful of texts per statement.
 """
 
 from __future__ import annotations

@@ -86,10 +86,11 @@ def finish_open(session: Session, *, action_ids: list[int], error: str) -> None:
     if not action_ids:
         return
     now = utcnow()
+    listed = padded(action_ids)
     session.execute(
         update(InstanceActionEvent)
         .where(
-            InstanceActionEvent.action_id.in_(padded(action_ids)),
+            InstanceActionEvent.action_id.in_(listed),
             InstanceActionEvent.finish_time.is_(None),
         )
         .values(finish_time=now, result="Error", traceback=error)
@@ -97,7 +98,7 @@ def finish_open(session: Session, *, action_ids: list[int], error: str) -> None:
     )
     session.execute(
         update(InstanceAction)
-        .where(InstanceAction.id.in_(padded(action_ids)), InstanceAction.finish_time.is_(None))
+        .where(InstanceAction.id.in_(listed), InstanceAction.finish_time.is_(None))
         .values(finish_time=now, updated_at=now, message="Error")
         .execution_options(synchronize_session=False)
     )

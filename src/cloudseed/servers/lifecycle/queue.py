@@ -245,10 +245,11 @@ def renew(session: Session, *, ids: list[int], owner: str, lease_seconds: float)
     if not ids:
         return set()
     now = utcnow()
+    listed = padded(ids)
     session.execute(
         update(Operation)
         .where(
-            Operation.id.in_(padded(ids)),
+            Operation.id.in_(listed),
             Operation.lease_owner == owner,
             Operation.state == RUNNING,
         )
@@ -257,7 +258,7 @@ def renew(session: Session, *, ids: list[int], owner: str, lease_seconds: float)
     )
     held = session.scalars(
         select(Operation.id).where(
-            Operation.id.in_(padded(ids)),
+            Operation.id.in_(listed),
             Operation.lease_owner == owner,
             Operation.state == RUNNING,
         )
