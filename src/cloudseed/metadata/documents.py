@@ -11,6 +11,7 @@ a new generation."""
 from __future__ import annotations
 
 from cloudseed.metadata import render
+from cloudseed.metadata import versions as v
 from cloudseed.metadata.facts import GuestFacts, shared
 
 
@@ -86,10 +87,17 @@ class GuestDocuments:
         # One copy of what most guests have in common: the metadata items and keys (cut out
         # by render.meta_data), and what follows the seed. Not the rest, which names the
         # guest: a copy of it shared with nobody would only take a place in the table.
+        head, tail = doc.head, doc.tail
+        if self._meta is not None:
+            # Versions differ in their last members only: one copy of what they share.
+            if head == self._meta.head:
+                head = self._meta.head
+            if tail == self._meta.tail:
+                tail = self._meta.tail
         doc = render.SeededJSON(
-            doc.head,
+            head,
             shared(doc.alike),
-            doc.tail,
+            tail,
             None if doc.suffix is None else shared(doc.suffix),
         )
         if self._meta is None:
@@ -99,6 +107,13 @@ class GuestDocuments:
                 self._other_meta = {}
             self._other_meta[variant] = doc
         return doc
+
+    def prepare(self) -> None:
+        """Render what cloud-init asks first and this object keeps (meta_data.json at the
+        versions it asks first): for a guest loaded ahead of its boot, in the loading thread,
+        so that its first requests in a boot storm find them made."""
+        for version in v.FIRST_ASKED:
+            self.meta_data(version)
 
     def network_data(self) -> bytes:
         # Not kept: most guests ask for it once a boot, and the copy cost 570 bytes a guest

@@ -15,7 +15,9 @@ A source may also hand over instances whose guests are likely to ask soon (``ahe
 guests cloudseed's compute agent has just booted; the drop-in's instances that Nova is
 building or has just changed, and the other guests of a host whose guests began to miss
 together): the store loads them in small batches, alongside the misses or on their own, and
-keeps them, so their first request is a hit.
+keeps them, so their first request is a hit. A guest loaded ahead is also prepared in the
+loading thread (``Cached.prepare``: the documents cloud-init asks first, rendered), so its
+first requests find them made instead of rendering them on the event loop in the storm.
 Loading ahead never evicts a cached guest: what finds the store full is left to its first
 request.
 """
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
@@ -32,6 +35,8 @@ from typing import Generic, Protocol, Self, TypeVar
 from cloudseed.metadata.heap import HeapFreezer
 from cloudseed.metadata.loading import BY_ADDRESS, BY_UUID, Key
 from cloudseed.metadata.stats import NO_STATS, StoreStats
+
+log = logging.getLogger(__name__)
 
 BATCH_SIZE = 200  # guests loaded per thread hop at most
 # Guests loaded ahead per thread hop: a request's load waits for at most one such batch.
@@ -57,6 +62,10 @@ class Cached(Protocol):
         """When (POSIX time) ``at`` would give another object; None: never."""
 
     def at(self, now: float) -> Self: ...
+
+    def prepare(self) -> None:
+        """Make what the guest's first requests ask (a guest loaded ahead, in the loading
+        thread, before any request can see it)."""
 
 
 G = TypeVar("G", bound=Cached)
@@ -284,7 +293,11 @@ class GuestStore(Generic[G]):
         """In the loading thread: the misses ``keys``, then ``extra`` loaded ahead."""
         found = self.source.load(keys) if keys else {}
         if extra:
-            found.update(self.source.load(extra, ahead=True))
+            ahead = self.source.load(extra, ahead=True)
+            for guest in ahead.values():
+                if guest is not None:
+                    _prepare(guest)
+            found.update(ahead)
         return found
 
     def _remember(self, guest: G) -> None:
@@ -362,3 +375,12 @@ class GuestStore(Generic[G]):
         if self._loader is not None:
             await self._loader
         await self.source.close()
+
+
+def _prepare(guest: Cached) -> None:
+    """``guest.prepare()``; a document that cannot be made now is made (and fails) at its
+    request, as it would have without this."""
+    try:
+        guest.prepare()
+    except Exception:
+        log.exception("rendering the documents of %s ahead failed", guest.uuid)

@@ -17,11 +17,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from cloudseed.metadata.versions import FIRST_ASKED
 from cloudseed.nova_metadata import paths, render
 from cloudseed.nova_metadata.facts import InstanceFacts
 
 # The OpenStack versions cloud-init reads (its newest known one; the benchmarks' "latest").
-OPENSTACK_VERSIONS = ("2018-08-27", "latest")
+OPENSTACK_VERSIONS = FIRST_ASKED
 OPENSTACK_FILES = (paths.USER_DATA, paths.NETWORK_DATA)
 EC2_VERSION = "latest"  # cloud-init's OpenStack datasource crawls the EC2 tree here
 

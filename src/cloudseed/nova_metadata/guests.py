@@ -153,9 +153,7 @@ class NovaGuests:
                 guest = guests[facts.uuid] = NovaGuest(
                     facts, self.dhcp_domain, network_template=self.network_template
                 )
-                if ahead:
-                    _prepare(guest)
-                elif self.boots.missed(facts.host, facts.uuid):
+                if not ahead and self.boots.missed(facts.host, facts.uuid):
                     self._wake_host(facts)
             result[key] = guest
         return result
@@ -206,12 +204,3 @@ class NovaGuests:
 
     async def close(self) -> None:
         await self.changes.close()
-
-
-def _prepare(guest: NovaGuest) -> None:
-    """``guest.prepare()``; a document that cannot be made now is made (and fails) at its
-    request, as it would have without this."""
-    try:
-        guest.prepare()
-    except Exception:
-        log.exception("rendering the documents of %s ahead failed", guest.uuid)

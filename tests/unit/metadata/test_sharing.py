@@ -8,6 +8,8 @@ import collections
 import datetime as dt
 import json
 
+import pytest
+
 from cloudseed.metadata import render
 from cloudseed.metadata import versions as v
 from cloudseed.metadata.delivery import guest_facts
@@ -88,6 +90,41 @@ def test_meta_data_rendered_once_per_variant_in_any_order() -> None:
     assert guest.meta_data(v.LIBERTY) is liberty
     assert "project_id" in json.loads(liberty.render())
     assert "random_seed" not in json.loads(folsom.render())
+
+
+def test_a_guest_versions_hold_one_copy_of_what_they_have_in_common() -> None:
+    guest = GuestDocuments(facts(), "novalocal")
+    rocky, latest = guest.meta_data(v.ROCKY), guest.meta_data("latest")
+    assert rocky is not latest
+    # Only their last members differ (devices' variant, dedicated_cpus).
+    assert latest.head is rocky.head and latest.tail is rocky.tail
+    assert "dedicated_cpus" in json.loads(latest.render())
+    assert "dedicated_cpus" not in json.loads(rocky.render())
+
+
+def test_a_prepared_guest_renders_what_cloud_init_asks_first_no_more(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    guest = GuestDocuments(facts(), "novalocal")
+    guest.prepare()
+    prepared = {version: guest.meta_data(version) for version in v.FIRST_ASKED}
+
+    def render_again(*args: object, **kwargs: object) -> render.SeededJSON:
+        raise AssertionError("rendered after prepare()")
+
+    monkeypatch.setattr(render, "meta_data", render_again)
+    assert {version: guest.meta_data(version) for version in v.FIRST_ASKED} == prepared
+    expected = GuestDocuments(facts(), "novalocal")
+    monkeypatch.undo()
+    for version in v.FIRST_ASKED:
+        # The same document a request would have made (its random seed apart).
+        made, asked = prepared[version], expected.meta_data(version)
+        assert (made.head, made.alike, made.tail, made.suffix) == (
+            asked.head,
+            asked.alike,
+            asked.tail,
+            asked.suffix,
+        )
 
 
 def test_guests_alike_share_what_follows_the_seed() -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Self
 
 import pytest
@@ -20,6 +20,8 @@ from cloudseed.metadata.loading import Key
 class Guest:
     uuid: str
     load: int = 1  # which of the source's loads made it
+    # The threads its prepare() ran in (one whose uuid starts with "bad" fails to prepare).
+    prepared: list[str] = field(default_factory=list, compare=False, repr=False)
 
     @property
     def addresses(self) -> tuple[str, ...]:
@@ -31,6 +33,11 @@ class Guest:
 
     def at(self, now: float) -> Self:
         return self
+
+    def prepare(self) -> None:
+        if self.uuid.startswith("bad"):
+            raise RuntimeError("a document that cannot be made")
+        self.prepared.append(threading.current_thread().name)
 
 
 class Source:
@@ -181,6 +188,28 @@ def test_a_miss_does_not_wait_for_the_gathering(monkeypatch: pytest.MonkeyPatch)
 
     source = asyncio.run(scenario())
     assert source.loads == [(["m0"], False), (["a0"], True)]  # the ahead one rides along
+
+
+def test_guests_loaded_ahead_are_prepared_in_the_loading_thread_misses_are_not(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def scenario() -> tuple[Guest | None, Guest | None, Guest | None]:
+        source = Source()
+        source.release.set()
+        guests: store.GuestStore[Guest] = store.GuestStore(source, capacity=1000)
+        guests.load_ahead(["a0", "bad0"])
+        miss = await asyncio.wait_for(guests.by_uuid("m0"), timeout=10)  # they ride along
+        await asyncio.wait_for(_until(lambda: len(guests) == 3), 10)
+        return miss, guests.cached_by_uuid("a0"), guests.cached_by_uuid("bad0")
+
+    miss, ahead, bad = asyncio.run(scenario())
+    assert miss is not None and miss.prepared == []  # asked for: answered as soon as loaded
+    assert ahead is not None and len(ahead.prepared) == 1
+    assert ahead.prepared[0] != threading.main_thread().name
+    # A guest whose documents cannot be made ahead is kept: they are made (and fail) at its
+    # requests, as without loading ahead.
+    assert bad is not None and bad.prepared == []
+    assert "rendering the documents of bad0 ahead failed" in caplog.text
 
 
 def test_a_change_heard_from_another_thread_is_applied_before_the_next_lookup() -> None:
