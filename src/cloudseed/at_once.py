@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import NamedTuple, Protocol, runtime_checkable
 
-from cloudseed.replay import Replayable
+from cloudseed.replay import MakeReplayable
 
 Headers = list[tuple[bytes, bytes]]  # as the ASGI scope has them: names lower-cased
 
@@ -24,13 +24,13 @@ class AtOnce(NamedTuple):
     """A whole answer for the protocol to write itself: the status, the header lines (each
     ending in CRLF, the blank line not included), the body, and what to call once it is
     written; and, when the app says the same request may be answered with the same bytes
-    until the guest changes, how (``replay.py``)."""
+    until the guest changes, how to make its ``Replayable`` should it be kept (``replay.py``)."""
 
     status: int
     header_lines: bytes
     body: bytes
     sent: Callable[[], None] | None
-    replayable: Replayable | None = None
+    replayable: MakeReplayable | None = None
 
 
 @runtime_checkable

@@ -36,7 +36,7 @@ from cloudseed.protocol_deadlines import (
     DeadlineHttpToolsProtocol,
     no_report,
 )
-from cloudseed.replay import Replayable, Replays, refilled
+from cloudseed.replay import MakeReplayable, Replays, refilled
 from cloudseed.transport import CoalescingTransport
 from cloudseed.uvicorn_internals import require_tested_uvicorn
 
@@ -69,8 +69,9 @@ class CoalescingHttpToolsProtocol(DeadlineHttpToolsProtocol):
     _replays: Replays | None = None  # the app's (replay.py), if it keeps any
     # This read, while it is one whole GET head at a message boundary (a replay's key).
     _whole_get: bytes | None = None
-    # An answer at once to it that may be kept: (status line, the rest after the Date, whose).
-    _to_keep: tuple[bytes, bytes, Replayable] | None = None
+    # An answer at once to it that may be kept: (status line, the rest after the Date, how to
+    # make its Replayable).
+    _to_keep: tuple[bytes, bytes, MakeReplayable] | None = None
 
     @classmethod
     def with_limits(

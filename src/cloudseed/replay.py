@@ -9,7 +9,9 @@ from and the whole request head, byte for byte (the proxy's signed headers, the 
 headers, If-None-Match and everything else in it). The caller's identity is a function of
 those two alone (identify.py), so an entry can only answer the caller it was made for.
 
-What may be kept is the app's to say (``Replayable`` with its answer at once): only answers
+What may be kept is the app's to say (with its answer at once, how to make its ``Replayable``,
+called only once the store has room for it: a boot storm's answers, each asked once, find the
+store full and are refused without it): only answers
 that are the same every time for as long as the guest does not change (no session token, no
 time of day: the Date header is written fresh at each replay), but for a ``Hole`` of fixed
 size made afresh at each replay (meta_data.json's random seed: every guest gets new bytes
@@ -72,12 +74,16 @@ class Hole(NamedTuple):
 
 
 class Replayable(NamedTuple):
-    """What the app says of an answer that may be replayed (``AtOnce.replayable``)."""
+    """What the app says of an answer that may be replayed (made by ``AtOnce.replayable``)."""
 
     guest: str  # the instance's uuid: a change to it drops the entry
     still_valid: Callable[[], bool]  # the caller is still the guest the answer was made for
     counted: Callable[[], None]  # what answering it counts, done again at each replay
     hole: Hole | None = None  # in a whole answer (200, GET): bytes made afresh each time
+
+
+# How an answer is replayed, made only once it is to be kept (None: it may not be after all).
+MakeReplayable = Callable[[], Replayable | None]
 
 
 def refilled(rest: bytes, hole: Hole) -> bytes:
@@ -135,7 +141,9 @@ class Replays:
             self._entries.move_to_end(key)
         return entry
 
-    def keep(self, key: ReplayKey, status_line: bytes, rest: bytes, of: Replayable) -> None:
+    def keep(self, key: ReplayKey, status_line: bytes, rest: bytes, make: MakeReplayable) -> None:
+        """Keep the answer ``status_line`` + ``rest`` to ``key`` if there is room for it;
+        ``make()`` is called only then."""
         size = len(key[1]) + len(status_line) + len(rest) + _OVERHEAD
         if size > self.max_entry:
             return
@@ -145,6 +153,9 @@ class Replays:
         victims = self._to_make_room(size, now, asked=self._refusals.get(digest, 0) + 1)
         if victims is None:
             self._refused(digest)
+            return
+        of = make()
+        if of is None:
             return
         for victim in victims:
             self.forget(victim)

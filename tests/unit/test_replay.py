@@ -7,11 +7,17 @@ import random
 
 from cloudseed.metadata.answers import JSON, Answer, at_once
 from cloudseed.metadata.render import SeededJSON
-from cloudseed.replay import ASKED_MARGIN, Hole, Replayable, Replays, refilled
+from cloudseed.replay import ASKED_MARGIN, Hole, MakeReplayable, Replayable, Replays, refilled
 
 
-def replayable(guest: str = "g1", hole: Hole | None = None) -> Replayable:
-    return Replayable(guest, lambda: True, lambda: None, hole)
+def replayable(guest: str = "g1", hole: Hole | None = None) -> MakeReplayable:
+    """How an app says its answer may be replayed: a maker of its Replayable."""
+    made = Replayable(guest, lambda: True, lambda: None, hole)
+    return lambda: made
+
+
+def made_by(make: MakeReplayable | None) -> Replayable | None:
+    return None if make is None else make()
 
 
 def test_a_hole_is_filled_afresh_where_it_sits() -> None:
@@ -38,9 +44,9 @@ def test_at_once_keeps_a_hole_only_in_a_whole_answer() -> None:
     ok = Answer(200, b"abcxx123", JSON)
     whole = replayable(hole=hole)
     assert at_once(ok, "GET", whole).replayable is whole
-    head = at_once(ok, "HEAD", replayable(hole=hole)).replayable
+    head = made_by(at_once(ok, "HEAD", replayable(hole=hole)).replayable)
     assert head is not None and head.hole is None
-    not_modified = at_once(Answer(304, b""), "GET", replayable(hole=hole)).replayable
+    not_modified = made_by(at_once(Answer(304, b""), "GET", replayable(hole=hole)).replayable)
     assert not_modified is not None and not_modified.hole is None
     # An answer that records a delivery is never replayed.
     delivering = Answer(200, b"k", JSON, sent=lambda: None)
@@ -112,3 +118,29 @@ def test_an_answer_larger_than_the_store_is_not_kept() -> None:
     replays = Replays(max_bytes=3000, max_entry=10_000)
     replays.keep(("p", b"1"), b"s", b"x" * 5000, replayable())
     assert len(replays) == 0
+
+
+def test_a_replayable_is_made_only_for_an_answer_kept() -> None:
+    """A storm's answers find the store full: refused, their Replayable is never made (the
+    app's closures and the metrics edge's wrapping cost a sixth of a first ask)."""
+    now = [0.0]
+    replays = Replays(max_bytes=2 * 2500, idle_before_replaced=30, clock=lambda: now[0])
+    made: list[str] = []
+
+    def making(guest: str) -> MakeReplayable:
+        def make() -> Replayable:
+            made.append(guest)
+            return Replayable(guest, lambda: True, lambda: None)
+
+        return make
+
+    replays.keep(("p", b"1"), b"s", b"x" * 50, making("a"))
+    replays.keep(("p", b"2"), b"s", b"x" * 50, making("b"))
+    for i in range(3, 10):  # full, its entries in use: refused
+        replays.keep(("p", b"%d" % i), b"s", b"x" * 50, making("storm"))
+    assert made == ["a", "b"] and len(replays) == 2
+    # A maker that finds the answer may not be replayed after all keeps nothing and makes no
+    # room: the entries that would have been dropped for it stay.
+    now[0] = 100.0
+    replays.keep(("p", b"late"), b"s", b"x" * 50, lambda: None)
+    assert len(replays) == 2 and ("p", b"1") in replays and ("p", b"late") not in replays

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from cloudseed.at_once import AtOnce
-from cloudseed.replay import Replayable
+from cloudseed.replay import MakeReplayable, Replayable
 
 TEXT = b"text/plain; charset=utf-8"
 JSON = b"application/json"
@@ -33,7 +33,7 @@ class Answer(NamedTuple):
         return b""
 
 
-def at_once(answer: Answer, method: str, replayable: Replayable | None = None) -> AtOnce:
+def at_once(answer: Answer, method: str, replayable: MakeReplayable | None = None) -> AtOnce:
     """``answer`` as the ASGI path would send it (asgi.py ``send_answer``): the same headers
     in the same order (content type and length, then the answer's own; a 304 only its own);
     HEAD: no body, and no call for what the body delivers. ``replayable``: the app's word
@@ -48,8 +48,20 @@ def at_once(answer: Answer, method: str, replayable: Replayable | None = None) -
     if replayable is not None and answer.sent is not None:
         replayable = None  # a first delivery is recorded: never replayed
     whole = method == "GET" and answer.status == 200
-    if replayable is not None and replayable.hole is not None and not whole:
-        replayable = replayable._replace(hole=None)
+    if replayable is not None and not whole:
+        replayable = _without_hole(replayable)
     if method == "HEAD":
         return AtOnce(answer.status, b"".join(lines), b"", None, replayable)
     return AtOnce(answer.status, b"".join(lines), answer.body, answer.sent, replayable)
+
+
+def _without_hole(make: MakeReplayable) -> MakeReplayable:
+    """``make``, its Replayable without a hole (an answer that is not whole has none)."""
+
+    def made() -> Replayable | None:
+        replayable = make()
+        if replayable is None or replayable.hole is None:
+            return replayable
+        return replayable._replace(hole=None)
+
+    return made

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from functools import partial
 
 from cloudseed.at_once import AnswersAtOnce, AtOnce
 from cloudseed.cells.service import CellDatabases
@@ -38,7 +39,7 @@ from cloudseed.metadata.posts import GuestPosts
 from cloudseed.metadata.signed_identity import SignedIdentity
 from cloudseed.metadata.store import GuestStore
 from cloudseed.metadata.tokens import Tokens
-from cloudseed.replay import Replayable, Replays
+from cloudseed.replay import MakeReplayable, Replays
 from cloudseed.settings import Settings
 from cloudseed.types import Receive, Scope, Send
 from cloudseed.vendordata import Vendordata
@@ -187,7 +188,7 @@ class MetadataApp(asgi.MetadataASGI, AnswersAtOnce):
         replayable, self._replayable = self._replayable, None
         return at_once(answer, method, replayable)
 
-    _replayable: Replayable | None = None  # _answer_now's word on its answer, for respond_now
+    _replayable: MakeReplayable | None = None  # _answer_now's word on its answer, for respond_now
 
     def _answer_now(
         self, target: tree.Target, peer: str | None, headers: list[tuple[bytes, bytes]]
@@ -215,7 +216,9 @@ class MetadataApp(asgi.MetadataASGI, AnswersAtOnce):
         store.stats.hit()  # here, once answered: a request left to the ASGI path counts there
         tagged = self.freshness.tagged(answer, guest, (target, False), claim.address)
         if not with_token:  # a session token runs out: never replayed
-            self._replayable = replays.replayable(
+            # Made only if the answer is kept (replay.py): most of a storm's are not.
+            self._replayable = partial(
+                replays.replayable,
                 claim,
                 guest,
                 target,

@@ -14,6 +14,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Hashable
+from functools import partial
 
 from prometheus_client import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
@@ -25,7 +26,7 @@ from cloudseed.metrics._operations import OperationsCollector, count_operations
 from cloudseed.metrics._registry import LATENCY_BUCKETS, Metrics
 from cloudseed.metrics._routes import MetadataRoutes, RouteNames
 from cloudseed.metrics._tally import Tally
-from cloudseed.replay import Replayable
+from cloudseed.replay import MakeReplayable, Replayable
 from cloudseed.settings import split_list
 from cloudseed.types import ASGIApp, Message, Receive, Scope, Send
 from cloudseed.web.faults import fault_parts
@@ -101,20 +102,28 @@ class MetricsEdge:
             # The metadata listener's route key is the path (MetadataRoutes).
             status = found[0]
             self._tally(path, method, status, time.perf_counter() - started)
-            replayable = found.replayable
-            if replayable is not None:
-                counted = replayable.counted
-
-                def counted_here() -> None:
-                    counted()
-                    self._tally(path, method, status, 0.0)  # a replay takes no app time
-
-                # Made anew rather than with _replace, which costs about a microsecond each.
-                replayable = Replayable(
-                    replayable.guest, replayable.still_valid, counted_here, replayable.hole
-                )
+            make = found.replayable
+            if make is not None:
+                replayable = partial(self._counted_replayable, make, path, method, status)
                 found = AtOnce(found.status, found.header_lines, found.body, found.sent, replayable)
         return found
+
+    def _counted_replayable(
+        self, make: MakeReplayable, path: str, method: str, status: int
+    ) -> Replayable | None:
+        """``make()``'s Replayable, each replay of which this edge counts as well (made once
+        the answer is kept: replay.py)."""
+        replayable = make()
+        if replayable is None:
+            return None
+        counted = replayable.counted
+
+        def counted_here() -> None:
+            counted()
+            self._tally(path, method, status, 0.0)  # a replay takes no app time
+
+        # Made anew rather than with _replace, which costs about a microsecond each.
+        return Replayable(replayable.guest, replayable.still_valid, counted_here, replayable.hole)
 
     def drain(self) -> None:
         """serve.py's call on SIGTERM, passed on to the app (the metadata service's)."""

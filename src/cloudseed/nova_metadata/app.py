@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import posixpath
+from functools import partial
 from typing import TYPE_CHECKING
 
 from cloudseed.at_once import AnswersAtOnce, AtOnce
@@ -49,7 +50,7 @@ from cloudseed.nova_metadata.loading import Loader
 from cloudseed.nova_metadata.mappings import InstanceMappings
 from cloudseed.nova_metadata.neutron import Neutron
 from cloudseed.nova_metadata.passwords import read_password, store_password
-from cloudseed.replay import Replayable, Replays
+from cloudseed.replay import MakeReplayable, Replays
 from cloudseed.servers.errors import PasswordAlreadySet
 from cloudseed.types import Receive
 from cloudseed.vendordata import Vendordata
@@ -201,7 +202,7 @@ class NovaMetadataApp(asgi.MetadataASGI, AnswersAtOnce):
         replayable, self._replayable = self._replayable, None
         return at_once(answer, method, replayable)
 
-    _replayable: Replayable | None = None  # _answer_now's word on its answer, for respond_now
+    _replayable: MakeReplayable | None = None  # _answer_now's word on its answer, for respond_now
 
     def _answer_now(
         self, path: str, peer: str | None, headers: list[tuple[bytes, bytes]]
@@ -229,8 +230,15 @@ class NovaMetadataApp(asgi.MetadataASGI, AnswersAtOnce):
         assert self.store is not None
         self.store.stats.hit()  # here, once answered: a request left to the ASGI path counts there
         if not with_token:  # a session token runs out: never replayed
-            self._replayable = replays.replayable(
-                claim, guest, target, shared, callers=callers, vendordata=self.vendordata
+            # Made only if the answer is kept (replay.py): most of a storm's are not.
+            self._replayable = partial(
+                replays.replayable,
+                claim,
+                guest,
+                target,
+                shared,
+                callers=callers,
+                vendordata=self.vendordata,
             )
         return self._conditional(
             self._tagged(answer, guest, (target, self._address_part(guest, target, claim))), headers
