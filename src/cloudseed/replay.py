@@ -147,7 +147,8 @@ class Replays:
         size = len(key[1]) + len(status_line) + len(rest) + _OVERHEAD
         if size > self.max_entry:
             return
-        self.forget(key)
+        if key in self._entries:
+            self.forget(key)
         now = self._clock()
         digest = hash(key)
         victims = self._to_make_room(size, now, asked=self._refusals.get(digest, 0) + 1)

@@ -125,19 +125,22 @@ class Identifier:
         return hops[0] if hops else None
 
     def _proxy_claim(self, headers: Headers) -> Claim:
-        found: dict[bytes, list[bytes]] = {}
-        for name, value in headers:  # one pass; only the proxy's headers are kept
+        # One pass; only the proxy's headers are kept: the first of each, and which came again.
+        found: dict[bytes, bytes] = {}
+        repeated: set[bytes] | None = None
+        for name, value in headers:
             if name in PROXY_HEADERS:
-                values = found.get(name)
-                if values is None:
-                    found[name] = [value]
+                if name not in found:
+                    found[name] = value
+                elif repeated is None:
+                    repeated = {name}
                 else:
-                    values.append(value)
+                    repeated.add(name)
         # The address the proxy appended: the right-most (the guest controls the rest).
         forwarded = None
         if XFF in found:
             forwarded = self._nearest_untrusted(_hops(headers, XFF)) or None
-        provider = _single(found, b"x-metadata-provider", "X-Metadata-Provider")
+        provider = _single(found, repeated, b"x-metadata-provider", "X-Metadata-Provider")
         if provider is not None:
             if forwarded is None:
                 raise BadProxyRequest("X-Forwarded-For is missing from request.")
@@ -145,17 +148,20 @@ class Identifier:
                 self._check(
                     provider,
                     _single(
-                        found, b"x-metadata-provider-signature", "X-Metadata-Provider-Signature"
+                        found,
+                        repeated,
+                        b"x-metadata-provider-signature",
+                        "X-Metadata-Provider-Signature",
                     ),
                 )
             return ByProvider(provider, forwarded)
-        instance_id = _single(found, b"x-instance-id", "X-Instance-ID")
+        instance_id = _single(found, repeated, b"x-instance-id", "X-Instance-ID")
         if instance_id is None:
             raise BadProxyRequest("X-Instance-ID header is missing from request.")
-        signature = _single(found, b"x-instance-id-signature", "X-Instance-ID-Signature")
+        signature = _single(found, repeated, b"x-instance-id-signature", "X-Instance-ID-Signature")
         if signature is None:
             raise BadProxyRequest("X-Instance-ID-Signature header is missing from request.")
-        tenant_id = _single(found, b"x-tenant-id", "X-Tenant-ID")
+        tenant_id = _single(found, repeated, b"x-tenant-id", "X-Tenant-ID")
         if tenant_id is None:
             raise BadProxyRequest("X-Tenant-ID header is missing from request.")
         self._check(instance_id, signature)
@@ -177,13 +183,15 @@ def source_address(peer: str) -> str:
     return str(mapped) if mapped is not None else str(address)
 
 
-def _single(found: dict[bytes, list[bytes]], name: bytes, label: str) -> str | None:
-    values = found.get(name)
-    if not values:
+def _single(
+    found: dict[bytes, bytes], repeated: set[bytes] | None, name: bytes, label: str
+) -> str | None:
+    value = found.get(name)
+    if value is None:
         return None
-    if len(values) > 1:
+    if repeated is not None and name in repeated:
         raise BadProxyRequest(f"Multiple {label} headers found within request.")
-    return values[0].decode("latin-1")
+    return value.decode("latin-1")
 
 
 def _hops(headers: Headers, which: bytes) -> list[str]:
