@@ -15,7 +15,15 @@ worker's cache as the compute agent's builds have them loaded, each asking its 8
 (step by step across the guests, as bench/metadata_storm_wrk.lua sends them): every request is
 the worker's first for that document, the cold storm's cost (issue 36) without its socket.
 
+``--instructions`` (with ``--first-asks``) counts instead of timing: the child runs under
+valgrind's callgrind twice, once walking every guest's requests and once only setting up (the
+app, the guests loaded ahead and prepared), and the difference is divided by the requests. An
+instruction count is the same from run to run whatever else the machine does, where the timed
+walk moved by a fifth between runs on a shared machine (docs/benchmarks.md, issue 36, session
+10); about two minutes per checkout.
+
     .venv/bin/python bench/metadata_protocol_cpu.py [--before /tmp/base/src] [--first-asks 500]
+        [--instructions]
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ import cProfile
 import inspect
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -179,6 +188,10 @@ async def _measure(
     }
 
 
+# The child's part under callgrind (--instructions): "setup" or "walk".
+COUNTED_PART = "PROTOCOL_CPU_COUNTED_PART"
+
+
 async def _first_asks(
     app: Any, protocol: Any, transport: KeptWrites, instance_ids: list[str], profile: str
 ) -> dict[str, Any]:
@@ -191,6 +204,15 @@ async def _first_asks(
         await asyncio.sleep(0.05)
     crawls = [requests_for(instance_id) for instance_id in instance_ids]
     feed = protocol.data_received
+    part = os.environ.get(COUNTED_PART)
+    if part is not None:
+        if part == "walk":
+            for step in range(len(CLOUD_INIT_PATHS)):
+                for crawl in crawls:
+                    feed(crawl[step])
+            if not transport.last.startswith(b"HTTP/1.1 200 "):
+                raise SystemExit(f"the last answer: {transport.last[:300]!r}")
+        return {}
 
     def walk() -> dict[str, float]:
         """Every guest's request of each step, step by step: µs per request, by path."""
@@ -229,9 +251,9 @@ async def _first_asks(
     }
 
 
-def run_child(
+def child_command(
     src: Path, data: Path, instance_ids: list[str], args: argparse.Namespace, profile: str
-) -> Any:
+) -> tuple[list[str], dict[str, str]]:
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(src), str(Path(__file__).resolve().parent)]),
@@ -240,16 +262,50 @@ def run_child(
         "CLOUDSEED_LOG_LEVEL": "warning",
     }
     argv = [str(data), ",".join(instance_ids), str(args.requests), str(args.rounds), profile]
-    done = subprocess.run(
-        [sys.executable, __file__, "--child", *argv],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    return [sys.executable, __file__, "--child", *argv], env
+
+
+def run_child(
+    src: Path, data: Path, instance_ids: list[str], args: argparse.Namespace, profile: str
+) -> Any:
+    command, env = child_command(src, data, instance_ids, args, profile)
+    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         sys.exit(f"{src}: {done.stdout[-2000:]}{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def instructions_per_first_ask(
+    src: Path, data: Path, instance_ids: list[str], args: argparse.Namespace, tmp: Path
+) -> float:
+    """The child under callgrind with the walk and without it, both at once (one per core):
+    the instructions the walk took, per request. Hash randomisation is off so that both runs
+    lay out their dicts alike."""
+    valgrind = shutil.which("valgrind")
+    if valgrind is None:
+        sys.exit("--instructions needs valgrind (Debian's valgrind package)")
+    runs = {}
+    for part in ("walk", "setup"):
+        command, env = child_command(src, data, instance_ids, args, "")
+        out = tmp / f"callgrind.{src.name}.{part}"
+        env |= {COUNTED_PART: part, "PYTHONHASHSEED": "0"}
+        callgrind = [valgrind, "--tool=callgrind", f"--callgrind-out-file={out}"]
+        process = subprocess.Popen(
+            callgrind + command,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        runs[part] = (process, out)
+    totals = {}
+    for part, (process, out) in runs.items():
+        stdout, stderr = process.communicate()
+        if process.returncode != 0:
+            sys.exit(f"{src} ({part}, under callgrind): {stdout[-2000:]}{stderr[-3000:]}")
+        summary = next(x for x in out.read_text().splitlines() if x.startswith("summary:"))
+        totals[part] = int(summary.split()[1])
+    return (totals["walk"] - totals["setup"]) / (len(instance_ids) * len(CLOUD_INIT_PATHS))
 
 
 def main() -> int:
@@ -269,9 +325,16 @@ def main() -> int:
     parser.add_argument(
         "--first-asks", type=int, metavar="N", help="N guests asking each path once (cold)"
     )
+    parser.add_argument(
+        "--instructions",
+        action="store_true",
+        help="with --first-asks: count instructions per first ask under callgrind",
+    )
     args = parser.parse_args()
     if args.first_asks is not None and args.first_asks < 2:
         parser.error("--first-asks needs at least 2 guests")
+    if args.instructions and not args.first_asks:
+        parser.error("--instructions counts the first asks: give --first-asks N")
     with tempfile.TemporaryDirectory(prefix="protocol-cpu-") as tmp:
         data = Path(tmp) / "data"
         data.mkdir()
@@ -283,6 +346,13 @@ def main() -> int:
         if args.before is not None:
             measured.insert(0, ("before", args.before.resolve(), ""))
         for name, src, profile in measured:
+            if args.instructions:
+                counted = instructions_per_first_ask(src, data, instance_ids, args, Path(tmp))
+                print(
+                    f"{name}: {counted:,.0f} instructions per first ask ({guests:,} guests x "
+                    f"{len(CLOUD_INIT_PATHS)} paths, once each; callgrind)"
+                )
+                continue
             result = run_child(src, data, instance_ids, args, profile)
             if args.first_asks:
                 print(
