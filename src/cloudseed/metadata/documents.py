@@ -21,6 +21,8 @@ class GuestDocuments:
         "_meta",
         "_meta_variant",
         "_other_meta",
+        "_second_meta",
+        "_second_variant",
         "dhcp_domain",
         "facts",
         "generation",
@@ -38,10 +40,13 @@ class GuestDocuments:
         self.facts = facts
         self.dhcp_domain = dhcp_domain
         self.generation = generation
-        # Rendered on first use. Most guests only ever ask for one version: its document is
-        # held on its own, and a dict (some 200 bytes a guest) only made for the others.
+        # Rendered on first use. Most guests only ever ask for one version or two (a guest
+        # loaded ahead has both of versions.FIRST_ASKED made): each is held on its own, and a
+        # dict (some 200 bytes a guest) only made for the others.
         self._meta_variant: str | None = None
         self._meta: render.SeededJSON | None = None
+        self._second_variant: str | None = None
+        self._second_meta: render.SeededJSON | None = None
         self._other_meta: dict[str, render.SeededJSON] | None = None
         self._keys: bytes | None = None
         # The key generation this worker knows the guest holds, or is recording that it does
@@ -81,6 +86,8 @@ class GuestDocuments:
         variant = render.meta_data_variant(version, self.facts)
         if variant == self._meta_variant and self._meta is not None:
             return self._meta
+        if variant == self._second_variant and self._second_meta is not None:
+            return self._second_meta
         if self._other_meta is not None and variant in self._other_meta:
             return self._other_meta[variant]
         doc = render.meta_data(self.facts, variant, dhcp_domain=self.dhcp_domain)
@@ -102,6 +109,8 @@ class GuestDocuments:
         )
         if self._meta is None:
             self._meta_variant, self._meta = variant, doc
+        elif self._second_meta is None:
+            self._second_variant, self._second_meta = variant, doc
         else:
             if self._other_meta is None:
                 self._other_meta = {}
