@@ -21,7 +21,7 @@ import keypairs as kp_bench
 from report import BENCH_DIR, percentile
 from side_by_side_report import CLOUDSEED, NGINX, Measurement
 from storm_crawl import CLOUD_INIT_PATHS
-from storm_host import load_average, require_tool, step
+from storm_host import load_average, require_tool, step, wait_until_idle
 from storm_nginx import fetch_documents, running_nginx
 from storm_wrk import (
     StormFiles,
@@ -83,6 +83,20 @@ def measurement(scenario: str, target: str, result: WrkResult, note: str) -> Mea
     )
 
 
+def median_storm(storms: list[tuple[WrkResult, bool]]) -> tuple[WrkResult, bool]:
+    """The storm of median requests/s (the lower middle one of an even number)."""
+    ranked = sorted(storms, key=lambda storm: storm[0].rps)
+    return ranked[(len(ranked) - 1) // 2]
+
+
+def storms_note(storms: list[tuple[WrkResult, bool]]) -> str:
+    """The connections, and each storm's requests/s where there were several."""
+    if len(storms) == 1:
+        return ", 256 conn."
+    each = " / ".join(f"{result.rps:,.0f}" for result, _whole in storms)
+    return f", 256 conn.; the median of {len(storms)} storms of other guests ({each} req/s)"
+
+
 def measure_metadata(
     run: Run,
     tmp: Path,
@@ -93,38 +107,56 @@ def measure_metadata(
     """``targets``: name -> (base URL, its guests). nginx is added once cloudseed has answered
     every guest's storm (its documents are fetched from cloudseed)."""
     args = run.args
+    # cloudseed's guests come in --storms sets of --guests, one set for each of its storms
+    # (and nginx's on the same documents); Nova's storm reaches a few dozen guests and runs once.
+    sets = {
+        name: [guests[k * args.guests : (k + 1) * args.guests] for k in range(args.storms)]
+        if name == CLOUDSEED
+        else [guests[: args.guests]]
+        for name, (_url, guests) in targets.items()
+    }
     files = {
-        name: write_storm_files(tmp / f"wrk-{i}", guests, PATHS, project=project)
-        for i, (name, (_url, guests)) in enumerate(targets.items())
+        name: [
+            write_storm_files(tmp / f"wrk-{i}-{k}", one, PATHS, project=project)
+            for k, one in enumerate(sets[name])
+        ]
+        for i, name in enumerate(targets)
     }
     # Every guest's first contact: Nova's metadata API reads each at its first request;
     # cloudseed's workers loaded each ahead as its build finished (the seeding's builds ran on
     # the serving node), as they do for any guest that boots.
-    storm_scenario = f"metadata boot storm, {len(targets[CLOUDSEED][1]):,} guests just built"
+    storm_scenario = f"metadata boot storm, {len(sets[CLOUDSEED][0]):,} guests just built"
     args.connections = 256
-    for name, (url, guests) in targets.items():
-        done = step(f"storm: {name}")
-        # Nova's cold path may be too slow for every guest in one locked run: each target
-        # gets at most --storm-seconds, every guest it reaches still a first contact.
-        command = metadata_wrk(args, url, name, files[name], one_cycle=True)
-        result, whole = run_wrk_one_cycle_at_most(name, command, args.threads)
-        reached = min(len(guests), result.requests // len(PATHS))
+    for name, (url, _guests) in targets.items():
+        storms = []
+        for k, storm_files in enumerate(files[name]):
+            waited = wait_until_idle()
+            done = step(f"storm {k + 1} of {len(files[name])}: {name} (idle after {waited:.1f} s)")
+            # Nova's cold path may be too slow for every guest in one locked run: each target
+            # gets at most --storm-seconds, every guest it reaches still a first contact.
+            command = metadata_wrk(args, url, name, storm_files, one_cycle=True)
+            result, whole = run_wrk_one_cycle_at_most(name, command, args.threads)
+            storms.append((result, whole))
+            done()
+        result, whole = median_storm(storms)
+        reached = min(args.guests, result.requests // len(PATHS))
         note = "each guest's 8 paths once" if whole else f"~{reached:,} guests reached"
-        run.add(measurement(storm_scenario, name, result, f"{note}, 256 conn."))
-        done()
-    guests = targets[CLOUDSEED][1]
+        run.add(measurement(storm_scenario, name, result, note + storms_note(storms)))
+    guests = [guest for one in sets[CLOUDSEED] for guest in one]
     tree = fetch_documents(cloudseed_port, guests, PATHS, tmp / "static")
     if set(tree.statuses) != {200}:
         run.notes.append(f"cloudseed's documents for nginx: statuses {dict(tree.statuses)}")
     with running_nginx(tree.root, tmp / "nginx", workers=2) as nginx_url:
-        nginx_files = files[CLOUDSEED]
         args.connections = 256
-        result = run_wrk_one_cycle(
-            NGINX, metadata_wrk(args, nginx_url, NGINX, nginx_files, one_cycle=True), args.threads
-        )
-        run.add(measurement(storm_scenario, NGINX, result, "the same documents, static"))
-        everyone = {**targets, NGINX: (nginx_url, guests)}
-        files[NGINX] = nginx_files
+        storms = []
+        for storm_files in files[CLOUDSEED]:
+            wait_until_idle()
+            command = metadata_wrk(args, nginx_url, NGINX, storm_files, one_cycle=True)
+            storms.append((run_wrk_one_cycle(NGINX, command, args.threads), True))
+        result, _whole = median_storm(storms)
+        note = "the same documents, static" + storms_note(storms)
+        run.add(measurement(storm_scenario, NGINX, result, note))
+        everyone = {**targets, NGINX: (nginx_url, sets[CLOUDSEED][0])}
         # One guest, once per wrk thread: the Lua script shares guests out among threads.
         warm = {
             name: write_storm_files(
@@ -138,7 +170,8 @@ def measure_metadata(
             for round_ in range(args.rounds):
                 for name, (url, _g) in everyone.items():
                     args.connections = connections
-                    step(f"{scenario}: {name}, round {round_ + 1}")
+                    waited = wait_until_idle()
+                    step(f"{scenario}: {name}, round {round_ + 1} (idle after {waited:.1f} s)")
                     rounds[name].append(
                         run_wrk(name, metadata_wrk(args, url, name, warm[name], one_cycle=False))
                     )

@@ -38,6 +38,32 @@ def load_average() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
+def _cpu_ticks() -> tuple[int, int]:
+    """(busy, total) jiffies of all CPUs since boot (/proc/stat's first line)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]  # idle and iowait
+    return sum(fields) - idle, sum(fields)
+
+
+def wait_until_idle(
+    *, busy_below: float = 0.15, interval: float = 0.5, at_most: float = 60.0
+) -> float:
+    """Wait until the machine's CPUs were busy less than ``busy_below`` of an ``interval``
+    (a server still working off the requests of a load generator that stopped, say: Nova's
+    workers answer the cold storm's pending requests for seconds after wrk has gone); at
+    most ``at_most`` seconds. The seconds waited."""
+    started = time.monotonic()
+    busy, total = _cpu_ticks()
+    while time.monotonic() - started < at_most:
+        time.sleep(interval)
+        busy_now, total_now = _cpu_ticks()
+        share = (busy_now - busy) / max(1, total_now - total)
+        busy, total = busy_now, total_now
+        if share < busy_below:
+            break
+    return time.monotonic() - started
+
+
 def require_tool(name: str, debian_package: str) -> str:
     found = shutil.which(name) or shutil.which(name, path="/usr/sbin:/sbin")
     if found is None:

@@ -15,7 +15,7 @@ from sqlalchemy import update
 
 from cloudseed.db.base import utcnow
 from cloudseed.db.engines import Database
-from cloudseed.metadata import store
+from cloudseed.metadata import render, store
 from cloudseed.metadata.app import MetadataApp
 from cloudseed.metadata.documents import GuestDocuments
 from cloudseed.servers.models import GuestChange
@@ -58,6 +58,10 @@ def loaded(app: MetadataApp, guest: Guest) -> None:
     )
 
 
+def not_rendered_now(*args: object, **kwargs: object) -> object:
+    raise AssertionError("meta_data.json rendered at the request")
+
+
 def first_request_is_a_hit(base: str, guest: Guest) -> str:
     """Ask for the guest's meta_data.json; it must come from the cache. Returns its tag."""
     hits, misses = cache_counts(base)
@@ -83,7 +87,10 @@ def test_a_built_guest_is_loaded_before_it_asks_and_a_reboot_keeps_its_documents
     with running_metadata_app(settings, api_db=api_db) as (base, app):
         guest = boot(api, cloud, key_name="key1", user_data=b64("#cloud-config\n"))
         loaded(app, guest)
-        tag = first_request_is_a_hit(base, guest)
+        # Prepared as it was loaded: its first meta_data.json is not rendered at its request.
+        with monkeypatch.context() as m:
+            m.setattr(render, "meta_data", not_rendered_now)
+            tag = first_request_is_a_hit(base, guest)
         held = cached(app, guest.id)
         # A reboot boots the guest again: a boot, not a change. The copy stays (no reload,
         # no long-poll woken) and so does its tag.
