@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -190,6 +191,43 @@ def test_an_operation_whose_agent_died_is_resumed_by_the_next_agent(api, cloud, 
     first.steps.run(claimed, cell_db)
     [op] = operations_of(cell_db, server_id)
     assert (op.state, op.lease_owner) == ("done", second.owner)
+
+
+def test_a_claim_of_another_host_never_hides_an_agents_work(api, cloud, cell_db, agents):
+    """Agents of two hosts claim at the same moment. At MariaDB's REPEATABLE READ, a claim that
+    walked the primary key (MariaDB's plan for a table this small, with fresh statistics) held
+    every row it passed, and the other host's claim skipped its own pending build as locked."""
+    if cell_db.engine.dialect.name == "sqlite":
+        return  # one writer at a time: the second claim waits for the first, skips nothing
+    agents("h1")
+    second = agents("h2")
+    server_id = create_on(api, cloud, "h2")
+    with cell_db.engine.begin() as connection:
+        connection.exec_driver_sql("ANALYZE TABLE operations" if _mariadb(cell_db) else "ANALYZE")
+    claiming, release = threading.Event(), threading.Event()
+
+    def hold_a_claim(session: Session) -> None:  # h1's agent, in the middle of its claim
+        queue.claim(session, host="h1", owner="h1-agent", lease_seconds=60, limit=8)
+        claiming.set()
+        assert release.wait(30)
+
+    holder = threading.Thread(
+        target=cell_db.run,
+        args=(hold_a_claim,),
+        kwargs={"write": True, "isolation": queue.CLAIM_ISOLATION},
+    )
+    holder.start()
+    try:
+        assert claiming.wait(30)
+        assert second.run_once() == 1
+    finally:
+        release.set()
+        holder.join()
+    assert show(api, server_id)["status"] == "ACTIVE"
+
+
+def _mariadb(db: Database) -> bool:
+    return db.engine.dialect.name in ("mysql", "mariadb")
 
 
 def test_an_operation_interrupted_too_often_ends_in_error(api, cloud, cell_db, agents):

@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy import Connection, text
 from sqlalchemy.orm import Session
 
-from cloudseed.db.engines import Database
+from cloudseed.db.engines import Database, Isolation
 from cloudseed.errors import WriteContended
 from cloudseed.servers import records
 from cloudseed.servers.lifecycle import edits
@@ -111,7 +111,7 @@ def test_a_deadlocked_write_runs_again_and_both_land(db: Database) -> None:
 
 def test_serializable_core_runs_again_too(db: Database) -> None:
     outcomes = Crossing().both(
-        lambda writer: db.run(writer, write=True, serializable=True, core=True)
+        lambda writer: db.run(writer, write=True, isolation=Isolation.SERIALIZABLE, core=True)
     )
     # At SERIALIZABLE, PostgreSQL may refuse the loser's second run too (the winner committed
     # after that run's snapshot was taken): it runs until it goes through.

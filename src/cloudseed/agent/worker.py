@@ -311,7 +311,11 @@ class Agent:
                 break
 
     def _claim(self, cell: Database, limit: int) -> list[queue.Claimed]:
-        claimed = cell.run(partial(self._claim_in, limit=limit, cell=cell), write=True)
+        claimed = cell.run(
+            partial(self._claim_in, limit=limit, cell=cell),
+            write=True,
+            isolation=queue.CLAIM_ISOLATION,
+        )
         runnable = []
         for op in claimed:
             if op.attempts > MAX_ATTEMPTS:

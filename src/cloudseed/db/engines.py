@@ -8,6 +8,7 @@ instead of failing when the second one tries to upgrade its read lock.
 
 from __future__ import annotations
 
+import enum
 import random
 import threading
 import time
@@ -33,6 +34,24 @@ DEFAULT_ATTEMPTS = 5
 # Seconds: before attempt n + 1, a pause of up to n times this (random, so that the
 # transactions that collided do not meet again).
 RETRY_PAUSE = 0.005
+
+
+class Isolation(enum.Enum):
+    """A transaction's isolation on PostgreSQL and MariaDB (``Database.run``). SQLite's
+    writers queue anyway (BEGIN IMMEDIATE), so it ignores this."""
+
+    # The server's own: READ COMMITTED on PostgreSQL, REPEATABLE READ on MariaDB.
+    DEFAULT = None
+    # No concurrent transaction interleaves with this one, so a count checked before an
+    # insert (a quota) holds at commit; the database rolls back one of two conflicting
+    # transactions, which is run again.
+    SERIALIZABLE = "SERIALIZABLE"
+    # A locking read locks only the rows it returns. At REPEATABLE READ, MariaDB's locking
+    # read also holds every row its plan scanned (the whole table when it walks the primary
+    # key, as it does for a small table), and a ``SKIP LOCKED`` read of another transaction
+    # then skips rows that are no one's: a work queue's claim needs this.
+    READ_COMMITTED = "READ COMMITTED"
+
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 # anyio's default worker-thread limit: at most this many threads hold a connection at once.
@@ -167,7 +186,7 @@ class Database:
         *,
         write: bool = False,
         attempts: int = DEFAULT_ATTEMPTS,
-        serializable: bool = False,
+        isolation: Isolation = Isolation.DEFAULT,
         lost_to: tuple[type[Exception], ...] = (),
         core: Literal[False] = False,
     ) -> T: ...
@@ -179,7 +198,7 @@ class Database:
         *,
         write: bool = False,
         attempts: int = DEFAULT_ATTEMPTS,
-        serializable: bool = False,
+        isolation: Isolation = Isolation.DEFAULT,
         lost_to: tuple[type[Exception], ...] = (),
         core: Literal[True],
     ) -> T: ...
@@ -190,7 +209,7 @@ class Database:
         *,
         write: bool = False,
         attempts: int = DEFAULT_ATTEMPTS,
-        serializable: bool = False,
+        isolation: Isolation = Isolation.DEFAULT,
         lost_to: tuple[type[Exception], ...] = (),
         core: bool = False,
     ) -> T:
@@ -206,20 +225,15 @@ class Database:
         ``lost_to``: the caller's own errors that mean the same (a concurrent transaction
         took a unique key first); after the last attempt they are raised as they are.
 
-        ``serializable``: no concurrent transaction interleaves with this one, so a count
-        checked before an insert (a quota) holds at commit. SQLite's writers queue anyway
-        (BEGIN IMMEDIATE); PostgreSQL and MariaDB run it at SERIALIZABLE and roll back one of
-        two conflicting transactions, which is run again. ``core``: ``work`` gets a Core
-        Connection instead of a Session, for hot paths of Core statements only (key pair
-        import and delete), where a Session cost as much as the statement.
+        ``isolation``: the transaction's on PostgreSQL and MariaDB (``Isolation``). ``core``:
+        ``work`` gets a Core Connection instead of a Session, for hot paths of Core statements
+        only (key pair import and delete), where a Session cost as much as the statement.
 
         What ``work`` announces (``db.announcements.announce``) is told to this database's
         ``announcer`` after the commit, before ``run`` returns, once."""
         for attempt in range(1, attempts + 1):
             try:
-                result, committed = self._once(
-                    work, write=write, serializable=serializable, core=core
-                )
+                result, committed = self._once(work, write=write, isolation=isolation, core=core)
             except lost_to:
                 if attempt == attempts:
                     raise
@@ -237,19 +251,19 @@ class Database:
         raise ValueError("attempts must be at least 1")
 
     def _once(
-        self, work: Callable[[Any], T], *, write: bool, serializable: bool, core: bool
+        self, work: Callable[[Any], T], *, write: bool, isolation: Isolation, core: bool
     ) -> tuple[T, dict[str, set[str]]]:
         """One attempt of ``run``: the result and what the committed transaction announced."""
         pending: dict[str, set[str]] = {}
-        isolation = "SERIALIZABLE" if serializable and not self._sqlite else None
+        level = None if self._sqlite else isolation.value
         lock = self.write_lock if write and self.write_lock is not None else nullcontext()
         with lock, _translate_outages():
             if core:
                 engine = self.engine if write else self._read_engine
                 with engine.connect() as connection:
-                    if isolation is not None:
+                    if level is not None:
                         # For this transaction only: the pool resets it.
-                        connection.execution_options(isolation_level=isolation)
+                        connection.execution_options(isolation_level=level)
                     connection.info[PENDING] = pending
                     try:
                         with connection.begin():
@@ -258,8 +272,8 @@ class Database:
                         connection.info.pop(PENDING, None)
             else:
                 with (self.writer if write else self.reader).begin() as session:
-                    if isolation is not None:
-                        session.connection(execution_options={"isolation_level": isolation})
+                    if level is not None:
+                        session.connection(execution_options={"isolation_level": level})
                     session.info[PENDING] = pending
                     result = work(session)
         return result, pending

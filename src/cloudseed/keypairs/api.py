@@ -14,6 +14,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from cloudseed.db.engines import Isolation
 from cloudseed.keypairs import schemas, service, views
 from cloudseed.web.links import next_link
 from cloudseed.web.microversions import APIVersion
@@ -134,7 +135,9 @@ async def create(request: Request) -> Response:
 
     # Serializable: the quota's count and the insert hold together against concurrent imports.
     # Core: a Session cost as much as the statements on this hot path.
-    keypair, private_key = await in_transaction(db, write, write=True, serializable=True, core=True)
+    keypair, private_key = await in_transaction(
+        db, write, write=True, isolation=Isolation.SERIALIZABLE, core=True
+    )
     return JSONResponse(
         views.created(keypair, version, private_key), status_code=201 if version >= V2_2 else 200
     )

@@ -27,7 +27,7 @@ from typing import Any, Literal, TypeVar, overload
 from sqlalchemy import Connection
 from sqlalchemy.orm import Session
 
-from cloudseed.db.engines import DEFAULT_ATTEMPTS, Database
+from cloudseed.db.engines import DEFAULT_ATTEMPTS, Database, Isolation
 
 T = TypeVar("T")
 
@@ -60,7 +60,7 @@ async def in_transaction(
     *,
     write: bool = False,
     attempts: int = DEFAULT_ATTEMPTS,
-    serializable: bool = False,
+    isolation: Isolation = Isolation.DEFAULT,
     core: Literal[False] = False,
 ) -> T: ...
 
@@ -72,7 +72,7 @@ async def in_transaction(
     *,
     write: bool = False,
     attempts: int = DEFAULT_ATTEMPTS,
-    serializable: bool = False,
+    isolation: Isolation = Isolation.DEFAULT,
     core: Literal[True],
 ) -> T: ...
 
@@ -83,7 +83,7 @@ async def in_transaction(
     *,
     write: bool = False,
     attempts: int = DEFAULT_ATTEMPTS,
-    serializable: bool = False,
+    isolation: Isolation = Isolation.DEFAULT,
     core: bool = False,
 ) -> T:
     """``db.run(work, ...)`` (see ``Database.run``): on the event loop for a read of a
@@ -91,10 +91,8 @@ async def in_transaction(
 
     def run() -> T:
         if core:
-            return db.run(
-                work, write=write, attempts=attempts, serializable=serializable, core=True
-            )
-        return db.run(work, write=write, attempts=attempts, serializable=serializable)
+            return db.run(work, write=write, attempts=attempts, isolation=isolation, core=True)
+        return db.run(work, write=write, attempts=attempts, isolation=isolation)
 
     if not write and db.local_reads:
         return run()

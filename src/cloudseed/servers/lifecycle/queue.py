@@ -11,10 +11,14 @@ reset) can never overwrite what happened since.
 
 On PostgreSQL and MariaDB ``claim`` reads with ``FOR UPDATE SKIP LOCKED``, so agents of one
 host never wait on each other's rows; SQLite has one writer at a time, which is the same
-guarantee. After commit, the ``OPERATIONS`` listeners of the database's announcer hear which
-hosts got new work (db/announcements.py: the in-process agent wakes at once); on PostgreSQL
-a NOTIFY on the ``cloudseed_operations`` channel, sent at commit, wakes the agents of other
-processes (``db/notify.py``); elsewhere they find the work at their next poll.
+guarantee. Its transaction runs at ``CLAIM_ISOLATION`` (READ COMMITTED), so a claim holds only
+the rows it takes: at MariaDB's REPEATABLE READ, a claim that walked the primary key (its plan
+for a small table) held every row it passed, and a claim of another host skipped its own
+pending work as locked until a later pass. After commit, the ``OPERATIONS`` listeners of the
+database's announcer hear which hosts got new work (db/announcements.py: the in-process agent
+wakes at once); on PostgreSQL a NOTIFY on the ``cloudseed_operations`` channel, sent at
+commit, wakes the agents of other processes (``db/notify.py``); elsewhere they find the work
+at their next poll.
 
 An operation queued with a notice (2.111, ``servers/notices/``) has a ``not_before``: ``claim``
 passes it over until then, unless its guest acknowledged it (``acknowledged_at``); its event
@@ -34,6 +38,7 @@ from sqlalchemy.orm import Session
 
 from cloudseed.db.announcements import announce
 from cloudseed.db.base import utcnow
+from cloudseed.db.engines import Isolation
 from cloudseed.db.in_lists import padded
 from cloudseed.db.notify import OPERATIONS, notify
 from cloudseed.servers.history import actions as action_log
@@ -43,6 +48,8 @@ from cloudseed.servers.notices import store as notices
 
 PENDING, RUNNING, DONE, FAILED, CANCELLED = "pending", "running", "done", "failed", "cancelled"
 OPEN = (PENDING, RUNNING)
+# The isolation of a transaction that calls ``claim`` (the module's docstring says why).
+CLAIM_ISOLATION = Isolation.READ_COMMITTED
 # "keys": push a server's live key set through the guest agent (agent/key_operations.py); it claims
 # no task, so it may run beside another operation of the same instance.
 # "delete": a delete with a notice, done by the agent when the notice ends
@@ -125,7 +132,8 @@ def claim(
 ) -> list[Claimed]:
     """Take up to ``limit`` operations of ``host``: pending ones, and running ones whose lease
     expired. Each gets a lease in ``owner``'s name and one more attempt, all in one UPDATE
-    (statements built once: an agent claims at every pass)."""
+    (statements built once: an agent claims at every pass). The caller's transaction runs at
+    ``CLAIM_ISOLATION``."""
     now = now or utcnow()
     locking = session.bind is not None and session.bind.dialect.name != "sqlite"
     rows = session.execute(
