@@ -20,6 +20,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from cloudseed.db.in_lists import padded
 from cloudseed.servers.errors import InstanceGroupNotFound
 from cloudseed.servers.models import Instance
 
@@ -65,7 +66,9 @@ def hosts_of(session: Session, hints: dict[str, list[str]], name: str) -> frozen
     return frozenset(
         session.scalars(
             select(Instance.host).where(
-                Instance.uuid.in_(uuids), Instance.deleted == 0, Instance.host.is_not(None)
+                Instance.uuid.in_(padded(uuids)),
+                Instance.deleted == 0,
+                Instance.host.is_not(None),
             )
         )
     )

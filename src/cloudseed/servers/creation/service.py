@@ -25,6 +25,7 @@ from sqlalchemy.orm import Session
 from cloudseed.cells.models import InstanceMapping
 from cloudseed.cells.service import CellDatabases
 from cloudseed.db.engines import Database
+from cloudseed.db.in_lists import padded
 from cloudseed.errors import InvalidInput
 from cloudseed.flavors import service as flavors
 from cloudseed.flavors.errors import FlavorNotFound
@@ -250,7 +251,7 @@ def _reserve(
 
 def _unreserve(session: Session, *, uuids: list[str]) -> None:
     """Undo ``_reserve`` (the cell's write failed): no mappings, no addresses."""
-    session.execute(delete(InstanceMapping).where(InstanceMapping.instance_uuid.in_(uuids)))
+    session.execute(delete(InstanceMapping).where(InstanceMapping.instance_uuid.in_(padded(uuids))))
     for u in uuids:
         networks.release(session, instance_uuid=u)
 

@@ -19,6 +19,7 @@ from typing import Any
 from sqlalchemy import event, func, select
 from sqlalchemy.orm import Session, SessionTransaction, SessionTransactionOrigin
 
+from cloudseed.db.in_lists import padded
 from cloudseed.servers.live_keys import sets as key_sets
 from cloudseed.servers.models import BootstrapChange
 
@@ -110,7 +111,7 @@ def prefetch_versions(session: Session, instance_uuids: list[str]) -> None:
         uuid: version
         for uuid, version in session.execute(
             select(BootstrapChange.instance_uuid, func.max(BootstrapChange.version))
-            .where(BootstrapChange.instance_uuid.in_(instance_uuids))
+            .where(BootstrapChange.instance_uuid.in_(padded(instance_uuids)))
             .group_by(BootstrapChange.instance_uuid)
         )
     }

@@ -21,6 +21,7 @@ from sqlalchemy.orm import Session
 
 from cloudseed.cells.service import CellDatabases
 from cloudseed.db.engines import Database
+from cloudseed.db.in_lists import padded
 from cloudseed.errors import InvalidInput
 from cloudseed.keypairs.models import KeyPair, ProjectKey
 from cloudseed.servers import records
@@ -170,7 +171,10 @@ def fan_out(
         for start in range(0, len(uuids), FAN_OUT_BATCH)
         for instance in session.scalars(
             select(Instance)
-            .where(Instance.uuid.in_(uuids[start : start + FAN_OUT_BATCH]), Instance.deleted == 0)
+            .where(
+                Instance.uuid.in_(padded(uuids[start : start + FAN_OUT_BATCH])),
+                Instance.deleted == 0,
+            )
             .order_by(Instance.id)
             .with_for_update()
             .execution_options(populate_existing=True)

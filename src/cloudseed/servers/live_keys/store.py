@@ -28,6 +28,7 @@ from sqlalchemy import and_, select
 from sqlalchemy.orm import Session
 
 from cloudseed.db.engines import Database
+from cloudseed.db.in_lists import padded
 from cloudseed.keypairs.models import KeyPair, ProjectKey
 from cloudseed.servers import records
 from cloudseed.servers.errors import InstanceInvalidState, InvalidKeyName
@@ -56,7 +57,7 @@ def own_entries(
     found = {
         k.name: k
         for k in session.scalars(
-            select(KeyPair).where(KeyPair.user_id == user_id, KeyPair.name.in_(names))
+            select(KeyPair).where(KeyPair.user_id == user_id, KeyPair.name.in_(padded(names)))
         )
     }
     if any(name not in found for name in names):

@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 
 from cloudseed.db.announcements import announce
 from cloudseed.db.base import utcnow
+from cloudseed.db.in_lists import padded
 from cloudseed.db.notify import OPERATIONS, notify
 from cloudseed.servers import records, states
 from cloudseed.servers.history import actions as action_log
@@ -103,7 +104,7 @@ def acknowledge(session: Session, uuid: str, event_ids: list[str]) -> list[str]:
         session.scalars(
             select(Operation)
             .where(
-                Operation.uuid.in_(wanted),
+                Operation.uuid.in_(padded(wanted)),
                 Operation.instance_uuid == uuid,
                 Operation.not_before.is_not(None),
             )
