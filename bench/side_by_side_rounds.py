@@ -302,12 +302,16 @@ def measure_api(run: Run, targets: dict[str, tuple[str, str]], token: str) -> No
         rounds: dict[str, list[WrkResult]] = {name: [] for name in targets}
         for round_ in range(args.rounds):
             for name in targets:
-                step(f"{scenario}: {name}, round {round_ + 1}")
+                # As in the metadata rounds: a server still answering the previous round's
+                # requests after wrk stopped would slow the next target's round.
+                waited = wait_until_idle()
+                step(f"{scenario}: {name}, round {round_ + 1} (idle after {waited:.1f} s)")
                 rounds[name].append(run_wrk(name, api_wrk(args, urls[name][scenario], token)))
         for name, results in rounds.items():
             note = f"8 conn., best of {args.rounds} rounds"
             run.add(measurement(scenario, name, best(results), note))
     for name, (base, _server) in targets.items():
+        wait_until_idle()
         plain = PlainClient(base, api_headers(token))
         try:
             measure_imports_and_deletes(run, name, plain)
