@@ -41,6 +41,12 @@ log = logging.getLogger(__name__)
 # mark was being written still shows the old applied generation: remembering the last few
 # thousand marks covers those re-reads; a guest forgotten since costs one redundant UPDATE.
 REMEMBERED_MARKS = 4096
+# Seconds a batch's first mark waits for others. A batch's cost is mostly its own (a query for
+# the guests' cells, a transaction per cell), and a boot storm's first key deliveries come a
+# few per millisecond: written as soon as the previous batch ended, they made batches of a few
+# guests each. Waiting this long made cold storms 5-8 % faster (bench/cold_storms.py;
+# docs/benchmarks.md, issue 36). The API shows a delivery this much later.
+MARK_WINDOW = 0.1
 
 __all__ = ["VIA_LOGIN_CHECK", "VIA_METADATA", "Deliveries", "guest_facts", "posix_time"]
 
@@ -74,12 +80,13 @@ class _Mark:
 class Deliveries:
     """Records, for one worker, the key generations its guests got. Writes run in a thread,
     after the answer that delivered the keys was handed to the connection, and in batches:
-    the marks that come in while one batch is written make up the next (one query for their
-    cells, one transaction per cell), so a boot storm's first reads cost a few transactions,
-    not one per guest."""
+    the marks that come in within ``window`` seconds of the first, or while the previous batch
+    is written, make up the next (one query for their cells, one transaction per cell), so a
+    boot storm's first reads cost a few transactions, not one per guest."""
 
-    def __init__(self, cells: CellDatabases) -> None:
+    def __init__(self, cells: CellDatabases, *, window: float = MARK_WINDOW) -> None:
         self.cells = cells
+        self.window = window
         self._queue: list[_Mark] = []
         self._writer: asyncio.Task[None] | None = None
         self._marked: OrderedDict[str, int] = OrderedDict()  # uuid -> generation, oldest first
@@ -107,7 +114,10 @@ class Deliveries:
             self._writer = asyncio.create_task(self._write_queued())
 
     async def _write_queued(self) -> None:
-        while self._queue:
+        while True:
+            await asyncio.sleep(self.window)
+            if not self._queue:
+                return
             batch, self._queue = self._queue, []
             try:
                 await asyncio.to_thread(self._write, batch)
