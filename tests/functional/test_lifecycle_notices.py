@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import threading
+import time
 from typing import Any
 
 import httpx
@@ -350,3 +351,35 @@ def test_a_deleted_servers_guest_acknowledges_nothing(
     assert api.delete(f"/v2.1/servers/{guest.id}", headers=V).status_code == 204
     with guest.client(metadata_url) as md:
         assert acknowledge(md, event["id"]).status_code == 404
+
+
+def test_a_watcher_long_polling_before_the_notice_is_woken_by_it(
+    api: httpx.Client, cloud: Cloud, metadata_url: str
+) -> None:
+    # The e2e guest's watcher polls from its first boot on, long before any notice: the
+    # notice itself, written by the compute API, must end its wait, not its timeout.
+    guest = boot(api, cloud)
+    with guest.client(metadata_url) as md:
+        r = md.get(EVENTS)
+        assert r.status_code == 200 and r.json()["events"] == []
+        etag = r.headers["etag"]
+        woken: list[tuple[float, httpx.Response]] = []
+
+        def watch() -> None:
+            started = time.monotonic()
+            answer = md.get(
+                EVENTS, params={"wait_for_change": "true", "last_etag": etag, "timeout_sec": "30"}
+            )
+            woken.append((time.monotonic() - started, answer))
+
+        poll = threading.Thread(target=watch)
+        poll.start()
+        time.sleep(0.5)  # the poll is waiting
+        act(api, guest.id, {"reboot": {"type": "HARD", "notice_seconds": 600}})
+        poll.join(timeout=40)
+        assert woken, "the long-poll never returned"
+        waited, answer = woken[0]
+        assert [e["status"] for e in answer.json()["events"]] == ["scheduled"]
+        assert waited < 10, f"woken after {waited:.1f} s: by its timeout, not the notice"
+        assert acknowledge(md, answer.json()["events"][0]["id"]).status_code == 200
+    wait_for(api, guest.id, "ACTIVE")
