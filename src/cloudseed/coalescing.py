@@ -96,7 +96,7 @@ class CoalescingHttpToolsProtocol(DeadlineHttpToolsProtocol):
         )
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
+        # asyncio's socket transport or uvloop's, which is alike but no asyncio.Transport.
         super().connection_made(CoalescingTransport(transport, self.loop))  # type: ignore[arg-type]
         self._respond_now = getattr(self.app, "respond_now", None)  # AnswersAtOnce's
         self._replays = getattr(self.app, "replays", None)

@@ -216,7 +216,7 @@ def _running(
     if sock is None:
         sock = listening.bind("127.0.0.1", 0, ip_ttl=listener.ip_ttl)
     port = sock.getsockname()[1]
-    loop = asyncio.new_event_loop()
+    loop = serve.new_event_loop()  # the workers' own
     stop = asyncio.Event()
 
     def run() -> None:
