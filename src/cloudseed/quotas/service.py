@@ -269,6 +269,16 @@ class InstanceLimits:
     project: Mapping[str, int]
     user: Mapping[str, int] | None
 
+    @property
+    def unlimited(self) -> bool:
+        """No limit on instances, cores or RAM: no create can be refused, so none needs the
+        usage counted (a count reads every live instance of the project)."""
+        return all(
+            limits_.get(resource, UNLIMITED) == UNLIMITED
+            for limits_ in (self.project, self.user or {})
+            for resource in INSTANCE_RESOURCES
+        )
+
 
 def instance_limits(
     session: Session, quota: QuotaSection, *, project_id: str, user_id: str

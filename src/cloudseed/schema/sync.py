@@ -51,9 +51,11 @@ def version_table(kind: Kind) -> str:
     return f"alembic_version_{kind}"
 
 
-def upgrade(db: Database, kind: Kind) -> None:
+def upgrade(db: Database, kind: Kind, revision: str = "head") -> None:
+    """``db`` to ``revision`` of its kind's history (the newest unless told: tests of a
+    migration's data start from the one before)."""
     with db.engine.begin() as conn:
-        command.upgrade(_config(kind, conn), "head")
+        command.upgrade(_config(kind, conn), revision)
 
 
 def current_revision(db: Database, kind: Kind) -> str | None:

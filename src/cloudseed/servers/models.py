@@ -60,8 +60,9 @@ class Instance(CellBase):
     # hypervisor node; None until scheduled. Operations of the instance go to this host.
     host: Mapped[str | None] = mapped_column(String(255), default=None, index=True)
     node: Mapped[str | None] = mapped_column(String(255), default=None)
-    # The flavor's resources, copied at create like Nova's columns: the scheduler sums them
-    # per host without parsing the flavor snapshot. None on instances made before issue 14.
+    # The flavor's resources, copied at create like Nova's columns: the scheduler and quota
+    # usage sum them without parsing the flavor snapshot. Filled from the snapshot for
+    # instances made before they existed (migration cell0014); None without a snapshot.
     vcpus: Mapped[int | None] = mapped_column(Integer, default=None)
     memory_mb: Mapped[int | None] = mapped_column(Integer, default=None)
     root_gb: Mapped[int | None] = mapped_column(Integer, default=None)

@@ -1,6 +1,7 @@
 """Instance quota usage: the instances, cores and RAM of a project (and of one user in it),
 counted from the cells as Nova's legacy counting does (non-deleted instances; cores and RAM
-from each instance's flavor snapshot, so a later flavor edit does not change usage).
+summed from the instances' resource columns, copied from the flavor at create, so a later
+flavor edit does not change usage).
 
 The limits and the check are ``cloudseed.quotas`` (generic, below servers); this module is
 where the counting happens, because only servers knows the instance tables.
@@ -12,28 +13,25 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from cloudseed.cells.service import CellDatabases
-from cloudseed.flavors.snapshots import FlavorSnapshot
 from cloudseed.quotas.service import Usage
-from cloudseed.servers.models import Instance, InstanceExtra
+from cloudseed.servers.models import Instance
 
 
 def count_in(session: Session, *, project_id: str, user_id: str | None = None) -> Usage:
-    """Usage in one cell database, as this session sees it (its own inserts included)."""
-    query = (
-        select(InstanceExtra.flavor)
-        .select_from(Instance)
-        .outerjoin(InstanceExtra, InstanceExtra.instance_uuid == Instance.uuid)
-        .where(Instance.project_id == project_id, Instance.deleted == 0)
-    )
+    """Usage in one cell database, as this session sees it (its own inserts included): sums
+    of the resource columns, which hold the flavor snapshot's numbers (copied at create,
+    filled for older instances by migration cell0014; an instance without a snapshot counts
+    as an instance of no cores and no RAM)."""
+    query = select(
+        func.count(Instance.id),
+        func.coalesce(func.sum(Instance.vcpus), 0),
+        func.coalesce(func.sum(Instance.memory_mb), 0),
+    ).where(Instance.project_id == project_id, Instance.deleted == 0)
     if user_id is not None:
         query = query.where(Instance.user_id == user_id)
-    instances = cores = ram = 0
-    for (flavor,) in session.execute(query):
-        snapshot = FlavorSnapshot.from_document(flavor)
-        instances += 1
-        cores += snapshot.vcpus if snapshot else 0
-        ram += snapshot.memory_mb if snapshot else 0
-    return Usage(instances=instances, cores=cores, ram=ram)
+    instances, cores, ram = session.execute(query).one()
+    # Decimal on MySQL; never NULL (coalesce), but typed as the columns are.
+    return Usage(instances=int(instances), cores=int(cores or 0), ram=int(ram or 0))
 
 
 def add(a: Usage, b: Usage) -> Usage:
@@ -65,8 +63,8 @@ def usages(cells: CellDatabases, project_id: str, user_id: str | None) -> dict[s
 
 def by_host(session: Session, hosts: list[str]) -> dict[str, tuple[int, int, int, int]]:
     """(vcpus, memory_mb, root_gb, instances) the live instances of each host use, for the
-    scheduler and os-hypervisors. Instances created before the resource columns existed
-    count as nothing."""
+    scheduler and os-hypervisors. An instance without a flavor snapshot counts as nothing
+    but an instance."""
     if not hosts:
         return {}
     rows = session.execute(

@@ -69,3 +69,12 @@ def test_recheck() -> None:
     assert err.value.message == (
         "Quota exceeded for instances: Requested 4, but already used 12 of 10 instances"
     )
+
+
+def test_limits_are_unlimited_only_when_no_instance_resource_of_project_or_user_is_limited() -> None:
+    free = {"instances": -1, "cores": -1, "ram": -1, "key_pairs": 10}
+    assert InstanceLimits(free, None).unlimited
+    assert InstanceLimits(free, dict(free)).unlimited
+    for resource in ("instances", "cores", "ram"):
+        assert not InstanceLimits({**free, resource: 100}, None).unlimited
+        assert not InstanceLimits(free, {**free, resource: 0}).unlimited

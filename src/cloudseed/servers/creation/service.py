@@ -147,7 +147,7 @@ def create_servers(
             no_host=no_host,
             ports=ports,
         )
-        if quota.recheck_quota:
+        if quota.recheck_quota and not admitted.limits.unlimited:
             _recheck_quota(session, cells, cell_id, request, admitted)
         return action_ids
 
@@ -281,16 +281,20 @@ def _admit(
     zero_disk.refuse_zero_disk_flavor_unless_admin(root_gb=root_gb, admin="admin" in request.roles)
     # The quota decides how many before anything is allocated (names, ports, rows).
     limits = quotas.instance_limits(session, quota, project_id=project_id, user_id=user_id)
-    count = quotas.allowed_instances(
-        limits,
-        project_usage=usage.count(cells, project_id=project_id),
-        user_usage=usage.count(cells, project_id=project_id, user_id=user_id)
-        if limits.user is not None
-        else None,
-        vcpus=vcpus,
-        memory_mb=memory_mb,
-        min_count=request.min_count,
-        max_count=request.count,
+    count = (
+        request.count
+        if limits.unlimited
+        else quotas.allowed_instances(
+            limits,
+            project_usage=usage.count(cells, project_id=project_id),
+            user_usage=usage.count(cells, project_id=project_id, user_id=user_id)
+            if limits.user is not None
+            else None,
+            vcpus=vcpus,
+            memory_mb=memory_mb,
+            min_count=request.min_count,
+            max_count=request.count,
+        )
     )
     return _Admission(
         keypairs=keypairs,

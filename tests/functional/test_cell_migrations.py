@@ -1,0 +1,83 @@
+"""Migrations that move data, run on each database: rows written at the revision before, then
+the upgrade, then what the rows hold."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+
+import pytest
+from sqlalchemy import insert, select
+
+from cloudseed.db.engines import Database
+from cloudseed.schema import sync as schema_sync
+from cloudseed.servers.models import Instance, InstanceExtra
+from tests.support import databases
+
+
+@pytest.fixture
+def cell_at_0013(backend: str, tmp_path: Path):
+    try:
+        with databases.scratch_database(backend, str(tmp_path)) as url:
+            db = Database.connect("cell1", url)
+            try:
+                schema_sync.upgrade(db, "cell", "cell0013")
+                yield db
+            finally:
+                db.dispose()
+    except databases.Unavailable as exc:
+        if databases.required():
+            pytest.fail(f"CLOUDSEED_REQUIRE_DBS=1 but {exc}")
+        pytest.skip(str(exc))
+
+
+def _instance(db: Database, flavor: str | None, **columns: int) -> str:
+    uid = str(uuid.uuid4())
+    with db.engine.begin() as conn:
+        conn.execute(
+            insert(Instance).values(
+                uuid=uid,
+                display_name="old",
+                hostname="old",
+                project_id="p",
+                user_id="u",
+                image_ref="img",
+                flavor_id="f",
+                vm_state="active",
+                reservation_id="r-1",
+                generation=1,
+                locked=False,
+                deleted=0,
+                **columns,
+            )
+        )
+        if flavor is not None:
+            conn.execute(insert(InstanceExtra).values(instance_uuid=uid, flavor=flavor))
+    return uid
+
+
+def test_instances_from_before_their_resource_columns_get_them_from_their_flavor(cell_at_0013):
+    db = cell_at_0013
+    snapshot = {"id": "f", "name": "m1", "vcpus": 2, "ram": 2048, "disk": 20, "ephemeral": 0}
+    old = _instance(db, json.dumps(snapshot))
+    kept = _instance(db, json.dumps({**snapshot, "vcpus": 8}), vcpus=4, memory_mb=512, root_gb=1)
+    without = _instance(db, None)
+    empty = _instance(db, "{}")
+    broken = _instance(db, "{not json")
+    odd = _instance(db, json.dumps({**snapshot, "vcpus": "2", "ram": True}))
+
+    schema_sync.upgrade(db, "cell")
+
+    with db.engine.connect() as conn:
+        rows = {
+            row.uuid: (row.vcpus, row.memory_mb, row.root_gb)
+            for row in conn.execute(
+                select(Instance.uuid, Instance.vcpus, Instance.memory_mb, Instance.root_gb)
+            )
+        }
+    assert rows[old] == (2, 2048, 20)
+    assert rows[kept] == (4, 512, 1)  # copied at create: never rewritten
+    for unknown in (without, empty, broken, odd):
+        assert rows[unknown] == (None, None, None)
+    assert schema_sync.current_revision(db, "cell") == schema_sync.head_revision("cell")
