@@ -8,8 +8,10 @@ One run stands up, on 127.0.0.1:
 - Nova 34.0.0's compute API and metadata API (``peers/nova_api.sh``: gunicorn x2 each, SQLite,
   Neutron-proxy metadata mode, Glance/Neutron stubs) and Nova's metadata app once more under
   uwsgi x2 (its faster server here), on the same database;
-- cloudseed: ``cloudseed serve --workers 2`` on SQLite with ``auth_strategy = keystone`` and
-  the metadata service behind signed proxy headers (the same secret as Nova's);
+- cloudseed: ``cloudseed serve --workers 2 --no-compute`` on SQLite with ``auth_strategy =
+  keystone`` and the metadata service behind signed proxy headers (the same secret as Nova's),
+  and its compute agent in a ``cloudseed compute`` of its own (stopped while server creates
+  are measured);
 - nginx x2 serving cloudseed's metadata documents as static files (the ceiling).
 
 Both sides get ``--guests`` ACTIVE servers owned by the admin project (cloudseed's through its
@@ -25,8 +27,11 @@ Measured with ``wrk`` (``--threads`` threads) in alternating rounds, the best of
   finished, as they do for every guest that boots), then one warm guest requesting the same
   8 paths at 8 and at 256 connections;
 - compute API, ``--only api``: key pair list (100 key pairs, microversion 2.10), key pair show,
-  server show, server list (``limit=100``) at 8 connections; key pair import and delete as the
-  median of sequential requests.
+  server show, server list (``limit=100``) at 8 connections; key pair import and delete, and
+  server create (no network, microversion 2.37), as the median of sequential requests. Nova's
+  peer runs no conductor, scheduler or compute service: its create ends at the cast to the
+  conductor (oslo.messaging's in-memory fake transport), which is all its API does before it
+  answers 202.
 
 Usage (from the repository root; needs Debian's wrk and nginx-light, matplotlib from the
 ``bench`` extra, and the peers installed as their README says)::
@@ -50,6 +55,8 @@ import json
 import os
 import platform
 import shlex
+import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -80,7 +87,7 @@ from storm_seeding import (
     import_key_pair,
     register,
 )
-from storm_server import Server, running_server
+from storm_server import Server, running_server, standalone_agent
 
 NOVA_GUNICORN = "Nova 34 (gunicorn x2)"
 NOVA_UWSGI = "Nova 34 (uwsgi x2)"
@@ -125,6 +132,16 @@ key_pairs = -1
 
 def public_key() -> str:
     return kp_bench.ed25519_public_keys(1)[0]
+
+
+@contextlib.contextmanager
+def stopped(process: subprocess.Popen[bytes]) -> Iterator[None]:
+    """``process`` stopped (SIGSTOP) for the block, then let go on."""
+    process.send_signal(signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        process.send_signal(signal.SIGCONT)
 
 
 # --- the run --------------------------------------------------------------------------------------
@@ -173,9 +190,12 @@ def stood_up(run: Run, tmp: Path) -> Iterator[dict[str, object]]:
         os.environ["CLOUDSEED_CONFIG"] = str(cloudseed_config(tmp, identity))
         data_dir = tmp / "cloudseed"
         data_dir.mkdir()
-        done = step("cloudseed: db sync, registries, serve --workers 2")
+        done = step("cloudseed: db sync, registries, serve --workers 2 --no-compute, its agent")
         registries = register(data_dir)
-        server = stack.enter_context(running_server(data_dir, workers=2))
+        server = stack.enter_context(running_server(data_dir, workers=2, compute=False))
+        # The agent in a process of its own (as docs/deployment.md lays a node out), so the
+        # server creates can be measured with it stopped: Nova's peer builds nothing.
+        agent = stack.enter_context(standalone_agent(data_dir, host=None))
         done()
         done = step("Nova 34: setup (databases, cells, catalog) and start")
         nova = stack.enter_context(
@@ -201,6 +221,7 @@ def stood_up(run: Run, tmp: Path) -> Iterator[dict[str, object]]:
         )
         done()
         yield {
+            "agent": agent,
             "identity": identity,
             "server": server,
             "cloudseed_guests": ours,
@@ -232,10 +253,13 @@ def run_all(run: Run, tmp: Path) -> None:
                 identity.project_id,
             )
         if run.args.only in (None, "api"):
+            agent = up["agent"]
+            assert isinstance(agent, subprocess.Popen)
             measure_api(
                 run,
                 {NOVA_API: (nova.api, theirs[0]), CLOUDSEED: (server.api, ours[0])},
                 identity.token,
+                {CLOUDSEED: lambda: stopped(agent)},
             )
 
 

@@ -1,28 +1,34 @@
 """What bench/side_by_side.py measures once every target runs and is seeded: the metadata
 rounds (the cold boot storm, nginx on the same documents, one warm guest at 8 and 256
-connections) and the compute API rounds (wrk at 8 connections, sequential imports and
-deletes), each recorded in a Run as side_by_side_report's Measurements."""
+connections) and the compute API rounds (wrk at 8 connections, sequential imports, deletes
+and server creates), each recorded in a Run as side_by_side_report's Measurements."""
 
 from __future__ import annotations
 
 import argparse
+import base64
+import contextlib
 import http.client
 import json
 import math
 import statistics
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
 import keypairs as kp_bench
+import storm_identity
 from report import BENCH_DIR, percentile
 from side_by_side_report import CLOUDSEED, NGINX, Measurement
 from storm_crawl import CLOUD_INIT_PATHS
 from storm_host import load_average, require_tool, step, wait_until_idle
 from storm_nginx import fetch_documents, running_nginx
+from storm_seeding import SERVER_METADATA, USER_DATA
 from storm_wrk import (
     StormFiles,
     WrkResult,
@@ -38,6 +44,9 @@ API_WRK_SCRIPT = BENCH_DIR / "side_by_side_wrk.lua"
 PATHS = CLOUD_INIT_PATHS  # the same for every target
 KEY_PAIRS = 100
 MICROVERSION = "2.10"
+# Server create asks for no network ("networks": "none", 2.37): Nova's peer has only a stub
+# Neutron with no networks, and a port would be work on cloudseed's side only.
+CREATE_MICROVERSION = "2.37"
 
 
 @dataclass
@@ -182,11 +191,11 @@ def measure_metadata(
 # --- compute API ----------------------------------------------------------------------------------
 
 
-def api_headers(token: str) -> dict[str, str]:
+def api_headers(token: str, microversion: str = MICROVERSION) -> dict[str, str]:
     return {
         "X-Auth-Token": token,
-        "OpenStack-API-Version": f"compute {MICROVERSION}",
-        "X-OpenStack-Nova-API-Version": MICROVERSION,
+        "OpenStack-API-Version": f"compute {microversion}",
+        "X-OpenStack-Nova-API-Version": microversion,
     }
 
 
@@ -245,6 +254,28 @@ def sequential(
     return latencies, errors
 
 
+def record_sequential(
+    run: Run,
+    name: str,
+    client: PlainClient,
+    scenario: str,
+    requests: list[Callable[[PlainClient], int]],
+    ok: int,
+) -> None:
+    latencies, errors = sequential(client, requests, ok)
+    run.add(
+        Measurement(
+            scenario,
+            name,
+            None,
+            statistics.median(latencies),
+            percentile(latencies, 99),
+            errors,
+            f"{len(requests)} requests, one connection (http.client)",
+        )
+    )
+
+
 def measure_imports_and_deletes(run: Run, name: str, client: PlainClient) -> None:
     count = run.args.sequential
     keys = kp_bench.ed25519_public_keys(count)
@@ -257,29 +288,67 @@ def measure_imports_and_deletes(run: Run, name: str, client: PlainClient) -> Non
     def deleter(i: int) -> Callable[[PlainClient], int]:
         return lambda c: c.send("DELETE", f"/v2.1/os-keypairs/{names[i]}")
 
-    for scenario, requests, ok in (
-        ("key pair import (median, sequential)", [importer(i) for i in range(count)], 201),
-        # 204 since microversion 2.2 (202 before).
-        ("key pair delete (median, sequential)", [deleter(i) for i in range(count)], 204),
-    ):
-        latencies, errors = sequential(client, requests, ok)
-        run.add(
-            Measurement(
-                scenario,
-                name,
-                None,
-                statistics.median(latencies),
-                percentile(latencies, 99),
-                errors,
-                f"{count} requests, one connection (http.client)",
-            )
-        )
+    imports = [importer(i) for i in range(count)]
+    record_sequential(run, name, client, "key pair import (median, sequential)", imports, 201)
+    # 204 since microversion 2.2 (202 before).
+    deletes = [deleter(i) for i in range(count)]
+    record_sequential(run, name, client, "key pair delete (median, sequential)", deletes, 204)
 
 
-def measure_api(run: Run, targets: dict[str, tuple[str, str]], token: str) -> None:
-    """``targets``: name -> (compute API base URL, a server id)."""
+def create_body(shown: dict[str, Any], index: int) -> dict[str, object]:
+    """A server like the seeded one ``shown`` (its image and flavor), with a key pair, the
+    storm's user data and metadata, and no network."""
+    return {
+        "server": {
+            "name": f"seq-create-{index:03d}",
+            "imageRef": shown["image"]["id"],
+            "flavorRef": shown["flavor"]["id"],
+            "networks": "none",
+            "key_name": "bench-000",
+            "user_data": base64.b64encode(USER_DATA).decode(),
+            "metadata": SERVER_METADATA,
+        }
+    }
+
+
+def measure_creates(
+    run: Run,
+    name: str,
+    base: str,
+    token: str,
+    shown: dict[str, Any],
+    builds_paused: Callable[[], AbstractContextManager[None]],
+) -> None:
+    """Server create, one after the other: what the API does before it answers 202. Nova's
+    peer runs no conductor, scheduler or compute service (its RPC transport is oslo's
+    in-memory fake), so its creates end at the cast to the conductor and nothing builds;
+    ``builds_paused`` stops whatever would build the target's servers meanwhile (cloudseed's
+    agent), so both sides are measured doing the same: the API's work alone."""
+    client = PlainClient(base, api_headers(token, CREATE_MICROVERSION))
+    try:
+        quota = {"quota_set": {"instances": -1, "cores": -1, "ram": -1}}
+        status = client.send("PUT", f"/v2.1/os-quota-sets/{storm_identity.PROJECT}", quota)
+        if status != 200:
+            raise RuntimeError(f"{name}: unlimited instance quota: {status}")
+        bodies = [create_body(shown, i) for i in range(run.args.sequential)]
+        creates = [lambda c, body=body: c.send("POST", "/v2.1/servers", body) for body in bodies]
+        with builds_paused():
+            record_sequential(run, name, client, "server create (median, sequential)", creates, 202)
+    finally:
+        client.close()
+
+
+def measure_api(
+    run: Run,
+    targets: dict[str, tuple[str, str]],
+    token: str,
+    builds_paused: dict[str, Callable[[], AbstractContextManager[None]]],
+) -> None:
+    """``targets``: name -> (compute API base URL, a server id); ``builds_paused``: name ->
+    what stops its builds while its creates are measured (see ``measure_creates``)."""
     args = run.args
     urls: dict[str, dict[str, str]] = {}
+    shown_servers: dict[str, dict[str, Any]] = {}
     for name, (base, server) in targets.items():
         with httpx.Client(base_url=base, headers=api_headers(token), timeout=120) as client:
             # The servers' key pair was imported through cloudseed's API only (Nova's servers
@@ -292,6 +361,7 @@ def measure_api(run: Run, targets: dict[str, tuple[str, str]], token: str) -> No
             shown = client.get(f"/v2.1/servers/{server}")
             if shown.status_code != 200:
                 raise RuntimeError(f"{name}: server show {shown.status_code} {shown.text}")
+            shown_servers[name] = shown.json()["server"]
         urls[name] = {
             f"key pair list ({KEY_PAIRS}, {MICROVERSION})": f"{base}/v2.1/os-keypairs",
             "key pair show": f"{base}/v2.1/os-keypairs/bench-050",
@@ -317,3 +387,7 @@ def measure_api(run: Run, targets: dict[str, tuple[str, str]], token: str) -> No
             measure_imports_and_deletes(run, name, plain)
         finally:
             plain.close()
+    for name, (base, _server) in targets.items():
+        wait_until_idle()
+        paused = builds_paused.get(name, contextlib.nullcontext)
+        measure_creates(run, name, base, token, shown_servers[name], paused)
