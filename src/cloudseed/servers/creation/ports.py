@@ -22,6 +22,8 @@ def unique_macs(
     """Random MACs (24 random bits) collide now and then in a large cloud (about 3 times in
     10,000 ports): draw again for any MAC already in the cell or in this request."""
     plans = [p for group in ports.values() for p in group]
+    if not plans:  # servers without a network ("none", or no network defined)
+        return ports
     with cell.read() as session:
         taken = set(
             session.scalars(

@@ -16,7 +16,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import event, func, select
+from sqlalchemy import event, func, insert, select
 from sqlalchemy.orm import Session, SessionTransaction, SessionTransactionOrigin
 
 from cloudseed.db.in_lists import padded
@@ -53,6 +53,34 @@ def describe_keys(keypairs: list[dict[str, Any]]) -> str | None:
     return json.dumps(key_sets.describe(keypairs), sort_keys=True)
 
 
+@dataclass(frozen=True)
+class Change:
+    """One change of one instance's history, before it has a version."""
+
+    instance_uuid: str
+    field: str
+    action: str
+    actor: Actor
+    old: str | None
+    new: str | None
+
+
+def key_changes(
+    *,
+    instance_uuid: str,
+    action: str,
+    actor: Actor,
+    old: list[dict[str, Any]],
+    new: list[dict[str, Any]],
+) -> list[Change]:
+    """A change of the server's key set: ``keys`` (2.106, every key) and ``key_pair``, which
+    keeps meaning Nova's one key pair (the first key) as before 2.106."""
+    return [
+        Change(instance_uuid, field, action, actor, describe(old), describe(new))
+        for field, describe in (("key_pair", describe_key), ("keys", describe_keys))
+    ]
+
+
 def record_keys(
     session: Session,
     *,
@@ -62,18 +90,11 @@ def record_keys(
     old: list[dict[str, Any]],
     new: list[dict[str, Any]],
 ) -> None:
-    """A change of the server's key set: ``keys`` (2.106, every key) and ``key_pair``, which
-    keeps meaning Nova's one key pair (the first key) as before 2.106."""
-    for field, describe in (("key_pair", describe_key), ("keys", describe_keys)):
-        record(
-            session,
-            instance_uuid=instance_uuid,
-            field=field,
-            action=action,
-            actor=actor,
-            old=describe(old),
-            new=describe(new),
-        )
+    """Add a change of the server's key set (``key_changes``)."""
+    for change in key_changes(
+        instance_uuid=instance_uuid, action=action, actor=actor, old=old, new=new
+    ):
+        _add(session, change)
 
 
 def describe_user_data(user_data: str | None) -> str | None:
@@ -145,25 +166,41 @@ def record(
     new: str | None,
 ) -> None:
     """Add a change, unless nothing changed."""
-    if old == new:
-        return
+    _add(session, Change(instance_uuid, field, action, actor, old, new))
+
+
+def record_now(session: Session, changes: list[Change]) -> None:
+    """Insert the changes that change something in one statement now, where ``record`` leaves
+    each to the ORM's flush: on SQLite the ORM inserts a row whose id it must read back one
+    statement at a time (a create's three entries were three statements)."""
+    rows = [_row(session, change) for change in changes if change.old != change.new]
+    if rows:
+        session.connection().execute(insert(BootstrapChange.__table__), rows)
+
+
+def _add(session: Session, change: Change) -> None:
+    if change.old != change.new:
+        session.add(BootstrapChange(**_row(session, change)))
+
+
+def _row(session: Session, change: Change) -> dict[str, Any]:
+    """The change's row, with the instance's next version."""
     versions = _versions(session)
-    if instance_uuid not in versions:
-        prefetch_versions(session, [instance_uuid])
-    version = versions[instance_uuid] = versions[instance_uuid] + 1
-    session.add(
-        BootstrapChange(
-            instance_uuid=instance_uuid,
-            version=version,
-            field=field,
-            action=action,
-            request_id=actor.request_id,
-            user_id=actor.user_id,
-            project_id=actor.project_id,
-            old_value=old,
-            new_value=new,
-        )
-    )
+    uuid = change.instance_uuid
+    if uuid not in versions:
+        prefetch_versions(session, [uuid])
+    version = versions[uuid] = versions[uuid] + 1
+    return {
+        "instance_uuid": uuid,
+        "version": version,
+        "field": change.field,
+        "action": change.action,
+        "request_id": change.actor.request_id,
+        "user_id": change.actor.user_id,
+        "project_id": change.actor.project_id,
+        "old_value": change.old,
+        "new_value": change.new,
+    }
 
 
 def history(session: Session, instance_uuid: str) -> list[dict[str, Any]]:
