@@ -71,7 +71,7 @@ def test_recheck() -> None:
     )
 
 
-def test_limits_are_unlimited_only_when_no_instance_resource_of_project_or_user_is_limited() -> None:
+def test_unlimited_only_when_no_instance_resource_of_project_or_user_is_limited() -> None:
     free = {"instances": -1, "cores": -1, "ram": -1, "key_pairs": 10}
     assert InstanceLimits(free, None).unlimited
     assert InstanceLimits(free, dict(free)).unlimited

@@ -127,7 +127,7 @@ def add_instances(
     # nothing here needs their ids or objects.
     for model, rows in plain.items():
         if rows:
-            session.connection().execute(insert(model.__table__), rows)
+            session.connection().execute(insert(model), rows)
     history.record_now(session, changes)
     return {u: action.id for u, action in actions.items()}
 

@@ -175,7 +175,7 @@ def record_now(session: Session, changes: list[Change]) -> None:
     statement at a time (a create's three entries were three statements)."""
     rows = [_row(session, change) for change in changes if change.old != change.new]
     if rows:
-        session.connection().execute(insert(BootstrapChange.__table__), rows)
+        session.connection().execute(insert(BootstrapChange), rows)
 
 
 def _add(session: Session, change: Change) -> None:
