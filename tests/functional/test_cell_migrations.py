@@ -4,7 +4,6 @@ the upgrade, then what the rows hold."""
 from __future__ import annotations
 
 import json
-import uuid
 from pathlib import Path
 
 import pytest
@@ -14,6 +13,7 @@ from cloudseed.db.engines import Database
 from cloudseed.schema import sync as schema_sync
 from cloudseed.servers.models import Instance, InstanceExtra
 from tests.support import databases
+from tests.support.instances import add_instance
 
 
 @pytest.fixture
@@ -33,26 +33,10 @@ def cell_at_0013(backend: str, tmp_path: Path):
 
 
 def _instance(db: Database, flavor: str | None, **columns: int) -> str:
-    uid = str(uuid.uuid4())
-    with db.engine.begin() as conn:
-        conn.execute(
-            insert(Instance).values(
-                uuid=uid,
-                display_name="old",
-                hostname="old",
-                project_id="p",
-                user_id="u",
-                image_ref="img",
-                flavor_id="f",
-                vm_state="active",
-                reservation_id="r-1",
-                generation=1,
-                locked=False,
-                deleted=0,
-                **columns,
-            )
-        )
-        if flavor is not None:
+    """An instance as written before cell0014 (the ORM's table is the same at cell0013)."""
+    uid = add_instance(db, name="old", columns=columns)
+    if flavor is not None:
+        with db.engine.begin() as conn:
             conn.execute(insert(InstanceExtra).values(instance_uuid=uid, flavor=flavor))
     return uid
 

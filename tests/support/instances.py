@@ -4,6 +4,7 @@ need servers in a given state without the API and an agent making them."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 
 from sqlalchemy.orm import Session
 
@@ -12,9 +13,15 @@ from cloudseed.servers.models import Instance
 
 
 def add_instance(
-    db: Database, vm_state: str = "active", task_state: str | None = None, *, name: str = "s"
+    db: Database,
+    vm_state: str = "active",
+    task_state: str | None = None,
+    *,
+    name: str = "s",
+    columns: Mapping[str, object] | None = None,
 ) -> str:
-    """A minimal live instance of project ``p`` in ``db``; its uuid."""
+    """A minimal live instance of project ``p`` in ``db``, with ``columns`` set too; its
+    uuid."""
     uid = str(uuid.uuid4())
 
     def work(session: Session) -> None:
@@ -30,6 +37,7 @@ def add_instance(
                 vm_state=vm_state,
                 task_state=task_state,
                 reservation_id="r-1",
+                **(columns or {}),
             )
         )
 
