@@ -73,7 +73,8 @@ class Instance(CellBase):
     terminated_at: Mapped[optional_timestamp] = mapped_column(default=None)
     deleted_at: Mapped[optional_timestamp] = mapped_column(default=None)
     # Soft delete as in Nova: 0 while alive, the row id once deleted.
-    deleted: Mapped[int] = mapped_column(Integer, default=0, index=True)
+    # Not indexed alone (migration cell0015): deleted = 0 is nearly every row.
+    deleted: Mapped[int] = mapped_column(Integer, default=0)
 
 
 class InstanceExtra(CellBase):
