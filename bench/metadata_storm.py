@@ -137,6 +137,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "a `cloudseed compute`, both at this CPU niceness (0-19)",
     )
     parser.add_argument(
+        "--no-load-ahead",
+        action="store_true",
+        help="the measured server loads no guest ahead (load_ahead_seconds = 0): the guests "
+        "--building builds load at their first request, and its workers do no loading while "
+        "the builds run",
+    )
+    parser.add_argument(
         "--new-connections",
         action="store_true",
         help="every request on a connection of its own (Connection: close), as cloud-init's "
@@ -183,7 +190,7 @@ def run(args: argparse.Namespace, tmp: Path, report: Report) -> None:
                 data_dir,
                 args.workers,
                 compute=not (args.no_compute or apart),
-                load_ahead_seconds=1,
+                load_ahead_seconds=0 if args.no_load_ahead else 1,
                 apis="metadata" if apart else "osapi_compute,metadata",
             )
         )
