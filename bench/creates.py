@@ -23,9 +23,7 @@ import argparse
 import asyncio
 import os
 import signal
-import sqlite3
 import statistics
-import subprocess
 import tempfile
 import time
 from collections.abc import Callable
@@ -34,7 +32,7 @@ from pathlib import Path
 import httpx
 import storm_identity
 from storm_seeding import create_batches, import_key_pair, register, wait_until_active
-from storm_server import code_from, running_server, standalone_agent
+from storm_server import code_from, pause, running_server, standalone_agent
 from storm_workers import cpu_seconds
 
 ADMIN = {"X-Auth-Token": "admin:admin"}  # the registered host's list is for admins
@@ -53,31 +51,6 @@ def wait_for_builds(api: httpx.Client, total: int) -> None:
             raise RuntimeError("servers still building after 600 s")
         time.sleep(0.2)
     wait_until_active(api, total)
-
-
-def pause(agent: subprocess.Popen[bytes], data: Path) -> None:
-    """SIGSTOP the agent outside its write transactions: stopped inside one it would hold
-    SQLite's write lock, and every create would wait for it (and fail: "database is locked")."""
-    databases = sorted(data.rglob("*.sqlite"))
-    for _ in range(200):
-        agent.send_signal(signal.SIGSTOP)
-        if all(_writable(path) for path in databases):
-            return
-        agent.send_signal(signal.SIGCONT)
-        time.sleep(0.05)
-    raise RuntimeError("the agent always held a write lock")
-
-
-def _writable(path: Path) -> bool:
-    connection = sqlite3.connect(path, timeout=0)
-    try:
-        connection.execute("BEGIN IMMEDIATE")
-        connection.rollback()
-        return True
-    except sqlite3.OperationalError:
-        return False
-    finally:
-        connection.close()
 
 
 def until_active(api: httpx.Client, total: int, cpu: Callable[[], float]) -> tuple[float, float]:

@@ -55,7 +55,6 @@ import json
 import os
 import platform
 import shlex
-import signal
 import subprocess
 import sys
 import tempfile
@@ -87,7 +86,7 @@ from storm_seeding import (
     import_key_pair,
     register,
 )
-from storm_server import Server, running_server, standalone_agent
+from storm_server import Server, paused, running_server, standalone_agent
 
 NOVA_GUNICORN = "Nova 34 (gunicorn x2)"
 NOVA_UWSGI = "Nova 34 (uwsgi x2)"
@@ -132,16 +131,6 @@ key_pairs = -1
 
 def public_key() -> str:
     return kp_bench.ed25519_public_keys(1)[0]
-
-
-@contextlib.contextmanager
-def stopped(process: subprocess.Popen[bytes]) -> Iterator[None]:
-    """``process`` stopped (SIGSTOP) for the block, then let go on."""
-    process.send_signal(signal.SIGSTOP)
-    try:
-        yield
-    finally:
-        process.send_signal(signal.SIGCONT)
 
 
 # --- the run --------------------------------------------------------------------------------------
@@ -222,6 +211,7 @@ def stood_up(run: Run, tmp: Path) -> Iterator[dict[str, object]]:
         done()
         yield {
             "agent": agent,
+            "cloudseed_data": data_dir,
             "identity": identity,
             "server": server,
             "cloudseed_guests": ours,
@@ -253,13 +243,13 @@ def run_all(run: Run, tmp: Path) -> None:
                 identity.project_id,
             )
         if run.args.only in (None, "api"):
-            agent = up["agent"]
-            assert isinstance(agent, subprocess.Popen)
+            agent, data_dir = up["agent"], up["cloudseed_data"]
+            assert isinstance(agent, subprocess.Popen) and isinstance(data_dir, Path)
             measure_api(
                 run,
                 {NOVA_API: (nova.api, theirs[0]), CLOUDSEED: (server.api, ours[0])},
                 identity.token,
-                {CLOUDSEED: lambda: stopped(agent)},
+                {CLOUDSEED: lambda: paused(agent, data_dir)},
             )
 
 

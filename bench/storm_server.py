@@ -7,6 +7,7 @@ import contextlib
 import os
 import re
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -221,6 +222,41 @@ def standalone_agent(
         process.send_signal(signal.SIGCONT)
         stop(process)
         log.close()
+
+
+def pause(agent: subprocess.Popen[bytes], data: Path) -> None:
+    """SIGSTOP the agent outside its write transactions: stopped inside one it would hold
+    SQLite's write lock, and every create would wait for it (and fail: "database is locked")."""
+    databases = sorted(data.rglob("*.sqlite"))
+    for _ in range(200):
+        agent.send_signal(signal.SIGSTOP)
+        if all(_writable(path) for path in databases):
+            return
+        agent.send_signal(signal.SIGCONT)
+        time.sleep(0.05)
+    raise RuntimeError("the agent always held a write lock")
+
+
+def _writable(path: Path) -> bool:
+    connection = sqlite3.connect(path, timeout=0)
+    try:
+        connection.execute("BEGIN IMMEDIATE")
+        connection.rollback()
+        return True
+    except sqlite3.OperationalError:
+        return False
+    finally:
+        connection.close()
+
+
+@contextlib.contextmanager
+def paused(agent: subprocess.Popen[bytes], data: Path) -> Iterator[None]:
+    """The agent stopped (``pause``) for the block, then let go on."""
+    pause(agent, data)
+    try:
+        yield
+    finally:
+        agent.send_signal(signal.SIGCONT)
 
 
 def errors_in_log(server: Server) -> list[str]:
