@@ -8,6 +8,7 @@ coordinator owns the transaction."""
 from __future__ import annotations
 
 import json
+from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
@@ -103,11 +104,7 @@ def add_instances(
         ]
     )
     session.flush()
-    plain: dict[type[CellBase], list[dict[str, Any]]] = {
-        InstanceSystemMetadata: [],
-        InstanceMetadata: [],
-        InstanceTag: [],
-    }
+    plain: defaultdict[type[CellBase], list[dict[str, Any]]] = defaultdict(list)
     changes: list[history.Change] = []
     for index, u in enumerate(uuids):
         _add_dependents(
@@ -125,6 +122,8 @@ def add_instances(
     # One statement a table for every server of the request: the ORM would insert each of
     # these rows on its own (on SQLite it reads each new id back, one row at a time), and
     # nothing here needs their ids or objects.
+    # On the session's connection, past the ORM: nothing they refer to is left unflushed (the
+    # instances went out above).
     for model, rows in plain.items():
         if rows:
             session.connection().execute(insert(model), rows)

@@ -172,7 +172,8 @@ def record(
 def record_now(session: Session, changes: list[Change]) -> None:
     """Insert the changes that change something in one statement now, where ``record`` leaves
     each to the ORM's flush: on SQLite the ORM inserts a row whose id it must read back one
-    statement at a time (a create's three entries were three statements)."""
+    statement at a time (a create's three entries were three statements). The statement
+    goes past the ORM, which flushes nothing first: the instances must be written already."""
     rows = [_row(session, change) for change in changes if change.old != change.new]
     if rows:
         session.connection().execute(insert(BootstrapChange), rows)
