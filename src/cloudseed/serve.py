@@ -41,13 +41,15 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 # How long a thread may keep the GIL once another asks for it (CPython's default: 5 ms). A
-# worker's event loop gives the GIL up at every socket call and epoll wait, and each time a
-# busy thread of the same process holds it (a load of guests ahead, a multi-create's write,
-# the embedded agent's builds), the loop waited up to the whole interval to take it back: a
-# request that makes three such calls waited up to 15 ms. At 0.5 ms the storm's p99 fell by
-# a third while 2,000 servers were built beside it, and by about half with nothing building
-# (docs/benchmarks.md, issue 36).
-LOOP_FIRST_SWITCH_INTERVAL = 0.0005
+# worker's event loop gives the GIL up at every epoll wait, and uvloop at every socket
+# callback too (each takes the GIL on its own). Each time a busy thread of the same process
+# holds it (a load of guests, ahead or for misses; a multi-create's write; the embedded
+# agent's builds), the loop waits up to the whole interval to take it back, once per
+# callback. At 0.5 ms (from 5) the storm's p99 fell by a third while 2,000 servers were built
+# beside it. At 0.1 ms the loop's p99 while a worker loaded 2,000 guests ahead fell from
+# 4.9-5.6 ms to 2.3-2.6 ms, the loads taking about a tenth longer (bench/gil_convoy.py;
+# docs/benchmarks.md, issue 36).
+LOOP_FIRST_SWITCH_INTERVAL = 0.0001
 
 
 class OncePerProcess(logging.Filter):
