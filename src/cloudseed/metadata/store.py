@@ -15,9 +15,12 @@ A source may also hand over instances whose guests are likely to ask soon (``ahe
 guests cloudseed's compute agent has just booted; the drop-in's instances that Nova is
 building or has just changed, and the other guests of a host whose guests began to miss
 together): the store loads them in small batches, alongside the misses or on their own, and
-keeps them, so their first request is a hit. A guest loaded ahead is also prepared in the
-loading thread (``Cached.prepare``: the documents cloud-init asks first, rendered), so its
-first requests find them made instead of rendering them on the event loop in the storm.
+keeps them, so their first request is a hit. It does so only while the worker is quiet: a
+loading thread slows every request the worker serves meanwhile, so beside a storm of requests
+they wait (and each loads at its first request if it asks first). A guest loaded ahead is
+also prepared in the loading thread (``Cached.prepare``: the documents cloud-init asks first,
+rendered), so its first requests find them made instead of rendering them on the event loop
+in the storm.
 Loading ahead never evicts a cached guest: what finds the store full is left to its first
 request.
 """
@@ -46,6 +49,13 @@ AHEAD_BATCH_SIZE = 50
 # one guest cost about 4 times one of a batch of 50 (the transactions and statements are the
 # same), while a guest's first request comes seconds after its boot began.
 AHEAD_GATHER_SECONDS = 0.25
+# Guests wait to be loaded ahead while the worker is busy: more than this many lookups a second
+# since the last check (one every AHEAD_GATHER_SECONDS while some wait). On uvloop each socket
+# callback takes the GIL on its own, so while the loading thread runs Python every one of them
+# waits for it (bench/gil_convoy.py): loading ahead beside a storm of requests for other guests
+# doubled that storm's p99 (docs/benchmarks.md, issue 36). A guest still waiting when it asks
+# is loaded in its request's batch, as without loading ahead; the rest load once it is quiet.
+BUSY_LOOKUPS_PER_SECOND = 1000
 
 
 class Cached(Protocol):
@@ -90,7 +100,7 @@ class GuestSource(Protocol[G]):
     ) -> None:
         """Begin telling the store, on its loop, of each changed instance (``changed``), of
         changes that may have been missed (``failed``), and of instances whose guests are
-        likely to ask soon (``ahead``, which the store loads when idle). ``heard`` may be
+        likely to ask soon (``ahead``, which the store loads when quiet). ``heard`` may be
         called from any thread (a commit's announcement in the committing thread): the
         store applies it before its next lookup."""
 
@@ -116,7 +126,11 @@ class GuestStore(Generic[G]):
         self._loading_ahead: set[Key] = set()  # the batch loading ahead now
         self._asked: set[Key] = set()  # those of it that a request waits for
         self._loader: asyncio.Task[None] | None = None
-        self._gathering: asyncio.TimerHandle | None = None  # the ahead batch's start, pending
+        self._ahead_check: asyncio.TimerHandle | None = None  # the next busy check, pending
+        # Lookups so far, and when the last busy check was and how many there were then.
+        self._lookups = 0
+        self._checked = (0.0, 0)
+        self._quiet = True  # the last busy check's finding (a new worker is quiet)
         self._changes = 0  # changes applied so far
         self._changed_at: dict[str, int] = {}  # uuid -> self._changes when last changed
         # Called with each changed uuid, after its documents are dropped (changes.py: the
@@ -148,12 +162,14 @@ class GuestStore(Generic[G]):
         """The guest at ``address`` if it is cached (None: not cached, which is not "no
         such guest"); never loads, and counts no hit: the caller does when it answers from
         it (a request the answer-at-once path leaves to the ASGI path is counted once)."""
+        self._lookups += 1
         if self._heard:
             self._apply_heard()
         uuid = self._by_address.get(address)
         return None if uuid is None else self._cached(uuid)
 
     def cached_by_uuid(self, uuid: str) -> G | None:
+        self._lookups += 1
         if self._heard:
             self._apply_heard()
         return self._cached(uuid)
@@ -193,21 +209,35 @@ class GuestStore(Generic[G]):
         return await asyncio.shield(pending)
 
     def load_ahead(self, uuids: Iterable[str]) -> None:
-        """Load ``uuids`` when no request waits for a load, and keep them (at most
-        ``capacity`` queued; never evicting: see the module's docstring)."""
+        """Load ``uuids`` once the worker is quiet, and keep them (at most ``capacity``
+        queued; never evicting: see the module's docstring). They are gathered until the
+        next busy check, or ride along with a miss's batch sooner while the worker is quiet."""
         for uuid in uuids:
             if len(self._ahead) >= self.capacity:
                 break
             self._ahead[uuid] = None
-        if self._ahead and self._gathering is None:
-            self._gathering = asyncio.get_running_loop().call_later(
-                AHEAD_GATHER_SECONDS, self._start_loader
+        if self._ahead and self._ahead_check is None:
+            self._checked = (time.monotonic(), self._lookups)
+            self._ahead_check = asyncio.get_running_loop().call_later(
+                AHEAD_GATHER_SECONDS, self._check_busy
+            )
+
+    def _check_busy(self) -> None:
+        """Every AHEAD_GATHER_SECONDS while guests wait to be loaded ahead: whether the
+        worker was quiet since the last check; if it was, they start loading."""
+        self._ahead_check = None
+        now, lookups = time.monotonic(), self._lookups
+        since, before = self._checked
+        self._checked = (now, lookups)
+        self._quiet = lookups - before <= BUSY_LOOKUPS_PER_SECOND * (now - since)
+        if self._quiet:
+            self._start_loader()
+        if self._ahead:
+            self._ahead_check = asyncio.get_running_loop().call_later(
+                AHEAD_GATHER_SECONDS, self._check_busy
             )
 
     def _start_loader(self) -> None:
-        if self._gathering is not None:
-            self._gathering.cancel()  # a miss came first: the ahead ones go with its batch
-            self._gathering = None
         if self._loader is None or self._loader.done():
             self._loader = asyncio.create_task(self._load_queued())
 
@@ -234,10 +264,11 @@ class GuestStore(Generic[G]):
         batch is loading make up the next one, so batches grow with the storm. What is to be
         loaded ahead fills each batch up to ``AHEAD_BATCH_SIZE`` (a request waits for at most
         that many loads besides its own), and has batches of its own when no miss is queued:
-        in a storm of first requests the guests loaded ahead are not starved by it."""
-        while self._queue or self._ahead:
+        in a storm of first requests the guests loaded ahead are not starved by it. While the
+        worker is busy (``_check_busy``), what is to be loaded ahead waits."""
+        while self._queue or (self._ahead and self._quiet):
             keys, self._queue = self._queue[:BATCH_SIZE], self._queue[BATCH_SIZE:]
-            extra = self._take_ahead(AHEAD_BATCH_SIZE - len(keys))
+            extra = self._take_ahead(AHEAD_BATCH_SIZE - len(keys)) if self._quiet else []
             if not keys and not extra:
                 continue
             self._loading_ahead = set(extra)
@@ -369,9 +400,9 @@ class GuestStore(Generic[G]):
         await self.source.stop()
         self._heap.stop()
         self._ahead.clear()
-        if self._gathering is not None:
-            self._gathering.cancel()
-            self._gathering = None
+        if self._ahead_check is not None:
+            self._ahead_check.cancel()
+            self._ahead_check = None
         if self._loader is not None:
             await self._loader
         await self.source.close()

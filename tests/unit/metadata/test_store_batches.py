@@ -239,3 +239,40 @@ def test_a_change_heard_from_another_thread_is_applied_before_the_next_lookup() 
     assert renamed is None  # dropped: its next request loads it afresh
     assert other == Guest("other", 2)
     assert told == ["renamed"]  # watchers (long-polls) told once
+
+
+def test_guests_wait_to_be_loaded_ahead_while_the_worker_is_busy(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """While lookups come faster than BUSY_LOOKUPS_PER_SECOND, nothing is loaded ahead, not
+    even along with a miss; a guest that asks meanwhile loads in its own batch; once the
+    lookups stop, the rest load at the next check."""
+    monkeypatch.setattr(store, "AHEAD_GATHER_SECONDS", 0.05)
+    monkeypatch.setattr(store, "BUSY_LOOKUPS_PER_SECOND", 100)
+
+    async def scenario() -> tuple[Source, list[tuple[list[str], bool]], Guest | None]:
+        source = Source()
+        source.release.set()
+        guests: store.GuestStore[Guest] = store.GuestStore(source, capacity=1000)
+        await guests.by_uuid("warm")  # a cached guest, asked for again and again below
+        guests.load_ahead(["a0", "a1", "asks"])
+        # Busy: 100 lookups every 10 ms (10,000 a second; a stalled machine still makes over
+        # 100) for well over a few checks.
+        for tick in range(40):
+            for _ in range(100):
+                guests.cached_by_uuid("warm")
+            if tick == 20:
+                # A miss while busy: its batch takes nothing along, and a guest waiting to be
+                # loaded ahead that asks is loaded for its request.
+                await asyncio.wait_for(guests.by_uuid("m0"), 10)
+                assert await asyncio.wait_for(guests.by_uuid("asks"), 10) is not None
+            await asyncio.sleep(0.01)
+        while_busy = list(source.loads)
+        # Quiet: the next check finds it so.
+        await asyncio.wait_for(_until(lambda: guests.cached_by_uuid("a1") is not None), 10)
+        return source, while_busy, guests.cached_by_uuid("a0")
+
+    source, while_busy, a0 = asyncio.run(scenario())
+    assert while_busy == [(["warm"], False), (["m0"], False), (["asks"], False)]
+    assert source.loads[3:] == [(["a0", "a1"], True)]  # "asks" was cached: not loaded again
+    assert a0 == Guest("a0", 4)
