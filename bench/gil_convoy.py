@@ -32,6 +32,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import cast
 
 LOOPS = ("uvloop", "asyncio")
@@ -115,12 +116,12 @@ async def ping_pong_while_loading(
             )
         )
     source = CellGuests(cells, dhcp_domain="novalocal", poll_interval=1.0)
-    store: GuestStore[object] = GuestStore(source, capacity=len(uuids) + 1)  # type: ignore[arg-type]
+    store = GuestStore(source, capacity=len(uuids) + 1)
     # As in a worker that has run a while (metadata/heap.py): what the imports and set-up
     # made is out of the collector's full walks, which otherwise paused the loop for ms.
     gc.collect()
     gc.freeze()
-    loading = asyncio.ensure_future(ping_pong(pairs, seconds))
+    pinging = asyncio.ensure_future(ping_pong(pairs, seconds))
     await asyncio.sleep(0.5)  # the ping-pong under way first
     started = time.perf_counter()
     if loading:
@@ -129,7 +130,7 @@ async def ping_pong_while_loading(
             await asyncio.sleep(0.001)
     took = time.perf_counter() - started
     window = started + max(took, 1.0)
-    round_trips = [rtt for ended, rtt in await loading if started <= ended <= window]
+    round_trips = [rtt for ended, rtt in await pinging if started <= ended <= window]
     cells.dispose()
     return round_trips, window - started
 
@@ -139,6 +140,7 @@ def child(loop_kind: str, busy_thread: bool, interval: float, pairs: int, second
     stop = threading.Event()
     if busy_thread:
         threading.Thread(target=spin, args=(stop,), daemon=True).start()
+    factory: Callable[[], asyncio.AbstractEventLoop]
     if loop_kind == "uvloop":
         import uvloop
 
@@ -148,15 +150,19 @@ def child(loop_kind: str, busy_thread: bool, interval: float, pairs: int, second
     with asyncio.Runner(loop_factory=factory) as runner:
         round_trips = sorted(rtt for _, rtt in runner.run(ping_pong(pairs, seconds)))
     stop.set()
-    print(
-        json.dumps(
-            {
-                "rate": len(round_trips) / seconds,
-                "p50_ms": round_trips[len(round_trips) // 2] * 1e3,
-                "p99_ms": round_trips[int(len(round_trips) * 0.99)] * 1e3,
-            }
-        )
-    )
+    print(json.dumps(summary(round_trips, seconds)))
+
+
+def summary(round_trips: list[float], seconds: float) -> dict[str, float]:
+    """The rate and percentiles (in ms) of ``round_trips``, sorted, made in ``seconds``."""
+    n = len(round_trips)
+    return {
+        "rate": n / seconds,
+        "p50_ms": round_trips[n // 2] * 1e3,
+        "p99_ms": round_trips[int(n * 0.99)] * 1e3,
+        "p999_ms": round_trips[int(n * 0.999)] * 1e3,
+        "max_ms": round_trips[-1] * 1e3,
+    }
 
 
 def store_child(args: argparse.Namespace) -> None:
@@ -171,18 +177,15 @@ def store_child(args: argparse.Namespace) -> None:
             )
         )
     round_trips.sort()
-    print(
-        json.dumps(
-            {
-                "rate": len(round_trips) / window,
-                "p50_ms": round_trips[len(round_trips) // 2] * 1e3,
-                "p99_ms": round_trips[int(len(round_trips) * 0.99)] * 1e3,
-                "p999_ms": round_trips[int(len(round_trips) * 0.999)] * 1e3,
-                "max_ms": round_trips[-1] * 1e3,
-                "loading_s": window,
-            }
-        )
-    )
+    print(json.dumps(summary(round_trips, window) | {"loading_s": window}))
+
+
+def run_child(args: argparse.Namespace, *child_args: str) -> str:
+    """This script in a process of its own (a fresh interpreter for each measurement), with
+    ``--seconds`` and ``--pairs`` as given: what it printed."""
+    command = [sys.executable, __file__, "--seconds", str(args.seconds)]
+    command += ["--pairs", str(args.pairs), *child_args]
+    return subprocess.run(command, check=True, capture_output=True, text=True).stdout
 
 
 def store_table(args: argparse.Namespace) -> int:
@@ -193,26 +196,16 @@ def store_table(args: argparse.Namespace) -> int:
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     runs = [("0", STORE_INTERVALS[0])] + [("1", interval) for interval in STORE_INTERVALS]
     for loading, interval in runs:
-        out = subprocess.run(
-            [
-                sys.executable,
-                __file__,
-                "--seconds",
-                str(args.seconds),
-                "--pairs",
-                str(args.pairs),
-                "--state",
-                args.state,
-                "--guests",
-                str(args.guests),
-                "--store-child",
-                loading,
-                str(interval),
-            ],
-            check=True,
-            capture_output=True,
-            text=True,
-        ).stdout
+        out = run_child(
+            args,
+            "--state",
+            args.state,
+            "--guests",
+            str(args.guests),
+            "--store-child",
+            loading,
+            str(interval),
+        )
         row = json.loads(out.splitlines()[-1])
         took = f"{row['loading_s']:.2f} s" if loading == "1" else "-"
         print(
@@ -249,23 +242,7 @@ def main() -> int:
     for loop_kind in LOOPS:
         for busy in (False, True):
             for interval in INTERVALS if busy else INTERVALS[1:2]:
-                out = subprocess.run(
-                    [
-                        sys.executable,
-                        __file__,
-                        "--seconds",
-                        str(args.seconds),
-                        "--pairs",
-                        str(args.pairs),
-                        "--child",
-                        loop_kind,
-                        "1" if busy else "0",
-                        str(interval),
-                    ],
-                    check=True,
-                    capture_output=True,
-                    text=True,
-                ).stdout
+                out = run_child(args, "--child", loop_kind, "1" if busy else "0", str(interval))
                 row = json.loads(out)
                 print(
                     f"| {loop_kind} | {'yes' if busy else 'no'} | {interval * 1e3:g} ms "
