@@ -113,7 +113,8 @@ class MetadataSection:
         "or start finished) ahead of their first request, as the change feed tells of them, "
         "and, when it starts, those that began within this many seconds (at most 600, the "
         "feed's retention): a boot storm's first requests find them cached. Loading ahead "
-        "waits while requests wait for a load, and never evicts a cached guest. 0: none is "
+        "waits while the worker answers more than 1,000 lookups a second (a guest that asks "
+        "meanwhile loads at its request), and never evicts a cached guest. 0: none is "
         "loaded ahead; each loads at its first request.",
         minimum=0,
         maximum=600,
