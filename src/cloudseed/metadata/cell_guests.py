@@ -1,7 +1,7 @@
-"""cloudseed's own guest source for the guest store (store.py's ``GuestSource``): guests loaded
-from the cells (loading.py), their changes heard from the cells' change feed (feed.py) and, at
-once, from the committing process's announcer (``GUEST_CHANGES``), and the guests that began
-to boot handed over to be loaded ahead."""
+"""cloudseed's own guest source for the guest store (guest_sources.py's ``GuestSource``):
+guests loaded from the cells (loading.py), their changes heard from the cells' change feed
+(feed.py) and, at once, from the committing process's announcer (``GUEST_CHANGES``), and the
+guests that began to boot handed over to be loaded ahead."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 per change of the instance, since a change replaces the whole object), and its security
 groups from Neutron, kept as long as Nova keeps them (``[api] metadata_cache_expiration``).
 
-``NovaGuests`` is the guest store's source (metadata/store.py ``GuestSource``): it loads
+``NovaGuests`` is the guest store's source (metadata/guest_sources.py ``GuestSource``): it loads
 instances from Nova's databases (loading.py) and hears their changes (changes.py). The
 instances the watch reports changed (Nova building one writes its row several times, seconds
 before its guest boots) and, at start, those updated in the last ``[cloudseed_metadata]
