@@ -1,6 +1,7 @@
 """The listening sockets of ``cloudseed serve`` and ``cloudseed nova-metadata``: what each
-listener is, how its socket is bound (TCP_NODELAY, SO_REUSEPORT, the metadata service's hop
-limit) and how a failure to bind reads, and the open files limit the workers need.
+listener is, how its port is reserved and how each worker listens on it (TCP_NODELAY,
+SO_REUSEPORT, the metadata service's hop limit), how a failure to bind reads, and the open
+files limit the workers need.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ import logging
 import resource
 import socket
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from cloudseed.errors import ConfigError
@@ -20,6 +21,16 @@ if TYPE_CHECKING:
     from cloudseed.db.engines import Database
 
 log = logging.getLogger(__name__)
+
+# Listening sockets per listener in each worker, all in the port's SO_REUSEPORT group. uvloop's
+# libuv accepts one connection per socket and event loop iteration (libuv 1.45 stopped
+# accepting in a loop), and an iteration of a worker answering a storm takes milliseconds: it
+# accepted wrk's 128 new connections over 0.8 s, and their first requests waited that long (a
+# storm of 2,000 guests loaded ahead: p99 220-560 ms, max 0.4-0.7 s; with 16 sockets p99
+# 19-55 ms, max 27-174 ms; docs/benchmarks.md, issue 36). Not dup()s of one socket: every
+# copy wakes for each new connection and all but one accept() fail, which cost 80-110 µs
+# more per connection arriving alone; each socket of the group has a queue of its own.
+ACCEPTING_SOCKETS = 16
 
 
 @dataclass(frozen=True)
@@ -46,17 +57,21 @@ def bind(
     # they are TCP, and without that every small response on a kept-alive connection waits
     # ~40 ms for the client's delayed ACK.
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    if reuse_port:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-    if ip_ttl:
-        # EC2's hop limit: accepted connections inherit the listening socket's TTL, so
-        # answers die after ip_ttl hops (1: they never get past the first router).
-        set_hop_limit(sock, ip_ttl)
-    sock.bind((host, port))
-    if listen:
-        sock.listen(2048)
+    try:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if reuse_port:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        if ip_ttl:
+            # EC2's hop limit: accepted connections inherit the listening socket's TTL, so
+            # answers die after ip_ttl hops (1: they never get past the first router).
+            set_hop_limit(sock, ip_ttl)
+        sock.bind((host, port))
+        if listen:
+            sock.listen(2048)
+    except BaseException:
+        sock.close()  # a refused bind leaves no socket behind
+        raise
     sock.set_inheritable(True)
     return sock
 
@@ -120,13 +135,27 @@ def raise_open_files_limit(settings: Settings) -> int:
     return soft
 
 
+def reserve(listener: Listener) -> socket.socket:
+    """The port of ``listener``, reserved for the workers' sockets (``listen_own``): bound with
+    SO_REUSEPORT and never listening, which also resolves port 0. A port another process
+    listens on is refused first (a ConfigError, as ``bind_listener``'s): SO_REUSEPORT alone
+    would let this one join that process's sockets, where both run as the same user, and take
+    half its connections."""
+    probe = bind_listener(listener, reuse_port=False, listen=False)
+    port = probe.getsockname()[1]
+    probe.close()
+    return bind_listener(replace(listener, port=port), reuse_port=True, listen=False)
+
+
 def listen_own(
     bound: list[tuple[Listener, socket.socket]],
 ) -> list[tuple[Listener, socket.socket]]:
-    """In a worker: a listening socket of its own on each port the parent reserved."""
+    """In a worker: ACCEPTING_SOCKETS listening sockets of its own on each port reserved
+    (``reserve``), each paired with its listener."""
     own = []
     for listener, reserved in bound:
         host, port = reserved.getsockname()[:2]
-        own.append((listener, bind(host, port, ip_ttl=listener.ip_ttl, reuse_port=True)))
+        for _ in range(ACCEPTING_SOCKETS):
+            own.append((listener, bind(host, port, ip_ttl=listener.ip_ttl, reuse_port=True)))
         reserved.close()  # the parent keeps its copy: the port stays reserved between workers
     return own

@@ -1,13 +1,15 @@
 """``cloudseed serve``: bind the listening sockets, then serve every HTTP app from one or more
 worker processes.
 
-With one worker the process binds and serves. With several, the parent reserves each port
-(binding a socket with SO_REUSEPORT that never listens, which also resolves port 0) and every
-worker listens on a socket of its own bound to it: the kernel then spreads new connections
-evenly over the workers by hash. One shared listening socket would hand each connection to
-whichever worker accepts first, and under load one worker ended up with 180 of 256 kept-alive
-connections while the other idled. SIGTERM or SIGINT to the parent stops the workers
-gracefully (in-flight requests finish) and the parent exits 0.
+The process reserves each port (``listening.reserve``: a socket with SO_REUSEPORT that never
+listens, which also resolves port 0) and every worker, the process itself when there is one,
+listens on sockets of its own bound to it (``listening.listen_own``): the kernel then spreads
+new connections evenly over the workers by hash. One shared listening socket would hand each
+connection to whichever worker accepts first, and under load one worker ended up with 180 of
+256 kept-alive connections while the other idled. Each worker has several sockets per port,
+since its event loop accepts one connection per socket at a time (``ACCEPTING_SOCKETS``).
+SIGTERM or SIGINT to the parent stops the workers gracefully (in-flight requests finish) and
+the parent exits 0.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import uvicorn
 from cloudseed.coalescing import CoalescingHttpToolsProtocol
 from cloudseed.connection_limits import ConnectionCap, Deadlines
 from cloudseed.head_limits import HeadLimits
-from cloudseed.listening import Listener, bind_listener, listen_own, raise_open_files_limit
+from cloudseed.listening import Listener, listen_own, raise_open_files_limit, reserve
 from cloudseed.settings import Settings, split_list
 from cloudseed.types import ASGIApp
 
@@ -174,8 +176,10 @@ async def serve_sockets(
     metrics_dir: str | None = None,
     api_db: Database | None = None,
 ) -> None:
-    """Serve each listener's app on its socket in this process until SIGTERM/SIGINT, or until
-    ``stop_event`` is set (for embedding, e.g. in tests). ``metrics_dir``: the workers' shared
+    """Serve each listener's app on its sockets in this process until SIGTERM/SIGINT, or until
+    ``stop_event`` is set (for embedding, e.g. in tests). ``bound`` pairs each listening socket
+    with its listener; a listener with several (``listen_own``) has one app on all of them.
+    ``metrics_dir``: the workers' shared
     metrics directory (several workers); None: this process's metrics are all there is.
     ``api_db``: the API database the apps share (an embedder's, which stays open); by default
     this worker opens its own (when one of its listeners uses it) and disposes of it when the
@@ -206,7 +210,10 @@ async def _serve_apps(
     metrics = Metrics(multiprocess_dir=metrics_dir)
     servers = []
     apps = []
+    sockets: dict[Listener, list[socket.socket]] = {}  # one app per listener, on all its sockets
     for listener, sock in bound:
+        sockets.setdefault(listener, []).append(sock)
+    for listener, listening_on in sockets.items():
         # proxy_headers off: uvicorn would otherwise believe X-Forwarded-For from 127.0.0.1
         # and rewrite the client address the metadata service identifies guests by.
         app = instrument(
@@ -228,7 +235,7 @@ async def _serve_apps(
             date_header=True,
             timeout_graceful_shutdown=30,
         )
-        servers.append((_Server(config), sock))
+        servers.append((_Server(config), listening_on))
 
     def stop() -> None:
         for server, _ in servers:
@@ -254,7 +261,7 @@ async def _serve_apps(
         watcher = asyncio.ensure_future(watch())
     flusher = asyncio.ensure_future(metrics.flush_every(1.0))
     try:
-        await asyncio.gather(*(server.serve(sockets=[sock]) for server, sock in servers))
+        await asyncio.gather(*(server.serve(sockets=socks) for server, socks in servers))
     finally:
         flusher.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -288,12 +295,10 @@ def favour_the_event_loop() -> None:
 
 def _worker(
     settings: Settings,
-    bound: list[tuple[Listener, socket.socket]],
-    own_sockets: bool = False,
+    reserved: list[tuple[Listener, socket.socket]],
     metrics_dir: str | None = None,
 ) -> None:
-    if own_sockets:
-        bound = listen_own(bound)
+    bound = listen_own(reserved)
     favour_the_event_loop()
     with asyncio.Runner(loop_factory=new_event_loop) as runner:
         runner.run(serve_sockets(settings, bound, metrics_dir=metrics_dir))
@@ -308,9 +313,8 @@ def run(settings: Settings, *, compute: bool = True, chosen: list[Listener] | No
 
     settings = with_shared_key(settings)  # before forking: every worker checks every token
     raise_open_files_limit(settings)
-    forking = settings.default.workers > 1
     bound = [
-        (listener, bind_listener(listener, reuse_port=forking, listen=not forking))
+        (listener, reserve(listener))
         for listener in (chosen if chosen is not None else listeners(settings, compute=compute))
     ]
     for listener, sock in bound:
@@ -344,7 +348,7 @@ def _supervise(
     path = metrics_dir.path if metrics_dir is not None else None
 
     def start() -> multiprocessing.process.BaseProcess:
-        process = context.Process(target=_worker, args=(settings, bound, True, path), daemon=False)
+        process = context.Process(target=_worker, args=(settings, bound, path), daemon=False)
         process.start()
         return process
 

@@ -14,6 +14,7 @@ import pytest
 from sqlalchemy import text
 
 from cloudseed.db.engines import Database
+from cloudseed.listening import ACCEPTING_SOCKETS
 from cloudseed.networks import service as networks
 from cloudseed.schema import sync as schema_sync
 from cloudseed.schema.errors import SchemaMismatch
@@ -140,9 +141,9 @@ def test_serve_process_logs_and_stops_cleanly(tmp_path: Path, workers: int):
         r = httpx.get(f"{base}/v2.1/os-keypairs", headers={"X-Auth-Token": "u:p"})
         assert r.status_code == 200
         request_id = r.headers["x-openstack-request-id"]
-        # Several workers listen on sockets of their own (SO_REUSEPORT), so the kernel
-        # spreads connections over them; one worker has the parent's socket.
-        assert listening_sockets(port) == workers
+        # Every worker listens on sockets of its own (SO_REUSEPORT), so the kernel spreads
+        # connections over them, ACCEPTING_SOCKETS each; the parent's reservation never listens.
+        assert listening_sockets(port) == workers * ACCEPTING_SOCKETS
     finally:
         proc.send_signal(signal.SIGTERM)
         code = proc.wait(timeout=60)
