@@ -26,8 +26,8 @@ log = logging.getLogger(__name__)
 # libuv accepts one connection per socket and event loop iteration (libuv 1.45 stopped
 # accepting in a loop), and an iteration of a worker answering a storm takes milliseconds: it
 # accepted wrk's 128 new connections over 0.8 s, and their first requests waited that long (a
-# storm of 2,000 guests loaded ahead: p99 220-560 ms, max 0.4-0.7 s; with 16 sockets p99
-# 19-55 ms, max 27-174 ms; docs/benchmarks.md, issue 36). Not dup()s of one socket: every
+# storm of 2,000 guests loaded ahead: p99 83-642 ms, max 0.35-0.81 s; with 16 sockets p99
+# 47-57 ms, max 73-154 ms; docs/benchmarks.md, issue 36). Not dup()s of one socket: every
 # copy wakes for each new connection and all but one accept() fail, which cost 80-110 µs
 # more per connection arriving alone; each socket of the group has a queue of its own.
 ACCEPTING_SOCKETS = 16
