@@ -157,5 +157,7 @@ def listen_own(
         host, port = reserved.getsockname()[:2]
         for _ in range(ACCEPTING_SOCKETS):
             own.append((listener, bind(host, port, ip_ttl=listener.ip_ttl, reuse_port=True)))
-        reserved.close()  # the parent keeps its copy: the port stays reserved between workers
+        # A forked worker's copy: the parent keeps its own, so the port stays reserved between
+        # workers (with one worker, its listening sockets hold the port).
+        reserved.close()
     return own

@@ -179,11 +179,10 @@ async def serve_sockets(
     """Serve each listener's app on its sockets in this process until SIGTERM/SIGINT, or until
     ``stop_event`` is set (for embedding, e.g. in tests). ``bound`` pairs each listening socket
     with its listener; a listener with several (``listen_own``) has one app on all of them.
-    ``metrics_dir``: the workers' shared
-    metrics directory (several workers); None: this process's metrics are all there is.
-    ``api_db``: the API database the apps share (an embedder's, which stays open); by default
-    this worker opens its own (when one of its listeners uses it) and disposes of it when the
-    apps have stopped."""
+    ``metrics_dir``: the workers' shared metrics directory (several workers); None: this
+    process's metrics are all there is. ``api_db``: the API database the apps share (an
+    embedder's, which stays open); by default this worker opens its own (when one of its
+    listeners uses it) and disposes of it when the apps have stopped."""
     from cloudseed.db.engines import Database
 
     db = api_db
@@ -313,11 +312,11 @@ def run(settings: Settings, *, compute: bool = True, chosen: list[Listener] | No
 
     settings = with_shared_key(settings)  # before forking: every worker checks every token
     raise_open_files_limit(settings)
-    bound = [
+    reserved = [
         (listener, reserve(listener))
         for listener in (chosen if chosen is not None else listeners(settings, compute=compute))
     ]
-    for listener, sock in bound:
+    for listener, sock in reserved:
         host, port = sock.getsockname()[:2]
         log.info(
             "%s listening on http://%s:%d",
@@ -326,13 +325,13 @@ def run(settings: Settings, *, compute: bool = True, chosen: list[Listener] | No
             port,
         )
     if settings.default.workers == 1:
-        _worker(settings, bound)
+        _worker(settings, reserved)
         return
     from cloudseed.metrics import MultiprocessDirectory
 
     metrics_dir = MultiprocessDirectory() if settings.metrics.enabled else None
     try:
-        _supervise(settings, bound, metrics_dir)
+        _supervise(settings, reserved, metrics_dir)
     finally:
         if metrics_dir is not None:
             metrics_dir.close()
@@ -340,7 +339,7 @@ def run(settings: Settings, *, compute: bool = True, chosen: list[Listener] | No
 
 def _supervise(
     settings: Settings,
-    bound: list[tuple[Listener, socket.socket]],
+    reserved: list[tuple[Listener, socket.socket]],
     metrics_dir: MultiprocessDirectory | None,
 ) -> None:
     context = multiprocessing.get_context("fork")
@@ -348,7 +347,7 @@ def _supervise(
     path = metrics_dir.path if metrics_dir is not None else None
 
     def start() -> multiprocessing.process.BaseProcess:
-        process = context.Process(target=_worker, args=(settings, bound, path), daemon=False)
+        process = context.Process(target=_worker, args=(settings, reserved, path), daemon=False)
         process.start()
         return process
 
