@@ -53,6 +53,16 @@ def cell_urls(session: Session) -> list[tuple[str, str]]:
     return [(name, url) for name, url in rows]
 
 
+def default_cell(session: Session) -> int:
+    """Where new instances go: the first enabled cell (API database)."""
+    cell_id = session.scalar(
+        select(CellMapping.id).where(~CellMapping.disabled).order_by(CellMapping.id).limit(1)
+    )
+    if cell_id is None:
+        raise ConfigError("no enabled cell is mapped; run 'cloudseed db sync'")
+    return cell_id
+
+
 class CellDatabases:
     def __init__(self, api_db: Database) -> None:
         self.api_db = api_db
@@ -76,19 +86,6 @@ class CellDatabases:
         if existing is not db:
             db.dispose()
         return existing
-
-    def default_cell(self) -> int:
-        """Where new instances go: the first enabled cell."""
-        with self.api_db.read() as session:
-            cell_id = session.scalar(
-                select(CellMapping.id)
-                .where(~CellMapping.disabled)
-                .order_by(CellMapping.id)
-                .limit(1)
-            )
-        if cell_id is None:
-            raise ConfigError("no enabled cell is mapped; run 'cloudseed db sync'")
-        return cell_id
 
     def all_cells(self) -> list[Database]:
         return list(self.all_cells_by_id().values())

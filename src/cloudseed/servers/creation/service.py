@@ -23,7 +23,7 @@ from sqlalchemy import delete
 from sqlalchemy.orm import Session
 
 from cloudseed.cells.models import InstanceMapping
-from cloudseed.cells.service import CellDatabases
+from cloudseed.cells.service import CellDatabases, default_cell
 from cloudseed.db.engines import Database
 from cloudseed.db.in_lists import padded
 from cloudseed.errors import InvalidInput
@@ -73,6 +73,7 @@ class _Admission:
     root_gb: int
     limits: quotas.InstanceLimits
     count: int
+    cell_id: int  # where the new servers go
     metadata_options: str | None = None  # as stored: the request's over the project's defaults
 
 
@@ -106,10 +107,8 @@ def create_servers(
     )
     reservation_id = "r-" + secrets.token_hex(4)
     admin_pass = request.admin_pass or generate_password()
-    cell_id = cells.default_cell()
-    admitted = api_db.run(lambda session: _admit(session, cells, request, quota), write=True)
-    count = admitted.count
-    uuids, ports = _reserve(api_db, request, count=count, cell_id=cell_id)
+    admitted, uuids, ports = _admit_and_reserve(api_db, cells, request, quota)
+    count, cell_id = admitted.count, admitted.cell_id
     config_drive = (
         request.config_drive
         or settings.default.force_config_drive
@@ -220,15 +219,19 @@ def _recheck_quota(
 RESERVE_ATTEMPTS = 5
 
 
-def _reserve(
-    api_db: Database, request: CreateRequest, *, count: int, cell_id: int
-) -> tuple[list[str], dict[str, list[networks.PortPlan]]]:
-    """The new servers' uuids, their instance mappings and their ports' addresses, in one
-    API database transaction, run again when a concurrent create took an address first (or
-    the database rolled it back to break a deadlock)."""
+def _admit_and_reserve(
+    api_db: Database, cells: CellDatabases, request: CreateRequest, quota: QuotaSection
+) -> tuple[_Admission, list[str], dict[str, list[networks.PortPlan]]]:
+    """The request admitted (``_admit``), then the new servers' uuids, their instance mappings
+    and their ports' addresses, in one API database transaction (each transaction costs a
+    create as much as several of its reads), run again when a concurrent create took an
+    address first (or the database rolled it back to break a deadlock)."""
 
-    def once(session: Session) -> tuple[list[str], dict[str, list[networks.PortPlan]]]:
-        uuids = [str(uuid.uuid4()) for _ in range(count)]
+    def once(
+        session: Session,
+    ) -> tuple[_Admission, list[str], dict[str, list[networks.PortPlan]]]:
+        admitted = _admit(session, cells, request, quota)
+        uuids = [str(uuid.uuid4()) for _ in range(admitted.count)]
         try:
             ports = port_plans.plan_all(session, request.networks, uuids)
         except NetworkNotFound as exc:  # 400 in Nova too
@@ -237,14 +240,14 @@ def _reserve(
             [
                 InstanceMapping(
                     instance_uuid=u,
-                    cell_id=cell_id,
+                    cell_id=admitted.cell_id,
                     project_id=request.actor.project_id,
                     user_id=request.actor.user_id,
                 )
                 for u in uuids
             ]
         )
-        return uuids, ports
+        return admitted, uuids, ports
 
     return api_db.run(once, write=True, attempts=RESERVE_ATTEMPTS, lost_to=(AddressTaken,))
 
@@ -309,6 +312,7 @@ def _admit(
         metadata_options=metadata_options_store.for_new_server(
             session, project_id, request.metadata_options
         ),
+        cell_id=default_cell(session),
     )
 
 
