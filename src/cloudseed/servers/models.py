@@ -30,6 +30,9 @@ class Instance(CellBase):
         # A project's server list: its live servers, newest first (servers/listing.py), read
         # from the index in order instead of sorting every row of the project per page.
         Index("ix_instances_project_listed", "project_id", "deleted", "created_at", "id"),
+        # The scheduler's sums of each host's live instances (servers/quota.py's by_host), read
+        # from the index alone; the lookups by host use its first column.
+        Index("ix_instances_host_usage", "host", "deleted", "vcpus", "memory_mb", "root_gb"),
         MYSQL_TABLE_ARGS,
     )
 
@@ -58,7 +61,7 @@ class Instance(CellBase):
     locked: Mapped[bool] = mapped_column(Boolean, default=False)
     # The compute host that owns the guest (chosen by the scheduler at create) and its
     # hypervisor node; None until scheduled. Operations of the instance go to this host.
-    host: Mapped[str | None] = mapped_column(String(255), default=None, index=True)
+    host: Mapped[str | None] = mapped_column(String(255), default=None)
     node: Mapped[str | None] = mapped_column(String(255), default=None)
     # The flavor's resources, copied at create like Nova's columns: the scheduler and quota
     # usage sum them without parsing the flavor snapshot. Filled from the snapshot for
