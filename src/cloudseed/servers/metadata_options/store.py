@@ -10,11 +10,21 @@ options (live keys and rebuilds do the same).
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
-from sqlalchemy import Table, bindparam, case, insert, select, update
+from sqlalchemy import (
+    DateTime,
+    Dialect,
+    Table,
+    TypeDecorator,
+    bindparam,
+    case,
+    insert,
+    select,
+    update,
+)
 from sqlalchemy.orm import Session
 
 from cloudseed.db.base import utcnow
@@ -96,11 +106,34 @@ _ACCESS = cast(Table, MetadataAccess.__table__)
 _COUNTED = ("tokenless", "user_data", "password")
 
 
+class _StoredTime(TypeDecorator[dt.datetime]):
+    """A time bound as given: already turned into what the database stores (``_storing``).
+    The expression below names each time three times, and SQLite's DATETIME turns a datetime
+    into text at every mention of every row: three quarters of a flush's CPU, 10,000 servers
+    taking 0.4-0.6 s of a worker's GIL every interval."""
+
+    impl = DateTime
+    cache_ok = True
+
+    def bind_processor(self, dialect: Dialect) -> None:
+        return None
+
+
+def _storing(dialect: Dialect) -> Callable[[dt.datetime | None], Any]:
+    """How ``dialect`` turns a time into what it stores (SQLite: text; the others: as is)."""
+    processor = DateTime().dialect_impl(dialect).bind_processor(dialect)
+    return processor if processor is not None else _as_is
+
+
+def _as_is(value: dt.datetime | None) -> dt.datetime | None:
+    return value
+
+
 def _later(name: str) -> Any:
     """The stored time of ``name`` or the parameter's, whichever is later (a NULL parameter
     keeps the stored time; a NULL stored time takes the parameter), portably."""
     column = _ACCESS.c[f"{name}_last_at"]
-    at = bindparam(f"{name}_at", type_=column.type)
+    at = bindparam(f"{name}_at", type_=_StoredTime())
     return case((column.is_(None), at), (column < at, at), else_=column)
 
 
@@ -137,11 +170,12 @@ def add_counts(session: Session, counts: Mapping[str, Counts]) -> None:
     known: set[str] = set()
     for i in range(0, len(uuids), _CHUNK):
         known.update(connection.execute(_KNOWN, {"uuids": padded(uuids[i : i + _CHUNK])}).scalars())
+    stored = _storing(connection.dialect)
     updates = [
         {
             "uuid": uuid,
             **{f"{name}_added": getattr(counts[uuid], name) for name in _COUNTED},
-            **{f"{name}_at": getattr(counts[uuid], f"{name}_at") for name in _COUNTED},
+            **{f"{name}_at": stored(getattr(counts[uuid], f"{name}_at")) for name in _COUNTED},
         }
         for uuid in uuids
         if uuid in known
