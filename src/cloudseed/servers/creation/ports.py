@@ -13,7 +13,7 @@ from cloudseed.db.engines import Database
 from cloudseed.errors import InvalidInput
 from cloudseed.networks import service as networks
 from cloudseed.networks.models import Network
-from cloudseed.servers.models import FixedIP, Port
+from cloudseed.servers.models import Port
 
 
 def unique_macs(
@@ -104,10 +104,11 @@ def port_row(instance_uuid: str, plan: networks.PortPlan, tag: str | None = None
     )
 
 
-def fixed_ip_row(instance_uuid: str, plan: networks.PortPlan) -> FixedIP:
-    return FixedIP(
-        address=plan.address,
-        version=plan.version,
-        port_uuid=plan.uuid,
-        instance_uuid=instance_uuid,
-    )
+def fixed_ip_row(instance_uuid: str, plan: networks.PortPlan) -> dict[str, Any]:
+    """The planned port's fixed IP, as a row for one INSERT of many (nothing refers to it)."""
+    return {
+        "address": plan.address,
+        "version": plan.version,
+        "port_uuid": plan.uuid,
+        "instance_uuid": instance_uuid,
+    }

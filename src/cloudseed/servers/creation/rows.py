@@ -31,7 +31,9 @@ from cloudseed.servers.lifecycle import queue, security_groups
 from cloudseed.servers.live_keys import sets as key_sets
 from cloudseed.servers.metadata_options import options as metadata_options
 from cloudseed.servers.models import (
+    FixedIP,
     Instance,
+    InstanceActionEvent,
     InstanceExtra,
     InstanceMetadata,
     InstanceSystemMetadata,
@@ -76,12 +78,12 @@ def add_instances(
     """Add the rows of every new server (``uuids[i]`` placed at ``placements[i]``, or in ERROR
     with ``no_host``'s fault where that is None); returns each one's create action id.
 
-    In four steps whatever the count, so that each step's INSERTs go out batched: the
+    In three steps whatever the count, so that each step's INSERTs go out batched: the
     instances; then the rows that others refer to by an id (actions, ports); then the rows
-    that refer to those (the extra, addresses, the build), left to the transaction's next
-    flush; then those no row refers to (metadata, system metadata, tags, history), one
-    statement a table. The ORM does not order INSERTs of unrelated rows by their foreign
-    keys (there is no relationship() between these models), so the steps are the order.
+    no row refers to, one statement a table (the extra, fixed IPs, build events, metadata,
+    system metadata, tags, history), with the build operations left to the transaction's
+    next flush. The ORM does not order INSERTs of unrelated rows by their foreign keys
+    (there is no relationship() between these models), so the steps are the order.
     (One flush per row took half of a multi-create's CPU.)"""
     session.add_all(
         [
@@ -110,6 +112,7 @@ def add_instances(
         _add_dependents(
             session,
             servers,
+            plain,
             uuid=u,
             action_id=actions[u].id,
             placement=placements[index],
@@ -173,6 +176,7 @@ def _instance(
 def _add_dependents(
     session: Session,
     servers: NewServers,
+    plain: defaultdict[type[CellBase], list[dict[str, Any]]],
     *,
     uuid: str,
     action_id: int,
@@ -180,37 +184,43 @@ def _add_dependents(
     no_host: NoValidHost | None,
     ports: list[networks.PortPlan],
 ) -> None:
-    """The rows of one server that refer to its instance, action or ports (all flushed)."""
+    """The rows of one server that refer to its instance, action or ports (all flushed): as
+    ``plain`` rows where nothing refers to them (the extra, the fixed IPs, a placed server's
+    started build event), the build operation through the queue; an unplaced server's build
+    event is finished with the scheduler's fault (``action_log``, which reads it back)."""
     request = servers.request
-    session.add(
-        InstanceExtra(
-            instance_uuid=uuid,
-            keypairs=json.dumps(servers.keypairs, sort_keys=True),
-            flavor=servers.flavor.document(),
-            fault=_fault(no_host) if no_host else None,
-            keys_generation=1,
-            keys_boot_generation=1,
-            block_project_keys=request.block_project_keys,
-        )
+    plain[InstanceExtra].append(
+        {
+            "instance_uuid": uuid,
+            "keypairs": json.dumps(servers.keypairs, sort_keys=True),
+            "flavor": servers.flavor.document(),
+            "fault": _fault(no_host) if no_host else None,
+            "keys_generation": 1,
+            "keys_boot_generation": 1,
+            "block_project_keys": request.block_project_keys,
+        }
     )
-    session.add_all([port_plans.fixed_ip_row(uuid, plan) for plan in ports])
-    action_log.add_event(session, action_id=action_id, event=BUILD_EVENT)
+    plain[FixedIP].extend(port_plans.fixed_ip_row(uuid, plan) for plan in ports)
     if placement is None:
+        action_log.add_event(session, action_id=action_id, event=BUILD_EVENT)
         action_log.finish(
             session,
             action_id=action_id,
             event=BUILD_EVENT,
             error=no_host.message if no_host else None,
         )
-    else:
-        queue.enqueue(
-            session,
-            instance_uuid=uuid,
-            kind="build",
-            host=placement.host,
-            action_id=action_id,
-            payload=_build_payload(servers.admin_pass, request.files),
-        )
+        return
+    plain[InstanceActionEvent].append(
+        {"action_id": action_id, "event": BUILD_EVENT, "start_time": utcnow()}
+    )
+    queue.enqueue(
+        session,
+        instance_uuid=uuid,
+        kind="build",
+        host=placement.host,
+        action_id=action_id,
+        payload=_build_payload(servers.admin_pass, request.files),
+    )
 
 
 def _plain_rows(
