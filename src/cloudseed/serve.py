@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import multiprocessing
 import os
@@ -236,6 +237,8 @@ async def _serve_apps(
         )
         servers.append((_Server(config), listening_on))
 
+    freeze_what_start_up_made()
+
     def stop() -> None:
         for server, _ in servers:
             server.should_exit = True
@@ -284,6 +287,20 @@ def new_event_loop() -> asyncio.AbstractEventLoop:
     except ImportError:  # pragma: no cover - Windows, or a Python uvloop has no wheel for
         return asyncio.new_event_loop()
     return uvloop.new_event_loop()
+
+
+def freeze_what_start_up_made() -> None:
+    """Keep CPython's full collections off what the worker made to start: its modules, their
+    classes and functions, the apps. Python 3.11's full collection walks every object the
+    collector tracks, and a worker's start-up alone leaves a few hundred thousand (SQLAlchemy's
+    and the apps' among them), none of them garbage later: a serve worker's full collections
+    took 100-180 ms, each a stall of its event loop, a server create's p99 (timed with
+    gc.callbacks; docs/benchmarks.md, issue 36). Collected first, so that only live objects
+    are moved to the permanent generation (``gc.freeze``); a frozen object is still freed when
+    its last reference goes. The metadata cache's guests are frozen as the cache grows
+    (metadata/heap.py)."""
+    gc.collect()
+    gc.freeze()
 
 
 def favour_the_event_loop() -> None:
