@@ -32,6 +32,7 @@ import uvicorn
 
 from cloudseed.coalescing import CoalescingHttpToolsProtocol
 from cloudseed.connection_limits import ConnectionCap, Deadlines
+from cloudseed.db import checkpoints
 from cloudseed.head_limits import HeadLimits
 from cloudseed.listening import Listener, listen_own, raise_open_files_limit, reserve
 from cloudseed.settings import Settings, split_list
@@ -316,6 +317,7 @@ def _worker(
 ) -> None:
     bound = listen_own(reserved)
     favour_the_event_loop()
+    checkpoints.start()
     with asyncio.Runner(loop_factory=new_event_loop) as runner:
         runner.run(serve_sockets(settings, bound, metrics_dir=metrics_dir))
 

@@ -25,6 +25,7 @@ from cloudseed.cli.context import (
     state_options,
 )
 from cloudseed.cli.preflight import preflight
+from cloudseed.db import checkpoints
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +61,7 @@ def compute(cli: CliContext, host: str | None, driver: str | None) -> None:
         with open_databases(cli) as dbs, errors_as_click():
             agent = make_agent(settings, dbs.cells)
             agent.start()
+            checkpoints.start()
             log.info("compute host %s ready", agent.host)
             try:
                 stopping.wait()

@@ -24,6 +24,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
+from cloudseed.db import checkpoints
 from cloudseed.db.announcements import PENDING, Announcer
 from cloudseed.errors import ConfigError, DatabaseUnavailable, WriteContended
 
@@ -115,6 +116,8 @@ def make_engine(url: str, *, pool_size: int = 10) -> Engine:
         raise ConfigError(f"cannot use database URL {redacted(url)}: {detail}") from None
     if backend == "sqlite":
         _configure_sqlite(engine)
+        if parsed.database and parsed.database != ":memory:":
+            checkpoints.register(engine, Path(parsed.database))
     return engine
 
 
@@ -128,6 +131,8 @@ def _configure_sqlite(engine: Engine) -> None:
         cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.execute("PRAGMA synchronous=NORMAL")
+        # Checkpoints run in a thread of their own (db/checkpoints.py); a commit only past this.
+        cursor.execute(f"PRAGMA wal_autocheckpoint={checkpoints.BACKSTOP_PAGES}")
         cursor.close()
 
     @event.listens_for(engine, "begin")
@@ -177,6 +182,7 @@ class Database:
         )
 
     def dispose(self) -> None:
+        checkpoints.forget(self.engine)
         self.engine.dispose()
 
     @overload
