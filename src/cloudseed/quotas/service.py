@@ -11,7 +11,7 @@ itself: the caller hands in the usages (``servers/quota.py`` counts them in the 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import ColumnElement, Integer, Select, String, bindparam, delete, func, select
@@ -268,6 +268,13 @@ class InstanceLimits:
 
     project: Mapping[str, int]
     user: Mapping[str, int] | None
+    # The user's own overrides of any resource (``user`` holds them only for the above).
+    user_own: Mapping[str, int] = field(default_factory=dict)
+
+    def limit_of(self, resource: str) -> int:
+        """``resource``'s limit for the user: theirs, else the project's, else the default
+        (what ``limit_for`` reads in one statement)."""
+        return self.user_own.get(resource, self.project[resource])
 
     @property
     def unlimited(self) -> bool:
@@ -286,8 +293,8 @@ def instance_limits(
     project = limits(session, quota, project_id=project_id)
     own = user_overrides(session, project_id, user_id)
     if not any(r in own for r in INSTANCE_RESOURCES):
-        return InstanceLimits(project=project, user=None)
-    return InstanceLimits(project=project, user={**project, **own})
+        return InstanceLimits(project=project, user=None, user_own=own)
+    return InstanceLimits(project=project, user={**project, **own}, user_own=own)
 
 
 @dataclass(frozen=True)

@@ -266,10 +266,9 @@ def _admit(
     and how many servers the quota allows (the usage counted in every cell)."""
     project_id, user_id = request.actor.project_id, request.actor.user_id
     keypairs = _key_set(session, request)
-    edits.check_metadata_items(
-        quotas.metadata_items_limit(session, project_id=project_id, user_id=user_id),
-        request.metadata,
-    )
+    # Every limit of the project and the user, read once (the metadata items' among them).
+    limits = quotas.instance_limits(session, quota, project_id=project_id, user_id=user_id)
+    edits.check_metadata_items(limits.limit_of("metadata_items"), request.metadata)
     personality.check_limits(
         session, request.files, project_id=project_id, user_id=user_id, quota=quota
     )
@@ -283,7 +282,6 @@ def _admit(
     # After the image's checks, as in Nova.
     zero_disk.refuse_zero_disk_flavor_unless_admin(root_gb=root_gb, admin="admin" in request.roles)
     # The quota decides how many before anything is allocated (names, ports, rows).
-    limits = quotas.instance_limits(session, quota, project_id=project_id, user_id=user_id)
     count = (
         request.count
         if limits.unlimited
