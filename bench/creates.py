@@ -10,17 +10,21 @@ creates' CPU is theirs alone and the CPU from SIGCONT until every server is ACTI
 serve) is the builds'. The agent's alone is printed too: serve's share is each worker loading
 the built guests ahead, the change feed's polls and this bench's own polling. ``--before SRC``
 measures a checkout's ``src/`` too (``git archive <commit> src | tar -x -C /tmp/base``, then
-``/tmp/base/src``), the two alternating round by round. Waiting for ACTIVE asks for one BUILD
+``/tmp/base/src``), the two alternating round by round. ``--sequential N`` measures instead
+what the side-by-side's server create row does: single-server creates one after another, the
+agent stopped, each one's latency and serve's CPU per create. Waiting for ACTIVE asks for one BUILD
 server every 0.2 s (a page of 1,000 every 0.5 s was a tenth of the server's CPU). Prints the
 results; the notes in docs/benchmarks.md quote them.
 
     .venv/bin/python bench/creates.py --servers 1000 --batch 100 --concurrency 1 --rounds 2
+    .venv/bin/python bench/creates.py --sequential 300 --rounds 3 --before /tmp/base/src
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import os
 import signal
 import statistics
@@ -136,6 +140,54 @@ def one_round_apart(args: argparse.Namespace, src: Path | None) -> str:
     )
 
 
+def one_round_sequential(args: argparse.Namespace, src: Path | None) -> str:
+    """``--sequential N``: N creates of one server, one after the other on one connection, with
+    the agent registered and stopped (as the side-by-side's server create row): the latency
+    of each and serve's CPU per create."""
+    with code_from(src), tempfile.TemporaryDirectory() as tmp:
+        data = Path(tmp)
+        registries = register(data)
+        with running_server(data, 2, compute=False) as server, standalone_agent(data) as agent:
+            serve_pids = [server.process.pid, *server.worker_pids()]
+            with httpx.Client(base_url=server.api, headers=storm_identity.AUTH) as api:
+                key = import_key_pair(api)
+                deadline = time.monotonic() + 60
+                while not api.get("/v2.1/os-hypervisors", headers=ADMIN).json().get("hypervisors"):
+                    if time.monotonic() > deadline:
+                        raise RuntimeError("the agent did not register in 60 s")
+                    time.sleep(0.2)
+                asyncio.run(create_batches(server.api, registries, key, WARM_UP, WARM_UP, 1))
+                wait_for_builds(api, WARM_UP)
+                pause(agent, data)
+                body = {
+                    "server": {
+                        "imageRef": registries.image,
+                        "flavorRef": registries.flavor,
+                        "networks": "none",
+                        "key_name": key,
+                        "user_data": base64.b64encode(b"#cloud-config\n").decode(),
+                        "metadata": {"a": "1", "b": "2", "c": "3"},
+                    }
+                }
+                cpu_start = sum(cpu_seconds(pid) for pid in serve_pids)
+                latencies = []
+                for index in range(args.sequential):
+                    body["server"]["name"] = f"one-by-one-{index}"
+                    started = time.perf_counter()
+                    response = api.post("/v2.1/servers", json=body)
+                    latencies.append((time.perf_counter() - started) * 1000)
+                    if response.status_code != 202:
+                        raise RuntimeError(f"create refused: {response.text}")
+                cpu = sum(cpu_seconds(pid) for pid in serve_pids) - cpu_start
+    latencies.sort()
+    n = len(latencies)
+    return (
+        f"{n} creates one by one: median {statistics.median(latencies):.2f} ms, p90 "
+        f"{latencies[int(n * 0.9)]:.2f}, p99 {latencies[int(n * 0.99)]:.2f}, max "
+        f"{latencies[-1]:.2f}; server CPU {cpu * 1000 / n:.2f} ms per create"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--servers", type=int, default=1000)
@@ -145,6 +197,12 @@ def main() -> None:
     parser.add_argument("--before", type=Path, help="a checkout's src/ to measure too")
     parser.add_argument(
         "--apart", action="store_true", help="also: the agent stopped during the creates"
+    )
+    parser.add_argument(
+        "--sequential",
+        type=int,
+        metavar="N",
+        help="instead: N single-server creates one by one, the agent stopped",
     )
     args = parser.parse_args()
     sides: list[tuple[str, Path | None]] = [("now", None)]
@@ -157,6 +215,10 @@ def main() -> None:
     )
     for round_number in range(1, args.rounds + 1):
         for name, src in sides:
+            if args.sequential:
+                result = one_round_sequential(args, src)
+                print(f"round {round_number}, {name}: {result}", flush=True)
+                continue
             print(f"round {round_number}, {name}: {one_round(args, src)}", flush=True)
             if args.apart:
                 print(f"round {round_number}, {name}: {one_round_apart(args, src)}", flush=True)
