@@ -6,6 +6,7 @@ fresh database and an upgraded one."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from alembic.autogenerate import compare_metadata
@@ -16,6 +17,7 @@ from cloudseed.db.base import ApiBase, CellBase
 from cloudseed.db.engines import Database
 from cloudseed.schema import registry  # noqa: F401  (every model's table in the metadata)
 from cloudseed.schema import sync as schema_sync
+from cloudseed.schema.registry import Kind
 from cloudseed.servers import quota as usage
 from tests.support import databases
 
@@ -36,7 +38,7 @@ def scratch(backend: str, tmp_path: Path):
 
 
 @pytest.mark.parametrize(("kind", "base"), [("api", ApiBase), ("cell", CellBase)])
-def test_the_migrated_schema_is_the_models(scratch: Database, kind: str, base):
+def test_the_migrated_schema_is_the_models(scratch: Database, kind: Kind, base):
     schema_sync.upgrade(scratch, kind)
     with scratch.engine.connect() as connection:
         differences = compare_metadata(MigrationContext.configure(connection), base.metadata)
@@ -54,7 +56,7 @@ def test_the_schedulers_sums_read_the_index_alone(tmp_path: Path):
     ``ix_instances_host_usage`` without reading the instances' rows (migration cell0016): the
     plan of the very statement ``by_host`` runs."""
     db = Database.connect("cell1", f"sqlite:///{tmp_path / 'cell.sqlite'}")
-    ran: list[tuple[str, object]] = []
+    ran: list[tuple[str, Any]] = []
 
     def keep(_conn, _cursor, statement, parameters, _context, _many) -> None:
         if "FROM instances" in statement:

@@ -87,7 +87,9 @@ def checkpoint(engine: Engine) -> tuple[int, int, int]:
     (a checkpoint cannot run inside one): SQLite's (busy, log pages, pages checkpointed)."""
     raw = engine.raw_connection()
     try:
-        cursor = raw.driver_connection.cursor()
+        connection = raw.driver_connection
+        assert connection is not None  # a pooled connection, just checked out
+        cursor = connection.cursor()
         try:
             # All rows, then closed: a statement left unfinished would hold a read snapshot
             # on the pooled connection, and the log could never start over.
