@@ -291,15 +291,13 @@ def new_event_loop() -> asyncio.AbstractEventLoop:
 
 
 def freeze_what_start_up_made() -> None:
-    """Keep CPython's full collections off what the worker made to start: its modules, their
-    classes and functions, the apps. Python 3.11's full collection walks every object the
-    collector tracks, and a worker's start-up alone leaves a few hundred thousand (SQLAlchemy's
-    and the apps' among them), none of them garbage later: a serve worker's full collections
-    took 100-180 ms, each a stall of its event loop, a server create's p99 (timed with
-    gc.callbacks; docs/benchmarks.md, issue 36). Collected first, so that only live objects
-    are moved to the permanent generation (``gc.freeze``); a frozen object is still freed when
-    its last reference goes. The metadata cache's guests are frozen as the cache grows
-    (metadata/heap.py)."""
+    """Keep CPython's full collections off what the worker made to start (modules, classes,
+    the apps): Python 3.11's full collection walks every tracked object, a worker's start-up
+    leaves a few hundred thousand, and its full collections took 100-180 ms, each a stall of
+    the event loop and a server create's p99 (gc.callbacks; docs/benchmarks.md, issue 36).
+    Collected first, so only live objects go to the permanent generation (``gc.freeze``); a
+    frozen object is still freed when its last reference goes. The metadata cache's guests
+    are frozen as the cache grows (metadata/heap.py)."""
     gc.collect()
     gc.freeze()
 
