@@ -28,6 +28,7 @@ import base64
 import os
 import signal
 import statistics
+import subprocess
 import tempfile
 import time
 from collections.abc import Callable
@@ -35,7 +36,7 @@ from pathlib import Path
 
 import httpx
 import storm_identity
-from storm_seeding import create_batches, import_key_pair, register, wait_until_active
+from storm_seeding import Registries, create_batches, import_key_pair, register, wait_until_active
 from storm_server import code_from, pause, running_server, standalone_agent
 from storm_workers import cpu_seconds
 
@@ -97,6 +98,27 @@ def one_round(args: argparse.Namespace, src: Path | None) -> str:
     )
 
 
+def warmed_up_then_paused(
+    api: httpx.Client,
+    base: str,
+    registries: Registries,
+    agent: subprocess.Popen[bytes],
+    data: Path,
+) -> str:
+    """Once the standalone ``agent`` has registered: a key pair, ``WARM_UP`` servers created
+    and built, then the agent stopped (``pause``); the key pair's name."""
+    key = import_key_pair(api)
+    deadline = time.monotonic() + 60
+    while not api.get("/v2.1/os-hypervisors", headers=ADMIN).json().get("hypervisors"):
+        if time.monotonic() > deadline:
+            raise RuntimeError("the agent did not register in 60 s")
+        time.sleep(0.2)
+    asyncio.run(create_batches(base, registries, key, WARM_UP, WARM_UP, 1))
+    wait_for_builds(api, WARM_UP)
+    pause(agent, data)
+    return key
+
+
 def one_round_apart(args: argparse.Namespace, src: Path | None) -> str:
     """The creates with the agent stopped, then its builds: each one's CPU alone."""
     with code_from(src), tempfile.TemporaryDirectory() as tmp:
@@ -112,15 +134,7 @@ def one_round_apart(args: argparse.Namespace, src: Path | None) -> str:
                 return serve_cpu() + cpu_seconds(agent.pid)
 
             with httpx.Client(base_url=server.api, headers=storm_identity.AUTH) as api:
-                key = import_key_pair(api)
-                deadline = time.monotonic() + 60
-                while not api.get("/v2.1/os-hypervisors", headers=ADMIN).json().get("hypervisors"):
-                    if time.monotonic() > deadline:
-                        raise RuntimeError("the agent did not register in 60 s")
-                    time.sleep(0.2)
-                asyncio.run(create_batches(server.api, registries, key, WARM_UP, WARM_UP, 1))
-                wait_for_builds(api, WARM_UP)
-                pause(agent, data)
+                key = warmed_up_then_paused(api, server.api, registries, agent, data)
                 cpu_start, started = serve_cpu(), time.perf_counter()
                 asyncio.run(
                     create_batches(
@@ -151,15 +165,7 @@ def one_round_sequential(args: argparse.Namespace, src: Path | None) -> str:
         with running_server(data, 2, compute=False) as server, standalone_agent(data) as agent:
             serve_pids = [server.process.pid, *server.worker_pids()]
             with httpx.Client(base_url=server.api, headers=storm_identity.AUTH) as api:
-                key = import_key_pair(api)
-                deadline = time.monotonic() + 60
-                while not api.get("/v2.1/os-hypervisors", headers=ADMIN).json().get("hypervisors"):
-                    if time.monotonic() > deadline:
-                        raise RuntimeError("the agent did not register in 60 s")
-                    time.sleep(0.2)
-                asyncio.run(create_batches(server.api, registries, key, WARM_UP, WARM_UP, 1))
-                wait_for_builds(api, WARM_UP)
-                pause(agent, data)
+                key = warmed_up_then_paused(api, server.api, registries, agent, data)
                 body = {
                     "server": {
                         "imageRef": registries.image,

@@ -18,18 +18,13 @@ from tests.support.instances import add_instance
 
 @pytest.fixture
 def cell_at_0013(backend: str, tmp_path: Path):
-    try:
-        with databases.scratch_database(backend, str(tmp_path)) as url:
-            db = Database.connect("cell1", url)
-            try:
-                schema_sync.upgrade(db, "cell", "cell0013")
-                yield db
-            finally:
-                db.dispose()
-    except databases.Unavailable as exc:
-        if databases.required():
-            pytest.fail(f"CLOUDSEED_REQUIRE_DBS=1 but {exc}")
-        pytest.skip(str(exc))
+    with databases.scratch_database_or_skip(backend, str(tmp_path)) as url:
+        db = Database.connect("cell1", url)
+        try:
+            schema_sync.upgrade(db, "cell", "cell0013")
+            yield db
+        finally:
+            db.dispose()
 
 
 def _instance(db: Database, flavor: str | None, **columns: int) -> str:

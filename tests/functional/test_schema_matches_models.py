@@ -24,17 +24,12 @@ from tests.support import databases
 
 @pytest.fixture
 def scratch(backend: str, tmp_path: Path):
-    try:
-        with databases.scratch_database(backend, str(tmp_path)) as url:
-            db = Database.connect("scratch", url)
-            try:
-                yield db
-            finally:
-                db.dispose()
-    except databases.Unavailable as exc:
-        if databases.required():
-            pytest.fail(f"CLOUDSEED_REQUIRE_DBS=1 but {exc}")
-        pytest.skip(str(exc))
+    with databases.scratch_database_or_skip(backend, str(tmp_path)) as url:
+        db = Database.connect("scratch", url)
+        try:
+            yield db
+        finally:
+            db.dispose()
 
 
 @pytest.mark.parametrize(("kind", "base"), [("api", ApiBase), ("cell", CellBase)])
