@@ -315,7 +315,8 @@ def _worker(
 ) -> None:
     bound = listen_own(reserved)
     favour_the_event_loop()
-    checkpoints.start()
+    if any(listener.kind != "metadata" for listener, _ in reserved):
+        checkpoints.start()  # a writer's work: not in a worker of the metadata service alone
     with asyncio.Runner(loop_factory=new_event_loop) as runner:
         runner.run(serve_sockets(settings, bound, metrics_dir=metrics_dir))
 

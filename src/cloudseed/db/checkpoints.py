@@ -7,8 +7,10 @@ commit that takes the log past 1,000 pages, so every few dozen server creates on
 waited for two syncs: 35-230 ms where the others took 15-20 (the creates' p99,
 docs/benchmarks.md, issue 36, session 16).
 
-Long-running processes (``cloudseed serve``'s workers, ``cloudseed compute``) call
-``start()``: a daemon thread then checkpoints every SQLite database this process opened, each
+Long-running processes that write (``cloudseed serve``'s workers of the compute API,
+``cloudseed compute``) call ``start()``; a worker of the metadata service alone, which mostly
+reads, leaves the copying of the builds' pages to them instead of doing it while it answers
+a storm. A daemon thread then checkpoints every SQLite database this process opened, each
 ``INTERVAL`` seconds, in PASSIVE mode (it never waits for a reader or a writer and never
 blocks one; what a reader still needs is copied at a later pass), through the sqlite3 module,
 which lets go of the GIL while SQLite works. The commits' own checkpoint is moved out to
