@@ -43,6 +43,10 @@ def short_frame(frame: str) -> str:
 def thread_name(root: str) -> str:
     """``thread (123): asyncio_0`` -> ``asyncio_N``: pool threads by kind, not one by one."""
     name = root.partition(": ")[2] or root
+    # py-spy reads a thread's name from its memory: one caught while starting or ending reads
+    # as garbage (NULs and stray bytes seen), which must not reach the docs.
+    if not name.isprintable() or not name.strip():
+        return "(unnamed)"
     return re.sub(r"_\d+$", "_N", re.sub(r"-\d+", "-N", name))
 
 
