@@ -4,8 +4,10 @@ checkpoint only past the backstop, and what the thread does with databases it wa
 
 from __future__ import annotations
 
+import gc
 import sqlite3
 import time
+import weakref
 from pathlib import Path
 
 import pytest
@@ -76,3 +78,12 @@ def test_the_thread_checkpoints_what_was_registered_and_spares_what_vanished(
     assert not (tmp_path / "gone" / "gone.sqlite").exists()  # not made anew, empty
     gone.dispose()
     assert gone.engine not in checkpoints._databases
+
+
+def test_an_engine_nobody_disposed_of_is_still_collected(tmp_path: Path):
+    db = Database.connect("cell1", f"sqlite:///{tmp_path / 'left.sqlite'}")
+    engine = weakref.ref(db.engine)
+    assert engine() in checkpoints._databases
+    del db
+    gc.collect()
+    assert engine() is None

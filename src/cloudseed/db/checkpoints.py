@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 import threading
+import weakref
 from pathlib import Path
 
 from sqlalchemy import Engine
@@ -38,7 +39,9 @@ INTERVAL = 1.0  # seconds between passes
 BACKSTOP_PAGES = 4000
 
 _lock = threading.Lock()
-_databases: dict[Engine, Path] = {}  # every SQLite database file this process opened
+# Every SQLite database file this process opened and has not disposed of. Weak: an engine
+# nobody disposed of is still collected, with its pooled connections, as before the thread.
+_databases: weakref.WeakKeyDictionary[Engine, Path] = weakref.WeakKeyDictionary()
 _thread: Periodic | None = None
 
 
